@@ -1,0 +1,34 @@
+# bench_add_chapter(<chNN> [LIBRARIES lib...] [SMOKE_FILTER regex])
+#
+# Builds every .cu/.cpp file in the calling folder into one executable named <chNN>, linked
+# with the harness's main(), and registers a short smoke run of it as a ctest test labelled
+# `chapter`. Adding an example is adding a file: no per-example CMake.
+set(BENCH_SKIP_RETURN_CODE 77)
+
+# Flags every piece of device code gets, set once: line info for Nsight, spill warnings so a
+# register-heavy kernel never spills unnoticed, and relaxed constexpr for std:: in kernels.
+add_library(bench_cuda_flags INTERFACE)
+add_library(bench::cuda_flags ALIAS bench_cuda_flags)
+target_compile_options(bench_cuda_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xptxas=--warn-on-spills --expt-relaxed-constexpr>)
+
+function(bench_add_chapter chapter)
+  cmake_parse_arguments(ARG "" "SMOKE_FILTER" "LIBRARIES" ${ARGN})
+  file(GLOB sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*.cu"
+                                      "${CMAKE_CURRENT_SOURCE_DIR}/*.cpp")
+  add_executable(${chapter} ${sources})
+  target_link_libraries(${chapter} PRIVATE bench::main bench::kernels bench::cuda_flags ${ARG_LIBRARIES})
+  set_target_properties(${chapter} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
+  if(BENCH_BUILD_TESTS)
+    if(NOT ARG_SMOKE_FILTER)
+      set(ARG_SMOKE_FILTER ".")
+    endif()
+    # A smoke run: every case verified, few samples, short timeout. Without a GPU the binary
+    # exits with BENCH_SKIP_RETURN_CODE and ctest reports the test as skipped.
+    add_test(NAME chapter.${chapter}
+             COMMAND ${chapter} --benchmark_filter=${ARG_SMOKE_FILTER} --bench_smoke)
+    set_tests_properties(chapter.${chapter} PROPERTIES
+      LABELS "chapter;gpu" SKIP_RETURN_CODE ${BENCH_SKIP_RETURN_CODE} TIMEOUT 900
+      RUN_SERIAL TRUE)
+  endif()
+endfunction()

@@ -1,0 +1,364 @@
+// bench/bench.hpp: the one header a chapter includes.
+//
+// An *example* is a workload (the problem: sizes, seeded inputs, outputs, cost model), a set of
+// variants that do the same work (baseline, optional ladder steps, optimized, optional vendor),
+// and a reference that says what correct means. The harness turns every variant into a Google
+// Benchmark case named chNN/<example>/<variant>, verifies it before and after timing, and times
+// it with CUDA events (see docs/architecture.md and docs/validity.md).
+//
+//   struct Copy {
+//     int64_t n;
+//     bench::DeviceSpan<const float> src;
+//     bench::DeviceSpan<float> dst;
+//     explicit Copy(bench::Setup& s)
+//         : n(s.size("n", int64_t{1} << 28, 100'003)),   // timing size, verification size
+//           src(s.input<float>("src", n, bench::uniform(-1, 1))),
+//           dst(s.output<float>("dst", n)) {
+//       s.bytes(2 * n * sizeof(float));                  // fewest bytes the work must move
+//     }
+//   };
+//   void launch_naive(const Copy& w, cudaStream_t stream);   // enqueue on `stream`, no sync
+//   void reference(const Copy& w, bench::HostData& h);       // CPU, in double
+//
+//   BENCH_EXAMPLE(ch07, copy, Copy)
+//       .baseline("naive", launch_naive)
+//       .optimized("vec4", launch_vec4)
+//       .reference(reference)
+//       .tolerance(bench::exact());
+//
+// This header stays light on purpose: no Google Benchmark, fmt, JSON or iostream, so nvcc
+// compiles a chapter file quickly.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench/check.hpp"
+#include "bench/dtype.hpp"
+
+namespace bench {
+
+// ---------------------------------------------------------------------------------------------
+// Inputs: every input is generated on the device from the case's seed by one counter-based
+// generator, so a variant's inputs are identical whichever variant runs first. Never all zeros.
+struct Fill {
+  enum class Kind { uniform, normal, integers } kind = Kind::uniform;
+  double a = -1.0;  // uniform: low; normal: mean; integers: low (inclusive)
+  double b = 1.0;   // uniform: high; normal: standard deviation; integers: high (inclusive)
+};
+inline Fill uniform(double low, double high) { return {Fill::Kind::uniform, low, high}; }
+inline Fill normal(double mean, double stddev) { return {Fill::Kind::normal, mean, stddev}; }
+inline Fill integers(int64_t low, int64_t high) {
+  return {Fill::Kind::integers, static_cast<double>(low), static_cast<double>(high)};
+}
+
+// A typed view of device memory that the harness owns. Cheap to copy; valid while the workload
+// lives.
+template <class T>
+struct DeviceSpan {
+  T* ptr = nullptr;
+  int64_t count = 0;
+  T* data() const { return ptr; }
+  int64_t size() const { return count; }
+  std::size_t bytes() const { return static_cast<std::size_t>(count) * sizeof(T); }
+  operator DeviceSpan<const T>() const { return {ptr, count}; }
+};
+
+// RAII device allocation for scratch space a workload or a variant's state owns itself.
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(int64_t count) : count_(count) {
+    BENCH_CUDA_CHECK(cudaMalloc(&ptr_, bytes()));
+  }
+  DeviceBuffer(DeviceBuffer&& other) noexcept { swap(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    swap(other);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr_ != nullptr) cudaFree(ptr_);  // no check: destructors must not throw
+  }
+  T* data() const { return ptr_; }
+  int64_t size() const { return count_; }
+  std::size_t bytes() const { return static_cast<std::size_t>(count_) * sizeof(T); }
+  DeviceSpan<T> span() const { return {ptr_, count_}; }
+
+ private:
+  void swap(DeviceBuffer& other) noexcept {
+    std::swap(ptr_, other.ptr_);
+    std::swap(count_, other.count_);
+  }
+  T* ptr_ = nullptr;
+  int64_t count_ = 0;
+};
+
+// The named hardware ceilings a result can be compared with; the values live in the `ceilings`
+// block of expectations/<hardware_key>.json (measured by `bench calibrate`).
+namespace ceiling {
+inline constexpr const char* hbm_copy = "hbm_copy_gbps";    // device-to-device, read + write
+inline constexpr const char* hbm_read = "hbm_read_gbps";
+inline constexpr const char* hbm_write = "hbm_write_gbps";
+inline constexpr const char* l2 = "l2_gbps";
+inline constexpr const char* smem = "smem_gbps";
+inline constexpr const char* h2d_pinned = "h2d_pinned_gbps";
+inline constexpr const char* d2h_pinned = "d2h_pinned_gbps";
+inline constexpr const char* fp32 = "fp32_tflops";
+inline constexpr const char* tf32 = "tf32_tflops";
+inline constexpr const char* bf16 = "bf16_tflops";
+inline constexpr const char* fp16 = "fp16_tflops";
+inline constexpr const char* fp8 = "fp8_tflops";
+}  // namespace ceiling
+
+namespace detail {
+class SetupImpl;
+class HostDataImpl;
+}  // namespace detail
+
+// Handed to a workload's constructor. Allocates the buffers the harness manages (it fills
+// inputs, poisons outputs, checksums and verifies them) and records the cost model.
+class Setup {
+ public:
+  explicit Setup(detail::SetupImpl& impl) : impl_(impl) {}
+
+  // True when building the small workload used for verification against the CPU reference.
+  bool verifying() const;
+  // A problem dimension: `timing` when timing, `verification` when verifying. The name and value
+  // are part of the workload's fingerprint.
+  int64_t size(std::string_view name, int64_t timing, int64_t verification);
+  // A non-size parameter recorded in the fingerprint (a stride, a mode).
+  void param(std::string_view name, int64_t value);
+
+  template <class T>
+  DeviceSpan<T> input(std::string_view name, int64_t count, Fill fill) {
+    return {static_cast<T*>(add_input(name, dtype_of<T>(), count, fill)), count};
+  }
+  template <class T>
+  DeviceSpan<T> output(std::string_view name, int64_t count) {
+    return {static_cast<T*>(add_output(name, dtype_of<T>(), count)), count};
+  }
+
+  // Cost model, per run of a variant: the fewest bytes the work must move through device memory
+  // (each input read once, each output written once) and the arithmetic it must do.
+  void bytes(double bytes_moved, const char* bandwidth_ceiling = ceiling::hbm_copy);
+  void flops(double flops, const char* compute_ceiling = ceiling::fp32);
+
+ private:
+  void* add_input(std::string_view name, DType dtype, int64_t count, Fill fill);
+  void* add_output(std::string_view name, DType dtype, int64_t count);
+  detail::SetupImpl& impl_;
+};
+
+// Host copies handed to the CPU reference: the inputs (a private copy, so a variant that
+// modifies its inputs cannot make the reference agree) and the expected outputs to fill, in
+// double precision.
+class HostData {
+ public:
+  explicit HostData(detail::HostDataImpl& impl) : impl_(impl) {}
+  template <class T>
+  std::span<const T> input(std::string_view name) const {
+    auto raw = input_bytes(name, dtype_of<T>());
+    return {reinterpret_cast<const T*>(raw.data()), raw.size() / sizeof(T)};
+  }
+  std::span<double> expected(std::string_view name);
+
+ private:
+  std::span<const std::byte> input_bytes(std::string_view name, DType dtype) const;
+  detail::HostDataImpl& impl_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tolerance: how an output is compared with the reference. NaN never passes.
+struct Tolerance {
+  enum class Kind { exact, allclose, relative_l2, dtype_default } kind = Kind::dtype_default;
+  double atol = 0.0;   // allclose: |out - ref| <= atol + rtol * |ref|
+  double rtol = 0.0;
+  double bound = 0.0;  // relative_l2: ||out - ref||_2 / ||ref||_2 <= bound
+};
+inline Tolerance exact() { return {Tolerance::Kind::exact}; }
+inline Tolerance allclose(double atol, double rtol) {
+  return {Tolerance::Kind::allclose, atol, rtol};
+}
+inline Tolerance relative_l2(double bound) { return {Tolerance::Kind::relative_l2, 0, 0, bound}; }
+// The bound each output dtype gets unless the example says otherwise (docs/validity.md): tight
+// enough that computing an FP32 result in BF16 fails.
+Tolerance default_tolerance(DType dtype);
+
+// How samples are taken (docs/architecture.md): cold flushes L2 and hides launch latency behind
+// a blocking kernel; hot times back-to-back batches; host times with a host clock around a
+// synchronised run, for lessons whose cost is on the host (pageable copies, allocation).
+enum class Mode { cold, hot, host };
+
+enum class Role { baseline, step, optimized, vendor };
+const char* to_string(Role role);
+const char* to_string(Mode mode);
+
+// What a variant needs and how it behaves.
+struct VariantOptions {
+  int min_compute_capability = 0;  // e.g. 90 for Hopper-only instructions
+  bool blocks_host = false;        // it synchronises or blocks the host: no blocking kernel
+};
+
+namespace detail {
+
+using Launch = std::function<void(cudaStream_t)>;
+// Prepares a variant for one workload instance (untimed: handles, graphs, plans) and returns
+// the launch that is timed. The workload is type-erased to void*.
+using Prepare = std::function<Launch(void* workload, cudaStream_t stream)>;
+// Returns an empty string when the variant can run this workload, else the reason it cannot.
+using Support = std::function<std::string(const void* workload)>;
+
+struct VariantDef {
+  std::string name;
+  Role role = Role::baseline;
+  Prepare prepare;
+  VariantOptions options;
+  Support support;
+};
+
+struct ExampleDef {
+  std::string chapter;
+  std::string name;
+  std::string file;
+  std::function<std::shared_ptr<void>(Setup&)> make_workload;
+  std::vector<VariantDef> variants;
+  std::function<void(const void*, HostData&)> reference;
+  std::function<void(const void*, cudaStream_t)> device_reference;
+  Tolerance tolerance;
+  Mode mode = Mode::cold;
+  int min_compute_capability = 0;
+  int min_gpus = 1;
+  Support support;
+};
+
+ExampleDef& register_example(std::string chapter, std::string name, std::string file);
+
+}  // namespace detail
+
+// The fluent registration returned by BENCH_EXAMPLE. W is the workload type: constructible from
+// Setup&. A launch is callable as void(const W&, cudaStream_t). A stateful variant is a type S
+// constructible from (const W&, cudaStream_t) (untimed setup) and callable as
+// void(const W&, cudaStream_t) (timed).
+template <class W>
+class Example {
+ public:
+  explicit Example(detail::ExampleDef& def) : def_(def) {
+    def_.make_workload = [](Setup& s) -> std::shared_ptr<void> { return std::make_shared<W>(s); };
+  }
+
+  template <class F>
+  Example& baseline(std::string name, F launch, VariantOptions o = {}) {
+    return add(std::move(name), Role::baseline, plain(launch), o);
+  }
+  template <class F>
+  Example& step(std::string name, F launch, VariantOptions o = {}) {
+    return add(std::move(name), Role::step, plain(launch), o);
+  }
+  template <class F>
+  Example& optimized(std::string name, F launch, VariantOptions o = {}) {
+    return add(std::move(name), Role::optimized, plain(launch), o);
+  }
+  template <class F>
+  Example& vendor(std::string name, F launch, VariantOptions o = {}) {
+    return add(std::move(name), Role::vendor, plain(launch), o);
+  }
+  // Stateful forms: Example::stateful<S>(Role::optimized, "graph").
+  template <class S>
+  Example& stateful(Role role, std::string name, VariantOptions o = {}) {
+    detail::Prepare prepare = [](void* w, cudaStream_t stream) -> detail::Launch {
+      auto& workload = *static_cast<W*>(w);
+      auto state = std::make_shared<S>(workload, stream);
+      return [state, &workload](cudaStream_t s) { (*state)(workload, s); };
+    };
+    return add(std::move(name), role, std::move(prepare), o);
+  }
+
+  // The most recently added variant cannot run this workload when `why` returns a reason.
+  template <class F>
+  Example& variant_requires(F why) {
+    def_.variants.back().support = [why](const void* w) -> std::string {
+      return why(*static_cast<const W*>(w));
+    };
+    return *this;
+  }
+  // The whole example cannot run this workload (or on this machine) when `why` returns a reason.
+  template <class F>
+  Example& requires_that(F why) {
+    def_.support = [why](const void* w) -> std::string { return why(*static_cast<const W*>(w)); };
+    return *this;
+  }
+  Example& min_compute_capability(int cc) {
+    def_.min_compute_capability = cc;
+    return *this;
+  }
+  Example& min_gpus(int n) {
+    def_.min_gpus = n;
+    return *this;
+  }
+
+  // What correct means: a CPU function void(const W&, HostData&) computing in double.
+  template <class F>
+  Example& reference(F fn) {
+    def_.reference = [fn](const void* w, HostData& h) { fn(*static_cast<const W*>(w), h); };
+    return *this;
+  }
+  // Optional: a trusted device implementation void(const W&, cudaStream_t) writing the outputs,
+  // used instead of the CPU reference to re-check the last timed output at the timing size,
+  // where the CPU reference would be too slow (large GEMMs).
+  template <class F>
+  Example& device_reference(F fn) {
+    def_.device_reference = [fn](const void* w, cudaStream_t s) {
+      fn(*static_cast<const W*>(w), s);
+    };
+    return *this;
+  }
+  Example& tolerance(Tolerance t) {
+    def_.tolerance = t;
+    return *this;
+  }
+  Example& mode(Mode m) {
+    def_.mode = m;
+    return *this;
+  }
+
+ private:
+  template <class F>
+  static detail::Prepare plain(F launch) {
+    return [launch](void* w, cudaStream_t) -> detail::Launch {
+      auto* workload = static_cast<const W*>(w);
+      return [launch, workload](cudaStream_t s) { launch(*workload, s); };
+    };
+  }
+  Example& add(std::string name, Role role, detail::Prepare prepare, VariantOptions o) {
+    def_.variants.push_back({std::move(name), role, std::move(prepare), o, {}});
+    return *this;
+  }
+  detail::ExampleDef& def_;
+};
+
+// Registration objects live for the whole process, like the Google Benchmark cases they become.
+template <class W>
+Example<W>& make_example(const char* chapter, const char* name, const char* file) {
+  return *new Example<W>(detail::register_example(chapter, name, file));
+}
+
+}  // namespace bench
+
+#define BENCH_CONCAT_INNER(a, b) a##b
+#define BENCH_CONCAT(a, b) BENCH_CONCAT_INNER(a, b)
+
+// Registers chNN/<example> with workload type W; chain the variants, reference and tolerance.
+#define BENCH_EXAMPLE(chapter, example, W)                                    \
+  [[maybe_unused]] static auto& BENCH_CONCAT(bench_example_, __COUNTER__) =   \
+      ::bench::make_example<W>(#chapter, #example, __FILE__)

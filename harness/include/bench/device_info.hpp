@@ -1,0 +1,52 @@
+// bench/device_info.hpp: what the run context records about the GPU and the build. Host-only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bench {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;          // "NVIDIA H100 80GB HBM3"
+  std::string hardware_key;  // "h100_80gb_hbm3" (prefixed "2x_" etc. for several GPUs)
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int64_t l2_bytes = 0;
+  int64_t global_mem_bytes = 0;
+  int64_t smem_per_block_optin = 0;
+  int memory_bus_bits = 0;
+  int memory_clock_khz = 0;   // peak, as the driver reports it
+  int sm_clock_khz = 0;       // peak, as the driver reports it
+  bool ecc = false;
+  int driver_version = 0;     // 13000 means 13.0
+  int runtime_version = 0;
+  int device_count = 0;
+  std::string pci_bus_id;
+  double datasheet_hbm_gbps() const {  // bus width x DDR clock: a lead, not a ceiling
+    return 2.0 * memory_clock_khz * 1e3 * (memory_bus_bits / 8.0) / 1e9;
+  }
+};
+
+// Slug of a device name: lower case, runs of other characters become one '_', the vendor
+// prefix "nvidia_" removed; "Nx_" prepended when the machine has N > 1 GPUs.
+std::string hardware_key(const std::string& device_name, int device_count);
+
+// Queries the CUDA runtime. Throws bench::CudaError when there is no usable device.
+DeviceInfo query_device(int index = 0);
+// Number of CUDA devices, 0 when there is none or no driver; `why` receives the reason.
+int cuda_device_count(std::string* why = nullptr);
+
+// Build facts captured at configure time.
+struct BuildInfo {
+  std::string git_sha;
+  std::string build_type;
+  std::string cuda_architectures;
+  std::string cuda_flags;
+  std::string nvcc_version;
+  std::string source_dir;
+};
+const BuildInfo& build_info();
+
+}  // namespace bench

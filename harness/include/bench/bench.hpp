@@ -39,6 +39,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "bench/check.hpp"
@@ -69,7 +70,11 @@ struct DeviceSpan {
   T* data() const { return ptr; }
   int64_t size() const { return count; }
   std::size_t bytes() const { return static_cast<std::size_t>(count) * sizeof(T); }
-  operator DeviceSpan<const T>() const { return {ptr, count}; }
+  template <class U = T>
+    requires(!std::is_const_v<U>)
+  operator DeviceSpan<const U>() const {  // a writable span reads as a read-only one
+    return {ptr, count};
+  }
 };
 
 // RAII device allocation for scratch space a workload or a variant's state owns itself.

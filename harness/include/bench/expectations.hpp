@@ -3,10 +3,15 @@
 // chapter code.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace bench {
 
@@ -16,8 +21,82 @@ class ExpectationsError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// One measured ceiling of the device (written by `bench calibrate`).
+struct Ceiling {
+  double value = 0.0;
+  std::string unit;     // "GB/s", "TFLOP/s", "us"
+  double noise = 0.0;   // relative noise of the measurement (0.004 = 0.4%)
+  std::string method;   // how it was measured, e.g. "cudaMemcpyAsync D2D 1 GiB, read+write"
+  std::string date;     // ISO 8601
+};
+
+// One variant's recorded median and noise.
+struct VariantExpectation {
+  double median_us = 0.0;
+  double noise = 0.0;
+};
+
+// Where an example's numbers came from.
+struct Provenance {
+  std::string git_sha, date, command, driver, cuda, gpu;
+};
+
+// What an example `chNN/<example>` is expected to do on this GPU.
+struct ExampleExpectation {
+  std::map<std::string, VariantExpectation> variants;  // by variant name
+  double speedup = 0.0;                                // optimized over baseline
+  double tolerance = 0.10;                             // relative: 0.10 accepts +-10%
+  std::optional<double> pct_ceiling;                   // optimized side, percent
+  Provenance provenance;
+};
+
+// The device the file describes (informative; the file name is the key).
+struct DeviceDescription {
+  std::string name;
+  std::string compute_capability;
+  int64_t sm_count = 0;
+  int64_t l2_bytes = 0;
+  int64_t memory_bytes = 0;
+  int64_t memory_bus_bits = 0;
+  int64_t memory_clock_khz = 0;
+  int64_t device_count = 1;
+};
+
+struct Expectations {
+  static constexpr int kFormatVersion = 1;
+  std::string hardware_key;
+  DeviceDescription device;
+  std::map<std::string, Ceiling> ceilings;              // by ceiling name, e.g. hbm_copy_gbps
+  std::map<std::string, ExampleExpectation> examples;   // by "chNN/<example>"
+};
+
+// Strict parse: unknown keys, wrong types, missing required keys and malformed JSON throw
+// ExpectationsError "<source>:<line>:<column>: <what was expected>".
+Expectations parse_expectations(std::string_view text, const std::string& source_name);
+// Reads and parses a file. A missing file gives std::nullopt; an unreadable or malformed one
+// throws ExpectationsError.
+std::optional<Expectations> load_expectations(const std::filesystem::path& file);
+// Canonical text (sorted keys, two-space indent, trailing newline).
+std::string serialize_expectations(const Expectations& expectations);
+// Atomic: writes "<file>.tmp.<pid>" next to the file, flushes it, then renames it over `file`,
+// so a crash leaves either the old or the new file, never half of one.
+void save_expectations(const std::filesystem::path& file, const Expectations& expectations);
+// Read-modify-write of the ceilings block only (for `bench calibrate`): every other entry is
+// kept. Creates the file when missing, with `hardware_key` set from the file name.
+void update_ceilings(const std::filesystem::path& file,
+                     const std::map<std::string, Ceiling>& ceilings);
+// Human-readable differences, one line each ("+ ceilings.hbm_copy_gbps: 3010.5 GB/s", "~ ...").
+std::vector<std::string> diff_expectations(const Expectations& before, const Expectations& after);
+
 // The `ceilings` block only, as name -> value (e.g. "hbm_copy_gbps" -> 3010.5). A missing file
 // gives an empty map; a malformed one throws ExpectationsError.
 std::map<std::string, double> load_ceilings(const std::filesystem::path& file);
+
+// Line and column (both 1-based) of a byte offset into `text`, for error messages about JSON
+// files ("file:line:column: ...").
+struct TextPosition {
+  std::size_t line = 1, column = 1;
+};
+TextPosition text_position(std::string_view text, std::size_t byte_offset);
 
 }  // namespace bench

@@ -1,0 +1,179 @@
+// The harness's own device code: input generation, checksums, L2 flush, the blocking kernel,
+// the SM-clock probe and a spin kernel of known duration.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "bench/check.hpp"
+#include "device_kernels.hpp"
+
+namespace bench::detail {
+namespace {
+
+__host__ __device__ inline uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+__device__ inline double unit_double(uint64_t bits) {  // in (0, 1]
+  return (static_cast<double>(bits >> 11) + 1.0) * 0x1.0p-53;
+}
+
+__device__ double draw(Fill fill, uint64_t key) {
+  const uint64_t h1 = mix64(key);
+  switch (fill.kind) {
+    case Fill::Kind::uniform:
+      return fill.a + (fill.b - fill.a) * unit_double(h1);
+    case Fill::Kind::normal: {
+      const uint64_t h2 = mix64(h1 ^ 0x632be59bd9b4e019ull);
+      const double r = sqrt(-2.0 * log(unit_double(h1)));
+      return fill.a + fill.b * r * cospi(2.0 * unit_double(h2));
+    }
+    case Fill::Kind::integers: {
+      const auto lo = static_cast<int64_t>(fill.a);
+      const auto span = static_cast<uint64_t>(static_cast<int64_t>(fill.b) - lo + 1);
+      return static_cast<double>(lo + static_cast<int64_t>(h1 % span));
+    }
+  }
+  return 0.0;
+}
+
+template <class T>
+__device__ T convert(double v) {
+  if constexpr (std::is_same_v<T, __half>) return __double2half(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __double2bfloat16(v);
+  else if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) return __nv_fp8_e4m3(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, __nv_fp8_e5m2>) return __nv_fp8_e5m2(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
+
+template <class T>
+__global__ void fill_kernel(T* data, int64_t count, Fill fill, uint64_t seed, uint64_t salt) {
+  const uint64_t base = mix64(seed ^ mix64(salt));
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += int64_t{gridDim.x} * blockDim.x)
+    data[i] = convert<T>(draw(fill, base + static_cast<uint64_t>(i)));
+}
+
+__global__ void checksum_kernel(const unsigned char* data, std::size_t bytes,
+                                unsigned long long* accumulator) {
+  unsigned long long local = 0;
+  const std::size_t words = bytes / 8;
+  const auto* w = reinterpret_cast<const uint64_t*>(data);  // cudaMalloc is 256-byte aligned
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < words;
+       i += std::size_t{gridDim.x} * blockDim.x)
+    local += mix64(w[i] ^ mix64(i));
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    for (std::size_t i = words * 8; i < bytes; ++i) local += mix64(data[i] ^ mix64(~i));
+  for (int offset = 16; offset > 0; offset /= 2) local += __shfl_down_sync(~0u, local, offset);
+  if ((threadIdx.x & 31) == 0) atomicAdd(accumulator, local);
+}
+
+__global__ void l2_flush_kernel(const uint4* data, std::size_t count, unsigned int* sink) {
+  unsigned int acc = 0;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    const uint4 v = data[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) *sink = acc;  // practically never true; keeps the loads alive
+}
+
+__device__ inline uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void blocking_kernel(const volatile int* release, uint64_t timeout_ns, int* timed_out) {
+  const uint64_t start = global_ns();
+  while (*release == 0) {
+    if (global_ns() - start > timeout_ns) {
+      *timed_out = 1;
+      return;
+    }
+    __nanosleep(1000);
+  }
+}
+
+__global__ void clock_probe_kernel(long long cycles, float* mhz) {
+  const uint64_t t0 = global_ns();
+  const long long c0 = clock64();
+  long long c1 = c0;
+  while (c1 - c0 < cycles) c1 = clock64();
+  const uint64_t t1 = global_ns();
+  *mhz = t1 > t0 ? static_cast<float>(1e3 * static_cast<double>(c1 - c0) / static_cast<double>(t1 - t0))
+                 : 0.0f;
+}
+
+__global__ void spin_kernel(uint64_t ns, unsigned long long* measured_ns) {
+  const uint64_t start = global_ns();
+  uint64_t now = start;
+  while (now - start < ns) now = global_ns();
+  if (threadIdx.x == 0) *measured_ns = now - start;
+}
+
+int grid_for(int64_t count, int block) {
+  const int64_t blocks = (count + block - 1) / block;
+  return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
+}
+
+}  // namespace
+
+void launch_fill(void* data, DType dtype, int64_t count, Fill fill, uint64_t seed, uint64_t salt,
+                 cudaStream_t stream) {
+  const int block = 256, grid = grid_for(count, block);
+  switch (dtype) {
+#define BENCH_FILL_CASE(tag, T) \
+  case DType::tag: fill_kernel<T><<<grid, block, 0, stream>>>(static_cast<T*>(data), count, fill, seed, salt); break;
+    BENCH_FILL_CASE(f64, double)
+    BENCH_FILL_CASE(f32, float)
+    BENCH_FILL_CASE(f16, __half)
+    BENCH_FILL_CASE(bf16, __nv_bfloat16)
+    BENCH_FILL_CASE(fp8_e4m3, __nv_fp8_e4m3)
+    BENCH_FILL_CASE(fp8_e5m2, __nv_fp8_e5m2)
+    BENCH_FILL_CASE(i64, int64_t)
+    BENCH_FILL_CASE(i32, int32_t)
+    BENCH_FILL_CASE(i8, int8_t)
+    BENCH_FILL_CASE(u64, uint64_t)
+    BENCH_FILL_CASE(u32, uint32_t)
+    BENCH_FILL_CASE(u8, uint8_t)
+#undef BENCH_FILL_CASE
+  }
+  BENCH_CHECK_LAUNCH();
+}
+
+void launch_checksum(const void* data, std::size_t bytes, unsigned long long* accumulator,
+                     cudaStream_t stream) {
+  const int block = 256, grid = grid_for(static_cast<int64_t>(bytes / 8), block);
+  checksum_kernel<<<grid, block, 0, stream>>>(static_cast<const unsigned char*>(data), bytes,
+                                              accumulator);
+  BENCH_CHECK_LAUNCH();
+}
+
+void launch_l2_flush(const void* data, std::size_t bytes, unsigned int* sink, cudaStream_t stream) {
+  const std::size_t count = bytes / sizeof(uint4);
+  const int block = 512, grid = grid_for(static_cast<int64_t>(count), block);
+  l2_flush_kernel<<<grid, block, 0, stream>>>(static_cast<const uint4*>(data), count, sink);
+  BENCH_CHECK_LAUNCH();
+}
+
+void launch_blocking_kernel(const volatile int* release, uint64_t timeout_ns, int* timed_out,
+                            cudaStream_t stream) {
+  blocking_kernel<<<1, 1, 0, stream>>>(release, timeout_ns, timed_out);
+  BENCH_CHECK_LAUNCH();
+}
+
+void launch_clock_probe(long long cycles, float* mhz, cudaStream_t stream) {
+  clock_probe_kernel<<<1, 1, 0, stream>>>(cycles, mhz);
+  BENCH_CHECK_LAUNCH();
+}
+
+void launch_spin(uint64_t ns, unsigned long long* measured_ns, cudaStream_t stream) {
+  spin_kernel<<<1, 32, 0, stream>>>(ns, measured_ns);
+  BENCH_CHECK_LAUNCH();
+}
+
+}  // namespace bench::detail

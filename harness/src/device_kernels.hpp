@@ -1,0 +1,33 @@
+// Internal: the device work the harness itself does. Every function enqueues on `stream`.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "bench/bench.hpp"
+
+namespace bench::detail {
+
+// Counter-based generator: element i of a buffer is a pure function of (seed, salt, i), so the
+// same inputs come out whatever order buffers and variants are built in.
+void launch_fill(void* data, DType dtype, int64_t count, Fill fill, uint64_t seed, uint64_t salt,
+                 cudaStream_t stream);
+// Adds an order-independent hash of `bytes` bytes at `data` into *accumulator (device memory).
+void launch_checksum(const void* data, std::size_t bytes, unsigned long long* accumulator,
+                     cudaStream_t stream);
+// Reads `bytes` bytes so that L2 holds nothing a timed kernel could reuse.
+void launch_l2_flush(const void* data, std::size_t bytes, unsigned int* sink,
+                     cudaStream_t stream);
+// Spins until *release becomes non-zero (set by the host through mapped memory) or timeout_ns
+// passes, in which case it sets *timed_out. Work queued behind it starts back-to-back.
+void launch_blocking_kernel(const volatile int* release, uint64_t timeout_ns, int* timed_out,
+                            cudaStream_t stream);
+// One thread counts `cycles` SM clock cycles against the global timer and writes the SM clock
+// in MHz to *mhz.
+void launch_clock_probe(long long cycles, float* mhz, cudaStream_t stream);
+// Spins for `ns` nanoseconds of global time (one block) and writes the time it measured.
+void launch_spin(uint64_t ns, unsigned long long* measured_ns, cudaStream_t stream);
+
+}  // namespace bench::detail

@@ -1,0 +1,174 @@
+// main() of every chapter binary: turns each registered variant into a Google Benchmark case
+// chNN/<example>/<variant>, runs it through the Runner and reports counters, label and context.
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "bench/device_info.hpp"
+#include "bench/expectations.hpp"
+#include "options.hpp"
+#include "registry.hpp"
+#include "runner.hpp"
+
+namespace {
+
+using bench::detail::CaseResult;
+
+constexpr int kNoDeviceExitCode = 77;  // ctest's SKIP_RETURN_CODE for gpu/chapter tests
+
+std::string case_name(const bench::detail::ExampleDef& e, const bench::detail::VariantDef& v) {
+  return fmt::format("{}/{}/{}", e.chapter, e.name, v.name);
+}
+
+void write_samples(const std::string& dir, const std::string& name, const CaseResult& r) {
+  std::string file = name;
+  std::replace(file.begin(), file.end(), '/', '.');
+  std::filesystem::create_directories(dir);
+  auto to_us = [](const std::vector<double>& s) {
+    std::vector<double> us;
+    for (double x : s) us.push_back(x * 1e6);
+    return us;
+  };
+  nlohmann::ordered_json j;
+  j["name"] = name;
+  j["unit"] = "us";
+  j["samples"] = to_us(r.samples);
+  j["dropped"] = to_us(r.dropped);
+  j["sm_mhz"] = r.sm_mhz;
+  j["mode"] = bench::to_string(r.mode);
+  j["stop_reason"] = bench::stats::to_string(r.stop);
+  j["batch"] = r.batch;
+  j["fingerprint"] = nlohmann::json::parse(r.fingerprint);
+  j["fingerprint"]["hash"] = r.fingerprint_hash;
+  std::ofstream(std::filesystem::path(dir) / (file + ".json")) << j.dump(1) << "\n";
+}
+
+void report(benchmark::State& state, const bench::detail::VariantDef& v, const CaseResult& r,
+            const std::map<std::string, double>& ceilings) {
+  using bench::stats::quantile;
+  const double median = bench::stats::median(r.samples);
+  auto& c = state.counters;
+  c["p10_us"] = quantile(r.samples, 0.1) * 1e6;
+  c["p90_us"] = quantile(r.samples, 0.9) * 1e6;
+  c["noise"] = bench::stats::relative_noise(r.samples);
+  c["samples"] = static_cast<double>(r.samples.size());
+  c["dropped_throttled"] = static_cast<double>(r.dropped.size());
+  c["min_sm_mhz"] = r.sm_mhz.empty() ? 0 : *std::min_element(r.sm_mhz.begin(), r.sm_mhz.end());
+  c["first_call_us"] = r.first_call_s * 1e6;
+  c["bytes"] = r.bytes;
+  c["flops"] = r.flops;
+  c["gbps"] = r.bytes / median / 1e9;
+  c["tflops"] = r.flops / median / 1e12;
+  c["verified"] = 1;
+  c["max_abs_err"] = r.max_abs_err;
+  c["rel_l2_err"] = r.rel_l2_err;
+  c["wall_event_ratio"] = r.wall_event_ratio;
+  // Percent of the binding ceiling: the larger of the bandwidth and compute fractions.
+  double pct = -1;
+  if (auto it = ceilings.find(r.bandwidth_ceiling); r.bytes > 0 && it != ceilings.end())
+    pct = std::max(pct, 100.0 * c["gbps"].value / it->second);
+  if (auto it = ceilings.find(r.compute_ceiling); r.flops > 0 && it != ceilings.end())
+    pct = std::max(pct, 100.0 * c["tflops"].value / it->second);
+  if (pct >= 0) c["pct_ceiling"] = pct;
+  std::string label = fmt::format("role={};fp={};mode={};stop={}", bench::to_string(v.role),
+                                  r.fingerprint_hash, bench::to_string(r.mode),
+                                  bench::stats::to_string(r.stop));
+  if (r.bytes > 0) label += ";bw=" + r.bandwidth_ceiling;
+  if (r.flops > 0) label += ";compute=" + r.compute_ceiling;
+  if (r.throttle_kept_all) label += ";throttled=all";
+  state.SetLabel(label);
+}
+
+void add_context(const bench::DeviceInfo& d, int argc, char** argv) {
+  const auto& b = bench::build_info();
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  const std::pair<const char*, std::string> entries[] = {
+      {"gpu_name", d.name},
+      {"hardware_key", d.hardware_key},
+      {"compute_capability", fmt::format("{}.{}", d.cc_major, d.cc_minor)},
+      {"sm_count", std::to_string(d.sm_count)},
+      {"l2_bytes", std::to_string(d.l2_bytes)},
+      {"memory_bus_bits", std::to_string(d.memory_bus_bits)},
+      {"memory_clock_khz", std::to_string(d.memory_clock_khz)},
+      {"sm_clock_khz", std::to_string(d.sm_clock_khz)},
+      {"ecc", d.ecc ? "on" : "off"},
+      {"driver_version", std::to_string(d.driver_version)},
+      {"runtime_version", std::to_string(d.runtime_version)},
+      {"nvcc_version", b.nvcc_version},
+      {"cuda_flags", b.cuda_flags},
+      {"cuda_architectures", b.cuda_architectures},
+      {"build_type", b.build_type},
+      {"git_sha", b.git_sha},
+      {"command_line", command},
+  };
+  for (const auto& [key, value] : entries) benchmark::AddCustomContext(key, value);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int original_argc = argc;
+  std::vector<char*> original_argv(argv, argv + argc);
+  benchmark::Initialize(&argc, argv);
+  if (auto error = bench::detail::parse_options(&argc, argv); !error.empty()) {
+    std::fprintf(stderr, "%s\n", error.c_str());
+    return 2;
+  }
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+
+  bool listing = false;
+  for (int i = 0; i < original_argc; ++i)
+    listing |= std::string_view(original_argv[i]).rfind("--benchmark_list_tests", 0) == 0;
+
+  std::unique_ptr<bench::detail::Runner> runner;
+  if (!listing) {
+    std::string why;
+    if (bench::cuda_device_count(&why) == 0) {
+      std::fprintf(stderr, "SKIPPED: no CUDA device: %s\n", why.c_str());
+      return kNoDeviceExitCode;
+    }
+    const bench::DeviceInfo device = bench::query_device(0);
+    std::string dir = bench::detail::options().expectations_dir;
+    if (dir.empty()) dir = bench::build_info().source_dir + "/expectations";
+    std::map<std::string, double> ceilings;
+    try {
+      ceilings = bench::load_ceilings(std::filesystem::path(dir) / (device.hardware_key + ".json"));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "warning: no percent-of-ceiling figures: %s\n", e.what());
+    }
+    add_context(device, original_argc, original_argv.data());
+    runner = std::make_unique<bench::detail::Runner>(device, std::move(ceilings));
+  }
+
+  for (const auto* example : bench::detail::sorted_examples()) {
+    for (const auto& variant : example->variants) {
+      const std::string name = case_name(*example, variant);
+      benchmark::RegisterBenchmark(name.c_str(), [example, &variant, name, &runner](benchmark::State& state) {
+        const CaseResult r = runner->run(*example, variant);
+        if (r.outcome != CaseResult::Outcome::measured) {
+          const char* tag = r.outcome == CaseResult::Outcome::skipped ? "SKIPPED: " : "FAILED: ";
+          state.SkipWithError((tag + r.message).c_str());
+          return;
+        }
+        for (auto _ : state) state.SetIterationTime(bench::stats::median(r.samples));
+        report(state, variant, r, runner->ceilings());
+        if (!bench::detail::options().samples_out.empty())
+          write_samples(bench::detail::options().samples_out, name, r);
+      })->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+    }
+  }
+
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  if (runner && !runner->context_lost().empty()) {
+    std::fprintf(stderr, "FATAL: sticky CUDA error, the process ends: %s\n",
+                 runner->context_lost().c_str());
+    return 3;
+  }
+  return 0;
+}

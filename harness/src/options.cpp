@@ -1,0 +1,92 @@
+#include "options.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+namespace bench::detail {
+
+Options& options() {
+  static Options o;
+  return o;
+}
+
+std::string options_help() {
+  return "cudabench harness flags:\n"
+         "  --bench_min_samples=N     fewest kept samples per case (default 20)\n"
+         "  --bench_min_time=S        fewest seconds of measured time per case (default 0.05)\n"
+         "  --bench_max_noise=F       stop once relative noise (1.4826 MAD/median) <= F (0.01)\n"
+         "  --bench_timeout=S         stop sampling a case after S seconds of wall time (3)\n"
+         "  --bench_mode=cold|hot     override every example's sampling mode\n"
+         "  --bench_seed=N            input seed (same for every variant)\n"
+         "  --bench_samples_out=DIR   write each case's raw samples to DIR/<case>.json\n"
+         "  --bench_expectations_dir=DIR  where <hardware_key>.json ceilings are read from\n"
+         "  --bench_smoke             a quick run: few samples, every check still made\n";
+}
+
+namespace {
+bool parse_double(std::string_view text, double* out) {
+  std::string s(text);
+  char* end = nullptr;
+  *out = std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size();
+}
+}  // namespace
+
+std::string parse_options(int* argc, char** argv) {
+  Options& o = options();
+  int kept = 1;
+  for (int i = 1; i < *argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg.rfind("--bench_", 0) != 0) {
+      argv[kept++] = argv[i];
+      continue;
+    }
+    const auto eq = arg.find('=');
+    const std::string_view key = arg.substr(2, eq == std::string_view::npos ? arg.npos : eq - 2);
+    const std::string_view value = eq == std::string_view::npos ? "" : arg.substr(eq + 1);
+    double number = 0;
+    auto need_number = [&](double min) -> std::string {
+      if (!parse_double(value, &number) || number < min)
+        return fmt::format("{}: expected a number >= {}, got '{}'", arg, min, value);
+      return {};
+    };
+    std::string error;
+    if (key == "bench_min_samples") {
+      if ((error = need_number(1)).empty()) o.stop.min_samples = static_cast<int>(number);
+    } else if (key == "bench_min_time") {
+      if ((error = need_number(0)).empty()) o.stop.min_time_s = number;
+    } else if (key == "bench_max_noise") {
+      if ((error = need_number(0)).empty()) o.stop.max_noise = number;
+    } else if (key == "bench_timeout") {
+      if ((error = need_number(0)).empty()) o.stop.timeout_s = number;
+    } else if (key == "bench_seed") {
+      if ((error = need_number(0)).empty()) o.seed = static_cast<uint64_t>(number);
+    } else if (key == "bench_mode") {
+      if (value == "cold") o.mode = Mode::cold;
+      else if (value == "hot") o.mode = Mode::hot;
+      else error = fmt::format("{}: expected cold or hot", arg);
+    } else if (key == "bench_samples_out") {
+      o.samples_out = value;
+    } else if (key == "bench_expectations_dir") {
+      o.expectations_dir = value;
+    } else if (key == "bench_smoke") {
+      o.smoke = true;
+      o.stop.min_samples = 3;
+      o.stop.min_time_s = 0;
+      o.stop.timeout_s = 0.2;
+    } else if (key == "bench_help") {
+      error = options_help();
+    } else {
+      error = fmt::format("unknown flag {}\n{}", arg, options_help());
+    }
+    if (!error.empty()) return error;
+  }
+  *argc = kept;
+  argv[kept] = nullptr;
+  return {};
+}
+
+}  // namespace bench::detail

@@ -1,0 +1,248 @@
+// The measurement of one case, in the order of DESIGN §3:
+//   requirements -> verify twice at the verification size -> build at the timing size ->
+//   first call and warm-up -> escaped-work check -> adaptive sampling -> a last sample on fresh
+//   inputs, re-verified -> throttle rule.
+#include "runner.hpp"
+
+#include <fmt/format.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "options.hpp"
+#include "verify.hpp"
+#include "workload.hpp"
+
+namespace bench::detail {
+namespace {
+
+double now_seconds() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+struct NvtxRange {
+  explicit NvtxRange(const std::string& name) { nvtxRangePushA(name.c_str()); }
+  ~NvtxRange() { nvtxRangePop(); }
+};
+
+struct Stream {
+  // A blocking stream: work a variant puts on the legacy default stream serialises with it and
+  // is timed, rather than escaping.
+  Stream() { BENCH_CUDA_CHECK(cudaStreamCreate(&handle)); }
+  ~Stream() { cudaStreamDestroy(handle); }
+  cudaStream_t handle = nullptr;
+};
+
+uint64_t run_seed(uint64_t seed, int run) { return seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull * (run + 1); }
+
+std::string unsupported_reason(const ExampleDef& e, const VariantDef& v, const DeviceInfo& d) {
+  const int cc = d.cc_major * 10 + d.cc_minor;
+  if (d.device_count < e.min_gpus)
+    return fmt::format("requires {} GPUs, this machine has {}", e.min_gpus, d.device_count);
+  const int need = std::max(e.min_compute_capability, v.options.min_compute_capability);
+  if (cc < need)
+    return fmt::format("requires compute capability {}.{}, this GPU ({}) is {}.{}", need / 10,
+                       need % 10, d.name, d.cc_major, d.cc_minor);
+  return {};
+}
+
+std::string support_reason(const ExampleDef& e, const VariantDef& v, const WorkloadInstance& w) {
+  if (e.support) {
+    if (auto why = e.support(w.object.get()); !why.empty()) return why;
+  }
+  if (v.support) return v.support(w.object.get());
+  return {};
+}
+
+// A checked run (VALIDITY rows 2-5) is: fresh inputs from `seed`, their checksum, a private host
+// copy for the reference, outputs poisoned with run-specific bytes; then the variant; then the
+// inputs must be unchanged and every output must match the reference computed on that copy.
+struct CheckedRun {
+  uint64_t input_checksum = 0;
+  HostBuffers host;
+};
+
+CheckedRun begin_checked_run(const WorkloadInstance& w, uint64_t seed, int run, cudaStream_t s) {
+  CheckedRun c;
+  fill_inputs(w, seed, s);
+  c.input_checksum = input_checksum(w, s);
+  c.host = copy_inputs_to_host(w, s);
+  poison_outputs(w, run, s);
+  return c;
+}
+
+void end_checked_run(const ExampleDef& e, const WorkloadInstance& w, CheckedRun& c, int run,
+                     cudaStream_t s, const char* what, CaseResult& r) {
+  BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  if (input_checksum(w, s) != c.input_checksum)
+    throw CheckFailure(fmt::format("{}: the variant modified its inputs (checksum changed)", what));
+  std::map<std::string, std::vector<double>> actual;
+  for (const auto& b : w.buffers())
+    if (!b.is_input) actual[b.name] = copy_output_to_host(b, s);
+  // At the timing size a device reference, when the example has one, replaces the CPU one.
+  if (e.device_reference && !w.setup->verifying) {
+    poison_outputs(w, run + 1, s);
+    e.device_reference(w.object.get(), s);
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (const auto& b : w.buffers())
+      if (!b.is_input) c.host.expected[b.name] = copy_output_to_host(b, s);
+  } else {
+    HostDataImpl impl(c.host);
+    HostData data(impl);
+    e.reference(w.object.get(), data);
+  }
+  for (const auto& b : w.buffers()) {
+    if (b.is_input) continue;
+    const auto& expected = c.host.expected.at(b.name);
+    const Tolerance tol = resolve(e.tolerance, b.dtype);
+    double mean = 0;
+    if (constant_would_pass(expected, tol, &mean))
+      throw CheckFailure(fmt::format(
+          "{}: reference output '{}' has no spread: a constant {:.6g} would pass the tolerance",
+          what, b.name, mean));
+    const Comparison cmp = compare(actual.at(b.name), expected, tol);
+    r.max_abs_err = std::max(r.max_abs_err, cmp.max_abs_err);
+    r.rel_l2_err = std::max(r.rel_l2_err, cmp.rel_l2_err);
+    if (!cmp.pass) throw CheckFailure(fmt::format("{}: {}", what, cmp.describe(b.name)));
+  }
+}
+
+}  // namespace
+
+Runner::Runner(DeviceInfo device, std::map<std::string, double> ceilings)
+    : device_(std::move(device)), ceilings_(std::move(ceilings)) {}
+
+CaseResult Runner::run(const ExampleDef& example, const VariantDef& variant) {
+  CaseResult result;
+  result.mode = example.mode;
+  if (options().mode && example.mode != Mode::host) result.mode = *options().mode;
+  if (!context_lost_.empty()) {
+    result.outcome = CaseResult::Outcome::failed;
+    result.message = "CUDA context lost in an earlier case: " + context_lost_;
+    return result;
+  }
+  if (auto why = unsupported_reason(example, variant, device_); !why.empty()) {
+    result.outcome = CaseResult::Outcome::skipped;
+    result.message = why;
+    return result;
+  }
+  try {
+    if (!sampler_) sampler_ = std::make_unique<Sampler>(device_);
+    measure(example, variant, result);
+  } catch (const Unsupported& e) {
+    result.outcome = CaseResult::Outcome::skipped;
+    result.message = e.what();
+  } catch (const CudaError& e) {
+    result.outcome = CaseResult::Outcome::failed;
+    result.message = e.what();
+    // A sticky error leaves the context unusable: later cases in this process cannot run.
+    if (cudaDeviceSynchronize() != cudaSuccess) {
+      context_lost_ = e.what();
+      result.message += " (sticky: the CUDA context is lost)";
+    }
+  } catch (const std::exception& e) {
+    result.outcome = CaseResult::Outcome::failed;
+    result.message = e.what();
+    cudaGetLastError();
+  }
+  return result;
+}
+
+void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
+  const Options& opt = options();
+  const std::string case_name = fmt::format("{}/{}/{}", e.chapter, e.name, v.name);
+  NvtxRange case_range(case_name);
+  Stream stream;
+  const cudaStream_t s = stream.handle;
+
+  {  // Verification size: two checked runs with different inputs and different poison.
+    NvtxRange range(case_name + "/verify");
+    WorkloadInstance w = build_workload(e, /*verifying=*/true);
+    if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
+    const Launch launch = v.prepare(w.object.get(), s);
+    for (int run = 0; run < 2; ++run) {
+      CheckedRun c = begin_checked_run(w, run_seed(opt.seed, run), run, s);
+      launch(s);
+      end_checked_run(e, w, c, run, s, run == 0 ? "verification run 1" : "verification run 2", r);
+    }
+  }
+
+  WorkloadInstance w = build_workload(e, /*verifying=*/false);
+  if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
+  r.bytes = w.setup->bytes;
+  r.flops = w.setup->flops;
+  r.bandwidth_ceiling = w.setup->bandwidth_ceiling;
+  r.compute_ceiling = w.setup->compute_ceiling;
+  fill_inputs(w, opt.seed, s);
+  r.fingerprint = fingerprint_json(w, opt.seed, input_checksum(w, s));
+  r.fingerprint_hash = fingerprint_hash(r.fingerprint);
+  const Launch launch = v.prepare(w.object.get(), s);
+
+  {  // First call (reported separately), then warm-up until first-use costs are gone.
+    NvtxRange range(case_name + "/warmup");
+    double ignored = 0;
+    r.first_call_s = sampler_->wall_seconds(launch, s, 1, &ignored);
+    const double start = now_seconds();
+    int calls = 0;
+    do {
+      r.warm_call_s = sampler_->wall_seconds(launch, s, 1, &ignored);
+      ++calls;
+    } while ((calls < 3 || now_seconds() - start < 0.01) && calls < 200);
+  }
+
+  {  // VALIDITY row 1: work the case's events did not see shows up as wall time they missed.
+    const int launches = std::clamp(static_cast<int>(std::ceil(5e-3 / std::max(r.warm_call_s, 1e-7))), 3, 2000);
+    double events = 0;
+    const double wall = sampler_->wall_seconds(launch, s, launches, &events);
+    r.wall_event_ratio = events > 0 ? wall / events : INFINITY;
+    if (wall - events > std::max(200e-6, 0.25 * wall))
+      throw CheckFailure(fmt::format(
+          "work escaped the timed stream: {} launches took {:.3f} ms of device-synchronised wall "
+          "time but only {:.3f} ms between the case's events",
+          launches, wall * 1e3, events * 1e3));
+    r.batch = std::clamp(static_cast<int>(std::ceil(1e-3 * launches / std::max(events, 1e-9))), 1, 1000);
+  }
+
+  std::vector<Sample> samples;
+  auto take = [&] {
+    switch (r.mode) {
+      case Mode::cold: return sampler_->cold(launch, s, !v.options.blocks_host);
+      case Mode::hot: return sampler_->hot(launch, s, r.batch);
+      case Mode::host: return sampler_->host(launch, s);
+    }
+    return Sample{};
+  };
+  {
+    NvtxRange range(case_name + "/samples");
+    const double start = now_seconds();
+    std::vector<double> seconds;
+    while (true) {
+      samples.push_back(take());
+      seconds.push_back(samples.back().seconds);
+      r.stop = stats::should_stop(opt.stop, seconds, now_seconds() - start);
+      if (r.stop != stats::StopReason::none) break;
+    }
+  }
+
+  {  // VALIDITY row 2: the last timed sample runs on fresh inputs into poisoned outputs, and
+     // its output is verified against those inputs.
+    NvtxRange range(case_name + "/final_check");
+    CheckedRun c = begin_checked_run(w, run_seed(opt.seed, 2), 2, s);
+    samples.push_back(take());
+    end_checked_run(e, w, c, 2, s, "last timed sample", r);
+  }
+
+  // VALIDITY row 11: drop samples taken while the SM clock was throttled.
+  std::vector<double> mhz;
+  for (const auto& sample : samples) mhz.push_back(sample.sm_mhz);
+  const auto throttle = stats::apply_throttle_rule(mhz, opt.throttle_tolerance);
+  r.throttle_kept_all = throttle.too_many_throttled;
+  r.sm_mhz = mhz;
+  for (auto i : throttle.kept) r.samples.push_back(samples[i].seconds);
+  for (auto i : throttle.dropped) r.dropped.push_back(samples[i].seconds);
+}
+
+}  // namespace bench::detail

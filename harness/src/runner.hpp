@@ -1,0 +1,57 @@
+// Internal: measuring one case (one variant of one example) as docs/architecture.md describes.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/bench.hpp"
+#include "bench/device_info.hpp"
+#include "bench/stats.hpp"
+#include "sampler.hpp"
+
+namespace bench::detail {
+
+struct CaseResult {
+  enum class Outcome { measured, skipped, failed } outcome = Outcome::measured;
+  std::string message;                 // why skipped or failed
+  Mode mode = Mode::cold;
+  std::vector<double> samples;         // kept sample times, seconds
+  std::vector<double> dropped;         // samples dropped as throttled, seconds
+  std::vector<double> sm_mhz;          // the clock next to every sample, kept and dropped
+  bool throttle_kept_all = false;      // too many throttled samples to drop them
+  stats::StopReason stop = stats::StopReason::none;
+  int batch = 1;
+  double first_call_s = 0, warm_call_s = 0;
+  double wall_event_ratio = 0;
+  double max_abs_err = 0, rel_l2_err = 0;
+  std::string fingerprint, fingerprint_hash;
+  double bytes = 0, flops = 0;
+  std::string bandwidth_ceiling, compute_ceiling;
+};
+
+class Runner {
+ public:
+  Runner(DeviceInfo device, std::map<std::string, double> ceilings);
+  CaseResult run(const ExampleDef& example, const VariantDef& variant);
+  const DeviceInfo& device() const { return device_; }
+  const std::map<std::string, double>& ceilings() const { return ceilings_; }
+  // Set once a sticky CUDA error has lost the context; every later case fails with it.
+  const std::string& context_lost() const { return context_lost_; }
+
+ private:
+  void measure(const ExampleDef& example, const VariantDef& variant, CaseResult& result);
+  DeviceInfo device_;
+  std::map<std::string, double> ceilings_;
+  std::unique_ptr<Sampler> sampler_;
+  std::string context_lost_;
+};
+
+// Thrown by the checks: the case is FAILED with this message.
+class CheckFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace bench::detail

@@ -1,0 +1,126 @@
+// One timed sample at a time. Cold samples follow the sequence
+//   blocking kernel -> clock probe -> L2 flush -> event -> launch -> event -> (host releases)
+// so every queued launch starts back-to-back once the host lets the blocking kernel go.
+#include "sampler.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+#include "device_kernels.hpp"
+
+namespace bench::detail {
+namespace {
+constexpr uint64_t kBlockingTimeoutNs = 2'000'000'000;  // a stuck blocking kernel gives up
+constexpr long long kProbeCycles = 20'000;              // ~10 us at boost clock
+
+template <class T>
+void alloc_mapped(T** host, T** device) {
+  BENCH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(host), sizeof(T), cudaHostAllocMapped));
+  BENCH_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(device), *host, 0));
+  **host = T{};
+}
+
+double now_seconds() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+Sampler::Sampler(const DeviceInfo& device) {
+  // At least twice the L2, so nothing a timed kernel reads can still be there (VALIDITY row 8).
+  flush_bytes_ = std::max<std::size_t>(2 * static_cast<std::size_t>(device.l2_bytes), 64u << 20);
+  BENCH_CUDA_CHECK(cudaMalloc(&flush_buffer_, flush_bytes_));
+  BENCH_CUDA_CHECK(cudaMemset(flush_buffer_, 0x3c, flush_bytes_));
+  BENCH_CUDA_CHECK(cudaMalloc(&flush_sink_, sizeof(unsigned int)));
+  alloc_mapped(&release_host_, &release_device_);
+  alloc_mapped(&timed_out_host_, &timed_out_device_);
+  alloc_mapped(&mhz_host_, &mhz_device_);
+  BENCH_CUDA_CHECK(cudaEventCreate(&start_));
+  BENCH_CUDA_CHECK(cudaEventCreate(&stop_));
+}
+
+Sampler::~Sampler() {
+  cudaEventDestroy(start_);
+  cudaEventDestroy(stop_);
+  cudaFreeHost(release_host_);
+  cudaFreeHost(timed_out_host_);
+  cudaFreeHost(mhz_host_);
+  cudaFree(flush_sink_);
+  cudaFree(flush_buffer_);
+}
+
+void Sampler::probe_clock(cudaStream_t stream) {
+  launch_clock_probe(kProbeCycles, mhz_device_, stream);
+}
+
+double Sampler::elapsed() {
+  BENCH_CUDA_CHECK(cudaEventSynchronize(stop_));
+  float ms = 0;
+  BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+  return ms * 1e-3;
+}
+
+Sample Sampler::cold(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel) {
+  if (use_blocking_kernel) {
+    *reinterpret_cast<volatile int*>(release_host_) = 0;
+    *reinterpret_cast<volatile int*>(timed_out_host_) = 0;
+    launch_blocking_kernel(release_device_, kBlockingTimeoutNs, timed_out_device_, stream);
+  }
+  probe_clock(stream);
+  launch_l2_flush(flush_buffer_, flush_bytes_, flush_sink_, stream);
+  BENCH_CUDA_CHECK(cudaEventRecord(start_, stream));
+  launch(stream);
+  BENCH_CUDA_CHECK(cudaEventRecord(stop_, stream));
+  if (use_blocking_kernel) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    *reinterpret_cast<volatile int*>(release_host_) = 1;
+  }
+  Sample s;
+  s.seconds = elapsed();
+  s.sm_mhz = *reinterpret_cast<volatile float*>(mhz_host_);
+  if (use_blocking_kernel && *reinterpret_cast<volatile int*>(timed_out_host_) != 0)
+    throw std::runtime_error(
+        "the variant blocked the host while the harness's blocking kernel held the stream; "
+        "declare it with VariantOptions{.blocks_host = true}");
+  return s;
+}
+
+Sample Sampler::hot(const Launch& launch, cudaStream_t stream, int batch) {
+  probe_clock(stream);
+  BENCH_CUDA_CHECK(cudaEventRecord(start_, stream));
+  for (int i = 0; i < batch; ++i) launch(stream);
+  BENCH_CUDA_CHECK(cudaEventRecord(stop_, stream));
+  Sample s;
+  s.seconds = elapsed() / batch;
+  s.sm_mhz = *reinterpret_cast<volatile float*>(mhz_host_);
+  return s;
+}
+
+Sample Sampler::host(const Launch& launch, cudaStream_t stream) {
+  probe_clock(stream);
+  launch_l2_flush(flush_buffer_, flush_bytes_, flush_sink_, stream);
+  BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  const double t0 = now_seconds();
+  launch(stream);
+  BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  Sample s;
+  s.seconds = now_seconds() - t0;
+  s.sm_mhz = *reinterpret_cast<volatile float*>(mhz_host_);
+  return s;
+}
+
+double Sampler::wall_seconds(const Launch& launch, cudaStream_t stream, int launches,
+                             double* event_seconds) {
+  BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  const double t0 = now_seconds();
+  BENCH_CUDA_CHECK(cudaEventRecord(start_, stream));
+  for (int i = 0; i < launches; ++i) launch(stream);
+  BENCH_CUDA_CHECK(cudaEventRecord(stop_, stream));
+  BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  const double wall = now_seconds() - t0;
+  *event_seconds = elapsed();
+  return wall;
+}
+
+}  // namespace bench::detail

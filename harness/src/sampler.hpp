@@ -1,0 +1,53 @@
+// Internal: taking one timed sample of a launch (cold, hot or host-timed), with the SM clock
+// measured next to it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "bench/bench.hpp"
+#include "bench/device_info.hpp"
+
+namespace bench::detail {
+
+struct Sample {
+  double seconds = 0;   // per launch
+  float sm_mhz = 0;     // SM clock measured just before the sample
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const DeviceInfo& device);
+  ~Sampler();
+  Sampler(const Sampler&) = delete;
+  Sampler& operator=(const Sampler&) = delete;
+
+  // L2 flushed, then the launch queued behind a blocking kernel so that host launch latency is
+  // not counted. A variant that blocks the host must pass use_blocking_kernel = false.
+  Sample cold(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel);
+  // `batch` back-to-back launches between two events, divided by `batch`.
+  Sample hot(const Launch& launch, cudaStream_t stream, int batch);
+  // Host clock around launch + cudaDeviceSynchronize, L2 flushed first.
+  Sample host(const Launch& launch, cudaStream_t stream);
+
+  // VALIDITY row 1: runs `launches` launches and returns the device-synchronised wall time;
+  // *event_seconds receives the time the case's events saw for the same launches.
+  double wall_seconds(const Launch& launch, cudaStream_t stream, int launches,
+                      double* event_seconds);
+
+ private:
+  void probe_clock(cudaStream_t stream);  // result in *mhz_host_ after the next sync
+  double elapsed();  // seconds between start_ and stop_, once stop_ completes
+
+  std::size_t flush_bytes_ = 0;
+  void* flush_buffer_ = nullptr;
+  unsigned int* flush_sink_ = nullptr;
+  int* release_host_ = nullptr;     // mapped pinned: the host releases the blocking kernel
+  int* release_device_ = nullptr;
+  int* timed_out_host_ = nullptr;   // mapped pinned: the blocking kernel gave up waiting
+  int* timed_out_device_ = nullptr;
+  float* mhz_host_ = nullptr;       // mapped pinned: the clock probe's result
+  float* mhz_device_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+}  // namespace bench::detail

@@ -1,0 +1,76 @@
+// Output comparison and per-dtype default tolerances.
+#include "verify.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <vector>
+
+namespace bench {
+
+// Each bound sits a few times above the rounding of the output dtype itself, and well below
+// the error of the next-lower precision (an FP32 result computed in BF16 has a relative L2 error
+// near 2e-3, so FP32's 1e-5 rejects it).
+Tolerance default_tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::f64: return relative_l2(1e-10);
+    case DType::f32: return relative_l2(1e-5);
+    case DType::f16: return relative_l2(1e-3);
+    case DType::bf16: return relative_l2(8e-3);
+    case DType::fp8_e4m3: return relative_l2(6e-2);
+    case DType::fp8_e5m2: return relative_l2(1.2e-1);
+    default: return exact();
+  }
+}
+
+namespace detail {
+
+Tolerance resolve(Tolerance tolerance, DType dtype) {
+  return tolerance.kind == Tolerance::Kind::dtype_default ? default_tolerance(dtype) : tolerance;
+}
+
+Comparison compare(std::span<const double> actual, std::span<const double> expected,
+                   Tolerance t) {
+  Comparison c;
+  double err2 = 0, ref2 = 0, worst = -1;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double a = actual[i], e = expected[i];
+    if (!std::isfinite(a) && std::isfinite(e)) {
+      ++c.nan_count;
+      if (worst < INFINITY) { worst = INFINITY; c.worst_index = static_cast<long long>(i); }
+      continue;
+    }
+    const double d = std::abs(a - e);
+    err2 += d * d;
+    ref2 += e * e;
+    if (d > c.max_abs_err) c.max_abs_err = d;
+    bool ok = true;
+    if (t.kind == Tolerance::Kind::exact) ok = (a == e) || (std::isnan(a) && std::isnan(e));
+    else if (t.kind == Tolerance::Kind::allclose) ok = d <= t.atol + t.rtol * std::abs(e);
+    if (!ok) ++c.mismatches;
+    const double score = ok ? d * 1e-300 : d;  // worst failing element, else the largest error
+    if (score > worst) { worst = score; c.worst_index = static_cast<long long>(i); }
+  }
+  c.rel_l2_err = ref2 > 0 ? std::sqrt(err2 / ref2) : (err2 > 0 ? INFINITY : 0.0);
+  c.pass = c.nan_count == 0 && c.mismatches == 0;
+  if (t.kind == Tolerance::Kind::relative_l2) c.pass = c.nan_count == 0 && ref2 > 0 && c.rel_l2_err <= t.bound;
+  return c;
+}
+
+bool constant_would_pass(std::span<const double> expected, Tolerance t, double* mean_out) {
+  double sum = 0;
+  for (double e : expected) sum += e;
+  const double mean = expected.empty() ? 0.0 : sum / static_cast<double>(expected.size());
+  if (mean_out != nullptr) *mean_out = mean;
+  std::vector<double> constant(expected.size(), mean);
+  return compare(constant, expected, t).pass;
+}
+
+std::string Comparison::describe(const std::string& output) const {
+  return fmt::format("output '{}': {} non-finite, {} outside tolerance, max abs err {:.3g}, "
+                     "rel L2 err {:.3g}, worst at index {}",
+                     output, nan_count, mismatches, max_abs_err, rel_l2_err, worst_index);
+}
+
+}  // namespace detail
+}  // namespace bench

@@ -1,0 +1,78 @@
+// Internal: the buffers the harness manages for one workload instance, and the operations the
+// validity checks need on them (fill, checksum, poison, copy to the host).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/bench.hpp"
+
+namespace bench::detail {
+
+struct Buffer {
+  std::string name;
+  DType dtype = DType::f32;
+  int64_t count = 0;
+  Fill fill;
+  bool is_input = true;
+  void* device = nullptr;
+  std::size_t bytes() const { return static_cast<std::size_t>(count) * size_of(dtype); }
+};
+
+class SetupImpl {
+ public:
+  explicit SetupImpl(bool verifying) : verifying(verifying) {}
+  ~SetupImpl();
+  SetupImpl(const SetupImpl&) = delete;
+  SetupImpl& operator=(const SetupImpl&) = delete;
+
+  bool verifying;
+  std::vector<Buffer> buffers;
+  std::vector<std::pair<std::string, int64_t>> sizes;
+  std::vector<std::pair<std::string, int64_t>> params;
+  double bytes = 0, flops = 0;
+  std::string bandwidth_ceiling, compute_ceiling;
+};
+
+// One built workload: the harness-owned buffers and the chapter's typed object over them.
+struct WorkloadInstance {
+  std::unique_ptr<SetupImpl> setup;
+  std::shared_ptr<void> object;
+  const std::vector<Buffer>& buffers() const { return setup->buffers; }
+};
+
+// Builds the workload at the timing or the verification size. Out of device memory is thrown
+// as bench::Unsupported (the case is SKIPPED, with the reason).
+WorkloadInstance build_workload(const ExampleDef& example, bool verifying);
+
+// Fills every input from `seed` (each buffer gets its own stream of the generator).
+void fill_inputs(const WorkloadInstance& w, uint64_t seed, cudaStream_t stream);
+// Order-independent 64-bit checksum of all inputs, computed on the device.
+uint64_t input_checksum(const WorkloadInstance& w, cudaStream_t stream);
+// Writes a byte pattern over every output; the pattern differs per `run` (NaN first).
+void poison_outputs(const WorkloadInstance& w, int run, cudaStream_t stream);
+
+struct HostBuffers {
+  std::map<std::string, std::vector<std::byte>> inputs;
+  std::map<std::string, std::vector<double>> expected;
+};
+// Copies inputs to the host (synchronises `stream`) and sizes the expected outputs.
+HostBuffers copy_inputs_to_host(const WorkloadInstance& w, cudaStream_t stream);
+// Copies one output to the host, converted to double (synchronises `stream`).
+std::vector<double> copy_output_to_host(const Buffer& out, cudaStream_t stream);
+
+class HostDataImpl {
+ public:
+  explicit HostDataImpl(HostBuffers& b) : buffers(b) {}
+  HostBuffers& buffers;
+};
+
+// Hash of the fingerprint's JSON text: what the driver compares between variants.
+std::string fingerprint_json(const WorkloadInstance& w, uint64_t seed, uint64_t checksum);
+std::string fingerprint_hash(const std::string& fingerprint_json);
+
+}  // namespace bench::detail

@@ -1,23 +1,348 @@
-// Placeholder until the expectations model lands: reads only the ceilings block.
+// Expectations files: strict parsing with file:line:column errors, canonical writing, atomic
+// replacement, and a line-per-change diff. The format is documented in docs/expectations.md.
 #include "bench/expectations.hpp"
 
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace bench {
+namespace {
+
+using nlohmann::json;
+
+std::string escape_pointer_token(const std::string& token) {
+  std::string out;
+  for (char c : token) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  return out;
+}
+
+// nlohmann::json keeps no source positions, so a second, tiny scanner walks the (already
+// validated) text and records where each value starts, keyed by its JSON pointer. That lets a
+// wrong type or an unknown key be reported at its line and column.
+class OffsetScanner {
+ public:
+  explicit OffsetScanner(std::string_view text) : text_(text) {}
+  std::map<std::string, std::size_t> scan() {
+    value("");
+    return std::move(offsets_);
+  }
+
+ private:
+  void skip_space() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  std::string string_token() {  // at the opening quote
+    std::string out;
+    for (++pos_; pos_ < text_.size() && text_[pos_] != '"'; ++pos_) {
+      if (text_[pos_] == '\\' && pos_ + 1 < text_.size()) ++pos_;  // keep the escaped char
+      out += text_[pos_];
+    }
+    ++pos_;
+    return out;
+  }
+  void value(const std::string& path) {
+    skip_space();
+    if (pos_ >= text_.size()) return;
+    offsets_[path] = pos_;
+    const char c = text_[pos_];
+    if (c == '{' || c == '[') {
+      const bool object = c == '{';
+      ++pos_;
+      for (int index = 0;; ++index) {
+        skip_space();
+        if (pos_ >= text_.size() || text_[pos_] == '}' || text_[pos_] == ']') break;
+        std::string token = std::to_string(index);
+        if (object) {
+          token = string_token();
+          skip_space();
+          ++pos_;  // ':'
+        }
+        value(path + "/" + escape_pointer_token(token));
+        skip_space();
+        if (pos_ < text_.size() && text_[pos_] == ',') ++pos_;
+      }
+      ++pos_;
+    } else if (c == '"') {
+      string_token();
+    } else {
+      while (pos_ < text_.size() && !std::strchr(",]} \t\r\n", text_[pos_])) ++pos_;
+    }
+  }
+  std::string_view text_;
+  std::size_t pos_ = 0;
+  std::map<std::string, std::size_t> offsets_;
+};
+
+struct Source {
+  std::string_view text;
+  const std::string& name;
+  std::map<std::string, std::size_t> offsets;
+
+  [[noreturn]] void fail(const std::string& pointer, const std::string& what) const {
+    auto it = offsets.find(pointer);
+    const TextPosition at = text_position(text, it == offsets.end() ? 0 : it->second);
+    std::string where = pointer.empty() ? "the top level" : pointer;
+    throw ExpectationsError(name + ":" + std::to_string(at.line) + ":" +
+                            std::to_string(at.column) + ": at " + where + ": " + what);
+  }
+};
+
+// One JSON object read strictly: only known keys, each with the type asked for.
+class StrictObject {
+ public:
+  StrictObject(const Source& source, const json& value, std::string pointer, const char* what)
+      : source_(source), value_(value), pointer_(std::move(pointer)) {
+    if (!value.is_object())
+      source.fail(pointer_, std::string("expected an object (") + what + "), found " +
+                                value.type_name());
+  }
+  void allow_only(std::initializer_list<std::string_view> known) const {
+    for (const auto& [key, v] : value_.items()) {
+      bool ok = false;
+      for (auto k : known) ok |= key == k;
+      if (!ok) {
+        std::string list;
+        for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+        source_.fail(child_pointer(key), "unknown key \"" + key + "\" (expected one of: " + list + ")");
+      }
+    }
+  }
+  const json* find(const std::string& key, bool required) const {
+    auto it = value_.find(key);
+    if (it != value_.end()) return &*it;
+    if (required) source_.fail(pointer_, "missing required key \"" + key + "\"");
+    return nullptr;
+  }
+  double number(const std::string& key, bool required, double fallback = 0.0) const {
+    const json* v = find(key, required);
+    if (!v) return fallback;
+    if (!v->is_number()) source_.fail(child_pointer(key), type_error("a number", *v));
+    return v->get<double>();
+  }
+  int64_t integer(const std::string& key) const {
+    const json* v = find(key, false);
+    if (!v) return 0;
+    if (!v->is_number_integer()) source_.fail(child_pointer(key), type_error("an integer", *v));
+    return v->get<int64_t>();
+  }
+  std::string string(const std::string& key, bool required = false) const {
+    const json* v = find(key, required);
+    if (!v) return {};
+    if (!v->is_string()) source_.fail(child_pointer(key), type_error("a string", *v));
+    return v->get<std::string>();
+  }
+  StrictObject object(const std::string& key, const char* what) const {
+    return StrictObject(source_, *find(key, true), child_pointer(key), what);
+  }
+  const json& value() const { return value_; }
+  std::string child_pointer(const std::string& key) const {
+    return pointer_ + "/" + escape_pointer_token(key);
+  }
+  const Source& source() const { return source_; }
+
+ private:
+  static std::string type_error(const char* expected, const json& v) {
+    return std::string("expected ") + expected + ", found " + v.type_name() + " " + v.dump();
+  }
+  const Source& source_;
+  const json& value_;
+  std::string pointer_;
+};
+
+ExampleExpectation read_example(const StrictObject& o) {
+  o.allow_only({"variants", "speedup", "tolerance", "pct_ceiling", "provenance"});
+  ExampleExpectation e;
+  const StrictObject variants = o.object("variants", "variant name -> {median_us, noise}");
+  for (const auto& [name, v] : variants.value().items()) {
+    StrictObject variant(o.source(), v, variants.child_pointer(name), "{median_us, noise}");
+    variant.allow_only({"median_us", "noise"});
+    e.variants[name] = {variant.number("median_us", true), variant.number("noise", false)};
+  }
+  e.speedup = o.number("speedup", true);
+  e.tolerance = o.number("tolerance", true);
+  if (o.find("pct_ceiling", false)) e.pct_ceiling = o.number("pct_ceiling", true);
+  if (o.find("provenance", false)) {
+    const StrictObject p = o.object("provenance", "git_sha, date, command, driver, cuda, gpu");
+    p.allow_only({"git_sha", "date", "command", "driver", "cuda", "gpu"});
+    e.provenance = {p.string("git_sha"), p.string("date"),   p.string("command"),
+                    p.string("driver"),  p.string("cuda"),   p.string("gpu")};
+  }
+  return e;
+}
+
+json to_json(const Expectations& x) {
+  json doc = {{"format_version", Expectations::kFormatVersion},
+              {"hardware_key", x.hardware_key},
+              {"device",
+               {{"name", x.device.name},
+                {"compute_capability", x.device.compute_capability},
+                {"sm_count", x.device.sm_count},
+                {"l2_bytes", x.device.l2_bytes},
+                {"memory_bytes", x.device.memory_bytes},
+                {"memory_bus_bits", x.device.memory_bus_bits},
+                {"memory_clock_khz", x.device.memory_clock_khz},
+                {"device_count", x.device.device_count}}},
+              {"ceilings", json::object()},
+              {"examples", json::object()}};
+  for (const auto& [name, c] : x.ceilings)
+    doc["ceilings"][name] = {{"value", c.value}, {"unit", c.unit},     {"noise", c.noise},
+                             {"method", c.method}, {"date", c.date}};
+  for (const auto& [name, e] : x.examples) {
+    json& j = doc["examples"][name];
+    j["variants"] = json::object();
+    for (const auto& [variant, v] : e.variants)
+      j["variants"][variant] = {{"median_us", v.median_us}, {"noise", v.noise}};
+    j["speedup"] = e.speedup;
+    j["tolerance"] = e.tolerance;
+    if (e.pct_ceiling) j["pct_ceiling"] = *e.pct_ceiling;
+    const Provenance& p = e.provenance;
+    j["provenance"] = {{"git_sha", p.git_sha}, {"date", p.date},     {"command", p.command},
+                       {"driver", p.driver},   {"cuda", p.cuda},     {"gpu", p.gpu}};
+  }
+  return doc;
+}
+
+std::string read_file(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ExpectationsError(file.string() + ": cannot be read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TextPosition text_position(std::string_view text, std::size_t byte_offset) {
+  TextPosition at;
+  for (std::size_t i = 0; i < byte_offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++at.line;
+      at.column = 1;
+    } else {
+      ++at.column;
+    }
+  }
+  return at;
+}
+
+Expectations parse_expectations(std::string_view text, const std::string& source_name) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.byte is 1-based and points just past the offending character.
+    const TextPosition at = text_position(text, e.byte > 0 ? e.byte - 1 : 0);
+    throw ExpectationsError(source_name + ":" + std::to_string(at.line) + ":" +
+                            std::to_string(at.column) + ": not valid JSON: " + e.what());
+  }
+  const Source source{text, source_name, OffsetScanner(text).scan()};
+  const StrictObject top(source, doc, "", "an expectations file");
+  top.allow_only({"format_version", "hardware_key", "device", "ceilings", "examples"});
+  const double version = top.number("format_version", true);
+  if (version != Expectations::kFormatVersion)
+    source.fail("/format_version", "unsupported format_version " + doc["format_version"].dump() +
+                                       " (this build reads 1)");
+  Expectations x;
+  x.hardware_key = top.string("hardware_key", true);
+  if (top.find("device", false)) {
+    const StrictObject d = top.object("device", "the device description");
+    d.allow_only({"name", "compute_capability", "sm_count", "l2_bytes", "memory_bytes",
+                  "memory_bus_bits", "memory_clock_khz", "device_count"});
+    x.device = {d.string("name"),          d.string("compute_capability"), d.integer("sm_count"),
+                d.integer("l2_bytes"),     d.integer("memory_bytes"),
+                d.integer("memory_bus_bits"), d.integer("memory_clock_khz"),
+                d.integer("device_count")};
+  }
+  if (top.find("ceilings", false)) {
+    const StrictObject ceilings = top.object("ceilings", "ceiling name -> {value, unit, ...}");
+    for (const auto& [name, v] : ceilings.value().items()) {
+      StrictObject c(source, v, ceilings.child_pointer(name), "{value, unit, noise, method, date}");
+      c.allow_only({"value", "unit", "noise", "method", "date"});
+      x.ceilings[name] = {c.number("value", true), c.string("unit", true), c.number("noise", false),
+                          c.string("method"), c.string("date")};
+    }
+  }
+  if (top.find("examples", false)) {
+    const StrictObject examples = top.object("examples", "\"chNN/example\" -> expectation");
+    for (const auto& [name, v] : examples.value().items())
+      x.examples[name] = read_example(
+          StrictObject(source, v, examples.child_pointer(name), "an example's expectation"));
+  }
+  return x;
+}
+
+std::optional<Expectations> load_expectations(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return std::nullopt;
+  return parse_expectations(read_file(file), file.string());
+}
+
+std::string serialize_expectations(const Expectations& expectations) {
+  return to_json(expectations).dump(2) + "\n";
+}
+
+void save_expectations(const std::filesystem::path& file, const Expectations& expectations) {
+  const std::string text = serialize_expectations(expectations);
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+  std::filesystem::path temp = file;
+  temp += ".tmp." + std::to_string(::getpid());
+  std::FILE* out = std::fopen(temp.c_str(), "wb");
+  if (!out) throw ExpectationsError(temp.string() + ": cannot be created");
+  const bool written = std::fwrite(text.data(), 1, text.size(), out) == text.size() &&
+                       std::fflush(out) == 0 && ::fsync(::fileno(out)) == 0;
+  std::fclose(out);
+  if (!written) {
+    std::filesystem::remove(temp);
+    throw ExpectationsError(temp.string() + ": write failed");
+  }
+  std::filesystem::rename(temp, file);  // atomic on POSIX: readers see old or new, never half
+}
+
+void update_ceilings(const std::filesystem::path& file,
+                     const std::map<std::string, Ceiling>& ceilings) {
+  Expectations x = load_expectations(file).value_or(Expectations{});
+  if (x.hardware_key.empty()) x.hardware_key = file.stem().string();
+  for (const auto& [name, c] : ceilings) x.ceilings[name] = c;
+  save_expectations(file, x);
+}
+
+std::vector<std::string> diff_expectations(const Expectations& before, const Expectations& after) {
+  const json old_flat = to_json(before).flatten();
+  const json new_flat = to_json(after).flatten();
+  auto readable = [](std::string pointer) {  // "/examples/ch07~1copy/speedup" -> dotted form
+    std::string out;
+    for (std::size_t i = 1; i <= pointer.size(); ++i) {
+      if (i == pointer.size()) break;
+      if (pointer.compare(i, 2, "~1") == 0) out += '/', ++i;
+      else if (pointer.compare(i, 2, "~0") == 0) out += '~', ++i;
+      else out += pointer[i] == '/' ? '.' : pointer[i];
+    }
+    return out;
+  };
+  std::vector<std::string> lines;
+  for (const auto& [key, value] : new_flat.items()) {
+    auto it = old_flat.find(key);
+    if (it == old_flat.end())
+      lines.push_back("+ " + readable(key) + ": " + value.dump());
+    else if (*it != value)
+      lines.push_back("~ " + readable(key) + ": " + it->dump() + " -> " + value.dump());
+  }
+  for (const auto& [key, value] : old_flat.items())
+    if (!new_flat.contains(key)) lines.push_back("- " + readable(key) + ": " + value.dump());
+  return lines;
+}
 
 std::map<std::string, double> load_ceilings(const std::filesystem::path& file) {
   std::map<std::string, double> out;
-  std::ifstream in(file);
-  if (!in) return out;
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ExpectationsError(file.string() + ": " + e.what());
-  }
-  if (doc.contains("ceilings"))
-    for (auto& [name, c] : doc["ceilings"].items()) out[name] = c.at("value").get<double>();
+  if (auto x = load_expectations(file))
+    for (const auto& [name, c] : x->ceilings) out[name] = c.value;
   return out;
 }
 

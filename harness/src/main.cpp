@@ -74,8 +74,8 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   if (auto it = ceilings.find(r.compute_ceiling); r.flops > 0 && it != ceilings.end())
     pct = std::max(pct, 100.0 * c["tflops"].value / it->second);
   if (pct >= 0) c["pct_ceiling"] = pct;
-  std::string label = fmt::format("role={};fp={};mode={};stop={}", bench::to_string(v.role),
-                                  r.fingerprint_hash, bench::to_string(r.mode),
+  std::string label = fmt::format("role={};impl={};fp={};mode={};stop={}", bench::to_string(v.role),
+                                  v.description, r.fingerprint_hash, bench::to_string(r.mode),
                                   bench::stats::to_string(r.stop));
   if (r.bytes > 0) label += ";bw=" + r.bandwidth_ceiling;
   if (r.flops > 0) label += ";compute=" + r.compute_ceiling;

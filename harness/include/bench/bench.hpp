@@ -20,7 +20,7 @@
 //   void launch_naive(const Copy& w, cudaStream_t stream);   // enqueue on `stream`, no sync
 //   void reference(const Copy& w, bench::HostData& h);       // CPU, in double
 //
-//   BENCH_EXAMPLE(ch07, copy, Copy)
+//   BENCH_EXAMPLE(ch07, copy, Copy)              // cases ch07/copy/baseline, ch07/copy/optimized
 //       .baseline("naive", launch_naive)
 //       .optimized("vec4", launch_vec4)
 //       .reference(reference)
@@ -225,7 +225,9 @@ using Prepare = std::function<Launch(void* workload, cudaStream_t stream)>;
 using Support = std::function<std::string(const void* workload)>;
 
 struct VariantDef {
-  std::string name;
+  std::string name;         // the case's last component: "baseline", "optimized", or a step's
+                            // or vendor rung's own name
+  std::string description;  // what it is ("strided", "cublaslt"), shown in reports
   Role role = Role::baseline;
   Prepare prepare;
   VariantOptions options;
@@ -345,8 +347,12 @@ class Example {
       return [launch, workload](cudaStream_t s) { launch(*workload, s); };
     };
   }
+  // Baseline and optimized cases are always named so (chNN/example/baseline, .../optimized), so
+  // Google Benchmark's compare.py and the driver line them up; the given name describes them.
   Example& add(std::string name, Role role, detail::Prepare prepare, VariantOptions o) {
-    def_.variants.push_back({std::move(name), role, std::move(prepare), o, {}});
+    const bool fixed = role == Role::baseline || role == Role::optimized;
+    std::string case_name = fixed ? to_string(role) : name;
+    def_.variants.push_back({std::move(case_name), std::move(name), role, std::move(prepare), o, {}});
     return *this;
   }
   detail::ExampleDef& def_;

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build with the `device` preset on all cores, run ctest with the
+# GPU labels, run `bench compare` for the chapters named, and leave logs and reports in $OUT.
+#
+#   scripts/gpu_session.sh [--chapters "ch07 ch02"] [--repeats N] [--update] [--targets "..."]
+#                          [--ctest-labels REGEX] [--no-ctest] [--extra "compare args"]
+#
+# Everything lands in $OUT/session/ and is packed into $OUT/session.tar.gz (the device tool
+# returns at most 8 files); the summary is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+chapters="" repeats=1 update="" targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --chapters) chapters="$2"; shift 2 ;;
+    --repeats) repeats="$2"; shift 2 ;;
+    --update) update="--update-expectations"; shift ;;
+    --targets) targets="$2"; shift 2 ;;
+    --ctest-labels) labels="$2"; shift 2 ;;
+    --no-ctest) run_ctest=0; shift ;;
+    --extra) extra="$2"; shift 2 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+
+out="${OUT:-$PWD/gpu-session}/session"
+mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+
+note "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader)"
+start=$(date +%s)
+cmake --preset device >"$out/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$out/configure.log"; }
+build_args=(--build --preset device)
+[ -n "$targets" ] && build_args+=(--target $targets)
+cmake "${build_args[@]}" >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error|FAILED" "$out/build.log" | head -40; }
+note "build: $(( $(date +%s) - start )) s"
+
+if [ "$run_ctest" = 1 ]; then
+  t=$(date +%s)
+  ctest --preset device -L "$labels" --timeout 900 >"$out/ctest.log" 2>&1
+  note "ctest ($labels): $(( $(date +%s) - t )) s: $(grep -E 'tests passed|tests failed' "$out/ctest.log")"
+  grep -E "Failed|\*\*\*|Not Run|Skipped" "$out/ctest.log" | head -20 | tee -a "$summary"
+  # The timing tests print their measured figures: keep them in the summary.
+  build/device/tests/gpu/gpu_tests --gtest_filter='*Spin*:*Row8*:*Row14*' 2>&1 | grep -E "median|cold|A/A|OK|FAILED" >>"$summary"
+fi
+
+bench=build/device/tools/bench
+for ch in $chapters; do
+  for i in $(seq 1 "$repeats"); do
+    t=$(date +%s)
+    flags=""
+    [ "$i" = "$repeats" ] && flags="$update"
+    $bench compare --chapter "$ch" --json "$out/compare_${ch}_$i.json" --markdown "$out/compare_${ch}_$i.md" \
+      $flags $extra >"$out/compare_${ch}_$i.log" 2>&1
+    rc=$?
+    note "compare $ch run $i: exit $rc, $(( $(date +%s) - t )) s"
+    cat "$out/compare_${ch}_$i.log" >>"$summary"
+  done
+done
+cp -r expectations "$out/" 2>/dev/null
+tar -czf "${OUT:-$PWD/gpu-session}/session.tar.gz" -C "$out/.." session
+cp "$summary" "${OUT:-$PWD/gpu-session}/summary.txt"
+echo "=================== summary"
+cat "$summary"

@@ -1,0 +1,76 @@
+// Shared by the GPU tests: a small copy workload and a way to run one registered case through
+// the real Runner (the code path chapter binaries use).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "bench/bench.hpp"
+#include "bench/device_info.hpp"
+#include "options.hpp"
+#include "registry.hpp"
+#include "runner.hpp"
+
+namespace bench::testing {
+
+struct SmallCopy {
+  int64_t n;
+  DeviceSpan<const float> in;
+  DeviceSpan<float> out;
+  explicit SmallCopy(Setup& s)
+      : n(s.size("n", 1 << 20, 10'007)),
+        in(s.input<float>("in", n, uniform(-1, 1))),
+        out(s.output<float>("out", n)) {
+    s.bytes(2.0 * n * sizeof(float));
+  }
+};
+
+inline void copy_reference(const SmallCopy& w, HostData& h) {
+  auto in = h.input<float>("in");
+  auto out = h.expected("out");
+  for (int64_t i = 0; i < w.n; ++i) out[i] = in[i];
+}
+
+static __global__ void copy_kernel(const float* in, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = in[i];
+}
+
+inline void launch_copy(const SmallCopy& w, cudaStream_t s) {
+  copy_kernel<<<264, 256, 0, s>>>(w.in.data(), w.out.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
+inline detail::Runner& runner() {
+  static detail::Runner r(query_device(0), {});
+  return r;
+}
+
+// Runs chapter/example/variant, registered with BENCH_EXAMPLE in a test file, with a short
+// sampling budget.
+inline detail::CaseResult run_case(const std::string& example, const std::string& variant,
+                                   int min_samples = 10) {
+  auto& o = detail::options();
+  o.stop.min_samples = min_samples;
+  o.stop.min_time_s = 0;
+  o.stop.max_noise = 0.02;
+  o.stop.timeout_s = 1.0;
+  for (const auto* e : detail::sorted_examples())
+    if (e->chapter == "test" && e->name == example)
+      for (const auto& v : e->variants)
+        if (v.name == variant) return runner().run(*e, v);
+  ADD_FAILURE() << "no case test/" << example << "/" << variant;
+  return {};
+}
+
+inline std::string outcome(const detail::CaseResult& r) {
+  switch (r.outcome) {
+    case detail::CaseResult::Outcome::measured: return "measured";
+    case detail::CaseResult::Outcome::skipped: return "SKIPPED: " + r.message;
+    case detail::CaseResult::Outcome::failed: return "FAILED: " + r.message;
+  }
+  return "?";
+}
+
+}  // namespace bench::testing

@@ -1,0 +1,129 @@
+// VALIDITY.md rows 8, 9, 12 and 14: the timing itself. A spin kernel of known duration must be
+// measured within 3%; cold samples of a small problem must be slower than hot ones; an A/A pair
+// must not look like a speedup; CUDA errors must fail the case with the CUDA message.
+#include <array>
+#include <cstdio>
+#include <memory>
+
+#include "bench/stats.hpp"
+#include "harness_fixture.hpp"
+
+namespace bench::testing {
+namespace {
+
+// Row 9: copies a few elements, then spins until `ns` of global time have passed since it began.
+struct Spin {
+  int64_t n, ns;
+  DeviceSpan<const float> in;
+  DeviceSpan<float> out;
+  Spin(Setup& s, int64_t duration_ns)
+      : n(s.size("n", 256, 256)), ns(duration_ns),
+        in(s.input<float>("in", n, uniform(-1, 1))),
+        out(s.output<float>("out", n)) {
+    s.param("ns", ns);
+  }
+};
+template <int64_t Ns>
+struct SpinFor : Spin {
+  explicit SpinFor(Setup& s) : Spin(s, Ns) {}
+};
+
+__global__ void spin_copy(const float* in, float* out, int64_t n, int64_t ns) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = in[i];
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (static_cast<int64_t>(now - start) < ns);
+}
+void launch_spin_copy(const Spin& w, cudaStream_t s) {
+  spin_copy<<<1, 256, 0, s>>>(w.in.data(), w.out.data(), w.n, w.ns);
+  BENCH_CHECK_LAUNCH();
+}
+void spin_reference(const Spin& w, HostData& h) {
+  auto in = h.input<float>("in");
+  auto out = h.expected("out");
+  for (int64_t i = 0; i < w.n; ++i) out[i] = in[i];
+}
+
+BENCH_EXAMPLE(test, spin_10us, SpinFor<10'000>).baseline("spin", launch_spin_copy).reference(spin_reference);
+BENCH_EXAMPLE(test, spin_100us, SpinFor<100'000>).baseline("spin", launch_spin_copy).reference(spin_reference);
+BENCH_EXAMPLE(test, spin_1ms, SpinFor<1'000'000>).baseline("spin", launch_spin_copy).reference(spin_reference);
+
+BENCH_EXAMPLE(test, small_copy, SmallCopy)
+    .baseline("copy", launch_copy)
+    .optimized("same_copy", launch_copy)
+    .reference(copy_reference);
+
+class SpinAccuracy : public ::testing::TestWithParam<std::pair<const char*, double>> {};
+
+TEST_P(SpinAccuracy, MedianWithinThreePercentOfTheKnownDuration) {
+  const auto [example, seconds] = GetParam();
+  const auto r = run_case(example, "baseline", 30);
+  ASSERT_EQ(outcome(r), "measured");
+  const double median = stats::median(r.samples);
+  std::printf("%s: median %.3f us for %.3f us of spin (%+.2f%%), noise %.4f\n", example, median * 1e6,
+              seconds * 1e6, 100 * (median / seconds - 1), stats::relative_noise(r.samples));
+  EXPECT_NEAR(median, seconds, 0.03 * seconds);
+}
+INSTANTIATE_TEST_SUITE_P(Row9, SpinAccuracy,
+                         ::testing::Values(std::make_pair("spin_10us", 10e-6),
+                                           std::make_pair("spin_100us", 100e-6),
+                                           std::make_pair("spin_1ms", 1e-3)));
+
+TEST(Timing, Row8_ColdSamplesOfAnL2SizedProblemAreSlowerThanHot) {
+  detail::options().mode = Mode::hot;
+  const auto hot = run_case("small_copy", "baseline", 30);
+  detail::options().mode = Mode::cold;
+  const auto cold = run_case("small_copy", "baseline", 30);
+  detail::options().mode.reset();
+  ASSERT_EQ(outcome(hot), "measured");
+  ASSERT_EQ(outcome(cold), "measured");
+  const double h = stats::median(hot.samples), c = stats::median(cold.samples);
+  std::printf("8 MB copy: cold %.2f us, hot %.2f us\n", c * 1e6, h * 1e6);
+  EXPECT_GT(c, 1.1 * h);
+}
+
+TEST(Timing, Row14_AnAAPairIsNotASpeedup) {
+  const auto a = run_case("small_copy", "baseline", 50);
+  const auto b = run_case("small_copy", "optimized", 50);
+  ASSERT_EQ(outcome(a), "measured");
+  ASSERT_EQ(outcome(b), "measured");
+  const auto i = stats::speedup_interval(a.samples, b.samples);
+  std::printf("A/A speedup %.4f [%.4f, %.4f]\n", i.estimate, i.low, i.high);
+  EXPECT_NEAR(i.estimate, 1.0, 0.02);
+  EXPECT_LT(i.low, 1.02);  // the driver needs the interval above 1.02 to call it a speedup
+}
+
+struct Process {
+  std::string output;
+  int exit_code = -1;
+};
+Process run_crash_cases(const std::string& filter) {
+  const std::string command = std::string(BENCH_CRASH_CASES) + " --benchmark_filter='" + filter +
+                              "' --bench_min_samples=3 --bench_timeout=0.1 2>&1";
+  Process p;
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buffer{};
+  while (fgets(buffer.data(), buffer.size(), pipe) != nullptr) p.output += buffer.data();
+  const int status = pclose(pipe);
+  p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return p;
+}
+
+TEST(Errors, Row12_InvalidLaunchConfigurationFailsTheCaseWithTheCudaMessage) {
+  const auto p = run_crash_cases("bad_launch");
+  EXPECT_NE(p.output.find("FAILED: kernel launch failed: cudaErrorInvalidConfiguration"), std::string::npos) << p.output;
+  EXPECT_EQ(p.exit_code, 0) << p.output;  // not sticky: the process goes on
+}
+
+TEST(Errors, Row12_OutOfBoundsWriteFailsAndEndsTheProcessAfterReporting) {
+  const auto p = run_crash_cases("crash/(out_of_bounds|after)");
+  EXPECT_NE(p.output.find("cudaErrorIllegalAddress"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("sticky"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("FAILED: CUDA context lost in an earlier case"), std::string::npos) << p.output;
+  EXPECT_EQ(p.exit_code, 3) << p.output;
+}
+
+}  // namespace
+}  // namespace bench::testing

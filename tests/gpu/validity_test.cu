@@ -1,0 +1,170 @@
+// VALIDITY.md rows 1-7 and 10: each adversary planted as a variant and run through the real
+// Runner, which must reject it with the right reason (or, for row 10, measure correctly).
+#include <cuda_bf16.h>
+
+#include "bench/stats.hpp"
+#include "device_kernels.hpp"
+#include "harness_fixture.hpp"
+
+namespace bench::testing {
+namespace {
+
+// Row 1: the work runs on a stream of its own that never joins the case's stream.
+void escaping(const SmallCopy& w, cudaStream_t) {
+  static cudaStream_t side = [] {
+    cudaStream_t s;
+    BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+  }();
+  static DeviceBuffer<unsigned long long> sink(1);
+  detail::launch_spin(500'000, sink.data(), side);  // 0.5 ms the timer must not miss
+  copy_kernel<<<264, 256, 0, side>>>(w.in.data(), w.out.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
+// Row 2: computes once, caches the answer in device memory and replays it afterwards.
+void replaying(const SmallCopy& w, cudaStream_t s) {
+  static DeviceBuffer<float> cache;
+  static int64_t cached_n = 0;
+  if (cached_n != w.n) {
+    cache = DeviceBuffer<float>(w.n);
+    launch_copy(w, s);  // the honest computation, once per size
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(cache.data(), w.out.data(), w.out.bytes(), cudaMemcpyDeviceToDevice, s));
+    cached_n = w.n;
+    return;
+  }
+  BENCH_CUDA_CHECK(cudaMemcpyAsync(w.out.data(), cache.data(), w.out.bytes(), cudaMemcpyDeviceToDevice, s));
+}
+
+// Row 3: writes nothing.
+void lazy(const SmallCopy&, cudaStream_t) {}
+
+// Row 4: zeroes its inputs and outputs zeros, so a reference on the live inputs would agree.
+void zeroing(const SmallCopy& w, cudaStream_t s) {
+  BENCH_CUDA_CHECK(cudaMemsetAsync(const_cast<float*>(w.in.data()), 0, w.in.bytes(), s));
+  BENCH_CUDA_CHECK(cudaMemsetAsync(w.out.data(), 0, w.out.bytes(), s));
+}
+
+// Row 5: writes a constant, the mean of the outputs (about 0 for uniform(-1, 1) inputs).
+void constant(const SmallCopy& w, cudaStream_t s) {
+  BENCH_CUDA_CHECK(cudaMemsetAsync(w.out.data(), 0, w.out.bytes(), s));
+}
+
+// Row 6: an FP32 result computed through BF16.
+__global__ void copy_through_bf16(const float* in, float* out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    out[i] = __bfloat162float(__float2bfloat16(in[i]));
+}
+void low_precision(const SmallCopy& w, cudaStream_t s) {
+  copy_through_bf16<<<264, 256, 0, s>>>(w.in.data(), w.out.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
+// Row 10: the first call is slow (a stand-in for module load or handle creation).
+void slow_first_call(const SmallCopy& w, cudaStream_t s) {
+  static bool first = true;
+  if (first) {
+    static DeviceBuffer<unsigned long long> sink(1);
+    detail::launch_spin(20'000'000, sink.data(), s);  // 20 ms
+    first = false;
+  }
+  launch_copy(w, s);
+}
+
+// Blocks the host inside the timed launch without declaring it.
+void undeclared_sync(const SmallCopy& w, cudaStream_t s) {
+  launch_copy(w, s);
+  BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+BENCH_EXAMPLE(test, adversaries, SmallCopy)
+    .baseline("honest", launch_copy)
+    .step("escaping", escaping)
+    .step("replaying", replaying)
+    .step("lazy", lazy)
+    .step("zeroing", zeroing)
+    .step("low_precision", low_precision)
+    .step("slow_first_call", slow_first_call)
+    .step("undeclared_sync", undeclared_sync)
+    .step("declared_sync", undeclared_sync, {.blocks_host = true})
+    .optimized("honest_again", launch_copy)
+    .reference(copy_reference);  // FP32 default tolerance: relative L2 <= 1e-5
+
+// Row 5 needs a tolerance loose enough that a constant would pass: the harness must refuse it.
+BENCH_EXAMPLE(test, loose_tolerance, SmallCopy)
+    .baseline("constant", constant)
+    .reference(copy_reference)
+    .tolerance(allclose(1.0, 0.0));
+
+BENCH_EXAMPLE(test, too_new, SmallCopy)
+    .baseline("future", launch_copy)
+    .min_compute_capability(200);
+
+TEST(Validity, HonestVariantIsMeasuredAndVerified) {
+  const auto r = run_case("adversaries", "baseline");
+  ASSERT_EQ(outcome(r), "measured");
+  EXPECT_GE(r.samples.size(), 10u);
+  EXPECT_EQ(r.max_abs_err, 0.0);
+  EXPECT_EQ(r.fingerprint_hash.size(), 16u);
+}
+
+TEST(Validity, Row1_WorkOnAnUnjoinedStreamIsCaught) {
+  const auto r = run_case("adversaries", "escaping");
+  EXPECT_NE(outcome(r).find("FAILED: work escaped the timed stream"), std::string::npos) << outcome(r);
+}
+
+TEST(Validity, Row2_ReplayedResultFailsTheSecondRun) {
+  const auto r = run_case("adversaries", "replaying");
+  EXPECT_NE(outcome(r).find("FAILED: verification run 2"), std::string::npos) << outcome(r);
+}
+
+TEST(Validity, Row3_UnwrittenOutputIsCaughtByThePoison) {
+  const auto r = run_case("adversaries", "lazy");
+  EXPECT_NE(outcome(r).find("FAILED: verification run 1: output 'out': 10007 non-finite"), std::string::npos)
+      << outcome(r);
+}
+
+TEST(Validity, Row4_ModifiedInputsAreCaught) {
+  const auto r = run_case("adversaries", "zeroing");
+  EXPECT_NE(outcome(r).find("modified its inputs"), std::string::npos) << outcome(r);
+}
+
+TEST(Validity, Row5_ReferenceWithoutSpreadUnderTheToleranceIsRefused) {
+  const auto r = run_case("loose_tolerance", "baseline");
+  EXPECT_NE(outcome(r).find("has no spread"), std::string::npos) << outcome(r);
+}
+
+TEST(Validity, Row6_Fp32ComputedInBf16FailsTheFp32Tolerance) {
+  const auto r = run_case("adversaries", "low_precision");
+  EXPECT_NE(outcome(r).find("FAILED: verification run 1"), std::string::npos) << outcome(r);
+}
+
+TEST(Validity, Row7_VariantsOfOneExampleSeeTheSameWorkload) {
+  const auto a = run_case("adversaries", "baseline");
+  const auto b = run_case("adversaries", "optimized");
+  ASSERT_EQ(outcome(b), "measured");
+  EXPECT_EQ(a.fingerprint_hash, b.fingerprint_hash);
+  EXPECT_EQ(a.fingerprint, b.fingerprint);
+}
+
+TEST(Validity, Row10_SlowFirstCallIsReportedButDoesNotMoveTheMedian) {
+  const auto honest = run_case("adversaries", "baseline", 30);
+  const auto slow = run_case("adversaries", "slow_first_call", 30);
+  ASSERT_EQ(outcome(slow), "measured");
+  EXPECT_GT(slow.first_call_s, 15e-3);
+  EXPECT_NEAR(stats::median(slow.samples), stats::median(honest.samples), 0.1 * stats::median(honest.samples));
+}
+
+TEST(Validity, HostBlockingVariantMustBeDeclared) {
+  const auto undeclared = run_case("adversaries", "undeclared_sync", 3);
+  EXPECT_NE(outcome(undeclared).find("blocked the host"), std::string::npos) << outcome(undeclared);
+  EXPECT_EQ(outcome(run_case("adversaries", "declared_sync")), "measured");
+}
+
+TEST(Validity, UnsupportedHardwareIsSkippedWithTheReason) {
+  const auto r = run_case("too_new", "baseline");
+  EXPECT_NE(outcome(r).find("SKIPPED: requires compute capability 20.0"), std::string::npos) << outcome(r);
+}
+
+}  // namespace
+}  // namespace bench::testing

@@ -1,0 +1,254 @@
+// Reading Google Benchmark rows into cases, and the merged results file of a compare run.
+#include "results.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "bench/expectations.hpp"
+#include "bench/stats.hpp"
+
+namespace bench::tools {
+namespace {
+
+constexpr std::string_view kFormatName = "cudabench-results";
+
+// Google Benchmark appends "/iterations:1", "/manual_time", "/repeats:N" ... to case names.
+bool is_gb_suffix(std::string_view segment) {
+  for (std::string_view key : {"iterations:", "repeats:", "min_time:", "min_warmup_time:", "threads:"})
+    if (segment.substr(0, key.size()) == key) return true;
+  return segment == "manual_time" || segment == "real_time" || segment == "process_time";
+}
+
+double number_or(const json& row, const char* key, double fallback) {
+  auto it = row.find(key);
+  return it != row.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+double to_microseconds(double value, const std::string& unit) {
+  if (unit == "ns") return value / 1e3;
+  if (unit == "ms") return value * 1e3;
+  if (unit == "s") return value * 1e6;
+  return value;  // "us"
+}
+
+// "role=baseline;fp=...;mode=cold" -> fields of the case.
+void apply_label(CaseResult& c, const std::string& label) {
+  std::istringstream parts(label);
+  for (std::string part; std::getline(parts, part, ';');) {
+    const auto eq = part.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = part.substr(0, eq), value = part.substr(eq + 1);
+    if (key == "role") c.role = value;
+    else if (key == "fp") c.fingerprint = value;
+    else if (key == "mode") c.mode = value;
+    else if (key == "stop") c.stop = value;
+    else if (key == "bw") c.bw_ceiling = value;
+    else if (key == "compute") c.compute_ceiling = value;
+  }
+}
+
+std::string default_role(const std::string& variant) {
+  if (variant == "baseline" || variant == "optimized" || variant == "vendor") return variant;
+  return "step";
+}
+
+bool is_aggregate(const json& row) {
+  if (auto it = row.find("run_type"); it != row.end() && it->is_string())
+    return *it == "aggregate";
+  return row.contains("aggregate_name");
+}
+
+// The error of a row, GB 1.7 (error_occurred/error_message) or 1.8 (also skipped/skip_message).
+std::optional<std::pair<Outcome, std::string>> row_error(const json& row) {
+  std::string message;
+  bool skipped = false;
+  if (row.value("error_occurred", false)) message = row.value("error_message", std::string());
+  else if (row.contains("skip_message")) message = row.value("skip_message", std::string()), skipped = true;
+  else if (row.value("skipped", false)) skipped = true;
+  else return std::nullopt;
+  for (auto [tag, outcome] : {std::pair{std::string_view("SKIPPED: "), Outcome::skipped},
+                              std::pair{std::string_view("FAILED: "), Outcome::failed}})
+    if (message.rfind(tag, 0) == 0) return std::pair{outcome, message.substr(tag.size())};
+  return std::pair{skipped ? Outcome::skipped : Outcome::failed, message};
+}
+
+CaseResult case_from_row(const json& row, const std::string& name) {
+  CaseResult c;
+  c.name = name;
+  c.example = example_of(name);
+  c.variant = name.substr(name.rfind('/') + 1);
+  apply_label(c, row.value("label", std::string()));
+  if (c.role.empty()) c.role = default_role(c.variant);
+  if (auto error = row_error(row)) {
+    c.outcome = error->first;
+    c.message = error->second;
+    return c;
+  }
+  c.median_us = to_microseconds(number_or(row, "real_time", 0), row.value("time_unit", "ns"));
+  c.p10_us = number_or(row, "p10_us", c.median_us);
+  c.p90_us = number_or(row, "p90_us", c.median_us);
+  c.noise = number_or(row, "noise", 0);
+  c.bytes = number_or(row, "bytes", 0);
+  c.flops = number_or(row, "flops", 0);
+  c.gbps = number_or(row, "gbps", 0);
+  c.tflops = number_or(row, "tflops", 0);
+  if (row.contains("pct_ceiling")) c.pct_ceiling = number_or(row, "pct_ceiling", 0);
+  c.verified = number_or(row, "verified", 0) == 1;
+  c.max_abs_err = number_or(row, "max_abs_err", 0);
+  c.rel_l2_err = number_or(row, "rel_l2_err", 0);
+  c.sample_count = static_cast<int64_t>(number_or(row, "samples", 0));
+  return c;
+}
+
+// Folds the attached sample file (and its fingerprint) into the case.
+void attach_samples(CaseResult& c, const json& sample_file) {
+  if (auto it = sample_file.find("samples"); it != sample_file.end() && it->is_array())
+    for (const auto& v : *it)
+      if (v.is_number()) c.samples.push_back(v.get<double>());
+  if (c.fingerprint.empty() && sample_file.contains("fingerprint"))
+    c.fingerprint = sample_file["fingerprint"].value("hash", std::string());
+}
+
+}  // namespace
+
+std::string strip_gb_suffixes(std::string_view gb_name) {
+  std::string name(gb_name);
+  for (auto slash = name.rfind('/'); slash != std::string::npos; slash = name.rfind('/')) {
+    if (!is_gb_suffix(std::string_view(name).substr(slash + 1))) break;
+    name.resize(slash);
+  }
+  return name;
+}
+
+std::string example_of(std::string_view case_name) {
+  const auto slash = case_name.rfind('/');
+  return std::string(slash == std::string_view::npos ? case_name : case_name.substr(0, slash));
+}
+
+ResultsFile parse_results(std::string_view text, const std::string& source_name) {
+  auto fail = [&](std::size_t offset, const std::string& what) -> ResultsError {
+    const TextPosition at = text_position(text, offset);
+    return ResultsError(fmt::format("{}:{}:{}: {}", source_name, at.line, at.column, what));
+  };
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw fail(e.byte > 0 ? e.byte - 1 : 0, std::string("not valid JSON: ") + e.what());
+  }
+  if (!doc.is_object() || !doc.contains("benchmarks") || !doc["benchmarks"].is_array())
+    throw fail(0, "expected a results file: an object with a \"benchmarks\" array "
+                  "(Google Benchmark JSON or a file saved by `bench compare --save-results`)");
+  ResultsFile out;
+  if (doc.contains("context") && doc["context"].is_object()) out.context = doc["context"];
+  for (const auto& row : doc["benchmarks"]) {
+    if (!row.is_object() || !row.contains("name") || !row["name"].is_string())
+      throw fail(0, "every entry of \"benchmarks\" needs a string \"name\"");
+    out.benchmarks.push_back(row);
+  }
+  if (doc.value("format", std::string()) == kFormatName && doc.contains("crashes"))
+    for (const auto& c : doc["crashes"]) {
+      Crash crash{c.value("example", std::string()), c.value("how", std::string()),
+                  c.value("stderr_tail", std::string()), {}};
+      for (const auto& name : c.value("cases", json::array())) crash.cases.push_back(name.get<std::string>());
+      out.crashes.push_back(std::move(crash));
+    }
+  return out;
+}
+
+ResultsFile load_results(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ResultsError(file.string() + ": cannot be read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_results(text.str(), file.string());
+}
+
+json to_json(const ResultsFile& results) {
+  json crashes = json::array();
+  for (const auto& c : results.crashes)
+    crashes.push_back({{"example", c.example}, {"how", c.how}, {"stderr_tail", c.stderr_tail}, {"cases", c.cases}});
+  return {{"format", kFormatName}, {"version", 1}, {"context", results.context},
+          {"benchmarks", results.benchmarks}, {"crashes", crashes}};
+}
+
+void save_results(const std::filesystem::path& file, const ResultsFile& results) {
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << to_json(results).dump(1) << "\n";
+  if (!out) throw ResultsError(file.string() + ": cannot be written");
+}
+
+void merge_run(ResultsFile& into, const json& gb_output, const std::filesystem::path& samples_dir) {
+  if (into.context.empty() && gb_output.contains("context")) into.context = gb_output["context"];
+  if (!gb_output.contains("benchmarks")) return;
+  // Attach each case's samples once, to its last iteration row (the file holds the samples of
+  // the last repetition the process ran).
+  std::map<std::string, std::size_t> last_row;
+  for (const auto& row : gb_output["benchmarks"]) {
+    into.benchmarks.push_back(row);
+    if (!is_aggregate(row) && !row_error(row))
+      last_row[strip_gb_suffixes(row.value("name", std::string()))] = into.benchmarks.size() - 1;
+  }
+  for (const auto& [name, index] : last_row) {
+    std::string file_name = name;
+    std::replace(file_name.begin(), file_name.end(), '/', '.');
+    std::ifstream in(samples_dir / (file_name + ".json"));
+    if (!in) continue;
+    try {
+      into.benchmarks[index]["bench_samples"] = json::parse(in);
+    } catch (const json::parse_error&) {
+      // A half-written sample file (the process died while writing it) adds nothing.
+    }
+  }
+}
+
+std::vector<CaseResult> extract_cases(const ResultsFile& results) {
+  std::vector<CaseResult> cases;
+  std::map<std::string, std::size_t> index;
+  std::map<std::string, std::vector<double>> rep_medians;
+  for (const auto& row : results.benchmarks) {
+    if (is_aggregate(row)) continue;
+    const std::string name = strip_gb_suffixes(row.value("name", std::string()));
+    CaseResult c = case_from_row(row, name);
+    auto [it, inserted] = index.try_emplace(name, cases.size());
+    if (inserted) cases.push_back(c);
+    CaseResult& pooled = cases[it->second];
+    if (c.outcome != Outcome::measured) {
+      if (pooled.outcome == Outcome::measured || inserted) pooled = c;  // an error wins
+      continue;
+    }
+    rep_medians[name].push_back(c.median_us);
+    if (row.contains("bench_samples")) attach_samples(pooled, row["bench_samples"]);
+  }
+  for (auto& c : cases) {
+    auto reps = rep_medians.find(c.name);
+    if (c.outcome == Outcome::measured && reps != rep_medians.end() && reps->second.size() > 1)
+      c.median_us = stats::median(reps->second);  // repetitions: the median of their medians
+    if (c.outcome == Outcome::measured && !c.samples.empty())
+      c.median_us = stats::median(c.samples), c.noise = stats::relative_noise(c.samples);
+  }
+  for (const auto& crash : results.crashes) {
+    std::vector<std::string> names = crash.cases;
+    if (names.empty()) names.push_back(crash.example + "/?");
+    for (const auto& name : names) {
+      if (index.count(name)) continue;
+      CaseResult c;
+      c.name = name;
+      c.example = example_of(name);
+      c.variant = name.substr(name.rfind('/') + 1);
+      c.role = default_role(c.variant);
+      c.outcome = Outcome::failed;
+      c.message = "process " + crash.how + (crash.stderr_tail.empty() ? "" : ": " + crash.stderr_tail);
+      index[name] = cases.size();
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+}  // namespace bench::tools

@@ -1,0 +1,78 @@
+// tools/results.hpp: Google Benchmark JSON from chapter binaries, and the merged results file
+// that `bench compare` saves and `--from-results` rescores (format: docs/results-format.md).
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bench::tools {
+
+using nlohmann::json;
+
+// A results file that cannot be read or is not results (exit code 2 territory).
+class ResultsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Outcome { measured, failed, skipped };
+
+// One case `chNN/<example>/<variant>` as the driver sees it, repetitions pooled.
+struct CaseResult {
+  std::string name, example, variant;
+  std::string role;  // baseline | optimized | step | vendor
+  Outcome outcome = Outcome::measured;
+  std::string message;  // without the SKIPPED:/FAILED: tag
+  double median_us = 0, p10_us = 0, p90_us = 0, noise = 0;
+  double bytes = 0, flops = 0, gbps = 0, tflops = 0;
+  std::optional<double> pct_ceiling;  // as the harness computed it at run time
+  bool verified = false;
+  double max_abs_err = 0, rel_l2_err = 0;
+  int64_t sample_count = 0;
+  std::string fingerprint, mode, stop, bw_ceiling, compute_ceiling;
+  std::vector<double> samples;  // raw kept samples, microseconds; empty when not saved
+};
+
+// An example whose process died: its cases that are missing from the output become FAILED.
+struct Crash {
+  std::string example;               // chNN/<example>
+  std::string how;                   // "killed by signal 6 (Aborted)", "exit code 3"
+  std::string stderr_tail;           // last lines of its standard error
+  std::vector<std::string> cases;    // the cases it should have produced
+};
+
+// The merged, self-contained results of one compare run. `benchmarks` keeps Google
+// Benchmark's row shape (so compare.py still reads the file) with the raw samples and
+// fingerprint of each case attached under "bench_samples".
+struct ResultsFile {
+  json context = json::object();
+  json benchmarks = json::array();
+  std::vector<Crash> crashes;
+};
+
+// "ch07/copy/baseline/iterations:1/manual_time" -> "ch07/copy/baseline".
+std::string strip_gb_suffixes(std::string_view gb_name);
+// "ch07/copy/baseline" -> "ch07/copy".
+std::string example_of(std::string_view case_name);
+
+// Parses a merged results file or a plain Google Benchmark JSON output; errors name the source
+// and the line and column.
+ResultsFile parse_results(std::string_view text, const std::string& source_name);
+ResultsFile load_results(const std::filesystem::path& file);
+json to_json(const ResultsFile& results);
+void save_results(const std::filesystem::path& file, const ResultsFile& results);
+
+// Adds one process's Google Benchmark output to `into`, attaching each case's sample file
+// from `samples_dir` (written by --bench_samples_out) when there is one.
+void merge_run(ResultsFile& into, const json& gb_output, const std::filesystem::path& samples_dir);
+
+// The cases in the file: iteration rows pooled per case, aggregates ignored, crashed cases
+// FAILED with the crash's description.
+std::vector<CaseResult> extract_cases(const ResultsFile& results);
+
+}  // namespace bench::tools

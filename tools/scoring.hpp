@@ -1,0 +1,54 @@
+// tools/scoring.hpp: pairing baseline with optimized (and the ladder's other rungs), the
+// speedup with its confidence interval, and the statuses of DESIGN §5.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench/expectations.hpp"
+#include "bench/stats.hpp"
+#include "results.hpp"
+
+namespace bench::tools {
+
+enum class Status { pass, improved, regressed, no_speedup, failed, skipped, new_entry, info };
+const char* to_string(Status status);  // "PASS", "IMPROVED", ..., "NEW", "-"
+
+// What a row compares: the example's main pair, a ladder step or a vendor rung (both against
+// the baseline), or an example with no scorable pair at all.
+enum class RowKind { pair, step, vendor, example };
+
+struct ScoredRow {
+  std::string example;
+  std::string variant;  // the non-baseline side
+  RowKind kind = RowKind::pair;
+  Status status = Status::info;
+  std::string reason;  // why, for every status other than PASS and info
+  std::optional<CaseResult> baseline, subject;
+  std::optional<stats::Interval> speedup;  // subject over baseline
+  bool speedup_from_medians_only = false;  // no raw samples: the interval is degenerate
+  std::optional<double> expected_speedup, tolerance;
+  std::optional<double> pct_ceiling;       // of the subject, against the file's ceilings
+  std::string ceiling_name;
+  std::optional<double> versus_vendor;     // vendor rows: vendor median / optimized median
+};
+
+struct Scorecard {
+  std::string hardware_key;
+  std::vector<ScoredRow> rows;
+  std::map<Status, int> counts() const;
+  // 0 when nothing regressed or failed, else 1 (DESIGN §5).
+  int exit_code() const;
+};
+
+// How far above a measured ceiling a result may land before it is called impossible: the
+// ceiling's own recorded noise (doubled), at least 1% and at most 5%.
+double ceiling_allowance(const Ceiling& ceiling);
+
+// Scores every example found in `cases`. `expectations` may be empty (all NEW, no ceilings).
+Scorecard score(const std::vector<CaseResult>& cases, const std::optional<Expectations>& expectations,
+                const std::string& hardware_key);
+
+}  // namespace bench::tools

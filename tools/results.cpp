@@ -153,7 +153,7 @@ ResultsFile parse_results(std::string_view text, const std::string& source_name)
   if (doc.value("format", std::string()) == kFormatName && doc.contains("crashes"))
     for (const auto& c : doc["crashes"]) {
       Crash crash{c.value("example", std::string()), c.value("how", std::string()),
-                  c.value("stderr_tail", std::string()), {}};
+                  c.value("stderr_tail", std::string()), {}, c.value("skipped", false)};
       for (const auto& name : c.value("cases", json::array())) crash.cases.push_back(name.get<std::string>());
       out.crashes.push_back(std::move(crash));
     }
@@ -171,7 +171,7 @@ ResultsFile load_results(const std::filesystem::path& file) {
 json to_json(const ResultsFile& results) {
   json crashes = json::array();
   for (const auto& c : results.crashes)
-    crashes.push_back({{"example", c.example}, {"how", c.how}, {"stderr_tail", c.stderr_tail}, {"cases", c.cases}});
+    crashes.push_back({{"example", c.example}, {"how", c.how}, {"stderr_tail", c.stderr_tail}, {"cases", c.cases}, {"skipped", c.skipped}});
   return {{"format", kFormatName}, {"version", 1}, {"context", results.context},
           {"benchmarks", results.benchmarks}, {"crashes", crashes}};
 }
@@ -234,7 +234,11 @@ std::vector<CaseResult> extract_cases(const ResultsFile& results) {
   }
   for (const auto& crash : results.crashes) {
     std::vector<std::string> names = crash.cases;
-    if (names.empty()) names.push_back(crash.example + "/?");
+    // A process that ended badly after reporting every case leaves nothing missing; one that
+    // reported nothing and listed nothing still fails its example.
+    const bool example_seen = std::any_of(cases.begin(), cases.end(),
+                                          [&](const CaseResult& c) { return c.example == crash.example; });
+    if (names.empty() && !example_seen) names.push_back(crash.example + "/?");
     for (const auto& name : names) {
       if (index.count(name)) continue;
       CaseResult c;
@@ -242,7 +246,7 @@ std::vector<CaseResult> extract_cases(const ResultsFile& results) {
       c.example = example_of(name);
       c.variant = name.substr(name.rfind('/') + 1);
       c.role = default_role(c.variant);
-      c.outcome = Outcome::failed;
+      c.outcome = crash.skipped ? Outcome::skipped : Outcome::failed;
       c.message = "process " + crash.how + (crash.stderr_tail.empty() ? "" : ": " + crash.stderr_tail);
       index[name] = cases.size();
       cases.push_back(std::move(c));

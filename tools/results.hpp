@@ -44,6 +44,7 @@ struct Crash {
   std::string how;                   // "killed by signal 6 (Aborted)", "exit code 3"
   std::string stderr_tail;           // last lines of its standard error
   std::vector<std::string> cases;    // the cases it should have produced
+  bool skipped = false;              // exit code 77: no CUDA device, so SKIPPED, not FAILED
 };
 
 // The merged, self-contained results of one compare run. `benchmarks` keeps Google

@@ -1,0 +1,71 @@
+// `bench list` and `bench run`, and the locations and GPU check every command shares.
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <ostream>
+
+#include "bench/device_info.hpp"
+#include "chapter_process.hpp"
+#include "commands.hpp"
+
+namespace bench::tools {
+
+std::string resolve_build_dir(const Locations& where) {
+  return where.build_dir.empty() ? default_build_dir().string() : where.build_dir;
+}
+
+std::string resolve_expectations_dir(const Locations& where) {
+  if (!where.expectations_dir.empty()) return where.expectations_dir;
+  return (std::filesystem::path(build_info().source_dir) / "expectations").string();
+}
+
+bool gpu_available(std::string* why) {
+  if (const char* assume = std::getenv("BENCH_ASSUME_GPU"); assume && std::string(assume) == "1")
+    return true;
+  return cuda_device_count(why) > 0;
+}
+
+int list_command(const ListOptions& options, std::ostream& out, std::ostream& err) {
+  const std::filesystem::path build_dir = resolve_build_dir(options.where);
+  std::vector<std::string> chapters = built_chapters(build_dir);
+  if (!options.chapter.empty()) chapters = {options.chapter};
+  if (chapters.empty()) {
+    err << "bench list: no chapter binaries under " << (build_dir / "chapters").string() << "\n";
+    return kExitFailed;
+  }
+  int status = kExitOk;
+  for (const auto& chapter : chapters) {
+    std::string error;
+    const auto cases = list_cases(chapter_binary(build_dir, chapter), &error);
+    if (!error.empty()) {
+      err << "bench list: " << error << "\n";
+      status = kExitFailed;
+      continue;
+    }
+    out << fmt::format("{} ({} cases)\n", chapter, cases.size());
+    for (const auto& name : cases) out << "  " << name << "\n";
+  }
+  return status;
+}
+
+int run_command(const RunOptions& options, std::ostream& out, std::ostream& err) {
+  const auto binary = chapter_binary(resolve_build_dir(options.where), options.chapter);
+  if (!std::filesystem::is_regular_file(binary)) {
+    err << "bench run: " << options.chapter << " is not built (no " << binary.string() << ")\n";
+    return kExitUsage;
+  }
+  std::vector<std::string> argv = {binary.string()};
+  if (!options.example.empty()) {
+    std::string filter = "--benchmark_filter=^" + options.chapter + "/" + options.example + "/";
+    if (!options.variant.empty()) filter += options.variant + "(/|$)";
+    argv.push_back(filter);
+  }
+  argv.insert(argv.end(), options.harness_args.begin(), options.harness_args.end());
+  out << std::flush;
+  const ProcessResult result = run_process(argv, false);
+  if (!result.ok()) err << "bench run: " << binary.string() << " " << result.describe() << "\n";
+  return result.started && !result.signaled ? result.exit_code : kExitFailed;
+}
+
+}  // namespace bench::tools

@@ -1,0 +1,165 @@
+// Child processes for chapter binaries: fork/exec with output captured to temporary files
+// (pipes could deadlock on a chatty child unless drained concurrently).
+#include "chapter_process.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace bench::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path make_temp_dir(const char* prefix) {
+  std::string pattern = (fs::temp_directory_path() / (std::string(prefix) + "XXXXXX")).string();
+  if (!::mkdtemp(pattern.data())) throw std::runtime_error("cannot create a temporary directory");
+  return pattern;
+}
+
+std::string slurp(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+std::string ProcessResult::describe() const {
+  if (!started) return "could not be started: " + err;
+  if (signaled) return "killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) + ")";
+  return "exit code " + std::to_string(exit_code);
+}
+
+ProcessResult run_process(const std::vector<std::string>& argv, bool capture) {
+  ProcessResult result;
+  fs::path dir;
+  if (capture) dir = make_temp_dir("bench-proc-");
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (capture) {
+      const int out = ::open((dir / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      const int err = ::open((dir / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(out, STDOUT_FILENO);
+      ::dup2(err, STDERR_FILENO);
+    }
+    ::execv(args[0], args.data());
+    std::fprintf(stderr, "%s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) < 0) {
+    result.started = false;
+    result.err = std::strerror(errno);
+    return result;
+  }
+  result.signaled = WIFSIGNALED(status);
+  result.signal = result.signaled ? WTERMSIG(status) : 0;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (capture) {
+    result.out = slurp(dir / "out");
+    result.err = slurp(dir / "err");
+    fs::remove_all(dir);
+    if (result.exit_code == 127 && result.err.find(argv[0] + ": ") == 0) result.started = false;
+  }
+  return result;
+}
+
+std::string tail_lines(const std::string& text, int lines) {
+  std::vector<std::string> all;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) all.push_back(line);
+  std::string out;
+  for (std::size_t i = all.size() > std::size_t(lines) ? all.size() - lines : 0; i < all.size(); ++i)
+    out += (out.empty() ? "" : " | ") + all[i];
+  return out;
+}
+
+fs::path default_build_dir() {
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : self.parent_path().parent_path();
+}
+
+fs::path chapter_binary(const fs::path& build_dir, const std::string& chapter) {
+  return build_dir / "chapters" / chapter / chapter;
+}
+
+std::vector<std::string> built_chapters(const fs::path& build_dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(build_dir / "chapters", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (fs::is_regular_file(chapter_binary(build_dir, name))) out.push_back(name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> list_cases(const fs::path& binary, std::string* error) {
+  const ProcessResult p = run_process({binary.string(), "--benchmark_list_tests=true"}, true);
+  std::vector<std::string> out;
+  if (!p.ok()) {
+    if (error) *error = binary.string() + " --benchmark_list_tests: " + p.describe() + ": " + tail_lines(p.err, 3);
+    return out;
+  }
+  std::set<std::string> seen;
+  std::istringstream in(p.out);
+  for (std::string line; std::getline(in, line);) {
+    const std::string name = strip_gb_suffixes(line);
+    if (!name.empty() && seen.insert(name).second) out.push_back(name);
+  }
+  return out;
+}
+
+ExampleRunSummary run_example(const fs::path& binary, const std::string& example,
+                              const std::vector<std::string>& expected_cases,
+                              const std::vector<std::string>& extra_args, ResultsFile& into) {
+  const fs::path dir = make_temp_dir("bench-example-");
+  const fs::path out_file = dir / "out.json";
+  std::vector<std::string> argv = {binary.string(), "--benchmark_filter=^" + example + "/",
+                                   "--benchmark_out=" + out_file.string(),
+                                   "--benchmark_out_format=json",
+                                   "--bench_samples_out=" + (dir / "samples").string()};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  const auto start = std::chrono::steady_clock::now();
+  ExampleRunSummary summary;
+  summary.process = run_process(argv, true);
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::size_t before = into.benchmarks.size();
+  try {
+    merge_run(into, json::parse(slurp(out_file)), dir / "samples");
+  } catch (const json::exception&) {
+    // A process that died mid-run leaves no or half a JSON file: its cases become a Crash.
+  }
+  std::set<std::string> reported;
+  for (std::size_t i = before; i < into.benchmarks.size(); ++i)
+    reported.insert(strip_gb_suffixes(into.benchmarks[i].value("name", std::string())));
+  summary.cases_reported = static_cast<int>(reported.size());
+  constexpr int kNoDeviceExitCode = 77;  // the harness's "SKIPPED: no CUDA device" exit
+  Crash crash{example, summary.process.describe(), tail_lines(summary.process.err, 3), {},
+              summary.process.started && !summary.process.signaled &&
+                  summary.process.exit_code == kNoDeviceExitCode};
+  for (const auto& name : expected_cases)
+    if (!reported.count(name)) crash.cases.push_back(name);
+  if (!summary.process.ok() || !crash.cases.empty()) {
+    if (crash.cases.empty() && reported.empty()) crash.cases = expected_cases;
+    into.crashes.push_back(std::move(crash));
+  }
+  fs::remove_all(dir);
+  return summary;
+}
+
+}  // namespace bench::tools

@@ -1,0 +1,49 @@
+// tools/chapter_process.hpp: finding chapter binaries and running them as child processes, so
+// that a crash in one example cannot take the others (or the driver) down with it.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "results.hpp"
+
+namespace bench::tools {
+
+struct ProcessResult {
+  int exit_code = 0;     // valid when !signaled
+  int signal = 0;        // valid when signaled
+  bool signaled = false;
+  bool started = true;   // false: the program could not be executed at all
+  std::string out, err;  // captured standard output and error (empty when inherited)
+  std::string describe() const;  // "exit code 3", "killed by signal 6 (Aborted)"
+  bool ok() const { return started && !signaled && exit_code == 0; }
+};
+
+// Runs argv[0] with the arguments; `capture` redirects stdout/stderr to buffers, otherwise the
+// child shares this process's terminal.
+ProcessResult run_process(const std::vector<std::string>& argv, bool capture);
+
+// The last `lines` lines of `text`, joined with " | " so they fit a table's reason column.
+std::string tail_lines(const std::string& text, int lines);
+
+// <build>/tools/bench -> <build>, from /proc/self/exe.
+std::filesystem::path default_build_dir();
+std::filesystem::path chapter_binary(const std::filesystem::path& build_dir, const std::string& chapter);
+// Chapters that have a built binary, sorted ("ch07", "ch08", ...).
+std::vector<std::string> built_chapters(const std::filesystem::path& build_dir);
+// Case names a chapter binary registers (--benchmark_list_tests works without a GPU).
+std::vector<std::string> list_cases(const std::filesystem::path& binary, std::string* error);
+
+// Runs one example in its own process and merges what it produced into `into`; a crash, a
+// missing case or a no-GPU exit becomes a Crash record with the stderr tail.
+struct ExampleRunSummary {
+  ProcessResult process;
+  int cases_reported = 0;
+  double seconds = 0;
+};
+ExampleRunSummary run_example(const std::filesystem::path& binary, const std::string& example,
+                              const std::vector<std::string>& expected_cases,
+                              const std::vector<std::string>& extra_args, ResultsFile& into);
+
+}  // namespace bench::tools

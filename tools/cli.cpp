@@ -1,0 +1,112 @@
+// The `bench` command line (CLI11). Parsing only: each subcommand's work is in its own file.
+// `calibrate` and `profile` will be added here the same way: an options struct in
+// commands.hpp, a subcommand below, a <name>_command.cpp.
+#include "cli.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <ostream>
+#include <regex>
+
+#include "commands.hpp"
+
+namespace bench::tools {
+namespace {
+
+// "ch7" or "copy" would silently match nothing later; reject it here as bad usage.
+std::string check_chapter(const std::string& value) {
+  static const std::regex chapter("ch[0-9]{2}");
+  return std::regex_match(value, chapter) ? std::string() : "expected a chapter like ch07, got " + value;
+}
+
+std::string join(const std::vector<std::string>& args) {
+  std::string out;
+  for (const auto& a : args) out += (out.empty() ? "" : " ") + a;
+  return out;
+}
+
+}  // namespace
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app{"bench: run, score and compare cudabench chapters (see README.md)", "bench"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  Locations where;
+  app.add_option("--build-dir", where.build_dir, "build tree holding chapters/chNN/chNN (default: this bench's build)");
+  app.add_option("--expectations-dir", where.expectations_dir, "folder of <hardware_key>.json (default: <source>/expectations)");
+
+  ListOptions list;
+  auto* list_cmd = app.add_subcommand("list", "list chapters and their cases");
+  list_cmd->add_option("--chapter", list.chapter, "only this chapter (chNN)")->check(check_chapter);
+
+  RunOptions run;
+  auto* run_cmd = app.add_subcommand("run", "run a chapter binary (Google Benchmark output)");
+  run_cmd->add_option("--chapter", run.chapter, "chapter (chNN)")->required()->check(check_chapter);
+  run_cmd->add_option("--example", run.example, "only this example");
+  run_cmd->add_option("--variant", run.variant, "only this variant (needs --example)");
+  run_cmd->add_option("harness_args", run.harness_args, "after --: flags for the chapter binary");
+
+  CompareOptions compare;
+  auto* compare_cmd = app.add_subcommand("compare", "run examples in isolation, score speedups against expectations");
+  auto* chapter_opt = compare_cmd->add_option("--chapter", compare.chapters, "chapter(s) to compare (chNN)")
+                          ->check(check_chapter);
+  auto* all_opt = compare_cmd->add_flag("--all", compare.all, "every built chapter");
+  auto* from_opt = compare_cmd->add_option("--from-results", compare.from_results,
+                                           "rescore a saved results file (no GPU needed)");
+  all_opt->excludes(chapter_opt);
+  from_opt->excludes(chapter_opt)->excludes(all_opt);
+  compare_cmd->add_option("--example", compare.example, "only this example");
+  compare_cmd->add_option("--json", compare.json_report, "write the JSON report here");
+  compare_cmd->add_option("--markdown", compare.markdown_report, "write the Markdown report here");
+  compare_cmd->add_option("--save-results", compare.save_results, "write the merged results file here");
+  compare_cmd->add_flag("--update-expectations", compare.update_expectations,
+                        "accept verified, quiet results into expectations/<hardware_key>.json");
+  compare_cmd->add_option("harness_args", compare.harness_args, "after --: flags for the chapter binaries");
+
+  ExpectationsOptions expectations;
+  auto* expectations_cmd = app.add_subcommand("expectations", "inspect expectations files");
+  expectations_cmd->require_subcommand(1);
+  for (const char* action : {"show", "diff", "validate"}) {
+    auto* sub = expectations_cmd->add_subcommand(action, std::string(action) + " expectations files");
+    sub->add_option("files", expectations.files, "files (default: every file in the expectations folder)");
+    sub->callback([&expectations, action] { expectations.action = action; });
+  }
+
+  auto* env_cmd = app.add_subcommand("env", "hardware key, device facts, driver, build info");
+
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e, out, err);
+    return code == 0 ? kExitOk : kExitUsage;  // --help is not an error
+  }
+
+  if (*list_cmd) return list_command({where, list.chapter}, out, err);
+  if (*run_cmd) {
+    if (!run.variant.empty() && run.example.empty()) {
+      err << "bench run: --variant needs --example\n";
+      return kExitUsage;
+    }
+    run.where = where;
+    return run_command(run, out, err);
+  }
+  if (*compare_cmd) {
+    if (compare.chapters.empty() && !compare.all && compare.from_results.empty()) {
+      err << "bench compare: say what to compare: --chapter chNN, --all or --from-results FILE\n";
+      return kExitUsage;
+    }
+    compare.where = where;
+    compare.command_line = join(args);
+    return compare_command(compare, out, err);
+  }
+  if (*expectations_cmd) {
+    expectations.where = where;
+    return expectations_command(expectations, out, err);
+  }
+  if (*env_cmd) return env_command(where, out, err);
+  return kExitUsage;
+}
+
+}  // namespace bench::tools

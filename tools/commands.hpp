@@ -1,0 +1,63 @@
+// tools/commands.hpp: one function per `bench` subcommand, each returning the process exit
+// code (0 fine, 1 something failed or regressed, 2 bad usage or bad input files). cli.cpp
+// parses the command line into these option structs.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace bench::tools {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitUsage = 2;
+
+struct Locations {
+  std::string build_dir;          // empty: the build this bench executable belongs to
+  std::string expectations_dir;   // empty: <source dir>/expectations
+};
+
+struct ListOptions {
+  Locations where;
+  std::string chapter;
+};
+int list_command(const ListOptions& options, std::ostream& out, std::ostream& err);
+
+struct RunOptions {
+  Locations where;
+  std::string chapter, example, variant;
+  std::vector<std::string> harness_args;  // after "--", passed to the chapter binary
+};
+int run_command(const RunOptions& options, std::ostream& out, std::ostream& err);
+
+struct CompareOptions {
+  Locations where;
+  std::vector<std::string> chapters;
+  bool all = false;
+  std::string example;
+  std::string json_report, markdown_report;
+  std::string from_results, save_results;
+  bool update_expectations = false;
+  std::vector<std::string> harness_args;
+  std::string command_line;  // for provenance
+};
+int compare_command(const CompareOptions& options, std::ostream& out, std::ostream& err);
+
+struct ExpectationsOptions {
+  Locations where;
+  std::string action;  // show | diff | validate
+  std::vector<std::string> files;
+};
+int expectations_command(const ExpectationsOptions& options, std::ostream& out, std::ostream& err);
+
+int env_command(const Locations& where, std::ostream& out, std::ostream& err);
+
+// Shared by the commands.
+std::string resolve_build_dir(const Locations& where);
+std::string resolve_expectations_dir(const Locations& where);
+// True when a CUDA device is present, or BENCH_ASSUME_GPU=1 is set (tests only: it lets the
+// fake chapter binary be driven on a machine with no GPU). `why` gets the reason otherwise.
+bool gpu_available(std::string* why);
+
+}  // namespace bench::tools

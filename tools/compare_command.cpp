@@ -1,0 +1,162 @@
+// `bench compare`: run each example of the chosen chapters in its own process (or read a saved
+// results file), score the pairs, print the table, write the reports, and optionally accept the
+// numbers into the expectations file.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <ostream>
+
+#include "bench/expectations.hpp"
+#include "chapter_process.hpp"
+#include "commands.hpp"
+#include "expectations_update.hpp"
+#include "report.hpp"
+#include "results.hpp"
+#include "scoring.hpp"
+
+namespace bench::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+void write_text(const fs::path& file, const std::string& text) {
+  if (file.has_parent_path()) fs::create_directories(file.parent_path());
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error(file.string() + ": cannot be written");
+}
+
+// "copy" and "ch07/copy" both name the example ch07/copy.
+bool example_selected(const std::string& example, const std::string& filter) {
+  if (filter.empty()) return true;
+  return example == filter || example.substr(example.find('/') + 1) == filter;
+}
+
+// Runs every selected example of every chapter, printing one progress line per example.
+// Returns false (after printing why) when a chapter binary is missing.
+bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostream& out,
+                  std::ostream& err) {
+  const fs::path build_dir = resolve_build_dir(options.where);
+  const std::vector<std::string> chapters = options.all ? built_chapters(build_dir) : options.chapters;
+  if (chapters.empty()) {
+    err << "bench compare: no chapter binaries under " << (build_dir / "chapters").string() << "\n";
+    return false;
+  }
+  for (const auto& chapter : chapters) {
+    const fs::path binary = chapter_binary(build_dir, chapter);
+    if (!fs::is_regular_file(binary)) {
+      err << "bench compare: " << chapter << " is not built (no " << binary.string() << ")\n";
+      return false;
+    }
+    std::string list_error;
+    std::vector<std::string> examples;
+    std::map<std::string, std::vector<std::string>> cases_of;
+    for (const auto& name : list_cases(binary, &list_error)) {
+      const std::string example = example_of(name);
+      if (!example_selected(example, options.example)) continue;
+      if (!cases_of.count(example)) examples.push_back(example);
+      cases_of[example].push_back(name);
+    }
+    if (!list_error.empty()) {
+      results.crashes.push_back({chapter + "/(list)", "could not list cases", list_error, {}});
+      out << fmt::format("{}: could not list its cases: {}\n", chapter, list_error);
+      continue;
+    }
+    for (std::size_t i = 0; i < examples.size(); ++i) {
+      const auto summary = run_example(binary, examples[i], cases_of[examples[i]], options.harness_args, results);
+      const std::string how = summary.process.ok() ? "" : fmt::format(", {}: {}", summary.process.describe(),
+                                                                      tail_lines(summary.process.err, 1));
+      out << fmt::format("[{}/{}] {}: {} of {} cases in {:.1f} s{}\n", i + 1, examples.size(), examples[i],
+                         summary.cases_reported, cases_of[examples[i]].size(), summary.seconds, how)
+          << std::flush;
+    }
+  }
+  return true;
+}
+
+void report_update(const UpdateResult& update, const fs::path& file, std::ostream& out) {
+  for (const auto& why : update.refused) out << "  refused " << why << "\n";
+  if (update.accepted.empty()) {
+    out << "expectations: nothing accepted, " << file.string() << " unchanged\n";
+    return;
+  }
+  out << fmt::format("expectations: {} example(s) accepted into {}\n", update.accepted.size(), file.string());
+  for (const auto& line : update.diff) out << "  " << line << "\n";
+}
+
+}  // namespace
+
+int compare_command(const CompareOptions& options, std::ostream& out, std::ostream& err) {
+  ResultsFile results;
+  const bool live = options.from_results.empty();
+  if (!live) {
+    try {
+      results = load_results(options.from_results);
+    } catch (const ResultsError& e) {
+      err << "bench compare: " << e.what() << "\n";
+      return kExitUsage;
+    }
+  } else {
+    std::string why;
+    if (!gpu_available(&why)) {
+      err << "bench compare: no CUDA device (" << why << "); score a saved run with --from-results FILE\n";
+      return kExitFailed;
+    }
+    if (!run_chapters(options, results, out, err)) return kExitUsage;
+  }
+  const fs::path reports_dir = fs::path(resolve_build_dir(options.where)) / "reports";
+  try {
+    std::string save = options.save_results;
+    if (save.empty() && live) save = (reports_dir / "results.json").string();
+    if (!save.empty()) {
+      save_results(save, results);
+      out << "results saved to " << save << "\n";
+    }
+  } catch (const std::exception& e) {
+    err << "bench compare: " << e.what() << "\n";
+    return kExitFailed;
+  }
+
+  std::vector<CaseResult> cases = extract_cases(results);
+  if (!live && !options.example.empty())
+    std::erase_if(cases, [&](const CaseResult& c) { return !example_selected(c.example, options.example); });
+  const std::string key = results.context.value("hardware_key", std::string("unknown"));
+  const fs::path expectations_file = fs::path(resolve_expectations_dir(options.where)) / (key + ".json");
+  std::optional<Expectations> expectations;
+  try {
+    expectations = load_expectations(expectations_file);
+  } catch (const ExpectationsError& e) {
+    err << "bench compare: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  out << (expectations ? "expectations: " + expectations_file.string()
+                       : "expectations: none for " + key + " (" + expectations_file.string() +
+                             " does not exist): every example is NEW")
+      << "\n\n";
+  const Scorecard card = score(cases, expectations, key);
+  out << format_table(card);
+
+  std::string json_path = options.json_report, markdown_path = options.markdown_report;
+  if (live && json_path.empty()) json_path = (reports_dir / "compare.json").string();
+  if (live && markdown_path.empty()) markdown_path = (reports_dir / "compare.md").string();
+  try {
+    if (!json_path.empty()) write_text(json_path, report_json(card).dump(2) + "\n");
+    if (!markdown_path.empty()) write_text(markdown_path, format_markdown(card));
+    if (!json_path.empty()) out << "JSON report: " << json_path << "\n";
+    if (!markdown_path.empty()) out << "Markdown report: " << markdown_path << "\n";
+    if (options.update_expectations) {
+      UpdatePolicy policy;
+      policy.command = options.command_line;
+      report_update(update_expectations_file(expectations_file, card, results.context, policy),
+                    expectations_file, out);
+    }
+  } catch (const std::exception& e) {
+    err << "bench compare: " << e.what() << "\n";
+    return kExitFailed;
+  }
+  return card.exit_code();
+}
+
+}  // namespace bench::tools

@@ -1,0 +1,119 @@
+// Accepting measured numbers into expectations/<hardware_key>.json. Only a clean pair (both
+// sides verified, quiet, clearly faster, not a regression) may become the reference that later
+// runs are judged against.
+#include "expectations_update.hpp"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <chrono>
+#include <ctime>
+
+namespace bench::tools {
+namespace {
+
+std::string now_utc_iso() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+std::string context_string(const json& context, const char* key) {
+  auto it = context.find(key);
+  return it != context.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+int64_t context_integer(const json& context, const char* key) {
+  try {
+    return std::stoll(context_string(context, key));
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+// Why a row may not become an expectation; empty when it may.
+std::string refusal(const ScoredRow& row, const UpdatePolicy& policy) {
+  switch (row.status) {
+    case Status::failed: return "FAILED: " + row.reason;
+    case Status::skipped: return "SKIPPED: " + row.reason;
+    case Status::regressed: return "REGRESSED: a regression is not accepted as the new reference";
+    case Status::no_speedup: return "NO_SPEEDUP: optimized is not clearly faster";
+    default: break;
+  }
+  for (const auto* side : {&*row.baseline, &*row.subject}) {
+    if (!side->verified) return side->variant + " is not verified";
+    if (side->noise > policy.max_noise)
+      return fmt::format("{} is too noisy: {:.1f}% > {:.1f}%", side->variant, 100 * side->noise,
+                         100 * policy.max_noise);
+  }
+  if (row.speedup_from_medians_only) return "no raw samples, so no confidence interval";
+  const double width = (row.speedup->high - row.speedup->low) / row.speedup->estimate;
+  if (width > policy.max_interval_width)
+    return fmt::format("speedup interval too wide: {:.1f}% of the estimate > {:.1f}%", 100 * width,
+                       100 * policy.max_interval_width);
+  return {};
+}
+
+}  // namespace
+
+UpdateResult plan_update(const std::optional<Expectations>& before, const Scorecard& card,
+                         const json& context, const UpdatePolicy& policy) {
+  UpdateResult result;
+  Expectations& x = result.updated;
+  x = before.value_or(Expectations{});
+  if (x.hardware_key.empty()) x.hardware_key = card.hardware_key;
+  if (x.device.name.empty()) {
+    x.device.name = context_string(context, "gpu_name");
+    x.device.compute_capability = context_string(context, "compute_capability");
+    x.device.sm_count = context_integer(context, "sm_count");
+    x.device.l2_bytes = context_integer(context, "l2_bytes");
+    x.device.memory_bus_bits = context_integer(context, "memory_bus_bits");
+    x.device.memory_clock_khz = context_integer(context, "memory_clock_khz");
+    const auto x_at = card.hardware_key.find("x_");
+    x.device.device_count = x_at != std::string::npos && x_at > 0 && std::isdigit(card.hardware_key[0])
+                                ? std::stoll(card.hardware_key.substr(0, x_at)) : 1;
+  }
+  const Provenance provenance{context_string(context, "git_sha"),
+                              policy.date.empty() ? now_utc_iso() : policy.date,
+                              policy.command,
+                              context_string(context, "driver_version"),
+                              context_string(context, "runtime_version"),
+                              context_string(context, "gpu_name")};
+  for (const auto& row : card.rows) {
+    if (row.kind != RowKind::pair && row.kind != RowKind::example) continue;
+    if (const std::string why = refusal(row, policy); !why.empty()) {
+      result.refused.push_back(row.example + ": " + why);
+      continue;
+    }
+    ExampleExpectation entry;
+    if (auto it = x.examples.find(row.example); it != x.examples.end()) entry.tolerance = it->second.tolerance;
+    else entry.tolerance = policy.default_tolerance;
+    entry.speedup = row.speedup->estimate;
+    entry.pct_ceiling = row.pct_ceiling;
+    entry.provenance = provenance;
+    entry.variants[row.baseline->variant] = {row.baseline->median_us, row.baseline->noise};
+    entry.variants[row.subject->variant] = {row.subject->median_us, row.subject->noise};
+    // The ladder's other rungs are recorded too when they are clean.
+    for (const auto& rung : card.rows)
+      if (rung.example == row.example && rung.kind != RowKind::pair && rung.status == Status::info &&
+          rung.subject->verified && rung.subject->noise <= policy.max_noise)
+        entry.variants[rung.subject->variant] = {rung.subject->median_us, rung.subject->noise};
+    x.examples[row.example] = std::move(entry);
+    result.accepted.push_back(row.example);
+  }
+  result.diff = diff_expectations(before.value_or(Expectations{}), x);
+  return result;
+}
+
+UpdateResult update_expectations_file(const std::filesystem::path& file, const Scorecard& card,
+                                      const json& context, const UpdatePolicy& policy) {
+  const std::optional<Expectations> before = load_expectations(file);
+  UpdateResult result = plan_update(before, card, context, policy);
+  if (!result.accepted.empty()) save_expectations(file, result.updated);
+  return result;
+}
+
+}  // namespace bench::tools

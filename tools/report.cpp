@@ -1,0 +1,144 @@
+// Reports of a scorecard. The table and the Markdown share one row model, so they never
+// disagree about what a cell says.
+#include "report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+namespace bench::tools {
+namespace {
+
+constexpr std::array<const char*, 11> kHeader = {
+    "example", "variant", "baseline", "median", "speedup [95% CI]", "expected",
+    "status",  "throughput", "% ceil", "verified", "noise b/v"};
+
+std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
+
+std::string throughput(const CaseResult& c) {
+  if (c.flops > 0 && (c.bytes <= 0 || c.compute_ceiling.size())) return fmt::format("{:.1f} TFLOP/s", c.tflops);
+  if (c.bytes > 0) return fmt::format("{:.0f} GB/s", c.gbps);
+  return "";
+}
+
+std::array<std::string, 11> cells(const ScoredRow& row) {
+  std::array<std::string, 11> out;
+  out[0] = row.example;
+  out[1] = row.kind == RowKind::step ? row.variant + " (step)"
+           : row.kind == RowKind::vendor ? row.variant + " (vendor)" : row.variant;
+  if (row.baseline && row.baseline->outcome == Outcome::measured)
+    out[2] = format_duration_us(row.baseline->median_us);
+  if (row.subject && row.subject->outcome == Outcome::measured)
+    out[3] = format_duration_us(row.subject->median_us);
+  if (row.speedup)
+    out[4] = fmt::format("{:.2f}x [{:.2f}, {:.2f}]", row.speedup->estimate, row.speedup->low, row.speedup->high);
+  if (row.versus_vendor) out[4] += fmt::format(" opt={:.2f}x vendor", *row.versus_vendor);
+  if (row.expected_speedup)
+    out[5] = fmt::format("{:.2f}x +-{:.0f}%", *row.expected_speedup, 100 * row.tolerance.value_or(0));
+  out[6] = to_string(row.status);
+  if (row.subject && row.subject->outcome == Outcome::measured) {
+    out[7] = throughput(*row.subject);
+    if (row.pct_ceiling) out[8] = fmt::format("{:.1f}%", *row.pct_ceiling);
+    out[9] = row.baseline->verified && row.subject->verified ? "yes" : "NO";
+    out[10] = percent(row.baseline->noise) + "/" + percent(row.subject->noise);
+  }
+  return out;
+}
+
+std::string summary_line(const Scorecard& card) {
+  std::string out;
+  for (const auto& [status, n] : card.counts())
+    if (status != Status::info) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n, to_string(status));
+  return fmt::format("{} (exit code {})", out.empty() ? "nothing scored" : out, card.exit_code());
+}
+
+nlohmann::json case_json(const CaseResult& c) {
+  nlohmann::json j = {{"name", c.name}, {"role", c.role}, {"fingerprint", c.fingerprint}};
+  if (c.outcome != Outcome::measured) {
+    j["outcome"] = c.outcome == Outcome::failed ? "failed" : "skipped";
+    j["message"] = c.message;
+    return j;
+  }
+  j.update({{"outcome", "measured"}, {"median_us", c.median_us}, {"p10_us", c.p10_us},
+            {"p90_us", c.p90_us}, {"noise", c.noise}, {"samples", c.sample_count},
+            {"gbps", c.gbps}, {"tflops", c.tflops}, {"verified", c.verified}, {"mode", c.mode},
+            {"stop", c.stop}});
+  return j;
+}
+
+}  // namespace
+
+std::string format_duration_us(double us) {
+  if (us >= 1e6) return fmt::format("{:.2f} s", us / 1e6);
+  if (us >= 1e3) return fmt::format("{:.3f} ms", us / 1e3);
+  return fmt::format("{:.1f} us", us);
+}
+
+std::string format_table(const Scorecard& card) {
+  std::vector<std::array<std::string, 11>> lines = {{}};
+  std::copy(kHeader.begin(), kHeader.end(), lines[0].begin());
+  for (const auto& row : card.rows) lines.push_back(cells(row));
+  std::array<std::size_t, 11> width{};
+  for (const auto& line : lines)
+    for (std::size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
+  std::string out;
+  for (const auto& line : lines) {
+    std::string text;
+    for (std::size_t i = 0; i < line.size(); ++i) text += fmt::format("{:<{}}  ", line[i], width[i]);
+    out += text.substr(0, text.find_last_not_of(' ') + 1) + "\n";
+  }
+  for (const auto& row : card.rows)
+    if (!row.reason.empty())
+      out += fmt::format("  {} {}: {}: {}\n", row.example, row.variant, to_string(row.status), row.reason);
+  return out + summary_line(card) + "\n";
+}
+
+std::string format_markdown(const Scorecard& card) {
+  std::string out = fmt::format("# bench compare: {}\n\n|", card.hardware_key);
+  for (const char* h : kHeader) out += fmt::format(" {} |", h);
+  out += "\n|";
+  for (std::size_t i = 0; i < kHeader.size(); ++i) out += " --- |";
+  out += "\n";
+  for (const auto& row : card.rows) {
+    out += "|";
+    for (const auto& cell : cells(row)) out += fmt::format(" {} |", cell);
+    out += "\n";
+  }
+  bool any_reason = false;
+  for (const auto& row : card.rows)
+    if (!row.reason.empty()) {
+      if (!any_reason) out += "\n";
+      any_reason = true;
+      out += fmt::format("- **{}** `{}/{}`: {}\n", to_string(row.status), row.example, row.variant, row.reason);
+    }
+  return out + "\n" + summary_line(card) + "\n";
+}
+
+nlohmann::json report_json(const Scorecard& card) {
+  nlohmann::json rows = nlohmann::json::array();
+  static constexpr const char* kKinds[] = {"pair", "step", "vendor", "example"};
+  for (const auto& row : card.rows) {
+    nlohmann::json j = {{"example", row.example}, {"variant", row.variant},
+                        {"kind", kKinds[static_cast<int>(row.kind)]},
+                        {"status", to_string(row.status)}, {"reason", row.reason}};
+    if (row.baseline) j["baseline"] = case_json(*row.baseline);
+    if (row.subject) j["subject"] = case_json(*row.subject);
+    if (row.speedup)
+      j["speedup"] = {{"estimate", row.speedup->estimate}, {"low", row.speedup->low},
+                      {"high", row.speedup->high}, {"from_medians_only", row.speedup_from_medians_only}};
+    if (row.expected_speedup)
+      j["expected"] = {{"speedup", *row.expected_speedup}, {"tolerance", row.tolerance.value_or(0)}};
+    if (row.pct_ceiling) j["pct_ceiling"] = {{"value", *row.pct_ceiling}, {"ceiling", row.ceiling_name}};
+    if (row.versus_vendor) j["optimized_vs_vendor"] = *row.versus_vendor;
+    rows.push_back(std::move(j));
+  }
+  nlohmann::json counts = nlohmann::json::object();
+  for (const auto& [status, n] : card.counts())
+    if (status != Status::info) counts[to_string(status)] = n;
+  return {{"hardware_key", card.hardware_key}, {"rows", rows}, {"counts", counts},
+          {"exit_code", card.exit_code()}};
+}
+
+}  // namespace bench::tools

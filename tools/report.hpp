@@ -1,0 +1,19 @@
+// tools/report.hpp: the scorecard as a console table, Markdown and JSON.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "scoring.hpp"
+
+namespace bench::tools {
+
+// Fixed-width table, one row per pair/rung, then one line per reason, then a summary line.
+std::string format_table(const Scorecard& card);
+std::string format_markdown(const Scorecard& card);
+nlohmann::json report_json(const Scorecard& card);
+
+// "812.3 us", "1.234 ms", "2.10 s".
+std::string format_duration_us(double us);
+
+}  // namespace bench::tools

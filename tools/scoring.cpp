@@ -1,0 +1,211 @@
+// Pairing and scoring: the speedup is a ratio of medians with a bootstrap 95% interval, and a
+// status is only as strong as that interval allows (an A/A pair can never score a speedup).
+#include "scoring.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace bench::tools {
+namespace {
+
+// Percent of the binding ceiling of one case, and whether it is beyond belief.
+struct CeilingCheck {
+  std::optional<double> pct;
+  std::string name;
+  std::string impossible;  // non-empty: the reason
+};
+
+CeilingCheck check_ceilings(const CaseResult& c, const std::optional<Expectations>& x) {
+  CeilingCheck out;
+  auto consider = [&](const std::string& name, double achieved, const char* unit) {
+    if (name.empty() || achieved <= 0 || !x) return;
+    auto it = x->ceilings.find(name);
+    if (it == x->ceilings.end() || it->second.value <= 0) return;
+    const double pct = 100.0 * achieved / it->second.value;
+    if (!out.pct || pct > *out.pct) out.pct = pct, out.name = name;
+    if (pct > 100.0 * (1.0 + ceiling_allowance(it->second)) && out.impossible.empty())
+      out.impossible = fmt::format(
+          "impossible: {} reaches {:.1f}% of {} ({:.4g} {} measured, {:.4g} {} achieved); "
+          "the cost model over-counts or the work escaped the timer",
+          c.variant, pct, name, it->second.value, unit, achieved, unit);
+  };
+  consider(c.bw_ceiling, c.gbps, "GB/s");
+  consider(c.compute_ceiling, c.tflops, "TFLOP/s");
+  if (!out.pct && c.pct_ceiling) {
+    out.pct = c.pct_ceiling;  // the harness's own figure, from the ceilings it saw at run time
+    out.name = !c.bw_ceiling.empty() ? c.bw_ceiling : c.compute_ceiling;
+    if (*c.pct_ceiling > 101.0)
+      out.impossible = fmt::format("impossible: {} reaches {:.1f}% of {} (as measured at run time)",
+                                   c.variant, *c.pct_ceiling, out.name);
+  }
+  return out;
+}
+
+// The first reason a case cannot be scored, with the status it implies.
+std::optional<std::pair<Status, std::string>> case_problem(const CaseResult& c) {
+  if (c.outcome == Outcome::failed) return std::pair{Status::failed, c.variant + ": " + c.message};
+  if (c.outcome == Outcome::skipped) return std::pair{Status::skipped, c.variant + ": " + c.message};
+  if (!c.verified) return std::pair{Status::failed, c.variant + ": not verified"};
+  return std::nullopt;
+}
+
+// Fills in the speedup and the checks every row shares; returns false when the row is settled
+// (FAILED or SKIPPED) before any speedup comparison.
+bool compare_sides(ScoredRow& row, const std::optional<Expectations>& x) {
+  for (const auto* side : {&*row.baseline, &*row.subject})
+    if (auto problem = case_problem(*side)) {
+      row.status = problem->first;
+      row.reason = problem->second;
+      return false;
+    }
+  const CaseResult& b = *row.baseline;
+  const CaseResult& s = *row.subject;
+  if (!b.fingerprint.empty() && !s.fingerprint.empty() && b.fingerprint != s.fingerprint) {
+    row.status = Status::failed;
+    row.reason = fmt::format("fingerprint mismatch: {} fp={}, {} fp={} (the two sides did different work)",
+                             b.variant, b.fingerprint, s.variant, s.fingerprint);
+    return false;
+  }
+  const CeilingCheck subject_ceiling = check_ceilings(s, x);
+  row.pct_ceiling = subject_ceiling.pct;
+  row.ceiling_name = subject_ceiling.name;
+  for (const auto& impossible : {check_ceilings(b, x).impossible, subject_ceiling.impossible})
+    if (!impossible.empty()) {
+      row.status = Status::failed;
+      row.reason = impossible;
+      return false;
+    }
+  if (!b.samples.empty() && !s.samples.empty()) {
+    row.speedup = stats::speedup_interval(b.samples, s.samples);
+  } else {
+    const double ratio = b.median_us / s.median_us;
+    row.speedup = stats::Interval{ratio, ratio, ratio};
+    row.speedup_from_medians_only = true;
+  }
+  return true;
+}
+
+void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
+  if (!compare_sides(row, x)) return;
+  const stats::Interval& s = *row.speedup;
+  const ExampleExpectation* expected = nullptr;
+  if (x)
+    if (auto it = x->examples.find(row.example); it != x->examples.end()) expected = &it->second;
+  if (expected) {
+    row.expected_speedup = expected->speedup;
+    row.tolerance = expected->tolerance;
+  }
+  const double band_low = expected ? expected->speedup * (1 - expected->tolerance) : 0;
+  const double band_high = expected ? expected->speedup * (1 + expected->tolerance) : 0;
+  const std::string measured = fmt::format("{:.2f}x [{:.2f}, {:.2f}]", s.estimate, s.low, s.high);
+  if (expected && s.high < band_low) {
+    row.status = Status::regressed;
+    row.reason = fmt::format("speedup {} is below the expected {:.2f}x -{:.0f}%, beyond the noise",
+                             measured, expected->speedup, 100 * expected->tolerance);
+  } else if (s.low <= 1.0) {
+    row.status = Status::no_speedup;
+    row.reason = fmt::format("speedup {}: the interval reaches 1.0, optimized is not clearly faster",
+                             measured);
+  } else if (!expected) {
+    row.status = Status::new_entry;
+    row.reason = "no expectation for this GPU yet (accept it with --update-expectations)";
+  } else if (s.low > band_high) {
+    row.status = Status::improved;
+    row.reason = fmt::format("speedup {} is above the expected {:.2f}x +{:.0f}% (consider "
+                             "--update-expectations)", measured, expected->speedup,
+                             100 * expected->tolerance);
+  } else {
+    row.status = Status::pass;
+  }
+  if (row.speedup_from_medians_only && row.status != Status::pass)
+    row.reason += " (no raw samples: interval from medians only)";
+}
+
+void score_rung(ScoredRow& row, const std::optional<Expectations>& x) {
+  if (!compare_sides(row, x)) return;
+  row.status = Status::info;
+}
+
+const CaseResult* find_role(const std::vector<const CaseResult*>& cases, const std::string& role) {
+  for (const auto* c : cases)
+    if (c->role == role) return c;
+  return nullptr;
+}
+
+}  // namespace
+
+const char* to_string(Status status) {
+  switch (status) {
+    case Status::pass: return "PASS";
+    case Status::improved: return "IMPROVED";
+    case Status::regressed: return "REGRESSED";
+    case Status::no_speedup: return "NO_SPEEDUP";
+    case Status::failed: return "FAILED";
+    case Status::skipped: return "SKIPPED";
+    case Status::new_entry: return "NEW";
+    case Status::info: return "-";
+  }
+  return "?";
+}
+
+double ceiling_allowance(const Ceiling& ceiling) {
+  return std::clamp(2.0 * ceiling.noise, 0.01, 0.05);
+}
+
+std::map<Status, int> Scorecard::counts() const {
+  std::map<Status, int> out;
+  for (const auto& row : rows) ++out[row.status];
+  return out;
+}
+
+int Scorecard::exit_code() const {
+  for (const auto& row : rows)
+    if (row.status == Status::failed || row.status == Status::regressed) return 1;
+  return 0;
+}
+
+Scorecard score(const std::vector<CaseResult>& cases, const std::optional<Expectations>& x,
+                const std::string& hardware_key) {
+  Scorecard card;
+  card.hardware_key = hardware_key;
+  std::vector<std::string> order;  // examples in the order the results list them
+  std::map<std::string, std::vector<const CaseResult*>> by_example;
+  for (const auto& c : cases) {
+    if (!by_example.count(c.example)) order.push_back(c.example);
+    by_example[c.example].push_back(&c);
+  }
+  for (const auto& example : order) {
+    const auto& members = by_example[example];
+    const CaseResult* baseline = find_role(members, "baseline");
+    const CaseResult* optimized = find_role(members, "optimized");
+    if (!baseline || !optimized) {
+      ScoredRow row{example, optimized ? optimized->variant : "?", RowKind::example};
+      // Whatever went wrong with the cases that did appear says more than "no pair".
+      row.status = Status::failed;
+      row.reason = fmt::format("no {} case in the results", baseline ? "optimized" : "baseline");
+      for (const auto* c : members)
+        if (auto problem = case_problem(*c)) row.status = problem->first, row.reason = problem->second;
+      card.rows.push_back(std::move(row));
+      continue;
+    }
+    ScoredRow pair{example, optimized->variant, RowKind::pair};
+    pair.baseline = *baseline;
+    pair.subject = *optimized;
+    score_pair(pair, x);
+    card.rows.push_back(pair);
+    for (const auto* c : members) {
+      if (c == baseline || c == optimized) continue;
+      ScoredRow rung{example, c->variant, c->role == "vendor" ? RowKind::vendor : RowKind::step};
+      rung.baseline = *baseline;
+      rung.subject = *c;
+      score_rung(rung, x);
+      if (rung.kind == RowKind::vendor && rung.status == Status::info && pair.speedup)
+        rung.versus_vendor = c->median_us / optimized->median_us;
+      card.rows.push_back(std::move(rung));
+    }
+  }
+  return card;
+}
+
+}  // namespace bench::tools

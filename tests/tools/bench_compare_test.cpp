@@ -1,0 +1,152 @@
+// The real `bench` executable on saved fixtures and on a fake chapter binary: the table, the
+// JSON report and the exit code, as a user would see them.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "bench/device_info.hpp"
+#include "chapter_process.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using bench::tools::ProcessResult;
+
+const std::string kFixtures = FIXTURES_DIR;
+
+fs::path scratch_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("bench_tools_test_" + name + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+ProcessResult bench(std::vector<std::string> args) {
+  args.insert(args.begin(), BENCH_EXE);
+  return bench::tools::run_process(args, true);
+}
+
+nlohmann::json read_json(const fs::path& file) {
+  std::ifstream in(file);
+  return nlohmann::json::parse(in);
+}
+
+std::map<std::string, std::string> status_by_row(const nlohmann::json& report) {
+  std::map<std::string, std::string> out;
+  for (const auto& row : report["rows"])
+    out[row["example"].get<std::string>() + "/" + row["variant"].get<std::string>()] = row["status"];
+  return out;
+}
+
+TEST(BenchCompareFromResults, ScoresEveryStatusAndExitsOne) {
+  const fs::path dir = scratch_dir("every");
+  const auto r = bench({"compare", "--from-results", kFixtures + "/results_every_status.json",
+                        "--expectations-dir", kFixtures + "/expectations", "--json",
+                        (dir / "report.json").string(), "--markdown", (dir / "report.md").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  for (const char* status : {"PASS", "IMPROVED", "REGRESSED", "NO_SPEEDUP", "FAILED", "SKIPPED", "NEW"})
+    EXPECT_NE(r.out.find(status), std::string::npos) << status << "\n" << r.out;
+  EXPECT_NE(r.out.find("speedup [95% CI]"), std::string::npos);
+  EXPECT_NE(r.out.find("fingerprint mismatch"), std::string::npos);
+  EXPECT_NE(r.out.find("impossible"), std::string::npos);
+  EXPECT_NE(r.out.find("killed by signal 6"), std::string::npos);
+
+  const auto status = status_by_row(read_json(dir / "report.json"));
+  EXPECT_EQ(status.at("ch90/pass_example/optimized"), "PASS");
+  EXPECT_EQ(status.at("ch90/improved_example/optimized"), "IMPROVED");
+  EXPECT_EQ(status.at("ch90/regressed_example/optimized"), "REGRESSED");
+  EXPECT_EQ(status.at("ch90/aa_example/optimized"), "NO_SPEEDUP");
+  EXPECT_EQ(status.at("ch90/failed_example/optimized"), "FAILED");
+  EXPECT_EQ(status.at("ch90/skipped_example/optimized"), "SKIPPED");
+  EXPECT_EQ(status.at("ch90/new_example/optimized"), "NEW");
+  EXPECT_EQ(status.at("ch90/mismatch_example/optimized"), "FAILED");
+  EXPECT_EQ(status.at("ch90/impossible_example/optimized"), "FAILED");
+  EXPECT_EQ(status.at("ch90/crashed_example/optimized"), "FAILED");
+  EXPECT_EQ(status.at("ch90/ladder_example/tiled"), "-");
+  EXPECT_EQ(read_json(dir / "report.json")["exit_code"], 1);
+
+  std::ifstream md(dir / "report.md");
+  const std::string markdown((std::istreambuf_iterator<char>(md)), {});
+  EXPECT_NE(markdown.find("| ch90/regressed_example | optimized |"), std::string::npos) << markdown;
+  fs::remove_all(dir);
+}
+
+TEST(BenchCompareFromResults, NothingFailedOrRegressedExitsZero) {
+  const auto r = bench({"compare", "--from-results", kFixtures + "/results_clean.json",
+                        "--expectations-dir", kFixtures + "/expectations"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 PASS, 1 NO_SPEEDUP, 1 SKIPPED, 1 NEW (exit code 0)"), std::string::npos) << r.out;
+}
+
+TEST(BenchCompareFromResults, BadFilesExitTwoNamingThePosition) {
+  const fs::path dir = scratch_dir("bad");
+  std::ofstream(dir / "truncated.json") << "{\n  \"benchmarks\": [\n    {\"name\": ";
+  auto r = bench({"compare", "--from-results", (dir / "truncated.json").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("truncated.json:3:"), std::string::npos) << r.err;
+
+  fs::create_directories(dir / "expectations");
+  std::ofstream(dir / "expectations" / "test_gpu.json") << "{\"format_version\": 1,\n \"hardware_key\": 7}";
+  r = bench({"compare", "--from-results", kFixtures + "/results_clean.json", "--expectations-dir",
+             (dir / "expectations").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("test_gpu.json:2:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("expected a string"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(BenchCompareFromResults, UpdateExpectationsKeepsUnrelatedEntriesAndPrintsDiff) {
+  const fs::path dir = scratch_dir("update");
+  fs::copy_file(kFixtures + "/expectations/test_gpu.json", dir / "test_gpu.json");
+  const auto r = bench({"compare", "--from-results", kFixtures + "/results_clean.json",
+                        "--expectations-dir", dir.string(), "--update-expectations"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("refused ch90/aa_example: NO_SPEEDUP"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("refused ch90/skipped_example: SKIPPED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("+ examples.ch90/new_example.speedup"), std::string::npos) << r.out;
+  const auto updated = read_json(dir / "test_gpu.json");
+  EXPECT_TRUE(updated["examples"].contains("ch90/new_example"));
+  EXPECT_EQ(updated["examples"]["ch90/untouched_example"]["tolerance"], 0.15);
+  EXPECT_EQ(updated["ceilings"]["hbm_copy_gbps"]["value"], 3000.0);
+  EXPECT_FALSE(updated["examples"].contains("ch90/aa_example"));
+  fs::remove_all(dir);
+}
+
+// VALIDITY row 13: one example's crash must not take the others with it.
+TEST(BenchCompareLive, CrashingExampleFailsAndTheNextIsStillScored) {
+  const fs::path dir = scratch_dir("crash");
+  ::setenv("BENCH_ASSUME_GPU", "1", 1);
+  const auto r = bench({"compare", "--chapter", "ch99", "--build-dir", FAKE_BUILD_DIR, "--expectations-dir",
+                        kFixtures + "/expectations", "--json", (dir / "report.json").string(),
+                        "--markdown", (dir / "report.md").string(), "--save-results",
+                        (dir / "results.json").string()});
+  ::unsetenv("BENCH_ASSUME_GPU");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("[2/3] ch99/crasher: 0 of 2 cases"), std::string::npos) << r.out;
+  const auto status = status_by_row(read_json(dir / "report.json"));
+  EXPECT_EQ(status.at("ch99/first/optimized"), "PASS");
+  EXPECT_EQ(status.at("ch99/crasher/optimized"), "FAILED");
+  EXPECT_EQ(status.at("ch99/last/optimized"), "NEW");
+  EXPECT_NE(r.out.find("illegal memory access"), std::string::npos) << r.out;
+  // The saved results rescore offline to the same verdicts.
+  const auto again = bench({"compare", "--from-results", (dir / "results.json").string(),
+                            "--expectations-dir", kFixtures + "/expectations", "--json",
+                            (dir / "again.json").string()});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_EQ(status_by_row(read_json(dir / "again.json")), status);
+  fs::remove_all(dir);
+}
+
+TEST(BenchCompareLive, WithoutAGpuSaysSoInOneLine) {
+  if (bench::cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
+  const auto r = bench({"compare", "--chapter", "ch99", "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
+}
+
+}  // namespace

@@ -1,0 +1,64 @@
+// A stand-in for a chapter binary, host-only, for the crash-isolation test (VALIDITY row 13):
+// it answers --benchmark_list_tests, writes Google Benchmark JSON and sample files for the
+// example its filter names, and aborts for ch99/crasher as a sticky CUDA error or a segfault
+// would end a real one.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+const std::vector<std::string> kExamples = {"ch99/first", "ch99/crasher", "ch99/last"};
+
+std::string flag(int argc, char** argv, const std::string& name) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind(name + "=", 0) == 0) return arg.substr(name.size() + 1);
+  }
+  return {};
+}
+
+nlohmann::json row(const std::string& name, const std::string& role, double median_us,
+                   const std::filesystem::path& samples_dir) {
+  std::mt19937 rng(static_cast<unsigned>(median_us));
+  std::normal_distribution<double> noise(median_us, median_us * 0.01);
+  std::vector<double> samples(40);
+  for (double& s : samples) s = noise(rng);
+  std::string file = name;
+  for (char& c : file) c = c == '/' ? '.' : c;
+  std::filesystem::create_directories(samples_dir);
+  std::ofstream(samples_dir / (file + ".json"))
+      << nlohmann::json{{"name", name}, {"unit", "us"}, {"samples", samples},
+                        {"fingerprint", {{"hash", "00000000000000aa"}}}}.dump();
+  return {{"name", name + "/iterations:1/manual_time"}, {"run_type", "iteration"},
+          {"iterations", 1}, {"real_time", median_us}, {"cpu_time", median_us}, {"time_unit", "us"},
+          {"noise", 0.01}, {"samples", 40}, {"verified", 1},
+          {"label", "role=" + role + ";fp=00000000000000aa;mode=cold;stop=converged"}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!flag(argc, argv, "--benchmark_list_tests").empty()) {
+    for (const auto& e : kExamples) std::cout << e << "/baseline/iterations:1/manual_time\n"
+                                              << e << "/optimized/iterations:1/manual_time\n";
+    return 0;
+  }
+  const std::string filter = flag(argc, argv, "--benchmark_filter");  // "^ch99/<example>/"
+  const std::string example = filter.substr(1, filter.size() - 2);
+  if (example == "ch99/crasher") {
+    std::cerr << "FATAL: sticky CUDA error: an illegal memory access was encountered\n";
+    std::abort();
+  }
+  const std::filesystem::path samples = flag(argc, argv, "--bench_samples_out");
+  nlohmann::json out = {{"context", {{"hardware_key", "test_gpu"}, {"gpu_name", "Test GPU"}}},
+                        {"benchmarks", {row(example + "/baseline", "baseline", 200, samples),
+                                        row(example + "/optimized", "optimized", 100, samples)}}};
+  std::ofstream(flag(argc, argv, "--benchmark_out")) << out.dump(1);
+  return 0;
+}

@@ -115,6 +115,8 @@ __global__ void spin_kernel(uint64_t ns, unsigned long long* measured_ns) {
   if (threadIdx.x == 0) *measured_ns = now - start;
 }
 
+__global__ void empty_kernel() {}
+
 int grid_for(int64_t count, int block) {
   const int64_t blocks = (count + block - 1) / block;
   return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
@@ -168,6 +170,11 @@ void launch_blocking_kernel(const volatile int* release, uint64_t timeout_ns, in
 
 void launch_clock_probe(long long cycles, float* mhz, cudaStream_t stream) {
   clock_probe_kernel<<<1, 1, 0, stream>>>(cycles, mhz);
+  BENCH_CHECK_LAUNCH();
+}
+
+void launch_empty(cudaStream_t stream) {
+  empty_kernel<<<1, 32, 0, stream>>>();
   BENCH_CHECK_LAUNCH();
 }
 

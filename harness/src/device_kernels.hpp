@@ -27,6 +27,8 @@ void launch_blocking_kernel(const volatile int* release, uint64_t timeout_ns, in
 // One thread counts `cycles` SM clock cycles against the global timer and writes the SM clock
 // in MHz to *mhz.
 void launch_clock_probe(long long cycles, float* mhz, cudaStream_t stream);
+// An empty kernel: what timing a launch costs when the kernel does nothing.
+void launch_empty(cudaStream_t stream);
 // Spins for `ns` nanoseconds of global time (one block) and writes the time it measured.
 void launch_spin(uint64_t ns, unsigned long long* measured_ns, cudaStream_t stream);
 

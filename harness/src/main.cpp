@@ -67,6 +67,7 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   c["max_abs_err"] = r.max_abs_err;
   c["rel_l2_err"] = r.rel_l2_err;
   c["wall_event_ratio"] = r.wall_event_ratio;
+  c["timer_floor_us"] = r.timer_floor_s * 1e6;
   // Percent of the binding ceiling: the larger of the bandwidth and compute fractions.
   double pct = -1;
   if (auto it = ceilings.find(r.bandwidth_ceiling); r.bytes > 0 && it != ceilings.end())

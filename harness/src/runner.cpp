@@ -208,6 +208,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     r.batch = std::clamp(static_cast<int>(std::ceil(1e-3 * launches / std::max(events, 1e-9))), 1, 1000);
   }
 
+  if (r.mode == Mode::cold) r.timer_floor_s = sampler_->timer_floor(s);
   std::vector<Sample> samples;
   auto take = [&] {
     switch (r.mode) {

@@ -25,6 +25,7 @@ struct CaseResult {
   int batch = 1;
   double first_call_s = 0, warm_call_s = 0;
   double wall_event_ratio = 0;
+  double timer_floor_s = 0;           // subtracted from cold samples
   double max_abs_err = 0, rel_l2_err = 0;
   std::string fingerprint, fingerprint_hash;
   double bytes = 0, flops = 0;

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <vector>
 
+#include "bench/stats.hpp"
 #include "device_kernels.hpp"
 
 namespace bench::detail {
@@ -61,7 +63,25 @@ double Sampler::elapsed() {
   return ms * 1e-3;
 }
 
+double Sampler::timer_floor(cudaStream_t stream) {
+  if (timer_floor_ < 0) {
+    const Launch empty = [](cudaStream_t s) { launch_empty(s); };
+    std::vector<double> seconds;
+    for (int i = 0; i < 5; ++i) cold_raw(empty, stream, true);  // warm-up
+    for (int i = 0; i < 101; ++i) seconds.push_back(cold_raw(empty, stream, true).seconds);
+    timer_floor_ = stats::median(seconds);
+  }
+  return timer_floor_;
+}
+
 Sample Sampler::cold(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel) {
+  const double floor = timer_floor(stream);
+  Sample s = cold_raw(launch, stream, use_blocking_kernel);
+  s.seconds = std::max(s.seconds - floor, 0.0);
+  return s;
+}
+
+Sample Sampler::cold_raw(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel) {
   if (use_blocking_kernel) {
     *reinterpret_cast<volatile int*>(release_host_) = 0;
     *reinterpret_cast<volatile int*>(timed_out_host_) = 0;

@@ -23,7 +23,12 @@ class Sampler {
 
   // L2 flushed, then the launch queued behind a blocking kernel so that host launch latency is
   // not counted. A variant that blocks the host must pass use_blocking_kernel = false.
+  // The timer floor is subtracted (see timer_floor()).
   Sample cold(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel);
+  // What a cold sample of an empty kernel measures (median of many): the GPU's fixed cost of
+  // dispatching one kernel between two events, about 3 us on an H100. It is the same for every
+  // variant and says nothing about the kernel, so cold samples report time above it.
+  double timer_floor(cudaStream_t stream);
   // `batch` back-to-back launches between two events, divided by `batch`.
   Sample hot(const Launch& launch, cudaStream_t stream, int batch);
   // Host clock around launch + cudaDeviceSynchronize, L2 flushed first.
@@ -35,9 +40,11 @@ class Sampler {
                       double* event_seconds);
 
  private:
+  Sample cold_raw(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel);
   void probe_clock(cudaStream_t stream);  // result in *mhz_host_ after the next sync
   double elapsed();  // seconds between start_ and stop_, once stop_ completes
 
+  double timer_floor_ = -1;  // measured on first use
   std::size_t flush_bytes_ = 0;
   void* flush_buffer_ = nullptr;
   unsigned int* flush_sink_ = nullptr;

@@ -60,16 +60,20 @@ void low_precision(const SmallCopy& w, cudaStream_t s) {
   BENCH_CHECK_LAUNCH();
 }
 
-// Row 10: the first call is slow (a stand-in for module load or handle creation).
-void slow_first_call(const SmallCopy& w, cudaStream_t s) {
-  static bool first = true;
-  if (first) {
-    static DeviceBuffer<unsigned long long> sink(1);
-    detail::launch_spin(20'000'000, sink.data(), s);  // 20 ms
-    first = false;
+// Row 10: the first call on each workload is slow (a stand-in for module load, lazy loading or
+// handle creation).
+struct SlowFirstCall {
+  SlowFirstCall(const SmallCopy&, cudaStream_t) {}
+  void operator()(const SmallCopy& w, cudaStream_t s) {
+    if (first) {
+      detail::launch_spin(20'000'000, sink.data(), s);  // 20 ms
+      first = false;
+    }
+    launch_copy(w, s);
   }
-  launch_copy(w, s);
-}
+  bool first = true;
+  DeviceBuffer<unsigned long long> sink{1};
+};
 
 // Blocks the host inside the timed launch without declaring it.
 void undeclared_sync(const SmallCopy& w, cudaStream_t s) {
@@ -84,7 +88,7 @@ BENCH_EXAMPLE(test, adversaries, SmallCopy)
     .step("lazy", lazy)
     .step("zeroing", zeroing)
     .step("low_precision", low_precision)
-    .step("slow_first_call", slow_first_call)
+    .stateful<SlowFirstCall>(Role::step, "slow_first_call")
     .step("undeclared_sync", undeclared_sync)
     .step("declared_sync", undeclared_sync, {.blocks_host = true})
     .optimized("honest_again", launch_copy)

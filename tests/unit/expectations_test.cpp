@@ -1,0 +1,132 @@
+// harness/src/expectations.cpp: strict parsing with positions, atomic saves, ceilings updates,
+// diffs (VALIDITY row 17).
+#include "bench/expectations.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kValid = R"({
+  "format_version": 1,
+  "hardware_key": "test_gpu",
+  "ceilings": {"hbm_copy_gbps": {"value": 3000.0, "unit": "GB/s", "noise": 0.005}},
+  "examples": {
+    "ch07/copy": {"variants": {"baseline": {"median_us": 300.0, "noise": 0.01},
+                               "optimized": {"median_us": 100.0, "noise": 0.01}},
+                  "speedup": 3.0, "tolerance": 0.1}
+  }
+})";
+
+std::string error_of(const std::string& text) {
+  try {
+    bench::parse_expectations(text, "dir/test_gpu.json");
+  } catch (const bench::ExpectationsError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / ("expectations_test_" + std::to_string(::getpid()));
+  ScratchDir() { fs::create_directories(path); }
+  ~ScratchDir() { fs::remove_all(path); }
+};
+
+TEST(Expectations, ParsesAValidFile) {
+  const auto x = bench::parse_expectations(kValid, "x.json");
+  EXPECT_EQ(x.hardware_key, "test_gpu");
+  EXPECT_DOUBLE_EQ(x.ceilings.at("hbm_copy_gbps").value, 3000.0);
+  EXPECT_DOUBLE_EQ(x.examples.at("ch07/copy").speedup, 3.0);
+  EXPECT_DOUBLE_EQ(x.examples.at("ch07/copy").variants.at("optimized").median_us, 100.0);
+}
+
+TEST(Expectations, TruncatedFileNamesFileAndLine) {
+  const std::string text = std::string(kValid).substr(0, 200);
+  const std::string message = error_of(text);
+  EXPECT_NE(message.find("dir/test_gpu.json:"), std::string::npos) << message;
+  EXPECT_NE(message.find("not valid JSON"), std::string::npos) << message;
+}
+
+TEST(Expectations, WrongTypeNamesLineColumnAndExpectation) {
+  std::string text = kValid;
+  text.replace(text.find("\"speedup\": 3.0"), 14, "\"speedup\": \"3\"");
+  const std::string message = error_of(text);
+  EXPECT_NE(message.find("dir/test_gpu.json:8:"), std::string::npos) << message;
+  EXPECT_NE(message.find("expected a number, found string"), std::string::npos) << message;
+}
+
+TEST(Expectations, UnknownKeyNamesItsLine) {
+  std::string text = kValid;
+  text.replace(text.find("\"tolerance\""), 11, "\"tolerence\"");
+  const std::string message = error_of(text);
+  EXPECT_NE(message.find("dir/test_gpu.json:8:"), std::string::npos) << message;
+  EXPECT_NE(message.find("unknown key \"tolerence\""), std::string::npos) << message;
+}
+
+TEST(Expectations, MissingRequiredKeyAndWrongVersionAreRejected) {
+  std::string text = kValid;
+  text.replace(text.find("\"speedup\": 3.0, "), 16, "");
+  EXPECT_NE(error_of(text).find("missing required key \"speedup\""), std::string::npos);
+  text = kValid;
+  text.replace(text.find("\"format_version\": 1"), 19, "\"format_version\": 2");
+  EXPECT_NE(error_of(text).find("unsupported format_version"), std::string::npos);
+}
+
+TEST(Expectations, SaveIsAtomicAndRoundTrips) {
+  ScratchDir dir;
+  const fs::path file = dir.path / "test_gpu.json";
+  const auto x = bench::parse_expectations(kValid, "x.json");
+  bench::save_expectations(file, x);
+  bench::save_expectations(file, x);
+  EXPECT_EQ(bench::serialize_expectations(*bench::load_expectations(file)), bench::serialize_expectations(x));
+  int entries = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir.path)) ++entries;
+  EXPECT_EQ(entries, 1) << "no temporary file may be left behind";
+}
+
+TEST(Expectations, TwoCeilingUpdatesInARowKeepEverythingElse) {
+  ScratchDir dir;
+  const fs::path file = dir.path / "test_gpu.json";
+  bench::save_expectations(file, bench::parse_expectations(kValid, "x.json"));
+  bench::update_ceilings(file, {{"l2_gbps", {9000.0, "GB/s", 0.01, "l2 read", "2025-01-02"}}});
+  bench::update_ceilings(file, {{"bf16_tflops", {801.0, "TFLOP/s", 0.01, "cublasLt", "2025-01-03"}}});
+  const auto x = *bench::load_expectations(file);
+  EXPECT_EQ(x.ceilings.size(), 3u);
+  EXPECT_DOUBLE_EQ(x.ceilings.at("hbm_copy_gbps").value, 3000.0);
+  EXPECT_DOUBLE_EQ(x.examples.at("ch07/copy").speedup, 3.0);
+  EXPECT_DOUBLE_EQ(bench::load_ceilings(file).at("bf16_tflops"), 801.0);
+}
+
+TEST(Expectations, MissingFileIsNoExpectationsNotAnError) {
+  EXPECT_FALSE(bench::load_expectations("/nonexistent/x.json").has_value());
+  EXPECT_TRUE(bench::load_ceilings("/nonexistent/x.json").empty());
+}
+
+TEST(Expectations, DiffListsAddedChangedAndRemovedEntries) {
+  const auto before = bench::parse_expectations(kValid, "x.json");
+  auto after = before;
+  after.examples["ch07/copy"].speedup = 3.2;
+  after.ceilings.erase("hbm_copy_gbps");
+  after.ceilings["l2_gbps"] = {9000.0, "GB/s"};
+  const auto lines = bench::diff_expectations(before, after);
+  auto has = [&](const std::string& prefix) {
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+  };
+  EXPECT_TRUE(has("~ examples.ch07/copy.speedup: 3.0 -> 3.2"));
+  EXPECT_TRUE(has("+ ceilings.l2_gbps.value"));
+  EXPECT_TRUE(has("- ceilings.hbm_copy_gbps.value"));
+}
+
+TEST(Expectations, TextPositionCountsLinesAndColumns) {
+  const auto at = bench::text_position("ab\ncd", 4);
+  EXPECT_EQ(at.line, 2u);
+  EXPECT_EQ(at.column, 2u);
+}
+
+}  // namespace

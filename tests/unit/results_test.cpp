@@ -1,0 +1,94 @@
+// tools/results.cpp: Google Benchmark JSON (1.7 and 1.8 shapes) into cases.
+#include "results.hpp"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using bench::tools::Outcome;
+
+bench::tools::ResultsFile parse(const std::string& benchmarks) {
+  return bench::tools::parse_results(R"({"context": {"hardware_key": "k"}, "benchmarks": )" + benchmarks + "}",
+                                     "test.json");
+}
+
+TEST(Results, StripsGoogleBenchmarkSuffixes) {
+  EXPECT_EQ(bench::tools::strip_gb_suffixes("ch07/copy/baseline/iterations:1/manual_time"), "ch07/copy/baseline");
+  EXPECT_EQ(bench::tools::strip_gb_suffixes("ch07/copy/baseline/iterations:1/repeats:5/manual_time"),
+            "ch07/copy/baseline");
+  EXPECT_EQ(bench::tools::strip_gb_suffixes("ch07/copy/baseline"), "ch07/copy/baseline");
+  EXPECT_EQ(bench::tools::example_of("ch07/copy/baseline"), "ch07/copy");
+}
+
+TEST(Results, ReadsCountersLabelAndTimeUnit) {
+  const auto cases = bench::tools::extract_cases(parse(R"([{"name": "ch07/copy/optimized/iterations:1/manual_time",
+      "run_type": "iteration", "real_time": 0.1, "time_unit": "ms", "noise": 0.01, "verified": 1,
+      "gbps": 2400, "bytes": 2.4e8, "pct_ceiling": 80,
+      "label": "role=optimized;fp=00ff00ff00ff00ff;mode=cold;stop=converged;bw=hbm_copy_gbps"}])"));
+  ASSERT_EQ(cases.size(), 1u);
+  const auto& c = cases[0];
+  EXPECT_EQ(c.name, "ch07/copy/optimized");
+  EXPECT_EQ(c.example, "ch07/copy");
+  EXPECT_EQ(c.role, "optimized");
+  EXPECT_EQ(c.fingerprint, "00ff00ff00ff00ff");
+  EXPECT_EQ(c.bw_ceiling, "hbm_copy_gbps");
+  EXPECT_DOUBLE_EQ(c.median_us, 100.0);
+  EXPECT_TRUE(c.verified);
+  EXPECT_DOUBLE_EQ(c.pct_ceiling.value(), 80.0);
+}
+
+TEST(Results, ErrorsAndSkipsInBothShapes) {
+  const auto cases = bench::tools::extract_cases(parse(R"([
+      {"name": "ch07/a/baseline/iterations:1/manual_time", "error_occurred": true,
+       "error_message": "SKIPPED: requires 2 GPUs, this machine has 1"},
+      {"name": "ch07/a/optimized/iterations:1/manual_time", "error_occurred": true,
+       "error_message": "FAILED: verification: max abs error 1"},
+      {"name": "ch07/b/baseline/iterations:1/manual_time", "skipped": true, "skip_message": "not here"},
+      {"name": "ch07/b/optimized/iterations:1/manual_time", "error_occurred": true,
+       "error_message": "cudaErrorIllegalAddress"}])"));
+  ASSERT_EQ(cases.size(), 4u);
+  EXPECT_EQ(cases[0].outcome, Outcome::skipped);
+  EXPECT_EQ(cases[0].message, "requires 2 GPUs, this machine has 1");
+  EXPECT_EQ(cases[1].outcome, Outcome::failed);
+  EXPECT_EQ(cases[1].message, "verification: max abs error 1");
+  EXPECT_EQ(cases[2].outcome, Outcome::skipped);
+  EXPECT_EQ(cases[3].outcome, Outcome::failed);
+}
+
+TEST(Results, RepetitionsArePooledAndAggregatesIgnored) {
+  const auto cases = bench::tools::extract_cases(parse(R"([
+      {"name": "ch07/a/baseline/iterations:1/repeats:3/manual_time", "run_type": "iteration", "real_time": 100, "time_unit": "us"},
+      {"name": "ch07/a/baseline/iterations:1/repeats:3/manual_time", "run_type": "iteration", "real_time": 104, "time_unit": "us"},
+      {"name": "ch07/a/baseline/iterations:1/repeats:3/manual_time", "run_type": "iteration", "real_time": 101, "time_unit": "us"},
+      {"name": "ch07/a/baseline/iterations:1/repeats:3/manual_time_mean", "run_type": "aggregate",
+       "aggregate_name": "mean", "real_time": 999, "time_unit": "us"}])"));
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_DOUBLE_EQ(cases[0].median_us, 101.0);
+}
+
+TEST(Results, AttachedSamplesAndCrashes) {
+  auto file = parse(R"([{"name": "ch07/a/baseline/iterations:1/manual_time", "run_type": "iteration",
+      "real_time": 5, "time_unit": "us",
+      "bench_samples": {"samples": [1, 2, 3, 4, 100], "fingerprint": {"hash": "abc"}}}])");
+  file.crashes.push_back({"ch07/a", "killed by signal 11 (Segmentation fault)", "boom",
+                          {"ch07/a/baseline", "ch07/a/optimized"}});
+  const auto cases = bench::tools::extract_cases(file);
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].samples.size(), 5u);
+  EXPECT_DOUBLE_EQ(cases[0].median_us, 3.0);  // from the raw samples
+  EXPECT_EQ(cases[0].fingerprint, "abc");
+  EXPECT_EQ(cases[1].outcome, Outcome::failed);
+  EXPECT_NE(cases[1].message.find("signal 11"), std::string::npos);
+}
+
+TEST(Results, NotResultsIsAnErrorWithPosition) {
+  EXPECT_THROW(bench::tools::parse_results("{\"benchmarks\": 3}", "x.json"), bench::tools::ResultsError);
+  try {
+    bench::tools::parse_results("{\n\"benchmarks\": [\n", "x.json");
+    FAIL();
+  } catch (const bench::tools::ResultsError& e) {
+    EXPECT_NE(std::string(e.what()).find("x.json:3:"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

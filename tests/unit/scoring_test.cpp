@@ -1,0 +1,123 @@
+// tools/scoring.cpp: every status, the A/A rule, fingerprints and impossible numbers.
+#include "scoring.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace {
+
+using bench::tools::CaseResult;
+using bench::tools::Outcome;
+using bench::tools::Status;
+
+std::vector<double> samples_around(double median_us, unsigned seed, double noise = 0.01) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> dist(median_us, median_us * noise);
+  std::vector<double> out(40);
+  for (double& s : out) s = dist(rng);
+  return out;
+}
+
+CaseResult make_case(const std::string& variant, double median_us, unsigned seed = 1) {
+  CaseResult c;
+  c.example = "ch07/copy";
+  c.variant = variant;
+  c.name = c.example + "/" + variant;
+  c.role = variant == "baseline" || variant == "optimized" || variant == "vendor" ? variant : "step";
+  c.verified = true;
+  c.fingerprint = "00000000000000aa";
+  c.samples = samples_around(median_us, seed);
+  c.median_us = median_us;
+  c.noise = 0.01;
+  return c;
+}
+
+bench::Expectations expecting(double speedup, double tolerance = 0.1) {
+  bench::Expectations x;
+  x.ceilings["hbm_copy_gbps"] = {3000.0, "GB/s", 0.005};
+  x.examples["ch07/copy"].speedup = speedup;
+  x.examples["ch07/copy"].tolerance = tolerance;
+  return x;
+}
+
+Status status_of(const std::vector<CaseResult>& cases, const std::optional<bench::Expectations>& x) {
+  const auto card = bench::tools::score(cases, x, "test_gpu");
+  return card.rows.at(0).status;
+}
+
+TEST(Scoring, StatusesAgainstAnExpectation) {
+  const std::vector<CaseResult> three_x = {make_case("baseline", 300), make_case("optimized", 100, 2)};
+  EXPECT_EQ(status_of(three_x, expecting(3.0)), Status::pass);
+  EXPECT_EQ(status_of(three_x, expecting(2.0)), Status::improved);
+  EXPECT_EQ(status_of(three_x, expecting(4.0)), Status::regressed);
+  EXPECT_EQ(status_of(three_x, std::nullopt), Status::new_entry);
+}
+
+TEST(Scoring, AnAAPairIsNeverASpeedup) {
+  for (unsigned seed = 1; seed < 20; ++seed) {
+    const std::vector<CaseResult> aa = {make_case("baseline", 100, seed), make_case("optimized", 100, seed + 100)};
+    const Status s = status_of(aa, std::nullopt);
+    EXPECT_EQ(s, Status::no_speedup) << "seed " << seed;
+    EXPECT_NE(status_of(aa, expecting(1.0)), Status::pass);
+    EXPECT_NE(status_of(aa, expecting(1.0)), Status::improved);
+  }
+}
+
+TEST(Scoring, WithinTheNoiseOfTheBandIsNotARegression) {
+  // 2.65x against 3.0 +-10% (band from 2.7): the interval reaches into the band, so PASS.
+  std::vector<CaseResult> cases = {make_case("baseline", 265), make_case("optimized", 100, 2)};
+  for (auto& s : cases[0].samples) s *= 1.0 + 0.05 * ((&s - cases[0].samples.data()) % 2 ? 1 : -1);
+  const auto card = bench::tools::score(cases, expecting(3.0), "k");
+  EXPECT_NE(card.rows[0].status, Status::regressed) << card.rows[0].reason;
+}
+
+TEST(Scoring, FailuresSkipsAndUnverifiedCases) {
+  std::vector<CaseResult> cases = {make_case("baseline", 300), make_case("optimized", 100)};
+  cases[1].outcome = Outcome::failed;
+  cases[1].message = "verification: mismatch";
+  EXPECT_EQ(status_of(cases, expecting(3.0)), Status::failed);
+  cases[1].outcome = Outcome::skipped;
+  EXPECT_EQ(status_of(cases, expecting(3.0)), Status::skipped);
+  cases[1].outcome = Outcome::measured;
+  cases[1].verified = false;
+  EXPECT_EQ(status_of(cases, expecting(3.0)), Status::failed);
+}
+
+TEST(Scoring, FingerprintMismatchIsRefused) {
+  std::vector<CaseResult> cases = {make_case("baseline", 300), make_case("optimized", 100)};
+  cases[1].fingerprint = "ffffffffffffffff";
+  const auto card = bench::tools::score(cases, expecting(3.0), "k");
+  EXPECT_EQ(card.rows[0].status, Status::failed);
+  EXPECT_NE(card.rows[0].reason.find("fingerprint mismatch"), std::string::npos);
+  EXPECT_EQ(card.exit_code(), 1);
+}
+
+TEST(Scoring, AboveTheMeasuredCeilingIsImpossible) {
+  std::vector<CaseResult> cases = {make_case("baseline", 300), make_case("optimized", 100)};
+  cases[1].bw_ceiling = "hbm_copy_gbps";
+  cases[1].bytes = 3.1e8;
+  cases[1].gbps = 3100;  // 103% of 3000 with 0.5% ceiling noise: beyond the 1% allowance
+  auto card = bench::tools::score(cases, expecting(3.0), "k");
+  EXPECT_EQ(card.rows[0].status, Status::failed);
+  EXPECT_NE(card.rows[0].reason.find("impossible"), std::string::npos);
+  cases[1].gbps = 3010;  // 100.3%: within the ceiling's own noise
+  card = bench::tools::score(cases, expecting(3.0), "k");
+  EXPECT_EQ(card.rows[0].status, Status::pass) << card.rows[0].reason;
+  EXPECT_NEAR(card.rows[0].pct_ceiling.value(), 100.33, 0.01);
+}
+
+TEST(Scoring, LadderStepsAndVendorRowsComeAfterThePair) {
+  const std::vector<CaseResult> cases = {make_case("baseline", 300), make_case("tiled", 150, 3),
+                                         make_case("optimized", 100, 2), make_case("vendor", 110, 4)};
+  const auto card = bench::tools::score(cases, expecting(3.0), "k");
+  ASSERT_EQ(card.rows.size(), 3u);
+  EXPECT_EQ(card.rows[0].kind, bench::tools::RowKind::pair);
+  EXPECT_EQ(card.rows[1].variant, "tiled");
+  EXPECT_NEAR(card.rows[1].speedup->estimate, 2.0, 0.05);
+  EXPECT_EQ(card.rows[2].kind, bench::tools::RowKind::vendor);
+  EXPECT_NEAR(card.rows[2].versus_vendor.value(), 1.1, 0.05);
+  EXPECT_EQ(card.exit_code(), 0);
+}
+
+}  // namespace

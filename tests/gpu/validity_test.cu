@@ -98,7 +98,7 @@ BENCH_EXAMPLE(test, adversaries, SmallCopy)
 BENCH_EXAMPLE(test, loose_tolerance, SmallCopy)
     .baseline("constant", constant)
     .reference(copy_reference)
-    .tolerance(allclose(1.0, 0.0));
+    .tolerance(allclose(2.0, 0.0));  // |out - ref| <= 2 always holds for inputs in (-1, 1)
 
 BENCH_EXAMPLE(test, too_new, SmallCopy)
     .baseline("future", launch_copy)

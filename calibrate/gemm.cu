@@ -1,0 +1,204 @@
+// calibrate/gemm: the tensor-core ceilings, through cuBLASLt at 8192^3 on random data.
+//   D (m x n) = A (m x k) B (k x n), "TN": A and B both stored k-contiguous (A row-major, B
+//   column-major), D column-major; the only layout FP8 accepts, and Hopper's fastest for all.
+//   TF32: FP32 in and out, CUBLAS_COMPUTE_32F_FAST_TF32;  BF16 / FP16: 16-bit in and out, FP32
+//   accumulate;  FP8: E4M3 in with unit scale pointers, BF16 out, FP32 accumulate.
+// Verified against a CPU double reference at 496 x 400 x 272 (multiples of 16, as FP8 needs)
+// and, at 8192^3, against a simple shared-memory-tiled FP32 kernel.
+//
+//   build/<preset>/calibrate/calibrate --benchmark_filter='tf32|bf16|fp16|fp8'
+#include <bench/bench.hpp>
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace {
+
+void check_cublas(cublasStatus_t status, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(call) + ": " + cublasLtGetStatusString(status));
+}
+
+template <class T>
+constexpr cudaDataType_t cuda_type() {
+  if constexpr (std::is_same_v<T, float>) return CUDA_R_32F;
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return CUDA_R_16BF;
+  else if constexpr (std::is_same_v<T, __half>) return CUDA_R_16F;
+  else return CUDA_R_8F_E4M3;
+}
+
+template <class In, class Out>
+struct Gemm {
+  using InT = In;
+  using OutT = Out;
+  int64_t m, n, k;
+  bench::DeviceSpan<const In> a, b;
+  bench::DeviceSpan<Out> d;
+  Gemm(bench::Setup& s, const char* ceiling)
+      : m(s.size("m", 8192, 496)),
+        n(s.size("n", 8192, 400)),
+        k(s.size("k", 8192, 272)),
+        a(s.input<In>("a", m * k, bench::uniform(-1, 1))),
+        b(s.input<In>("b", n * k, bench::uniform(-1, 1))),
+        d(s.output<Out>("d", m * n)) {
+    s.flops(2.0 * m * n * k, ceiling);
+  }
+};
+struct Tf32 : Gemm<float, float> {
+  static constexpr cublasComputeType_t kCompute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  explicit Tf32(bench::Setup& s) : Gemm(s, bench::ceiling::tf32) {}
+};
+struct Bf16 : Gemm<__nv_bfloat16, __nv_bfloat16> {
+  static constexpr cublasComputeType_t kCompute = CUBLAS_COMPUTE_32F;
+  explicit Bf16(bench::Setup& s) : Gemm(s, bench::ceiling::bf16) {}
+};
+struct Fp16 : Gemm<__half, __half> {
+  static constexpr cublasComputeType_t kCompute = CUBLAS_COMPUTE_32F;
+  explicit Fp16(bench::Setup& s) : Gemm(s, bench::ceiling::fp16) {}
+};
+struct Fp8 : Gemm<__nv_fp8_e4m3, __nv_bfloat16> {
+  static constexpr cublasComputeType_t kCompute = CUBLAS_COMPUTE_32F;
+  explicit Fp8(bench::Setup& s) : Gemm(s, bench::ceiling::fp8) {}
+};
+
+// Handle, descriptors, heuristic choice and workspace are made once, untimed; the timed call is
+// one cublasLtMatmul on the case's stream.
+template <class W>
+class LtMatmul {
+ public:
+  LtMatmul(const W& w, cudaStream_t) : workspace_(kWorkspace) {
+    using In = typename W::InT;
+    using Out = typename W::OutT;
+    check_cublas(cublasLtCreate(&handle_), "cublasLtCreate");
+    check_cublas(cublasLtMatmulDescCreate(&desc_, W::kCompute, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+    set(CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
+    set(CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n);
+    if constexpr (std::is_same_v<In, __nv_fp8_e4m3>) {  // FP8 takes per-tensor scales; ours are 1
+      const float ones[2] = {1.0f, 1.0f};
+      BENCH_CUDA_CHECK(cudaMemcpy(scales_.data(), ones, sizeof ones, cudaMemcpyHostToDevice));
+      const float* scale_a = scales_.data();
+      const float* scale_b = scales_.data() + 1;
+      set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_a, sizeof scale_a);
+      set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_b, sizeof scale_b);
+    }
+    check_cublas(cublasLtMatrixLayoutCreate(&a_, cuda_type<In>(), w.k, w.m, w.k), "layout A");
+    check_cublas(cublasLtMatrixLayoutCreate(&b_, cuda_type<In>(), w.k, w.n, w.k), "layout B");
+    check_cublas(cublasLtMatrixLayoutCreate(&d_, cuda_type<Out>(), w.m, w.n, w.m), "layout D");
+    cublasLtMatmulPreference_t pref = nullptr;
+    check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    const std::size_t bytes = kWorkspace;
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &bytes, sizeof bytes),
+                 "workspace preference");
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, desc_, a_, b_, d_, d_, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    check_cublas(status, "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0) throw bench::Unsupported("cuBLASLt has no algorithm for this type and layout here");
+    algo_ = result.algo;
+  }
+  LtMatmul(const LtMatmul&) = delete;
+  LtMatmul& operator=(const LtMatmul&) = delete;
+  ~LtMatmul() {
+    cublasLtMatrixLayoutDestroy(a_);
+    cublasLtMatrixLayoutDestroy(b_);
+    cublasLtMatrixLayoutDestroy(d_);
+    cublasLtMatmulDescDestroy(desc_);
+    cublasLtDestroy(handle_);
+  }
+  void operator()(const W& w, cudaStream_t stream) {
+    const float alpha = 1.0f, beta = 0.0f;
+    check_cublas(cublasLtMatmul(handle_, desc_, &alpha, w.a.data(), a_, w.b.data(), b_, &beta, w.d.data(), d_,
+                                w.d.data(), d_, &algo_, workspace_.data(), workspace_.bytes(), stream),
+                 "cublasLtMatmul");
+  }
+
+ private:
+  static constexpr int64_t kWorkspace = int64_t{32} << 20;  // what cuBLAS itself asks for on Hopper
+  void set(cublasLtMatmulDescAttributes_t attr, const void* value, std::size_t size) {
+    check_cublas(cublasLtMatmulDescSetAttribute(desc_, attr, value, size), "cublasLtMatmulDescSetAttribute");
+  }
+  cublasLtHandle_t handle_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  bench::DeviceBuffer<std::byte> workspace_;
+  bench::DeviceBuffer<float> scales_{2};
+};
+
+// The timing-size check: FP32 products of the same (already rounded) inputs, FP32 sums.
+constexpr int kTile = 16;
+template <class In, class Out>
+__global__ void tiled_gemm_tn(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ d, int m, int n, int k) {
+  __shared__ float as[kTile][kTile + 1], bs[kTile][kTile + 1];
+  const int i = blockIdx.x * kTile + threadIdx.x, j = blockIdx.y * kTile + threadIdx.y;
+  const int64_t a_row = blockIdx.x * kTile + threadIdx.y, b_col = blockIdx.y * kTile + threadIdx.y;
+  float acc = 0;
+  for (int p0 = 0; p0 < k; p0 += kTile) {
+    const int p = p0 + threadIdx.x;
+    as[threadIdx.y][threadIdx.x] = a_row < m && p < k ? static_cast<float>(a[a_row * k + p]) : 0.0f;
+    bs[threadIdx.y][threadIdx.x] = b_col < n && p < k ? static_cast<float>(b[b_col * k + p]) : 0.0f;
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < kTile; ++q) acc += as[threadIdx.x][q] * bs[threadIdx.y][q];
+    __syncthreads();
+  }
+  if (i < m && j < n) d[int64_t{j} * m + i] = Out(acc);
+}
+
+template <class W>
+void device_reference(const W& w, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((w.m + kTile - 1) / kTile), static_cast<unsigned>((w.n + kTile - 1) / kTile));
+  tiled_gemm_tn<<<grid, dim3(kTile, kTile), 0, stream>>>(w.a.data(), w.b.data(), w.d.data(), int(w.m), int(w.n), int(w.k));
+  BENCH_CHECK_LAUNCH();
+}
+
+template <class W>
+void reference(const W& w, bench::HostData& h) {
+  using In = typename W::InT;
+  auto a = h.input<In>("a");
+  auto b = h.input<In>("b");
+  auto d = h.expected("d");
+  std::vector<double> bt(static_cast<std::size_t>(w.k));
+  for (int64_t j = 0; j < w.n; ++j) {
+    for (int64_t p = 0; p < w.k; ++p) bt[p] = static_cast<float>(b[j * w.k + p]);
+    for (int64_t i = 0; i < w.m; ++i) {
+      double sum = 0;
+      for (int64_t p = 0; p < w.k; ++p) sum += static_cast<float>(a[i * w.k + p]) * bt[p];
+      d[j * w.m + i] = sum;
+    }
+  }
+}
+
+// TF32 keeps 10 mantissa bits of each FP32 operand: each product is off by up to ~2^-10 relative,
+// and over random signs the result lands near 3e-4 relative L2; 2e-3 accepts TF32 and still
+// rejects BF16 operands (~3e-3).
+BENCH_EXAMPLE(calibrate, tf32_tflops, Tf32)
+    .stateful<LtMatmul<Tf32>>(bench::Role::baseline, "cublaslt_tf32")
+    .reference(reference<Tf32>)
+    .device_reference(device_reference<Tf32>)
+    .tolerance(bench::relative_l2(2e-3));
+// BF16 / FP16 / FP8: the inputs are exact in the reference; the error is the output's rounding,
+// which the default BF16 (8e-3) and FP16 (1e-3) relative-L2 bounds already cover.
+BENCH_EXAMPLE(calibrate, bf16_tflops, Bf16)
+    .stateful<LtMatmul<Bf16>>(bench::Role::baseline, "cublaslt_bf16")
+    .reference(reference<Bf16>)
+    .device_reference(device_reference<Bf16>);
+BENCH_EXAMPLE(calibrate, fp16_tflops, Fp16)
+    .stateful<LtMatmul<Fp16>>(bench::Role::baseline, "cublaslt_fp16")
+    .reference(reference<Fp16>)
+    .device_reference(device_reference<Fp16>);
+BENCH_EXAMPLE(calibrate, fp8_tflops, Fp8)
+    .stateful<LtMatmul<Fp8>>(bench::Role::baseline, "cublaslt_fp8_e4m3")
+    .reference(reference<Fp8>)
+    .device_reference(device_reference<Fp8>)
+    .min_compute_capability(89);
+
+}  // namespace

@@ -1,0 +1,27 @@
+// kernels/vector_access.cuh: 16-byte global loads and stores with streaming cache hints.
+//
+// A streaming kernel touches each byte once, so its loads need not stay in L1
+// (ld.global.nc.L1::no_allocate: the read-only path, no L1 allocation) and its stores are
+// "evict first" in L2 (st.global.cs). Both are one 16-byte instruction per thread (LDG.E.128 /
+// STG.E.128 in SASS). The pointers must be 16-byte aligned.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace kernels {
+
+__device__ __forceinline__ float4 load_stream(const float4* p) {
+  float4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void store_stream(float4* p, float4 v) {
+  asm volatile("st.global.cs.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p), "f"(v.x), "f"(v.y),
+               "f"(v.z), "f"(v.w)
+               : "memory");
+}
+
+}  // namespace kernels

@@ -103,10 +103,10 @@ void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
     row.status = Status::regressed;
     row.reason = fmt::format("speedup {} is below the expected {:.2f}x -{:.0f}%, beyond the noise",
                              measured, expected->speedup, 100 * expected->tolerance);
-  } else if (s.low <= 1.0) {
+  } else if (s.low <= kMinimumClearSpeedup) {
     row.status = Status::no_speedup;
-    row.reason = fmt::format("speedup {}: the interval reaches 1.0, optimized is not clearly faster",
-                             measured);
+    row.reason = fmt::format("speedup {}: the interval reaches {:.2f}, optimized is not clearly faster",
+                             measured, kMinimumClearSpeedup);
   } else if (!expected) {
     row.status = Status::new_entry;
     row.reason = "no expectation for this GPU yet (accept it with --update-expectations)";

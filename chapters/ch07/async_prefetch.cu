@@ -19,6 +19,7 @@
 //   ./bench compare --chapter ch07 --example async_prefetch
 #include <bench/bench.hpp>
 #include <kernels/async_copy.cuh>
+#include <kernels/occupancy.cuh>
 
 #include <algorithm>
 
@@ -140,18 +141,8 @@ __global__ void __launch_bounds__(kBlock) conv_pipelined(const float* __restrict
   }
 }
 
-// As many blocks as fit on the SMs at once (the occupancy calculator's count).
-template <class Kernel>
-unsigned grid_for(Kernel kernel, size_t dynamic_smem) {
-  int device = 0, sms = 0, per_sm = 0;
-  BENCH_CUDA_CHECK(cudaGetDevice(&device));
-  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  BENCH_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kBlock, dynamic_smem));
-  return static_cast<unsigned>(sms * std::max(per_sm, 1));
-}
-
 void launch_sync(const Conv& w, cudaStream_t stream) {
-  static const unsigned grid = grid_for(conv_sync, 0);
+  static const unsigned grid = kernels::resident_grid(conv_sync, kBlock);
   conv_sync<<<std::min<int64_t>(grid, w.tiles()), kBlock, 0, stream>>>(w.in.data(), w.w.data(), w.out.data(), w.n, w.tiles());
   BENCH_CHECK_LAUNCH();
 }
@@ -159,7 +150,7 @@ void launch_sync(const Conv& w, cudaStream_t stream) {
 void launch_pipelined(const Conv& w, cudaStream_t stream) {
   static const unsigned grid = [] {
     BENCH_CUDA_CHECK(cudaFuncSetAttribute(conv_pipelined, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kRingBytes)));
-    return grid_for(conv_pipelined, kRingBytes);
+    return kernels::resident_grid(conv_pipelined, kBlock, kRingBytes);
   }();
   conv_pipelined<<<std::min<int64_t>(grid, w.tiles()), kBlock, kRingBytes, stream>>>(w.in.data(), w.w.data(), w.out.data(), w.n, w.tiles());
   BENCH_CHECK_LAUNCH();

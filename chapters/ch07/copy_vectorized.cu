@@ -13,26 +13,13 @@
 #include <bench/bench.hpp>
 #include <kernels/vector_access.cuh>
 
+#include "copy_workload.cuh"
+
 namespace {
 
-struct Copy {
-  int64_t n;
-  bench::DeviceSpan<const float> src;
-  bench::DeviceSpan<float> dst;
-  explicit Copy(bench::Setup& s)
-      : n(s.size("n", int64_t{1} << 28, 1'000'003)),  // 1 GiB per buffer; odd size to verify
-        src(s.input<float>("src", n, bench::uniform(-1, 1))),
-        dst(s.output<float>("dst", n)) {
-    s.bytes(2.0 * n * sizeof(float));
-  }
-};
+using ch07::Copy;
 
 constexpr int kBlock = 256;
-
-__global__ void scalar_copy(const float* __restrict__ src, float* __restrict__ dst, int64_t n) {
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i < n) dst[i] = src[i];
-}
 
 // Thread i copies float4 number i; the threads past the last full float4 copy the tail.
 __global__ void vector_copy(const float* __restrict__ src, float* __restrict__ dst, int64_t n) {
@@ -47,12 +34,6 @@ __global__ void vector_copy(const float* __restrict__ src, float* __restrict__ d
   }
 }
 
-void launch_scalar(const Copy& w, cudaStream_t stream) {
-  const int64_t blocks = (w.n + kBlock - 1) / kBlock;
-  scalar_copy<<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(w.src.data(), w.dst.data(), w.n);
-  BENCH_CHECK_LAUNCH();
-}
-
 void launch_vector(const Copy& w, cudaStream_t stream) {
   const int64_t threads = w.n / 4 + w.n % 4;
   const int64_t blocks = (threads + kBlock - 1) / kBlock;
@@ -60,16 +41,10 @@ void launch_vector(const Copy& w, cudaStream_t stream) {
   BENCH_CHECK_LAUNCH();
 }
 
-void reference(const Copy& w, bench::HostData& h) {
-  auto src = h.input<float>("src");
-  auto dst = h.expected("dst");
-  for (int64_t i = 0; i < w.n; ++i) dst[i] = src[i];
-}
-
 BENCH_EXAMPLE(ch07, copy_vectorized, Copy)
-    .baseline("scalar", launch_scalar)
+    .baseline("scalar", ch07::launch_scalar_copy)
     .optimized("float4", launch_vector)
-    .reference(reference)
+    .reference(ch07::copy_reference)
     .tolerance(bench::exact());
 
 }  // namespace

@@ -13,36 +13,20 @@
 //
 //   ./bench compare --chapter ch07 --example hbm_copy
 #include <bench/bench.hpp>
+#include <kernels/occupancy.cuh>
 #include <kernels/vector_access.cuh>
 
 #include <algorithm>
 
+#include "copy_workload.cuh"
+
 namespace {
 
-struct Copy {
-  int64_t n;
-  int sms = 0;
-  bench::DeviceSpan<const float> src;
-  bench::DeviceSpan<float> dst;
-  explicit Copy(bench::Setup& s)
-      : n(s.size("n", int64_t{1} << 28, 1'000'003)),  // 1 GiB per buffer; odd size to verify
-        src(s.input<float>("src", n, bench::uniform(-1, 1))),
-        dst(s.output<float>("dst", n)) {
-    int device = 0;
-    BENCH_CUDA_CHECK(cudaGetDevice(&device));
-    BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    s.bytes(2.0 * n * sizeof(float));
-  }
-};
+using ch07::Copy;
 
 constexpr int kBlock = 256;
 constexpr int kUnroll = 4;        // 16-byte loads in flight per thread
 constexpr int kBlocksPerSm = 8;   // 2048 threads per SM: the SM's full complement
-
-__global__ void naive_copy(const float* __restrict__ src, float* __restrict__ dst, int64_t n) {
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i < n) dst[i] = src[i];
-}
 
 // Each pass of the grid-stride loop moves a chunk of kUnroll * blockDim float4 per block: all
 // kUnroll loads are issued, then all kUnroll stores, with a block's lanes adjacent in each.
@@ -69,15 +53,10 @@ __global__ void __launch_bounds__(kBlock) tuned_copy(const float* __restrict__ s
   for (int64_t j = 4 * vectors + tid; j < n; j += threads) dst[j] = src[j];
 }
 
-void launch_naive(const Copy& w, cudaStream_t stream) {
-  const int64_t blocks = (w.n + kBlock - 1) / kBlock;
-  naive_copy<<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(w.src.data(), w.dst.data(), w.n);
-  BENCH_CHECK_LAUNCH();
-}
-
 void launch_tuned(const Copy& w, cudaStream_t stream) {
   const int64_t chunks = (w.n / 4 + kUnroll * kBlock - 1) / (kUnroll * kBlock);
-  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(chunks, int64_t{w.sms} * kBlocksPerSm));
+  static const int sms = kernels::sm_count();
+  const int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(chunks, int64_t{sms} * kBlocksPerSm));
   tuned_copy<<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(w.src.data(), w.dst.data(), w.n);
   BENCH_CHECK_LAUNCH();
 }
@@ -86,17 +65,11 @@ void launch_memcpy(const Copy& w, cudaStream_t stream) {
   BENCH_CUDA_CHECK(cudaMemcpyAsync(w.dst.data(), w.src.data(), w.src.bytes(), cudaMemcpyDeviceToDevice, stream));
 }
 
-void reference(const Copy& w, bench::HostData& h) {
-  auto src = h.input<float>("src");
-  auto dst = h.expected("dst");
-  for (int64_t i = 0; i < w.n; ++i) dst[i] = src[i];
-}
-
 BENCH_EXAMPLE(ch07, hbm_copy, Copy)
-    .baseline("naive", launch_naive)
+    .baseline("naive", ch07::launch_scalar_copy)
     .optimized("tuned", launch_tuned)
     .vendor("memcpy", launch_memcpy)
-    .reference(reference)
+    .reference(ch07::copy_reference)
     .tolerance(bench::exact());
 
 }  // namespace

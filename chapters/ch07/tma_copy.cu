@@ -18,6 +18,7 @@
 //
 //   ./bench compare --chapter ch07 --example tma_copy
 #include <bench/bench.hpp>
+#include <kernels/occupancy.cuh>
 #include <kernels/tma.cuh>
 
 #include <algorithm>
@@ -132,11 +133,7 @@ struct TmaTransform {
     tiles_x = static_cast<int>(g.x);
     tiles = static_cast<int>(g.x * g.y);
     BENCH_CUDA_CHECK(cudaFuncSetAttribute(tma_transform, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTmaSmem)));
-    int device = 0, sms = 0, per_sm = 0;
-    BENCH_CUDA_CHECK(cudaGetDevice(&device));
-    BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    BENCH_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, tma_transform, kTmaBlock, kTmaSmem));
-    grid = static_cast<unsigned>(std::min(tiles, sms * std::max(per_sm, 1)));
+    grid = std::min(static_cast<unsigned>(tiles), kernels::resident_grid(tma_transform, kTmaBlock, kTmaSmem));
   }
   void operator()(const Transform&, cudaStream_t stream) const {
     tma_transform<<<grid, kTmaBlock, kTmaSmem, stream>>>(in_map, out_map, tiles_x, tiles);

@@ -12,18 +12,15 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
+#include <kernels/cublas_check.hpp>
+#include <kernels/reference_gemm.cuh>
 
-#include <memory>
-#include <stdexcept>
-#include <string>
+#include <vector>
 #include <type_traits>
 
 namespace {
 
-void check_cublas(cublasStatus_t status, const char* call) {
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string(call) + ": " + cublasLtGetStatusString(status));
-}
+using kernels::check_cublas;
 
 template <class T>
 constexpr cudaDataType_t cuda_type() {
@@ -134,30 +131,9 @@ class LtMatmul {
 };
 
 // The timing-size check: FP32 products of the same (already rounded) inputs, FP32 sums.
-constexpr int kTile = 16;
-template <class In, class Out>
-__global__ void tiled_gemm_tn(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ d, int m, int n, int k) {
-  __shared__ float as[kTile][kTile + 1], bs[kTile][kTile + 1];
-  const int i = blockIdx.x * kTile + threadIdx.x, j = blockIdx.y * kTile + threadIdx.y;
-  const int64_t a_row = blockIdx.x * kTile + threadIdx.y, b_col = blockIdx.y * kTile + threadIdx.y;
-  float acc = 0;
-  for (int p0 = 0; p0 < k; p0 += kTile) {
-    const int p = p0 + threadIdx.x;
-    as[threadIdx.y][threadIdx.x] = a_row < m && p < k ? static_cast<float>(a[a_row * k + p]) : 0.0f;
-    bs[threadIdx.y][threadIdx.x] = b_col < n && p < k ? static_cast<float>(b[b_col * k + p]) : 0.0f;
-    __syncthreads();
-#pragma unroll
-    for (int q = 0; q < kTile; ++q) acc += as[threadIdx.x][q] * bs[threadIdx.y][q];
-    __syncthreads();
-  }
-  if (i < m && j < n) d[int64_t{j} * m + i] = Out(acc);
-}
-
 template <class W>
 void device_reference(const W& w, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((w.m + kTile - 1) / kTile), static_cast<unsigned>((w.n + kTile - 1) / kTile));
-  tiled_gemm_tn<<<grid, dim3(kTile, kTile), 0, stream>>>(w.a.data(), w.b.data(), w.d.data(), int(w.m), int(w.n), int(w.k));
-  BENCH_CHECK_LAUNCH();
+  kernels::reference_gemm_tn(w.a.data(), w.b.data(), w.d.data(), w.m, w.n, w.k, stream);
 }
 
 template <class W>

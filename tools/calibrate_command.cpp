@@ -1,0 +1,191 @@
+// `bench calibrate`: run the calibrate binary, turn each case's counter into a ceiling, and
+// store the ceilings with update_ceilings (atomic, every other entry kept).
+#include "calibrate_command.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include "../calibrate/ceilings.hpp"
+#include "bench/device_info.hpp"
+#include "bench/expectations.hpp"
+#include "chapter_process.hpp"
+#include "results.hpp"
+
+namespace bench::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using calibration::CeilingSpec;
+using calibration::Counter;
+
+std::string case_of(const CeilingSpec& spec) { return fmt::format("calibrate/{}/baseline", spec.name); }
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// The ceilings whose names start with one of `prefixes` (all when empty); a prefix that selects
+// nothing is a usage error.
+std::vector<CeilingSpec> select(const std::vector<std::string>& prefixes, std::string* error) {
+  std::vector<CeilingSpec> chosen;
+  for (const auto& spec : calibration::kCeilings) {
+    const bool wanted = prefixes.empty() || std::any_of(prefixes.begin(), prefixes.end(), [&](const std::string& p) {
+                          return spec.name.substr(0, p.size()) == p;
+                        });
+    if (wanted) chosen.push_back(spec);
+  }
+  for (const auto& p : prefixes) {
+    const bool used = std::any_of(chosen.begin(), chosen.end(), [&](const CeilingSpec& s) { return s.name.substr(0, p.size()) == p; });
+    if (!used) *error = fmt::format("--only {}: no ceiling starts with '{}'", p, p);
+  }
+  return chosen;
+}
+
+// The figure a case stands for, from the pooled median (bytes or flops over time, or time).
+double figure(const CeilingSpec& spec, const CaseResult& c) {
+  const double seconds = c.median_us * 1e-6;
+  switch (spec.counter) {
+    case Counter::gbps: return c.bytes / seconds / 1e9;
+    case Counter::tflops: return c.flops / seconds / 1e12;
+    case Counter::time_us: return c.median_us / spec.per;
+  }
+  return 0;
+}
+
+double to_us(double value, const std::string& unit) {
+  if (unit == "ns") return value * 1e-3;
+  if (unit == "ms") return value * 1e3;
+  if (unit == "s") return value * 1e6;
+  return value;
+}
+
+// Per case, each repetition's median (us): the spread of a repeated run.
+std::map<std::string, std::vector<double>> repetition_medians(const ResultsFile& results) {
+  std::map<std::string, std::vector<double>> medians;
+  for (const auto& row : results.benchmarks) {
+    if (row.value("run_type", std::string("iteration")) == "aggregate" || row.value("error_occurred", false)) continue;
+    medians[strip_gb_suffixes(row.value("name", std::string()))].push_back(
+        to_us(row.value("real_time", 0.0), row.value("time_unit", std::string("ns"))));
+  }
+  return medians;
+}
+
+std::string hardware_key_of(const ResultsFile& results) {
+  if (auto it = results.context.find("hardware_key"); it != results.context.end() && it->is_string())
+    return it->get<std::string>();
+  return query_device(0).hardware_key;
+}
+
+}  // namespace
+
+int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::ostream& err) {
+  std::string error;
+  const std::vector<CeilingSpec> chosen = select(options.only, &error);
+  if (!error.empty() || options.repetitions < 1) {
+    err << "bench calibrate: " << (error.empty() ? "--repetitions must be >= 1" : error) << "\n";
+    return kExitUsage;
+  }
+  const fs::path binary = fs::path(resolve_build_dir(options.where)) / "calibrate" / "calibrate";
+  const fs::path dir = resolve_expectations_dir(options.where);
+
+  if (options.dry_run) {
+    std::string why, key = "<hardware_key>";
+    if (gpu_available(&why) && cuda_device_count() > 0) key = query_device(0).hardware_key;
+    out << fmt::format("bench calibrate would run {} ({}) and write {} ceiling(s) to {}:\n", binary.string(),
+                       fs::is_regular_file(binary) ? "built" : "NOT BUILT", chosen.size(), (dir / (key + ".json")).string());
+    for (const auto& spec : chosen)
+      out << fmt::format("  {:<18} {:<8} {:<34} {}\n", spec.name, spec.unit, case_of(spec), spec.method);
+    return kExitOk;
+  }
+
+  if (!fs::is_regular_file(binary)) {
+    err << "bench calibrate: the calibrate binary is not built (no " << binary.string() << ")\n";
+    return kExitUsage;
+  }
+  std::string why;
+  if (!gpu_available(&why)) {
+    err << "bench calibrate: no CUDA device: " << why << "\n";
+    return kExitFailed;
+  }
+
+  // One process for every selected case; its JSON goes to a private temporary file.
+  std::string filter = "--benchmark_filter=^calibrate/(";
+  for (std::size_t i = 0; i < chosen.size(); ++i) filter += (i ? "|" : "") + std::string(chosen[i].name);
+  filter += ")/";
+  const fs::path json_file = fs::temp_directory_path() / fmt::format("bench-calibrate-{}.json", ::getpid());
+  std::vector<std::string> argv = {binary.string(), filter, "--benchmark_out=" + json_file.string(),
+                                   "--benchmark_out_format=json"};
+  if (options.repetitions > 1) argv.push_back(fmt::format("--benchmark_repetitions={}", options.repetitions));
+  argv.insert(argv.end(), options.harness_args.begin(), options.harness_args.end());
+  out << std::flush;
+  const ProcessResult process = run_process(argv, /*capture=*/false);
+  ResultsFile results;
+  try {
+    results = load_results(json_file);
+  } catch (const std::exception& e) {
+    err << "bench calibrate: the calibrate binary (" << process.describe() << ") left no results: " << e.what() << "\n";
+    fs::remove(json_file);
+    return kExitFailed;
+  }
+  fs::remove(json_file);
+
+  const std::vector<CaseResult> cases = extract_cases(results);
+  const auto reps = repetition_medians(results);
+  const std::string date = utc_now_iso8601();
+  std::map<std::string, Ceiling> measured;
+  int status = process.ok() ? kExitOk : kExitFailed;
+  out << fmt::format("\n{:<18} {:>10} {:<8} {:>7} {:>8}  {}\n", "ceiling", "value", "unit", "noise", "spread", "outcome");
+  for (const auto& spec : chosen) {
+    const auto it = std::find_if(cases.begin(), cases.end(), [&](const CaseResult& c) { return c.name == case_of(spec); });
+    if (it == cases.end() || it->outcome != Outcome::measured || !it->verified) {
+      const bool skipped = it != cases.end() && it->outcome == Outcome::skipped;
+      if (!skipped) status = kExitFailed;
+      const std::string what = it == cases.end() ? "FAILED: the case did not report"
+                               : it->outcome == Outcome::measured ? "FAILED: not verified"
+                               : (skipped ? "SKIPPED: " : "FAILED: ") + it->message;
+      out << fmt::format("{:<18} {:>10} {:<8} {:>7} {:>8}  {} (not stored)\n", spec.name, "-", spec.unit, "-", "-", what);
+      continue;
+    }
+    std::string spread = "-";
+    if (auto r = reps.find(it->name); r != reps.end() && r->second.size() > 1) {
+      const auto [lo, hi] = std::minmax_element(r->second.begin(), r->second.end());
+      spread = fmt::format("{:.1f}%", 100.0 * (*hi - *lo) / it->median_us);
+    }
+    const double value = figure(spec, *it);
+    measured[std::string(spec.name)] = Ceiling{value, std::string(spec.unit), it->noise, std::string(spec.method), date};
+    out << fmt::format("{:<18} {:>10.4g} {:<8} {:>6.2f}% {:>8}  measured\n", spec.name, value, spec.unit, 100 * it->noise, spread);
+  }
+
+  if (measured.empty()) {
+    err << "bench calibrate: nothing measured, nothing written\n";
+    return kExitFailed;
+  }
+  const fs::path file = dir / (hardware_key_of(results) + ".json");
+  try {
+    const Expectations before = load_expectations(file).value_or(Expectations{});
+    update_ceilings(file, measured);
+    const auto after = load_expectations(file);
+    out << fmt::format("\nwrote {} ceiling(s) to {}\n", measured.size(), file.string());
+    for (const auto& line : diff_expectations(before, after.value_or(Expectations{}))) out << "  " << line << "\n";
+  } catch (const std::exception& e) {
+    err << "bench calibrate: cannot update " << file.string() << ": " << e.what() << "\n";
+    return kExitFailed;
+  }
+  return status;
+}
+
+}  // namespace bench::tools

@@ -8,6 +8,7 @@
 //
 //   build/<preset>/calibrate/calibrate --benchmark_filter='h2d|d2h|p2p'
 #include <bench/bench.hpp>
+#include <kernels/peer_access.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -148,33 +149,20 @@ class DeviceToPeer {
  public:
   static constexpr int kPeer = 1;
   DeviceToPeer(const PeerCopy& w, cudaStream_t) {
-    int here = 0, can = 0;
-    BENCH_CUDA_CHECK(cudaGetDevice(&here));
-    BENCH_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, here, kPeer));
-    if (!can) throw bench::Unsupported("GPU 0 cannot access GPU 1 as a peer");
-    enable_peer(here, kPeer);
-    enable_peer(kPeer, here);
-    BENCH_CUDA_CHECK(cudaSetDevice(kPeer));
-    const cudaError_t err = cudaMalloc(&peer_, w.src.bytes());
-    BENCH_CUDA_CHECK(cudaSetDevice(here));
-    BENCH_CUDA_CHECK(err);
-    here_ = here;
+    BENCH_CUDA_CHECK(cudaGetDevice(&here_));
+    kernels::enable_peer_access(here_, kPeer);
+    kernels::enable_peer_access(kPeer, here_);
+    peer_ = kernels::malloc_on<float>(kPeer, w.src.bytes());
   }
   DeviceToPeer(const DeviceToPeer&) = delete;
   DeviceToPeer& operator=(const DeviceToPeer&) = delete;
-  ~DeviceToPeer() { cudaFree(peer_); }  // cudaFree takes any device's pointer under UVA
+  ~DeviceToPeer() { kernels::free_on(kPeer, peer_); }
   void operator()(const PeerCopy& w, cudaStream_t stream) {
     BENCH_CUDA_CHECK(cudaMemcpyPeerAsync(peer_, kPeer, w.src.data(), here_, w.src.bytes(), stream));
     launch_gather(w, peer_, stream);  // peer access is on: GPU 0 reads GPU 1's memory
   }
 
  private:
-  static void enable_peer(int from, int to) {
-    BENCH_CUDA_CHECK(cudaSetDevice(from));
-    const cudaError_t err = cudaDeviceEnablePeerAccess(to, 0);
-    if (err == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-    else BENCH_CUDA_CHECK(err);
-  }
   float* peer_ = nullptr;
   int here_ = 0;
 };

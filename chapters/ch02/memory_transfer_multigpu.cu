@@ -13,6 +13,7 @@
 //
 //   ./bench compare --chapter ch02 --example memory_transfer_multigpu
 #include <bench/bench.hpp>
+#include <kernels/peer_access.hpp>
 
 #include <cstdint>
 
@@ -42,19 +43,13 @@ class OnPeer {
  public:
   explicit OnPeer(const Transfer& w) {
     BENCH_CUDA_CHECK(cudaGetDevice(&here_));
-    int can = 0;
-    BENCH_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, here_, kPeer));
-    if (!can) throw bench::Unsupported("GPU 0 cannot access GPU 1 as a peer");
-    enable_peer(kPeer, here_);
-    enable_peer(here_, kPeer);  // ends back on GPU 0
-    BENCH_CUDA_CHECK(cudaSetDevice(kPeer));
-    const cudaError_t err = cudaMalloc(&dst_, w.src.bytes());
-    BENCH_CUDA_CHECK(cudaSetDevice(here_));
-    BENCH_CUDA_CHECK(err);
+    kernels::enable_peer_access(here_, kPeer);  // GPU 0 reads GPU 1 (the check)
+    kernels::enable_peer_access(kPeer, here_);
+    dst_ = kernels::malloc_on<float>(kPeer, w.src.bytes());
   }
   OnPeer(const OnPeer&) = delete;
   OnPeer& operator=(const OnPeer&) = delete;
-  ~OnPeer() { cudaFree(dst_); }
+  ~OnPeer() { kernels::free_on(kPeer, dst_); }
   void check(const Transfer& w, cudaStream_t stream) const {
     gather_samples<<<1, 1024, 0, stream>>>(dst_, w.n, w.sample.data());
     BENCH_CHECK_LAUNCH();
@@ -63,12 +58,6 @@ class OnPeer {
   int here() const { return here_; }
 
  private:
-  static void enable_peer(int from, int to) {
-    BENCH_CUDA_CHECK(cudaSetDevice(from));
-    const cudaError_t err = cudaDeviceEnablePeerAccess(to, 0);
-    if (err == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-    else BENCH_CUDA_CHECK(err);
-  }
   float* dst_ = nullptr;
   int here_ = 0;
 };

@@ -118,6 +118,7 @@ struct ExecUpdate : GraphState {
 };
 
 struct NodeUpdate : GraphState {
+  cudaGraph_t graph_ = nullptr;
   std::array<cudaGraphNode_t, kNodes> nodes{};
   std::array<NodeArgs, kNodes> args{};
   std::array<std::array<void*, 4>, kNodes> arg_ptrs{};
@@ -132,11 +133,15 @@ struct NodeUpdate : GraphState {
       if (err != cudaSuccess) cudaGraphDestroy(graph);
       BENCH_CUDA_CHECK(err);
     }
-    const cudaError_t err = cudaGraphInstantiate(&exec_, graph, 0);
-    cudaGraphDestroy(graph);  // the executable keeps its own copy; node handles stay valid keys
-    BENCH_CUDA_CHECK(err);
+    graph_ = graph;  // kept: its node handles name the executable's nodes in SetParams
+    BENCH_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
     BENCH_CUDA_CHECK(cudaGraphUpload(exec_, s));
   }
+  ~NodeUpdate() {
+    if (graph_ != nullptr) cudaGraphDestroy(graph_);
+  }
+  NodeUpdate(const NodeUpdate&) = delete;
+  NodeUpdate& operator=(const NodeUpdate&) = delete;
   cudaKernelNodeParams params(int k) {
     arg_ptrs[k] = {&args[k].src, &args[k].dst, &args[k].n, &args[k].k};
     cudaKernelNodeParams p{};

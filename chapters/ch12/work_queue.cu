@@ -20,7 +20,7 @@ namespace {
 
 constexpr int kItem = 1024;  // elements per item = threads per block
 constexpr int kUnit = 8;     // FMAs per unit of cost
-constexpr int kRamp = 8;     // cost multiplier from the first item (1) to the last (8)
+constexpr int kRamp = 8;     // cost multiplier 1 + kRamp i / N: from 1 (first item) to 8 (last)
 
 // What the kernels see: plain pointers, passed by value.
 struct ItemsView {
@@ -57,7 +57,7 @@ struct Items {
 };
 
 __host__ __device__ inline int item_iters(int len, int64_t item, int64_t items) {
-  return static_cast<int>(len * (1 + (kRamp - 1) * item / items) * kUnit);
+  return static_cast<int>(len * (1 + kRamp * item / items) * kUnit);
 }
 
 // x_{k+1} = x_k * x0 / 2 + x0, halved: dependent FMAs, bounded for |x0| <= 1.

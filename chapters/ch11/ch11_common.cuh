@@ -9,6 +9,7 @@
 #pragma once
 
 #include <bench/bench.hpp>
+#include <kernels/dependent_fma.cuh>
 
 #include <algorithm>
 #include <cstdio>
@@ -18,14 +19,10 @@
 namespace ch11 {
 namespace {  // each chapter file gets its own copy of the kernels (no relocatable device code)
 
-// x_{k+1} = x_k * t + x0 with t = x0 / 2: a chain of dependent FMAs. For |x0| <= 1 the result,
-// halved, lies in [-1/3, 1], so calls can be composed without growing.
+// The chapter's unit of work: kernels::dependent_fma_chain (a chain of dependent FMAs).
 template <class T>
 __host__ __device__ inline T busy(T x0, int iters) {
-  const T t = T(0.5f) * x0;
-  T p = x0;
-  for (int k = 0; k < iters; ++k) p = p * t + x0;
-  return T(0.5f) * p;
+  return kernels::dependent_fma_chain(x0, iters);
 }
 
 // Term j of an accumulated output scales its input by 1/(1+j), so every term differs.

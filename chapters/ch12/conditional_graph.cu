@@ -16,9 +16,11 @@
 // and produce bitwise the same x.
 //
 //   ./bench compare --chapter ch12 --example conditional_graph
-#include <bench/bench.hpp>
+#include "ch12_graph.cuh"
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 namespace {
 
@@ -116,33 +118,14 @@ class HostLoop {
   int rounds_ = 0, solves_ = 0;
 };
 
-class WhileGraph {
- public:
+struct WhileGraph {
+  ch12::GraphExec exec;
   WhileGraph(const Solve& w, cudaStream_t s) {
-    cudaStream_t capture = nullptr;
-    BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
-    cudaGraph_t graph = nullptr;
-    const cudaError_t err = build(w, capture, &graph);
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    cudaStreamDestroy(capture);
-    BENCH_CUDA_CHECK(err);
-    BENCH_CUDA_CHECK(cudaGraphUpload(exec_, s));
-  }
-  ~WhileGraph() {
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-  }
-  WhileGraph(const WhileGraph&) = delete;
-  WhileGraph& operator=(const WhileGraph&) = delete;
-  void operator()(const Solve& w, cudaStream_t s) {
-    launch_init(w, s);
-    BENCH_CUDA_CHECK(cudaGraphLaunch(exec_, s));
-  }
-
- private:
-  cudaError_t build(const Solve& w, cudaStream_t capture, cudaGraph_t* graph) {
-    cudaError_t err = cudaGraphCreate(graph, 0);
+    cudaGraph_t g = nullptr;
+    BENCH_CUDA_CHECK(cudaGraphCreate(&g, 0));
+    const ch12::Graph graph(g);
     cudaGraphConditionalHandle handle{};
-    if (err == cudaSuccess) err = cudaGraphConditionalHandleCreate(&handle, *graph, 1, cudaGraphCondAssignDefault);
+    BENCH_CUDA_CHECK(cudaGraphConditionalHandleCreate(&handle, g, 1, cudaGraphCondAssignDefault));
     cudaGraphNodeParams params{};
     params.type = cudaGraphNodeTypeConditional;
     params.conditional.handle = handle;
@@ -150,21 +133,23 @@ class WhileGraph {
     params.conditional.size = 1;
     cudaGraphNode_t node = nullptr;
 #if CUDART_VERSION >= 13000
-    if (err == cudaSuccess) err = cudaGraphAddNode(&node, *graph, nullptr, nullptr, 0, &params);
+    BENCH_CUDA_CHECK(cudaGraphAddNode(&node, g, nullptr, nullptr, 0, &params));
 #else
-    if (err == cudaSuccess) err = cudaGraphAddNode(&node, *graph, nullptr, 0, &params);
+    BENCH_CUDA_CHECK(cudaGraphAddNode(&node, g, nullptr, 0, &params));
 #endif
-    if (err != cudaSuccess) return err;
-    // The body: capture one round into the graph the conditional node owns.
+    // The body: one round, captured into the graph the conditional node owns.
+    ch12::OwnedStream capture;
     cudaGraph_t body = params.conditional.phGraph_out[0];
-    err = cudaStreamBeginCaptureToGraph(capture, body, nullptr, nullptr, 0, cudaStreamCaptureModeThreadLocal);
-    if (err != cudaSuccess) return err;
-    launch_round<true>(w, handle, capture);
-    err = cudaStreamEndCapture(capture, &body);
-    if (err == cudaSuccess) err = cudaGraphInstantiate(&exec_, *graph, 0);
-    return err;
+    BENCH_CUDA_CHECK(cudaStreamBeginCaptureToGraph(capture.get(), body, nullptr, nullptr, 0, cudaStreamCaptureModeThreadLocal));
+    launch_round<true>(w, handle, capture.get());
+    BENCH_CUDA_CHECK(cudaStreamEndCapture(capture.get(), &body));
+    exec.instantiate(g);
+    exec.upload(s);
   }
-  cudaGraphExec_t exec_ = nullptr;
+  void operator()(const Solve& w, cudaStream_t s) const {
+    launch_init(w, s);
+    exec.launch(s);
+  }
 };
 
 // The exact solution (Thomas algorithm, double); the solver stops within ~1e-4 of it.

@@ -13,7 +13,7 @@
 // host's share of it. Per-kernel time = median / 256. Target: within 1.5x of graph_node_us.
 //
 //   ./bench compare --chapter ch12 --example cuda_graphs
-#include <bench/bench.hpp>
+#include "ch12_graph.cuh"
 
 namespace {
 
@@ -29,57 +29,25 @@ struct Chain {
   }
 };
 
-// Step k of the chain: dst = 0.99 src + k / 65536. One block; step k reads what step k-1 wrote.
-__global__ void chain_step(const float* src, float* dst, int64_t n, int k) {
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i] * 0.99f + static_cast<float>(k) * (1.0f / 65536);
-}
-
+// Step 0 reads the input; every later step updates the output in place.
 void launch_chain(const Chain& w, cudaStream_t s) {
-  for (int k = 0; k < kKernels; ++k) {
-    chain_step<<<1, 256, 0, s>>>(k == 0 ? w.in.data() : w.out.data(), w.out.data(), w.n, k);
-    BENCH_CHECK_LAUNCH();
-  }
+  for (int k = 0; k < kKernels; ++k) ch12::launch_chain_step(k == 0 ? w.in.data() : w.out.data(), w.out.data(), w.n, k, s);
 }
 
 // The chain captured once from a private stream (its nodes depend on each other in launch
 // order, as the stream ordered them), instantiated and uploaded in setup; replayed when timed.
-class CapturedChain {
- public:
-  CapturedChain(const Chain& w, cudaStream_t stream) {
-    cudaStream_t capture = nullptr;
-    BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&capture, cudaStreamNonBlocking));
-    cudaGraph_t graph = nullptr;
-    cudaError_t err = cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal);
-    if (err == cudaSuccess) {
-      launch_chain(w, capture);
-      err = cudaStreamEndCapture(capture, &graph);
-    }
-    if (err == cudaSuccess) err = cudaGraphInstantiate(&exec_, graph, 0);
-    if (err == cudaSuccess) err = cudaGraphUpload(exec_, stream);
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    cudaStreamDestroy(capture);
-    BENCH_CUDA_CHECK(err);
+struct CapturedChain {
+  ch12::GraphExec exec;
+  CapturedChain(const Chain& w, cudaStream_t s) {
+    ch12::OwnedStream capture;
+    const ch12::Graph graph = ch12::capture(capture.get(), [&](cudaStream_t cs) { launch_chain(w, cs); });
+    exec.instantiate(graph.get());
+    exec.upload(s);
   }
-  ~CapturedChain() {
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-  }
-  CapturedChain(const CapturedChain&) = delete;
-  CapturedChain& operator=(const CapturedChain&) = delete;
-  void operator()(const Chain&, cudaStream_t s) { BENCH_CUDA_CHECK(cudaGraphLaunch(exec_, s)); }
-
- private:
-  cudaGraphExec_t exec_ = nullptr;
+  void operator()(const Chain&, cudaStream_t s) const { exec.launch(s); }
 };
 
-void reference(const Chain& w, bench::HostData& h) {
-  auto in = h.input<float>("in");
-  auto out = h.expected("out");
-  for (int64_t i = 0; i < w.n; ++i) {
-    double v = in[i];
-    for (int k = 0; k < kKernels; ++k) v = v * static_cast<double>(0.99f) + k / 65536.0;
-    out[i] = v;
-  }
-}
+void reference(const Chain& w, bench::HostData& h) { ch12::chain_reference(h.input<float>("in"), h.expected("out"), kKernels); }
 
 BENCH_EXAMPLE(ch12, cuda_graphs, Chain)
     .baseline("256_launches", launch_chain)

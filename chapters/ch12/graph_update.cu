@@ -17,7 +17,7 @@
 // under cold sampling, where the launch is queued behind the harness's blocking kernel.
 //
 //   ./bench compare --chapter ch12 --example graph_update
-#include <bench/bench.hpp>
+#include "ch12_graph.cuh"
 
 #include <array>
 
@@ -39,10 +39,6 @@ struct Steps {
   }
 };
 
-__global__ void chain_step(const float* src, float* dst, int64_t n, int k) {
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i] * 0.99f + static_cast<float>(k) * (1.0f / 65536);
-}
-
 // Node k's arguments in step `parity`: in -> ws, ws -> ws (in place) ..., ws -> out.
 struct NodeArgs {
   const float* src;
@@ -55,97 +51,67 @@ NodeArgs node_args(const Steps& w, int k, int parity) {
   return {k == 0 ? w.in.data() : ws, k == kNodes - 1 ? w.out.data() : ws, w.n, k};
 }
 
-void capture_chain(const Steps& w, int parity, cudaStream_t capture, cudaGraph_t* graph) {
-  BENCH_CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
-  for (int k = 0; k < kNodes; ++k) {
-    const NodeArgs a = node_args(w, k, parity);
-    chain_step<<<1, 256, 0, capture>>>(a.src, a.dst, a.n, a.k);
-    if (cudaGetLastError() != cudaSuccess) break;  // EndCapture reports the failure
-  }
-  BENCH_CUDA_CHECK(cudaStreamEndCapture(capture, graph));
+ch12::Graph capture_step(const Steps& w, int parity, cudaStream_t capture) {
+  return ch12::capture(capture, [&](cudaStream_t cs) {
+    for (int k = 0; k < kNodes; ++k) {
+      const NodeArgs a = node_args(w, k, parity);
+      ch12::launch_chain_step(a.src, a.dst, a.n, a.k, cs);
+    }
+  });
 }
 
-// Owns a private capture stream and the current executable graph.
-class GraphState {
- public:
-  GraphState() { BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&capture_, cudaStreamNonBlocking)); }
-  ~GraphState() {
-    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
-    cudaStreamDestroy(capture_);
-  }
-  GraphState(const GraphState&) = delete;
-  GraphState& operator=(const GraphState&) = delete;
-
- protected:
-  int next_parity() { return static_cast<int>(step_++ & 1); }
-  cudaStream_t capture_ = nullptr;
-  cudaGraphExec_t exec_ = nullptr;
-  uint64_t step_ = 0;
+// Every variant owns a private capture stream and an executable graph, and alternates parity.
+struct GraphState {
+  ch12::OwnedStream capture;
+  ch12::GraphExec exec;
+  uint64_t step = 0;
+  int next_parity() { return static_cast<int>(step++ & 1); }
 };
 
 struct Recapture : GraphState {
   Recapture(const Steps&, cudaStream_t) {}
   void operator()(const Steps& w, cudaStream_t s) {
-    cudaGraph_t graph = nullptr;
-    capture_chain(w, next_parity(), capture_, &graph);
-    if (exec_ != nullptr) BENCH_CUDA_CHECK(cudaGraphExecDestroy(exec_));  // freed once done
-    exec_ = nullptr;
-    const cudaError_t err = cudaGraphInstantiate(&exec_, graph, 0);
-    cudaGraphDestroy(graph);
-    BENCH_CUDA_CHECK(err);
-    BENCH_CUDA_CHECK(cudaGraphLaunch(exec_, s));
+    const ch12::Graph graph = capture_step(w, next_parity(), capture.get());
+    exec.instantiate(graph.get());  // the previous executable is destroyed here
+    exec.launch(s);
   }
 };
 
 struct ExecUpdate : GraphState {
   ExecUpdate(const Steps& w, cudaStream_t s) {
-    cudaGraph_t graph = nullptr;
-    capture_chain(w, 1, capture_, &graph);
-    const cudaError_t err = cudaGraphInstantiate(&exec_, graph, 0);
-    cudaGraphDestroy(graph);
-    BENCH_CUDA_CHECK(err);
-    BENCH_CUDA_CHECK(cudaGraphUpload(exec_, s));
+    exec.instantiate(capture_step(w, 1, capture.get()).get());
+    exec.upload(s);
   }
   void operator()(const Steps& w, cudaStream_t s) {
-    cudaGraph_t graph = nullptr;
-    capture_chain(w, next_parity(), capture_, &graph);
+    const ch12::Graph graph = capture_step(w, next_parity(), capture.get());
     cudaGraphExecUpdateResultInfo info{};
-    const cudaError_t err = cudaGraphExecUpdate(exec_, graph, &info);
-    cudaGraphDestroy(graph);
-    BENCH_CUDA_CHECK(err);  // fails if the topology had changed: then re-instantiate
-    BENCH_CUDA_CHECK(cudaGraphLaunch(exec_, s));
+    BENCH_CUDA_CHECK(cudaGraphExecUpdate(exec.get(), graph.get(), &info));  // fails if the topology changed
+    exec.launch(s);
   }
 };
 
 struct NodeUpdate : GraphState {
-  cudaGraph_t graph_ = nullptr;
+  ch12::Graph graph;  // kept: its node handles name the executable's nodes in SetParams
   std::array<cudaGraphNode_t, kNodes> nodes{};
   std::array<NodeArgs, kNodes> args{};
   std::array<std::array<void*, 4>, kNodes> arg_ptrs{};
 
   NodeUpdate(const Steps& w, cudaStream_t s) {
-    cudaGraph_t graph = nullptr;
-    BENCH_CUDA_CHECK(cudaGraphCreate(&graph, 0));
+    cudaGraph_t g = nullptr;
+    BENCH_CUDA_CHECK(cudaGraphCreate(&g, 0));
+    graph.reset(g);
     for (int k = 0; k < kNodes; ++k) {
       args[k] = node_args(w, k, 1);
       const cudaKernelNodeParams p = params(k);
-      const cudaError_t err = cudaGraphAddKernelNode(&nodes[k], graph, k == 0 ? nullptr : &nodes[k - 1], k == 0 ? 0 : 1, &p);
-      if (err != cudaSuccess) cudaGraphDestroy(graph);
-      BENCH_CUDA_CHECK(err);
+      BENCH_CUDA_CHECK(cudaGraphAddKernelNode(&nodes[k], g, k == 0 ? nullptr : &nodes[k - 1], k == 0 ? 0 : 1, &p));
     }
-    graph_ = graph;  // kept: its node handles name the executable's nodes in SetParams
-    BENCH_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
-    BENCH_CUDA_CHECK(cudaGraphUpload(exec_, s));
+    exec.instantiate(g);
+    exec.upload(s);
   }
-  ~NodeUpdate() {
-    if (graph_ != nullptr) cudaGraphDestroy(graph_);
-  }
-  NodeUpdate(const NodeUpdate&) = delete;
-  NodeUpdate& operator=(const NodeUpdate&) = delete;
   cudaKernelNodeParams params(int k) {
     arg_ptrs[k] = {&args[k].src, &args[k].dst, &args[k].n, &args[k].k};
     cudaKernelNodeParams p{};
-    p.func = reinterpret_cast<void*>(chain_step);
+    p.func = reinterpret_cast<void*>(ch12::chain_step);
     p.gridDim = dim3(1);
     p.blockDim = dim3(256);
     p.kernelParams = arg_ptrs[k].data();
@@ -156,21 +122,13 @@ struct NodeUpdate : GraphState {
     for (int k = 0; k < kNodes; ++k) {
       args[k] = node_args(w, k, parity);
       const cudaKernelNodeParams p = params(k);
-      BENCH_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec_, nodes[k], &p));
+      BENCH_CUDA_CHECK(cudaGraphExecKernelNodeSetParams(exec.get(), nodes[k], &p));
     }
-    BENCH_CUDA_CHECK(cudaGraphLaunch(exec_, s));
+    exec.launch(s);
   }
 };
 
-void reference(const Steps& w, bench::HostData& h) {
-  auto in = h.input<float>("in");
-  auto out = h.expected("out");
-  for (int64_t i = 0; i < w.n; ++i) {
-    double v = in[i];
-    for (int k = 0; k < kNodes; ++k) v = v * static_cast<double>(0.99f) + k / 65536.0;
-    out[i] = v;
-  }
-}
+void reference(const Steps& w, bench::HostData& h) { ch12::chain_reference(h.input<float>("in"), h.expected("out"), kNodes); }
 
 BENCH_EXAMPLE(ch12, graph_update, Steps)
     .stateful<Recapture>(bench::Role::baseline, "capture_and_instantiate_every_step")

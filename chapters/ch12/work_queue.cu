@@ -15,6 +15,8 @@
 //
 //   ./bench compare --chapter ch12 --example work_queue
 #include <bench/bench.hpp>
+#include <kernels/dependent_fma.cuh>
+#include <kernels/occupancy.cuh>
 
 namespace {
 
@@ -40,7 +42,7 @@ struct Items {
   bench::DeviceBuffer<unsigned> next{1};  // the queue's head
   explicit Items(bench::Setup& s)
       : items(s.size("items", 4096, 301)),
-        blocks(sm_count()),
+        blocks(kernels::sm_count()),
         len(s.input<int32_t>("len", items, bench::integers(1, 64))),
         in(s.input<float>("in", items * kItem, bench::uniform(-1, 1))),
         out(s.output<float>("out", items * kItem)) {
@@ -48,30 +50,15 @@ struct Items {
     s.param("ramp", kRamp);
   }
   ItemsView view() const { return {items, len.data(), in.data(), out.data(), next.data()}; }
-  static int sm_count() {
-    int device = 0, sms = 0;
-    BENCH_CUDA_CHECK(cudaGetDevice(&device));
-    BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms;
-  }
 };
 
 __host__ __device__ inline int item_iters(int len, int64_t item, int64_t items) {
   return static_cast<int>(len * (1 + kRamp * item / items) * kUnit);
 }
 
-// x_{k+1} = x_k * x0 / 2 + x0, halved: dependent FMAs, bounded for |x0| <= 1.
-template <class T>
-__host__ __device__ inline T chain(T x0, int iters) {
-  const T t = T(0.5f) * x0;
-  T p = x0;
-  for (int k = 0; k < iters; ++k) p = p * t + x0;
-  return T(0.5f) * p;
-}
-
 __device__ void process(const ItemsView& w, int64_t item) {
   const int64_t i = item * kItem + threadIdx.x;
-  w.out[i] = chain(w.in[i], item_iters(w.len[item], item, w.items));
+  w.out[i] = kernels::dependent_fma_chain(w.in[i], item_iters(w.len[item], item, w.items));
 }
 
 __global__ void __launch_bounds__(kItem) static_partition(ItemsView w) {
@@ -109,13 +96,13 @@ void reference(const Items& w, bench::HostData& h) {
   auto out = h.expected("out");
   for (int64_t item = 0; item < w.items; ++item)
     for (int64_t i = item * kItem; i < (item + 1) * kItem; ++i)
-      out[i] = chain<double>(in[i], item_iters(len[item], item, w.items));
+      out[i] = kernels::dependent_fma_chain<double>(in[i], item_iters(len[item], item, w.items));
 }
 
 // At the timing size the CPU would need ~10 s: the same chains in double, one thread each.
 __global__ void reference_kernel(ItemsView w) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < w.items * kItem; i += int64_t{gridDim.x} * blockDim.x)
-    w.out[i] = static_cast<float>(chain<double>(w.in[i], item_iters(w.len[i / kItem], i / kItem, w.items)));
+    w.out[i] = static_cast<float>(kernels::dependent_fma_chain<double>(w.in[i], item_iters(w.len[i / kItem], i / kItem, w.items)));
 }
 
 void device_reference(const Items& w, cudaStream_t s) {

@@ -1,19 +1,24 @@
-// ch11/stream_priority: a latency-critical chain of small kernels next to bulk work that fills
-// the GPU, first on a stream of the same priority, then on a high-priority stream.
+// ch11/stream_priority: a latency-critical chain of small kernels issued next to bulk work that
+// fills the GPU: on the bulk work's own stream, on a second stream of the same priority, and on
+// a high-priority stream.
 //
-// Bulk: 12 kernels of 8192 blocks each (~8 waves of short blocks) on the case's stream.
-// Critical: 48 dependent one-block kernels (think decode steps) on a second stream.
-//   1. baseline: both streams at the default (lowest) priority. The block scheduler serves
-//      kernels of equal priority in arrival order, so each critical kernel waits until the bulk
-//      kernel ahead of it has dispatched all its blocks: the chain advances about one kernel per
-//      bulk kernel and mostly finishes after the bulk work;
-//   2. optimized: the critical stream is created with the greatest priority
-//      (cudaDeviceGetStreamPriorityRange); its blocks take the next free SM slot as soon as one
-//      bulk block retires (no preemption: the wait is at most one bulk block, ~20 us).
-// The case's time is the whole batch (bulk and chain, joined back). The number this lesson is
-// about, the critical chain's latency (event before its first kernel to event after its last,
-// recorded on the critical stream by both variants), is printed to stderr when the variant's
-// state is destroyed:  "stream_priority/<variant>: critical chain latency median ... us".
+// Bulk: 12 kernels of 8192 blocks each (~8 waves of ~20 us blocks). Critical: 48 dependent
+// one-block kernels (think decode steps), issued interleaved with the bulk kernels (one bulk
+// kernel, then four critical steps), as a server would issue them.
+//   1. baseline: everything on the case's stream: each critical step waits for the bulk kernel
+//      issued before it, and the chain finishes with the batch;
+//   2. step `same_priority_stream`: the chain on a second stream forked from the case's stream,
+//      at the same (default, lowest) priority. The block scheduler serves kernels of equal
+//      priority roughly in arrival order, so a critical kernel still waits until the bulk
+//      kernel ahead of it has dispatched all its blocks;
+//   3. optimized: the chain's stream is created with the greatest priority
+//      (cudaDeviceGetStreamPriorityRange): its block takes the next free SM slot as soon as a
+//      bulk block retires (no preemption: the wait is at most one bulk block).
+// The case's time is the whole batch (bulk and chain, joined back); it improves because the
+// chain no longer trails the bulk work. The number this lesson is about, the chain's latency
+// (an event before its first kernel to one after its last, on the chain's stream, recorded in
+// every variant), is printed to stderr when a variant's state is destroyed:
+//   "stream_priority/<variant>: critical chain latency median ... us".
 //
 //   ./bench compare --chapter ch11 --example stream_priority
 //   build/device/chapters/ch11/ch11 --benchmark_filter='stream_priority' 2>&1 | grep latency
@@ -103,20 +108,25 @@ int priority(bool high) {
   return high ? greatest : least;
 }
 
-// Both variants: bulk on the case's stream, the chain on a second stream forked from it; only
-// the second stream's priority differs.
-template <bool kHighPriority>
+enum class Placement { one_stream, same_priority, high_priority };
+
+// Bulk on the case's stream; the chain on that stream too, or on a second stream forked from it
+// (and joined back) whose priority is the only other difference.
+template <Placement P>
 struct BulkAndCritical {
-  ch11::StreamFan critical{1, priority(kHighPriority)};
-  LatencyLog latency{kHighPriority ? "stream_priority/optimized" : "stream_priority/baseline"};
-  ch11::Timeline timeline{kHighPriority ? "stream_priority/optimized" : "stream_priority/baseline"};
+  static constexpr const char* kName = P == Placement::one_stream      ? "stream_priority/baseline"
+                                       : P == Placement::same_priority ? "stream_priority/same_priority_stream"
+                                                                       : "stream_priority/optimized";
+  ch11::StreamFan critical{1, priority(P == Placement::high_priority)};
+  LatencyLog latency{kName};
+  ch11::Timeline timeline{kName};
   BulkAndCritical(const Mixed&, cudaStream_t) {}
   void operator()(const Mixed& w, cudaStream_t s) {
-    const cudaStream_t cs = critical[0];
+    const bool forked = P != Placement::one_stream;
+    const cudaStream_t cs = forked ? critical[0] : s;
     timeline.start();
-    critical.fork(s);
+    if (forked) critical.fork(s);
     latency.begin(cs);
-    // Issued interleaved, as a server would: one bulk kernel, then four critical steps.
     for (int j = 0; j < kCriticalKernels; ++j) {
       if (j % (kCriticalKernels / kBulkKernels) == 0) {
         const int b = j / (kCriticalKernels / kBulkKernels);
@@ -124,10 +134,10 @@ struct BulkAndCritical {
         timeline.mark(s, 0, b, "bulk_done");
       }
       ch11::launch_busy(w.critical_in.data(), w.critical_out.data(), w.critical_n, w.critical_iters, j, cs);
-      timeline.mark(cs, 1, j, "crit_done");
+      timeline.mark(cs, forked ? 1 : 0, j, "crit_done");
     }
     latency.end(cs);
-    critical.join(s);
+    if (forked) critical.join(s);
   }
 };
 
@@ -148,8 +158,9 @@ void device_reference(const Mixed& w, cudaStream_t s) {
 }
 
 BENCH_EXAMPLE(ch11, stream_priority, Mixed)
-    .stateful<BulkAndCritical<false>>(bench::Role::baseline, "critical_stream_same_priority")
-    .stateful<BulkAndCritical<true>>(bench::Role::optimized, "critical_stream_high_priority")
+    .stateful<BulkAndCritical<Placement::one_stream>>(bench::Role::baseline, "bulk_and_critical_one_stream")
+    .stateful<BulkAndCritical<Placement::same_priority>>(bench::Role::step, "same_priority_stream")
+    .stateful<BulkAndCritical<Placement::high_priority>>(bench::Role::optimized, "high_priority_stream")
     .reference(reference)
     .device_reference(device_reference);
 

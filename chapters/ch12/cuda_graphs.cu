@@ -1,9 +1,9 @@
 // ch12/cuda_graphs: a chain of 256 small dependent kernels, launched one by one from the host,
 // then captured once into a CUDA graph and replayed with one cudaGraphLaunch.
 //
-//   1. baseline: 256 <<<>>> launches per run. Each kernel does well under a microsecond of
-//      work, so the run is bound by the launch path: the host's per-launch cost (a few us of
-//      driver work) and the device's per-kernel dispatch gap;
+//   1. baseline: 256 <<<>>> launches per run. Each kernel is one block touching 256 elements,
+//      well under a microsecond of work, so the run is bound by the launch path: the host's
+//      per-launch cost (a few us of driver work) and the device's per-kernel dispatch gap;
 //   2. optimized: the same 256 launches are captured from a private stream into a graph once,
 //      in untimed setup (instantiated and uploaded there too); a run is one cudaGraphLaunch,
 //      which hands the whole chain to the device in one submission. What remains per kernel is
@@ -24,7 +24,7 @@ struct Chain {
   bench::DeviceSpan<const float> in;
   bench::DeviceSpan<float> out;
   explicit Chain(bench::Setup& s)
-      : n(s.size("n", 2048, 1001)), in(s.input<float>("in", n, bench::uniform(-1, 1))), out(s.output<float>("out", n)) {
+      : n(s.size("n", 256, 201)), in(s.input<float>("in", n, bench::uniform(-1, 1))), out(s.output<float>("out", n)) {
     s.param("kernels", kKernels);
   }
 };

@@ -1,6 +1,5 @@
 // The `bench` command line (CLI11). Parsing only: each subcommand's work is in its own file.
-// `calibrate` and `profile` will be added here the same way: an options struct in
-// commands.hpp, a subcommand below, a <name>_command.cpp.
+// A subcommand is an options struct, a block below and a <name>_command.cpp.
 #include "cli.hpp"
 
 #include <CLI/CLI.hpp>
@@ -8,6 +7,7 @@
 #include <ostream>
 #include <regex>
 
+#include "calibrate_command.hpp"
 #include "commands.hpp"
 
 namespace bench::tools {
@@ -74,6 +74,14 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   auto* env_cmd = app.add_subcommand("env", "hardware key, device facts, driver, build info");
 
+  CalibrateOptions calibrate;
+  auto* calibrate_cmd = app.add_subcommand("calibrate", "measure this GPU's ceilings into expectations/<hardware_key>.json");
+  calibrate_cmd->add_flag("--dry-run", calibrate.dry_run, "list what would be measured and where it would be stored");
+  calibrate_cmd->add_option("--only", calibrate.only, "only ceilings whose names start with these (e.g. hbm,bf16)")
+      ->delimiter(',');
+  calibrate_cmd->add_option("--repetitions", calibrate.repetitions, "run each case this often and report the spread");
+  calibrate_cmd->add_option("harness_args", calibrate.harness_args, "after --: flags for the calibrate binary");
+
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   try {
@@ -106,6 +114,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return expectations_command(expectations, out, err);
   }
   if (*env_cmd) return env_command(where, out, err);
+  if (*calibrate_cmd) {
+    calibrate.where = where;
+    return calibrate_command(calibrate, out, err);
+  }
   return kExitUsage;
 }
 

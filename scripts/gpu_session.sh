@@ -2,20 +2,26 @@
 # One call on the GPU machine: build with the `device` preset on all cores, run ctest with the
 # GPU labels, run `bench compare` for the chapters named, and leave logs and reports in $OUT.
 #
-#   scripts/gpu_session.sh [--chapters "ch07 ch02"] [--repeats N] [--update] [--targets "..."]
-#                          [--ctest-labels REGEX] [--no-ctest] [--extra "compare args"]
+#   scripts/gpu_session.sh [--chapters "ch07 ch02"] [--repeats N] [--update] [--calibrate]
+#                          [--targets "..."] [--ctest-labels REGEX] [--no-ctest]
+#                          [--extra "compare args"]
+#
+# --calibrate measures the ceilings first (bench calibrate), so reports show % of ceiling.
+# --update accepts the first compare run of each chapter into expectations/<hardware_key>.json;
+# the later repeats score against what it wrote (the run-to-run check).
 #
 # Everything lands in $OUT/session/ and is packed into $OUT/session.tar.gz (the device tool
 # returns at most 8 files); the summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-chapters="" repeats=1 update="" targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
+chapters="" repeats=1 update="" targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra="" calibrate=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --chapters) chapters="$2"; shift 2 ;;
     --repeats) repeats="$2"; shift 2 ;;
     --update) update="--update-expectations"; shift ;;
+    --calibrate) calibrate=1; shift ;;
     --targets) targets="$2"; shift 2 ;;
     --ctest-labels) labels="$2"; shift 2 ;;
     --no-ctest) run_ctest=0; shift ;;
@@ -48,11 +54,17 @@ if [ "$run_ctest" = 1 ]; then
 fi
 
 bench=build/device/tools/bench
+if [ "$calibrate" = 1 ]; then
+  t=$(date +%s)
+  $bench calibrate >"$out/calibrate.log" 2>&1
+  note "calibrate: exit $?, $(( $(date +%s) - t )) s"
+  cat "$out/calibrate.log" >>"$summary"
+fi
 for ch in $chapters; do
   for i in $(seq 1 "$repeats"); do
     t=$(date +%s)
     flags=""
-    [ "$i" = "$repeats" ] && flags="$update"
+    [ "$i" = 1 ] && flags="$update"
     $bench compare --chapter "$ch" --json "$out/compare_${ch}_$i.json" --markdown "$out/compare_${ch}_$i.md" \
       $flags $extra >"$out/compare_${ch}_$i.log" 2>&1
     rc=$?

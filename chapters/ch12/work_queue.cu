@@ -9,8 +9,9 @@
 //      most SMs sit idle at the end (about 1.8x the balanced time);
 //   2. optimized: the same persistent grid; each block takes its next item from a global
 //      counter (one atomicAdd per item, broadcast through shared memory), so blocks that drew
-//      cheap items simply take more. The counter is reset by a 4-byte memset on the case's
-//      stream before the kernel.
+//      cheap items simply take more. Items are handed out from the costly end, so the last
+//      ones taken (the tail) are the cheapest. The counter is reset by a 4-byte memset on the
+//      case's stream before the kernel.
 // Same items, same per-item code, same results; only who processes which item changes.
 //
 //   ./bench compare --chapter ch12 --example work_queue
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(kItem) work_queue(ItemsView w) {
     const unsigned mine = item;
     __syncthreads();  // everyone has read `item` before thread 0 overwrites it
     if (mine >= w.items) return;
-    process(w, mine);
+    process(w, w.items - 1 - mine);  // costliest items first: the tail is made of cheap ones
   }
 }
 

@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -75,6 +76,9 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   if (auto it = ceilings.find(r.compute_ceiling); r.flops > 0 && it != ceilings.end())
     pct = std::max(pct, 100.0 * c["tflops"].value / it->second);
   if (pct >= 0) c["pct_ceiling"] = pct;
+  // Google Benchmark writes NaN and Inf as bare words, which is not JSON: never emit them.
+  for (auto& [name, counter] : c)
+    if (!std::isfinite(counter.value)) counter.value = -1;
   std::string label = fmt::format("role={};impl={};fp={};mode={};stop={}", bench::to_string(v.role),
                                   v.description, r.fingerprint_hash, bench::to_string(r.mode),
                                   bench::stats::to_string(r.stop));

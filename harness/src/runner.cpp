@@ -238,6 +238,16 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     end_checked_run(e, w, c, 2, s, "last timed sample", r);
   }
 
+  // A cold median at or under zero means the work is shorter than the timer floor's own
+  // variation: no honest figure comes out of that, so say so rather than report 0.
+  if (r.mode == Mode::cold) {
+    std::vector<double> seconds;
+    for (const auto& sample : samples) seconds.push_back(sample.seconds);
+    if (stats::median(seconds) <= 0)
+      throw CheckFailure(fmt::format("the work is shorter than the timer floor ({:.2f} us) can resolve; "
+                                     "time it in hot mode (back-to-back batches)", r.timer_floor_s * 1e6));
+  }
+
   // VALIDITY row 11: drop samples taken while the SM clock was throttled.
   std::vector<double> mhz;
   for (const auto& sample : samples) mhz.push_back(sample.sm_mhz);

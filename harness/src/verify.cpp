@@ -1,9 +1,13 @@
 // Output comparison and per-dtype default tolerances.
 #include "verify.hpp"
 
+#include "parallel.hpp"
+
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 namespace bench {
@@ -29,27 +33,49 @@ Tolerance resolve(Tolerance tolerance, DType dtype) {
   return tolerance.kind == Tolerance::Kind::dtype_default ? default_tolerance(dtype) : tolerance;
 }
 
+namespace {
+
+struct Partial {
+  double err2 = 0, ref2 = 0, max_abs = 0, worst = -1;
+  long long nan_count = 0, mismatches = 0, worst_index = -1;
+};
+
+}  // namespace
+
 Comparison compare(std::span<const double> actual, std::span<const double> expected,
                    Tolerance t) {
+  const std::size_t n = actual.size();
+  std::vector<Partial> parts(parallel_parts());
+  parallel_chunks(n, [&](std::size_t part, std::size_t begin, std::size_t end) {
+    Partial& p = parts[part];
+    for (std::size_t i = begin; i < end; ++i) {
+      const double a = actual[i], e = expected[i];
+      if (!std::isfinite(a) && std::isfinite(e)) {
+        ++p.nan_count;
+        if (p.worst < INFINITY) { p.worst = INFINITY; p.worst_index = static_cast<long long>(i); }
+        continue;
+      }
+      const double d = std::abs(a - e);
+      p.err2 += d * d;
+      p.ref2 += e * e;
+      if (d > p.max_abs) p.max_abs = d;
+      bool ok = true;
+      if (t.kind == Tolerance::Kind::exact) ok = (a == e) || (std::isnan(a) && std::isnan(e));
+      else if (t.kind == Tolerance::Kind::allclose) ok = d <= t.atol + t.rtol * std::abs(e);
+      if (!ok) ++p.mismatches;
+      const double score = ok ? d * 1e-300 : d;  // worst failing element, else the largest error
+      if (score > p.worst) { p.worst = score; p.worst_index = static_cast<long long>(i); }
+    }
+  });
   Comparison c;
   double err2 = 0, ref2 = 0, worst = -1;
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    const double a = actual[i], e = expected[i];
-    if (!std::isfinite(a) && std::isfinite(e)) {
-      ++c.nan_count;
-      if (worst < INFINITY) { worst = INFINITY; c.worst_index = static_cast<long long>(i); }
-      continue;
-    }
-    const double d = std::abs(a - e);
-    err2 += d * d;
-    ref2 += e * e;
-    if (d > c.max_abs_err) c.max_abs_err = d;
-    bool ok = true;
-    if (t.kind == Tolerance::Kind::exact) ok = (a == e) || (std::isnan(a) && std::isnan(e));
-    else if (t.kind == Tolerance::Kind::allclose) ok = d <= t.atol + t.rtol * std::abs(e);
-    if (!ok) ++c.mismatches;
-    const double score = ok ? d * 1e-300 : d;  // worst failing element, else the largest error
-    if (score > worst) { worst = score; c.worst_index = static_cast<long long>(i); }
+  for (const Partial& p : parts) {
+    err2 += p.err2;
+    ref2 += p.ref2;
+    c.max_abs_err = std::max(c.max_abs_err, p.max_abs);
+    c.nan_count += p.nan_count;
+    c.mismatches += p.mismatches;
+    if (p.worst > worst) { worst = p.worst; c.worst_index = p.worst_index; }
   }
   c.rel_l2_err = ref2 > 0 ? std::sqrt(err2 / ref2) : (err2 > 0 ? INFINITY : 0.0);
   c.pass = c.nan_count == 0 && c.mismatches == 0;

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "device_kernels.hpp"
+#include "parallel.hpp"
 
 namespace bench {
 
@@ -30,9 +31,11 @@ void Setup::param(std::string_view name, int64_t value) {
 namespace {
 void* allocate(detail::SetupImpl& impl, std::string_view name, DType dtype, int64_t count,
                Fill fill, bool is_input) {
-  if (count <= 0) throw std::invalid_argument(fmt::format("buffer '{}' has {} elements", name, count));
+  if (count <= 0)
+    throw std::invalid_argument(fmt::format("buffer '{}' has {} elements", name, count));
   for (const auto& b : impl.buffers)
-    if (b.name == name) throw std::invalid_argument(fmt::format("buffer '{}' declared twice", name));
+    if (b.name == name)
+      throw std::invalid_argument(fmt::format("buffer '{}' declared twice", name));
   if (is_input && fill.a == 0 && fill.b == 0)  // every distribution degenerates to zeros
     throw std::invalid_argument(fmt::format("input '{}' would be all zeros", name));
   detail::Buffer buffer{std::string(name), dtype, count, fill, is_input, nullptr};
@@ -127,7 +130,8 @@ HostBuffers copy_inputs_to_host(const WorkloadInstance& w, cudaStream_t stream) 
     if (b.is_input) {
       auto& bytes = host.inputs[b.name];
       bytes.resize(b.bytes());
-      BENCH_CUDA_CHECK(cudaMemcpyAsync(bytes.data(), b.device, b.bytes(), cudaMemcpyDeviceToHost, stream));
+      BENCH_CUDA_CHECK(
+          cudaMemcpyAsync(bytes.data(), b.device, b.bytes(), cudaMemcpyDeviceToHost, stream));
     } else {
       host.expected[b.name].assign(static_cast<std::size_t>(b.count),
                                    std::numeric_limits<double>::quiet_NaN());
@@ -141,9 +145,12 @@ namespace {
 double half_to_double(uint16_t h) {
   const int sign = h >> 15, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
   double v;
-  if (exp == 0) v = std::ldexp(mant, -24);
-  else if (exp == 31) v = mant ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
-  else v = std::ldexp(mant + 1024, exp - 25);
+  if (exp == 0)
+    v = std::ldexp(mant, -24);
+  else if (exp == 31)
+    v = mant ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
+  else
+    v = std::ldexp(mant + 1024, exp - 25);
   return sign ? -v : v;
 }
 double e4m3_to_double(uint8_t x) {
@@ -156,31 +163,58 @@ double e4m3_to_double(uint8_t x) {
 
 std::vector<double> copy_output_to_host(const Buffer& out, cudaStream_t stream) {
   std::vector<std::byte> raw(out.bytes());
-  BENCH_CUDA_CHECK(cudaMemcpyAsync(raw.data(), out.device, raw.size(), cudaMemcpyDeviceToHost, stream));
+  BENCH_CUDA_CHECK(
+      cudaMemcpyAsync(raw.data(), out.device, raw.size(), cudaMemcpyDeviceToHost, stream));
   BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
   std::vector<double> values(static_cast<std::size_t>(out.count));
   const auto* p = raw.data();
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    auto load = [&](auto tag) {
-      decltype(tag) v;
-      std::memcpy(&v, p + i * sizeof v, sizeof v);
-      return v;
-    };
-    switch (out.dtype) {
-      case DType::f64: values[i] = load(double{}); break;
-      case DType::f32: values[i] = load(float{}); break;
-      case DType::f16: values[i] = half_to_double(load(uint16_t{})); break;
-      case DType::bf16: values[i] = std::bit_cast<float>(uint32_t{load(uint16_t{})} << 16); break;
-      case DType::fp8_e4m3: values[i] = e4m3_to_double(load(uint8_t{})); break;
-      case DType::fp8_e5m2: values[i] = half_to_double(uint16_t(load(uint8_t{}) << 8)); break;
-      case DType::i64: values[i] = static_cast<double>(load(int64_t{})); break;
-      case DType::i32: values[i] = load(int32_t{}); break;
-      case DType::i8: values[i] = load(int8_t{}); break;
-      case DType::u64: values[i] = static_cast<double>(load(uint64_t{})); break;
-      case DType::u32: values[i] = load(uint32_t{}); break;
-      case DType::u8: values[i] = load(uint8_t{}); break;
+  parallel_chunks(values.size(), [&](std::size_t, std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      auto load = [&](auto tag) {
+        decltype(tag) v;
+        std::memcpy(&v, p + i * sizeof v, sizeof v);
+        return v;
+      };
+      switch (out.dtype) {
+        case DType::f64:
+          values[i] = load(double{});
+          break;
+        case DType::f32:
+          values[i] = load(float{});
+          break;
+        case DType::f16:
+          values[i] = half_to_double(load(uint16_t{}));
+          break;
+        case DType::bf16:
+          values[i] = std::bit_cast<float>(uint32_t{load(uint16_t{})} << 16);
+          break;
+        case DType::fp8_e4m3:
+          values[i] = e4m3_to_double(load(uint8_t{}));
+          break;
+        case DType::fp8_e5m2:
+          values[i] = half_to_double(uint16_t(load(uint8_t{}) << 8));
+          break;
+        case DType::i64:
+          values[i] = static_cast<double>(load(int64_t{}));
+          break;
+        case DType::i32:
+          values[i] = load(int32_t{});
+          break;
+        case DType::i8:
+          values[i] = load(int8_t{});
+          break;
+        case DType::u64:
+          values[i] = static_cast<double>(load(uint64_t{}));
+          break;
+        case DType::u32:
+          values[i] = load(uint32_t{});
+          break;
+        case DType::u8:
+          values[i] = load(uint8_t{});
+          break;
+      }
     }
-  }
+  });
   return values;
 }
 
@@ -190,7 +224,9 @@ std::string fingerprint_json(const WorkloadInstance& w, uint64_t seed, uint64_t 
   for (const auto& [name, value] : w.setup->sizes) j["sizes"][name] = value;
   for (const auto& [name, value] : w.setup->params) j["params"][name] = value;
   for (const auto& b : w.buffers())
-    j["buffers"].push_back({{"name", b.name}, {"dtype", to_string(b.dtype)}, {"count", b.count},
+    j["buffers"].push_back({{"name", b.name},
+                            {"dtype", to_string(b.dtype)},
+                            {"count", b.count},
                             {"role", b.is_input ? "input" : "output"}});
   j["input_checksum"] = fmt::format("{:016x}", checksum);
   return j.dump();

@@ -1,6 +1,7 @@
 // `bench env`: what this machine is, as the expectations files and results know it.
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <ostream>
 
@@ -9,6 +10,24 @@
 #include "commands.hpp"
 
 namespace bench::tools {
+namespace {
+
+// Clocks, persistence and power as the driver reports them (nvidia-smi, when it is there).
+std::string nvidia_smi_state() {
+  FILE* pipe = popen("nvidia-smi --query-gpu=persistence_mode,clocks.sm,clocks.max.sm,clocks.mem,"
+                     "power.draw,power.limit,temperature.gpu --format=csv,noheader,nounits -i 0 2>/dev/null",
+                     "r");
+  if (pipe == nullptr) return "nvidia-smi unavailable";
+  char line[512] = {};
+  const bool got = fgets(line, sizeof line, pipe) != nullptr;
+  pclose(pipe);
+  if (!got) return "nvidia-smi unavailable";
+  std::string s(line);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  return "persistence, SM MHz, max SM MHz, memory MHz, power W, power limit W, temperature C: " + s;
+}
+
+}  // namespace
 
 int env_command(const Locations& where, std::ostream& out, std::ostream& err) {
   const BuildInfo& build = build_info();
@@ -26,10 +45,15 @@ int env_command(const Locations& where, std::ostream& out, std::ostream& err) {
                      d.global_mem_bytes / double(1ull << 30), d.memory_bus_bits, d.memory_clock_khz / 1000,
                      d.datasheet_hbm_gbps(), d.ecc ? "on" : "off")
       << fmt::format("L2                {:.1f} MiB\n", d.l2_bytes / double(1 << 20))
-      << fmt::format("driver / runtime  {}.{} / {}.{}\n", d.driver_version / 1000, d.driver_version % 1000 / 10,
-                     d.runtime_version / 1000, d.runtime_version % 1000 / 10)
+      << fmt::format("driver / runtime  {} (CUDA {}.{}) / {}.{}\n", d.driver_release.empty() ? "?" : d.driver_release,
+                     d.driver_version / 1000, d.driver_version % 1000 / 10, d.runtime_version / 1000,
+                     d.runtime_version % 1000 / 10)
       << fmt::format("build             {} {} (nvcc {}, arch {})\n", build.build_type, build.git_sha,
                      build.nvcc_version, build.cuda_architectures);
+  const MeasuredClock clock = measure_sm_clock(0);
+  out << fmt::format("SM clock measured {:.0f} MHz at first, {:.0f} MHz after 200 ms of load (timestamp kernel)\n",
+                     clock.first_mhz, clock.loaded_mhz)
+      << fmt::format("driver reports    {}\n", nvidia_smi_state());
   const auto file = std::filesystem::path(resolve_expectations_dir(where)) / (d.hardware_key + ".json");
   try {
     const auto expectations = load_expectations(file);

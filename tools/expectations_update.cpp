@@ -79,7 +79,9 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
   const Provenance provenance{context_string(context, "git_sha"),
                               policy.date.empty() ? now_utc_iso() : policy.date,
                               policy.command,
-                              context_string(context, "driver_version"),
+                              context_string(context, "driver_release").empty()
+                                  ? context_string(context, "driver_version")
+                                  : context_string(context, "driver_release"),
                               context_string(context, "runtime_version"),
                               context_string(context, "gpu_name")};
   for (const auto& row : card.rows) {

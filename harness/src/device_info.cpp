@@ -1,10 +1,14 @@
 // Device facts for the run context and the hardware key.
 #include <cuda_runtime.h>
 
+#include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include "bench/check.hpp"
 #include "bench/device_info.hpp"
+#include "device_kernels.hpp"
 
 namespace bench {
 
@@ -18,6 +22,38 @@ int cuda_device_count(std::string* why) {
   }
   if (count == 0 && why != nullptr) *why = "the CUDA runtime reports 0 devices";
   return count;
+}
+
+namespace {
+// /proc/driver/nvidia/version: "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04 ..."
+std::string read_driver_release() {
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::smatch m;
+  const std::string s = text.str();
+  return std::regex_search(s, m, std::regex(R"(Kernel Module\s+([0-9][0-9.]*))")) ? m[1].str() : "";
+}
+}  // namespace
+
+MeasuredClock measure_sm_clock(int index, double load_ms) {
+  BENCH_CUDA_CHECK(cudaSetDevice(index));
+  float* mhz = nullptr;
+  unsigned long long* sink = nullptr;
+  BENCH_CUDA_CHECK(cudaMalloc(&mhz, sizeof(float)));
+  BENCH_CUDA_CHECK(cudaMalloc(&sink, sizeof(unsigned long long)));
+  MeasuredClock clock;
+  float host = 0;
+  detail::launch_clock_probe(20'000, mhz, nullptr);
+  BENCH_CUDA_CHECK(cudaMemcpy(&host, mhz, sizeof host, cudaMemcpyDeviceToHost));
+  clock.first_mhz = host;
+  detail::launch_spin(static_cast<uint64_t>(load_ms * 1e6), sink, nullptr);
+  detail::launch_clock_probe(20'000, mhz, nullptr);
+  BENCH_CUDA_CHECK(cudaMemcpy(&host, mhz, sizeof host, cudaMemcpyDeviceToHost));
+  clock.loaded_mhz = host;
+  cudaFree(mhz);
+  cudaFree(sink);
+  return clock;
 }
 
 DeviceInfo query_device(int index) {
@@ -41,6 +77,7 @@ DeviceInfo query_device(int index) {
   BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&info.sm_clock_khz, cudaDevAttrClockRate, index));
   BENCH_CUDA_CHECK(cudaDriverGetVersion(&info.driver_version));
   BENCH_CUDA_CHECK(cudaRuntimeGetVersion(&info.runtime_version));
+  info.driver_release = read_driver_release();
   char bus[32] = {};
   if (cudaDeviceGetPCIBusId(bus, sizeof bus, index) == cudaSuccess) info.pci_bus_id = bus;
   return info;

@@ -103,6 +103,7 @@ void add_context(const bench::DeviceInfo& d, int argc, char** argv) {
       {"sm_clock_khz", std::to_string(d.sm_clock_khz)},
       {"ecc", d.ecc ? "on" : "off"},
       {"driver_version", std::to_string(d.driver_version)},
+      {"driver_release", d.driver_release},
       {"runtime_version", std::to_string(d.runtime_version)},
       {"nvcc_version", b.nvcc_version},
       {"cuda_flags", b.cuda_flags},

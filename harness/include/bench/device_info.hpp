@@ -20,7 +20,8 @@ struct DeviceInfo {
   int memory_clock_khz = 0;   // peak, as the driver reports it
   int sm_clock_khz = 0;       // peak, as the driver reports it
   bool ecc = false;
-  int driver_version = 0;     // 13000 means 13.0
+  int driver_version = 0;     // CUDA version the driver supports: 13000 means 13.0
+  std::string driver_release; // the kernel driver itself, "580.159.04" ("" if unknown)
   int runtime_version = 0;
   int device_count = 0;
   std::string pci_bus_id;
@@ -35,6 +36,14 @@ std::string hardware_key(const std::string& device_name, int device_count);
 
 // Queries the CUDA runtime. Throws bench::CudaError when there is no usable device.
 DeviceInfo query_device(int index = 0);
+// The SM clock as a timestamp kernel measures it (clock64 against %globaltimer), in MHz: once
+// at whatever state the GPU is in, and once after `load_ms` of spinning, when an idle GPU has
+// ramped up to its running clock.
+struct MeasuredClock {
+  double first_mhz = 0;
+  double loaded_mhz = 0;
+};
+MeasuredClock measure_sm_clock(int index = 0, double load_ms = 200);
 // Number of CUDA devices, 0 when there is none or no driver; `why` receives the reason.
 int cuda_device_count(std::string* why = nullptr);
 

@@ -2,7 +2,7 @@
 // fills the GPU: on the bulk work's own stream, on a second stream of the same priority, and on
 // a high-priority stream.
 //
-// Bulk: 12 kernels of 8192 blocks each (~8 waves of ~20 us blocks). Critical: 48 dependent
+// Bulk: 12 kernels of 32768 blocks each (~31 waves of ~9 us blocks). Critical: 48 dependent
 // one-block kernels (think decode steps), issued interleaved with the bulk kernels (one bulk
 // kernel, then four critical steps), as a server would issue them.
 //   1. baseline: everything on the case's stream: each critical step waits for the bulk kernel
@@ -37,9 +37,9 @@ struct Mixed {
   bench::DeviceSpan<const float> bulk_in, critical_in;
   bench::DeviceSpan<float> bulk_out, critical_out;
   explicit Mixed(bench::Setup& s)
-      : bulk_n(s.size("bulk_n", int64_t{1} << 21, 10'007)),        // 8192 blocks of 256
+      : bulk_n(s.size("bulk_n", int64_t{1} << 23, 10'007)),        // 32768 blocks of 256
         critical_n(s.size("critical_n", 256, 255)),                 // one block
-        bulk_iters(static_cast<int>(s.size("bulk_iters", 2048, 32))),
+        bulk_iters(static_cast<int>(s.size("bulk_iters", 512, 32))),  // blocks of ~9 us
         critical_iters(static_cast<int>(s.size("critical_iters", 8192, 64))),  // ~20 us alone
         bulk_in(s.input<float>("bulk_in", bulk_n, bench::uniform(-1, 1))),
         critical_in(s.input<float>("critical_in", critical_n, bench::uniform(-1, 1))),

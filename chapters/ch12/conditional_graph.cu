@@ -24,6 +24,7 @@
 
 namespace {
 
+constexpr int kBlock = 256;
 constexpr float kDiag = 2.2f;
 constexpr float kTolerance = 1e-5f;  // on the largest |update| over a round of two steps
 constexpr int kMaxRounds = 100'000;  // a safety net; the solves here take ~65 rounds
@@ -52,7 +53,7 @@ __global__ void init(float* x, int64_t n, Control* c) {
   if (blockIdx.x == 0 && threadIdx.x == 0) *c = Control{0, 0, 1};
 }
 
-__global__ void jacobi_step(const float* __restrict__ x, const float* __restrict__ b, float* __restrict__ y, int64_t n,
+__global__ void __launch_bounds__(kBlock) jacobi_step(const float* __restrict__ x, const float* __restrict__ b, float* __restrict__ y, int64_t n,
                             Control* c) {
   float delta = 0;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
@@ -61,8 +62,17 @@ __global__ void jacobi_step(const float* __restrict__ x, const float* __restrict
     y[i] = (b[i] + left + right) / kDiag;
     delta = fmaxf(delta, fabsf(y[i] - x[i]));
   }
+  // Block maximum first (warp shuffles, then one warp over the warps' results): one atomic per
+  // block, not per warp, so thousands of atomics on one address do not serialise the step.
+  __shared__ float warp_max[kBlock / 32];
   for (int offset = 16; offset > 0; offset /= 2) delta = fmaxf(delta, __shfl_xor_sync(0xffffffffu, delta, offset));
-  if (threadIdx.x % 32 == 0) atomicMax(&c->max_delta_bits, __float_as_uint(delta));
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = delta;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    delta = threadIdx.x < kBlock / 32 ? warp_max[threadIdx.x] : 0.0f;
+    for (int offset = 16; offset > 0; offset /= 2) delta = fmaxf(delta, __shfl_xor_sync(0xffffffffu, delta, offset));
+    if (threadIdx.x == 0) atomicMax(&c->max_delta_bits, __float_as_uint(delta));
+  }
 }
 
 // One thread: decide whether another round is needed, reset the round's maximum.
@@ -74,19 +84,19 @@ __global__ void check(Control* c, cudaGraphConditionalHandle handle) {
   if constexpr (kSetConditional) cudaGraphSetConditional(handle, more ? 1u : 0u);
 }
 
-unsigned grid(const Solve& w) { return static_cast<unsigned>(std::min<int64_t>((w.n + 255) / 256, 1024)); }
+unsigned grid(const Solve& w) { return static_cast<unsigned>(std::min<int64_t>((w.n + kBlock - 1) / kBlock, 1024)); }
 
 void launch_init(const Solve& w, cudaStream_t s) {
-  init<<<grid(w), 256, 0, s>>>(w.x.data(), w.n, w.control.data());
+  init<<<grid(w), kBlock, 0, s>>>(w.x.data(), w.n, w.control.data());
   BENCH_CHECK_LAUNCH();
 }
 
 // x -> other -> x, then the check.
 template <bool kSetConditional>
 void launch_round(const Solve& w, cudaGraphConditionalHandle handle, cudaStream_t s) {
-  jacobi_step<<<grid(w), 256, 0, s>>>(w.x.data(), w.b.data(), w.other.data(), w.n, w.control.data());
+  jacobi_step<<<grid(w), kBlock, 0, s>>>(w.x.data(), w.b.data(), w.other.data(), w.n, w.control.data());
   BENCH_CHECK_LAUNCH();
-  jacobi_step<<<grid(w), 256, 0, s>>>(w.other.data(), w.b.data(), w.x.data(), w.n, w.control.data());
+  jacobi_step<<<grid(w), kBlock, 0, s>>>(w.other.data(), w.b.data(), w.x.data(), w.n, w.control.data());
   BENCH_CHECK_LAUNCH();
   check<kSetConditional><<<1, 1, 0, s>>>(w.control.data(), handle);
   BENCH_CHECK_LAUNCH();

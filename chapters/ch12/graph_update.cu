@@ -31,7 +31,7 @@ struct Steps {
   bench::DeviceSpan<float> out;
   std::array<bench::DeviceBuffer<float>, 2> workspace;  // the step's parity picks one
   explicit Steps(bench::Setup& s)
-      : n(s.size("n", 4096, 1001)),
+      : n(s.size("n", 256, 201)),  // one element per thread: the GPU part stays small
         in(s.input<float>("in", n, bench::uniform(-1, 1))),
         out(s.output<float>("out", n)),
         workspace{bench::DeviceBuffer<float>(n), bench::DeviceBuffer<float>(n)} {

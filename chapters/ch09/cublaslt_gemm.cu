@@ -1,0 +1,168 @@
+// ch09/cublaslt_gemm: a naive GEMM kernel → cuBLASLt BF16, and cuBLASLt BF16 → FP8 E4M3.
+//
+// D (m x n, column-major, BF16) = A (m x k, row-major) x B (k x n, column-major), FP32
+// accumulate, TN layout (kernels/cublaslt_gemm.hpp). Roofline at 4096^3: 1365 flop/byte (BF16
+// operands): compute-bound; the ceiling is the BF16 tensor-core rate, FP8's is twice that.
+//
+// cublaslt_gemm, what changes from baseline to optimized:
+//   1. baseline: one thread per output walks k in global memory, FP32 FMA, no reuse (the
+//      starting point of any GEMM lesson, ~1% of the tensor-core ceiling);
+//   2. optimized: one cuBLASLt matmul (plan and heuristic chosen once in untimed setup):
+//      TMA + wgmma kernels, tuned per shape.
+// cublaslt_gemm_fp8 (8192^3), what changes from baseline to optimized:
+//   1. baseline: cuBLASLt BF16 as above;
+//   2. optimized: per-tensor FP8 E4M3: each call quantises A and B (q = x * 448 / amax(x), one
+//      elementwise kernel, *timed*) and runs cuBLASLt with FP8 operands, FP32 accumulate, BF16
+//      out and the dequantisation scales amax / 448 passed as A/B scale pointers. The amax of
+//      each input is measured once in setup (a calibration, as delayed scaling does).
+// FP8 error bound: E4M3 keeps 3 mantissa bits, so each quantised operand is off by at most 2^-4
+// relative (rms ~2.6e-2); a product carries ~sqrt(2) of that and random-sign sums keep it:
+// expect ~4e-2 relative L2 on uniform inputs. The FP8 example's tolerance is 6e-2 (it holds the
+// BF16 baseline too); a wrong or missing scale is off by orders of magnitude. BF16: 1e-2.
+//
+//   ./bench compare --chapter ch09 --example cublaslt_gemm
+#include <bench/bench.hpp>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <kernels/cublaslt_gemm.hpp>
+#include <kernels/reference_gemm.cuh>
+
+#include <vector>
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+using fp8 = __nv_fp8_e4m3;
+
+template <int64_t M, int64_t N, int64_t K>
+struct Gemm {
+  int64_t m, n, k;
+  bench::DeviceSpan<const bf16> a, b;
+  bench::DeviceSpan<bf16> d;
+  explicit Gemm(bench::Setup& s)
+      : m(s.size("m", M, 264)),  // verification: not tile multiples, 16-byte aligned rows (FP8 needs them)
+        n(s.size("n", N, 197)),
+        k(s.size("k", K, 336)),
+        a(s.input<bf16>("a", m * k, bench::uniform(-1, 1))),
+        b(s.input<bf16>("b", n * k, bench::uniform(-1, 1))),
+        d(s.output<bf16>("d", m * n)) {
+    s.flops(2.0 * m * n * k, bench::ceiling::bf16);
+  }
+};
+
+__global__ void naive_gemm(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ d, int m, int n,
+                           int k) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, j = blockIdx.y;
+  if (i >= m) return;
+  float acc = 0.0f;
+  for (int p = 0; p < k; ++p) acc += __bfloat162float(a[i * k + p]) * __bfloat162float(b[j * k + p]);
+  d[j * m + i] = __float2bfloat16(acc);
+}
+
+template <class W>
+void launch_naive(const W& w, cudaStream_t stream) {
+  naive_gemm<<<dim3(unsigned((w.m + 127) / 128), unsigned(w.n)), 128, 0, stream>>>(w.a.data(), w.b.data(), w.d.data(),
+                                                                                    int(w.m), int(w.n), int(w.k));
+  BENCH_CHECK_LAUNCH();
+}
+
+template <class W>
+class LtBf16 {
+ public:
+  LtBf16(const W& w, cudaStream_t) : gemm_(w.m, w.n, w.k, {.ab = CUDA_R_16BF, .d = CUDA_R_16BF}) {}
+  void operator()(const W& w, cudaStream_t stream) { gemm_.run(w.a.data(), w.b.data(), w.d.data(), stream); }
+
+ private:
+  kernels::LtGemm gemm_;
+};
+
+// --- FP8: per-tensor scales -----------------------------------------------------------------------
+__global__ void abs_max(const bf16* __restrict__ x, int64_t n, unsigned* __restrict__ amax_bits) {
+  float v = 0.0f;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    v = fmaxf(v, fabsf(__bfloat162float(x[i])));
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if (threadIdx.x % 32 == 0) atomicMax(amax_bits, __float_as_uint(v));  // non-negative floats order as ints
+}
+// scales = {dequant A, dequant B, quant A, quant B} from the two amax values.
+__global__ void make_scales(const unsigned* __restrict__ amax_bits, float* __restrict__ scales) {
+  for (int t = 0; t < 2; ++t) {
+    const float amax = fmaxf(__uint_as_float(amax_bits[t]), 1e-12f);
+    scales[t] = amax / 448.0f;
+    scales[2 + t] = 448.0f / amax;
+  }
+}
+__global__ void quantize(const bf16* __restrict__ x, fp8* __restrict__ q, int64_t n, const float* __restrict__ scale) {
+  const float s = *scale;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    q[i] = fp8(__bfloat162float(x[i]) * s);  // round to nearest, saturating to +-448
+}
+
+template <class W>
+class LtFp8 {
+ public:
+  LtFp8(const W& w, cudaStream_t stream)
+      : qa_(w.m * w.k), qb_(w.n * w.k), amax_(2), scales_(4),
+        gemm_(w.m, w.n, w.k, {.ab = CUDA_R_8F_E4M3, .d = CUDA_R_16BF}, nullptr, scales_.data(), scales_.data() + 1) {
+    BENCH_CUDA_CHECK(cudaMemsetAsync(amax_.data(), 0, amax_.bytes(), stream));
+    abs_max<<<1024, 256, 0, stream>>>(w.a.data(), w.m * w.k, amax_.data());
+    BENCH_CHECK_LAUNCH();
+    abs_max<<<1024, 256, 0, stream>>>(w.b.data(), w.n * w.k, amax_.data() + 1);
+    BENCH_CHECK_LAUNCH();
+    make_scales<<<1, 1, 0, stream>>>(amax_.data(), scales_.data());
+    BENCH_CHECK_LAUNCH();
+  }
+  void operator()(const W& w, cudaStream_t stream) {
+    quantize<<<2048, 256, 0, stream>>>(w.a.data(), qa_.data(), w.m * w.k, scales_.data() + 2);
+    BENCH_CHECK_LAUNCH();
+    quantize<<<2048, 256, 0, stream>>>(w.b.data(), qb_.data(), w.n * w.k, scales_.data() + 3);
+    BENCH_CHECK_LAUNCH();
+    gemm_.run(qa_.data(), qb_.data(), w.d.data(), stream);
+  }
+
+ private:
+  bench::DeviceBuffer<fp8> qa_, qb_;
+  bench::DeviceBuffer<unsigned> amax_;
+  bench::DeviceBuffer<float> scales_;
+  kernels::LtGemm gemm_;
+};
+
+template <class W>
+void device_reference(const W& w, cudaStream_t stream) {
+  kernels::reference_gemm_tn(w.a.data(), w.b.data(), w.d.data(), w.m, w.n, w.k, stream);
+}
+
+template <class W>
+void reference(const W& w, bench::HostData& h) {
+  auto a = h.input<bf16>("a");
+  auto b = h.input<bf16>("b");
+  auto d = h.expected("d");
+  std::vector<double> af(a.size()), bf(b.size());
+  for (size_t i = 0; i < a.size(); ++i) af[i] = __bfloat162float(a[i]);
+  for (size_t i = 0; i < b.size(); ++i) bf[i] = __bfloat162float(b[i]);
+  for (int64_t j = 0; j < w.n; ++j)
+    for (int64_t i = 0; i < w.m; ++i) {
+      double sum = 0;
+      for (int64_t p = 0; p < w.k; ++p) sum += af[i * w.k + p] * bf[j * w.k + p];
+      d[j * w.m + i] = sum;
+    }
+}
+
+using Gemm4096 = Gemm<4096, 4096, 4096>;
+using Gemm8192 = Gemm<8192, 8192, 8192>;
+
+BENCH_EXAMPLE(ch09, cublaslt_gemm, Gemm4096)
+    .baseline("naive_thread_per_output", launch_naive<Gemm4096>)
+    .stateful<LtBf16<Gemm4096>>(bench::Role::optimized, "cublaslt_bf16")
+    .reference(reference<Gemm4096>)
+    .device_reference(device_reference<Gemm4096>)
+    .tolerance(bench::relative_l2(1e-2));
+
+BENCH_EXAMPLE(ch09, cublaslt_gemm_fp8, Gemm8192)
+    .stateful<LtBf16<Gemm8192>>(bench::Role::baseline, "cublaslt_bf16")
+    .stateful<LtFp8<Gemm8192>>(bench::Role::optimized, "cublaslt_fp8_e4m3_per_tensor", {.min_compute_capability = 89})
+    .reference(reference<Gemm8192>)
+    .device_reference(device_reference<Gemm8192>)
+    .tolerance(bench::relative_l2(6e-2));
+
+}  // namespace

@@ -1,0 +1,91 @@
+// kernels/cublaslt_gemm.hpp: one cuBLASLt matmul plan in the suite's "TN" layout, made once
+// (untimed) and enqueued many times.
+//   D (m x n, column-major, ld m) = alpha * A (m x k, row-major) x B (k x n, column-major)
+// i.e. cuBLASLt's TRANSA = T, TRANSB = N with both operands k-contiguous: the only layout
+// cuBLASLt accepts for FP8 on Hopper, and the one kernels/reference_gemm.cuh checks.
+//   kernels::LtGemm gemm(m, n, k, {.ab = CUDA_R_16BF, .d = CUDA_R_16BF});
+//   gemm.run(a, b, d, stream);
+// Options: an epilogue (bias, GELU) with its bias vector, and per-tensor device scale pointers
+// (FP8: D = scale_a * scale_b * A B). No algorithm for the shape and types throws
+// bench::Unsupported with the reason, so the case is skipped, not failed.
+#pragma once
+
+#include <bench/bench.hpp>
+#include <cublasLt.h>
+
+#include <kernels/cublas_check.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace kernels {
+
+struct LtGemmTypes {
+  cudaDataType ab = CUDA_R_16BF;  // A and B element type
+  cudaDataType d = CUDA_R_16BF;   // C and D element type (C is unused: beta = 0)
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+};
+
+class LtGemm {
+ public:
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+  LtGemm(int64_t m, int64_t n, int64_t k, LtGemmTypes t, const void* bias = nullptr,
+         const float* scale_a = nullptr, const float* scale_b = nullptr)
+      : workspace_(kWorkspaceBytes) {
+    check_cublas(cublasLtCreate(&handle_), "cublasLtCreate");
+    check_cublas(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    set(CUBLASLT_MATMUL_DESC_TRANSA, ta);
+    set(CUBLASLT_MATMUL_DESC_TRANSB, tb);
+    if (t.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+      set(CUBLASLT_MATMUL_DESC_EPILOGUE, t.epilogue);
+      set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    }
+    if (scale_a != nullptr) set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scale_a);
+    if (scale_b != nullptr) set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scale_b);
+    check_cublas(cublasLtMatrixLayoutCreate(&a_, t.ab, k, m, k), "cublasLtMatrixLayoutCreate(A)");
+    check_cublas(cublasLtMatrixLayoutCreate(&b_, t.ab, k, n, k), "cublasLtMatrixLayoutCreate(B)");
+    check_cublas(cublasLtMatrixLayoutCreate(&d_, t.d, m, n, m), "cublasLtMatrixLayoutCreate(D)");
+    cublasLtMatmulPreference_t pref = nullptr;
+    check_cublas(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    const size_t ws = kWorkspaceBytes;
+    check_cublas(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+                 "cublasLtMatmulPreferenceSetAttribute");
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, desc_, a_, b_, d_, d_, pref, 1, &heuristic_, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0)
+      throw bench::Unsupported(std::string("cuBLASLt has no algorithm for this matmul: ") + cublasLtGetStatusString(st));
+  }
+  LtGemm(const LtGemm&) = delete;
+  LtGemm& operator=(const LtGemm&) = delete;
+  ~LtGemm() {
+    if (d_) cublasLtMatrixLayoutDestroy(d_);
+    if (b_) cublasLtMatrixLayoutDestroy(b_);
+    if (a_) cublasLtMatrixLayoutDestroy(a_);
+    if (desc_) cublasLtMatmulDescDestroy(desc_);
+    if (handle_) cublasLtDestroy(handle_);
+  }
+
+  // Enqueues D = A B (with the epilogue and scales) on `stream`.
+  void run(const void* a, const void* b, void* d, cudaStream_t stream) const {
+    const float alpha = 1.0f, beta = 0.0f;
+    check_cublas(cublasLtMatmul(handle_, desc_, &alpha, a, a_, b, b_, &beta, d, d_, d, d_, &heuristic_.algo,
+                                workspace_.data(), kWorkspaceBytes, stream),
+                 "cublasLtMatmul");
+  }
+
+ private:
+  template <class T>
+  void set(cublasLtMatmulDescAttributes_t attr, const T& value) {
+    check_cublas(cublasLtMatmulDescSetAttribute(desc_, attr, &value, sizeof(value)), "cublasLtMatmulDescSetAttribute");
+  }
+  cublasLtHandle_t handle_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
+  cublasLtMatmulHeuristicResult_t heuristic_{};
+  bench::DeviceBuffer<std::byte> workspace_;
+};
+
+}  // namespace kernels

@@ -76,6 +76,7 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   if (auto it = ceilings.find(r.compute_ceiling); r.flops > 0 && it != ceilings.end())
     pct = std::max(pct, 100.0 * c["tflops"].value / it->second);
   if (pct >= 0) c["pct_ceiling"] = pct;
+  for (const auto& m : r.metrics) c[m.name] = m.value;
   // Google Benchmark writes NaN and Inf as bare words, which is not JSON: never emit them.
   for (auto& [name, counter] : c)
     if (!std::isfinite(counter.value)) counter.value = -1;

@@ -165,7 +165,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     NvtxRange range(case_name + "/verify");
     WorkloadInstance w = build_workload(e, /*verifying=*/true);
     if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
-    const Launch launch = v.prepare(w.object.get(), s);
+    const Launch launch = v.prepare(w.object.get(), s).launch;
     for (int run = 0; run < 2; ++run) {
       CheckedRun c = begin_checked_run(w, run_seed(opt.seed, run), run, s);
       launch(s);
@@ -182,7 +182,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   fill_inputs(w, opt.seed, s);
   r.fingerprint = fingerprint_json(w, opt.seed, input_checksum(w, s));
   r.fingerprint_hash = fingerprint_hash(r.fingerprint);
-  const Launch launch = v.prepare(w.object.get(), s);
+  const Prepared prepared = v.prepare(w.object.get(), s);
+  const Launch& launch = prepared.launch;
 
   {  // First call (reported separately), then warm-up until first-use costs are gone.
     NvtxRange range(case_name + "/warmup");
@@ -237,6 +238,11 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     CheckedRun c = begin_checked_run(w, run_seed(opt.seed, 2), 2, s);
     samples.push_back(take());
     end_checked_run(e, w, c, 2, s, "last timed sample", r);
+  }
+
+  if (prepared.metrics) {
+    BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+    r.metrics = prepared.metrics();
   }
 
   // A cold median at or under zero means the work is shorter than the timer floor's own

@@ -30,6 +30,7 @@ struct CaseResult {
   std::string fingerprint, fingerprint_hash;
   double bytes = 0, flops = 0;
   std::string bandwidth_ceiling, compute_ceiling;
+  std::vector<Metric> metrics;         // a stateful variant's own extra figures
 };
 
 class Runner {

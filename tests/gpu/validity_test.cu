@@ -71,6 +71,8 @@ struct SlowFirstCall {
     }
     launch_copy(w, s);
   }
+  // Also exercises bench::Metric: a stateful variant's own figure becomes a case counter.
+  std::vector<Metric> metrics() { return {{"slow_calls", first ? 0.0 : 1.0}}; }
   bool first = true;
   DeviceBuffer<unsigned long long> sink{1};
 };
@@ -156,6 +158,9 @@ TEST(Validity, Row10_SlowFirstCallIsReportedButDoesNotMoveTheMedian) {
   const auto slow = run_case("adversaries", "slow_first_call", 30);
   ASSERT_EQ(outcome(slow), "measured");
   EXPECT_GT(slow.first_call_s, 15e-3);
+  ASSERT_EQ(slow.metrics.size(), 1u);
+  EXPECT_EQ(slow.metrics[0].name, "slow_calls");
+  EXPECT_EQ(slow.metrics[0].value, 1.0);
   EXPECT_NEAR(stats::median(slow.samples), stats::median(honest.samples), 0.1 * stats::median(honest.samples));
 }
 

@@ -215,12 +215,25 @@ struct VariantOptions {
   bool blocks_host = false;        // it synchronises or blocks the host: no blocking kernel
 };
 
+// An extra figure a stateful variant reports next to its time, such as the latency of one
+// critical kernel inside the timed work. A stateful type S that has
+// `std::vector<bench::Metric> metrics()` is asked for them after its last timed sample; they
+// become counters of the case (name as given, e.g. "critical_latency_us").
+struct Metric {
+  std::string name;
+  double value = 0;
+};
+
 namespace detail {
 
 using Launch = std::function<void(cudaStream_t)>;
+struct Prepared {
+  Launch launch;                                 // what is timed
+  std::function<std::vector<Metric>()> metrics;  // optional extra figures
+};
 // Prepares a variant for one workload instance (untimed: handles, graphs, plans) and returns
 // the launch that is timed. The workload is type-erased to void*.
-using Prepare = std::function<Launch(void* workload, cudaStream_t stream)>;
+using Prepare = std::function<Prepared(void* workload, cudaStream_t stream)>;
 // Returns an empty string when the variant can run this workload, else the reason it cannot.
 using Support = std::function<std::string(const void* workload)>;
 
@@ -283,10 +296,13 @@ class Example {
   // Stateful forms: Example::stateful<S>(Role::optimized, "graph").
   template <class S>
   Example& stateful(Role role, std::string name, VariantOptions o = {}) {
-    detail::Prepare prepare = [](void* w, cudaStream_t stream) -> detail::Launch {
+    detail::Prepare prepare = [](void* w, cudaStream_t stream) -> detail::Prepared {
       auto& workload = *static_cast<W*>(w);
       auto state = std::make_shared<S>(workload, stream);
-      return [state, &workload](cudaStream_t s) { (*state)(workload, s); };
+      detail::Prepared prepared{[state, &workload](cudaStream_t s) { (*state)(workload, s); }, {}};
+      if constexpr (requires(S& st) { st.metrics(); })
+        prepared.metrics = [state] { return state->metrics(); };
+      return prepared;
     };
     return add(std::move(name), role, std::move(prepare), o);
   }
@@ -342,9 +358,9 @@ class Example {
  private:
   template <class F>
   static detail::Prepare plain(F launch) {
-    return [launch](void* w, cudaStream_t) -> detail::Launch {
+    return [launch](void* w, cudaStream_t) -> detail::Prepared {
       auto* workload = static_cast<const W*>(w);
-      return [launch, workload](cudaStream_t s) { launch(*workload, s); };
+      return {[launch, workload](cudaStream_t s) { launch(*workload, s); }, {}};
     };
   }
   // Baseline and optimized cases are always named so (chNN/example/baseline, .../optimized), so

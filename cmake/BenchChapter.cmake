@@ -1,4 +1,8 @@
-# bench_add_chapter(<chNN> [LIBRARIES lib...] [SMOKE_FILTER regex])
+# bench_add_chapter(<chNN> [LIBRARIES lib...] [SMOKE_FILTER regex] [RELOCATABLE_DEVICE_CODE])
+#
+# RELOCATABLE_DEVICE_CODE builds the chapter with -rdc=true (CMake adds the device link and
+# cudadevrt), for device-side launches (dynamic parallelism); it costs a device-link step, so
+# only chapters that need it ask for it.
 #
 # Builds every .cu/.cpp file in the calling folder into one executable named <chNN>, linked
 # with the harness's main(), and registers a short smoke run of it as a ctest test labelled
@@ -13,12 +17,16 @@ target_compile_options(bench_cuda_flags INTERFACE
   $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xptxas=--warn-on-spills --expt-relaxed-constexpr>)
 
 function(bench_add_chapter chapter)
-  cmake_parse_arguments(ARG "" "SMOKE_FILTER" "LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "RELOCATABLE_DEVICE_CODE" "SMOKE_FILTER" "LIBRARIES" ${ARGN})
   file(GLOB sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*.cu"
                                       "${CMAKE_CURRENT_SOURCE_DIR}/*.cpp")
   add_executable(${chapter} ${sources})
   target_link_libraries(${chapter} PRIVATE bench::main bench::kernels bench::cuda_flags ${ARG_LIBRARIES})
-  set_target_properties(${chapter} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
+  if(ARG_RELOCATABLE_DEVICE_CODE)
+    set_target_properties(${chapter} PROPERTIES CUDA_SEPARABLE_COMPILATION ON CUDA_RESOLVE_DEVICE_SYMBOLS ON)
+  else()
+    set_target_properties(${chapter} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
+  endif()
   if(BENCH_BUILD_TESTS)
     if(NOT ARG_SMOKE_FILTER)
       set(ARG_SMOKE_FILTER ".")

@@ -6,8 +6,8 @@
 //      trip, for ~10 us of memory traffic. It blocks the host (declared blocks_host);
 //   2. step `device_launches` (CUDA dynamic parallelism): one parent thread per segment
 //      launches the right-sized child grid from the device, so the host needs no lengths. It
-//      needs relocatable device code (-rdc=true, CUDA_SEPARABLE_COMPILATION, cudadevrt), which
-//      bench_add_chapter turns off; built without it, the rung is SKIPPED with that reason;
+//      needs relocatable device code (-rdc=true and cudadevrt: ch12's CMakeLists asks
+//      bench_add_chapter for it); built without it, the rung is SKIPPED with that reason;
 //   3. optimized: the honest answer for this shape: no per-segment launches at all. One grid of
 //      (max length / 1024) x segments blocks; a block past its segment's end returns at once.
 //      The idle blocks cost a few ns each, far less than a launch, host- or device-side.
@@ -101,8 +101,8 @@ constexpr const char* kNoRdc = "";
 #else
 void launch_device_side(const Segments&, cudaStream_t) {}
 constexpr const char* kNoRdc =
-    "dynamic parallelism needs relocatable device code; bench_add_chapter builds ch12 with "
-    "CUDA_SEPARABLE_COMPILATION OFF";
+    "dynamic parallelism needs relocatable device code: build ch12 with "
+    "bench_add_chapter(ch12 RELOCATABLE_DEVICE_CODE)";
 #endif
 
 void launch_flat(const Segments& w, cudaStream_t s) {

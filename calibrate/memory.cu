@@ -225,8 +225,10 @@ BENCH_EXAMPLE(calibrate, hbm_write_gbps, Write)
 
 // ---- shared memory: each block stages a 16 KiB tile, then reads it `reps` times -------------
 // Lane t of a block reads int4 (t + r * kBlock) mod kTile4 at step r: a warp reads 512
-// consecutive bytes, four conflict-free wavefronts. asm volatile keeps every load (the compiler
-// may not merge or hoist them). After reps steps (a multiple of kTile4 / kBlock = 4) each int4
+// consecutive bytes, four conflict-free wavefronts. The loads are ld.volatile.shared: an
+// `asm volatile` plain ld.shared is not enough, ptxas merged the repeats (step r and r + 4 read
+// the same address) and the first H100 run read a impossible 65.7 TB/s, twice the hardware's
+// 128 bytes per clock per SM. After reps steps (a multiple of kTile4 / kBlock = 4) each int4
 // of the tile was read reps / 4 times, so block b's sum is reps / 4 x the sum of its tile.
 constexpr int kTile4 = 1024;  // int4 elements per tile: 16 KiB
 
@@ -255,7 +257,7 @@ __global__ void smem_read(const int32_t* __restrict__ tiles, int reps, int64_t* 
   for (int r = 0; r < reps; ++r) {
     const unsigned addr = base + ((threadIdx.x + r * kBlock) % kTile4) * 16;
     int x, y, z, w;
-    asm volatile("ld.shared.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(addr));
+    asm volatile("ld.volatile.shared.v4.s32 {%0, %1, %2, %3}, [%4];" : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "r"(addr));
     a0 += x, a1 += y, a2 += z, a3 += w;
   }
   const int64_t total = block_sum(int64_t{a0} + a1 + a2 + a3);

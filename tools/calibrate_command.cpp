@@ -11,12 +11,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
 #include "../calibrate/ceilings.hpp"
 #include "bench/device_info.hpp"
 #include "bench/expectations.hpp"
+#include "bench/stats.hpp"
 #include "chapter_process.hpp"
 #include "results.hpp"
 
@@ -66,24 +68,6 @@ double figure(const CeilingSpec& spec, const CaseResult& c) {
   return 0;
 }
 
-double to_us(double value, const std::string& unit) {
-  if (unit == "ns") return value * 1e-3;
-  if (unit == "ms") return value * 1e3;
-  if (unit == "s") return value * 1e6;
-  return value;
-}
-
-// Per case, each repetition's median (us): the spread of a repeated run.
-std::map<std::string, std::vector<double>> repetition_medians(const ResultsFile& results) {
-  std::map<std::string, std::vector<double>> medians;
-  for (const auto& row : results.benchmarks) {
-    if (row.value("run_type", std::string("iteration")) == "aggregate" || row.value("error_occurred", false)) continue;
-    medians[strip_gb_suffixes(row.value("name", std::string()))].push_back(
-        to_us(row.value("real_time", 0.0), row.value("time_unit", std::string("ns"))));
-  }
-  return medians;
-}
-
 std::string hardware_key_of(const ResultsFile& results) {
   if (auto it = results.context.find("hardware_key"); it != results.context.end() && it->is_string())
     return it->get<std::string>();
@@ -122,65 +106,75 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
     return kExitFailed;
   }
 
-  // One process for every selected case; its JSON goes to a private temporary file.
+  // One process per repetition runs every selected case (separate processes, not Google
+  // Benchmark repetitions: a repeated run must reproduce from a fresh start, and GB's
+  // aggregate rows carry NaN coefficients of variation that are not valid JSON).
   std::string filter = "--benchmark_filter=^calibrate/(";
   for (std::size_t i = 0; i < chosen.size(); ++i) filter += (i ? "|" : "") + std::string(chosen[i].name);
   filter += ")/";
   const fs::path json_file = fs::temp_directory_path() / fmt::format("bench-calibrate-{}.json", ::getpid());
   std::vector<std::string> argv = {binary.string(), filter, "--benchmark_out=" + json_file.string(),
                                    "--benchmark_out_format=json"};
-  if (options.repetitions > 1) argv.push_back(fmt::format("--benchmark_repetitions={}", options.repetitions));
   argv.insert(argv.end(), options.harness_args.begin(), options.harness_args.end());
-  out << std::flush;
-  const ProcessResult process = run_process(argv, /*capture=*/false);
-  ResultsFile results;
-  try {
-    results = load_results(json_file);
-  } catch (const std::exception& e) {
-    err << "bench calibrate: the calibrate binary (" << process.describe() << ") left no results: " << e.what() << "\n";
+  std::map<std::string, std::vector<CaseResult>> runs;  // case name -> one result per repetition
+  std::string hardware_key;
+  int status = kExitOk;
+  for (int rep = 0; rep < options.repetitions; ++rep) {
+    out << std::flush;
+    const ProcessResult process = run_process(argv, /*capture=*/false);
+    if (!process.ok()) status = kExitFailed;
+    try {
+      const ResultsFile results = load_results(json_file);
+      if (hardware_key.empty()) hardware_key = hardware_key_of(results);
+      for (auto& c : extract_cases(results)) runs[c.name].push_back(std::move(c));
+    } catch (const std::exception& e) {
+      err << "bench calibrate: run " << rep + 1 << " of the calibrate binary (" << process.describe()
+          << ") left no results: " << e.what() << "\n";
+      status = kExitFailed;
+    }
     fs::remove(json_file);
-    return kExitFailed;
   }
-  fs::remove(json_file);
 
-  const std::vector<CaseResult> cases = extract_cases(results);
-  const auto reps = repetition_medians(results);
   const std::string date = utc_now_iso8601();
   std::map<std::string, Ceiling> measured;
-  int status = process.ok() ? kExitOk : kExitFailed;
   out << fmt::format("\n{:<18} {:>10} {:<8} {:>7} {:>8}  {}\n", "ceiling", "value", "unit", "noise", "spread", "outcome");
   for (const auto& spec : chosen) {
-    const auto it = std::find_if(cases.begin(), cases.end(), [&](const CaseResult& c) { return c.name == case_of(spec); });
-    if (it == cases.end() || it->outcome != Outcome::measured || !it->verified) {
-      const bool skipped = it != cases.end() && it->outcome == Outcome::skipped;
+    const auto& reps = runs[case_of(spec)];
+    const auto bad = std::find_if(reps.begin(), reps.end(), [](const CaseResult& c) {
+      return c.outcome != Outcome::measured || !c.verified;
+    });
+    if (reps.size() != static_cast<std::size_t>(options.repetitions) || bad != reps.end()) {
+      const bool skipped = bad != reps.end() && bad->outcome == Outcome::skipped;
       if (!skipped) status = kExitFailed;
-      const std::string what = it == cases.end() ? "FAILED: the case did not report"
-                               : it->outcome == Outcome::measured ? "FAILED: not verified"
-                               : (skipped ? "SKIPPED: " : "FAILED: ") + it->message;
+      const std::string what = bad == reps.end() ? "FAILED: the case did not report"
+                               : bad->outcome == Outcome::measured ? "FAILED: not verified"
+                               : (skipped ? "SKIPPED: " : "FAILED: ") + bad->message;
       out << fmt::format("{:<18} {:>10} {:<8} {:>7} {:>8}  {} (not stored)\n", spec.name, "-", spec.unit, "-", "-", what);
       continue;
     }
-    std::string spread = "-";
-    if (auto r = reps.find(it->name); r != reps.end() && r->second.size() > 1) {
-      const auto [lo, hi] = std::minmax_element(r->second.begin(), r->second.end());
-      spread = fmt::format("{:.1f}%", 100.0 * (*hi - *lo) / it->median_us);
-    }
-    const double value = figure(spec, *it);
-    measured[std::string(spec.name)] = Ceiling{value, std::string(spec.unit), it->noise, std::string(spec.method), date};
-    out << fmt::format("{:<18} {:>10.4g} {:<8} {:>6.2f}% {:>8}  measured\n", spec.name, value, spec.unit, 100 * it->noise, spread);
+    // The stored figure is the median over repetitions of each run's median; its noise the
+    // median of the runs' noise; the spread (max - min) / median says how well runs agree.
+    std::vector<double> values, noises;
+    for (const auto& c : reps) values.push_back(figure(spec, c)), noises.push_back(c.noise);
+    const double value = stats::median(values);
+    const double noise = stats::median(noises);
+    const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+    const std::string spread = reps.size() > 1 ? fmt::format("{:.1f}%", 100.0 * (*hi - *lo) / value) : "-";
+    measured[std::string(spec.name)] = Ceiling{value, std::string(spec.unit), noise, std::string(spec.method), date};
+    out << fmt::format("{:<18} {:>10.4g} {:<8} {:>6.2f}% {:>8}  measured\n", spec.name, value, spec.unit, 100 * noise, spread);
   }
 
   if (measured.empty()) {
     err << "bench calibrate: nothing measured, nothing written\n";
     return kExitFailed;
   }
-  const fs::path file = dir / (hardware_key_of(results) + ".json");
+  const fs::path file = dir / (hardware_key + ".json");
   try {
-    const Expectations before = load_expectations(file).value_or(Expectations{});
+    const std::optional<Expectations> before = load_expectations(file);
     update_ceilings(file, measured);
-    const auto after = load_expectations(file);
-    out << fmt::format("\nwrote {} ceiling(s) to {}\n", measured.size(), file.string());
-    for (const auto& line : diff_expectations(before, after.value_or(Expectations{}))) out << "  " << line << "\n";
+    out << fmt::format("\nwrote {} ceiling(s) to {}{}\n", measured.size(), file.string(), before ? "" : " (new file)");
+    if (before)
+      for (const auto& line : diff_expectations(*before, load_expectations(file).value())) out << "  " << line << "\n";
   } catch (const std::exception& e) {
     err << "bench calibrate: cannot update " << file.string() << ": " << e.what() << "\n";
     return kExitFailed;

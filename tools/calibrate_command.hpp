@@ -16,7 +16,7 @@ struct CalibrateOptions {
   Locations where;
   bool dry_run = false;                   // list what would be measured and where it would go
   std::vector<std::string> only;          // name prefixes ("hbm", "bf16"); empty: every ceiling
-  int repetitions = 1;                    // > 1: run each case that often, report the spread
+  int repetitions = 1;                    // > 1: run the binary that often, store the median, report the spread
   std::vector<std::string> harness_args;  // after "--": flags for the calibrate binary
 };
 

@@ -170,18 +170,7 @@ void device_reference(const W& w, cudaStream_t stream) {
 template <class W>
 void reference(const W& w, bench::HostData& h) {
   using In = typename W::InT;
-  auto a = h.input<In>("a");
-  auto b = h.input<In>("b");
-  auto d = h.expected("d");
-  std::vector<double> bt(static_cast<std::size_t>(w.k));
-  for (int64_t j = 0; j < w.n; ++j) {
-    for (int64_t p = 0; p < w.k; ++p) bt[p] = static_cast<float>(b[j * w.k + p]);
-    for (int64_t i = 0; i < w.m; ++i) {
-      double sum = 0;
-      for (int64_t p = 0; p < w.k; ++p) sum += static_cast<float>(a[i * w.k + p]) * bt[p];
-      d[j * w.m + i] = sum;
-    }
-  }
+  kernels::reference_gemm_tn(h.input<In>("a"), h.input<In>("b"), h.expected("d"), w.m, w.n, w.k);
 }
 
 // TF32 keeps 10 mantissa bits of each FP32 operand: each product is off by up to ~2^-10 relative,

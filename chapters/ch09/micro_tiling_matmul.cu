@@ -56,15 +56,7 @@ void device_reference(const Matmul& w, cudaStream_t stream) {
 }
 
 void reference(const Matmul& w, bench::HostData& h) {
-  auto a = h.input<float>("a");
-  auto b = h.input<float>("b");
-  auto d = h.expected("d");
-  for (int64_t j = 0; j < w.n; ++j)
-    for (int64_t i = 0; i < w.m; ++i) {
-      double sum = 0;
-      for (int64_t p = 0; p < w.k; ++p) sum += double(a[i * w.k + p]) * b[j * w.k + p];
-      d[j * w.m + i] = sum;
-    }
+  kernels::reference_gemm_tn(h.input<float>("a"), h.input<float>("b"), h.expected("d"), w.m, w.n, w.k);
 }
 
 BENCH_EXAMPLE(ch09, micro_tiling_matmul, Matmul)

@@ -100,7 +100,9 @@ void launch_wmma(const GemmBf16& w, cudaStream_t stream) {
 // --- vendor: cuBLASLt -----------------------------------------------------------------------------
 class Cublaslt {
  public:
-  Cublaslt(const GemmBf16& w, cudaStream_t) : gemm_(w.m, w.n, w.k, {.ab = CUDA_R_16BF, .d = CUDA_R_16BF}) {}
+  Cublaslt(const GemmBf16& w, cudaStream_t stream) : gemm_(w.m, w.n, w.k, {.ab = CUDA_R_16BF, .d = CUDA_R_16BF}) {
+    gemm_.pick_fastest(w.a.data(), w.b.data(), w.d.data(), stream);
+  }
   void operator()(const GemmBf16& w, cudaStream_t stream) { gemm_.run(w.a.data(), w.b.data(), w.d.data(), stream); }
 
  private:
@@ -112,18 +114,7 @@ void device_reference(const GemmBf16& w, cudaStream_t stream) {
 }
 
 void reference(const GemmBf16& w, bench::HostData& h) {
-  auto a = h.input<bf16>("a");
-  auto b = h.input<bf16>("b");
-  auto d = h.expected("d");
-  std::vector<double> af(a.size()), bf(b.size());
-  for (size_t i = 0; i < a.size(); ++i) af[i] = double(__bfloat162float(a[i]));
-  for (size_t i = 0; i < b.size(); ++i) bf[i] = double(__bfloat162float(b[i]));
-  for (int64_t j = 0; j < w.n; ++j)
-    for (int64_t i = 0; i < w.m; ++i) {
-      double sum = 0;
-      for (int64_t p = 0; p < w.k; ++p) sum += af[i * w.k + p] * bf[j * w.k + p];
-      d[j * w.m + i] = sum;
-    }
+  kernels::reference_gemm_tn(h.input<bf16>("a"), h.input<bf16>("b"), h.expected("d"), w.m, w.n, w.k);
 }
 
 template <class W>

@@ -140,7 +140,7 @@ ExampleRunSummary run_example(const fs::path& binary, const std::string& example
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::size_t before = into.benchmarks.size();
   try {
-    merge_run(into, json::parse(slurp(out_file)), dir / "samples");
+    merge_run(into, json::parse(null_non_finite(slurp(out_file))), dir / "samples");
   } catch (const json::exception&) {
     // A process that died mid-run leaves no or half a JSON file: its cases become a Crash.
   }

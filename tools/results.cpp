@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -129,6 +130,38 @@ std::string example_of(std::string_view case_name) {
   return std::string(slash == std::string_view::npos ? case_name : case_name.substr(0, slash));
 }
 
+std::string null_non_finite(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size()) out += text[++i];
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      out += c;
+      continue;
+    }
+    bool replaced = false;
+    for (std::string_view token : {"-nan", "-inf", "nan", "inf"}) {
+      const bool word_end = i + token.size() >= text.size() || !std::isalnum(static_cast<unsigned char>(text[i + token.size()]));
+      if (text.substr(i, token.size()) == token && word_end) {
+        out += "null";
+        i += token.size() - 1;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) out += c;
+  }
+  return out;
+}
+
 ResultsFile parse_results(std::string_view text, const std::string& source_name) {
   auto fail = [&](std::size_t offset, const std::string& what) -> ResultsError {
     const TextPosition at = text_position(text, offset);
@@ -136,7 +169,7 @@ ResultsFile parse_results(std::string_view text, const std::string& source_name)
   };
   json doc;
   try {
-    doc = json::parse(text);
+    doc = json::parse(null_non_finite(text));
   } catch (const json::parse_error& e) {
     throw fail(e.byte > 0 ? e.byte - 1 : 0, std::string("not valid JSON: ") + e.what());
   }

@@ -63,6 +63,11 @@ std::string example_of(std::string_view case_name);
 
 // Parses a merged results file or a plain Google Benchmark JSON output; errors name the source
 // and the line and column.
+// Google Benchmark writes non-finite numbers as bare nan, -nan, inf, -inf (its repetition
+// summaries do, for a counter that is zero in every run), which is not JSON. Returns the text
+// with each such token, outside strings, replaced by null (same positions for error messages
+// are not kept: only the tokens change length).
+std::string null_non_finite(std::string_view gb_json);
 ResultsFile parse_results(std::string_view text, const std::string& source_name);
 ResultsFile load_results(const std::filesystem::path& file);
 json to_json(const ResultsFile& results);

@@ -92,3 +92,15 @@ TEST(Results, NotResultsIsAnErrorWithPosition) {
 }
 
 }  // namespace
+
+TEST(NullNonFinite, ReplacesBareNonFiniteNumbersButNotStrings) {
+  const std::string gb = R"({"a": -nan, "b": nan, "c": inf, "d": -inf, "e": "nan inf", "f": 1.5, "g": [nan]})";
+  const auto j = nlohmann::json::parse(bench::tools::null_non_finite(gb));
+  EXPECT_TRUE(j["a"].is_null());
+  EXPECT_TRUE(j["b"].is_null());
+  EXPECT_TRUE(j["c"].is_null());
+  EXPECT_TRUE(j["d"].is_null());
+  EXPECT_EQ(j["e"], "nan inf");
+  EXPECT_EQ(j["f"], 1.5);
+  EXPECT_TRUE(j["g"][0].is_null());
+}

@@ -24,29 +24,21 @@
 #include <bench/bench.hpp>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
-#include <kernels/cublaslt_gemm.hpp>
-#include <kernels/reference_gemm.cuh>
+
+#include "tensor_core_gemm.cuh"  // the BF16 GEMM workload, cuBLASLt rung and references
 
 
 namespace {
 
-using bf16 = __nv_bfloat16;
+using ch09::bf16;
 using fp8 = __nv_fp8_e4m3;
 
 template <int64_t M, int64_t N, int64_t K>
-struct Gemm {
-  int64_t m, n, k;
-  bench::DeviceSpan<const bf16> a, b;
-  bench::DeviceSpan<bf16> d;
-  explicit Gemm(bench::Setup& s)
-      : m(s.size("m", M, 512)),  // verification: multiples of 16, not of any tile. cuBLASLt 13 found
-        n(s.size("n", N, 400)),  // no FP8 kernel that runs at 512 x 197 x 336 on an H200 (all 8
-        k(s.size("k", K, 272)),  // candidates NOT_SUPPORTED); 512 x 400 x 272 is calibrate's FP8 shape
-        a(s.input<bf16>("a", m * k, bench::uniform(-1, 1))),
-        b(s.input<bf16>("b", n * k, bench::uniform(-1, 1))),
-        d(s.output<bf16>("d", m * n)) {
-    s.flops(2.0 * m * n * k, bench::ceiling::bf16);
-  }
+struct Gemm : ch09::GemmBf16 {  // A, B, D and the flop count as tensor_core_gemm's
+  // Verification at 512 x 400 x 272: multiples of 16, not of any tile. cuBLASLt 13 found no FP8
+  // kernel that runs at 512 x 197 x 336 on an H200 (all 8 candidates NOT_SUPPORTED); this is the
+  // shape calibrate runs FP8 at.
+  explicit Gemm(bench::Setup& s) : GemmBf16(s, s.size("m", M, 512), s.size("n", N, 400), s.size("k", K, 272)) {}
 };
 
 __global__ void naive_gemm(const bf16* __restrict__ a, const bf16* __restrict__ b, bf16* __restrict__ d, int m, int n,
@@ -64,18 +56,6 @@ void launch_naive(const W& w, cudaStream_t stream) {
                                                                                     int(w.m), int(w.n), int(w.k));
   BENCH_CHECK_LAUNCH();
 }
-
-template <class W>
-class LtBf16 {
- public:
-  LtBf16(const W& w, cudaStream_t stream) : gemm_(w.m, w.n, w.k, {.ab = CUDA_R_16BF, .d = CUDA_R_16BF}) {
-    gemm_.pick_fastest(w.a.data(), w.b.data(), w.d.data(), stream);
-  }
-  void operator()(const W& w, cudaStream_t stream) { gemm_.run(w.a.data(), w.b.data(), w.d.data(), stream); }
-
- private:
-  kernels::LtGemm gemm_;
-};
 
 // --- FP8: per-tensor scales -----------------------------------------------------------------------
 __global__ void abs_max(const bf16* __restrict__ x, int64_t n, unsigned* __restrict__ amax_bits) {
@@ -133,31 +113,21 @@ class LtFp8 {
   kernels::LtGemm gemm_;
 };
 
-template <class W>
-void device_reference(const W& w, cudaStream_t stream) {
-  kernels::reference_gemm_tn(w.a.data(), w.b.data(), w.d.data(), w.m, w.n, w.k, stream);
-}
-
-template <class W>
-void reference(const W& w, bench::HostData& h) {
-  kernels::reference_gemm_tn(h.input<bf16>("a"), h.input<bf16>("b"), h.expected("d"), w.m, w.n, w.k);
-}
-
 using Gemm4096 = Gemm<4096, 4096, 4096>;
 using Gemm8192 = Gemm<8192, 8192, 8192>;
 
 BENCH_EXAMPLE(ch09, cublaslt_gemm, Gemm4096)
     .baseline("naive_thread_per_output", launch_naive<Gemm4096>)
-    .stateful<LtBf16<Gemm4096>>(bench::Role::optimized, "cublaslt_bf16")
-    .reference(reference<Gemm4096>)
-    .device_reference(device_reference<Gemm4096>)
+    .stateful<ch09::CublasltBf16>(bench::Role::optimized, "cublaslt_bf16")
+    .reference(ch09::reference)
+    .device_reference(ch09::device_reference)
     .tolerance(bench::relative_l2(1e-2));
 
 BENCH_EXAMPLE(ch09, cublaslt_gemm_fp8, Gemm8192)
-    .stateful<LtBf16<Gemm8192>>(bench::Role::baseline, "cublaslt_bf16")
+    .stateful<ch09::CublasltBf16>(bench::Role::baseline, "cublaslt_bf16")
     .stateful<LtFp8<Gemm8192>>(bench::Role::optimized, "cublaslt_fp8_e4m3_per_tensor", {.min_compute_capability = 89})
-    .reference(reference<Gemm8192>)
-    .device_reference(device_reference<Gemm8192>)
+    .reference(ch09::reference)
+    .device_reference(ch09::device_reference)
     .tolerance(bench::relative_l2(6e-2));
 
 }  // namespace

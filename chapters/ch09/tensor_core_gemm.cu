@@ -26,8 +26,6 @@
 //
 //   ./bench compare --chapter ch09 --example tensor_core_gemm
 #include <bench/bench.hpp>
-#include <kernels/cublaslt_gemm.hpp>
-#include <kernels/reference_gemm.cuh>
 #include <mma.h>
 
 #include "simt_gemm.cuh"
@@ -97,35 +95,15 @@ void launch_wmma(const GemmBf16& w, cudaStream_t stream) {
   BENCH_CHECK_LAUNCH();
 }
 
-// --- vendor: cuBLASLt -----------------------------------------------------------------------------
-class Cublaslt {
- public:
-  Cublaslt(const GemmBf16& w, cudaStream_t stream) : gemm_(w.m, w.n, w.k, {.ab = CUDA_R_16BF, .d = CUDA_R_16BF}) {
-    gemm_.pick_fastest(w.a.data(), w.b.data(), w.d.data(), stream);
-  }
-  void operator()(const GemmBf16& w, cudaStream_t stream) { gemm_.run(w.a.data(), w.b.data(), w.d.data(), stream); }
-
- private:
-  kernels::LtGemm gemm_;
-};
-
-void device_reference(const GemmBf16& w, cudaStream_t stream) {
-  kernels::reference_gemm_tn(w.a.data(), w.b.data(), w.d.data(), w.m, w.n, w.k, stream);
-}
-
-void reference(const GemmBf16& w, bench::HostData& h) {
-  kernels::reference_gemm_tn(h.input<bf16>("a"), h.input<bf16>("b"), h.expected("d"), w.m, w.n, w.k);
-}
-
 template <class W>
 void register_ladder(bench::Example<W>& e) {
   e.baseline("simt_micro_tile", launch_simt)
       .step("wmma", launch_wmma)
       .optimized("wgmma_tma_4stage", ch09::launch_wgmma_gemm, {.min_compute_capability = 90})
       .variant_requires([](const GemmBf16& w) { return ch09::wgmma_gemm_requires(w); })
-      .template stateful<Cublaslt>(bench::Role::vendor, "cublaslt")
-      .reference(reference)
-      .device_reference(device_reference)
+      .template stateful<ch09::CublasltBf16>(bench::Role::vendor, "cublaslt")
+      .reference(ch09::reference)
+      .device_reference(ch09::device_reference)
       .tolerance(bench::relative_l2(1e-2));
 }
 

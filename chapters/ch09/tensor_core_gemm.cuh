@@ -6,6 +6,8 @@
 
 #include <bench/bench.hpp>
 #include <cuda_bf16.h>
+#include <kernels/cublaslt_gemm.hpp>
+#include <kernels/reference_gemm.cuh>
 
 #include <cstdint>
 #include <string>
@@ -26,6 +28,27 @@ struct GemmBf16 {
     s.flops(2.0 * m * n * k, bench::ceiling::bf16);
   }
 };
+
+// cuBLASLt BF16 on the workload's buffers (plan and fastest candidate chosen in untimed setup):
+// the vendor rung of tensor_core_gemm, the optimized one of cublaslt_gemm.
+class CublasltBf16 {
+ public:
+  CublasltBf16(const GemmBf16& w, cudaStream_t stream) : gemm_(w.m, w.n, w.k, {.ab = CUDA_R_16BF, .d = CUDA_R_16BF}) {
+    gemm_.pick_fastest(w.a.data(), w.b.data(), w.d.data(), stream);
+  }
+  void operator()(const GemmBf16& w, cudaStream_t stream) { gemm_.run(w.a.data(), w.b.data(), w.d.data(), stream); }
+
+ private:
+  kernels::LtGemm gemm_;
+};
+
+// The checks: double CPU reference at the verification size, the simple GPU GEMM at the timing size.
+inline void reference(const GemmBf16& w, bench::HostData& h) {
+  kernels::reference_gemm_tn(h.input<bf16>("a"), h.input<bf16>("b"), h.expected("d"), w.m, w.n, w.k);
+}
+inline void device_reference(const GemmBf16& w, cudaStream_t stream) {
+  kernels::reference_gemm_tn(w.a.data(), w.b.data(), w.d.data(), w.m, w.n, w.k, stream);
+}
 
 // The wgmma rung (tensor_core_gemm_wgmma.cu): its shape requirement ("" when it can run) and
 // its launch.

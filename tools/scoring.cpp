@@ -149,8 +149,10 @@ const char* to_string(Status status) {
   return "?";
 }
 
+// At least 2%: on an H100 four honest copy kernels and cudaMemcpyAsync, each with under 0.2%
+// noise, spread over 3016-3061 GB/s (1.5%) in one run; a ceiling is one method's figure.
 double ceiling_allowance(const Ceiling& ceiling) {
-  return std::clamp(2.0 * ceiling.noise, 0.01, 0.05);
+  return std::clamp(2.0 * ceiling.noise, 0.02, 0.05);
 }
 
 std::map<Status, int> Scorecard::counts() const {

@@ -49,7 +49,7 @@ struct Scorecard {
 };
 
 // How far above a measured ceiling a result may land before it is called impossible: the
-// ceiling's own recorded noise (doubled), at least 1% and at most 5%.
+// ceiling's own recorded noise (doubled), at least 2% and at most 5%.
 double ceiling_allowance(const Ceiling& ceiling);
 
 // Scores every example found in `cases`. `expectations` may be empty (all NEW, no ceilings).

@@ -65,7 +65,25 @@ nlohmann::json case_json(const CaseResult& c) {
             {"p90_us", c.p90_us}, {"noise", c.noise}, {"samples", c.sample_count},
             {"gbps", c.gbps}, {"tflops", c.tflops}, {"verified", c.verified}, {"mode", c.mode},
             {"stop", c.stop}});
+  if (!c.metrics.empty()) j["metrics"] = c.metrics;
   return j;
+}
+
+// The variants' own figures (bench::Metric), e.g. a critical kernel's latency, one line per
+// row that has any: "  ch11/stream_priority optimized: critical_latency_us baseline 4474, optimized 1962".
+std::string metrics_lines(const Scorecard& card) {
+  std::string out;
+  for (const auto& row : card.rows) {
+    if (!row.subject || row.subject->metrics.empty()) continue;
+    for (const auto& [name, value] : row.subject->metrics) {
+      std::string line = fmt::format("  {} {}: {}", row.example, row.variant, name);
+      if (row.baseline)
+        if (auto it = row.baseline->metrics.find(name); it != row.baseline->metrics.end())
+          line += fmt::format(" baseline {:.4g},", it->second);
+      out += fmt::format("{} {} {:.4g}\n", line, row.variant, value);
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -92,6 +110,7 @@ std::string format_table(const Scorecard& card) {
   for (const auto& row : card.rows)
     if (!row.reason.empty())
       out += fmt::format("  {} {}: {}: {}\n", row.example, row.variant, to_string(row.status), row.reason);
+  out += metrics_lines(card);
   return out + summary_line(card) + "\n";
 }
 

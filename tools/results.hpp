@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,8 @@ struct CaseResult {
   int64_t sample_count = 0;
   std::string fingerprint, mode, stop, bw_ceiling, compute_ceiling;
   std::vector<double> samples;  // raw kept samples, microseconds; empty when not saved
+  std::vector<std::string> metric_names;  // the variant's own figures (label "metrics=a,b")
+  std::map<std::string, double> metrics;  // their values, from the row's counters
 };
 
 // An example whose process died: its cases that are missing from the output become FAILED.

@@ -86,6 +86,10 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   if (r.bytes > 0) label += ";bw=" + r.bandwidth_ceiling;
   if (r.flops > 0) label += ";compute=" + r.compute_ceiling;
   if (r.throttle_kept_all) label += ";throttled=all";
+  if (!r.metrics.empty()) {  // which counters are the variant's own figures (bench::Metric)
+    label += ";metrics=";
+    for (std::size_t i = 0; i < r.metrics.size(); ++i) label += (i ? "," : "") + r.metrics[i].name;
+  }
   state.SetLabel(label);
 }
 

@@ -37,6 +37,18 @@ TEST(Results, ReadsCountersLabelAndTimeUnit) {
   EXPECT_DOUBLE_EQ(c.pct_ceiling.value(), 80.0);
 }
 
+TEST(Results, ReadsTheVariantsOwnMetricsNamedInTheLabel) {
+  const auto cases = bench::tools::extract_cases(parse(R"([{"name": "ch11/prio/optimized/iterations:1/manual_time",
+      "run_type": "iteration", "real_time": 3319, "time_unit": "us", "verified": 1,
+      "critical_latency_us": 1962.5, "p10_us": 3300,
+      "label": "role=optimized;impl=high_priority;fp=00ff00ff00ff00ff;mode=cold;stop=converged;metrics=critical_latency_us"}])"));
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].metric_names, std::vector<std::string>{"critical_latency_us"});
+  ASSERT_EQ(cases[0].metrics.count("critical_latency_us"), 1u);
+  EXPECT_DOUBLE_EQ(cases[0].metrics.at("critical_latency_us"), 1962.5);
+  EXPECT_EQ(cases[0].metrics.count("p10_us"), 0u);  // standard counters are not metrics
+}
+
 TEST(Results, ErrorsAndSkipsInBothShapes) {
   const auto cases = bench::tools::extract_cases(parse(R"([
       {"name": "ch07/a/baseline/iterations:1/manual_time", "error_occurred": true,

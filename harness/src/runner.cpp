@@ -8,7 +8,6 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "options.hpp"
@@ -17,11 +16,6 @@
 
 namespace bench::detail {
 namespace {
-
-double now_seconds() {
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
 
 struct NvtxRange {
   explicit NvtxRange(const std::string& name) { nvtxRangePushA(name.c_str()); }
@@ -156,9 +150,9 @@ CaseResult Runner::run(const ExampleDef& example, const VariantDef& variant) {
 
 void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   const Options& opt = options();
-  // NVTX names use ':' because Nsight Compute's --nvtx-include reads '/' as nesting: the range
-  // "ch07:transpose:optimized" holds "verify", "warmup", "samples" and "final_check", selected
-  // with --nvtx-include "ch07:transpose:optimized/samples/".
+  // NVTX: the range "ch07:transpose:optimized" holds "verify", "warmup", "samples" and
+  // "final_check" (no '/' in names: Nsight reads it as nesting). On the H100, ncu's
+  // --nvtx-include did not select them; chapters/ch07/README.md profiles by kernel name.
   const std::string case_name = fmt::format("{}:{}:{}", e.chapter, e.name, v.name);
   NvtxRange case_range(case_name);
   Stream stream;
@@ -192,12 +186,12 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     NvtxRange range("warmup");
     double ignored = 0;
     r.first_call_s = sampler_->wall_seconds(launch, s, 1, &ignored);
-    const double start = now_seconds();
+    const double start = host_seconds();
     int calls = 0;
     do {
       r.warm_call_s = sampler_->wall_seconds(launch, s, 1, &ignored);
       ++calls;
-    } while ((calls < 3 || now_seconds() - start < 0.01) && calls < 200);
+    } while ((calls < 3 || host_seconds() - start < 0.01) && calls < 200);
   }
 
   {  // VALIDITY row 1: work the case's events did not see shows up as wall time they missed.
@@ -223,14 +217,14 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     }
     return Sample{};
   };
+  std::vector<double> seconds;  // every sample's time, kept and throttled alike
   {
     NvtxRange range("samples");
-    const double start = now_seconds();
-    std::vector<double> seconds;
+    const double start = host_seconds();
     while (true) {
       samples.push_back(take());
       seconds.push_back(samples.back().seconds);
-      r.stop = stats::should_stop(opt.stop, seconds, now_seconds() - start);
+      r.stop = stats::should_stop(opt.stop, seconds, host_seconds() - start);
       if (r.stop != stats::StopReason::none) break;
     }
   }
@@ -240,6 +234,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     NvtxRange range("final_check");
     CheckedRun c = begin_checked_run(w, run_seed(opt.seed, 2), 2, s);
     samples.push_back(take());
+    seconds.push_back(samples.back().seconds);
     end_checked_run(e, w, c, 2, s, "last timed sample", r);
   }
 
@@ -250,13 +245,9 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
 
   // A cold median at or under zero means the work is shorter than the timer floor's own
   // variation: no honest figure comes out of that, so say so rather than report 0.
-  if (r.mode == Mode::cold) {
-    std::vector<double> seconds;
-    for (const auto& sample : samples) seconds.push_back(sample.seconds);
-    if (stats::median(seconds) <= 0)
-      throw CheckFailure(fmt::format("the work is shorter than the timer floor ({:.2f} us) can resolve; "
-                                     "time it in hot mode (back-to-back batches)", r.timer_floor_s * 1e6));
-  }
+  if (r.mode == Mode::cold && stats::median(seconds) <= 0)
+    throw CheckFailure(fmt::format("the work is shorter than the timer floor ({:.2f} us) can resolve; "
+                                   "time it in hot mode (back-to-back batches)", r.timer_floor_s * 1e6));
 
   // VALIDITY row 11: drop samples taken while the SM clock was throttled.
   std::vector<double> mhz;

@@ -22,12 +22,12 @@ void alloc_mapped(T** host, T** device) {
   BENCH_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(device), *host, 0));
   **host = T{};
 }
+}  // namespace
 
-double now_seconds() {
+double host_seconds() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
-}  // namespace
 
 Sampler::Sampler(const DeviceInfo& device) {
   // At least twice the L2, so nothing a timed kernel reads can still be there (VALIDITY row 8).
@@ -98,7 +98,7 @@ Sample Sampler::cold_raw(const Launch& launch, cudaStream_t stream, bool use_blo
   }
   Sample s;
   s.seconds = elapsed();
-  s.sm_mhz = *reinterpret_cast<volatile float*>(mhz_host_);
+  s.sm_mhz = probed_mhz();
   if (use_blocking_kernel && *reinterpret_cast<volatile int*>(timed_out_host_) != 0)
     throw std::runtime_error(
         "the variant blocked the host while the harness's blocking kernel held the stream; "
@@ -113,7 +113,7 @@ Sample Sampler::hot(const Launch& launch, cudaStream_t stream, int batch) {
   BENCH_CUDA_CHECK(cudaEventRecord(stop_, stream));
   Sample s;
   s.seconds = elapsed() / batch;
-  s.sm_mhz = *reinterpret_cast<volatile float*>(mhz_host_);
+  s.sm_mhz = probed_mhz();
   return s;
 }
 
@@ -121,24 +121,24 @@ Sample Sampler::host(const Launch& launch, cudaStream_t stream) {
   probe_clock(stream);
   launch_l2_flush(flush_buffer_, flush_bytes_, flush_sink_, stream);
   BENCH_CUDA_CHECK(cudaDeviceSynchronize());
-  const double t0 = now_seconds();
+  const double t0 = host_seconds();
   launch(stream);
   BENCH_CUDA_CHECK(cudaDeviceSynchronize());
   Sample s;
-  s.seconds = now_seconds() - t0;
-  s.sm_mhz = *reinterpret_cast<volatile float*>(mhz_host_);
+  s.seconds = host_seconds() - t0;
+  s.sm_mhz = probed_mhz();
   return s;
 }
 
 double Sampler::wall_seconds(const Launch& launch, cudaStream_t stream, int launches,
                              double* event_seconds) {
   BENCH_CUDA_CHECK(cudaDeviceSynchronize());
-  const double t0 = now_seconds();
+  const double t0 = host_seconds();
   BENCH_CUDA_CHECK(cudaEventRecord(start_, stream));
   for (int i = 0; i < launches; ++i) launch(stream);
   BENCH_CUDA_CHECK(cudaEventRecord(stop_, stream));
   BENCH_CUDA_CHECK(cudaDeviceSynchronize());
-  const double wall = now_seconds() - t0;
+  const double wall = host_seconds() - t0;
   *event_seconds = elapsed();
   return wall;
 }

@@ -9,6 +9,10 @@
 
 namespace bench::detail {
 
+// Host steady clock in seconds: the harness's one wall clock (host-mode samples, the escaped-work
+// check, stopping timeouts).
+double host_seconds();
+
 struct Sample {
   double seconds = 0;   // per launch
   float sm_mhz = 0;     // SM clock measured just before the sample
@@ -41,7 +45,8 @@ class Sampler {
 
  private:
   Sample cold_raw(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel);
-  void probe_clock(cudaStream_t stream);  // result in *mhz_host_ after the next sync
+  void probe_clock(cudaStream_t stream);  // result in probed_mhz() after the next sync
+  float probed_mhz() const { return *reinterpret_cast<volatile float*>(mhz_host_); }
   double elapsed();  // seconds between start_ and stop_, once stop_ completes
 
   double timer_floor_ = -1;  // measured on first use

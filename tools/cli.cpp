@@ -82,6 +82,16 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   calibrate_cmd->add_option("--repetitions", calibrate.repetitions, "run each case this often and report the spread");
   calibrate_cmd->add_option("harness_args", calibrate.harness_args, "after --: flags for the calibrate binary");
 
+  ProfileOptions profile;
+  auto* profile_cmd = app.add_subcommand(
+      "profile", "one case under Nsight Compute or Nsight Systems: verified, warmed up, then one launch captured");
+  profile_cmd->add_option("case", profile.case_name, "the case, chNN/<example>/<variant> (`bench list`)")->required();
+  profile_cmd->add_option("--tool", profile.tool, "ncu (default; BENCH_NCU overrides the path) or nsys (BENCH_NSYS)")
+      ->check(CLI::IsMember({"ncu", "nsys"}));
+  profile_cmd->add_option("--set", profile.set, "ncu section set (default full; basic is quicker)");
+  profile_cmd->add_option("--output,-o", profile.output, "report path (default <build>/reports/profile/<case>)");
+  profile_cmd->add_option("tool_args", profile.tool_args, "after --: flags for the tool, placed before the binary");
+
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   try {
@@ -99,6 +109,17 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     }
     run.where = where;
     return run_command(run, out, err);
+  }
+  // A profiled run makes one untimed launch: it is never a measurement to score.
+  for (const auto* harness_args : {&compare.harness_args, &calibrate.harness_args})
+    for (const auto& arg : *harness_args)
+      if (arg.rfind("--bench_profile", 0) == 0) {
+        err << "bench: --bench_profile makes no measurement; use `bench profile <case>`\n";
+        return kExitUsage;
+      }
+  if (*profile_cmd) {
+    profile.where = where;
+    return profile_command(profile, out, err);
   }
   if (*compare_cmd) {
     if (compare.chapters.empty() && !compare.all && compare.from_results.empty()) {

@@ -53,6 +53,16 @@ int expectations_command(const ExpectationsOptions& options, std::ostream& out, 
 
 int env_command(const Locations& where, std::ostream& out, std::ostream& err);
 
+struct ProfileOptions {
+  Locations where;
+  std::string case_name;                // chNN/<example>/<variant>
+  std::string tool = "ncu";             // ncu | nsys (BENCH_NCU / BENCH_NSYS override the path)
+  std::string set;                      // ncu section set; empty: "full"
+  std::string output;                   // report path; empty: <build>/reports/profile/<case>
+  std::vector<std::string> tool_args;   // after "--", passed to the tool before the binary
+};
+int profile_command(const ProfileOptions& options, std::ostream& out, std::ostream& err);
+
 // Shared by the commands.
 std::string resolve_build_dir(const Locations& where);
 std::string resolve_expectations_dir(const Locations& where);

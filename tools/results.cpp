@@ -79,6 +79,15 @@ std::optional<std::pair<Outcome, std::string>> row_error(const json& row) {
   return std::pair{skipped ? Outcome::skipped : Outcome::failed, message};
 }
 
+// A row from `--bench_profile` (`bench profile`): one launch under a profiler, never timed.
+bool is_profile_row(const json& row) {
+  CaseResult c;
+  apply_label(c, row.value("label", std::string()));
+  return c.mode == "profile";
+}
+constexpr const char* kProfileRow =
+    "comes from a --bench_profile run (one untimed launch under a profiler): not a measurement";
+
 CaseResult case_from_row(const json& row, const std::string& name) {
   CaseResult c;
   c.name = name;
@@ -89,6 +98,11 @@ CaseResult case_from_row(const json& row, const std::string& name) {
   if (auto error = row_error(row)) {
     c.outcome = error->first;
     c.message = error->second;
+    return c;
+  }
+  if (c.mode == "profile") {  // parse_results refuses such files; a live run gets FAILED
+    c.outcome = Outcome::failed;
+    c.message = kProfileRow;
     return c;
   }
   c.median_us = to_microseconds(number_or(row, "real_time", 0), row.value("time_unit", "ns"));
@@ -185,6 +199,9 @@ ResultsFile parse_results(std::string_view text, const std::string& source_name)
   for (const auto& row : doc["benchmarks"]) {
     if (!row.is_object() || !row.contains("name") || !row["name"].is_string())
       throw fail(0, "every entry of \"benchmarks\" needs a string \"name\"");
+    if (is_profile_row(row))
+      throw ResultsError(fmt::format("{}: {} {}; rerun without it", source_name,
+                                     strip_gb_suffixes(row["name"].get<std::string>()), kProfileRow));
     out.benchmarks.push_back(row);
   }
   if (doc.value("format", std::string()) == kFormatName && doc.contains("crashes"))

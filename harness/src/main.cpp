@@ -93,6 +93,21 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   state.SetLabel(label);
 }
 
+// --bench_profile: the case ran once under the profiler, untimed. No time or rate is reported,
+// and "mode=profile" in the label makes the bench tools refuse the row as a measurement.
+void report_profiled(benchmark::State& state, const bench::detail::VariantDef& v, const CaseResult& r) {
+  for (auto _ : state) state.SetIterationTime(0);
+  auto& c = state.counters;
+  c["profiled"] = 1;
+  c["verified"] = 1;
+  c["max_abs_err"] = r.max_abs_err;
+  c["rel_l2_err"] = r.rel_l2_err;
+  for (auto& [name, counter] : c)
+    if (!std::isfinite(counter.value)) counter.value = -1;
+  state.SetLabel(fmt::format("role={};impl={};fp={};mode=profile",
+                             bench::to_string(v.role), v.description, r.fingerprint_hash));
+}
+
 void add_context(const bench::DeviceInfo& d, int argc, char** argv) {
   const auto& b = bench::build_info();
   std::string command;
@@ -118,6 +133,7 @@ void add_context(const bench::DeviceInfo& d, int argc, char** argv) {
       {"command_line", command},
   };
   for (const auto& [key, value] : entries) benchmark::AddCustomContext(key, value);
+  if (bench::detail::options().profile) benchmark::AddCustomContext("bench_profile", "on");
 }
 
 }  // namespace
@@ -166,6 +182,7 @@ int main(int argc, char** argv) {
           state.SkipWithError((tag + r.message).c_str());
           return;
         }
+        if (bench::detail::options().profile) return report_profiled(state, variant, r);
         for (auto _ : state) state.SetIterationTime(bench::stats::median(r.samples));
         report(state, variant, r, runner->ceilings());
         if (!bench::detail::options().samples_out.empty())

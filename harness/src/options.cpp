@@ -23,7 +23,9 @@ std::string options_help() {
          "  --bench_seed=N            input seed (same for every variant)\n"
          "  --bench_samples_out=DIR   write each case's raw samples to DIR/<case>.json\n"
          "  --bench_expectations_dir=DIR  where <hardware_key>.json ceilings are read from\n"
-         "  --bench_smoke             a quick run: few samples, every check still made\n";
+         "  --bench_smoke             a quick run: few samples, every check still made\n"
+         "  --bench_profile           verify and warm up, then ONE untimed launch between\n"
+         "                            cudaProfilerStart/Stop for ncu or nsys (bench profile)\n";
 }
 
 namespace {
@@ -77,6 +79,8 @@ std::string parse_options(int* argc, char** argv) {
       o.stop.min_samples = 3;
       o.stop.min_time_s = 0;
       o.stop.timeout_s = 0.2;
+    } else if (key == "bench_profile") {
+      o.profile = true;
     } else if (key == "bench_help") {
       error = options_help();
     } else {

@@ -16,6 +16,7 @@ struct Options {
   std::string samples_out;        // --bench_samples_out=DIR: raw samples per case
   std::string expectations_dir;   // --bench_expectations_dir (default <source>/expectations)
   bool smoke = false;             // --bench_smoke: few samples, every check still made
+  bool profile = false;           // --bench_profile: one untimed launch under cudaProfilerStart/Stop
   double throttle_tolerance = 0.10;
 };
 

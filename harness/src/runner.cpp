@@ -2,8 +2,10 @@
 //   requirements -> verify twice at the verification size -> build at the timing size ->
 //   first call and warm-up -> escaped-work check -> adaptive sampling -> a last sample on fresh
 //   inputs, re-verified -> throttle rule.
+// With --bench_profile the case stops after the warm-up: one launch under the profiler, checked.
 #include "runner.hpp"
 
+#include <cuda_profiler_api.h>
 #include <fmt/format.h>
 #include <nvtx3/nvToolsExt.h>
 
@@ -107,6 +109,37 @@ void end_checked_run(const ExampleDef& e, const WorkloadInstance& w, CheckedRun&
   }
 }
 
+// cudaProfilerStart/Stop around one launch (ncu --profile-from-start off, nsys
+// --capture-range=cudaProfilerApi capture only this). Stopped even when the launch throws.
+struct ProfilerRange {
+  ProfilerRange() {
+    BENCH_CUDA_CHECK(cudaProfilerStart());
+    nvtxRangePushA("profiled_launch");
+  }
+  ~ProfilerRange() {
+    nvtxRangePop();
+    cudaProfilerStop();
+  }
+};
+
+void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& launch,
+                  Sampler& sampler, cudaStream_t s, CaseResult& r) {
+  // Like the last timed sample: fresh inputs, poisoned outputs, L2 flushed, then checked. The
+  // fill, poison, clock probe and flush kernels all run before the profiler starts, so the
+  // range holds the variant's own kernels from exactly one launch (host mode's sequence:
+  // flush, device sync, launch, device sync).
+  NvtxRange range("profile");
+  CheckedRun c = begin_checked_run(w, run_seed(options().seed, 2), 2, s);
+  sampler.host(
+      [&](cudaStream_t stream) {
+        ProfilerRange profiled;
+        launch(stream);
+        BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+      },
+      s);
+  end_checked_run(e, w, c, 2, s, "profiled launch", r);
+}
+
 }  // namespace
 
 Runner::Runner(DeviceInfo device, std::map<std::string, double> ceilings)
@@ -151,8 +184,9 @@ CaseResult Runner::run(const ExampleDef& example, const VariantDef& variant) {
 void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   const Options& opt = options();
   // NVTX: the range "ch07:transpose:optimized" holds "verify", "warmup", "samples" and
-  // "final_check" (no '/' in names: Nsight reads it as nesting). On the H100, ncu's
-  // --nvtx-include did not select them; chapters/ch07/README.md profiles by kernel name.
+  // "final_check", or "profile" with --bench_profile (no '/' in names: Nsight reads it as
+  // nesting). On the H100, ncu's --nvtx-include did not select them; `bench profile` selects
+  // with cudaProfilerStart/Stop instead (docs/profiling.md).
   const std::string case_name = fmt::format("{}:{}:{}", e.chapter, e.name, v.name);
   NvtxRange case_range(case_name);
   Stream stream;
@@ -193,6 +227,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
       ++calls;
     } while ((calls < 3 || host_seconds() - start < 0.01) && calls < 200);
   }
+
+  if (opt.profile) return profile_once(e, w, launch, *sampler_, s, r);
 
   {  // VALIDITY row 1: work the case's events did not see shows up as wall time they missed.
     const int launches = std::clamp(static_cast<int>(std::ceil(5e-3 / std::max(r.warm_call_s, 1e-7))), 3, 2000);

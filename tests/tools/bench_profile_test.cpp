@@ -1,0 +1,159 @@
+// `bench profile` with a stand-in for ncu/nsys (a script that records its arguments), on the fake
+// chapter ch99: the exact command line, the unknown-case and missing-tool errors, and the refusal
+// of --bench_profile output as a measurement.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "chapter_process.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using bench::tools::ProcessResult;
+
+fs::path scratch_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("bench_profile_test_" + name + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+ProcessResult bench(std::vector<std::string> args) {
+  args.insert(args.begin(), BENCH_EXE);
+  return bench::tools::run_process(args, true);
+}
+
+// An executable that writes its arguments, one a line, to <itself>.argv.
+fs::path fake_tool(const fs::path& dir, const std::string& name) {
+  const fs::path tool = dir / name;
+  std::ofstream(tool) << "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$0.argv\"\n";
+  fs::permissions(tool, fs::perms::owner_all);
+  return tool;
+}
+
+std::vector<std::string> recorded_argv(const fs::path& tool) {
+  std::ifstream in(tool.string() + ".argv");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// True when `needle` appears in `haystack` as consecutive elements.
+bool has_run(const std::vector<std::string>& haystack, const std::vector<std::string>& needle) {
+  return std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end()) != haystack.end();
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += s + " ";
+  return out;
+}
+
+class BenchProfile : public ::testing::Test {
+ protected:
+  void SetUp() override { ::setenv("BENCH_ASSUME_GPU", "1", 1); }
+  void TearDown() override {
+    ::unsetenv("BENCH_ASSUME_GPU");
+    ::unsetenv("BENCH_NCU");
+    ::unsetenv("BENCH_NSYS");
+  }
+};
+
+TEST_F(BenchProfile, NcuCapturesOnlyTheProfilerRangeWithClocksUntouched) {
+  const fs::path dir = scratch_dir("ncu");
+  const fs::path tool = fake_tool(dir, "ncu");
+  ::setenv("BENCH_NCU", tool.c_str(), 1);
+  const auto r = bench({"profile", "ch99/first/optimized", "--build-dir", FAKE_BUILD_DIR, "--set", "basic",
+                        "-o", (dir / "report").string(), "--", "--section", "SpeedOfLight"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto argv = recorded_argv(tool);
+  const std::string binary = std::string(FAKE_BUILD_DIR) + "/chapters/ch99/ch99";
+  EXPECT_TRUE(has_run(argv, {"--profile-from-start", "off"})) << joined(argv);
+  EXPECT_TRUE(has_run(argv, {"--clock-control", "none"})) << joined(argv);
+  EXPECT_TRUE(has_run(argv, {"--cache-control", "all"})) << joined(argv);
+  EXPECT_TRUE(has_run(argv, {"--set", "basic"})) << joined(argv);
+  EXPECT_TRUE(has_run(argv, {"-o", (dir / "report").string()})) << joined(argv);
+  // Extra tool flags go before the binary; the binary's own flags end the line.
+  EXPECT_TRUE(has_run(argv, {"--section", "SpeedOfLight", binary,
+                             "--benchmark_filter=^ch99/first/optimized(/|$)", "--bench_profile"}))
+      << joined(argv);
+  EXPECT_EQ(argv.back(), "--bench_profile");
+  // The exact command line is printed, quoted for a shell.
+  EXPECT_NE(r.out.find("bench profile: " + tool.string() + " --profile-from-start off --clock-control none"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("'--benchmark_filter=^ch99/first/optimized(/|$)' --bench_profile"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find((dir / "report.ncu-rep").string()), std::string::npos) << r.out;
+
+  // Without --set the full section set is collected.
+  ASSERT_EQ(bench({"profile", "ch99/last/baseline", "--build-dir", FAKE_BUILD_DIR, "-o", (dir / "r2").string()}).exit_code, 0);
+  EXPECT_TRUE(has_run(recorded_argv(tool), {"--set", "full"})) << joined(recorded_argv(tool));
+  fs::remove_all(dir);
+}
+
+TEST_F(BenchProfile, NsysCapturesTheCudaProfilerApiRange) {
+  const fs::path dir = scratch_dir("nsys");
+  const fs::path tool = fake_tool(dir, "nsys");
+  ::setenv("BENCH_NSYS", tool.c_str(), 1);
+  const auto r = bench({"profile", "ch99/first/baseline", "--tool", "nsys", "--build-dir", FAKE_BUILD_DIR,
+                        "-o", (dir / "timeline").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto argv = recorded_argv(tool);
+  ASSERT_FALSE(argv.empty());
+  EXPECT_EQ(argv.front(), "profile");
+  EXPECT_TRUE(has_run(argv, {"--capture-range=cudaProfilerApi", "--capture-range-end=stop"})) << joined(argv);
+  EXPECT_TRUE(has_run(argv, {"--benchmark_filter=^ch99/first/baseline(/|$)", "--bench_profile"})) << joined(argv);
+  // --set is ncu's: asking for it with nsys is bad usage.
+  EXPECT_EQ(bench({"profile", "ch99/first/baseline", "--tool", "nsys", "--set", "full", "--build-dir",
+                   FAKE_BUILD_DIR}).exit_code, 2);
+  fs::remove_all(dir);
+}
+
+TEST_F(BenchProfile, UnknownCaseNamesTheNearestAndHowToList) {
+  const auto r = bench({"profile", "ch99/first/optimised", "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no case ch99/first/optimised"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("  ch99/first/optimized"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bench list --chapter ch99"), std::string::npos) << r.err;
+
+  const auto malformed = bench({"profile", "first/optimized", "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_NE(malformed.err.find("expected one case like ch07/copy_coalescing/optimized"), std::string::npos)
+      << malformed.err;
+  const auto unbuilt = bench({"profile", "ch98/first/optimized", "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(unbuilt.exit_code, 2);
+  EXPECT_NE(unbuilt.err.find("ch98 is not built"), std::string::npos) << unbuilt.err;
+}
+
+TEST_F(BenchProfile, MissingToolIsOneClearLine) {
+  ::setenv("BENCH_NCU", "/nonexistent/ncu", 1);
+  const auto r = bench({"profile", "ch99/first/optimized", "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("BENCH_NCU=/nonexistent/ncu is not an executable"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Nsight Compute"), std::string::npos) << r.err;
+}
+
+// A --bench_profile row is one untimed launch: compare must never score it.
+TEST_F(BenchProfile, ProfileOutputIsRefusedAsAMeasurement) {
+  const fs::path dir = scratch_dir("refuse");
+  std::ofstream(dir / "profiled.json") << R"({"context": {"hardware_key": "test_gpu", "bench_profile": "on"},
+    "benchmarks": [{"name": "ch99/first/optimized/iterations:1/manual_time", "run_type": "iteration",
+    "real_time": 0, "time_unit": "us", "verified": 1, "profiled": 1,
+    "label": "role=optimized;impl=x;fp=00000000000000aa;mode=profile"}]})";
+  const auto r = bench({"compare", "--from-results", (dir / "profiled.json").string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("ch99/first/optimized comes from a --bench_profile run"), std::string::npos) << r.err;
+
+  const auto live = bench({"compare", "--chapter", "ch99", "--build-dir", FAKE_BUILD_DIR, "--", "--bench_profile"});
+  EXPECT_EQ(live.exit_code, 2);
+  EXPECT_NE(live.err.find("use `bench profile <case>`"), std::string::npos) << live.err;
+  fs::remove_all(dir);
+}
+
+}  // namespace

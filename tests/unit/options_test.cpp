@@ -1,0 +1,53 @@
+// harness/src/options.cpp: --bench_* flags are consumed, everything else is left for Google
+// Benchmark, bad values are errors.
+#include "options.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+using bench::detail::options;
+using bench::detail::Options;
+
+class HarnessOptions : public ::testing::Test {
+ protected:
+  void TearDown() override { options() = Options{}; }
+  // Parses args (after a program name); returns the error and leaves the kept args in kept.
+  std::string parse(std::vector<std::string> args) {
+    args.insert(args.begin(), "chNN");
+    storage = args;
+    argv.clear();
+    for (auto& a : storage) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int argc = static_cast<int>(storage.size());
+    const std::string error = bench::detail::parse_options(&argc, argv.data());
+    kept.assign(argv.begin() + 1, argv.begin() + argc);
+    return error;
+  }
+  std::vector<std::string> storage, kept;
+  std::vector<char*> argv;
+};
+
+TEST_F(HarnessOptions, ProfileIsOffUnlessAsked) {
+  EXPECT_EQ(parse({"--benchmark_filter=x"}), "");
+  EXPECT_FALSE(options().profile);
+}
+
+TEST_F(HarnessOptions, ProfileFlagIsConsumedAndOtherFlagsKept) {
+  EXPECT_EQ(parse({"--benchmark_filter=^ch07/copy_coalescing/optimized(/|$)", "--bench_profile"}), "");
+  EXPECT_TRUE(options().profile);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(std::string(kept[0]), "--benchmark_filter=^ch07/copy_coalescing/optimized(/|$)");
+}
+
+TEST_F(HarnessOptions, BadValuesAndUnknownFlagsAreErrors) {
+  EXPECT_NE(parse({"--bench_min_samples=0"}).find("expected a number >= 1"), std::string::npos);
+  EXPECT_NE(parse({"--bench_mode=warm"}).find("expected cold or hot"), std::string::npos);
+  EXPECT_NE(parse({"--bench_profiel"}).find("unknown flag --bench_profiel"), std::string::npos);
+  EXPECT_NE(parse({"--bench_help"}).find("--bench_profile"), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,182 @@
+// `bench profile <case>`: one case of a chapter binary under Nsight Compute (ncu) or Nsight
+// Systems (nsys). The binary runs with --bench_profile: it verifies and warms up as usual, then
+// makes exactly one launch of the variant between cudaProfilerStart and cudaProfilerStop, and
+// the tool is told to capture only that range. docs/profiling.md has the details.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <ostream>
+#include <regex>
+#include <sstream>
+
+#include "chapter_process.hpp"
+#include "commands.hpp"
+
+namespace bench::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_executable(const fs::path& file) {
+  std::error_code ec;
+  return fs::is_regular_file(file, ec) && ::access(file.c_str(), X_OK) == 0;
+}
+
+// BENCH_NCU / BENCH_NSYS, else PATH, else the CUDA toolkit's bin/. Empty (and *error) if none.
+std::string find_tool(const std::string& tool, std::string* error) {
+  const std::string env = tool == "ncu" ? "BENCH_NCU" : "BENCH_NSYS";
+  const std::string what = tool == "ncu" ? "Nsight Compute" : "Nsight Systems";
+  if (const char* path = std::getenv(env.c_str()); path && *path) {
+    if (is_executable(path)) return path;
+    *error = fmt::format("{}={} is not an executable file; point it at the {} executable ({})",
+                         env, path, tool, what);
+    return {};
+  }
+  std::vector<fs::path> dirs;
+  if (const char* path = std::getenv("PATH")) {
+    std::istringstream in(path);
+    for (std::string dir; std::getline(in, dir, ':');)
+      if (!dir.empty()) dirs.emplace_back(dir);
+  }
+  dirs.emplace_back("/usr/local/cuda/bin");
+  for (const auto& dir : dirs)
+    if (is_executable(dir / tool)) return (dir / tool).string();
+  *error = fmt::format(
+      "{} ({}) not found on PATH or in /usr/local/cuda/bin: install it (the CUDA toolkit's "
+      "nsight-{} component, or NVIDIA's standalone {} package) or set {}=/path/to/{}",
+      tool, what, tool == "ncu" ? "compute" : "systems", what, env, tool);
+  return {};
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The registered cases closest to a name that is not one of them, nearest first.
+std::vector<std::string> near_matches(const std::string& name, const std::vector<std::string>& cases) {
+  std::vector<std::pair<std::size_t, std::string>> scored;
+  const std::size_t limit = std::max<std::size_t>(3, name.size() / 3);
+  for (const auto& c : cases)
+    if (const std::size_t d = edit_distance(name, c); d <= limit || example_of(c) == example_of(name))
+      scored.emplace_back(d, c);
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < scored.size() && i < 5; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+// How a shell would need the argument written, for the printed command line.
+std::string shell_quote(const std::string& arg) {
+  static const std::regex plain("[A-Za-z0-9_./=:,+@%-]+");
+  if (std::regex_match(arg, plain)) return arg;
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+int profile_command(const ProfileOptions& options, std::ostream& out, std::ostream& err) {
+  static const std::regex case_pattern("(ch[0-9]{2})/[^/]+/[^/]+");
+  std::smatch m;
+  if (!std::regex_match(options.case_name, m, case_pattern)) {
+    err << "bench profile: expected one case like ch07/copy_coalescing/optimized, got '"
+        << options.case_name << "' (`bench list` shows the cases)\n";
+    return kExitUsage;
+  }
+  if (options.tool != "ncu" && !options.set.empty()) {
+    err << "bench profile: --set is a Nsight Compute section set; it does not apply to --tool "
+        << options.tool << "\n";
+    return kExitUsage;
+  }
+  const std::string chapter = m[1];
+  const fs::path build_dir = resolve_build_dir(options.where);
+  const fs::path binary = chapter_binary(build_dir, chapter);
+  if (!fs::is_regular_file(binary)) {
+    const auto built = built_chapters(build_dir);
+    std::string have;
+    for (const auto& c : built) have += " " + c;
+    err << "bench profile: " << chapter << " is not built (no " << binary.string() << "; built:"
+        << (have.empty() ? " none" : have) << ")\n";
+    return kExitUsage;
+  }
+  std::string list_error;
+  const auto cases = list_cases(binary, &list_error);
+  if (!list_error.empty()) {
+    err << "bench profile: " << list_error << "\n";
+    return kExitFailed;
+  }
+  if (std::find(cases.begin(), cases.end(), options.case_name) == cases.end()) {
+    err << "bench profile: no case " << options.case_name << " in " << binary.string() << "\n";
+    const auto near = near_matches(options.case_name, cases);
+    if (!near.empty()) {
+      err << "did you mean:\n";
+      for (const auto& c : near) err << "  " << c << "\n";
+    }
+    err << "`bench list --chapter " << chapter << "` lists every case of " << chapter << "\n";
+    return kExitUsage;
+  }
+  std::string tool_error;
+  const std::string tool = find_tool(options.tool, &tool_error);
+  if (tool.empty()) {
+    err << "bench profile: " << tool_error << "\n";
+    return kExitUsage;
+  }
+  std::string why;
+  if (!gpu_available(&why)) {
+    err << "bench profile: no CUDA device (" << why << ")\n";
+    return kExitFailed;
+  }
+
+  std::string file = options.case_name;
+  std::replace(file.begin(), file.end(), '/', '.');
+  const fs::path output = options.output.empty() ? build_dir / "reports" / "profile" / file
+                                                 : fs::path(options.output);
+  if (output.has_parent_path()) fs::create_directories(output.parent_path());
+  std::vector<std::string> argv = {tool};
+  if (options.tool == "ncu") {
+    // --clock-control none: ncu locks the SM clock to base by default, and this suite never
+    // changes GPU clocks. --cache-control all: caches flushed before the profiled kernel.
+    argv.insert(argv.end(), {"--profile-from-start", "off", "--clock-control", "none",
+                             "--cache-control", "all", "--set",
+                             options.set.empty() ? "full" : options.set, "--force-overwrite",
+                             "-o", output.string()});
+  } else {
+    argv.insert(argv.end(), {"profile", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
+                             "--trace=cuda,nvtx", "--force-overwrite=true", "-o", output.string()});
+  }
+  argv.insert(argv.end(), options.tool_args.begin(), options.tool_args.end());
+  argv.insert(argv.end(), {binary.string(), "--benchmark_filter=^" + options.case_name + "(/|$)",
+                           "--bench_profile"});
+
+  std::string command;
+  for (const auto& a : argv) command += (command.empty() ? "" : " ") + shell_quote(a);
+  out << "bench profile: " << command << "\n" << std::flush;
+  const ProcessResult result = run_process(argv, false);
+  if (!result.ok()) {
+    err << "bench profile: " << options.tool << " " << result.describe() << "\n";
+    return kExitFailed;
+  }
+  const std::string extension = options.tool == "ncu" ? ".ncu-rep" : ".nsys-rep";
+  const std::string report = output.extension() == extension ? output.string() : output.string() + extension;
+  out << "bench profile: report " << report << "\n"
+      << (options.tool == "ncu" ? "  read it: ncu --import " + shell_quote(report) + " --print-summary per-kernel\n"
+                                : "  read it: nsys stats --report cuda_gpu_kern_sum " + shell_quote(report) + "\n");
+  return kExitOk;
+}
+
+}  // namespace bench::tools

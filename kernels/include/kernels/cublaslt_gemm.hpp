@@ -27,6 +27,7 @@ struct LtGemmTypes {
   cudaDataType ab = CUDA_R_16BF;  // A and B element type
   cudaDataType d = CUDA_R_16BF;   // C and D element type (C is unused: beta = 0)
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // FP32 accumulate (TF32: _32F_FAST_TF32)
 };
 
 class LtGemm {
@@ -38,7 +39,7 @@ class LtGemm {
          const float* scale_a = nullptr, const float* scale_b = nullptr)
       : workspace_(kWorkspaceBytes) {
     check_cublas(cublasLtCreate(&handle_), "cublasLtCreate");
-    check_cublas(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    check_cublas(cublasLtMatmulDescCreate(&desc_, t.compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     set(CUBLASLT_MATMUL_DESC_TRANSA, ta);
     set(CUBLASLT_MATMUL_DESC_TRANSB, tb);

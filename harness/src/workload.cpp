@@ -71,8 +71,11 @@ std::span<const std::byte> HostData::input_bytes(std::string_view name, DType dt
   auto it = impl_.buffers.inputs.find(std::string(name));
   if (it == impl_.buffers.inputs.end())
     throw std::invalid_argument(fmt::format("reference asked for unknown input '{}'", name));
-  (void)dtype;
-  return it->second;
+  // A reference reading BF16 bits as float would compute garbage that might still "agree".
+  if (it->second.dtype != dtype)
+    throw std::invalid_argument(fmt::format("reference read input '{}' as {}, but it holds {}", name,
+                                            to_string(dtype), to_string(it->second.dtype)));
+  return it->second.bytes;
 }
 
 std::span<double> HostData::expected(std::string_view name) {
@@ -128,7 +131,8 @@ HostBuffers copy_inputs_to_host(const WorkloadInstance& w, cudaStream_t stream) 
   HostBuffers host;
   for (const auto& b : w.buffers()) {
     if (b.is_input) {
-      auto& bytes = host.inputs[b.name];
+      auto& [dtype, bytes] = host.inputs[b.name];
+      dtype = b.dtype;
       bytes.resize(b.bytes());
       BENCH_CUDA_CHECK(
           cudaMemcpyAsync(bytes.data(), b.device, b.bytes(), cudaMemcpyDeviceToHost, stream));

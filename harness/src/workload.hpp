@@ -56,8 +56,12 @@ uint64_t input_checksum(const WorkloadInstance& w, cudaStream_t stream);
 // Writes a byte pattern over every output; the pattern differs per `run` (NaN first).
 void poison_outputs(const WorkloadInstance& w, int run, cudaStream_t stream);
 
+struct HostInput {
+  DType dtype = DType::f32;  // what the reference must read it as
+  std::vector<std::byte> bytes;
+};
 struct HostBuffers {
-  std::map<std::string, std::vector<std::byte>> inputs;
+  std::map<std::string, HostInput> inputs;
   std::map<std::string, std::vector<double>> expected;
 };
 // Copies inputs to the host (synchronises `stream`) and sizes the expected outputs.

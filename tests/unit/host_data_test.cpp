@@ -1,0 +1,46 @@
+// harness/src/workload.cpp: the CPU reference reads each input as the type it was declared with.
+#include "workload.hpp"
+
+#include <bench/bench.hpp>
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+namespace {
+
+bench::detail::HostBuffers one_float_input() {
+  bench::detail::HostBuffers buffers;
+  auto& in = buffers.inputs["in"];
+  in.dtype = bench::DType::f32;
+  in.bytes.resize(4 * sizeof(float));
+  return buffers;
+}
+
+TEST(HostData, AnInputReadAsItsDeclaredTypeHasItsElementCount) {
+  auto buffers = one_float_input();
+  bench::detail::HostDataImpl impl(buffers);
+  bench::HostData h(impl);
+  EXPECT_EQ(h.input<float>("in").size(), 4u);
+}
+
+// A reference reading FP32 bits as BF16 would compare garbage it computed itself.
+TEST(HostData, AnInputReadAsAnotherTypeIsAnErrorNamingBoth) {
+  auto buffers = one_float_input();
+  bench::detail::HostDataImpl impl(buffers);
+  bench::HostData h(impl);
+  try {
+    (void)h.input<__nv_bfloat16>("in");
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("reference read input 'in' as bf16, but it holds f32"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(HostData, AnUnknownInputIsAnError) {
+  auto buffers = one_float_input();
+  bench::detail::HostDataImpl impl(buffers);
+  bench::HostData h(impl);
+  EXPECT_THROW((void)h.input<float>("missing"), std::invalid_argument);
+}
+
+}  // namespace

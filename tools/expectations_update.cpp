@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <ctime>
 
@@ -34,6 +36,21 @@ int64_t context_integer(const json& context, const char* key) {
   }
 }
 
+// The relative standard error of a median of n samples with robust noise `noise`.
+double median_error(double noise, int64_t n) {
+  return n > 0 ? 1.2533 * noise / std::sqrt(double(n)) : INFINITY;
+}
+
+std::string noise_refusal(const CaseResult& side, const UpdatePolicy& policy) {
+  if (side.noise <= policy.max_noise) return {};
+  const double error = median_error(side.noise, side.sample_count);
+  if (side.noise <= policy.max_jittery_noise && error <= policy.max_median_error) return {};
+  return fmt::format("{} is too noisy: {:.1f}% > {:.1f}%, and {} samples pin its median only to "
+                     "{:.2f}% (accepted: <= {:.1f}% noise with the median within {:.1f}%)",
+                     side.variant, 100 * side.noise, 100 * policy.max_noise, side.sample_count,
+                     100 * error, 100 * policy.max_jittery_noise, 100 * policy.max_median_error);
+}
+
 // Why a row may not become an expectation; empty when it may.
 std::string refusal(const ScoredRow& row, const UpdatePolicy& policy) {
   switch (row.status) {
@@ -45,9 +62,7 @@ std::string refusal(const ScoredRow& row, const UpdatePolicy& policy) {
   }
   for (const auto* side : {&*row.baseline, &*row.subject}) {
     if (!side->verified) return side->variant + " is not verified";
-    if (side->noise > policy.max_noise)
-      return fmt::format("{} is too noisy: {:.1f}% > {:.1f}%", side->variant, 100 * side->noise,
-                         100 * policy.max_noise);
+    if (const std::string why = noise_refusal(*side, policy); !why.empty()) return why;
   }
   if (row.speedup_from_medians_only) return "no raw samples, so no confidence interval";
   const double width = (row.speedup->high - row.speedup->low) / row.speedup->estimate;
@@ -93,6 +108,8 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
     ExampleExpectation entry;
     if (auto it = x.examples.find(row.example); it != x.examples.end()) entry.tolerance = it->second.tolerance;
     else entry.tolerance = policy.default_tolerance;
+    // A jittery side's speedup moves with the host: the band is at least twice its noise.
+    entry.tolerance = std::max({entry.tolerance, 2 * row.baseline->noise, 2 * row.subject->noise});
     entry.speedup = row.speedup->estimate;
     entry.pct_ceiling = row.pct_ceiling;
     entry.provenance = provenance;
@@ -101,7 +118,7 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
     // The ladder's other rungs are recorded too when they are clean.
     for (const auto& rung : card.rows)
       if (rung.example == row.example && rung.kind != RowKind::pair && rung.status == Status::info &&
-          rung.subject->verified && rung.subject->noise <= policy.max_noise)
+          rung.subject->verified && noise_refusal(*rung.subject, policy).empty())
         entry.variants[rung.subject->variant] = {rung.subject->median_us, rung.subject->noise};
     x.examples[row.example] = std::move(entry);
     result.accepted.push_back(row.example);

@@ -1,0 +1,67 @@
+// tools/expectations_update.cpp: which scored rows may become expectations, judged on noise.
+#include "expectations_update.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace {
+
+using bench::tools::CaseResult;
+using bench::tools::plan_update;
+using bench::tools::UpdatePolicy;
+
+CaseResult make_case(const std::string& variant, double median_us, double noise, int n, unsigned seed) {
+  CaseResult c;
+  c.example = "ch12/launches";
+  c.variant = variant;
+  c.name = c.example + "/" + variant;
+  c.role = variant;
+  c.verified = true;
+  c.fingerprint = "00000000000000aa";
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> dist(median_us, median_us * noise);
+  for (int i = 0; i < n; ++i) c.samples.push_back(dist(rng));
+  c.median_us = median_us;
+  c.noise = noise;
+  c.sample_count = n;
+  return c;
+}
+
+bench::tools::UpdateResult update_with(double baseline_noise, int baseline_samples) {
+  const std::vector<CaseResult> cases = {make_case("baseline", 1000, baseline_noise, baseline_samples, 1),
+                                         make_case("optimized", 280, 0.002, 200, 2)};
+  const auto card = bench::tools::score(cases, std::nullopt, "test_gpu");
+  UpdatePolicy policy;
+  policy.date = "2026-01-01T00:00:00Z";
+  return plan_update(std::nullopt, card, nlohmann::json::object(), policy);
+}
+
+TEST(ExpectationsUpdate, QuietVariantsAreAcceptedWithTheDefaultTolerance) {
+  const auto r = update_with(0.01, 100);
+  ASSERT_EQ(r.accepted.size(), 1u) << (r.refused.empty() ? "" : r.refused[0]);
+  EXPECT_DOUBLE_EQ(r.updated.examples.at("ch12/launches").tolerance, 0.10);
+}
+
+// A host-bound baseline: 6% per-sample jitter, but 2000 samples pin its median to ~0.17%.
+TEST(ExpectationsUpdate, AJitteryVariantWithManySamplesIsAcceptedWithAWiderBand) {
+  const auto r = update_with(0.06, 2000);
+  ASSERT_EQ(r.accepted.size(), 1u) << (r.refused.empty() ? "" : r.refused[0]);
+  EXPECT_DOUBLE_EQ(r.updated.examples.at("ch12/launches").tolerance, 0.12);
+}
+
+// The same jitter over 40 samples leaves the median uncertain to ~1.2%: refused, saying why.
+TEST(ExpectationsUpdate, AJitteryVariantWithFewSamplesIsRefused) {
+  const auto r = update_with(0.06, 40);
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_NE(r.refused[0].find("baseline is too noisy: 6.0% > 5.0%, and 40 samples pin its median only to"),
+            std::string::npos) << r.refused[0];
+}
+
+TEST(ExpectationsUpdate, BeyondTheJitterLimitIsRefusedWhateverTheSampleCount) {
+  const auto r = update_with(0.20, 100000);
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_NE(r.refused[0].find("too noisy: 20.0%"), std::string::npos) << r.refused[0];
+}
+
+}  // namespace

@@ -173,6 +173,11 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
   }
   const std::string extension = options.tool == "ncu" ? ".ncu-rep" : ".nsys-rep";
   const std::string report = output.extension() == extension ? output.string() : output.string() + extension;
+  if (!fs::is_regular_file(report)) {  // e.g. nsys left only a .qdstrm it could not import
+    err << "bench profile: " << options.tool << " exited 0 but wrote no " << report
+        << " (its output above says why)\n";
+    return kExitFailed;
+  }
   out << "bench profile: report " << report << "\n"
       << (options.tool == "ncu" ? "  read it: ncu --import " + shell_quote(report) + " --print-summary per-kernel\n"
                                 : "  read it: nsys stats --report cuda_gpu_kern_sum " + shell_quote(report) + "\n");

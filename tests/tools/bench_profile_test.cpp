@@ -29,10 +29,15 @@ ProcessResult bench(std::vector<std::string> args) {
   return bench::tools::run_process(args, true);
 }
 
-// An executable that writes its arguments, one a line, to <itself>.argv.
-fs::path fake_tool(const fs::path& dir, const std::string& name) {
+// An executable that writes its arguments, one a line, to <itself>.argv and, unless told not
+// to, an empty report where -o points (<path>.ncu-rep or .nsys-rep, after its name).
+fs::path fake_tool(const fs::path& dir, const std::string& name, bool writes_report = true) {
   const fs::path tool = dir / name;
-  std::ofstream(tool) << "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$0.argv\"\n";
+  std::ofstream script(tool);
+  script << "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$0.argv\"\n";
+  if (writes_report)
+    script << "while [ $# -gt 0 ]; do [ \"$1\" = -o ] && : > \"$2." << name << "-rep\"; shift; done\n";
+  script.close();
   fs::permissions(tool, fs::perms::owner_all);
   return tool;
 }
@@ -111,6 +116,17 @@ TEST_F(BenchProfile, NsysCapturesTheCudaProfilerApiRange) {
   // --set is ncu's: asking for it with nsys is bad usage.
   EXPECT_EQ(bench({"profile", "ch99/first/baseline", "--tool", "nsys", "--set", "full", "--build-dir",
                    FAKE_BUILD_DIR}).exit_code, 2);
+  fs::remove_all(dir);
+}
+
+// nsys can capture the range yet leave only a .qdstrm it failed to import: that is no report.
+TEST_F(BenchProfile, NoReportWrittenIsAFailure) {
+  const fs::path dir = scratch_dir("noreport");
+  ::setenv("BENCH_NSYS", fake_tool(dir, "nsys", /*writes_report=*/false).c_str(), 1);
+  const auto r = bench({"profile", "ch99/first/baseline", "--tool", "nsys", "--build-dir", FAKE_BUILD_DIR,
+                        "-o", (dir / "timeline").string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("wrote no " + (dir / "timeline.nsys-rep").string()), std::string::npos) << r.err;
   fs::remove_all(dir);
 }
 

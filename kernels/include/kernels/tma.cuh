@@ -52,7 +52,10 @@ __device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity) {
 
 // --- bulk tensor copies ---------------------------------------------------------------------
 // Loads the box at (x = column, y = row) of `map` into `dst`; completes on `bar` with the box's
-// byte count. Out-of-bounds elements are filled with zeros.
+// byte count (the whole box, zero-filled parts included). The coordinates may be negative or run
+// past the end: out-of-bounds elements are filled with zeros. But the box's first byte in each
+// row must be 16-byte aligned (x * element size a multiple of 16): at an unaligned x the H100
+// faults with cudaErrorIllegalInstruction. `dst` must be 128-byte aligned.
 __device__ __forceinline__ void load_2d(void* dst, const CUtensorMap* map, int x, int y,
                                         uint64_t* bar) {
   asm volatile(

@@ -269,7 +269,8 @@ ExampleDef& register_example(std::string chapter, std::string name, std::string 
 // The fluent registration returned by BENCH_EXAMPLE. W is the workload type: constructible from
 // Setup&. A launch is callable as void(const W&, cudaStream_t). A stateful variant is a type S
 // constructible from (const W&, cudaStream_t) (untimed setup) and callable as
-// void(const W&, cudaStream_t) (timed).
+// void(const W&, cudaStream_t) (timed). The constructor runs before the inputs are filled, and
+// each checked run refills them: state may depend on sizes, never on input values.
 template <class W>
 class Example {
  public:

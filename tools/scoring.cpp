@@ -24,7 +24,7 @@ CeilingCheck check_ceilings(const CaseResult& c, const std::optional<Expectation
     if (it == x->ceilings.end() || it->second.value <= 0) return;
     const double pct = 100.0 * achieved / it->second.value;
     if (!out.pct || pct > *out.pct) out.pct = pct, out.name = name;
-    if (pct > 100.0 * (1.0 + ceiling_allowance(it->second)) && out.impossible.empty())
+    if (pct > 100.0 * (1.0 + ceiling_allowance(name, it->second)) && out.impossible.empty())
       out.impossible = fmt::format(
           "impossible: {} reaches {:.1f}% of {} ({:.4g} {} measured, {:.4g} {} achieved); "
           "the cost model over-counts or the work escaped the timer",
@@ -151,7 +151,14 @@ const char* to_string(Status status) {
 
 // At least 2%: on an H100 four honest copy kernels and cudaMemcpyAsync, each with under 0.2%
 // noise, spread over 3016-3061 GB/s (1.5%) in one run; a ceiling is one method's figure.
-double ceiling_allowance(const Ceiling& ceiling) {
+// Tensor-core ceilings get 15%: cuBLASLt at 8192^3 runs at the GPU's power limit, and its rate
+// follows the board's thermal state, not the sample noise (H100, two `bench calibrate` runs
+// minutes apart: FP16 796 and 695 TFLOP/s, BF16 781 and 789, each under 1% noise; ch09 then ran
+// the same BF16 matmul at 811). An over-counted cost model is off by far more (2x for a
+// multiply-add counted as two flops twice).
+double ceiling_allowance(const std::string& name, const Ceiling& ceiling) {
+  for (const char* tensor : {"tf32_tflops", "bf16_tflops", "fp16_tflops", "fp8_tflops"})
+    if (name == tensor) return 0.15;
   return std::clamp(2.0 * ceiling.noise, 0.02, 0.05);
 }
 

@@ -49,8 +49,9 @@ struct Scorecard {
 };
 
 // How far above a measured ceiling a result may land before it is called impossible: the
-// ceiling's own recorded noise (doubled), at least 2% and at most 5%.
-double ceiling_allowance(const Ceiling& ceiling);
+// ceiling's own recorded noise (doubled), at least 2% and at most 5%; 15% for the power-limited
+// tensor-core ceilings (tf32/bf16/fp16/fp8_tflops).
+double ceiling_allowance(const std::string& name, const Ceiling& ceiling);
 
 // Scores every example found in `cases`. `expectations` may be empty (all NEW, no ceilings).
 Scorecard score(const std::vector<CaseResult>& cases, const std::optional<Expectations>& expectations,

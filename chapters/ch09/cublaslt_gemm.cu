@@ -131,7 +131,8 @@ BENCH_EXAMPLE(ch09, cublaslt_gemm, Gemm4096)
 
 BENCH_EXAMPLE(ch09, cublaslt_gemm_fp8, Gemm8192)
     .stateful<ch09::CublasltBf16>(bench::Role::baseline, "cublaslt_bf16")
-    .stateful<LtFp8<Gemm8192>>(bench::Role::optimized, "cublaslt_fp8_e4m3_per_tensor", {.min_compute_capability = 89})
+    .stateful<LtFp8<Gemm8192>>(bench::Role::optimized, "cublaslt_fp8_e4m3_per_tensor",
+                               {.min_compute_capability = 89, .compute_ceiling = bench::ceiling::fp8})
     .reference(ch09::reference)
     .device_reference(ch09::device_reference)
     .tolerance(bench::relative_l2(6e-2));

@@ -209,7 +209,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   r.bytes = w.setup->bytes;
   r.flops = w.setup->flops;
   r.bandwidth_ceiling = w.setup->bandwidth_ceiling;
-  r.compute_ceiling = w.setup->compute_ceiling;
+  r.compute_ceiling = v.options.compute_ceiling ? v.options.compute_ceiling : w.setup->compute_ceiling;
   fill_inputs(w, opt.seed, s);
   r.fingerprint = fingerprint_json(w, opt.seed, input_checksum(w, s));
   r.fingerprint_hash = fingerprint_hash(r.fingerprint);

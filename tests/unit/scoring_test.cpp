@@ -115,6 +115,22 @@ TEST(Scoring, AboveTheMeasuredCeilingIsImpossible) {
   EXPECT_NEAR(card.rows[0].pct_ceiling.value(), 100.33, 0.01);
 }
 
+// Tensor-core ceilings are power-limited and move with the board's thermal state: 15% over one
+// is still believable; a doubled flop count is not.
+TEST(Scoring, TensorCoreCeilingsAllowFifteenPercent) {
+  std::vector<CaseResult> cases = {make_case("baseline", 300), make_case("optimized", 100)};
+  auto x = expecting(3.0);
+  x.ceilings["bf16_tflops"] = {790.0, "TFLOP/s", 0.001};
+  cases[1].compute_ceiling = "bf16_tflops";
+  cases[1].flops = 1e9;
+  cases[1].tflops = 850;  // 107.6%: a cooler board than calibrate saw
+  EXPECT_EQ(bench::tools::score(cases, x, "k").rows[0].status, Status::pass);
+  cases[1].tflops = 1580;  // 200%: a multiply-add counted twice
+  const auto card = bench::tools::score(cases, x, "k");
+  EXPECT_EQ(card.rows[0].status, Status::failed);
+  EXPECT_NE(card.rows[0].reason.find("impossible"), std::string::npos);
+}
+
 TEST(Scoring, LadderStepsAndVendorRowsComeAfterThePair) {
   const std::vector<CaseResult> cases = {make_case("baseline", 300), make_case("tiled", 150, 3),
                                          make_case("optimized", 100, 2), make_case("vendor", 110, 4)};

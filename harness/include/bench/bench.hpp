@@ -213,6 +213,9 @@ const char* to_string(Mode mode);
 struct VariantOptions {
   int min_compute_capability = 0;  // e.g. 90 for Hopper-only instructions
   bool blocks_host = false;        // it synchronises or blocks the host: no blocking kernel
+  // This variant's compute ceiling when it differs from the workload's (an FP8 rung of a BF16
+  // workload is held to the FP8 ceiling), e.g. bench::ceiling::fp8.
+  const char* compute_ceiling = nullptr;
 };
 
 // An extra figure a stateful variant reports next to its time, such as the latency of one

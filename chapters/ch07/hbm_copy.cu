@@ -1,17 +1,23 @@
-// ch07/hbm_copy: how close a hand-written copy gets to cudaMemcpy's device-to-device copy.
+// ch07/hbm_copy: how close a hand-written copy gets to cudaMemcpy's device-to-device copy, and
+// what does not help on Hopper.
 //
-// What changes from baseline to optimized, and the vendor rung:
+// What changes along the ladder, and the vendor rung:
 //   1. baseline: the first copy anyone writes: one float per thread, one thread per element;
-//   2. optimized: 16-byte accesses (LDG.E.NA.128 / STG.E.EF.128: no L1 allocation for loads,
-//      evict-first stores) and kUnroll independent 16-byte loads issued before the first store,
-//      so a thread keeps 32 bytes in flight; one block per chunk of kUnroll x 256 float4. The
-//      last n % 4 elements are copied by scalar accesses.
-//   3. vendor "memcpy": cudaMemcpyAsync device-to-device on the same buffers (target: the
+//   2. step "hints_2_in_flight": 16-byte accesses with streaming cache hints (LDG.E.NA.128 /
+//      STG.E.EF.128: no L1 allocation for loads, evict-first stores) and 2 independent 16-byte
+//      loads issued before the first store, one block per 2 x 256 float4: the textbook "tuned"
+//      copy. It was this example's optimized rung until the H200 measured it 8% under memcpy;
+//   3. optimized "plain_float4": one float4 per thread, plain loads and stores (LDG.E.128 /
+//      STG.E.128), 256-thread blocks. The 16-byte access is the whole win; on the H200 the
+//      hints and the unrolling each cost time (one sweep, same buffers: plain 498 us, hints
+//      512 us, plain with 2 or 4 in flight 515 us, hints with 2 or 4 in flight 545 us, memcpy
+//      501 us), and on the H100 neither gained (README);
+//   4. vendor "memcpy": cudaMemcpyAsync device-to-device on the same buffers (target: the
 //      optimized copy at >= 95% of its bandwidth).
-// Measured on the H100 and kept out: a persistent grid sized to the SMs (2, 4, 8 or 16 blocks
-// per SM striding over the buffer) ran at 2.85 TB/s, ~6% under one block per chunk, and
-// kUnroll = 4 or 8 gained nothing over 2 (README).
-// All three copy every element exactly once: same bytes, same result.
+// Also measured on the H100 and kept out: a persistent grid sized to the SMs (2, 4, 8 or 16
+// blocks per SM striding over the buffer) ran at 2.85 TB/s, ~6% under one block per chunk.
+// The last n % 4 elements are copied by scalar accesses. All rungs copy every element exactly
+// once: same bytes, same result.
 //
 //   ./bench compare --chapter ch07 --example hbm_copy
 #include <bench/bench.hpp>
@@ -26,13 +32,14 @@ namespace {
 using ch07::Copy;
 
 constexpr int kBlock = 256;
-constexpr int kUnroll = 2;  // 16-byte loads in flight per thread
-constexpr int64_t kChunk = int64_t{kUnroll} * kBlock;  // float4s per block
+constexpr int kUnroll = 2;  // the step's 16-byte loads in flight per thread
+constexpr int64_t kChunk = int64_t{kUnroll} * kBlock;  // the step's float4s per block
 
-// Block b copies float4s [b * kChunk, (b + 1) * kChunk): all kUnroll loads are issued, then all
-// kUnroll stores, with the block's lanes adjacent in each. Block 0 also copies the n % 4 tail.
-__global__ void __launch_bounds__(kBlock) tuned_copy(const float* __restrict__ src,
-                                                     float* __restrict__ dst, int64_t n) {
+// Step: block b copies float4s [b * kChunk, (b + 1) * kChunk): all kUnroll loads are issued,
+// then all kUnroll stores, with the block's lanes adjacent in each. Block 0 also copies the
+// n % 4 tail.
+__global__ void __launch_bounds__(kBlock) hinted_copy(const float* __restrict__ src,
+                                                      float* __restrict__ dst, int64_t n) {
   const auto* in = reinterpret_cast<const float4*>(src);
   auto* out = reinterpret_cast<float4*>(dst);
   const int64_t vectors = n / 4;
@@ -47,9 +54,29 @@ __global__ void __launch_bounds__(kBlock) tuned_copy(const float* __restrict__ s
   if (blockIdx.x == 0 && 4 * vectors + threadIdx.x < n) dst[4 * vectors + threadIdx.x] = src[4 * vectors + threadIdx.x];
 }
 
-void launch_tuned(const Copy& w, cudaStream_t stream) {
+// Optimized: thread i copies float4 number i with plain accesses; the threads past the last
+// full float4 copy the tail.
+__global__ void __launch_bounds__(kBlock) plain_float4_copy(const float* __restrict__ src,
+                                                            float* __restrict__ dst, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{kBlock} + threadIdx.x;
+  const int64_t vectors = n / 4;
+  if (i < vectors) {
+    reinterpret_cast<float4*>(dst)[i] = reinterpret_cast<const float4*>(src)[i];
+  } else if (const int64_t j = 4 * vectors + (i - vectors); j < n) {
+    dst[j] = src[j];
+  }
+}
+
+void launch_hinted(const Copy& w, cudaStream_t stream) {
   const int64_t blocks = std::max<int64_t>(1, (w.n / 4 + kChunk - 1) / kChunk);
-  tuned_copy<<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(w.src.data(), w.dst.data(), w.n);
+  hinted_copy<<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(w.src.data(), w.dst.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
+void launch_plain(const Copy& w, cudaStream_t stream) {
+  const int64_t threads = w.n / 4 + w.n % 4;
+  plain_float4_copy<<<static_cast<unsigned>((threads + kBlock - 1) / kBlock), kBlock, 0, stream>>>(
+      w.src.data(), w.dst.data(), w.n);
   BENCH_CHECK_LAUNCH();
 }
 
@@ -59,7 +86,8 @@ void launch_memcpy(const Copy& w, cudaStream_t stream) {
 
 BENCH_EXAMPLE(ch07, hbm_copy, Copy)
     .baseline("naive", ch07::launch_scalar_copy)
-    .optimized("tuned", launch_tuned)
+    .step("hints_2_in_flight", launch_hinted)
+    .optimized("plain_float4", launch_plain)
     .vendor("memcpy", launch_memcpy)
     .reference(ch07::copy_reference)
     .tolerance(bench::exact());

@@ -10,25 +10,16 @@
 
 #include "bench/device_info.hpp"
 #include "chapter_process.hpp"
+#include "run_bench.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using bench::tools::ProcessResult;
+using bench::tools::testing::bench;
+using bench::tools::testing::scratch_dir;
 
 const std::string kFixtures = FIXTURES_DIR;
-
-fs::path scratch_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("bench_tools_test_" + name + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-ProcessResult bench(std::vector<std::string> args) {
-  args.insert(args.begin(), BENCH_EXE);
-  return bench::tools::run_process(args, true);
-}
 
 nlohmann::json read_json(const fs::path& file) {
   std::ifstream in(file);

@@ -11,23 +11,14 @@
 #include <vector>
 
 #include "chapter_process.hpp"
+#include "run_bench.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using bench::tools::ProcessResult;
-
-fs::path scratch_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("bench_profile_test_" + name + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-ProcessResult bench(std::vector<std::string> args) {
-  args.insert(args.begin(), BENCH_EXE);
-  return bench::tools::run_process(args, true);
-}
+using bench::tools::testing::bench;
+using bench::tools::testing::scratch_dir;
 
 // An executable that writes its arguments, one a line, to <itself>.argv and, unless told not
 // to, an empty report where -o points (<path>.ncu-rep or .nsys-rep, after its name).

@@ -1,9 +1,10 @@
 // ch07/copy_workload.cuh: the workload that copy_vectorized and hbm_copy share: dst = src over
 // n floats (1 GiB per buffer when timing, an odd size when verifying), its CPU reference and the
-// plain one-float-per-thread copy both start from.
+// plain one-float-per-thread copy both start from, and the one-float4-per-thread copy both use.
 #pragma once
 
 #include <bench/bench.hpp>
+#include <kernels/vector_access.cuh>
 
 namespace ch07 {
 namespace {  // each including file gets its own copy: kernels must not clash at link time
@@ -35,6 +36,34 @@ __global__ void scalar_copy(const float* __restrict__ src, float* __restrict__ d
 void launch_scalar_copy(const Copy& w, cudaStream_t stream) {
   constexpr int kBlock = 256;
   scalar_copy<<<static_cast<unsigned>((w.n + kBlock - 1) / kBlock), kBlock, 0, stream>>>(w.src.data(), w.dst.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
+// One float4 per thread (LDG.E.128 / STG.E.128); the threads past the last full float4 copy
+// the n % 4 tail. kStreamingHints adds no-L1-allocate loads and evict-first stores
+// (copy_vectorized keeps them; hbm_copy measured the plain form faster on the H200).
+constexpr int kFloat4CopyBlock = 256;
+template <bool kStreamingHints>
+__global__ void __launch_bounds__(kFloat4CopyBlock) float4_copy(const float* __restrict__ src,
+                                                               float* __restrict__ dst, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{kFloat4CopyBlock} + threadIdx.x;
+  const int64_t vectors = n / 4;
+  if (i < vectors) {
+    const auto* in = reinterpret_cast<const float4*>(src) + i;
+    auto* out = reinterpret_cast<float4*>(dst) + i;
+    if constexpr (kStreamingHints) kernels::store_stream(out, kernels::load_stream(in));
+    else *out = *in;
+  } else if (const int64_t j = 4 * vectors + (i - vectors); j < n) {  // at most 3 tail elements
+    dst[j] = src[j];
+  }
+}
+
+template <bool kStreamingHints>
+void launch_float4_copy(const Copy& w, cudaStream_t stream) {
+  const int64_t threads = w.n / 4 + w.n % 4;
+  const auto blocks = static_cast<unsigned>((threads + kFloat4CopyBlock - 1) / kFloat4CopyBlock);
+  float4_copy<kStreamingHints><<<blocks, kFloat4CopyBlock, 0, stream>>>(
+      w.src.data(), w.dst.data(), w.n);
   BENCH_CHECK_LAUNCH();
 }
 

@@ -54,29 +54,9 @@ __global__ void __launch_bounds__(kBlock) hinted_copy(const float* __restrict__ 
   if (blockIdx.x == 0 && 4 * vectors + threadIdx.x < n) dst[4 * vectors + threadIdx.x] = src[4 * vectors + threadIdx.x];
 }
 
-// Optimized: thread i copies float4 number i with plain accesses; the threads past the last
-// full float4 copy the tail.
-__global__ void __launch_bounds__(kBlock) plain_float4_copy(const float* __restrict__ src,
-                                                            float* __restrict__ dst, int64_t n) {
-  const int64_t i = blockIdx.x * int64_t{kBlock} + threadIdx.x;
-  const int64_t vectors = n / 4;
-  if (i < vectors) {
-    reinterpret_cast<float4*>(dst)[i] = reinterpret_cast<const float4*>(src)[i];
-  } else if (const int64_t j = 4 * vectors + (i - vectors); j < n) {
-    dst[j] = src[j];
-  }
-}
-
 void launch_hinted(const Copy& w, cudaStream_t stream) {
   const int64_t blocks = std::max<int64_t>(1, (w.n / 4 + kChunk - 1) / kChunk);
   hinted_copy<<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(w.src.data(), w.dst.data(), w.n);
-  BENCH_CHECK_LAUNCH();
-}
-
-void launch_plain(const Copy& w, cudaStream_t stream) {
-  const int64_t threads = w.n / 4 + w.n % 4;
-  plain_float4_copy<<<static_cast<unsigned>((threads + kBlock - 1) / kBlock), kBlock, 0, stream>>>(
-      w.src.data(), w.dst.data(), w.n);
   BENCH_CHECK_LAUNCH();
 }
 
@@ -87,7 +67,7 @@ void launch_memcpy(const Copy& w, cudaStream_t stream) {
 BENCH_EXAMPLE(ch07, hbm_copy, Copy)
     .baseline("naive", ch07::launch_scalar_copy)
     .step("hints_2_in_flight", launch_hinted)
-    .optimized("plain_float4", launch_plain)
+    .optimized("plain_float4", ch07::launch_float4_copy</*kStreamingHints=*/false>)
     .vendor("memcpy", launch_memcpy)
     .reference(ch07::copy_reference)
     .tolerance(bench::exact());

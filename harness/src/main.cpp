@@ -48,6 +48,12 @@ void write_samples(const std::string& dir, const std::string& name, const CaseRe
   std::ofstream(std::filesystem::path(dir) / (file + ".json")) << j.dump(1) << "\n";
 }
 
+// Google Benchmark writes NaN and Inf as bare words, which is not JSON: never emit them.
+void replace_non_finite(benchmark::UserCounters& counters) {
+  for (auto& [name, counter] : counters)
+    if (!std::isfinite(counter.value)) counter.value = -1;
+}
+
 void report(benchmark::State& state, const bench::detail::VariantDef& v, const CaseResult& r,
             const std::map<std::string, double>& ceilings) {
   using bench::stats::quantile;
@@ -77,9 +83,7 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
     pct = std::max(pct, 100.0 * c["tflops"].value / it->second);
   if (pct >= 0) c["pct_ceiling"] = pct;
   for (const auto& m : r.metrics) c[m.name] = m.value;
-  // Google Benchmark writes NaN and Inf as bare words, which is not JSON: never emit them.
-  for (auto& [name, counter] : c)
-    if (!std::isfinite(counter.value)) counter.value = -1;
+  replace_non_finite(c);
   std::string label = fmt::format("role={};impl={};fp={};mode={};stop={}", bench::to_string(v.role),
                                   v.description, r.fingerprint_hash, bench::to_string(r.mode),
                                   bench::stats::to_string(r.stop));
@@ -102,8 +106,7 @@ void report_profiled(benchmark::State& state, const bench::detail::VariantDef& v
   c["verified"] = 1;
   c["max_abs_err"] = r.max_abs_err;
   c["rel_l2_err"] = r.rel_l2_err;
-  for (auto& [name, counter] : c)
-    if (!std::isfinite(counter.value)) counter.value = -1;
+  replace_non_finite(c);
   state.SetLabel(fmt::format("role={};impl={};fp={};mode=profile",
                              bench::to_string(v.role), v.description, r.fingerprint_hash));
 }

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
+#include "case_result_fixture.hpp"
 
 namespace {
 
@@ -12,17 +12,8 @@ using bench::tools::plan_update;
 using bench::tools::UpdatePolicy;
 
 CaseResult make_case(const std::string& variant, double median_us, double noise, int n, unsigned seed) {
-  CaseResult c;
-  c.example = "ch12/launches";
-  c.variant = variant;
-  c.name = c.example + "/" + variant;
-  c.role = variant;
-  c.verified = true;
-  c.fingerprint = "00000000000000aa";
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> dist(median_us, median_us * noise);
-  for (int i = 0; i < n; ++i) c.samples.push_back(dist(rng));
-  c.median_us = median_us;
+  CaseResult c = bench::tools::testing::verified_case("ch12/launches", variant, variant, median_us);
+  c.samples = bench::tools::testing::normal_samples(median_us, noise, n, seed);
   c.noise = noise;
   c.sample_count = n;
   return c;

@@ -3,20 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include "case_result_fixture.hpp"
 #include "scoring.hpp"
 
 namespace {
 
 bench::tools::CaseResult with_latency(const std::string& variant, double median_us, double latency_us) {
-  bench::tools::CaseResult c;
-  c.example = "ch11/stream_priority";
-  c.variant = variant;
-  c.name = c.example + "/" + variant;
-  c.role = variant;
-  c.verified = true;
-  c.fingerprint = "00000000000000aa";
+  bench::tools::CaseResult c = bench::tools::testing::verified_case("ch11/stream_priority", variant, variant, median_us);
   for (int i = 0; i < 30; ++i) c.samples.push_back(median_us * (1 + 0.001 * (i % 3)));
-  c.median_us = median_us;
   c.metric_names = {"critical_latency_us"};
   c.metrics["critical_latency_us"] = latency_us;
   return c;

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <random>
+#include "case_result_fixture.hpp"
 
 namespace {
 
@@ -11,24 +11,10 @@ using bench::tools::CaseResult;
 using bench::tools::Outcome;
 using bench::tools::Status;
 
-std::vector<double> samples_around(double median_us, unsigned seed, double noise = 0.01) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<double> dist(median_us, median_us * noise);
-  std::vector<double> out(40);
-  for (double& s : out) s = dist(rng);
-  return out;
-}
-
 CaseResult make_case(const std::string& variant, double median_us, unsigned seed = 1) {
-  CaseResult c;
-  c.example = "ch07/copy";
-  c.variant = variant;
-  c.name = c.example + "/" + variant;
-  c.role = variant == "baseline" || variant == "optimized" || variant == "vendor" ? variant : "step";
-  c.verified = true;
-  c.fingerprint = "00000000000000aa";
-  c.samples = samples_around(median_us, seed);
-  c.median_us = median_us;
+  const bool named_role = variant == "baseline" || variant == "optimized" || variant == "vendor";
+  CaseResult c = bench::tools::testing::verified_case("ch07/copy", variant, named_role ? variant : "step", median_us);
+  c.samples = bench::tools::testing::normal_samples(median_us, 0.01, 40, seed);
   c.noise = 0.01;
   return c;
 }

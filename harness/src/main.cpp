@@ -45,6 +45,7 @@ void write_samples(const std::string& dir, const std::string& name, const CaseRe
   j["batch"] = r.batch;
   j["fingerprint"] = nlohmann::json::parse(r.fingerprint);
   j["fingerprint"]["hash"] = r.fingerprint_hash;
+  for (const auto& [phase, seconds] : r.phase_seconds) j["phase_seconds"][phase] = seconds;
   std::ofstream(std::filesystem::path(dir) / (file + ".json")) << j.dump(1) << "\n";
 }
 

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "options.hpp"
 #include "verify.hpp"
@@ -22,6 +23,19 @@ namespace {
 struct NvtxRange {
   explicit NvtxRange(const std::string& name) { nvtxRangePushA(name.c_str()); }
   ~NvtxRange() { nvtxRangePop(); }
+};
+
+// One phase of a case: an NVTX range that also records its host wall time in the result.
+class Phase {
+ public:
+  Phase(const char* name, CaseResult& r) : range_(name), name_(name), result_(r) {}
+  ~Phase() { result_.phase_seconds.emplace_back(name_, host_seconds() - start_); }
+
+ private:
+  NvtxRange range_;
+  const char* name_;
+  CaseResult& result_;
+  double start_ = host_seconds();
 };
 
 struct Stream {
@@ -183,8 +197,9 @@ CaseResult Runner::run(const ExampleDef& example, const VariantDef& variant) {
 
 void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   const Options& opt = options();
-  // NVTX: the range "ch07:transpose:optimized" holds "verify", "warmup", "samples" and
-  // "final_check", or "profile" with --bench_profile (no '/' in names: Nsight reads it as
+  // NVTX: the range "ch07:transpose:optimized" holds the phases "verify", "build", "warmup",
+  // "escape_check", "samples" and "final_check" (each also timed into r.phase_seconds), or
+  // "profile" with --bench_profile (no '/' in names: Nsight reads it as
   // nesting). On the H100, ncu's --nvtx-include did not select them; `bench profile` selects
   // with cudaProfilerStart/Stop instead (docs/profiling.md).
   const std::string case_name = fmt::format("{}:{}:{}", e.chapter, e.name, v.name);
@@ -193,7 +208,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   const cudaStream_t s = stream.handle;
 
   {  // Verification size: two checked runs with different inputs and different poison.
-    NvtxRange range("verify");
+    Phase phase("verify", r);
     WorkloadInstance w = build_workload(e, /*verifying=*/true);
     if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
     const Launch launch = v.prepare(w.object.get(), s).launch;
@@ -204,6 +219,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     }
   }
 
+  std::optional<Phase> build_phase(std::in_place, "build", r);
   WorkloadInstance w = build_workload(e, /*verifying=*/false);
   if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
   r.bytes = w.setup->bytes;
@@ -215,9 +231,10 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   r.fingerprint_hash = fingerprint_hash(r.fingerprint);
   const Prepared prepared = v.prepare(w.object.get(), s);
   const Launch& launch = prepared.launch;
+  build_phase.reset();
 
   {  // First call (reported separately), then warm-up until first-use costs are gone.
-    NvtxRange range("warmup");
+    Phase phase("warmup", r);
     double ignored = 0;
     r.first_call_s = sampler_->wall_seconds(launch, s, 1, &ignored);
     const double start = host_seconds();
@@ -231,6 +248,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   if (opt.profile) return profile_once(e, w, launch, *sampler_, s, r);
 
   {  // VALIDITY row 1: work the case's events did not see shows up as wall time they missed.
+    Phase phase("escape_check", r);
     const int launches = std::clamp(static_cast<int>(std::ceil(5e-3 / std::max(r.warm_call_s, 1e-7))), 3, 2000);
     double events = 0;
     const double wall = sampler_->wall_seconds(launch, s, launches, &events);
@@ -255,7 +273,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   };
   std::vector<double> seconds;  // every sample's time, kept and throttled alike
   {
-    NvtxRange range("samples");
+    Phase phase("samples", r);
     const double start = host_seconds();
     while (true) {
       samples.push_back(take());
@@ -267,7 +285,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
 
   {  // VALIDITY row 2: the last timed sample runs on fresh inputs into poisoned outputs, and
      // its output is verified against those inputs.
-    NvtxRange range("final_check");
+    Phase phase("final_check", r);
     CheckedRun c = begin_checked_run(w, run_seed(opt.seed, 2), 2, s);
     samples.push_back(take());
     seconds.push_back(samples.back().seconds);

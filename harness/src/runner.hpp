@@ -31,6 +31,9 @@ struct CaseResult {
   double bytes = 0, flops = 0;
   std::string bandwidth_ceiling, compute_ceiling;
   std::vector<Metric> metrics;         // a stateful variant's own extra figures
+  // Host wall seconds of each phase of the case, in order: verify, build, warmup, escape_check,
+  // samples, final_check (the NVTX ranges of the same names).
+  std::vector<std::pair<std::string, double>> phase_seconds;
 };
 
 class Runner {

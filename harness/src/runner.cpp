@@ -67,19 +67,27 @@ std::string support_reason(const ExampleDef& e, const VariantDef& v, const Workl
   return {};
 }
 
+// At the timing size a device reference, when the example has one, replaces the CPU one.
+bool uses_device_reference(const ExampleDef& e, const WorkloadInstance& w) {
+  return e.device_reference && !w.setup->verifying;
+}
+
 // A checked run (VALIDITY rows 2-5) is: fresh inputs from `seed`, their checksum, a private host
-// copy for the reference, outputs poisoned with run-specific bytes; then the variant; then the
-// inputs must be unchanged and every output must match the reference computed on that copy.
+// copy for the CPU reference, outputs poisoned with run-specific bytes; then the variant; then the
+// inputs must be unchanged and every output must match the reference computed on that copy. A
+// device reference reads the device inputs, which the checksum proves unchanged, so no host copy
+// is made for it.
 struct CheckedRun {
   uint64_t input_checksum = 0;
   HostBuffers host;
 };
 
-CheckedRun begin_checked_run(const WorkloadInstance& w, uint64_t seed, int run, cudaStream_t s) {
+CheckedRun begin_checked_run(const ExampleDef& e, const WorkloadInstance& w, uint64_t seed, int run,
+                             cudaStream_t s) {
   CheckedRun c;
   fill_inputs(w, seed, s);
   c.input_checksum = input_checksum(w, s);
-  c.host = copy_inputs_to_host(w, s);
+  if (!uses_device_reference(e, w)) c.host = copy_inputs_to_host(w, s);
   poison_outputs(w, run, s);
   return c;
 }
@@ -89,16 +97,17 @@ void end_checked_run(const ExampleDef& e, const WorkloadInstance& w, CheckedRun&
   BENCH_CUDA_CHECK(cudaDeviceSynchronize());
   if (input_checksum(w, s) != c.input_checksum)
     throw CheckFailure(fmt::format("{}: the variant modified its inputs (checksum changed)", what));
-  std::map<std::string, std::vector<double>> actual;
+  // Outputs stay in their own dtype on the host; the comparison converts them as it reads.
+  std::map<std::string, HostCopy> actual, device_expected;
   for (const auto& b : w.buffers())
-    if (!b.is_input) actual[b.name] = copy_output_to_host(b, s);
-  // At the timing size a device reference, when the example has one, replaces the CPU one.
-  if (e.device_reference && !w.setup->verifying) {
+    if (!b.is_input) actual.emplace(b.name, copy_to_host(b, s));
+  const bool on_device = uses_device_reference(e, w);
+  if (on_device) {
     poison_outputs(w, run + 1, s);
     e.device_reference(w.object.get(), s);
     BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
     for (const auto& b : w.buffers())
-      if (!b.is_input) c.host.expected[b.name] = copy_output_to_host(b, s);
+      if (!b.is_input) device_expected.emplace(b.name, copy_to_host(b, s));
   } else {
     HostDataImpl impl(c.host);
     HostData data(impl);
@@ -106,17 +115,18 @@ void end_checked_run(const ExampleDef& e, const WorkloadInstance& w, CheckedRun&
   }
   for (const auto& b : w.buffers()) {
     if (b.is_input) continue;
-    const auto& expected = c.host.expected.at(b.name);
+    const HostValues expected = on_device ? HostValues(device_expected.at(b.name))
+                                          : HostValues(std::span<const double>(c.host.expected.at(b.name)));
     const Tolerance tol = resolve(e.tolerance, b.dtype);
     // VALIDITY row 5, checked at the verification size (the same reference and tolerance hold at
-    // the timing size). A scalar output has no spread to test; the second checked run, on other
-    // inputs, is what stops a constant there.
+    // the timing size; the CPU reference always runs there). A scalar output has no spread to
+    // test; the second checked run, on other inputs, is what stops a constant there.
     double mean = 0;
-    if (w.setup->verifying && expected.size() > 1 && constant_would_pass(expected, tol, &mean))
+    if (w.setup->verifying && expected.count > 1 && constant_would_pass(c.host.expected.at(b.name), tol, &mean))
       throw CheckFailure(fmt::format(
           "{}: reference output '{}' has no spread: a constant {:.6g} would pass the tolerance",
           what, b.name, mean));
-    const Comparison cmp = compare(actual.at(b.name), expected, tol);
+    const Comparison cmp = compare(HostValues(actual.at(b.name)), expected, tol);
     r.max_abs_err = std::max(r.max_abs_err, cmp.max_abs_err);
     r.rel_l2_err = std::max(r.rel_l2_err, cmp.rel_l2_err);
     if (!cmp.pass) throw CheckFailure(fmt::format("{}: {}", what, cmp.describe(b.name)));
@@ -143,7 +153,7 @@ void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& 
   // range holds the variant's own kernels from exactly one launch (host mode's sequence:
   // flush, device sync, launch, device sync).
   NvtxRange range("profile");
-  CheckedRun c = begin_checked_run(w, run_seed(options().seed, 2), 2, s);
+  CheckedRun c = begin_checked_run(e, w, run_seed(options().seed, 2), 2, s);
   sampler.host(
       [&](cudaStream_t stream) {
         ProfilerRange profiled;
@@ -213,7 +223,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
     const Launch launch = v.prepare(w.object.get(), s).launch;
     for (int run = 0; run < 2; ++run) {
-      CheckedRun c = begin_checked_run(w, run_seed(opt.seed, run), run, s);
+      CheckedRun c = begin_checked_run(e, w, run_seed(opt.seed, run), run, s);
       launch(s);
       end_checked_run(e, w, c, run, s, run == 0 ? "verification run 1" : "verification run 2", r);
     }
@@ -286,7 +296,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   {  // VALIDITY row 2: the last timed sample runs on fresh inputs into poisoned outputs, and
      // its output is verified against those inputs.
     Phase phase("final_check", r);
-    CheckedRun c = begin_checked_run(w, run_seed(opt.seed, 2), 2, s);
+    CheckedRun c = begin_checked_run(e, w, run_seed(opt.seed, 2), 2, s);
     samples.push_back(take());
     seconds.push_back(samples.back().seconds);
     end_checked_run(e, w, c, 2, s, "last timed sample", r);

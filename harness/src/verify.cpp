@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -40,16 +41,33 @@ struct Partial {
   long long nan_count = 0, mismatches = 0, worst_index = -1;
 };
 
-}  // namespace
+Comparison summarise(const std::vector<Partial>& parts, Tolerance t) {
+  Comparison c;
+  double err2 = 0, ref2 = 0, worst = -1;
+  for (const Partial& p : parts) {
+    err2 += p.err2;
+    ref2 += p.ref2;
+    c.max_abs_err = std::max(c.max_abs_err, p.max_abs);
+    c.nan_count += p.nan_count;
+    c.mismatches += p.mismatches;
+    if (p.worst > worst) { worst = p.worst; c.worst_index = p.worst_index; }
+  }
+  c.rel_l2_err = ref2 > 0 ? std::sqrt(err2 / ref2) : (err2 > 0 ? INFINITY : 0.0);
+  c.pass = c.nan_count == 0 && c.mismatches == 0;
+  if (t.kind == Tolerance::Kind::relative_l2) c.pass = c.nan_count == 0 && ref2 > 0 && c.rel_l2_err <= t.bound;
+  return c;
+}
 
-Comparison compare(std::span<const double> actual, std::span<const double> expected,
-                   Tolerance t) {
-  const std::size_t n = actual.size();
+// Every element of `actual` (dtype A) against `expected` (dtype E: the CPU reference's doubles,
+// or A itself for a device reference's output), converted to double as they are read.
+template <DType A, DType E>
+Comparison compare_as(HostValues actual, HostValues expected, Tolerance t) {
+  const std::size_t n = actual.count;
   std::vector<Partial> parts(parallel_parts());
   parallel_chunks(n, [&](std::size_t part, std::size_t begin, std::size_t end) {
     Partial& p = parts[part];
     for (std::size_t i = begin; i < end; ++i) {
-      const double a = actual[i], e = expected[i];
+      const double a = load_as_double<A>(actual.data, i), e = load_as_double<E>(expected.data, i);
       if (!std::isfinite(a) && std::isfinite(e)) {
         ++p.nan_count;
         if (p.worst < INFINITY) { p.worst = INFINITY; p.worst_index = static_cast<long long>(i); }
@@ -67,20 +85,26 @@ Comparison compare(std::span<const double> actual, std::span<const double> expec
       if (score > p.worst) { p.worst = score; p.worst_index = static_cast<long long>(i); }
     }
   });
-  Comparison c;
-  double err2 = 0, ref2 = 0, worst = -1;
-  for (const Partial& p : parts) {
-    err2 += p.err2;
-    ref2 += p.ref2;
-    c.max_abs_err = std::max(c.max_abs_err, p.max_abs);
-    c.nan_count += p.nan_count;
-    c.mismatches += p.mismatches;
-    if (p.worst > worst) { worst = p.worst; c.worst_index = p.worst_index; }
-  }
-  c.rel_l2_err = ref2 > 0 ? std::sqrt(err2 / ref2) : (err2 > 0 ? INFINITY : 0.0);
-  c.pass = c.nan_count == 0 && c.mismatches == 0;
-  if (t.kind == Tolerance::Kind::relative_l2) c.pass = c.nan_count == 0 && ref2 > 0 && c.rel_l2_err <= t.bound;
-  return c;
+  return summarise(parts, t);
+}
+
+}  // namespace
+
+Comparison compare(HostValues actual, HostValues expected, Tolerance t) {
+  if (actual.count != expected.count)
+    throw std::logic_error(fmt::format("comparing {} output elements with {} expected", actual.count, expected.count));
+  return with_dtype(actual.dtype, [&](auto a) {
+    constexpr DType A = decltype(a)::value;
+    if (expected.dtype == DType::f64) return compare_as<A, DType::f64>(actual, expected, t);
+    if (expected.dtype != A)
+      throw std::logic_error(fmt::format("comparing a {} output with {} expected values",
+                                         to_string(A), to_string(expected.dtype)));
+    return compare_as<A, A>(actual, expected, t);
+  });
+}
+
+Comparison compare(std::span<const double> actual, std::span<const double> expected, Tolerance t) {
+  return compare(HostValues(actual), HostValues(expected), t);
 }
 
 bool constant_would_pass(std::span<const double> expected, Tolerance t, double* mean_out) {

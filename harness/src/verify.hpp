@@ -5,6 +5,7 @@
 #include <string>
 
 #include "bench/bench.hpp"
+#include "host_copy.hpp"
 
 namespace bench::detail {
 
@@ -20,6 +21,9 @@ struct Comparison {
 
 // Resolves dtype_default to the bound for `dtype`.
 Tolerance resolve(Tolerance tolerance, DType dtype);
+// Every element of `actual` against `expected`, each read as double: the expected values are the
+// CPU reference's doubles or, from a device reference, the output's own dtype.
+Comparison compare(HostValues actual, HostValues expected, Tolerance resolved);
 Comparison compare(std::span<const double> actual, std::span<const double> expected,
                    Tolerance resolved);
 // VALIDITY row 5: true when a constant output (the reference's mean) would pass, i.e. the

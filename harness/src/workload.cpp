@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include <bit>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -127,99 +127,73 @@ void poison_outputs(const WorkloadInstance& w, int run, cudaStream_t stream) {
     if (!b.is_input) BENCH_CUDA_CHECK(cudaMemsetAsync(b.device, pattern, b.bytes(), stream));
 }
 
+namespace {
+
+// Device-to-host copies go through two pinned chunks kept for the life of the process: the copy
+// engine fills one while the host's threads move the other into place (pageable copies of a GiB
+// faulted every destination page in on one thread).
+class Staging {
+ public:
+  static constexpr std::size_t kChunk = std::size_t{32} << 20;
+  Staging() {
+    for (int i = 0; i < 2; ++i) {
+      BENCH_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&chunk_[i]), kChunk, cudaHostAllocDefault));
+      BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
+    }
+  }
+  // Copies `bytes` of device memory at `src` to `dst`, after the work already queued on `stream`.
+  void copy(std::byte* dst, const void* src, std::size_t bytes, cudaStream_t stream) {
+    const std::size_t chunks = (bytes + kChunk - 1) / kChunk;
+    auto size_of_chunk = [&](std::size_t k) { return std::min(kChunk, bytes - k * kChunk); };
+    auto issue = [&](std::size_t k) {
+      BENCH_CUDA_CHECK(cudaMemcpyAsync(chunk_[k % 2], static_cast<const std::byte*>(src) + k * kChunk,
+                                       size_of_chunk(k), cudaMemcpyDeviceToHost, stream));
+      BENCH_CUDA_CHECK(cudaEventRecord(done_[k % 2], stream));
+    };
+    if (chunks > 0) issue(0);
+    for (std::size_t k = 0; k < chunks; ++k) {
+      if (k + 1 < chunks) issue(k + 1);  // into the chunk the previous iteration emptied
+      BENCH_CUDA_CHECK(cudaEventSynchronize(done_[k % 2]));
+      const std::byte* from = chunk_[k % 2];
+      std::byte* to = dst + k * kChunk;
+      parallel_chunks(size_of_chunk(k), [&](std::size_t, std::size_t begin, std::size_t end) {
+        std::memcpy(to + begin, from + begin, end - begin);
+      });
+    }
+  }
+
+ private:
+  std::byte* chunk_[2] = {};
+  cudaEvent_t done_[2] = {};
+};
+
+Staging& staging() {
+  static Staging* s = new Staging();  // never freed: it must outlive every check, even at exit
+  return *s;
+}
+
+}  // namespace
+
+HostCopy copy_to_host(const Buffer& buffer, cudaStream_t stream) {
+  HostCopy copy{buffer.dtype, HostArray<std::byte>(buffer.bytes())};
+  staging().copy(copy.bytes.data(), buffer.device, buffer.bytes(), stream);
+  return copy;
+}
+
 HostBuffers copy_inputs_to_host(const WorkloadInstance& w, cudaStream_t stream) {
   HostBuffers host;
   for (const auto& b : w.buffers()) {
     if (b.is_input) {
-      auto& [dtype, bytes] = host.inputs[b.name];
-      dtype = b.dtype;
-      bytes.resize(b.bytes());
-      BENCH_CUDA_CHECK(
-          cudaMemcpyAsync(bytes.data(), b.device, b.bytes(), cudaMemcpyDeviceToHost, stream));
+      host.inputs.emplace(b.name, copy_to_host(b, stream));
     } else {
-      host.expected[b.name].assign(static_cast<std::size_t>(b.count),
-                                   std::numeric_limits<double>::quiet_NaN());
+      HostArray<double> expected(static_cast<std::size_t>(b.count));
+      parallel_chunks(expected.size(), [&](std::size_t, std::size_t begin, std::size_t end) {
+        std::fill(expected.data() + begin, expected.data() + end, std::numeric_limits<double>::quiet_NaN());
+      });
+      host.expected.emplace(b.name, std::move(expected));
     }
   }
-  BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
   return host;
-}
-
-namespace {
-double half_to_double(uint16_t h) {
-  const int sign = h >> 15, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
-  double v;
-  if (exp == 0)
-    v = std::ldexp(mant, -24);
-  else if (exp == 31)
-    v = mant ? std::numeric_limits<double>::quiet_NaN() : INFINITY;
-  else
-    v = std::ldexp(mant + 1024, exp - 25);
-  return sign ? -v : v;
-}
-double e4m3_to_double(uint8_t x) {
-  const int sign = x >> 7, exp = (x >> 3) & 0xF, mant = x & 0x7;
-  if (exp == 0xF && mant == 0x7) return std::numeric_limits<double>::quiet_NaN();
-  const double v = exp == 0 ? std::ldexp(mant, -9) : std::ldexp(mant + 8, exp - 10);
-  return sign ? -v : v;
-}
-}  // namespace
-
-std::vector<double> copy_output_to_host(const Buffer& out, cudaStream_t stream) {
-  std::vector<std::byte> raw(out.bytes());
-  BENCH_CUDA_CHECK(
-      cudaMemcpyAsync(raw.data(), out.device, raw.size(), cudaMemcpyDeviceToHost, stream));
-  BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<double> values(static_cast<std::size_t>(out.count));
-  const auto* p = raw.data();
-  parallel_chunks(values.size(), [&](std::size_t, std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i) {
-      auto load = [&](auto tag) {
-        decltype(tag) v;
-        std::memcpy(&v, p + i * sizeof v, sizeof v);
-        return v;
-      };
-      switch (out.dtype) {
-        case DType::f64:
-          values[i] = load(double{});
-          break;
-        case DType::f32:
-          values[i] = load(float{});
-          break;
-        case DType::f16:
-          values[i] = half_to_double(load(uint16_t{}));
-          break;
-        case DType::bf16:
-          values[i] = std::bit_cast<float>(uint32_t{load(uint16_t{})} << 16);
-          break;
-        case DType::fp8_e4m3:
-          values[i] = e4m3_to_double(load(uint8_t{}));
-          break;
-        case DType::fp8_e5m2:
-          values[i] = half_to_double(uint16_t(load(uint8_t{}) << 8));
-          break;
-        case DType::i64:
-          values[i] = static_cast<double>(load(int64_t{}));
-          break;
-        case DType::i32:
-          values[i] = load(int32_t{});
-          break;
-        case DType::i8:
-          values[i] = load(int8_t{});
-          break;
-        case DType::u64:
-          values[i] = static_cast<double>(load(uint64_t{}));
-          break;
-        case DType::u32:
-          values[i] = load(uint32_t{});
-          break;
-        case DType::u8:
-          values[i] = load(uint8_t{});
-          break;
-      }
-    }
-  });
-  return values;
 }
 
 std::string fingerprint_json(const WorkloadInstance& w, uint64_t seed, uint64_t checksum) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench/bench.hpp"
+#include "host_copy.hpp"
 
 namespace bench::detail {
 
@@ -56,18 +57,14 @@ uint64_t input_checksum(const WorkloadInstance& w, cudaStream_t stream);
 // Writes a byte pattern over every output; the pattern differs per `run` (NaN first).
 void poison_outputs(const WorkloadInstance& w, int run, cudaStream_t stream);
 
-struct HostInput {
-  DType dtype = DType::f32;  // what the reference must read it as
-  std::vector<std::byte> bytes;
-};
 struct HostBuffers {
-  std::map<std::string, HostInput> inputs;
-  std::map<std::string, std::vector<double>> expected;
+  std::map<std::string, HostCopy> inputs;                 // read by the CPU reference
+  std::map<std::string, HostArray<double>> expected;      // written by it
 };
-// Copies inputs to the host (synchronises `stream`) and sizes the expected outputs.
+// Copies inputs to the host and sizes the expected outputs (NaN until the reference writes them).
 HostBuffers copy_inputs_to_host(const WorkloadInstance& w, cudaStream_t stream);
-// Copies one output to the host, converted to double (synchronises `stream`).
-std::vector<double> copy_output_to_host(const Buffer& out, cudaStream_t stream);
+// Copies one buffer to the host in its own dtype (after the work queued on `stream`).
+HostCopy copy_to_host(const Buffer& buffer, cudaStream_t stream);
 
 class HostDataImpl {
  public:

@@ -11,7 +11,7 @@ bench::detail::HostBuffers one_float_input() {
   bench::detail::HostBuffers buffers;
   auto& in = buffers.inputs["in"];
   in.dtype = bench::DType::f32;
-  in.bytes.resize(4 * sizeof(float));
+  in.bytes = bench::detail::HostArray<std::byte>(4 * sizeof(float));
   return buffers;
 }
 

@@ -61,6 +61,11 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   compare_cmd->add_option("--save-results", compare.save_results, "write the merged results file here");
   compare_cmd->add_flag("--update-expectations", compare.update_expectations,
                         "accept verified, quiet results into expectations/<hardware_key>.json");
+  compare_cmd->add_option("--repetitions", compare.repetitions,
+                          "run each example N times, each in a fresh process (interleaved), and pool the samples; "
+                          "with --update-expectations every run must reproduce the speedup within the tolerance written")
+      ->check(CLI::PositiveNumber)
+      ->excludes(from_opt);
   compare_cmd->add_option("harness_args", compare.harness_args, "after --: flags for the chapter binaries");
 
   ExpectationsOptions expectations;

@@ -64,14 +64,19 @@ bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostr
       out << fmt::format("{}: could not list its cases: {}\n", chapter, list_error);
       continue;
     }
-    for (std::size_t i = 0; i < examples.size(); ++i) {
-      const auto summary = run_example(binary, examples[i], cases_of[examples[i]], options.harness_args, results);
-      const std::string how = summary.process.ok() ? "" : fmt::format(", {}: {}", summary.process.describe(),
-                                                                      tail_lines(summary.process.err, 1));
-      out << fmt::format("[{}/{}] {}: {} of {} cases in {:.1f} s{}\n", i + 1, examples.size(), examples[i],
-                         summary.cases_reported, cases_of[examples[i]].size(), summary.seconds, how)
-          << std::flush;
-    }
+    // Repetitions go round the examples, not example by example: each run of an example is a fresh
+    // process at a different moment, so slow drifts of the host (a VM's memory path) land between
+    // runs, where the update's reproduction check sees them.
+    for (int rep = 1; rep <= options.repetitions; ++rep)
+      for (std::size_t i = 0; i < examples.size(); ++i) {
+        const auto summary = run_example(binary, examples[i], cases_of[examples[i]], options.harness_args, results);
+        const std::string how = summary.process.ok() ? "" : fmt::format(", {}: {}", summary.process.describe(),
+                                                                        tail_lines(summary.process.err, 1));
+        const std::string run = options.repetitions > 1 ? fmt::format(" (run {}/{})", rep, options.repetitions) : "";
+        out << fmt::format("[{}/{}] {}{}: {} of {} cases in {:.1f} s{}\n", i + 1, examples.size(), examples[i], run,
+                           summary.cases_reported, cases_of[examples[i]].size(), summary.seconds, how)
+            << std::flush;
+      }
   }
   return true;
 }

@@ -41,14 +41,37 @@ double median_error(double noise, int64_t n) {
   return n > 0 ? 1.2533 * noise / std::sqrt(double(n)) : INFINITY;
 }
 
+bool repeated(const CaseResult& side, const UpdatePolicy& policy) {
+  return static_cast<int>(side.run_medians_us.size()) >= policy.min_runs;
+}
+
 std::string noise_refusal(const CaseResult& side, const UpdatePolicy& policy) {
   if (side.noise <= policy.max_noise) return {};
+  // Repeated: the run-to-run check (run_refusal) judges the median instead.
+  if (side.noise <= policy.max_jittery_noise && repeated(side, policy)) return {};
   const double error = median_error(side.noise, side.sample_count);
   if (side.noise <= policy.max_jittery_noise && error <= policy.max_median_error) return {};
   return fmt::format("{} is too noisy: {:.1f}% > {:.1f}%, and {} samples pin its median only to "
-                     "{:.2f}% (accepted: <= {:.1f}% noise with the median within {:.1f}%)",
+                     "{:.2f}% (accepted: <= {:.1f}% noise with the median within {:.1f}%, or any "
+                     "run-to-run agreement over --repetitions {} or more)",
                      side.variant, 100 * side.noise, 100 * policy.max_noise, side.sample_count,
-                     100 * error, 100 * policy.max_jittery_noise, 100 * policy.max_median_error);
+                     100 * error, 100 * policy.max_jittery_noise, 100 * policy.max_median_error,
+                     policy.min_runs);
+}
+
+// Repetitions: each run's own speedup (its baseline median over its subject median) must lie
+// within `tolerance` of the pooled estimate, or the entry would fail its own runs.
+std::string run_refusal(const ScoredRow& row, double tolerance) {
+  const auto& base = row.baseline->run_medians_us;
+  const auto& subject = row.subject->run_medians_us;
+  if (base.size() != subject.size()) return {};
+  for (std::size_t i = 0; i < base.size(); ++i) {
+    const double speedup = base[i] / subject[i];
+    if (std::abs(speedup / row.speedup->estimate - 1) > tolerance)
+      return fmt::format("run {} of {} gave {:.2f}x, outside {:.2f}x +-{:.0f}%: the runs do not reproduce "
+                         "each other", i + 1, base.size(), speedup, row.speedup->estimate, 100 * tolerance);
+  }
+  return {};
 }
 
 // Why a row may not become an expectation; empty when it may.
@@ -110,6 +133,10 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
     else entry.tolerance = policy.default_tolerance;
     // A jittery side's speedup moves with the host: the band is at least twice its noise.
     entry.tolerance = std::max({entry.tolerance, 2 * row.baseline->noise, 2 * row.subject->noise});
+    if (const std::string why = run_refusal(row, entry.tolerance); !why.empty()) {
+      result.refused.push_back(row.example + ": " + why);
+      continue;
+    }
     entry.speedup = row.speedup->estimate;
     entry.pct_ceiling = row.pct_ceiling;
     entry.provenance = provenance;

@@ -281,8 +281,10 @@ std::vector<CaseResult> extract_cases(const ResultsFile& results) {
   }
   for (auto& c : cases) {
     auto reps = rep_medians.find(c.name);
-    if (c.outcome == Outcome::measured && reps != rep_medians.end() && reps->second.size() > 1)
+    if (c.outcome == Outcome::measured && reps != rep_medians.end() && reps->second.size() > 1) {
+      c.run_medians_us = reps->second;
       c.median_us = stats::median(reps->second);  // repetitions: the median of their medians
+    }
     if (c.outcome == Outcome::measured && !c.samples.empty())
       c.median_us = stats::median(c.samples), c.noise = stats::relative_noise(c.samples);
   }
@@ -294,7 +296,15 @@ std::vector<CaseResult> extract_cases(const ResultsFile& results) {
                                           [&](const CaseResult& c) { return c.example == crash.example; });
     if (names.empty() && !example_seen) names.push_back(crash.example + "/?");
     for (const auto& name : names) {
-      if (index.count(name)) continue;
+      // Reported by another run (repetitions) but missing from this one: the case still fails.
+      if (auto seen = index.find(name); seen != index.end()) {
+        CaseResult& c = cases[seen->second];
+        if (c.outcome == Outcome::measured) {
+          c.outcome = crash.skipped ? Outcome::skipped : Outcome::failed;
+          c.message = "a repetition's process " + crash.how + (crash.stderr_tail.empty() ? "" : ": " + crash.stderr_tail);
+        }
+        continue;
+      }
       CaseResult c;
       c.name = name;
       c.example = example_of(name);

@@ -37,6 +37,9 @@ struct CaseResult {
   int64_t sample_count = 0;
   std::string fingerprint, mode, stop, bw_ceiling, compute_ceiling;
   std::vector<double> samples;  // raw kept samples, microseconds; empty when not saved
+  // One median per run, in run order, when the case ran more than once (bench compare
+  // --repetitions); then `samples` pools every run's and `median_us`/`noise` describe the pool.
+  std::vector<double> run_medians_us;
   std::vector<std::string> metric_names;  // the variant's own figures (label "metrics=a,b")
   std::map<std::string, double> metrics;  // their values, from the row's counters
 };

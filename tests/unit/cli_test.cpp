@@ -25,6 +25,8 @@ TEST(Cli, BadUsageExitsTwo) {
   EXPECT_NE(err.find("expected a chapter like ch07"), std::string::npos) << err;
   EXPECT_EQ(run({"compare", "--all", "--chapter", "ch07"}), 2);
   EXPECT_EQ(run({"compare", "--from-results", "x.json", "--all"}), 2);
+  EXPECT_EQ(run({"compare", "--chapter", "ch02", "--repetitions", "0"}), 2);
+  EXPECT_EQ(run({"compare", "--from-results", "x.json", "--repetitions", "3"}), 2);  // a saved run is not rerun
   EXPECT_EQ(run({"run"}), 2);
   EXPECT_EQ(run({"run", "--chapter", "ch07", "--variant", "optimized"}), 2);
   EXPECT_EQ(run({"expectations"}), 2);

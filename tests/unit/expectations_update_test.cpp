@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bench/stats.hpp"
 #include "case_result_fixture.hpp"
 
 namespace {
@@ -53,6 +54,50 @@ TEST(ExpectationsUpdate, BeyondTheJitterLimitIsRefusedWhateverTheSampleCount) {
   const auto r = update_with(0.20, 100000);
   ASSERT_EQ(r.refused.size(), 1u);
   EXPECT_NE(r.refused[0].find("too noisy: 20.0%"), std::string::npos) << r.refused[0];
+}
+
+// bench compare --repetitions: a pageable-copy-like baseline, 8% jitter over 80 samples per run
+// (a median known only to ~1.1% by the sample-count rule), measured in `runs` processes whose
+// medians are `run_medians`; the pinned side is steady.
+bench::tools::UpdateResult update_with_runs(const std::vector<double>& run_medians) {
+  CaseResult base = make_case("baseline", 0, 0.08, 80, 3);
+  base.samples.clear();
+  for (std::size_t i = 0; i < run_medians.size(); ++i) {
+    const auto run = bench::tools::testing::normal_samples(run_medians[i], 0.08, 80, 10 + unsigned(i));
+    base.samples.insert(base.samples.end(), run.begin(), run.end());
+  }
+  base.run_medians_us = run_medians;
+  base.sample_count = static_cast<int64_t>(base.samples.size()) / static_cast<int64_t>(run_medians.size());
+  base.median_us = bench::stats::median(base.samples);
+  base.noise = bench::stats::relative_noise(base.samples);
+  CaseResult pinned = make_case("optimized", 5000, 0.003, 300, 4);
+  pinned.run_medians_us.assign(run_medians.size(), 5000);
+  const auto card = bench::tools::score({base, pinned}, std::nullopt, "test_gpu");
+  UpdatePolicy policy;
+  policy.date = "2026-01-01T00:00:00Z";
+  return plan_update(std::nullopt, card, nlohmann::json::object(), policy);
+}
+
+TEST(ExpectationsUpdate, AJitteryVariantWhoseRunsAgreeIsAcceptedOnTheirEvidence) {
+  const auto r = update_with_runs({35000, 37000, 36000, 38500, 36500});
+  ASSERT_EQ(r.accepted.size(), 1u) << (r.refused.empty() ? "" : r.refused[0]);
+  const auto& entry = r.updated.examples.at("ch12/launches");
+  EXPECT_GE(entry.tolerance, 0.16);  // twice the pooled noise
+  EXPECT_NEAR(entry.speedup, 7.3, 0.3);
+}
+
+TEST(ExpectationsUpdate, RunsThatDisagreeBeyondTheToleranceAreRefused) {
+  const auto r = update_with_runs({35000, 36000, 52000, 36500, 35500});
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_NE(r.refused[0].find("run 3 of 5 gave 10.40x"), std::string::npos) << r.refused[0];
+  EXPECT_NE(r.refused[0].find("the runs do not reproduce each other"), std::string::npos) << r.refused[0];
+}
+
+// Two runs are not enough to stand in for the sample-count rule.
+TEST(ExpectationsUpdate, TwoRunsStillNeedTheSampleCountRule) {
+  const auto r = update_with_runs({35000, 36000});
+  ASSERT_EQ(r.refused.size(), 1u);
+  EXPECT_NE(r.refused[0].find("baseline is too noisy"), std::string::npos) << r.refused[0];
 }
 
 }  // namespace

@@ -78,6 +78,32 @@ TEST(Results, RepetitionsArePooledAndAggregatesIgnored) {
   EXPECT_DOUBLE_EQ(cases[0].median_us, 101.0);
 }
 
+// bench compare --repetitions: one row per run, each with its samples; the pool is scored and
+// each run's median kept, in order, for the update's run-to-run check.
+TEST(Results, RunsOfSeparateProcessesKeepTheirMediansAndPoolTheirSamples) {
+  const auto cases = bench::tools::extract_cases(parse(R"([
+      {"name": "ch02/a/baseline/manual_time", "run_type": "iteration", "real_time": 2, "time_unit": "us",
+       "bench_samples": {"samples": [1, 2, 3]}},
+      {"name": "ch02/a/baseline/manual_time", "run_type": "iteration", "real_time": 11, "time_unit": "us",
+       "bench_samples": {"samples": [10, 11, 12]}}])"));
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].run_medians_us, (std::vector<double>{2, 11}));
+  EXPECT_EQ(cases[0].samples.size(), 6u);
+  EXPECT_DOUBLE_EQ(cases[0].median_us, 6.5);  // of the pooled samples
+}
+
+// A case one run reported and a later run's process lost still fails: repetitions cannot hide a
+// crash behind an earlier good run.
+TEST(Results, ACaseMissingFromOneRunFailsEvenIfAnotherReportedIt) {
+  auto file = parse(R"([{"name": "ch02/a/baseline/manual_time", "run_type": "iteration",
+      "real_time": 5, "time_unit": "us"}])");
+  file.crashes.push_back({"ch02/a", "killed by signal 6 (Aborted)", "boom", {"ch02/a/baseline"}});
+  const auto cases = bench::tools::extract_cases(file);
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].outcome, Outcome::failed);
+  EXPECT_NE(cases[0].message.find("repetition's process killed by signal 6"), std::string::npos) << cases[0].message;
+}
+
 TEST(Results, AttachedSamplesAndCrashes) {
   auto file = parse(R"([{"name": "ch07/a/baseline/iterations:1/manual_time", "run_type": "iteration",
       "real_time": 5, "time_unit": "us",

@@ -2,26 +2,31 @@
 # One call on the GPU machine: build with the `device` preset on all cores, run ctest with the
 # GPU labels, run `bench compare` for the chapters named, and leave logs and reports in $OUT.
 #
-#   scripts/gpu_session.sh [--chapters "ch07 ch02"] [--repeats N] [--update] [--calibrate]
-#                          [--targets "..."] [--ctest-labels REGEX] [--no-ctest]
-#                          [--extra "compare args"]
+#   scripts/gpu_session.sh [--chapters "ch07 ch02"] [--repeats N] [--update] [--update-runs N]
+#                          [--calibrate] [--calibrate-args "..."] [--targets "..."]
+#                          [--ctest-labels REGEX] [--no-ctest] [--extra "compare args"]
 #
-# --calibrate measures the ceilings first (bench calibrate), so reports show % of ceiling.
+# --calibrate measures the ceilings first (bench calibrate, with --calibrate-args such as
+# "--only tf32,bf16 --repetitions 3"), so reports show % of ceiling.
 # --update accepts the first compare run of each chapter into expectations/<hardware_key>.json;
-# the later repeats score against what it wrote (the run-to-run check).
+# the later repeats score against what it wrote (the run-to-run check). --update-runs N makes
+# that first run `--repetitions N` (host-bound examples need N >= 3 to be accepted).
 #
 # Everything lands in $OUT/session/ and is packed into $OUT/session.tar.gz (the device tool
 # returns at most 8 files); the summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-chapters="" repeats=1 update="" targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra="" calibrate=0
+chapters="" repeats=1 update="" update_runs=1 targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
+calibrate=0 calibrate_args=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --chapters) chapters="$2"; shift 2 ;;
     --repeats) repeats="$2"; shift 2 ;;
     --update) update="--update-expectations"; shift ;;
+    --update-runs) update_runs="$2"; shift 2 ;;
     --calibrate) calibrate=1; shift ;;
+    --calibrate-args) calibrate_args="$2"; shift 2 ;;
     --targets) targets="$2"; shift 2 ;;
     --ctest-labels) labels="$2"; shift 2 ;;
     --no-ctest) run_ctest=0; shift ;;
@@ -56,7 +61,7 @@ fi
 bench=build/device/tools/bench
 if [ "$calibrate" = 1 ]; then
   t=$(date +%s)
-  $bench calibrate >"$out/calibrate.log" 2>&1
+  $bench calibrate $calibrate_args >"$out/calibrate.log" 2>&1
   note "calibrate: exit $?, $(( $(date +%s) - t )) s"
   cat "$out/calibrate.log" >>"$summary"
 fi
@@ -64,7 +69,7 @@ for ch in $chapters; do
   for i in $(seq 1 "$repeats"); do
     t=$(date +%s)
     flags=""
-    [ "$i" = 1 ] && flags="$update"
+    [ "$i" = 1 ] && [ -n "$update" ] && flags="$update --repetitions $update_runs"
     $bench compare --chapter "$ch" --json "$out/compare_${ch}_$i.json" --markdown "$out/compare_${ch}_$i.md" \
       $flags $extra >"$out/compare_${ch}_$i.log" 2>&1
     rc=$?

@@ -19,7 +19,7 @@ std::string options_help() {
          "  --bench_min_time=S        fewest seconds of measured time per case (default 0.05)\n"
          "  --bench_max_noise=F       stop once relative noise (1.4826 MAD/median) <= F (0.01)\n"
          "  --bench_timeout=S         stop sampling a case after S seconds of wall time (3)\n"
-         "  --bench_mode=cold|hot     override every example's sampling mode\n"
+         "  --bench_mode=cold|hot|sustained  override every example's sampling mode\n"
          "  --bench_seed=N            input seed (same for every variant)\n"
          "  --bench_samples_out=DIR   write each case's raw samples to DIR/<case>.json\n"
          "  --bench_expectations_dir=DIR  where <hardware_key>.json ceilings are read from\n"
@@ -69,7 +69,8 @@ std::string parse_options(int* argc, char** argv) {
     } else if (key == "bench_mode") {
       if (value == "cold") o.mode = Mode::cold;
       else if (value == "hot") o.mode = Mode::hot;
-      else error = fmt::format("{}: expected cold or hot", arg);
+      else if (value == "sustained") o.mode = Mode::sustained;
+      else error = fmt::format("{}: expected cold, hot or sustained", arg);
     } else if (key == "bench_samples_out") {
       o.samples_out = value;
     } else if (key == "bench_expectations_dir") {

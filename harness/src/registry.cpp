@@ -20,6 +20,7 @@ const char* to_string(Mode mode) {
     case Mode::cold: return "cold";
     case Mode::hot: return "hot";
     case Mode::host: return "host";
+    case Mode::sustained: return "sustained";
   }
   return "unknown";
 }

@@ -276,11 +276,22 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   auto take = [&] {
     switch (r.mode) {
       case Mode::cold: return sampler_->cold(launch, s, !v.options.blocks_host);
-      case Mode::hot: return sampler_->hot(launch, s, r.batch);
+      case Mode::hot:
+      case Mode::sustained: return sampler_->hot(launch, s, r.batch);
       case Mode::host: return sampler_->host(launch, s);
     }
     return Sample{};
   };
+  stats::StopRule stop = opt.stop;
+  if (r.mode == Mode::sustained) {  // bring the board to its power limit's steady state first
+    Phase phase("soak", r);
+    double ignored = 0;
+    const double start = host_seconds();
+    while (host_seconds() - start < kSustainedSoakSeconds) sampler_->wall_seconds(launch, s, r.batch, &ignored);
+    // The limiter's clock wanders ~2% over tenths of a second: a median must span several.
+    stop.min_time_s = std::max(stop.min_time_s, kSustainedSampleSeconds);
+    stop.timeout_s = std::max(stop.timeout_s, 2 * kSustainedSampleSeconds);
+  }
   std::vector<double> seconds;  // every sample's time, kept and throttled alike
   {
     Phase phase("samples", r);
@@ -288,7 +299,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     while (true) {
       samples.push_back(take());
       seconds.push_back(samples.back().seconds);
-      r.stop = stats::should_stop(opt.stop, seconds, host_seconds() - start);
+      r.stop = stats::should_stop(stop, seconds, host_seconds() - start);
       if (r.stop != stats::StopReason::none) break;
     }
   }

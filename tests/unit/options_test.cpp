@@ -45,7 +45,9 @@ TEST_F(HarnessOptions, ProfileFlagIsConsumedAndOtherFlagsKept) {
 
 TEST_F(HarnessOptions, BadValuesAndUnknownFlagsAreErrors) {
   EXPECT_NE(parse({"--bench_min_samples=0"}).find("expected a number >= 1"), std::string::npos);
-  EXPECT_NE(parse({"--bench_mode=warm"}).find("expected cold or hot"), std::string::npos);
+  EXPECT_NE(parse({"--bench_mode=warm"}).find("expected cold, hot or sustained"), std::string::npos);
+  EXPECT_EQ(parse({"--bench_mode=sustained"}), "");
+  EXPECT_EQ(options().mode, bench::Mode::sustained);
   EXPECT_NE(parse({"--bench_profiel"}).find("unknown flag --bench_profiel"), std::string::npos);
   EXPECT_NE(parse({"--bench_help"}).find("--bench_profile"), std::string::npos);
 }

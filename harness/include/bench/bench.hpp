@@ -202,8 +202,14 @@ Tolerance default_tolerance(DType dtype);
 
 // How samples are taken (docs/architecture.md): cold flushes L2 and hides launch latency behind
 // a blocking kernel; hot times back-to-back batches; host times with a host clock around a
-// synchronised run, for lessons whose cost is on the host (pageable copies, allocation).
-enum class Mode { cold, hot, host };
+// synchronised run, for lessons whose cost is on the host (pageable copies, allocation);
+// sustained is hot after a soak of back-to-back launches (kSustainedSoakSeconds), sampled for at
+// least kSustainedSampleSeconds, for work that holds the board at its power limit (8192^3
+// tensor-core GEMMs): the limiter pulls the clock down within ~0.3 s of continuous work, so cold
+// or short hot samples measure a burst whose size depends on the gaps and on what ran before.
+enum class Mode { cold, hot, host, sustained };
+inline constexpr double kSustainedSoakSeconds = 1.0;
+inline constexpr double kSustainedSampleSeconds = 1.0;
 
 enum class Role { baseline, step, optimized, vendor };
 const char* to_string(Role role);

@@ -71,6 +71,7 @@ for ch in $chapters; do
     flags=""
     [ "$i" = 1 ] && [ -n "$update" ] && flags="$update --repetitions $update_runs"
     $bench compare --chapter "$ch" --json "$out/compare_${ch}_$i.json" --markdown "$out/compare_${ch}_$i.md" \
+      --save-results "$out/results_${ch}_$i.json" \
       $flags $extra >"$out/compare_${ch}_$i.log" 2>&1
     rc=$?
     note "compare $ch run $i: exit $rc, $(( $(date +%s) - t )) s"

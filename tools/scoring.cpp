@@ -151,11 +151,11 @@ const char* to_string(Status status) {
 
 // At least 2%: on an H100 four honest copy kernels and cudaMemcpyAsync, each with under 0.2%
 // noise, spread over 3016-3061 GB/s (1.5%) in one run; a ceiling is one method's figure.
-// Tensor-core ceilings get 15%: cuBLASLt at 8192^3 runs at the GPU's power limit, and its rate
-// follows the board's thermal state, not the sample noise (H100, two `bench calibrate` runs
-// minutes apart: FP16 796 and 695 TFLOP/s, BF16 781 and 789, each under 1% noise; ch09 then ran
-// the same BF16 matmul at 811). An over-counted cost model is off by far more (2x for a
-// multiply-add counted as two flops twice).
+// Tensor-core ceilings get 15%: they are measured sustained, at the board's power limit
+// (Mode::sustained), but a short GEMM timed cold runs in the burst before the limiter acts (H100:
+// cuBLASLt BF16 at 4096^3 cold reached 107.6% of the sustained ceiling; cold 8192^3 calibrate
+// runs once read 781 and 796 TFLOP/s against 695-737 sustained). An over-counted cost model is
+// off by far more (2x for a multiply-add counted as two flops twice).
 double ceiling_allowance(const std::string& name, const Ceiling& ceiling) {
   for (const char* tensor : {"tf32_tflops", "bf16_tflops", "fp16_tflops", "fp8_tflops"})
     if (name == tensor) return 0.15;

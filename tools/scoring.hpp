@@ -49,8 +49,8 @@ struct Scorecard {
 };
 
 // How far above a measured ceiling a result may land before it is called impossible: the
-// ceiling's own recorded noise (doubled), at least 2% and at most 5%; 15% for the power-limited
-// tensor-core ceilings (tf32/bf16/fp16/fp8_tflops).
+// ceiling's own recorded noise (doubled), at least 2% and at most 5%; 15% for the tensor-core
+// ceilings (tf32/bf16/fp16/fp8_tflops), measured sustained, which short cold GEMMs exceed.
 double ceiling_allowance(const std::string& name, const Ceiling& ceiling);
 
 // Scores every example found in `cases`. `expectations` may be empty (all NEW, no ceilings).

@@ -7,7 +7,7 @@
 // Verified against a CPU double reference at 496 (FP8: 512) x 400 x 272 (multiples of 16)
 // and, at 8192^3, against a simple shared-memory-tiled FP32 kernel.
 // Timed sustained (Mode::sustained: hot, after a 1 s soak, sampled >= 1 s): at 8192^3 the board
-// reaches its power limit within ~0.3 s and holds it, so the figure is what the tensor cores do
+// reaches its power limit within the first second and holds it, so the figure is what the tensor cores do
 // under that limit, repeatable from run to run. Cold samples with gaps between them caught the
 // clock higher by a varying amount (H100 BF16: 781 in one cold run, ~686 sustained).
 //

@@ -205,7 +205,7 @@ Tolerance default_tolerance(DType dtype);
 // synchronised run, for lessons whose cost is on the host (pageable copies, allocation);
 // sustained is hot after a soak of back-to-back launches (kSustainedSoakSeconds), sampled for at
 // least kSustainedSampleSeconds, for work that holds the board at its power limit (8192^3
-// tensor-core GEMMs): the limiter pulls the clock down within ~0.3 s of continuous work, so cold
+// tensor-core GEMMs): the limiter pulls the clock down within the first second of continuous work, so cold
 // or short hot samples measure a burst whose size depends on the gaps and on what ran before.
 enum class Mode { cold, hot, host, sustained };
 inline constexpr double kSustainedSoakSeconds = 1.0;

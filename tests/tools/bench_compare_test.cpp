@@ -132,6 +132,32 @@ TEST(BenchCompareLive, CrashingExampleFailsAndTheNextIsStillScored) {
   fs::remove_all(dir);
 }
 
+// --repetitions: every example runs again in a fresh process, round the examples (so the runs of
+// one example are spread in time), and the saved results hold one row per case per run.
+TEST(BenchCompareLive, RepetitionsGoRoundTheExamplesAndKeepEveryRun) {
+  const fs::path dir = scratch_dir("repetitions");
+  ::setenv("BENCH_ASSUME_GPU", "1", 1);
+  const auto r = bench({"compare", "--chapter", "ch99", "--repetitions", "2", "--build-dir", FAKE_BUILD_DIR,
+                        "--expectations-dir", kFixtures + "/expectations", "--json", (dir / "report.json").string(),
+                        "--save-results", (dir / "results.json").string()});
+  ::unsetenv("BENCH_ASSUME_GPU");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // the crasher still fails
+  const auto first_run_last = r.out.find("[3/3] ch99/last (run 1/2)");
+  const auto second_run_first = r.out.find("[1/3] ch99/first (run 2/2)");
+  ASSERT_NE(first_run_last, std::string::npos) << r.out;
+  ASSERT_NE(second_run_first, std::string::npos) << r.out;
+  EXPECT_LT(first_run_last, second_run_first) << r.out;
+  const auto results = read_json(dir / "results.json");
+  int first_baseline_rows = 0;
+  for (const auto& row : results["benchmarks"])
+    if (row["name"].get<std::string>().rfind("ch99/first/baseline/", 0) == 0) ++first_baseline_rows;
+  EXPECT_EQ(first_baseline_rows, 2);
+  const auto status = status_by_row(read_json(dir / "report.json"));
+  EXPECT_EQ(status.at("ch99/first/optimized"), "PASS");
+  EXPECT_EQ(status.at("ch99/crasher/optimized"), "FAILED");
+  fs::remove_all(dir);
+}
+
 TEST(BenchCompareLive, WithoutAGpuSaysSoInOneLine) {
   if (bench::cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
   const auto r = bench({"compare", "--chapter", "ch99", "--build-dir", FAKE_BUILD_DIR});

@@ -153,7 +153,7 @@ const char* to_string(Status status) {
 // noise, spread over 3016-3061 GB/s (1.5%) in one run; a ceiling is one method's figure.
 // Tensor-core ceilings get 15%: they are measured sustained, at the board's power limit
 // (Mode::sustained), but a short GEMM timed cold runs in the burst before the limiter acts (H100:
-// cuBLASLt BF16 at 4096^3 cold reached 107.6% of the sustained ceiling; cold 8192^3 calibrate
+// cuBLASLt BF16 at 4096^3 cold reached up to 110.5% of the sustained ceiling; cold 8192^3 calibrate
 // runs once read 781 and 796 TFLOP/s against 695-737 sustained). An over-counted cost model is
 // off by far more (2x for a multiply-add counted as two flops twice).
 double ceiling_allowance(const std::string& name, const Ceiling& ceiling) {

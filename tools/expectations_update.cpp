@@ -52,8 +52,8 @@ std::string noise_refusal(const CaseResult& side, const UpdatePolicy& policy) {
   const double error = median_error(side.noise, side.sample_count);
   if (side.noise <= policy.max_jittery_noise && error <= policy.max_median_error) return {};
   return fmt::format("{} is too noisy: {:.1f}% > {:.1f}%, and {} samples pin its median only to "
-                     "{:.2f}% (accepted: <= {:.1f}% noise with the median within {:.1f}%, or any "
-                     "run-to-run agreement over --repetitions {} or more)",
+                     "{:.2f}% (accepted: <= {:.1f}% noise with the median within {:.1f}%, or with runs that "
+                     "agree over --repetitions {} or more)",
                      side.variant, 100 * side.noise, 100 * policy.max_noise, side.sample_count,
                      100 * error, 100 * policy.max_jittery_noise, 100 * policy.max_median_error,
                      policy.min_runs);

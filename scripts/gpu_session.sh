@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: build with the `device` preset on all cores, run ctest with the
-# GPU labels, run `bench compare` for the chapters named, and leave logs and reports in $OUT.
+# One call on the GPU machine: first the README's two commands verbatim, as a new user runs them
+# on a fresh machine (`./bench compare --chapter ch07`, then `./bench test`: the launcher's
+# build/default); then build with the `device` preset on all cores (build/device), run ctest with
+# the GPU labels, run `bench compare` for the chapters named, and leave logs and reports in $OUT.
 #
 #   scripts/gpu_session.sh [--chapters "ch07 ch02"] [--repeats N] [--update] [--update-runs N]
 #                          [--calibrate] [--calibrate-args "..."] [--targets "..."]
 #                          [--ctest-labels REGEX] [--no-ctest] [--extra "compare args"]
+#                          [--no-readme]
 #
+# --no-readme skips the README's commands (a rerun on a warm machine); their exit codes and
+# durations go to the summary, their output to session/readme_compare_ch07.log and
+# session/readme_test.log.
 # --calibrate measures the ceilings first (bench calibrate, with --calibrate-args such as
 # "--only tf32,bf16 --repetitions 3"), so reports show % of ceiling.
 # --update accepts the first compare run of each chapter into expectations/<hardware_key>.json;
@@ -15,10 +21,11 @@
 # Everything lands in $OUT/session/ and is packed into $OUT/session.tar.gz (the device tool
 # returns at most 8 files); the summary is printed last.
 set -uo pipefail
+export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on the lent machines
 cd "$(dirname "$0")/.."
 
 chapters="" repeats=1 update="" update_runs=1 targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
-calibrate=0 calibrate_args=""
+calibrate=0 calibrate_args="" readme=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --chapters) chapters="$2"; shift 2 ;;
@@ -31,6 +38,7 @@ while [ $# -gt 0 ]; do
     --ctest-labels) labels="$2"; shift 2 ;;
     --no-ctest) run_ctest=0; shift ;;
     --extra) extra="$2"; shift 2 ;;
+    --no-readme) readme=0; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -40,6 +48,22 @@ mkdir -p "$out"
 summary="$out/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
+
+# The README's two commands, verbatim, before anything else.
+readme_run() {  # readme_run <log file> <command...>
+  local log="$out/$1" t rc
+  shift
+  t=$(date +%s)
+  "$@" >"$log" 2>&1
+  rc=$?
+  note "readme: $*: exit $rc, $(( $(date +%s) - t )) s (output: session/$(basename "$log"))"
+}
+if [ "$readme" = 1 ]; then
+  readme_run readme_compare_ch07.log ./bench compare --chapter ch07
+  tail -n 25 "$out/readme_compare_ch07.log" >>"$summary"
+  readme_run readme_test.log ./bench test
+  grep -E "tests passed|tests failed|\(Failed\)|\*\*\*|Not Run" "$out/readme_test.log" | head -20 | tee -a "$summary"
+fi
 
 note "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader)"
 start=$(date +%s)

@@ -11,6 +11,7 @@
 
 #include "bench/device_info.hpp"
 #include "bench/expectations.hpp"
+#include "display_reporter.hpp"
 #include "options.hpp"
 #include "registry.hpp"
 #include "runner.hpp"
@@ -195,7 +196,9 @@ int main(int argc, char** argv) {
     }
   }
 
-  benchmark::RunSpecifiedBenchmarks();
+  // The default display, less the library's misleading "built as DEBUG" warning.
+  const auto display = bench::detail::make_display_reporter();
+  benchmark::RunSpecifiedBenchmarks(display.get());
   benchmark::Shutdown();
   if (runner && !runner->context_lost().empty()) {
     std::fprintf(stderr, "FATAL: sticky CUDA error, the process ends: %s\n",

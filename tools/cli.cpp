@@ -9,6 +9,7 @@
 
 #include "calibrate_command.hpp"
 #include "commands.hpp"
+#include "sanitize_output.hpp"
 
 namespace bench::tools {
 namespace {
@@ -97,6 +98,21 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   profile_cmd->add_option("--output,-o", profile.output, "report path (default <build>/reports/profile/<case>)");
   profile_cmd->add_option("tool_args", profile.tool_args, "after --: flags for the tool, placed before the binary");
 
+  SanitizeOptions sanitize;
+  auto* sanitize_cmd = app.add_subcommand(
+      "sanitize", "every example's verification under compute-sanitizer: memcheck, racecheck, synccheck, initcheck");
+  auto* sanitize_chapter_opt = sanitize_cmd->add_option("--chapter", sanitize.chapters, "chapter(s) to check (chNN)")
+                                   ->check(check_chapter);
+  sanitize_cmd->add_flag("--all", sanitize.all, "every built chapter")->excludes(sanitize_chapter_opt);
+  sanitize_cmd->add_option("--example", sanitize.example, "only this example");
+  sanitize_cmd->add_option("--tool", sanitize.tools, "only these tools, comma-separated (default: all four)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(kSanitizerTools));
+  sanitize_cmd->add_option("--reports-dir", sanitize.reports_dir,
+                           "where sanitize.json, sanitize.md and the logs go (default <build>/reports/sanitize)");
+  sanitize_cmd->add_option("sanitizer_args", sanitize.sanitizer_args,
+                           "after --: flags for compute-sanitizer, placed before the program");
+
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   try {
@@ -115,16 +131,29 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     run.where = where;
     return run_command(run, out, err);
   }
-  // A profiled run makes one untimed launch: it is never a measurement to score.
+  // A profiled run makes one untimed launch, a verify-only run none: never a measurement to score.
   for (const auto* harness_args : {&compare.harness_args, &calibrate.harness_args})
-    for (const auto& arg : *harness_args)
+    for (const auto& arg : *harness_args) {
       if (arg.rfind("--bench_profile", 0) == 0) {
         err << "bench: --bench_profile makes no measurement; use `bench profile <case>`\n";
         return kExitUsage;
       }
+      if (arg.rfind("--bench_verify_only", 0) == 0) {
+        err << "bench: --bench_verify_only makes no measurement; `bench sanitize` is what uses it\n";
+        return kExitUsage;
+      }
+    }
   if (*profile_cmd) {
     profile.where = where;
     return profile_command(profile, out, err);
+  }
+  if (*sanitize_cmd) {
+    if (sanitize.chapters.empty() && !sanitize.all) {
+      err << "bench sanitize: say what to check: --chapter chNN or --all\n";
+      return kExitUsage;
+    }
+    sanitize.where = where;
+    return sanitize_command(sanitize, out, err);
   }
   if (*compare_cmd) {
     if (compare.chapters.empty() && !compare.all && compare.from_results.empty()) {

@@ -64,6 +64,17 @@ struct ProfileOptions {
 };
 int profile_command(const ProfileOptions& options, std::ostream& out, std::ostream& err);
 
+struct SanitizeOptions {
+  Locations where;
+  std::vector<std::string> chapters;
+  bool all = false;
+  std::string example;
+  std::vector<std::string> tools;            // empty: memcheck, racecheck, synccheck, initcheck
+  std::string reports_dir;  // sanitize.json, sanitize.md and logs/ (empty: <build>/reports/sanitize)
+  std::vector<std::string> sanitizer_args;   // after "--", passed to compute-sanitizer before the program
+};
+int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ostream& err);
+
 // Shared by the commands.
 std::string resolve_build_dir(const Locations& where);
 std::string resolve_expectations_dir(const Locations& where);

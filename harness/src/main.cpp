@@ -101,16 +101,18 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
 
 // --bench_profile: the case ran once under the profiler, untimed. No time or rate is reported,
 // and "mode=profile" in the label makes the bench tools refuse the row as a measurement.
-void report_profiled(benchmark::State& state, const bench::detail::VariantDef& v, const CaseResult& r) {
+// --bench_verify_only (`bench sanitize`): only the verification runs ran; "mode=verify".
+void report_untimed(benchmark::State& state, const bench::detail::VariantDef& v, const CaseResult& r) {
+  const bool profiled = bench::detail::options().profile;
   for (auto _ : state) state.SetIterationTime(0);
   auto& c = state.counters;
-  c["profiled"] = 1;
+  if (profiled) c["profiled"] = 1;
   c["verified"] = 1;
   c["max_abs_err"] = r.max_abs_err;
   c["rel_l2_err"] = r.rel_l2_err;
   replace_non_finite(c);
-  state.SetLabel(fmt::format("role={};impl={};fp={};mode=profile",
-                             bench::to_string(v.role), v.description, r.fingerprint_hash));
+  state.SetLabel(fmt::format("role={};impl={};fp={};mode={}", bench::to_string(v.role), v.description,
+                             r.fingerprint_hash, profiled ? "profile" : "verify"));
 }
 
 void add_context(const bench::DeviceInfo& d, int argc, char** argv) {
@@ -139,6 +141,7 @@ void add_context(const bench::DeviceInfo& d, int argc, char** argv) {
   };
   for (const auto& [key, value] : entries) benchmark::AddCustomContext(key, value);
   if (bench::detail::options().profile) benchmark::AddCustomContext("bench_profile", "on");
+  if (bench::detail::options().verify_only) benchmark::AddCustomContext("bench_verify_only", "on");
 }
 
 }  // namespace
@@ -187,7 +190,8 @@ int main(int argc, char** argv) {
           state.SkipWithError((tag + r.message).c_str());
           return;
         }
-        if (bench::detail::options().profile) return report_profiled(state, variant, r);
+        if (bench::detail::options().profile || bench::detail::options().verify_only)
+          return report_untimed(state, variant, r);
         for (auto _ : state) state.SetIterationTime(bench::stats::median(r.samples));
         report(state, variant, r, runner->ceilings());
         if (!bench::detail::options().samples_out.empty())

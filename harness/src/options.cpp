@@ -25,7 +25,9 @@ std::string options_help() {
          "  --bench_expectations_dir=DIR  where <hardware_key>.json ceilings are read from\n"
          "  --bench_smoke             a quick run: few samples, every check still made\n"
          "  --bench_profile           verify and warm up, then ONE untimed launch between\n"
-         "                            cudaProfilerStart/Stop for ncu or nsys (bench profile)\n";
+         "                            cudaProfilerStart/Stop for ncu or nsys (bench profile)\n"
+         "  --bench_verify_only       only the two checked runs at the verification size, then\n"
+         "                            report the case verified, untimed (bench sanitize)\n";
 }
 
 namespace {
@@ -82,6 +84,8 @@ std::string parse_options(int* argc, char** argv) {
       o.stop.timeout_s = 0.2;
     } else if (key == "bench_profile") {
       o.profile = true;
+    } else if (key == "bench_verify_only") {
+      o.verify_only = true;
     } else if (key == "bench_help") {
       error = options_help();
     } else {
@@ -89,6 +93,7 @@ std::string parse_options(int* argc, char** argv) {
     }
     if (!error.empty()) return error;
   }
+  if (o.profile && o.verify_only) return "--bench_profile and --bench_verify_only exclude each other";
   *argc = kept;
   argv[kept] = nullptr;
   return {};

@@ -228,6 +228,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
       end_checked_run(e, w, c, run, s, run == 0 ? "verification run 1" : "verification run 2", r);
     }
   }
+  if (opt.verify_only) return;  // --bench_verify_only (bench sanitize): verified, never timed
 
   std::optional<Phase> build_phase(std::in_place, "build", r);
   WorkloadInstance w = build_workload(e, /*verifying=*/false);

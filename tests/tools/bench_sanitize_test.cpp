@@ -1,0 +1,170 @@
+// `bench sanitize` with a stand-in for compute-sanitizer (a script that records its arguments,
+// runs the program and writes canned output to --log-file) on the fake chapter ch99: one process
+// per example and tool, the verify-only command line, a finding, a refusal, a crash, the reports
+// and the exit code. No GPU needed (BENCH_ASSUME_GPU=1).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "chapter_process.hpp"
+#include "run_bench.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using bench::tools::testing::bench;
+using bench::tools::testing::scratch_dir;
+
+// memcheck finds an out-of-bounds read in ch99/first; racecheck is refused by the "device";
+// everything else runs the program and reports no errors.
+fs::path fake_sanitizer(const fs::path& dir) {
+  const fs::path tool = dir / "compute-sanitizer";
+  std::ofstream script(tool);
+  script << R"(#!/bin/sh
+if [ "$1" = --version ]; then printf 'Fake Compute Sanitizer\nVersion 0.0.1\n'; exit 0; fi
+printf '%s\n' "$@" >> "$0.argv"
+while [ "${1#--}" != "$1" ]; do
+  case "$1" in --tool) tool=$2 ;; --log-file) log=$2 ;; esac
+  shift 2
+done
+if [ "$tool" = racecheck ]; then
+  printf '========= COMPUTE-SANITIZER\n========= Error: Device not supported\n' > "$log"
+  exit 1
+fi
+"$@"
+code=$?
+case "$tool $*" in
+  "memcheck "*ch99/first/*)
+    printf '%s\n' '========= COMPUTE-SANITIZER' '========= Invalid __global__ read of size 4 bytes' \
+      '=========     at first_kernel(const float *, float *, long)+0x70 in /somewhere/chapters/ch99/first.cu:41' \
+      '=========     by thread (255,0,0) in block (3,0,0)' '=========' '========= ERROR SUMMARY: 4 errors' > "$log"
+    exit 86 ;;
+esac
+printf '========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n' > "$log"
+exit $code
+)";
+  script.close();
+  fs::permissions(tool, fs::perms::owner_all);
+  return tool;
+}
+
+std::vector<std::vector<std::string>> recorded_runs(const fs::path& tool) {
+  std::ifstream in(tool.string() + ".argv");
+  std::vector<std::vector<std::string>> runs;
+  for (std::string line; std::getline(in, line);) {
+    if (line == "--tool") runs.emplace_back();
+    if (!runs.empty()) runs.back().push_back(line);
+  }
+  return runs;
+}
+
+class BenchSanitize : public ::testing::Test {
+ protected:
+  void SetUp() override { ::setenv("BENCH_ASSUME_GPU", "1", 1); }
+  void TearDown() override {
+    ::unsetenv("BENCH_ASSUME_GPU");
+    ::unsetenv("BENCH_COMPUTE_SANITIZER");
+  }
+};
+
+TEST_F(BenchSanitize, EveryExampleUnderEveryToolInItsOwnProcess) {
+  const fs::path dir = scratch_dir("sanitize");
+  const fs::path tool = fake_sanitizer(dir);
+  ::setenv("BENCH_COMPUTE_SANITIZER", tool.c_str(), 1);
+  const auto r = bench(
+      {"sanitize", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99", "--reports-dir", (dir / "reports").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // a finding and a crash
+
+  // 3 examples x 3 tools that ran the program, plus 3 refused racecheck runs.
+  const auto runs = recorded_runs(tool);
+  ASSERT_EQ(runs.size(), 12u) << r.out;
+  const std::string binary = std::string(FAKE_BUILD_DIR) + "/chapters/ch99/ch99";
+  const std::vector<std::string>& first = runs.front();
+  EXPECT_EQ(first[1], "memcheck");
+  const std::vector<std::string> tail(first.end() - 5, first.end());
+  EXPECT_EQ(tail[0], binary);
+  EXPECT_EQ(tail[1], "--benchmark_filter=^ch99/first/");
+  EXPECT_EQ(tail[4], "--bench_verify_only");
+  for (const char* flag : {"--log-file", "--error-exitcode", "--check-exit-code", "--show-backtrace"})
+    EXPECT_NE(std::find(first.begin(), first.end(), flag), first.end()) << flag;
+
+  EXPECT_NE(r.out.find("bench sanitize: " + tool.string() +
+                       " (Version 0.0.1) with memcheck, racecheck, synccheck, initcheck"),
+            std::string::npos)
+      << r.out;
+  // One line per example and tool: the finding with its kernel and line, the refusal, the crash.
+  EXPECT_NE(r.out.find("memcheck   FOUND Invalid __global__ read of size 4 bytes in first_kernel(const float *, "
+                       "float *, long) at /somewhere/chapters/ch99/first.cu:41 (4 errors)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("racecheck  refused: Error: Device not supported"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("synccheck  FAILED: "), std::string::npos) << r.out;  // ch99/crasher aborts
+  EXPECT_NE(r.out.find("initcheck  clean"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("racecheck refused by this GPU's compute-sanitizer for 3 example(s)"), std::string::npos)
+      << r.out;
+
+  std::ifstream in(dir / "reports" / "sanitize.json");
+  const auto report = nlohmann::json::parse(in);
+  std::map<std::string, std::string> verdict;
+  for (const auto& run : report["runs"])
+    verdict[run["example"].get<std::string>() + " " + run["tool"].get<std::string>()] = run["verdict"];
+  EXPECT_EQ(verdict["ch99/first memcheck"], "found");
+  EXPECT_EQ(verdict["ch99/first racecheck"], "refused");
+  EXPECT_EQ(verdict["ch99/first synccheck"], "clean");
+  EXPECT_EQ(verdict["ch99/crasher memcheck"], "failed");
+  EXPECT_EQ(verdict["ch99/crasher initcheck"], "failed");
+  EXPECT_EQ(verdict["ch99/last memcheck"], "clean");
+  EXPECT_EQ(verdict["ch99/last initcheck"], "clean");
+  EXPECT_EQ(report["runs"][0]["finding"]["line"], 41);
+  EXPECT_EQ(report["exit_code"], 1);
+  EXPECT_TRUE(fs::is_regular_file(dir / "reports" / "sanitize.md"));
+  EXPECT_TRUE(fs::is_regular_file(dir / "reports" / "logs" / "ch99.first.memcheck.log"));
+  fs::remove_all(dir);
+}
+
+TEST_F(BenchSanitize, OneExampleOneToolCleanExitsZero) {
+  const fs::path dir = scratch_dir("sanitize_one");
+  const fs::path tool = fake_sanitizer(dir);
+  ::setenv("BENCH_COMPUTE_SANITIZER", tool.c_str(), 1);
+  const auto r = bench({"sanitize", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99", "--example", "last", "--tool",
+                        "memcheck,synccheck", "--reports-dir", (dir / "reports").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(recorded_runs(tool).size(), 2u);
+  fs::remove_all(dir);
+}
+
+TEST_F(BenchSanitize, OnlyRefusalsCheckNothingAndFail) {
+  const fs::path dir = scratch_dir("sanitize_refused");
+  ::setenv("BENCH_COMPUTE_SANITIZER", fake_sanitizer(dir).c_str(), 1);
+  const auto r = bench({"sanitize", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99", "--example", "last", "--tool",
+                        "racecheck", "--reports-dir", (dir / "reports").string()});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("nothing was checked"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+TEST_F(BenchSanitize, MissingSanitizerIsAClearError) {
+  ::setenv("BENCH_COMPUTE_SANITIZER", "/nonexistent/compute-sanitizer", 1);
+  const auto r = bench({"sanitize", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("BENCH_COMPUTE_SANITIZER=/nonexistent/compute-sanitizer is not an executable file"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(BenchSanitize, UsageErrors) {
+  EXPECT_EQ(bench({"sanitize"}).exit_code, 2);
+  EXPECT_EQ(bench({"sanitize", "--chapter", "ch99", "--tool", "leakcheck"}).exit_code, 2);
+  const auto verify_only =
+      bench({"compare", "--chapter", "ch99", "--build-dir", FAKE_BUILD_DIR, "--", "--bench_verify_only"});
+  EXPECT_EQ(verify_only.exit_code, 2);
+  EXPECT_NE(verify_only.err.find("bench sanitize"), std::string::npos) << verify_only.err;
+}
+
+}  // namespace

@@ -1,0 +1,230 @@
+// tools/sanitize_output.cpp on canned compute-sanitizer text: reports in the shapes the tool has
+// printed them (2022 and later, and earlier), clean runs, refusals, and the verdict on one
+// example under one tool. No GPU and no compute-sanitizer needed.
+#include "sanitize_output.hpp"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using namespace bench::tools;
+
+// memcheck on an out-of-bounds read, as compute-sanitizer 2022+ prints it with -lineinfo and
+// --show-backtrace no.
+const char* kMemcheckFinding = R"(========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 4 bytes
+=========     at peek_past_end(const float *, float *, long)+0x1b0 in /work/main/tests/gpu/sanitize_cases.cu:42
+=========     by thread (159,0,0) in block (15,0,0)
+=========     Address 0x7f3a5e003e80 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7f3a5e000000 of size 16000 bytes
+=========
+========= Invalid __global__ read of size 4 bytes
+=========     at other_kernel(float *)+0x30 in /work/main/other.cu:7
+=========     by thread (0,0,0) in block (0,0,0)
+=========
+========= ERROR SUMMARY: 2 errors
+)";
+
+TEST(SanitizeOutput, MemcheckFindingHasKernelFileAndLine) {
+  const SanitizerOutput out = parse_sanitizer_output(kMemcheckFinding);
+  ASSERT_EQ(out.findings.size(), 2u);
+  const SanitizerFinding& f = out.findings.front();
+  EXPECT_EQ(f.what, "Invalid __global__ read of size 4 bytes");
+  EXPECT_EQ(f.function, "peek_past_end(const float *, float *, long)");
+  EXPECT_EQ(f.file, "/work/main/tests/gpu/sanitize_cases.cu");
+  EXPECT_EQ(f.line, 42);
+  ASSERT_EQ(f.details.size(), 4u);
+  EXPECT_EQ(f.details[2], "Address 0x7f3a5e003e80 is out of bounds");
+  EXPECT_EQ(out.error_count, 2);
+  EXPECT_TRUE(out.tool_errors.empty());
+  EXPECT_TRUE(out.unrecognised.empty());
+  EXPECT_EQ(out.findings[1].function, "other_kernel(float *)");
+  EXPECT_EQ(out.findings[1].line, 7);
+}
+
+TEST(SanitizeOutput, OlderLocationShapeAndNoLineInformation) {
+  // cuda-memcheck and compute-sanitizer before 2022: "0x<offset> in <file>:<line>:<function>".
+  const auto legacy = parse_sanitizer_output(
+      "========= Invalid __global__ write of size 8\n"
+      "=========     at 0x000000c8 in /home/u/src/helper.cuh:75:void projection<double>(double*, int)\n"
+      "=========     by thread (9,0,0) in block (0,0,0)\n");
+  ASSERT_EQ(legacy.findings.size(), 1u);
+  EXPECT_EQ(legacy.findings[0].file, "/home/u/src/helper.cuh");
+  EXPECT_EQ(legacy.findings[0].line, 75);
+  EXPECT_EQ(legacy.findings[0].function, "void projection<double>(double*, int)");
+  // Built without -lineinfo: the function only, in either shape.
+  const auto bare = parse_sanitizer_output(
+      "========= Uninitialized __global__ memory read of size 4 bytes\n"
+      "=========     at scale(float *, int)+0x80\n"
+      "========= Invalid __global__ read of size 4 bytes\n"
+      "=========     at 0x22e20 in void probe_kernel<int>(int *)\n");
+  ASSERT_EQ(bare.findings.size(), 2u);
+  EXPECT_EQ(bare.findings[0].function, "scale(float *, int)");
+  EXPECT_EQ(bare.findings[0].file, "");
+  EXPECT_EQ(bare.findings[0].where(), "in scale(float *, int) (no line information)");
+  EXPECT_EQ(bare.findings[1].function, "void probe_kernel<int>(int *)");
+}
+
+TEST(SanitizeOutput, RacecheckAnalysisReport) {
+  const auto out = parse_sanitizer_output(R"(========= COMPUTE-SANITIZER
+========= Warning: Maximum number of hazards reached. Environment variable NV_COMPUTE_SANITIZER_MAX_RACECHECK_HAZARDS can be used to increase this count.
+=========
+========= Error: Race reported between Write access at neighbour_race(const float *, float *, long)+0x90 in /work/main/tests/gpu/sanitize_cases.cu:61
+=========     and Read access at neighbour_race(const float *, float *, long)+0xc0 in /work/main/tests/gpu/sanitize_cases.cu:62 [7936 hazards]
+=========
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+)");
+  ASSERT_EQ(out.findings.size(), 1u);
+  const auto& f = out.findings[0];
+  EXPECT_EQ(f.what, "Error: Race reported between Write access and Read access");
+  EXPECT_EQ(f.function, "neighbour_race(const float *, float *, long)");
+  EXPECT_EQ(f.file, "/work/main/tests/gpu/sanitize_cases.cu");
+  EXPECT_EQ(f.line, 61);
+  EXPECT_EQ(out.hazard_count, 1);
+  // The hazard-count warning is a note, neither a report nor a refusal.
+  ASSERT_EQ(out.unrecognised.size(), 1u);
+  EXPECT_EQ(refusal_reason(out), "");
+}
+
+TEST(SanitizeOutput, RacecheckOlderShapes) {
+  const auto analysis = parse_sanitizer_output(
+      "========= WARNING: Race reported between Read access at 0xf10 in /src/reduce.hpp:1571:reduce_kernel(double*)\n"
+      "=========     and Write access at 0x8a0 in /src/reduce.hpp:557:reduce_kernel(double*) [3968 hazards]\n");
+  ASSERT_EQ(analysis.findings.size(), 1u);
+  EXPECT_EQ(analysis.findings[0].what, "WARNING: Race reported between Read access and Write access");
+  EXPECT_EQ(analysis.findings[0].line, 1571);
+  EXPECT_EQ(analysis.findings[0].function, "reduce_kernel(double*)");
+  const auto hazard = parse_sanitizer_output(
+      "========= ERROR: Potential WAW hazard detected at __shared__ 0x0 in block (0, 0, 0) :\n"
+      "=========     Write Thread (31, 0, 0) at 0x000000d8 in /src/race.cu:18:race(int*)\n"
+      "=========     Current Value : 31, Incoming Value : 0\n");
+  ASSERT_EQ(hazard.findings.size(), 1u);
+  EXPECT_EQ(hazard.findings[0].file, "/src/race.cu");
+  EXPECT_EQ(hazard.findings[0].line, 18);
+}
+
+TEST(SanitizeOutput, SynccheckAndHostApiReports) {
+  const auto out = parse_sanitizer_output(
+      "========= Barrier error detected. Divergent thread(s) in block\n"
+      "=========     at diverge(int *)+0x60 in /src/sync.cu:9\n"
+      "=========     by thread (32,0,0) in block (0,0,0)\n"
+      "=========\n"
+      "========= Program hit cudaErrorInvalidValue (error 1) due to \"invalid argument\" on CUDA API call to "
+      "cudaMemcpy.\n"
+      "=========     Saved host backtrace up to driver entry point at error\n");
+  ASSERT_EQ(out.findings.size(), 2u);
+  EXPECT_EQ(out.findings[0].where(), "in diverge(int *) at /src/sync.cu:9");
+  EXPECT_EQ(out.findings[1].function, "");  // "at error" is not a device location
+  EXPECT_EQ(out.findings[1].where(), "");
+}
+
+TEST(SanitizeOutput, CleanRuns) {
+  for (const char* text :
+       {"========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n",
+        "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"}) {
+    const auto out = parse_sanitizer_output(text);
+    EXPECT_TRUE(out.findings.empty()) << text;
+    EXPECT_TRUE(out.tool_errors.empty()) << text;
+    EXPECT_TRUE(out.unrecognised.empty()) << text;
+  }
+}
+
+TEST(SanitizeOutput, RefusalsAreToolErrors) {
+  const auto device = parse_sanitizer_output("========= COMPUTE-SANITIZER\n========= Error: Device not supported\n");
+  EXPECT_TRUE(device.findings.empty());
+  ASSERT_EQ(device.tool_errors.size(), 1u);
+  EXPECT_EQ(refusal_reason(device), "Error: Device not supported");
+  const auto internal =
+      parse_sanitizer_output("========= Internal Sanitizer Error: racecheck is not supported on this device\n");
+  EXPECT_EQ(refusal_reason(internal), "Internal Sanitizer Error: racecheck is not supported on this device");
+  // An error that is not a refusal: the sanitizer failed.
+  const auto broken =
+      parse_sanitizer_output("========= Error: Target application terminated before first instrumented API call\n");
+  ASSERT_EQ(broken.tool_errors.size(), 1u);
+  EXPECT_EQ(refusal_reason(broken), "");
+  // A warning about partial support is not a refusal.
+  EXPECT_EQ(refusal_reason(parse_sanitizer_output("========= Warning: async copies are not supported by this tool\n")),
+            "");
+}
+
+SanitizeEvidence ran_cleanly(std::string log) {
+  SanitizeEvidence e;
+  e.output = parse_sanitizer_output(log);
+  e.error_exit_code = 86;
+  e.how = "exit code 0";
+  e.expected_cases = {"ch07/copy/baseline", "ch07/copy/optimized"};
+  e.verified_cases = e.expected_cases;
+  return e;
+}
+
+TEST(SanitizeJudge, CleanFoundRefused) {
+  const SanitizeResult clean = judge(ran_cleanly("========= ERROR SUMMARY: 0 errors\n"));
+  EXPECT_EQ(clean.verdict, SanitizeVerdict::clean);
+  EXPECT_EQ(describe(clean), "clean");
+
+  SanitizeEvidence found = ran_cleanly(kMemcheckFinding);
+  found.exit_code = 86, found.how = "exit code 86";
+  found.verified_cases = {"ch07/copy/baseline"};  // the finding destroyed the context: a case failed
+  found.failed_cases = {{"ch07/copy/optimized", "CUDA context lost"}};
+  const SanitizeResult r = judge(found);
+  EXPECT_EQ(r.verdict, SanitizeVerdict::found);
+  EXPECT_EQ(r.errors, 2);
+  EXPECT_EQ(describe(r),
+            "FOUND Invalid __global__ read of size 4 bytes in peek_past_end(const float *, float *, long) at "
+            "/work/main/tests/gpu/sanitize_cases.cu:42 (2 errors)");
+
+  SanitizeEvidence refused = ran_cleanly("========= Error: Device not supported\n");
+  refused.exit_code = 1, refused.how = "exit code 1", refused.verified_cases.clear();
+  EXPECT_EQ(judge(refused).verdict, SanitizeVerdict::refused);
+  EXPECT_EQ(describe(judge(refused)), "refused: Error: Device not supported");
+}
+
+TEST(SanitizeJudge, FindingsTheParserCannotReadStillCount) {
+  SanitizeEvidence e = ran_cleanly("========= Some report in a new shape\n=========     at k()+0x10 in k.cu:3\n");
+  e.exit_code = 86;  // --error-exitcode: the sanitizer counted errors
+  const SanitizeResult r = judge(e);
+  EXPECT_EQ(r.verdict, SanitizeVerdict::found);
+  EXPECT_EQ(r.finding->what, "Some report in a new shape");
+}
+
+TEST(SanitizeJudge, FailuresAndSkips) {
+  // Exit 0 but a case never reported: a sanitizer that did not run the program passes nothing.
+  SanitizeEvidence missing = ran_cleanly("========= ERROR SUMMARY: 0 errors\n");
+  missing.verified_cases = {"ch07/copy/baseline"};
+  EXPECT_EQ(judge(missing).verdict, SanitizeVerdict::failed);
+  EXPECT_NE(judge(missing).reason.find("ch07/copy/optimized"), std::string::npos);
+
+  SanitizeEvidence failed_case = ran_cleanly("========= ERROR SUMMARY: 0 errors\n");
+  failed_case.verified_cases = {"ch07/copy/baseline"};
+  failed_case.failed_cases = {{"ch07/copy/optimized", "verification run 1: 3 of 100 elements differ"}};
+  EXPECT_EQ(describe(judge(failed_case)),
+            "FAILED: ch07/copy/optimized failed: verification run 1: 3 of 100 elements differ");
+
+  SanitizeEvidence crashed = ran_cleanly("========= ERROR SUMMARY: 0 errors\n");
+  crashed.signaled = true, crashed.how = "killed by signal 6 (Aborted)", crashed.verified_cases.clear();
+  EXPECT_EQ(judge(crashed).verdict, SanitizeVerdict::failed);
+
+  SanitizeEvidence no_device = ran_cleanly("");
+  no_device.exit_code = kNoDeviceExitCode, no_device.verified_cases.clear();
+  EXPECT_EQ(describe(judge(no_device)), "skipped: no CUDA device");
+
+  SanitizeEvidence not_started = ran_cleanly("");
+  not_started.started = false, not_started.how = "could not be started: No such file or directory";
+  EXPECT_EQ(judge(not_started).verdict, SanitizeVerdict::failed);
+
+  SanitizeEvidence tool_error =
+      ran_cleanly("========= Error: Target application terminated before first instrumented API call\n");
+  tool_error.exit_code = 1;
+  EXPECT_EQ(describe(judge(tool_error)),
+            "FAILED: compute-sanitizer: Error: Target application terminated before first instrumented API call");
+
+  SanitizeEvidence skipped = ran_cleanly("========= ERROR SUMMARY: 0 errors\n");
+  skipped.verified_cases = {"ch07/copy/baseline"};
+  skipped.skipped_cases = {{"ch07/copy/optimized", "needs compute capability 10.0"}};
+  EXPECT_EQ(describe(judge(skipped)), "clean (1 of 2 cases skipped: needs compute capability 10.0)");
+  skipped.verified_cases.clear();
+  skipped.skipped_cases.push_back({"ch07/copy/baseline", "needs compute capability 10.0"});
+  EXPECT_EQ(describe(judge(skipped)), "skipped: needs compute capability 10.0");
+}
+
+}  // namespace

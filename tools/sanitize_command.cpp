@@ -1,0 +1,305 @@
+// `bench sanitize`: every example's verification under compute-sanitizer's memcheck, racecheck,
+// synccheck and initcheck, each example and tool in a process of its own (a crash, or a tool that
+// destroys the context on the first error, hides nothing else). The chapter binary runs with
+// --bench_verify_only: the two checked runs at the verification size and nothing of the timing
+// machinery. docs/sanitize.md says how to read the output.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <sstream>
+
+#include "bench/device_info.hpp"
+#include "chapter_process.hpp"
+#include "commands.hpp"
+#include "lookup.hpp"
+#include "results.hpp"
+#include "sanitize_output.hpp"
+
+namespace bench::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+// compute-sanitizer's exit code when it found something (a chapter binary never exits with it).
+constexpr int kFoundExitCode = 86;
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// BENCH_COMPUTE_SANITIZER, else PATH, $CUDA_HOME/bin, /usr/local/cuda/bin, then the folder of the
+// nvcc that built this tree. Empty (and *error) when none has it.
+std::string find_sanitizer(std::string* error) {
+  if (const char* path = std::getenv("BENCH_COMPUTE_SANITIZER"); path && *path) {
+    if (is_executable(path)) return path;
+    *error = fmt::format("BENCH_COMPUTE_SANITIZER={} is not an executable file", path);
+    return {};
+  }
+  std::vector<fs::path> dirs = path_dirs();
+  if (const char* home = std::getenv("CUDA_HOME"); home && *home) dirs.push_back(fs::path(home) / "bin");
+  dirs.emplace_back("/usr/local/cuda/bin");
+  dirs.push_back(fs::path(BENCH_NVCC).parent_path());
+  for (const auto& dir : dirs)  // the toolkit keeps the real one in <cuda>/compute-sanitizer/
+    for (const fs::path& candidate :
+         {dir / "compute-sanitizer", dir / ".." / "compute-sanitizer" / "compute-sanitizer"})
+      if (is_executable(candidate)) return fs::weakly_canonical(candidate).string();
+  std::string searched;
+  for (const auto& dir : dirs) searched += (searched.empty() ? "" : ", ") + dir.string();
+  *error = "compute-sanitizer not found (searched PATH, $CUDA_HOME/bin, /usr/local/cuda/bin and the nvcc's folder: " +
+           searched + "): install the CUDA toolkit's compute-sanitizer or set BENCH_COMPUTE_SANITIZER=/path/to/it";
+  return {};
+}
+
+// "compute-sanitizer 2024.1.1 (...)": the last line of its --version, for the header and the report.
+std::string sanitizer_version(const std::string& sanitizer) {
+  const ProcessResult p = run_process({sanitizer, "--version"}, true);
+  const std::string last = tail_lines(p.out, 1);
+  return p.ok() && !last.empty() ? last : "version unknown (--version: " + p.describe() + ")";
+}
+
+// The sanitizer's lines that reached the console (before or besides its log file).
+std::string sanitizer_lines(const std::string& console) {
+  std::string out;
+  std::istringstream in(console);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("=========", 0) == 0 || line.rfind("Error", 0) == 0 ||
+        line.rfind("Internal Sanitizer Error", 0) == 0)
+      out += line + "\n";
+  return out;
+}
+
+struct Run {
+  std::string example, tool;
+  SanitizeResult result;
+  std::vector<std::string> notes;  // lines of the sanitizer's that are neither reports nor errors
+  std::vector<std::string> command;
+  fs::path log;
+  double seconds = 0;
+};
+
+Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs::path& binary,
+                 const std::string& example, const std::vector<std::string>& cases, const SanitizeOptions& options,
+                 const fs::path& logs) {
+  Run run{example, tool, {}, {}, {}, {}, 0};
+  std::string stem = example + "." + tool;
+  std::replace(stem.begin(), stem.end(), '/', '.');
+  run.log = logs / (stem + ".log");
+  const fs::path results = logs / (stem + ".json");
+  fs::remove(run.log), fs::remove(results);
+  run.command = {sanitizer,
+                 "--tool",
+                 tool,
+                 "--log-file",
+                 run.log.string(),
+                 "--print-limit",
+                 "10",
+                 "--show-backtrace",
+                 "no",
+                 "--check-exit-code",
+                 "no",
+                 "--error-exitcode",
+                 std::to_string(kFoundExitCode)};
+  run.command.insert(run.command.end(), options.sanitizer_args.begin(), options.sanitizer_args.end());
+  run.command.insert(run.command.end(),
+                     {binary.string(), "--benchmark_filter=^" + example + "/", "--benchmark_out=" + results.string(),
+                      "--benchmark_out_format=json", "--bench_verify_only"});
+  const auto start = std::chrono::steady_clock::now();
+  const ProcessResult p = run_process(run.command, true);
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  SanitizeEvidence e;
+  e.started = p.started, e.signaled = p.signaled, e.exit_code = p.exit_code, e.how = p.describe();
+  e.error_exit_code = kFoundExitCode;
+  e.stderr_tail = tail_lines(p.err, 2);
+  e.output = parse_sanitizer_output(read_text(run.log) + "\n" + sanitizer_lines(p.out) + sanitizer_lines(p.err));
+  e.expected_cases = cases;
+  try {
+    ResultsFile file;
+    merge_run(file, json::parse(null_non_finite(read_text(results))), logs / "no-samples");
+    for (const auto& c : extract_cases(file)) {
+      if (c.outcome == Outcome::failed)
+        e.failed_cases.emplace_back(c.name, c.message);
+      else if (c.outcome == Outcome::skipped)
+        e.skipped_cases.emplace_back(c.name, c.message);
+      else if (c.verified)
+        e.verified_cases.push_back(c.name);
+      else
+        e.failed_cases.emplace_back(c.name, "reported without verification");
+    }
+  } catch (const json::exception&) {
+    // No or half a results file: the process died, and judge() says so.
+  }
+  run.result = judge(e);
+  run.notes = e.output.unrecognised;
+  // Paths under the source tree read better relative to it.
+  if (run.result.finding) {
+    std::string& file = run.result.finding->file;
+    const std::string source = build_info().source_dir + "/";
+    if (file.rfind(source, 0) == 0) file.erase(0, source.size());
+  }
+  return run;
+}
+
+json report_json(const std::string& sanitizer, const std::string& version, const std::vector<std::string>& tools,
+                 const std::vector<Run>& runs, int exit_code) {
+  json j = {{"format", "cudabench-sanitize-1"},
+            {"sanitizer", sanitizer},
+            {"sanitizer_version", version},
+            {"tools", tools},
+            {"runs", json::array()},
+            {"exit_code", exit_code}};
+  for (const auto& run : runs) {
+    json r = {{"example", run.example},
+              {"tool", run.tool},
+              {"verdict", to_string(run.result.verdict)},
+              {"reason", run.result.reason},
+              {"errors", run.result.errors},
+              {"seconds", run.seconds},
+              {"log", run.log.string()},
+              {"notes", run.notes},
+              {"command", run.command}};
+    if (const auto& f = run.result.finding)
+      r["finding"] = {
+          {"what", f->what}, {"function", f->function}, {"file", f->file}, {"line", f->line}, {"details", f->details}};
+    j["runs"].push_back(r);
+  }
+  return j;
+}
+
+std::string report_markdown(const std::vector<std::string>& tools, const std::vector<Run>& runs) {
+  std::vector<std::string> examples;
+  std::map<std::pair<std::string, std::string>, const Run*> cell;
+  for (const auto& run : runs) {
+    if (std::find(examples.begin(), examples.end(), run.example) == examples.end()) examples.push_back(run.example);
+    cell[{run.example, run.tool}] = &run;
+  }
+  std::string md = "# bench sanitize\n\n| example |";
+  for (const auto& tool : tools) md += " " + tool + " |";
+  md += "\n| --- |";
+  for (std::size_t i = 0; i < tools.size(); ++i) md += " --- |";
+  md += "\n";
+  for (const auto& example : examples) {
+    md += "| " + example + " |";
+    for (const auto& tool : tools) {
+      const auto it = cell.find({example, tool});
+      md += " " + (it == cell.end() ? std::string("-") : std::string(to_string(it->second->result.verdict))) + " |";
+    }
+    md += "\n";
+  }
+  md += "\n";
+  for (const auto& run : runs)
+    if (run.result.verdict != SanitizeVerdict::clean)
+      md +=
+          fmt::format("- **{} / {}**: {} (log: `{}`)\n", run.example, run.tool, describe(run.result), run.log.string());
+  return md;
+}
+
+void write_text(const fs::path& file, const std::string& text) {
+  if (file.has_parent_path()) fs::create_directories(file.parent_path());
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) throw std::runtime_error(file.string() + ": cannot be written");
+}
+
+}  // namespace
+
+int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ostream& err) {
+  const fs::path build_dir = resolve_build_dir(options.where);
+  const std::vector<std::string> chapters = options.all ? built_chapters(build_dir) : options.chapters;
+  if (chapters.empty()) {
+    err << "bench sanitize: say what to check: --chapter chNN or --all (no chapter binaries under "
+        << (build_dir / "chapters").string() << ")\n";
+    return kExitUsage;
+  }
+  for (const auto& chapter : chapters)
+    if (!fs::is_regular_file(chapter_binary(build_dir, chapter))) {
+      err << "bench sanitize: " << chapter << " is not built (no " << chapter_binary(build_dir, chapter).string()
+          << ")\n";
+      return kExitUsage;
+    }
+  const std::vector<std::string> tools = options.tools.empty() ? kSanitizerTools : options.tools;
+  std::string error;
+  const std::string sanitizer = find_sanitizer(&error);
+  if (sanitizer.empty()) {
+    err << "bench sanitize: " << error << "\n";
+    return kExitUsage;
+  }
+  if (!gpu_available(&error)) {
+    err << "bench sanitize: no CUDA device (" << error << ")\n";
+    return kExitFailed;
+  }
+  const fs::path reports =
+      options.reports_dir.empty() ? build_dir / "reports" / "sanitize" : fs::path(options.reports_dir);
+  const fs::path logs = reports / "logs";
+  fs::create_directories(logs);
+  std::string tool_list;
+  for (const auto& tool : tools) tool_list += (tool_list.empty() ? "" : ", ") + tool;
+  const std::string version = sanitizer_version(sanitizer);
+  out << "bench sanitize: " << sanitizer << " (" << version << ") with " << tool_list
+      << "; each example's verification runs (--bench_verify_only) in a process per tool; logs in " << logs.string()
+      << "\n"
+      << std::flush;
+
+  std::vector<Run> runs;
+  for (const auto& chapter : chapters) {
+    const fs::path binary = chapter_binary(build_dir, chapter);
+    auto [examples, cases_of, list_error] = chapter_examples(binary, options.example);
+    if (!list_error.empty()) {
+      err << "bench sanitize: " << list_error << "\n";
+      return kExitFailed;
+    }
+    if (examples.empty() && !options.example.empty())
+      out << fmt::format("{}: no example {}\n", chapter, options.example);
+    for (std::size_t i = 0; i < examples.size(); ++i) {
+      const std::size_t cases = cases_of[examples[i]].size();
+      out << fmt::format("[{}/{}] {} ({} case{})\n", i + 1, examples.size(), examples[i], cases, cases == 1 ? "" : "s")
+          << std::flush;
+      for (const auto& tool : tools) {
+        runs.push_back(sanitize_one(sanitizer, tool, binary, examples[i], cases_of[examples[i]], options, logs));
+        const Run& run = runs.back();
+        out << fmt::format("  {:<10} {} ({:.1f} s)\n", tool, describe(run.result), run.seconds);
+        if (run.result.verdict == SanitizeVerdict::found || run.result.verdict == SanitizeVerdict::failed)
+          out << fmt::format("  {:<10} log: {}\n", "", run.log.string());
+        out << std::flush;
+      }
+    }
+  }
+
+  std::map<SanitizeVerdict, int> count;
+  for (const auto& run : runs) ++count[run.result.verdict];
+  const int bad = count[SanitizeVerdict::found] + count[SanitizeVerdict::failed];
+  const bool checked_nothing = count[SanitizeVerdict::clean] == 0 && bad == 0;
+  const int exit_code = bad > 0 || checked_nothing ? kExitFailed : kExitOk;
+  out << fmt::format("\nsanitize: {} runs: {} clean, {} found, {} failed, {} refused, {} skipped\n", runs.size(),
+                     count[SanitizeVerdict::clean], count[SanitizeVerdict::found], count[SanitizeVerdict::failed],
+                     count[SanitizeVerdict::refused], count[SanitizeVerdict::skipped]);
+  std::map<std::string, std::pair<int, std::string>> refused;  // by tool: how often, the first reason
+  for (const auto& run : runs)
+    if (run.result.verdict == SanitizeVerdict::refused && refused[run.tool].first++ == 0)
+      refused[run.tool].second = run.result.reason;
+  for (const auto& [tool, what] : refused)
+    out << fmt::format("  {} refused by this GPU's compute-sanitizer for {} example(s), not checked: {}\n", tool,
+                       what.first, what.second);
+  if (checked_nothing) out << "  nothing was checked\n";
+  try {
+    const fs::path json_path = reports / "sanitize.json", md_path = reports / "sanitize.md";
+    write_text(json_path, report_json(sanitizer, version, tools, runs, exit_code).dump(2) + "\n");
+    write_text(md_path, report_markdown(tools, runs));
+    out << "JSON report: " << json_path.string() << "\nMarkdown report: " << md_path.string() << "\n";
+  } catch (const std::exception& e) {
+    err << "bench sanitize: " << e.what() << "\n";
+    return kExitFailed;
+  }
+  return exit_code;
+}
+
+}  // namespace bench::tools

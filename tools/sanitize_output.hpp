@@ -1,0 +1,81 @@
+// tools/sanitize_output.hpp: reading compute-sanitizer's text output (`bench sanitize`), and the
+// verdict on one example under one tool. Pure functions of text, so the CPU tests cover them on
+// canned output (tests/tools/sanitize_output_test.cpp).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bench::tools {
+
+// The tools `bench sanitize` runs, in order.
+inline const std::vector<std::string> kSanitizerTools = {"memcheck", "racecheck", "synccheck", "initcheck"};
+
+// One error or hazard report: its first line and where it happened.
+struct SanitizerFinding {
+  std::string
+      what;  // "Invalid __global__ read of size 4 bytes", "Error: Race reported between Write access and Read access"
+  std::string function;  // the device function from the "at" line, as printed (kernel name and parameters); empty for a
+                         // host API error
+  std::string file;      // source file of the "at" line (needs -lineinfo); empty when not known
+  int line = 0;
+  std::vector<std::string> details;  // the indented lines under the report ("by thread ...", "Address ...")
+  // "in kernel(...) at file.cu:12", "in kernel(...) (no line information)", or "" for a host API error.
+  std::string where() const;
+};
+
+// What one compute-sanitizer run printed.
+struct SanitizerOutput {
+  std::vector<SanitizerFinding> findings;  // in the order printed (at most --print-limit of them)
+  std::optional<long> error_count;         // "ERROR SUMMARY: N errors"
+  std::optional<long> hazard_count;        // "RACECHECK SUMMARY: N hazards displayed (...)"
+  std::vector<std::string> tool_errors;    // the sanitizer's own errors ("Error: Device not supported")
+  std::vector<std::string> unrecognised;   // other top-level lines (notes, warnings the parser does not know)
+};
+
+// Parses compute-sanitizer text: its log file, or console lines carrying its "=========" prefix.
+// Lines without the prefix are read too (a log written with --prefix ""), top-level when they are
+// not indented.
+SanitizerOutput parse_sanitizer_output(std::string_view text);
+
+// Why the sanitizer refused to run this tool here ("Error: Device not supported"), or "" when it
+// did not refuse: a tool error naming something unsupported or unavailable.
+std::string refusal_reason(const SanitizerOutput& output);
+
+enum class SanitizeVerdict { clean, found, refused, failed, skipped };
+const char* to_string(SanitizeVerdict verdict);  // "clean", "found", "refused", "failed", "skipped"
+
+// What is known about one sanitizer process that ran one example's cases with --bench_verify_only.
+struct SanitizeEvidence {
+  SanitizerOutput output;  // parsed from its log and the prefixed lines of its console
+  bool started = true;     // false: compute-sanitizer could not be executed
+  bool signaled = false;
+  int exit_code = 0;                        // compute-sanitizer's exit code (the program's, unless errors were found)
+  int error_exit_code = 0;                  // what --error-exitcode was set to
+  std::string how;                          // "exit code 3", "killed by signal 9 (Killed)"
+  std::string stderr_tail;                  // the last lines of its console
+  std::vector<std::string> expected_cases;  // the cases the example registers
+  std::vector<std::string> verified_cases;  // reported without error (verification passed)
+  std::vector<std::pair<std::string, std::string>> failed_cases;   // case, message
+  std::vector<std::pair<std::string, std::string>> skipped_cases;  // case, reason
+};
+
+struct SanitizeResult {
+  SanitizeVerdict verdict = SanitizeVerdict::clean;
+  std::optional<SanitizerFinding> finding;  // the first, when verdict is found
+  long errors = 0;                          // how many the sanitizer counted (0 when unknown)
+  std::string reason;                       // refused, failed or skipped: why; clean: what was not run
+};
+
+inline constexpr int kNoDeviceExitCode = 77;  // the harness's "SKIPPED: no CUDA device" exit
+
+// The verdict: found beats everything (a finding often fails the case that hit it); then refused,
+// then the sanitizer's own errors and the program's failures; then skipped when every case was.
+SanitizeResult judge(const SanitizeEvidence& evidence);
+
+// One line for the console: "clean", "FOUND Invalid __global__ read ... in k(...) at f.cu:3 (4 errors)".
+std::string describe(const SanitizeResult& result);
+
+}  // namespace bench::tools

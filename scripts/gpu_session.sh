@@ -4,10 +4,17 @@
 # build/default); then build with the `device` preset on all cores (build/device), run ctest with
 # the GPU labels, run `bench compare` for the chapters named, and leave logs and reports in $OUT.
 #
-#   scripts/gpu_session.sh [--chapters "ch07 ch02"] [--repeats N] [--update] [--update-runs N]
+#   scripts/gpu_session.sh [--chapters "ch07 ch02"] [--all] [--repeats N] [--update] [--update-runs N]
 #                          [--calibrate] [--calibrate-args "..."] [--targets "..."]
 #                          [--ctest-labels REGEX] [--no-ctest] [--extra "compare args"]
-#                          [--no-readme]
+#                          [--no-readme] [--preset default|device] [--sanitize "ch07 ch02"]
+#
+# --all runs `bench compare --all` (every chapter in one report) instead of --chapters.
+# --sanitize runs `bench sanitize --chapter C` for each chapter named, last.
+# --preset picks the build the session uses after the README's commands: `default` (the
+# default) reuses build/default, which `./bench test` has just built and tested with every
+# label, so the session neither rebuilds nor reruns ctest unless --ctest-labels asks; `device`
+# builds build/device (sm_90a) and runs ctest with the GPU labels as before.
 #
 # --no-readme skips the README's commands (a rerun on a warm machine); their exit codes and
 # durations go to the summary, their output to session/readme_compare_ch07.log and
@@ -25,7 +32,7 @@ export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on the lent machines
 cd "$(dirname "$0")/.."
 
 chapters="" repeats=1 update="" update_runs=1 targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
-calibrate=0 calibrate_args="" readme=1
+calibrate=0 calibrate_args="" readme=1 preset=default all=0 sanitize="" labels_given=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --chapters) chapters="$2"; shift 2 ;;
@@ -35,7 +42,10 @@ while [ $# -gt 0 ]; do
     --calibrate) calibrate=1; shift ;;
     --calibrate-args) calibrate_args="$2"; shift 2 ;;
     --targets) targets="$2"; shift 2 ;;
-    --ctest-labels) labels="$2"; shift 2 ;;
+    --ctest-labels) labels="$2"; labels_given=1; shift 2 ;;
+    --preset) preset="$2"; shift 2 ;;
+    --all) all=1; shift ;;
+    --sanitize) sanitize="$2"; shift 2 ;;
     --no-ctest) run_ctest=0; shift ;;
     --extra) extra="$2"; shift 2 ;;
     --no-readme) readme=0; shift ;;
@@ -67,40 +77,52 @@ fi
 
 note "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader)"
 start=$(date +%s)
-cmake --preset device >"$out/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$out/configure.log"; }
-build_args=(--build --preset device)
+# build/default was just built and tested in full by `./bench test`: reuse it as it is.
+if [ "$preset" = default ] && [ "$readme" = 1 ] && [ "$labels_given" = 0 ]; then run_ctest=0; fi
+cmake --preset "$preset" >"$out/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$out/configure.log"; }
+build_args=(--build --preset "$preset")
 [ -n "$targets" ] && build_args+=(--target $targets)
-cmake "${build_args[@]}" >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error|FAILED" "$out/build.log" | head -40; }
-note "build: $(( $(date +%s) - start )) s"
+cmake "${build_args[@]}" -j "$(nproc)" >"$out/build.log" 2>&1 || { note "build FAILED"; grep -E "error|FAILED" "$out/build.log" | head -40; }
+note "build ($preset): $(( $(date +%s) - start )) s"
 
 if [ "$run_ctest" = 1 ]; then
   t=$(date +%s)
-  ctest --preset device -L "$labels" --timeout 900 >"$out/ctest.log" 2>&1
+  ctest --preset "$preset" -L "$labels" --timeout 900 >"$out/ctest.log" 2>&1
   note "ctest ($labels): $(( $(date +%s) - t )) s: $(grep -E 'tests passed|tests failed' "$out/ctest.log")"
   grep -E "Failed|\*\*\*|Not Run|Skipped" "$out/ctest.log" | head -20 | tee -a "$summary"
-  # The timing tests print their measured figures: keep them in the summary.
-  build/device/tests/gpu/gpu_tests --gtest_filter='*Spin*:*Row8*:*Row14*:*Sustained*' 2>&1 | grep -E "median|cold|A/A|sustained|OK|FAILED" >>"$summary"
 fi
+# The timing tests print their measured figures: keep them in the summary.
+[ -x "build/$preset/tests/gpu/gpu_tests" ] && "build/$preset/tests/gpu/gpu_tests" \
+  --gtest_filter='*Spin*:*Row8*:*Row14*:*Sustained*:Memoisation*' 2>&1 | grep -E "median|cold|A/A|sustained|OK|FAILED" >>"$summary"
 
-bench=build/device/tools/bench
+bench=build/$preset/tools/bench
 if [ "$calibrate" = 1 ]; then
   t=$(date +%s)
   $bench calibrate $calibrate_args >"$out/calibrate.log" 2>&1
   note "calibrate: exit $?, $(( $(date +%s) - t )) s"
   cat "$out/calibrate.log" >>"$summary"
 fi
+[ "$all" = 1 ] && chapters="all"
 for ch in $chapters; do
+  which="--chapter $ch"
+  [ "$ch" = all ] && which="--all"
   for i in $(seq 1 "$repeats"); do
     t=$(date +%s)
     flags=""
     [ "$i" = 1 ] && [ -n "$update" ] && flags="$update --repetitions $update_runs"
-    $bench compare --chapter "$ch" --json "$out/compare_${ch}_$i.json" --markdown "$out/compare_${ch}_$i.md" \
+    $bench compare $which --json "$out/compare_${ch}_$i.json" --markdown "$out/compare_${ch}_$i.md" \
       --save-results "$out/results_${ch}_$i.json" \
       $flags $extra >"$out/compare_${ch}_$i.log" 2>&1
     rc=$?
     note "compare $ch run $i: exit $rc, $(( $(date +%s) - t )) s"
     cat "$out/compare_${ch}_$i.log" >>"$summary"
   done
+done
+for ch in $sanitize; do
+  t=$(date +%s)
+  $bench sanitize --chapter "$ch" >"$out/sanitize_$ch.log" 2>&1
+  note "sanitize $ch: exit $?, $(( $(date +%s) - t )) s"
+  cat "$out/sanitize_$ch.log" >>"$summary"
 done
 cp -r expectations "$out/" 2>/dev/null
 tar -czf "${OUT:-$PWD/gpu-session}/session.tar.gz" -C "$out/.." session

@@ -62,6 +62,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   compare_cmd->add_option("--save-results", compare.save_results, "write the merged results file here");
   compare_cmd->add_flag("--update-expectations", compare.update_expectations,
                         "accept verified, quiet results into expectations/<hardware_key>.json");
+  compare_cmd->add_flag("--add-machine", compare.add_machine,
+                        "append this machine's figures to the `machines` of every host-dependent example "
+                        "(a variant declared host_bound), whose band is their spread; nothing else changes")
+      ->excludes("--update-expectations");
   compare_cmd->add_option("--repetitions", compare.repetitions,
                           "run each example N times, each in a fresh process (interleaved), and pool the samples; "
                           "with --update-expectations every run must reproduce the speedup within the tolerance written")

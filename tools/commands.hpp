@@ -39,6 +39,7 @@ struct CompareOptions {
   std::string json_report, markdown_report;
   std::string from_results, save_results;
   bool update_expectations = false;
+  bool add_machine = false;  // --add-machine: append this machine to host-dependent entries
   int repetitions = 1;  // each example run this often, each time in a fresh process; samples pooled
   std::vector<std::string> harness_args;
   std::string command_line;  // for provenance

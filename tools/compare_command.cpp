@@ -151,9 +151,10 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
     if (!markdown_path.empty()) write_text(markdown_path, format_markdown(card));
     if (!json_path.empty()) out << "JSON report: " << json_path << "\n";
     if (!markdown_path.empty()) out << "Markdown report: " << markdown_path << "\n";
-    if (options.update_expectations) {
+    if (options.update_expectations || options.add_machine) {
       UpdatePolicy policy;
       policy.command = options.command_line;
+      policy.add_machine = options.add_machine;
       report_update(update_expectations_file(expectations_file, card, results.context, policy),
                     expectations_file, out);
     }

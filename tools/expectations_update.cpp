@@ -59,11 +59,20 @@ std::string noise_refusal(const CaseResult& side, const UpdatePolicy& policy) {
                      policy.min_runs);
 }
 
-// Repetitions: each run's own speedup (its baseline median over its subject median) must lie
-// within `tolerance` of the pooled estimate, or the entry would fail its own runs.
+// Repetitions: each run's own figure must lie within `tolerance` of the pooled one, or the
+// entry would fail its own runs: the speedup (its baseline median over its subject median), or
+// for a pair scored by the optimized side's time, that time.
 std::string run_refusal(const ScoredRow& row, double tolerance) {
   const auto& base = row.baseline->run_medians_us;
   const auto& subject = row.subject->run_medians_us;
+  if (row.basis == ScoreBasis::optimized_time) {
+    for (std::size_t i = 0; i < subject.size(); ++i)
+      if (std::abs(subject[i] / row.subject->median_us - 1) > tolerance)
+        return fmt::format("run {} of {} gave {} {:.4g} us, outside {:.4g} us +-{:.0f}%: the runs do not "
+                           "reproduce each other", i + 1, subject.size(), row.subject->variant, subject[i],
+                           row.subject->median_us, 100 * tolerance);
+    return {};
+  }
   if (base.size() != subject.size()) return {};
   for (std::size_t i = 0; i < base.size(); ++i) {
     const double speedup = base[i] / subject[i];
@@ -74,17 +83,36 @@ std::string run_refusal(const ScoredRow& row, double tolerance) {
   return {};
 }
 
-// Why a row may not become an expectation; empty when it may.
+MachineRun machine_run(const ScoredRow& row, const json& context, const std::string& date) {
+  // machine_id (host name and boot id) tells leases apart; older results have only host_name.
+  const std::string machine = context_string(context, "machine_id");
+  return {row.speedup->estimate, row.subject->median_us, machine.empty() ? context_string(context, "host_name") : machine,
+          date};
+}
+
+// Why a row may not become an expectation; empty when it may. Adding a machine to a
+// host-dependent entry is the one way a figure outside its band can be recorded: the band is
+// the machines' spread, and a new machine is new evidence of it, printed in the diff.
 std::string refusal(const ScoredRow& row, const UpdatePolicy& policy) {
   switch (row.status) {
     case Status::failed: return "FAILED: " + row.reason;
     case Status::skipped: return "SKIPPED: " + row.reason;
-    case Status::regressed: return "REGRESSED: a regression is not accepted as the new reference";
+    case Status::regressed:
+      if (policy.add_machine) break;
+      return "REGRESSED: a regression is not accepted as the new reference";
     case Status::no_speedup: return "NO_SPEEDUP: optimized is not clearly faster";
     default: break;
   }
   for (const auto* side : {&*row.baseline, &*row.subject}) {
     if (!side->verified) return side->variant + " is not verified";
+    // Scored by the optimized side's time, the host-bound baseline's median is only reported:
+    // its jitter need only stay under the hard limit.
+    if (side == &*row.baseline && row.basis == ScoreBasis::optimized_time) {
+      if (side->noise > policy.max_jittery_noise)
+        return fmt::format("{} is too noisy: {:.1f}% > {:.1f}%", side->variant, 100 * side->noise,
+                           100 * policy.max_jittery_noise);
+      continue;
+    }
     if (const std::string why = noise_refusal(*side, policy); !why.empty()) return why;
   }
   if (row.speedup_from_medians_only) return "no raw samples, so no confidence interval";
@@ -115,24 +143,39 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
                                 ? std::stoll(card.hardware_key.substr(0, x_at)) : 1;
   }
   const Provenance provenance{context_string(context, "git_sha"),
-                              policy.date.empty() ? now_utc_iso() : policy.date,
-                              policy.command,
+                              policy.date.empty() ? now_utc_iso() : policy.date, policy.command,
                               context_string(context, "driver_release").empty()
                                   ? context_string(context, "driver_version")
                                   : context_string(context, "driver_release"),
                               context_string(context, "runtime_version"),
                               context_string(context, "gpu_name")};
+  const std::string date = policy.date.empty() ? now_utc_iso() : policy.date;
   for (const auto& row : card.rows) {
     if (row.kind != RowKind::pair && row.kind != RowKind::example) continue;
     if (const std::string why = refusal(row, policy); !why.empty()) {
       result.refused.push_back(row.example + ": " + why);
       continue;
     }
+    if (policy.add_machine) {
+      auto it = x.examples.find(row.example);
+      if (it == x.examples.end())
+        result.refused.push_back(row.example + ": no entry to add a machine to (accept it with --update-expectations)");
+      else if (row.basis == ScoreBasis::speedup)
+        result.refused.push_back(row.example + ": both sides run on the GPU, so a different figure on another "
+                                 "machine is a regression or an improvement, not the machine");
+      else {
+        it->second.machines.push_back(machine_run(row, context, date));
+        result.accepted.push_back(row.example);
+      }
+      continue;
+    }
     ExampleExpectation entry;
     if (auto it = x.examples.find(row.example); it != x.examples.end()) entry.tolerance = it->second.tolerance;
     else entry.tolerance = policy.default_tolerance;
-    // A jittery side's speedup moves with the host: the band is at least twice its noise.
-    entry.tolerance = std::max({entry.tolerance, 2 * row.baseline->noise, 2 * row.subject->noise});
+    // A jittery side's figure moves with the host: the band is at least twice its noise. When
+    // the pair is scored by the optimized side's time, the baseline's jitter does not enter it.
+    entry.tolerance = std::max({entry.tolerance, 2 * row.subject->noise,
+                                row.basis == ScoreBasis::optimized_time ? 0.0 : 2 * row.baseline->noise});
     if (const std::string why = run_refusal(row, entry.tolerance); !why.empty()) {
       result.refused.push_back(row.example + ": " + why);
       continue;
@@ -140,6 +183,8 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
     entry.speedup = row.speedup->estimate;
     entry.pct_ceiling = row.pct_ceiling;
     entry.provenance = provenance;
+    // A host-dependent entry starts its list of machines with this one (docs/expectations.md).
+    if (row.basis != ScoreBasis::speedup) entry.machines.push_back(machine_run(row, context, date));
     entry.variants[row.baseline->variant] = {row.baseline->median_us, row.baseline->noise};
     entry.variants[row.subject->variant] = {row.subject->median_us, row.subject->noise};
     // The ladder's other rungs are recorded too when they are clean.

@@ -31,6 +31,9 @@ struct UpdatePolicy {
   int min_runs = 3;                   // repetitions that make the run-to-run check
   double max_interval_width = 0.10;   // (high - low) / estimate of the speedup
   double default_tolerance = 0.10;    // for a new entry; an existing entry keeps its own
+  // --add-machine: instead of replacing entries, append this machine's figures to the
+  // `machines` of each host-dependent example (docs/expectations.md); nothing else changes.
+  bool add_machine = false;
   std::string command;                // the bench command line, for provenance
   std::string date;                   // ISO 8601 UTC; empty: now
 };

@@ -35,7 +35,12 @@ std::array<std::string, 11> cells(const ScoredRow& row) {
   if (row.speedup)
     out[4] = fmt::format("{:.2f}x [{:.2f}, {:.2f}]", row.speedup->estimate, row.speedup->low, row.speedup->high);
   if (row.versus_vendor) out[4] += fmt::format(" opt={:.2f}x vendor", *row.versus_vendor);
-  if (row.expected_speedup)
+  // The expected column shows what the status was judged on (tools/scoring.cpp).
+  if (row.basis == ScoreBasis::optimized_time && row.band_low)
+    out[5] = fmt::format("opt {}-{}", format_duration_us(*row.band_low), format_duration_us(*row.band_high));
+  else if (row.basis == ScoreBasis::machine_spread && row.band_low)
+    out[5] = fmt::format("{:.2f}x-{:.2f}x (machines)", *row.band_low, *row.band_high);
+  else if (row.expected_speedup)
     out[5] = fmt::format("{:.2f}x +-{:.0f}%", *row.expected_speedup, 100 * row.tolerance.value_or(0));
   out[6] = to_string(row.status);
   if (row.subject && row.subject->outcome == Outcome::measured) {
@@ -149,6 +154,10 @@ nlohmann::json report_json(const Scorecard& card) {
                       {"high", row.speedup->high}, {"from_medians_only", row.speedup_from_medians_only}};
     if (row.expected_speedup)
       j["expected"] = {{"speedup", *row.expected_speedup}, {"tolerance", row.tolerance.value_or(0)}};
+    if (row.kind == RowKind::pair) j["scored_by"] = to_string(row.basis);
+    if (row.band_low) j["band"] = {{"low", *row.band_low}, {"high", *row.band_high},
+                                   {"unit", row.basis == ScoreBasis::optimized_time ? "us" : "x"}};
+    if (row.expected_us) j["expected"]["optimized_us"] = *row.expected_us;
     if (row.pct_ceiling) j["pct_ceiling"] = {{"value", *row.pct_ceiling}, {"ceiling", row.ceiling_name}};
     if (row.versus_vendor) j["optimized_vs_vendor"] = *row.versus_vendor;
     rows.push_back(std::move(j));

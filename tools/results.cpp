@@ -49,6 +49,7 @@ void apply_label(CaseResult& c, const std::string& label) {
     else if (key == "stop") c.stop = value;
     else if (key == "bw") c.bw_ceiling = value;
     else if (key == "compute") c.compute_ceiling = value;
+    else if (key == "host_bound") c.host_bound = value == "1";
     else if (key == "metrics")
       for (std::istringstream names(value); std::getline(names, part, ',');) c.metric_names.push_back(part);
   }

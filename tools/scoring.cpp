@@ -86,8 +86,75 @@ bool compare_sides(ScoredRow& row, const std::optional<Expectations>& x) {
   return true;
 }
 
+// How a pair is scored (docs/expectations.md, "Host-bound examples"):
+//  - both sides run on the GPU: the speedup against the expected speedup's band;
+//  - the baseline is host-bound, the optimized side is not: the optimized side's time against
+//    its recorded median (the host sets the baseline, so the ratio moves from one machine of
+//    the kind to the next while the GPU side does not), and the speedup need only be clear;
+//  - the optimized side is host-bound: the speedup, against a band spanning the speedups
+//    recorded on every machine the entry lists (`machines`), each widened by the tolerance.
+ScoreBasis basis_of(const CaseResult& baseline, const CaseResult& subject) {
+  if (subject.host_bound) return ScoreBasis::machine_spread;
+  if (baseline.host_bound) return ScoreBasis::optimized_time;
+  return ScoreBasis::speedup;
+}
+
+// The recorded values the band is drawn from: every machine's, or the entry's own figure.
+std::pair<double, double> recorded_range(const ExampleExpectation& e, ScoreBasis basis, double entry_value) {
+  double low = entry_value, high = entry_value;
+  for (const auto& m : e.machines) {
+    const double v = basis == ScoreBasis::optimized_time ? m.optimized_us : m.speedup;
+    if (v <= 0) continue;
+    low = std::min(low, v);
+    high = std::max(high, v);
+  }
+  return {low, high};
+}
+
+// The optimized side against its recorded median: REGRESSED when even the fast end of its
+// interval is slower than the band, IMPROVED when even the slow end is faster.
+void score_optimized_time(ScoredRow& row, const ExampleExpectation& expected) {
+  const CaseResult& s = *row.subject;
+  const auto it = expected.variants.find(s.variant);
+  if (it == expected.variants.end() || it->second.median_us <= 0) {
+    row.status = Status::new_entry;
+    row.reason = "no recorded median for " + s.variant + " (accept it with --update-expectations)";
+    return;
+  }
+  const auto [low_us, high_us] = recorded_range(expected, ScoreBasis::optimized_time, it->second.median_us);
+  row.expected_us = it->second.median_us;
+  row.band_low = low_us * (1 - expected.tolerance);
+  row.band_high = high_us * (1 + expected.tolerance);
+  // Interval of the median time: 1 / (interval of 1 / median), bootstrapped like a speedup.
+  const std::vector<double> one{1.0};
+  const stats::Interval inverse = s.samples.empty() ? stats::Interval{1 / s.median_us, 1 / s.median_us, 1 / s.median_us}
+                                                    : stats::speedup_interval(one, s.samples);
+  const double fast = 1 / inverse.high, slow = 1 / inverse.low;
+  const std::string measured = fmt::format("{} took {:.4g} us [{:.4g}, {:.4g}]", s.variant, s.median_us, fast, slow);
+  const std::string band = fmt::format("{:.4g}-{:.4g} us (recorded {:.4g} us +-{:.0f}%{})", *row.band_low,
+                                       *row.band_high, it->second.median_us, 100 * expected.tolerance,
+                                       expected.machines.size() > 1
+                                           ? fmt::format(", over {} machines", expected.machines.size()) : "");
+  const std::string why = "; its baseline is host-bound, so the pair is scored by this side's time";
+  if (fast > *row.band_high) {
+    row.status = Status::regressed;
+    row.reason = measured + ", slower than " + band + why;
+  } else if (row.speedup->low <= kMinimumClearSpeedup) {
+    row.status = Status::no_speedup;
+    row.reason = fmt::format("speedup {:.2f}x [{:.2f}, {:.2f}]: the interval reaches {:.2f}, optimized is not "
+                             "clearly faster", row.speedup->estimate, row.speedup->low, row.speedup->high,
+                             kMinimumClearSpeedup);
+  } else if (slow < *row.band_low) {
+    row.status = Status::improved;
+    row.reason = measured + ", faster than " + band + why + " (consider --update-expectations)";
+  } else {
+    row.status = Status::pass;
+  }
+}
+
 void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
   if (!compare_sides(row, x)) return;
+  row.basis = basis_of(*row.baseline, *row.subject);
   const stats::Interval& s = *row.speedup;
   const ExampleExpectation* expected = nullptr;
   if (x)
@@ -96,13 +163,28 @@ void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
     row.expected_speedup = expected->speedup;
     row.tolerance = expected->tolerance;
   }
-  const double band_low = expected ? expected->speedup * (1 - expected->tolerance) : 0;
-  const double band_high = expected ? expected->speedup * (1 + expected->tolerance) : 0;
+  if (expected && row.basis == ScoreBasis::optimized_time) {
+    score_optimized_time(row, *expected);
+    if (row.speedup_from_medians_only && row.status != Status::pass)
+      row.reason += " (no raw samples: interval from medians only)";
+    return;
+  }
+  double band_low = 0, band_high = 0;
+  std::string expectation;
+  if (expected) {
+    const auto [low, high] = recorded_range(*expected, row.basis, expected->speedup);
+    band_low = low * (1 - expected->tolerance);
+    band_high = high * (1 + expected->tolerance);
+    row.band_low = band_low;
+    row.band_high = band_high;
+    expectation = low == high ? fmt::format("{:.2f}x -{:.0f}%", expected->speedup, 100 * expected->tolerance)
+                              : fmt::format("{:.2f}x-{:.2f}x seen over {} machines, -{:.0f}%", low, high,
+                                            expected->machines.size(), 100 * expected->tolerance);
+  }
   const std::string measured = fmt::format("{:.2f}x [{:.2f}, {:.2f}]", s.estimate, s.low, s.high);
   if (expected && s.high < band_low) {
     row.status = Status::regressed;
-    row.reason = fmt::format("speedup {} is below the expected {:.2f}x -{:.0f}%, beyond the noise",
-                             measured, expected->speedup, 100 * expected->tolerance);
+    row.reason = fmt::format("speedup {} is below the expected {}, beyond the noise", measured, expectation);
   } else if (s.low <= kMinimumClearSpeedup) {
     row.status = Status::no_speedup;
     row.reason = fmt::format("speedup {}: the interval reaches {:.2f}, optimized is not clearly faster",
@@ -112,9 +194,8 @@ void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
     row.reason = "no expectation for this GPU yet (accept it with --update-expectations)";
   } else if (s.low > band_high) {
     row.status = Status::improved;
-    row.reason = fmt::format("speedup {} is above the expected {:.2f}x +{:.0f}% (consider "
-                             "--update-expectations)", measured, expected->speedup,
-                             100 * expected->tolerance);
+    row.reason = fmt::format("speedup {} is above the expected band's top {:.2f}x (consider "
+                             "--update-expectations)", measured, band_high);
   } else {
     row.status = Status::pass;
   }
@@ -134,6 +215,15 @@ const CaseResult* find_role(const std::vector<const CaseResult*>& cases, const s
 }
 
 }  // namespace
+
+const char* to_string(ScoreBasis basis) {
+  switch (basis) {
+    case ScoreBasis::speedup: return "speedup";
+    case ScoreBasis::optimized_time: return "optimized_time";
+    case ScoreBasis::machine_spread: return "machine_spread";
+  }
+  return "?";
+}
 
 const char* to_string(Status status) {
   switch (status) {

@@ -25,6 +25,12 @@ enum class RowKind { pair, step, vendor, example };
 // systematic difference of a percent between two processes or two buffers is not a speedup.
 inline constexpr double kMinimumClearSpeedup = 1.02;
 
+// What a pair's status is judged on (docs/expectations.md): the speedup; the optimized side's
+// time, when only the baseline is host-bound; the speedup against the spread recorded over
+// machines, when the optimized side is host-bound.
+enum class ScoreBasis { speedup, optimized_time, machine_spread };
+const char* to_string(ScoreBasis basis);  // "speedup", "optimized_time", "machine_spread"
+
 struct ScoredRow {
   std::string example;
   std::string variant;  // the non-baseline side
@@ -35,6 +41,10 @@ struct ScoredRow {
   std::optional<stats::Interval> speedup;  // subject over baseline
   bool speedup_from_medians_only = false;  // no raw samples: the interval is degenerate
   std::optional<double> expected_speedup, tolerance;
+  ScoreBasis basis = ScoreBasis::speedup;
+  // The band the judged figure had to land in: a speedup, or microseconds for optimized_time.
+  std::optional<double> band_low, band_high;
+  std::optional<double> expected_us;       // optimized_time: the recorded median of the subject
   std::optional<double> pct_ceiling;       // of the subject, against the file's ceilings
   std::string ceiling_name;
   std::optional<double> versus_vendor;     // vendor rows: vendor median / optimized median

@@ -73,7 +73,7 @@ void reference(const Batch& w, bench::HostData& h) {
 }
 
 BENCH_EXAMPLE(ch02, memory_transfer, Batch)
-    .stateful<PageableUpload>(bench::Role::baseline, "pageable_cudaMemcpy", {.blocks_host = true})
+    .stateful<PageableUpload>(bench::Role::baseline, "pageable_cudaMemcpy", {.blocks_host = true, .host_bound = true})
     .stateful<PinnedUpload>(bench::Role::optimized, "pinned_cudaMemcpyAsync")
     .reference(reference)
     .tolerance(bench::exact())

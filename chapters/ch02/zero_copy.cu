@@ -119,8 +119,8 @@ void reference(const Records& w, bench::HostData& h) {
 }
 
 BENCH_EXAMPLE(ch02, zero_copy, Records)
-    .stateful<CopyEachRecord>(bench::Role::baseline, "cudaMemcpyAsync_per_record", {.blocks_host = true})
-    .stateful<ReadInPlace>(bench::Role::optimized, "mapped_pinned_read_in_place")
+    .stateful<CopyEachRecord>(bench::Role::baseline, "cudaMemcpyAsync_per_record", {.blocks_host = true, .host_bound = true})
+    .stateful<ReadInPlace>(bench::Role::optimized, "mapped_pinned_read_in_place", {.host_bound = true})
     .reference(reference);
 
 }  // namespace

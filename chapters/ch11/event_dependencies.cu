@@ -102,7 +102,7 @@ void reference(const Branches& w, bench::HostData& h) {
 }
 
 BENCH_EXAMPLE(ch11, event_dependencies, Branches)
-    .baseline("device_sync_between_stages", launch_device_syncs, {.blocks_host = true})
+    .baseline("device_sync_between_stages", launch_device_syncs, {.blocks_host = true, .host_bound = true})
     .stateful<EventOrdered>(bench::Role::optimized, "stream_per_branch_event_joins")
     .reference(reference);
 

@@ -176,7 +176,7 @@ void reference(const Solve& w, bench::HostData& h) {
 }
 
 BENCH_EXAMPLE(ch12, conditional_graph, Solve)
-    .stateful<HostLoop>(bench::Role::baseline, "host_loop_sync_per_round", {.blocks_host = true})
+    .stateful<HostLoop>(bench::Role::baseline, "host_loop_sync_per_round", {.blocks_host = true, .host_bound = true})
     .stateful<WhileGraph>(bench::Role::optimized, "conditional_while_node")
     .reference(reference)
     // Stopping at a largest update of 1e-5 leaves x within ~0.91/(1-0.91) * 1e-5 ~ 1e-4 of the

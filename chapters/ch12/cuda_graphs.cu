@@ -50,7 +50,7 @@ struct CapturedChain {
 void reference(const Chain& w, bench::HostData& h) { ch12::chain_reference(h.input<float>("in"), h.expected("out"), kKernels); }
 
 BENCH_EXAMPLE(ch12, cuda_graphs, Chain)
-    .baseline("256_launches", launch_chain)
+    .baseline("256_launches", launch_chain, {.host_bound = true})
     .stateful<CapturedChain>(bench::Role::optimized, "one_graph_of_256_nodes")
     .reference(reference)
     .mode(bench::Mode::hot);

@@ -124,7 +124,7 @@ void reference(const Segments& w, bench::HostData& h) {
 }
 
 BENCH_EXAMPLE(ch12, dynamic_parallelism, Segments)
-    .stateful<HostLaunches>(bench::Role::baseline, "host_reads_lengths_launches_per_segment", {.blocks_host = true})
+    .stateful<HostLaunches>(bench::Role::baseline, "host_reads_lengths_launches_per_segment", {.blocks_host = true, .host_bound = true})
     .step("device_launches", launch_device_side)
     .variant_requires([](const Segments&) { return std::string(kNoRdc); })
     .optimized("one_flat_launch_early_exit", launch_flat)

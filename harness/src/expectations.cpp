@@ -157,7 +157,7 @@ class StrictObject {
 };
 
 ExampleExpectation read_example(const StrictObject& o) {
-  o.allow_only({"variants", "speedup", "tolerance", "pct_ceiling", "provenance"});
+  o.allow_only({"variants", "speedup", "tolerance", "pct_ceiling", "provenance", "machines"});
   ExampleExpectation e;
   const StrictObject variants = o.object("variants", "variant name -> {median_us, noise}");
   for (const auto& [name, v] : variants.value().items()) {
@@ -173,6 +173,17 @@ ExampleExpectation read_example(const StrictObject& o) {
     p.allow_only({"git_sha", "date", "command", "driver", "cuda", "gpu"});
     e.provenance = {p.string("git_sha"), p.string("date"),   p.string("command"),
                     p.string("driver"),  p.string("cuda"),   p.string("gpu")};
+  }
+  if (const json* machines = o.find("machines", false)) {
+    const std::string pointer = o.child_pointer("machines");
+    if (!machines->is_array())
+      o.source().fail(pointer, std::string("expected an array of {speedup, optimized_us, host, date}, found ") +
+                                   machines->type_name());
+    for (std::size_t i = 0; i < machines->size(); ++i) {
+      StrictObject m(o.source(), (*machines)[i], pointer + "/" + std::to_string(i), "{speedup, optimized_us, host, date}");
+      m.allow_only({"speedup", "optimized_us", "host", "date"});
+      e.machines.push_back({m.number("speedup", true), m.number("optimized_us", true), m.string("host"), m.string("date")});
+    }
   }
   return e;
 }
@@ -205,6 +216,9 @@ json to_json(const Expectations& x) {
     const Provenance& p = e.provenance;
     j["provenance"] = {{"git_sha", p.git_sha}, {"date", p.date},     {"command", p.command},
                        {"driver", p.driver},   {"cuda", p.cuda},     {"gpu", p.gpu}};
+    for (const auto& m : e.machines)
+      j["machines"].push_back(
+          {{"speedup", m.speedup}, {"optimized_us", m.optimized_us}, {"host", m.host}, {"date", m.date}});
   }
   return doc;
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "bench/device_info.hpp"
 #include "bench/expectations.hpp"
@@ -44,6 +45,8 @@ void write_samples(const std::string& dir, const std::string& name, const CaseRe
   j["mode"] = bench::to_string(r.mode);
   j["stop_reason"] = bench::stats::to_string(r.stop);
   j["batch"] = r.batch;
+  j["input_seed"] = r.seed;  // every sample's inputs derive from it (--bench_seed reproduces a process)
+  if (r.fresh_repeat_ratio > 0) j["fresh_repeat_ratio"] = r.fresh_repeat_ratio;
   j["fingerprint"] = nlohmann::json::parse(r.fingerprint);
   j["fingerprint"]["hash"] = r.fingerprint_hash;
   for (const auto& [phase, seconds] : r.phase_seconds) j["phase_seconds"][phase] = seconds;
@@ -92,6 +95,7 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   if (r.bytes > 0) label += ";bw=" + r.bandwidth_ceiling;
   if (r.flops > 0) label += ";compute=" + r.compute_ceiling;
   if (r.throttle_kept_all) label += ";throttled=all";
+  if (v.options.host_bound) label += ";host_bound=1";
   if (!r.metrics.empty()) {  // which counters are the variant's own figures (bench::Metric)
     label += ";metrics=";
     for (std::size_t i = 0; i < r.metrics.size(); ++i) label += (i ? "," : "") + r.metrics[i].name;
@@ -113,6 +117,17 @@ void report_untimed(benchmark::State& state, const bench::detail::VariantDef& v,
   replace_non_finite(c);
   state.SetLabel(fmt::format("role={};impl={};fp={};mode={}", bench::to_string(v.role), v.description,
                              r.fingerprint_hash, profiled ? "profile" : "verify"));
+}
+
+// Which machine ran this: lent machines all call themselves "vm", so the kernel's boot id
+// (fresh at every boot, so one per lease) is added to the host name.
+std::string machine_id() {
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(boot, id);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return id.empty() ? std::string(host) : fmt::format("{}/{}", host, id.substr(0, 8));
 }
 
 void add_context(const bench::DeviceInfo& d, int argc, char** argv) {
@@ -138,6 +153,7 @@ void add_context(const bench::DeviceInfo& d, int argc, char** argv) {
       {"build_type", b.build_type},
       {"git_sha", b.git_sha},
       {"command_line", command},
+      {"machine_id", machine_id()},
   };
   for (const auto& [key, value] : entries) benchmark::AddCustomContext(key, value);
   if (bench::detail::options().profile) benchmark::AddCustomContext("bench_profile", "on");

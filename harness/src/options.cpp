@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string_view>
 
 namespace bench::detail {
@@ -13,6 +14,32 @@ Options& options() {
   return o;
 }
 
+uint64_t process_seed() {
+  static const uint64_t seed = [] {
+    if (options().seed) return *options().seed;
+    std::random_device entropy;
+    return (uint64_t{entropy()} << 32) ^ entropy();
+  }();
+  return seed;
+}
+
+bool under_cuda_tool(std::string* what) {
+  // Nsight Compute, Nsight Systems and compute-sanitizer load their collectors through the CUDA
+  // injection hook or a preload; either names them in the environment the tool started us with.
+  for (const char* name : {"CUDA_INJECTION64_PATH", "NV_COMPUTE_PROFILER_PERFWORKS_DIR", "NSYS_PROFILING_SESSION_ID"})
+    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
+      if (what) *what = fmt::format("{}={}", name, value);
+      return true;
+    }
+  if (const char* preload = std::getenv("LD_PRELOAD"))
+    for (const char* tool : {"sanitizer", "nsys", "Injection", "ncu"})
+      if (std::strstr(preload, tool) != nullptr) {
+        if (what) *what = fmt::format("LD_PRELOAD={}", preload);
+        return true;
+      }
+  return false;
+}
+
 std::string options_help() {
   return "cudabench harness flags:\n"
          "  --bench_min_samples=N     fewest kept samples per case (default 20)\n"
@@ -20,7 +47,8 @@ std::string options_help() {
          "  --bench_max_noise=F       stop once relative noise (1.4826 MAD/median) <= F (0.01)\n"
          "  --bench_timeout=S         stop sampling a case after S seconds of wall time (3)\n"
          "  --bench_mode=cold|hot|sustained  override every example's sampling mode\n"
-         "  --bench_seed=N            input seed (same for every variant)\n"
+         "  --bench_seed=N            fix the process's input seed (default: a fresh random one);\n"
+         "                            each variant and each sample still draws its own inputs\n"
          "  --bench_samples_out=DIR   write each case's raw samples to DIR/<case>.json\n"
          "  --bench_expectations_dir=DIR  where <hardware_key>.json ceilings are read from\n"
          "  --bench_smoke             a quick run: few samples, every check still made\n"

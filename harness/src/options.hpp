@@ -12,7 +12,9 @@ namespace bench::detail {
 struct Options {
   stats::StopRule stop;
   std::optional<Mode> mode;       // --bench_mode=cold|hot overrides every cold/hot example
-  uint64_t seed = 20261121;       // --bench_seed
+  // --bench_seed. Unset: a fresh secret seed per process (random_device), so no variant can meet
+  // inputs it, another variant or an earlier process has seen (docs/validity.md, memoisation).
+  std::optional<uint64_t> seed;
   std::string samples_out;        // --bench_samples_out=DIR: raw samples per case
   std::string expectations_dir;   // --bench_expectations_dir (default <source>/expectations)
   bool smoke = false;             // --bench_smoke: few samples, every check still made
@@ -22,6 +24,12 @@ struct Options {
 };
 
 Options& options();
+// The process's input seed: --bench_seed, else drawn once from std::random_device.
+uint64_t process_seed();
+// True when a CUDA tool (Nsight Compute or Systems, compute-sanitizer) is injected into this
+// process: such tools serialise kernels, so a cold sample cannot hold its launch behind the
+// blocking kernel. `what` receives the evidence (the variable that names the tool).
+bool under_cuda_tool(std::string* what = nullptr);
 // Consumes the --bench_* flags from argv. Returns an error message for a malformed or unknown
 // --bench_ flag, else an empty string.
 std::string parse_options(int* argc, char** argv);

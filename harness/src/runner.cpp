@@ -48,6 +48,37 @@ struct Stream {
 
 uint64_t run_seed(uint64_t seed, int run) { return seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull * (run + 1); }
 
+// A case's inputs come from the process's seed (secret and fresh per process unless
+// --bench_seed fixes it) mixed with the case's own name: no variant ever meets the inputs another
+// variant, or an earlier process, computed on, so an answer memoised there can never be served.
+uint64_t case_seed(const ExampleDef& e, const VariantDef& v) {
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of chNN/example/variant
+  for (unsigned char c : e.chapter + "/" + e.name + "/" + v.name) h = (h ^ c) * 0x100000001b3ull;
+  return run_seed(process_seed() ^ h, 0);
+}
+
+// Run numbers: 0 and 1 are the verification runs, 2 the final check, 3 + i timed sample i.
+constexpr int kFirstSampleRun = 3;
+
+// A hot batch repeats its launch on unchanged inputs; only the first launch meets fresh ones.
+// A variant that remembers runs the repeats far faster than the first. Honest work differs by
+// cache state and by the launch gap in front of the first launch (a few us): the margin below
+// flags only a first launch more than 1.5x the repeats and 20 us over them.
+constexpr double kMemoRatio = 1.5;
+constexpr double kMemoSlackSeconds = 20e-6;
+
+bool cuda_tool_present() {
+  static const bool present = [] {
+    std::string what;
+    const bool found = under_cuda_tool(&what);
+    if (found)
+      fmt::print(stderr, "cudabench: a CUDA tool is injected ({}): cold samples run without the "
+                         "blocking kernel; figures under a tool are not comparable\n", what);
+    return found;
+  }();
+  return present;
+}
+
 std::string unsupported_reason(const ExampleDef& e, const VariantDef& v, const DeviceInfo& d) {
   const int cc = d.cc_major * 10 + d.cc_minor;
   if (d.device_count < e.min_gpus)
@@ -153,7 +184,7 @@ void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& 
   // range holds the variant's own kernels from exactly one launch (host mode's sequence:
   // flush, device sync, launch, device sync).
   NvtxRange range("profile");
-  CheckedRun c = begin_checked_run(e, w, run_seed(options().seed, 2), 2, s);
+  CheckedRun c = begin_checked_run(e, w, run_seed(process_seed(), 2), 2, s);
   sampler.host(
       [&](cudaStream_t stream) {
         ProfilerRange profiled;
@@ -216,6 +247,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   NvtxRange case_range(case_name);
   Stream stream;
   const cudaStream_t s = stream.handle;
+  const uint64_t seed = case_seed(e, v);
+  r.seed = seed;
 
   {  // Verification size: two checked runs with different inputs and different poison.
     Phase phase("verify", r);
@@ -223,7 +256,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
     const Launch launch = v.prepare(w.object.get(), s).launch;
     for (int run = 0; run < 2; ++run) {
-      CheckedRun c = begin_checked_run(e, w, run_seed(opt.seed, run), run, s);
+      CheckedRun c = begin_checked_run(e, w, run_seed(seed, run), run, s);
       launch(s);
       end_checked_run(e, w, c, run, s, run == 0 ? "verification run 1" : "verification run 2", r);
     }
@@ -237,8 +270,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   r.flops = w.setup->flops;
   r.bandwidth_ceiling = w.setup->bandwidth_ceiling;
   r.compute_ceiling = v.options.compute_ceiling ? v.options.compute_ceiling : w.setup->compute_ceiling;
-  fill_inputs(w, opt.seed, s);
-  r.fingerprint = fingerprint_json(w, opt.seed, input_checksum(w, s));
+  fill_inputs(w, seed, s);
+  r.fingerprint = fingerprint_json(w);
   r.fingerprint_hash = fingerprint_hash(r.fingerprint);
   const Prepared prepared = v.prepare(w.object.get(), s);
   const Launch& launch = prepared.launch;
@@ -269,14 +302,20 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
           "work escaped the timed stream: {} launches took {:.3f} ms of device-synchronised wall "
           "time but only {:.3f} ms between the case's events",
           launches, wall * 1e3, events * 1e3));
-    r.batch = std::clamp(static_cast<int>(std::ceil(1e-3 * launches / std::max(events, 1e-9))), 1, 1000);
+    // A hot batch spans ~1 ms. A sustained one spans kSustainedBatchSeconds: the untimed refill,
+    // poison and output check before each batch (row 18) leave the GPU a few hundred us at low
+    // power, and over a 1.5 ms batch that let the clock recover by up to 14% (H100, 8192^3
+    // BF16); over 20 ms they are about the gap the host's own sync left before.
+    const double batch_seconds = r.mode == Mode::sustained ? kSustainedBatchSeconds : 1e-3;
+    r.batch = std::clamp(static_cast<int>(std::ceil(batch_seconds * launches / std::max(events, 1e-9))), 1, 1000);
   }
 
   if (r.mode == Mode::cold) r.timer_floor_s = sampler_->timer_floor(s);
+  const bool blocking_kernel = !v.options.blocks_host && !cuda_tool_present();
   std::vector<Sample> samples;
   auto take = [&] {
     switch (r.mode) {
-      case Mode::cold: return sampler_->cold(launch, s, !v.options.blocks_host);
+      case Mode::cold: return sampler_->cold(launch, s, blocking_kernel);
       case Mode::hot:
       case Mode::sustained: return sampler_->hot(launch, s, r.batch);
       case Mode::host: return sampler_->host(launch, s);
@@ -293,22 +332,54 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     stop.min_time_s = std::max(stop.min_time_s, kSustainedSampleSeconds);
     stop.timeout_s = std::max(stop.timeout_s, 2 * kSustainedSampleSeconds);
   }
+  // What the outputs checksum to right after each poison pattern: a timed sample that leaves
+  // its outputs so wrote nothing (poison_outputs cycles through four patterns).
+  uint64_t poisoned[4];
+  for (int k = 0; k < 4; ++k) {
+    poison_outputs(w, k, s);
+    poisoned[k] = output_checksum(w, s);
+  }
   std::vector<double> seconds;  // every sample's time, kept and throttled alike
   {
+    // VALIDITY row 13: every timed sample runs on inputs no call has seen (drawn from the
+    // case's secret seed) into freshly poisoned outputs, and must write them. A variant that
+    // skips work on inputs it has seen, or serves an answer memoised by another variant or
+    // process, has nothing to skip or serve. Filling and poisoning are untimed.
     Phase phase("samples", r);
     const double start = host_seconds();
-    while (true) {
+    for (int i = 0;; ++i) {
+      fill_inputs(w, run_seed(seed, kFirstSampleRun + i), s);
+      poison_outputs(w, kFirstSampleRun + i, s);
       samples.push_back(take());
       seconds.push_back(samples.back().seconds);
+      if (output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % 4])
+        throw CheckFailure(fmt::format("timed sample {} wrote none of its outputs (they still hold "
+                                       "the poison written before it)", i + 1));
       r.stop = stats::should_stop(stop, seconds, host_seconds() - start);
       if (r.stop != stats::StopReason::none) break;
     }
   }
 
+  if (r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained)) {
+    // VALIDITY row 13, hot batches: the repeats of a batch run on the inputs its first launch saw.
+    std::vector<double> first, repeats;
+    for (const auto& sample : samples) {
+      first.push_back(sample.first_seconds);
+      repeats.push_back((sample.seconds * r.batch - sample.first_seconds) / (r.batch - 1));
+    }
+    const double first_median = stats::median(first), repeat_median = stats::median(repeats);
+    r.fresh_repeat_ratio = repeat_median > 0 ? first_median / repeat_median : INFINITY;
+    if (first_median > kMemoRatio * repeat_median + kMemoSlackSeconds)
+      throw CheckFailure(fmt::format(
+          "the variant runs {:.1f}x faster on inputs it has already seen: a batch's first launch "
+          "(fresh inputs) took {:.2f} us, each repeat on the same inputs {:.2f} us (memoisation)",
+          r.fresh_repeat_ratio, first_median * 1e6, repeat_median * 1e6));
+  }
+
   {  // VALIDITY row 2: the last timed sample runs on fresh inputs into poisoned outputs, and
      // its output is verified against those inputs.
     Phase phase("final_check", r);
-    CheckedRun c = begin_checked_run(e, w, run_seed(opt.seed, 2), 2, s);
+    CheckedRun c = begin_checked_run(e, w, run_seed(seed, 2), 2, s);
     samples.push_back(take());
     seconds.push_back(samples.back().seconds);
     end_checked_run(e, w, c, 2, s, "last timed sample", r);

@@ -26,6 +26,8 @@ struct CaseResult {
   double first_call_s = 0, warm_call_s = 0;
   double wall_event_ratio = 0;
   double timer_floor_s = 0;           // subtracted from cold samples
+  uint64_t seed = 0;                   // the case's input seed (each sample derives its own)
+  double fresh_repeat_ratio = 0;       // hot batches: first launch / a repeat (memoisation check)
   double max_abs_err = 0, rel_l2_err = 0;
   std::string fingerprint, fingerprint_hash;
   double bytes = 0, flops = 0;

@@ -14,8 +14,9 @@ namespace bench::detail {
 double host_seconds();
 
 struct Sample {
-  double seconds = 0;   // per launch
-  float sm_mhz = 0;     // SM clock measured just before the sample
+  double seconds = 0;        // per launch
+  float sm_mhz = 0;          // SM clock measured just before the sample
+  double first_seconds = 0;  // hot: the batch's first launch alone (the only one on fresh inputs)
 };
 
 class Sampler {
@@ -33,7 +34,8 @@ class Sampler {
   // dispatching one kernel between two events, about 3 us on an H100. It is the same for every
   // variant and says nothing about the kernel, so cold samples report time above it.
   double timer_floor(cudaStream_t stream);
-  // `batch` back-to-back launches between two events, divided by `batch`.
+  // `batch` back-to-back launches between two events, divided by `batch`; with batch >= 2 an
+  // event after the first launch also times that launch alone (Sample::first_seconds).
   Sample hot(const Launch& launch, cudaStream_t stream, int batch);
   // Host clock around launch + cudaDeviceSynchronize, L2 flushed first.
   Sample host(const Launch& launch, cudaStream_t stream);
@@ -59,7 +61,7 @@ class Sampler {
   int* timed_out_device_ = nullptr;
   float* mhz_host_ = nullptr;       // mapped pinned: the clock probe's result
   float* mhz_device_ = nullptr;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  cudaEvent_t start_ = nullptr, first_ = nullptr, stop_ = nullptr;
 };
 
 }  // namespace bench::detail

@@ -107,16 +107,21 @@ void fill_inputs(const WorkloadInstance& w, uint64_t seed, cudaStream_t stream) 
   }
 }
 
-uint64_t input_checksum(const WorkloadInstance& w, cudaStream_t stream) {
+namespace {
+uint64_t checksum_of(const WorkloadInstance& w, bool inputs, cudaStream_t stream) {
   DeviceBuffer<unsigned long long> acc(1);
   BENCH_CUDA_CHECK(cudaMemsetAsync(acc.data(), 0, acc.bytes(), stream));
   for (const auto& b : w.buffers())
-    if (b.is_input) launch_checksum(b.device, b.bytes(), acc.data(), stream);
+    if (b.is_input == inputs) launch_checksum(b.device, b.bytes(), acc.data(), stream);
   unsigned long long host = 0;
   BENCH_CUDA_CHECK(cudaMemcpyAsync(&host, acc.data(), sizeof host, cudaMemcpyDeviceToHost, stream));
   BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
   return host;
 }
+}  // namespace
+
+uint64_t input_checksum(const WorkloadInstance& w, cudaStream_t stream) { return checksum_of(w, true, stream); }
+uint64_t output_checksum(const WorkloadInstance& w, cudaStream_t stream) { return checksum_of(w, false, stream); }
 
 void poison_outputs(const WorkloadInstance& w, int run, cudaStream_t stream) {
   // 0xFF is NaN for every float type and -1 for integers; the others are unlikely values
@@ -196,17 +201,19 @@ HostBuffers copy_inputs_to_host(const WorkloadInstance& w, cudaStream_t stream) 
   return host;
 }
 
-std::string fingerprint_json(const WorkloadInstance& w, uint64_t seed, uint64_t checksum) {
+std::string fingerprint_json(const WorkloadInstance& w) {
+  static constexpr const char* kinds[] = {"uniform", "normal", "integers"};
   nlohmann::ordered_json j;
-  j["seed"] = seed;
   for (const auto& [name, value] : w.setup->sizes) j["sizes"][name] = value;
   for (const auto& [name, value] : w.setup->params) j["params"][name] = value;
-  for (const auto& b : w.buffers())
-    j["buffers"].push_back({{"name", b.name},
-                            {"dtype", to_string(b.dtype)},
-                            {"count", b.count},
-                            {"role", b.is_input ? "input" : "output"}});
-  j["input_checksum"] = fmt::format("{:016x}", checksum);
+  for (const auto& b : w.buffers()) {
+    nlohmann::ordered_json buffer = {{"name", b.name},
+                                     {"dtype", to_string(b.dtype)},
+                                     {"count", b.count},
+                                     {"role", b.is_input ? "input" : "output"}};
+    if (b.is_input) buffer["fill"] = {kinds[static_cast<int>(b.fill.kind)], b.fill.a, b.fill.b};
+    j["buffers"].push_back(buffer);
+  }
   return j.dump();
 }
 

@@ -54,6 +54,9 @@ WorkloadInstance build_workload(const ExampleDef& example, bool verifying);
 void fill_inputs(const WorkloadInstance& w, uint64_t seed, cudaStream_t stream);
 // Order-independent 64-bit checksum of all inputs, computed on the device.
 uint64_t input_checksum(const WorkloadInstance& w, cudaStream_t stream);
+// The same over all outputs: a timed sample that leaves it equal to the poisoned outputs'
+// checksum wrote nothing.
+uint64_t output_checksum(const WorkloadInstance& w, cudaStream_t stream);
 // Writes a byte pattern over every output; the pattern differs per `run` (NaN first).
 void poison_outputs(const WorkloadInstance& w, int run, cudaStream_t stream);
 
@@ -72,8 +75,10 @@ class HostDataImpl {
   HostBuffers& buffers;
 };
 
-// Hash of the fingerprint's JSON text: what the driver compares between variants.
-std::string fingerprint_json(const WorkloadInstance& w, uint64_t seed, uint64_t checksum);
+// The problem a variant solved: sizes, parameters, buffers and the distribution each input is
+// drawn from. The input values are not part of it: every variant, and every timed sample,
+// draws its own (docs/validity.md, memoisation). Its hash is what the driver compares.
+std::string fingerprint_json(const WorkloadInstance& w);
 std::string fingerprint_hash(const std::string& fingerprint_json);
 
 }  // namespace bench::detail

@@ -166,4 +166,39 @@ TEST(BenchCompareLive, WithoutAGpuSaysSoInOneLine) {
   EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
 }
 
+
+// docs/expectations.md, host-bound examples: real results of one H100 run (ch12/cuda_graphs,
+// whose eager baseline is host-bound, and ch07/transpose, device-bound on both sides) against
+// the H100 entries, then the same results with the optimized side planted 15% slower.
+nlohmann::json slowed_down(nlohmann::json results, double factor) {
+  for (auto& row : results["benchmarks"]) {
+    if (row["name"].get<std::string>().find("/optimized/") == std::string::npos) continue;
+    for (const char* key : {"real_time", "cpu_time", "p10_us", "p90_us"}) row[key] = row[key].get<double>() * factor;
+    for (auto& sample : row["bench_samples"]["samples"]) sample = sample.get<double>() * factor;
+  }
+  return results;
+}
+
+nlohmann::json replay(const nlohmann::json& results, const std::string& name) {
+  const fs::path dir = scratch_dir(name);
+  std::ofstream(dir / "results.json") << results.dump();
+  const auto r = bench({"compare", "--from-results", (dir / "results.json").string(), "--expectations-dir",
+                        kFixtures + "/host_bound", "--json", (dir / "report.json").string()});
+  EXPECT_FALSE(r.out.empty()) << r.err;
+  return read_json(dir / "report.json");
+}
+
+TEST(BenchCompareFromResults, HostBoundAndDeviceBoundRealRunsRegressWhenPlantedFifteenPercentSlower) {
+  const auto results = read_json(kFixtures + "/host_bound/results_h100.json");
+  const auto as_run = status_by_row(replay(results, "host_bound_as_run"));
+  EXPECT_EQ(as_run.at("ch12/cuda_graphs/optimized"), "PASS");
+  EXPECT_EQ(as_run.at("ch07/transpose/optimized"), "PASS");
+  const auto report = replay(slowed_down(results, 1.15), "host_bound_slower");
+  const auto slower = status_by_row(report);
+  EXPECT_EQ(slower.at("ch12/cuda_graphs/optimized"), "REGRESSED");
+  EXPECT_EQ(slower.at("ch07/transpose/optimized"), "REGRESSED");
+  for (const auto& row : report["rows"])
+    if (row["example"] == "ch12/cuda_graphs") EXPECT_EQ(row["scored_by"], "optimized_time");
+}
+
 }  // namespace

@@ -210,6 +210,7 @@ Tolerance default_tolerance(DType dtype);
 enum class Mode { cold, hot, host, sustained };
 inline constexpr double kSustainedSoakSeconds = 1.0;
 inline constexpr double kSustainedSampleSeconds = 1.0;
+inline constexpr double kSustainedBatchSeconds = 20e-3;  // one sustained sample: a batch this long
 
 enum class Role { baseline, step, optimized, vendor };
 const char* to_string(Role role);
@@ -219,6 +220,10 @@ const char* to_string(Mode mode);
 struct VariantOptions {
   int min_compute_capability = 0;  // e.g. 90 for Hopper-only instructions
   bool blocks_host = false;        // it synchronises or blocks the host: no blocking kernel
+  // Its time is set by the host (CPU, OS, launch path, host memory or the host's PCIe link),
+  // which differs between machines of one GPU kind: `bench compare` then scores the example by
+  // its other side's time, or by the spread seen over machines (docs/expectations.md).
+  bool host_bound = false;
   // This variant's compute ceiling when it differs from the workload's (an FP8 rung of a BF16
   // workload is held to the FP8 ceiling), e.g. bench::ceiling::fp8.
   const char* compute_ceiling = nullptr;

@@ -41,6 +41,15 @@ struct Provenance {
   std::string git_sha, date, command, driver, cuda, gpu;
 };
 
+// One machine's figures for an example whose score depends on the host (a variant declared
+// host_bound): the spread over machines of one GPU kind is what its band is drawn from.
+struct MachineRun {
+  double speedup = 0.0;       // optimized over baseline
+  double optimized_us = 0.0;  // the optimized side's median
+  std::string host;           // the machine (host name), as the run's context gives it
+  std::string date;           // ISO 8601
+};
+
 // What an example `chNN/<example>` is expected to do on this GPU.
 struct ExampleExpectation {
   std::map<std::string, VariantExpectation> variants;  // by variant name
@@ -48,6 +57,7 @@ struct ExampleExpectation {
   double tolerance = 0.10;                             // relative: 0.10 accepts +-10%
   std::optional<double> pct_ceiling;                   // optimized side, percent
   Provenance provenance;
+  std::vector<MachineRun> machines;                    // host-dependent examples (docs/expectations.md)
 };
 
 // The device the file describes (informative; the file name is the key).

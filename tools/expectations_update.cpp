@@ -85,9 +85,10 @@ std::string run_refusal(const ScoredRow& row, double tolerance) {
 
 MachineRun machine_run(const ScoredRow& row, const json& context, const std::string& date) {
   // machine_id (host name and boot id) tells leases apart; older results have only host_name.
-  const std::string machine = context_string(context, "machine_id");
+  // The run's own date when the results carry it (a saved run added later keeps its date).
+  const std::string machine = context_string(context, "machine_id"), run_date = context_string(context, "date");
   return {row.speedup->estimate, row.subject->median_us, machine.empty() ? context_string(context, "host_name") : machine,
-          date};
+          run_date.empty() ? date : run_date};
 }
 
 // Why a row may not become an expectation; empty when it may. Adding a machine to a
@@ -160,9 +161,10 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
       auto it = x.examples.find(row.example);
       if (it == x.examples.end())
         result.refused.push_back(row.example + ": no entry to add a machine to (accept it with --update-expectations)");
-      else if (row.basis == ScoreBasis::speedup)
-        result.refused.push_back(row.example + ": both sides run on the GPU, so a different figure on another "
-                                 "machine is a regression or an improvement, not the machine");
+      else if (row.basis != ScoreBasis::machine_spread)
+        result.refused.push_back(row.example + ": its scored figure (" + to_string(row.basis) +
+                                 ") is the GPU's, so a different one on another machine is a regression or an "
+                                 "improvement, not the machine");
       else {
         it->second.machines.push_back(machine_run(row, context, date));
         result.accepted.push_back(row.example);
@@ -184,7 +186,7 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
     entry.pct_ceiling = row.pct_ceiling;
     entry.provenance = provenance;
     // A host-dependent entry starts its list of machines with this one (docs/expectations.md).
-    if (row.basis != ScoreBasis::speedup) entry.machines.push_back(machine_run(row, context, date));
+    if (row.basis == ScoreBasis::machine_spread) entry.machines.push_back(machine_run(row, context, date));
     entry.variants[row.baseline->variant] = {row.baseline->median_us, row.baseline->noise};
     entry.variants[row.subject->variant] = {row.subject->median_us, row.subject->noise};
     // The ladder's other rungs are recorded too when they are clean.

@@ -68,6 +68,18 @@ bool is_report(const std::string& body) {
   return std::regex_search(body, report);
 }
 
+// A warning that the selected tool cannot check this program at all. compute-sanitizer 2025.3
+// prints it for racecheck, synccheck and initcheck on a binary with dynamic parallelism (-rdc,
+// device-side launches: ch12), counts it as one error (racecheck: one warning hazard), and runs
+// the program with its device code unchecked; NVIDIA's known limitations say those three tools
+// do not support CUDA dynamic parallelism. A feature the tool merely skips inside a program it
+// otherwise checks is not this.
+bool is_unsupported_program(const std::string& body) {
+  static const std::regex message(R"(^CUDA Dynamic Parallelism is not supported by the selected tool)",
+                                  std::regex::icase);
+  return std::regex_search(body, message);
+}
+
 // The sanitizer's own trouble: an error that is not a report, or a known message without one.
 bool is_tool_error(const std::string& severity, const std::string& body) {
   static const std::regex error(R"(^(Error|Internal Sanitizer Error)$)", std::regex::icase);
@@ -108,6 +120,8 @@ SanitizerOutput parse_sanitizer_output(std::string_view text) {
     std::smatch m;
     if (content == "COMPUTE-SANITIZER" || content == "CUDA-MEMCHECK") continue;
     if (std::regex_search(content, m, summary)) {
+      // "ERROR SUMMARY: 96 errors were not printed ..." follows the count past --print-limit.
+      if (content.find("not printed") != std::string::npos) continue;
       if (m[2].matched && m.str(1) == "ERROR") out.error_count = std::stol(m.str(2));
       if (m[2].matched && m.str(1) == "RACECHECK") out.hazard_count = std::stol(m.str(2));
       continue;
@@ -117,6 +131,8 @@ SanitizerOutput parse_sanitizer_output(std::string_view text) {
     if (is_report(body)) {
       out.findings.push_back({content, {}, {}, 0, {}});
       open = &out.findings.back();
+    } else if (is_unsupported_program(body)) {
+      out.unsupported.push_back(content);
     } else if (is_tool_error(severity, body)) {
       out.tool_errors.push_back(content);
     } else {
@@ -147,6 +163,7 @@ std::string refusal_reason(const SanitizerOutput& output) {
       std::regex::icase);
   for (const auto& line : output.tool_errors)
     if (std::regex_search(line, refusal)) return line;
+  if (!output.unsupported.empty()) return output.unsupported.front();
   for (const auto& line : output.unrecognised) {  // a refusal printed without "Error:", not a warning
     std::string severity;
     strip_severity(line, &severity);
@@ -174,7 +191,15 @@ const char* to_string(SanitizeVerdict verdict) {
 SanitizeResult judge(const SanitizeEvidence& e) {
   SanitizeResult r;
   const SanitizerOutput& o = e.output;
-  r.errors = o.error_count.value_or(o.hazard_count.value_or(static_cast<long>(o.findings.size())));
+  // The summary counts each unsupported-program warning as an error (or a hazard): not a finding.
+  const long excused = static_cast<long>(o.unsupported.size());
+  auto beyond_warnings = [&](const std::optional<long>& count) -> std::optional<long> {
+    if (!count) return std::nullopt;
+    return std::max<long>(*count - excused, 0);
+  };
+  const std::optional<long> error_count = beyond_warnings(o.error_count);
+  const std::optional<long> hazard_count = beyond_warnings(o.hazard_count);
+  r.errors = error_count.value_or(hazard_count.value_or(static_cast<long>(o.findings.size())));
   auto verdict = [&](SanitizeVerdict v, std::string reason) {
     r.verdict = v;
     r.reason = std::move(reason);
@@ -182,21 +207,25 @@ SanitizeResult judge(const SanitizeEvidence& e) {
   };
   if (!e.started) return verdict(SanitizeVerdict::failed, "compute-sanitizer " + e.how);
   const bool exited = !e.signaled;
+  const std::string unchecked =
+      o.unsupported.empty() ? std::string() : "device code not checked: " + o.unsupported.front();
   if (!o.findings.empty()) {
     r.finding = o.findings.front();
     r.errors = std::max<long>(r.errors, 1);
-    return verdict(SanitizeVerdict::found, {});
+    return verdict(SanitizeVerdict::found, unchecked);
   }
   // Counted or signalled by the exit code, but printed in a form this parser does not know:
-  // still a finding, named by the first line it did not recognise.
-  if ((exited && e.error_exit_code != 0 && e.exit_code == e.error_exit_code) || o.error_count.value_or(0) > 0 ||
-      o.hazard_count.value_or(0) > 0) {
+  // still a finding, named by the first line it did not recognise. After an unsupported-program
+  // warning the exit code says nothing (the warning counts): the summary's counts decide.
+  const bool exit_says_found = exited && e.error_exit_code != 0 && e.exit_code == e.error_exit_code &&
+                               (excused == 0 || (!error_count && !hazard_count));
+  if (exit_says_found || error_count.value_or(0) > 0 || hazard_count.value_or(0) > 0) {
     SanitizerFinding f;
     f.what = o.unrecognised.empty() ? std::string("compute-sanitizer reported errors; the log says what")
                                     : o.unrecognised.front();
     r.finding = f;
     r.errors = std::max<long>(r.errors, 1);
-    return verdict(SanitizeVerdict::found, {});
+    return verdict(SanitizeVerdict::found, unchecked);
   }
   if (auto why = refusal_reason(o); !why.empty()) return verdict(SanitizeVerdict::refused, why);
   if (exited && e.exit_code == kNoDeviceExitCode) return verdict(SanitizeVerdict::skipped, "no CUDA device");

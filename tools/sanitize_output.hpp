@@ -32,6 +32,11 @@ struct SanitizerOutput {
   std::optional<long> error_count;         // "ERROR SUMMARY: N errors"
   std::optional<long> hazard_count;        // "RACECHECK SUMMARY: N hazards displayed (...)"
   std::vector<std::string> tool_errors;    // the sanitizer's own errors ("Error: Device not supported")
+  // Warnings that the tool cannot check this program ("Warning: CUDA Dynamic Parallelism is not
+  // supported by the selected tool": racecheck, synccheck and initcheck on a binary built for
+  // dynamic parallelism). The program still runs, its device code unchecked, and the tool counts
+  // each such warning in its summary as one error (racecheck: one hazard, a warning).
+  std::vector<std::string> unsupported;
   std::vector<std::string> unrecognised;   // other top-level lines (notes, warnings the parser does not know)
 };
 
@@ -41,7 +46,8 @@ struct SanitizerOutput {
 SanitizerOutput parse_sanitizer_output(std::string_view text);
 
 // Why the sanitizer refused to run this tool here ("Error: Device not supported"), or "" when it
-// did not refuse: a tool error naming something unsupported or unavailable.
+// did not refuse: a tool error naming something unsupported or unavailable, or a warning that
+// the tool does not support the program (SanitizerOutput::unsupported).
 std::string refusal_reason(const SanitizerOutput& output);
 
 enum class SanitizeVerdict { clean, found, refused, failed, skipped };
@@ -66,13 +72,15 @@ struct SanitizeResult {
   SanitizeVerdict verdict = SanitizeVerdict::clean;
   std::optional<SanitizerFinding> finding;  // the first, when verdict is found
   long errors = 0;                          // how many the sanitizer counted (0 when unknown)
-  std::string reason;                       // refused, failed or skipped: why; clean: what was not run
+  std::string reason;  // refused, failed or skipped: why; clean: what was not run; found: what was not checked
 };
 
 inline constexpr int kNoDeviceExitCode = 77;  // the harness's "SKIPPED: no CUDA device" exit
 
 // The verdict: found beats everything (a finding often fails the case that hit it); then refused,
 // then the sanitizer's own errors and the program's failures; then skipped when every case was.
+// An unsupported-program warning is a refusal, not a finding, though the tool counts it as an
+// error: what else it reported (initcheck still checks host API copies) is still found.
 SanitizeResult judge(const SanitizeEvidence& evidence);
 
 // One line for the console: "clean", "FOUND Invalid __global__ read ... in k(...) at f.cu:3 (4 errors)".

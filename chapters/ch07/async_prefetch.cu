@@ -111,12 +111,23 @@ __global__ void __launch_bounds__(kBlock) conv_sync(const float* __restrict__ in
 }
 
 // Queues this thread's chunks of `tile` into stage buffer `s` (zero-filled past the ends).
+// Every source address is in bounds, zero fills included (they read from `in`: n >= 4 floats).
+// The one chunk that straddles the end (n % 4 != 0) goes as four 4-byte copies: a 16-byte
+// cp.async with src-size < 16 reads only the valid bytes, but memcheck checks all 16 and
+// reported the read past the end (async_copy.cuh). One chunk per launch: the cost is nil.
 __device__ __forceinline__ void prefetch_tile(float* s, const float* in, int64_t tile, int64_t n) {
   const int64_t first = tile * kTile;
   for (int c = threadIdx.x; c < kChunks; c += kBlock) {
     const int64_t g = chunk_start(first, c);
-    const int valid = g < 0 || g >= n ? 0 : static_cast<int>(4 * (n - g < 4 ? n - g : 4));
-    kernels::cp_async::copy16(s + 4 * c, valid ? in + g : in, valid);
+    if (g >= 0 && g + 4 <= n) {
+      kernels::cp_async::copy16(s + 4 * c, in + g);
+    } else if (g >= 0 && g < n) {  // the last, partial chunk
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        kernels::cp_async::copy4(s + 4 * c + e, in + (g + e < n ? g + e : g), g + e < n ? 4 : 0);
+    } else {  // wholly before the start or past the end: zero fill
+      kernels::cp_async::copy16(s + 4 * c, in, 0);
+    }
   }
 }
 

@@ -60,9 +60,9 @@ nlohmann::json run_of(const std::string& example, const std::string& tool) {
   return nlohmann::json::object();
 }
 
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
+// compute-sanitizer names the file as the compiler recorded it: on the H100 (2025.3.1) the
+// basename only ("sanitize_cases.cu"), elsewhere a path. Either names this file.
+bool names_sanitize_cases(const std::string& file) { return fs::path(file).filename() == "sanitize_cases.cu"; }
 
 TEST(SanitizeGpu, MemcheckNamesTheOutOfBoundsReadsKernelAndLine) {
   const auto run = run_of("test/out_of_bounds_read", "memcheck");
@@ -70,11 +70,11 @@ TEST(SanitizeGpu, MemcheckNamesTheOutOfBoundsReadsKernelAndLine) {
   ASSERT_EQ(run.value("verdict", ""), "found") << run.dump(2);
   const auto& f = run["finding"];
   EXPECT_NE(f.value("what", "").find("Invalid __global__ read"), std::string::npos) << f.dump(2);
-  // "(anonymous namespace)::peek_past_end(const float *, float *, long)"
+  // "<unnamed>::peek_past_end(const float *, float *, long)"
   EXPECT_NE(f.value("function", "").find("peek_past_end("), std::string::npos) << f.dump(2);
-  EXPECT_TRUE(ends_with(f.value("file", ""), "tests/gpu/sanitize_cases.cu")) << f.dump(2);
+  EXPECT_TRUE(names_sanitize_cases(f.value("file", ""))) << f.dump(2);
   EXPECT_EQ(f.value("line", 0), marked_line("out-of-bounds read")) << f.dump(2);
-  // The console line says the same.
+  // The console line says the same ("... at sanitize_cases.cu:37", or a path ending so).
   const std::string& out = sanitized().process.out;
   EXPECT_NE(out.find("memcheck   FOUND Invalid __global__ read"), std::string::npos) << out;
   EXPECT_NE(out.find("sanitize_cases.cu:" + std::to_string(marked_line("out-of-bounds read"))), std::string::npos)
@@ -87,9 +87,9 @@ TEST(SanitizeGpu, RacecheckReportsTheSharedMemoryRace) {
   ASSERT_EQ(run.value("verdict", ""), "found") << run.dump(2);
   const auto& f = run["finding"];
   EXPECT_NE(f.value("what", "").find("Race reported"), std::string::npos) << f.dump(2);
-  // "(anonymous namespace)::neighbour_race(const float *, float *, long)"
+  // "<unnamed>::neighbour_race(const float *, float *, long)"
   EXPECT_NE(f.value("function", "").find("neighbour_race("), std::string::npos) << f.dump(2);
-  EXPECT_TRUE(ends_with(f.value("file", ""), "tests/gpu/sanitize_cases.cu")) << f.dump(2);
+  EXPECT_TRUE(names_sanitize_cases(f.value("file", ""))) << f.dump(2);
   // Either access may be named first.
   const int line = f.value("line", 0);
   EXPECT_TRUE(line == marked_line("racy write") || line == marked_line("racy read")) << f.dump(2);

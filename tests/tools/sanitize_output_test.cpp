@@ -147,6 +147,58 @@ TEST(SanitizeOutput, RefusalsAreToolErrors) {
             "");
 }
 
+// racecheck, synccheck and initcheck on ch12 (built with -rdc for dynamic parallelism) on the
+// H100, compute-sanitizer 2025.3.1: the logs, verbatim (ch12.cuda_graphs.<tool>.log).
+const char* kCdpRacecheck = R"(========= COMPUTE-SANITIZER
+========= Warning: CUDA Dynamic Parallelism is not supported by the selected tool
+========= 
+========= RACECHECK SUMMARY: 1 hazard displayed (0 errors, 1 warning)
+)";
+const char* kCdpSynccheck = R"(========= COMPUTE-SANITIZER
+========= Warning: CUDA Dynamic Parallelism is not supported by the selected tool
+========= 
+========= ERROR SUMMARY: 1 error
+)";
+// initcheck on ch12/conditional_graph before its fix: the warning, and host API reports that
+// initcheck still makes (3 of the 9 printed; 105 in all, plus the warning).
+const char* kCdpInitcheckWithReports = R"(========= COMPUTE-SANITIZER
+========= Warning: CUDA Dynamic Parallelism is not supported by the selected tool
+========= 
+========= Host API memory access error at host access to 0x7fd18a403208 of size 4 bytes
+=========     Uninitialized access to 0x7fd18a403200 on access by cudaMemcpy source
+========= 
+========= Host API memory access error at host access to 0x7fd18a403208 of size 4 bytes
+=========     Uninitialized access to 0x7fd18a403200 on access by cudaMemcpy source
+========= 
+========= Host API memory access error at host access to 0x7fd18a403208 of size 4 bytes
+=========     Uninitialized access to 0x7fd18a403200 on access by cudaMemcpy source
+========= 
+========= ERROR SUMMARY: 106 errors
+========= ERROR SUMMARY: 96 errors were not printed. Use --print-limit option to adjust the number of printed errors
+)";
+
+TEST(SanitizeOutput, DynamicParallelismWarningIsARefusalNotAFinding) {
+  for (const char* text : {kCdpRacecheck, kCdpSynccheck}) {
+    const auto out = parse_sanitizer_output(text);
+    EXPECT_TRUE(out.findings.empty()) << text;
+    EXPECT_TRUE(out.tool_errors.empty()) << text;
+    EXPECT_TRUE(out.unrecognised.empty()) << text;
+    ASSERT_EQ(out.unsupported.size(), 1u) << text;
+    EXPECT_EQ(refusal_reason(out), "Warning: CUDA Dynamic Parallelism is not supported by the selected tool");
+  }
+  EXPECT_EQ(parse_sanitizer_output(kCdpRacecheck).hazard_count, 1);
+  EXPECT_EQ(parse_sanitizer_output(kCdpSynccheck).error_count, 1);
+  // The reports initcheck still makes are parsed as usual.
+  const auto reports = parse_sanitizer_output(kCdpInitcheckWithReports);
+  ASSERT_EQ(reports.findings.size(), 3u);
+  EXPECT_EQ(reports.findings[0].what, "Host API memory access error at host access to 0x7fd18a403208 of size 4 bytes");
+  EXPECT_EQ(reports.unsupported.size(), 1u);
+}
+
+TEST(SanitizeOutput, NotPrintedLineDoesNotReplaceTheCount) {
+  EXPECT_EQ(parse_sanitizer_output(kCdpInitcheckWithReports).error_count, 106);
+}
+
 SanitizeEvidence ran_cleanly(std::string log) {
   SanitizeEvidence e;
   e.output = parse_sanitizer_output(log);
@@ -177,6 +229,38 @@ TEST(SanitizeJudge, CleanFoundRefused) {
   refused.exit_code = 1, refused.how = "exit code 1", refused.verified_cases.clear();
   EXPECT_EQ(judge(refused).verdict, SanitizeVerdict::refused);
   EXPECT_EQ(describe(judge(refused)), "refused: Error: Device not supported");
+}
+
+TEST(SanitizeJudge, DynamicParallelismIsRefusedNotFound) {
+  // The warning counts as an error: the exit code is --error-exitcode's, the cases verified.
+  for (const char* text : {kCdpRacecheck, kCdpSynccheck}) {
+    SanitizeEvidence e = ran_cleanly(text);
+    e.exit_code = 86, e.how = "exit code 86";
+    const SanitizeResult r = judge(e);
+    EXPECT_EQ(r.verdict, SanitizeVerdict::refused) << text;
+    EXPECT_EQ(describe(r), "refused: Warning: CUDA Dynamic Parallelism is not supported by the selected tool");
+    e.exit_code = 0, e.how = "exit code 0";
+    EXPECT_EQ(judge(e).verdict, SanitizeVerdict::refused) << text;
+  }
+  // What the tool did report besides is still found, counted without the warning.
+  SanitizeEvidence reported = ran_cleanly(kCdpInitcheckWithReports);
+  reported.exit_code = 86, reported.how = "exit code 86";
+  const SanitizeResult r = judge(reported);
+  EXPECT_EQ(r.verdict, SanitizeVerdict::found);
+  EXPECT_EQ(r.errors, 105);
+  EXPECT_EQ(r.reason,
+            "device code not checked: Warning: CUDA Dynamic Parallelism is not supported by the selected tool");
+  EXPECT_EQ(describe(r),
+            "FOUND Host API memory access error at host access to 0x7fd18a403208 of size 4 bytes (105 errors)");
+  // Counted beyond the warning, in a shape the parser does not know: found.
+  SanitizeEvidence unknown = ran_cleanly(
+      "========= Warning: CUDA Dynamic Parallelism is not supported by the selected tool\n"
+      "========= Some report in a new shape\n"
+      "========= ERROR SUMMARY: 2 errors\n");
+  unknown.exit_code = 86;
+  EXPECT_EQ(judge(unknown).verdict, SanitizeVerdict::found);
+  EXPECT_EQ(judge(unknown).finding->what, "Some report in a new shape");
+  EXPECT_EQ(judge(unknown).errors, 1);
 }
 
 TEST(SanitizeJudge, FindingsTheParserCannotReadStillCount) {

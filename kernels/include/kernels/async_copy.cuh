@@ -19,8 +19,21 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 
 // Copies `valid` (0..16) bytes from `src` and zero-fills the rest of the 16 bytes at `dst`.
 // `src` must be a valid, 16-byte aligned address even when `valid` is 0. Bypasses L1 (.cg).
+// All 16 bytes from `src` must lie inside its allocation, whatever `valid` says: the hardware
+// reads only `valid` bytes, but compute-sanitizer's memcheck checks the whole 16-byte access and
+// reports the tail of a partial last chunk as out of bounds (ch07/async_prefetch did that). Copy
+// a partial chunk with copy4 per element instead, and give a zero fill an in-bounds source.
 __device__ __forceinline__ void copy16(void* dst, const void* src, int valid = 16) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid)
+               : "memory");
+}
+
+// The 4-byte form (cp.async.ca: .cg takes 16-byte copies only): copies `valid` (0 or 4) bytes and
+// zero-fills the rest; `src` must be a valid, 4-byte aligned address in bounds even when `valid`
+// is 0. For the ragged end of a buffer whose length is not a multiple of 16 bytes.
+__device__ __forceinline__ void copy4(void* dst, const void* src, int valid = 4) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src),
                "r"(valid)
                : "memory");
 }

@@ -76,7 +76,7 @@ class LtMatmul {
   LtMatmul(const W& w, cudaStream_t stream)
       : gemm_(w.m, w.n, w.k,
               {.ab = cuda_type<typename W::InT>(), .d = cuda_type<typename W::OutT>(), .compute = W::kCompute}) {
-    gemm_.pick_fastest(w.a.data(), w.b.data(), w.d.data(), stream);
+    gemm_.pick_fastest(w.d.data(), stream);
   }
   void operator()(const W& w, cudaStream_t stream) { gemm_.run(w.a.data(), w.b.data(), w.d.data(), stream); }
 

@@ -144,9 +144,6 @@ class LtGemm {
     }
     restore();
   }
-  // The earlier form, for callers not moved yet (calibrate/gemm.cu): `a` and `b` are not read,
-  // for the reason above.
-  void pick_fastest(const void* /*a*/, const void* /*b*/, void* d, cudaStream_t stream) { pick_fastest(d, stream); }
 
  private:
   void pick_fastest_on(const void* a, const void* b, void* d, cudaStream_t stream) {

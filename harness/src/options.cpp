@@ -25,18 +25,22 @@ uint64_t process_seed() {
 
 bool under_cuda_tool(std::string* what) {
   // Nsight Compute, Nsight Systems and compute-sanitizer load their collectors through the CUDA
-  // injection hook or a preload; either names them in the environment the tool started us with.
+  // injection hook or a preload, and name themselves in the environment they start us with.
+  // Seen under ncu 2025.3.1: NV_COMPUTE_PROFILER_PERFWORKS_DIR.
   for (const char* name : {"CUDA_INJECTION64_PATH", "NV_COMPUTE_PROFILER_PERFWORKS_DIR", "NSYS_PROFILING_SESSION_ID"})
     if (const char* value = std::getenv(name); value != nullptr && *value != '\0') {
       if (what) *what = fmt::format("{}={}", name, value);
       return true;
     }
-  if (const char* preload = std::getenv("LD_PRELOAD"))
-    for (const char* tool : {"sanitizer", "nsys", "Injection", "ncu"})
-      if (std::strstr(preload, tool) != nullptr) {
-        if (what) *what = fmt::format("LD_PRELOAD={}", preload);
-        return true;
-      }
+  // compute-sanitizer 2025.3 sets none of those (H100, CUDA 13.0), but puts its own folder first
+  // on the library path of the process it starts; Nsight Compute does the same with its own.
+  for (const char* name : {"LD_PRELOAD", "LD_LIBRARY_PATH"})
+    if (const char* paths = std::getenv(name))
+      for (const char* tool : {"compute-sanitizer", "nsight-compute", "nsight-systems", "nsys"})
+        if (std::strstr(paths, tool) != nullptr) {
+          if (what) *what = fmt::format("{} names {}", name, tool);
+          return true;
+        }
   return false;
 }
 

@@ -53,3 +53,21 @@ TEST_F(HarnessOptions, BadValuesAndUnknownFlagsAreErrors) {
 }
 
 }  // namespace
+
+// Running a chapter binary under ncu or compute-sanitizer directly: the harness must notice (the
+// tools serialise kernels, so the cold-mode blocking kernel would time out). The variables are
+// the ones seen under ncu and compute-sanitizer 2025.3.1 on the H100.
+TEST(Options, ACudaToolInTheEnvironmentIsDetected) {
+  for (const char* name : {"CUDA_INJECTION64_PATH", "NV_COMPUTE_PROFILER_PERFWORKS_DIR", "NSYS_PROFILING_SESSION_ID",
+                           "LD_PRELOAD", "LD_LIBRARY_PATH"})
+    unsetenv(name);
+  EXPECT_FALSE(bench::detail::under_cuda_tool());
+  setenv("LD_LIBRARY_PATH", "/usr/local/cuda-13.0/compute-sanitizer:/usr/local/nvidia/lib64", 1);
+  std::string what;
+  EXPECT_TRUE(bench::detail::under_cuda_tool(&what));
+  EXPECT_NE(what.find("compute-sanitizer"), std::string::npos) << what;
+  unsetenv("LD_LIBRARY_PATH");
+  setenv("NV_COMPUTE_PROFILER_PERFWORKS_DIR", "/opt/nvidia/nsight-compute/2025.3.1/target/linux-desktop-glibc_2_11_3-x64/.", 1);
+  EXPECT_TRUE(bench::detail::under_cuda_tool());
+  unsetenv("NV_COMPUTE_PROFILER_PERFWORKS_DIR");
+}

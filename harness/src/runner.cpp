@@ -341,7 +341,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   }
   std::vector<double> seconds;  // every sample's time, kept and throttled alike
   {
-    // VALIDITY row 13: every timed sample runs on inputs no call has seen (drawn from the
+    // VALIDITY row 18: every timed sample runs on inputs no call has seen (drawn from the
     // case's secret seed) into freshly poisoned outputs, and must write them. A variant that
     // skips work on inputs it has seen, or serves an answer memoised by another variant or
     // process, has nothing to skip or serve. Filling and poisoning are untimed.
@@ -361,7 +361,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   }
 
   if (r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained)) {
-    // VALIDITY row 13, hot batches: the repeats of a batch run on the inputs its first launch saw.
+    // VALIDITY row 18, hot batches: the repeats of a batch run on the inputs its first launch saw.
     std::vector<double> first, repeats;
     for (const auto& sample : samples) {
       first.push_back(sample.first_seconds);

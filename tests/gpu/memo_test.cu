@@ -1,11 +1,12 @@
-// VALIDITY row 13: variants that remember. Two adversaries seen on an H100 (4.9x and 4.3x,
-// verified, before the defence) are planted here and run through the real Runner:
+// docs/validity.md row 18: variants that remember. Two adversaries seen on an H100 (4.9x and
+// 4.3x, verified, before the defence) are planted here and run through the real Runner:
 //   - remembers_inputs: hashes a few input values on the device and skips its work when they
 //     match the previous call's;
 //   - a baseline that keeps (input hash -> output) in device memory that outlives its workload,
 //     and an optimized variant that serves those stored answers instead of computing.
 // Each test first shows, outside the Runner, that the adversary really skips or serves when
-// it meets inputs it has seen: otherwise a passing test would prove nothing.
+// it meets inputs it has seen: otherwise a passing test would prove nothing. A third skips its
+// work on every other call, whatever the inputs, and must fail the per-sample output check.
 #include <map>
 
 #include "bench/stats.hpp"
@@ -166,6 +167,20 @@ BENCH_EXAMPLE(test, memo_across_variants, SmallCopy)
     .optimized("serves_remembered", serves_remembered_skipping)
     .reference(copy_reference);
 
+// ---- keyed on call counts: works on the verification runs, then on every other call only ----
+struct SkipsOddCalls {
+  SkipsOddCalls(const SmallCopy&, cudaStream_t) {}
+  void operator()(const SmallCopy& w, cudaStream_t s) {
+    if (calls++ < 2 || calls % 2 == 0) honest_slow_copy(w, s);
+  }
+  int64_t calls = 0;
+};
+
+BENCH_EXAMPLE(test, memo_call_count, SmallCopy)
+    .baseline("honest", honest_slow_copy)
+    .stateful<SkipsOddCalls>(Role::optimized, "skips_odd_calls")
+    .reference(copy_reference);
+
 // Builds the example's timing-size workload outside the Runner, with fixed inputs.
 detail::WorkloadInstance workload_with_fixed_inputs(const std::string& name, cudaStream_t s) {
   detail::WorkloadInstance w = detail::build_workload(example(name), /*verifying=*/false);
@@ -184,7 +199,7 @@ TEST(Memoisation, Control_RemembersInputsSkipsARepeatedCall) {
   EXPECT_EQ(adversary.skips(), 1u);  // the second call on the same inputs did nothing
 }
 
-TEST(Memoisation, Row13_SkippingOnSeenInputsGainsNothingInColdSamples) {
+TEST(Memoisation, Row18_SkippingOnSeenInputsGainsNothingInColdSamples) {
   const auto honest = run_case("memo_inputs_cold", "baseline");
   const auto r = run_case("memo_inputs_cold", "optimized");
   ASSERT_EQ(outcome(honest), "measured");
@@ -194,7 +209,7 @@ TEST(Memoisation, Row13_SkippingOnSeenInputsGainsNothingInColdSamples) {
   EXPECT_NEAR(stats::median(r.samples), stats::median(honest.samples), 0.1 * stats::median(honest.samples));
 }
 
-TEST(Memoisation, Row13_SkippingOnSeenInputsFailsInHotBatches) {
+TEST(Memoisation, Row18_SkippingOnSeenInputsFailsInHotBatches) {
   const auto honest = run_case("memo_inputs_hot", "baseline");
   EXPECT_EQ(outcome(honest), "measured");
   const auto r = run_case("memo_inputs_hot", "optimized");
@@ -213,7 +228,7 @@ TEST(Memoisation, Control_AStoredAnswerIsServedForTheSameInputs) {
   EXPECT_EQ(served(copy.n) - before, 1u);
 }
 
-TEST(Memoisation, Row13_AnswersMemoisedByAnotherVariantAreNeverServed) {
+TEST(Memoisation, Row18_AnswersMemoisedByAnotherVariantAreNeverServed) {
   const int64_t n = 1 << 20;  // SmallCopy's timing size
   const auto baseline = run_case("memo_across_variants", "baseline");
   ASSERT_EQ(outcome(baseline), "measured");
@@ -224,6 +239,11 @@ TEST(Memoisation, Row13_AnswersMemoisedByAnotherVariantAreNeverServed) {
   EXPECT_GT(stats::quantile(r.samples, 0.1), 0.8 * kWorkNs * 1e-9);
   EXPECT_EQ(baseline.fingerprint_hash, r.fingerprint_hash);  // same problem, different inputs
   EXPECT_NE(baseline.seed, r.seed);
+}
+
+TEST(Memoisation, Row18_ATimedSampleThatWritesNothingFails) {
+  const auto r = run_case("memo_call_count", "optimized");
+  EXPECT_NE(outcome(r).find("wrote none of its outputs"), std::string::npos) << outcome(r);
 }
 
 }  // namespace

@@ -49,8 +49,11 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   CompareOptions compare;
   auto* compare_cmd = app.add_subcommand("compare", "run examples in isolation, score speedups against expectations");
-  auto* chapter_opt = compare_cmd->add_option("--chapter", compare.chapters, "chapter(s) to compare (chNN)")
-                          ->check(check_chapter);
+  // One value per --chapter (repeat it for more): a chapter list swallowed the `--` that starts
+  // the chapter binaries' flags, and `--chapter ch07 -- --bench_smoke` was refused.
+  auto* chapter_opt = compare_cmd->add_option("--chapter", compare.chapters, "chapter to compare (chNN; repeat for more)")
+                          ->check(check_chapter)
+                          ->allow_extra_args(false);
   auto* all_opt = compare_cmd->add_flag("--all", compare.all, "every built chapter");
   auto* from_opt = compare_cmd->add_option("--from-results", compare.from_results,
                                            "rescore a saved results file (no GPU needed)");
@@ -105,8 +108,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   SanitizeOptions sanitize;
   auto* sanitize_cmd = app.add_subcommand(
       "sanitize", "every example's verification under compute-sanitizer: memcheck, racecheck, synccheck, initcheck");
-  auto* sanitize_chapter_opt = sanitize_cmd->add_option("--chapter", sanitize.chapters, "chapter(s) to check (chNN)")
-                                   ->check(check_chapter);
+  auto* sanitize_chapter_opt = sanitize_cmd->add_option("--chapter", sanitize.chapters, "chapter to check (chNN; repeat for more)")
+                                   ->check(check_chapter)
+                                   ->allow_extra_args(false);  // as compare's: keep `--` for the flags after it
   sanitize_cmd->add_flag("--all", sanitize.all, "every built chapter")->excludes(sanitize_chapter_opt);
   sanitize_cmd->add_option("--example", sanitize.example, "only this example");
   sanitize_cmd->add_option("--tool", sanitize.tools, "only these tools, comma-separated (default: all four)")
@@ -144,6 +148,13 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
       }
       if (arg.rfind("--bench_verify_only", 0) == 0) {
         err << "bench: --bench_verify_only makes no measurement; `bench sanitize` is what uses it\n";
+        return kExitUsage;
+      }
+      // docs/validity.md row 18: a known seed lets a variant meet inputs an earlier process saw.
+      if (harness_args == &compare.harness_args && arg.rfind("--bench_seed", 0) == 0) {
+        err << "bench: compare draws a fresh secret input seed in every process, so that no variant can "
+               "serve answers remembered from an earlier run; --bench_seed is for reproducing a run of a "
+               "chapter binary by hand\n";
         return kExitUsage;
       }
     }

@@ -131,6 +131,8 @@ void attach_samples(CaseResult& c, const json& sample_file) {
       if (v.is_number()) c.samples.push_back(v.get<double>());
   if (c.fingerprint.empty() && sample_file.contains("fingerprint"))
     c.fingerprint = sample_file["fingerprint"].value("hash", std::string());
+  if (auto it = sample_file.find("input_seed"); it != sample_file.end() && it->is_number_unsigned())
+    c.input_seed = std::to_string(it->get<uint64_t>());
 }
 
 }  // namespace

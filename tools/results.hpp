@@ -37,6 +37,7 @@ struct CaseResult {
   int64_t sample_count = 0;
   std::string fingerprint, mode, stop, bw_ceiling, compute_ceiling;
   bool host_bound = false;  // the variant's time is set by the host (label "host_bound=1")
+  std::string input_seed;   // the case's secret input seed, from its samples file ("" if none)
   std::vector<double> samples;  // raw kept samples, microseconds; empty when not saved
   // One median per run, in run order, when the case ran more than once (bench compare
   // --repetitions); then `samples` pools every run's and `median_us`/`noise` describe the pool.

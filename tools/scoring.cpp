@@ -67,6 +67,14 @@ bool compare_sides(ScoredRow& row, const std::optional<Expectations>& x) {
                              b.variant, b.fingerprint, s.variant, s.fingerprint);
     return false;
   }
+  // docs/validity.md row 18: the two sides must have drawn different inputs, or an answer one
+  // computed could have been served to the other.
+  if (!b.input_seed.empty() && b.input_seed == s.input_seed) {
+    row.status = Status::failed;
+    row.reason = fmt::format("{} and {} drew the same inputs (seed {}): one could serve the other's "
+                             "answers; run the chapter without --bench_seed", b.variant, s.variant, b.input_seed);
+    return false;
+  }
   const CeilingCheck subject_ceiling = check_ceilings(s, x);
   row.pct_ceiling = subject_ceiling.pct;
   row.ceiling_name = subject_ceiling.name;

@@ -201,4 +201,12 @@ TEST(BenchCompareFromResults, HostBoundAndDeviceBoundRealRunsRegressWhenPlantedF
     if (row["example"] == "ch12/cuda_graphs") EXPECT_EQ(row["scored_by"], "optimized_time");
 }
 
+
+// docs/validity.md row 18: compare never lets a chapter run with a known input seed.
+TEST(BenchCompareLive, AFixedInputSeedIsRefused) {
+  const auto r = bench({"compare", "--chapter", "ch07", "--", "--bench_seed=5"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("fresh secret input seed"), std::string::npos) << r.err;
+}
+
 }  // namespace

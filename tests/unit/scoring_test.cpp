@@ -87,6 +87,16 @@ TEST(Scoring, FingerprintMismatchIsRefused) {
   EXPECT_EQ(card.exit_code(), 1);
 }
 
+TEST(Scoring, TwoSidesThatDrewTheSameInputsAreRefused) {
+  std::vector<CaseResult> cases = {make_case("baseline", 300), make_case("optimized", 100)};
+  cases[0].input_seed = cases[1].input_seed = "12345";
+  const auto card = bench::tools::score(cases, expecting(3.0), "k");
+  EXPECT_EQ(card.rows[0].status, Status::failed);
+  EXPECT_NE(card.rows[0].reason.find("drew the same inputs"), std::string::npos) << card.rows[0].reason;
+  cases[1].input_seed = "67890";
+  EXPECT_EQ(bench::tools::score(cases, expecting(3.0), "k").rows[0].status, Status::pass);
+}
+
 TEST(Scoring, AboveTheMeasuredCeilingIsImpossible) {
   std::vector<CaseResult> cases = {make_case("baseline", 300), make_case("optimized", 100)};
   cases[1].bw_ceiling = "hbm_copy_gbps";

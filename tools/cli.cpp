@@ -62,6 +62,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   compare_cmd->add_option("--example", compare.example, "only this example");
   compare_cmd->add_option("--json", compare.json_report, "write the JSON report here");
   compare_cmd->add_option("--markdown", compare.markdown_report, "write the Markdown report here");
+  compare_cmd->add_option("--html", compare.html_report, "write a self-contained HTML report here (roofline, speedups)");
+  compare_cmd->add_option("--svg", compare.svg_roofline, "write the roofline alone as an SVG file here");
   compare_cmd->add_option("--save-results", compare.save_results, "write the merged results file here");
   compare_cmd->add_flag("--update-expectations", compare.update_expectations,
                         "accept verified, quiet results into expectations/<hardware_key>.json");
@@ -121,6 +123,13 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   sanitize_cmd->add_option("sanitizer_args", sanitize.sanitizer_args,
                            "after --: flags for compute-sanitizer, placed before the program");
 
+  ReportOptions report;
+  auto* report_cmd = app.add_subcommand("report", "an HTML report (roofline, speedups, history) from saved results files");
+  report_cmd->add_option("files", report.files, "results files (bench compare --save-results; build/<preset>/reports/results.json)")
+      ->required();
+  report_cmd->add_option("--html", report.html, "the HTML file to write")->required();
+  report_cmd->add_option("--svg", report.svg, "also write the latest run's roofline as an SVG file");
+
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   try {
@@ -161,6 +170,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   if (*profile_cmd) {
     profile.where = where;
     return profile_command(profile, out, err);
+  }
+  if (*report_cmd) {
+    report.where = where;
+    return report_command(report, out, err);
   }
   if (*sanitize_cmd) {
     if (sanitize.chapters.empty() && !sanitize.all) {

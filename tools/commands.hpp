@@ -37,6 +37,7 @@ struct CompareOptions {
   bool all = false;
   std::string example;
   std::string json_report, markdown_report;
+  std::string html_report, svg_roofline;  // --html FILE (self-contained page), --svg FILE (the roofline)
   std::string from_results, save_results;
   bool update_expectations = false;
   bool add_machine = false;  // --add-machine: append this machine to host-dependent entries
@@ -45,6 +46,14 @@ struct CompareOptions {
   std::string command_line;  // for provenance
 };
 int compare_command(const CompareOptions& options, std::ostream& out, std::ostream& err);
+
+// `bench report FILE.json... --html OUT [--svg OUT]`: saved results, no GPU needed.
+struct ReportOptions {
+  Locations where;
+  std::vector<std::string> files;
+  std::string html, svg;
+};
+int report_command(const ReportOptions& options, std::ostream& out, std::ostream& err);
 
 struct ExpectationsOptions {
   Locations where;

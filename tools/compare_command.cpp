@@ -12,6 +12,7 @@
 #include "chapter_process.hpp"
 #include "commands.hpp"
 #include "expectations_update.hpp"
+#include "html_report.hpp"
 #include "report.hpp"
 #include "results.hpp"
 #include "scoring.hpp"
@@ -148,9 +149,21 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
   if (live && markdown_path.empty()) markdown_path = (reports_dir / "compare.md").string();
   try {
     if (!json_path.empty()) write_text(json_path, report_json(card).dump(2) + "\n");
-    if (!markdown_path.empty()) write_text(markdown_path, format_markdown(card));
+    if (!options.html_report.empty() || !options.svg_roofline.empty()) {
+      const ReportRun run{live ? "this run" : options.from_results, results.context, card, expectations};
+      if (!options.html_report.empty()) write_text(options.html_report, html_report({run}));
+      if (!options.svg_roofline.empty()) write_text(options.svg_roofline, roofline_svg(run));
+    }
+    if (!markdown_path.empty()) {
+      std::string markdown = format_markdown(card);
+      if (!options.html_report.empty())
+        markdown += "\nRoofline, speedup intervals and provenance: [" + fs::path(options.html_report).filename().string() +
+                    "](" + fs::absolute(options.html_report).string() + ")\n";
+      write_text(markdown_path, markdown);
+    }
     if (!json_path.empty()) out << "JSON report: " << json_path << "\n";
     if (!markdown_path.empty()) out << "Markdown report: " << markdown_path << "\n";
+    if (!options.html_report.empty()) out << "HTML report: " << options.html_report << "\n";
     if (options.update_expectations || options.add_machine) {
       UpdatePolicy policy;
       policy.command = options.command_line;

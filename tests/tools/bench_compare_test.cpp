@@ -209,4 +209,24 @@ TEST(BenchCompareLive, AFixedInputSeedIsRefused) {
   EXPECT_NE(r.err.find("fresh secret input seed"), std::string::npos) << r.err;
 }
 
+
+// bench report: saved results in, one self-contained HTML page out; a bad file is exit 2, named.
+TEST(BenchReport, SavedResultsBecomeOneHtmlPageAndABadFileIsNamed) {
+  const fs::path dir = scratch_dir("report");
+  const auto r = bench({"report", kFixtures + "/host_bound/results_h100.json", "--expectations-dir",
+                        kFixtures + "/host_bound", "--html", (dir / "report.html").string(), "--svg",
+                        (dir / "roofline.svg").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ifstream in(dir / "report.html");
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("class=\"speedup-row\" data-example=\"ch12/cuda_graphs\" data-status=\"PASS\""), std::string::npos);
+  // Neither example's cost model has both flops and bytes: the page says so instead of plotting.
+  EXPECT_NE(html.find("Not on the roofline"), std::string::npos);
+  EXPECT_NE(html.find("ch07/transpose/optimized"), std::string::npos);
+  EXPECT_TRUE(fs::exists(dir / "roofline.svg"));
+  const auto bad = bench({"report", (dir / "missing.json").string(), "--html", (dir / "x.html").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("missing.json"), std::string::npos) << bad.err;
+}
+
 }  // namespace

@@ -1,0 +1,149 @@
+// tools/html_report.cpp: the numbers that reach the page (roofline coordinates from flops and
+// bytes, the ceilings drawn, the interval ends) and well-formed markup.
+#include "html_report.hpp"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "case_result_fixture.hpp"
+
+namespace {
+
+using bench::tools::CaseResult;
+using bench::tools::ReportRun;
+
+CaseResult gemm_case(const std::string& variant, double median_us, unsigned seed) {
+  CaseResult c = bench::tools::testing::verified_case("ch09/gemm", variant, variant, median_us);
+  c.flops = 2e12;  // 2 TFLOP of work
+  c.bytes = 1e9;   // over 1 GB: intensity 2000 flop/byte
+  c.samples = bench::tools::testing::normal_samples(median_us, 0.01, 40, seed);
+  c.noise = 0.01;
+  c.compute_ceiling = "bf16_tflops";
+  return c;
+}
+
+ReportRun a_run(bool with_ceilings) {
+  std::vector<CaseResult> cases = {gemm_case("baseline", 20000, 1), gemm_case("optimized", 4000, 2)};
+  CaseResult copy = bench::tools::testing::verified_case("ch07/copy", "baseline", "baseline", 900);
+  copy.bytes = 2e9;  // no flops: not on the roofline
+  copy.samples = bench::tools::testing::normal_samples(900, 0.01, 40, 3);
+  CaseResult copy_opt = copy;
+  copy_opt.variant = copy_opt.role = "optimized";
+  copy_opt.name = "ch07/copy/optimized";
+  copy_opt.median_us = 700;
+  copy_opt.samples = bench::tools::testing::normal_samples(700, 0.01, 40, 4);
+  cases.push_back(copy);
+  cases.push_back(copy_opt);
+  bench::Expectations x;
+  x.hardware_key = "test_gpu";
+  if (with_ceilings) {
+    x.ceilings["hbm_copy_gbps"] = {3000.0, "GB/s"};
+    x.ceilings["bf16_tflops"] = {700.0, "TFLOP/s"};
+  }
+  x.examples["ch09/gemm"].speedup = 5.0;
+  x.examples["ch09/gemm"].tolerance = 0.1;
+  ReportRun run;
+  run.source = "fixture";
+  run.context = {{"gpu_name", "Test GPU"}, {"git_sha", "0123456789abcdef"}, {"date", "2026-11-23T00:00:00Z"}};
+  run.expectations = x;
+  run.card = bench::tools::score(cases, x, "test_gpu");
+  return run;
+}
+
+// Every tag opened is closed in order (the subset of XML the report writes).
+bool well_formed(const std::string& markup, std::string* why) {
+  std::vector<std::string> open;
+  static const std::regex tag(R"(<(/?)([a-zA-Z][a-zA-Z0-9]*)[^>]*?(/?)>)");
+  for (auto it = std::sregex_iterator(markup.begin(), markup.end(), tag); it != std::sregex_iterator(); ++it) {
+    const auto& m = *it;
+    if (m[3] == "/") continue;
+    if (m[1] == "") {
+      open.push_back(m[2]);
+    } else if (open.empty() || open.back() != m[2]) {
+      *why = "unexpected </" + m[2].str() + "> after <" + (open.empty() ? "" : open.back()) + ">";
+      return false;
+    } else {
+      open.pop_back();
+    }
+  }
+  if (!open.empty()) *why = "<" + open.back() + "> never closed";
+  return open.empty();
+}
+
+std::string body_of(const std::string& html) {
+  const auto from = html.find("<body>"), to = html.find("</body>");
+  return html.substr(from, to + 7 - from);
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(HtmlReport, RooflinePointsComeFromFlopsBytesAndTheMedian) {
+  std::vector<std::string> not_placed;
+  const auto points = bench::tools::roofline_points(a_run(true).card, &not_placed);
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_DOUBLE_EQ(points[0].intensity, 2000.0);
+  EXPECT_NEAR(points[0].tflops, 2e12 / 20000e-6 / 1e12, 1e-9);  // 100 TFLOP/s
+  EXPECT_NEAR(points[1].tflops, 500.0, 1e-9);
+  EXPECT_EQ(not_placed, (std::vector<std::string>{"ch07/copy/baseline", "ch07/copy/optimized"}));
+}
+
+TEST(HtmlReport, TheRoofIsTheGpusMeasuredCeilings) {
+  const auto roofs = bench::tools::roofs(*a_run(true).expectations);
+  ASSERT_EQ(roofs.size(), 2u);
+  EXPECT_EQ(roofs[0].name, "hbm_copy_gbps");
+  EXPECT_TRUE(roofs[0].bandwidth);
+  EXPECT_EQ(roofs[1].name, "bf16_tflops");
+  EXPECT_DOUBLE_EQ(roofs[1].value, 700.0);
+  const std::string svg = bench::tools::roofline_svg(a_run(true));
+  std::string why;
+  EXPECT_TRUE(well_formed(svg, &why)) << why;
+  EXPECT_EQ(count(svg, "class=\"roof\""), 2);
+  EXPECT_EQ(count(svg, "class=\"point\""), 2);
+  EXPECT_EQ(count(svg, "class=\"arrow\""), 1);
+  EXPECT_NE(svg.find("bf16_tflops 700 TFLOP/s"), std::string::npos);
+}
+
+TEST(HtmlReport, WithoutCeilingsItSaysSoInsteadOfDrawingARoof) {
+  const std::string svg = bench::tools::roofline_svg(a_run(false));
+  EXPECT_EQ(count(svg, "class=\"roof\""), 0);
+  EXPECT_NE(svg.find("run ./bench calibrate"), std::string::npos);
+}
+
+TEST(HtmlReport, SpeedupRowsCarryTheirIntervalEndsAndStatus) {
+  const ReportRun run = a_run(true);
+  const std::string html = bench::tools::html_report({run});
+  std::string why;
+  EXPECT_TRUE(well_formed(body_of(html), &why)) << why;
+  EXPECT_EQ(count(html, "class=\"speedup-row\""), 2);
+  const auto& row = run.card.rows.at(0);
+  ASSERT_TRUE(row.speedup);
+  EXPECT_NE(html.find(fmt::format("[{:.3g}, {:.3g}]", row.speedup->low, row.speedup->high)), std::string::npos);
+  EXPECT_NE(html.find("data-status=\"PASS\""), std::string::npos);
+  EXPECT_NE(html.find("data-status=\"NEW\""), std::string::npos);  // ch07/copy has no expectation
+  EXPECT_NE(html.find("Test GPU"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // nothing fetched
+}
+
+TEST(HtmlReport, FailedCasesAndSeveralRunsStillRender) {
+  ReportRun first = a_run(true), second = a_run(true);
+  second.context["date"] = "2026-11-24T00:00:00Z";
+  std::vector<CaseResult> cases = {gemm_case("baseline", 20000, 1), gemm_case("optimized", 4000, 2)};
+  cases[1].outcome = bench::tools::Outcome::failed;
+  cases[1].message = "verification run 1: output 'd': 3 non-finite";
+  second.card = bench::tools::score(cases, second.expectations, "test_gpu");
+  const std::string html = bench::tools::html_report({first, second});
+  std::string why;
+  EXPECT_TRUE(well_formed(body_of(html), &why)) << why;
+  EXPECT_NE(html.find("data-status=\"FAILED\""), std::string::npos);
+  EXPECT_NE(html.find("History (2 runs)"), std::string::npos);
+}
+
+}  // namespace

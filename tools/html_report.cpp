@@ -1,0 +1,416 @@
+// The HTML report: SVG written by hand (fmt), so the page needs nothing but a browser, works
+// offline and reads with scripts disabled (hover details are SVG <title> elements).
+#include "html_report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "report.hpp"
+
+namespace bench::tools {
+namespace {
+
+std::string escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string context_text(const nlohmann::json& context, const char* key) {
+  auto it = context.find(key);
+  return it != context.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+const char* status_colour(Status status) {
+  switch (status) {
+    case Status::pass: return "#2e7d32";
+    case Status::improved: return "#1565c0";
+    case Status::regressed: return "#c62828";
+    case Status::no_speedup: return "#ef6c00";
+    case Status::failed: return "#6a1b9a";
+    case Status::skipped: return "#757575";
+    case Status::new_entry: return "#00838f";
+    case Status::info: return "#455a64";
+  }
+  return "#000";
+}
+
+// A log-scale axis from [low, high] onto [from, to] pixels, widened to whole decades.
+struct LogAxis {
+  double low, high, from, to;
+  LogAxis(double lo, double hi, double f, double t) : from(f), to(t) {
+    low = std::pow(10.0, std::floor(std::log10(lo)));
+    high = std::pow(10.0, std::ceil(std::log10(hi)));
+    if (high <= low) high = low * 10;
+  }
+  double operator()(double v) const {
+    return from + (to - from) * (std::log10(v) - std::log10(low)) / (std::log10(high) - std::log10(low));
+  }
+  std::vector<double> decades() const {
+    std::vector<double> out;
+    for (double d = low; d <= high * 1.0001; d *= 10) out.push_back(d);
+    return out;
+  }
+};
+
+std::string number(double v) { return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v); }
+
+std::string svg_open(int width, int height, const std::string& label) {
+  return fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" "
+                     "role=\"img\" aria-label=\"{}\" font-family=\"sans-serif\" font-size=\"11\">\n",
+                     width, height, width, height, escape(label));
+}
+
+std::string run_title(const ReportRun& run) {
+  const std::string gpu = context_text(run.context, "gpu_name");
+  const std::string sha = context_text(run.context, "git_sha");
+  const std::string date = context_text(run.context, "date");
+  return fmt::format("{} · {} · {}", gpu.empty() ? run.card.hardware_key : gpu, date.substr(0, 16),
+                     sha.substr(0, 12));
+}
+
+// ---- speedups -------------------------------------------------------------------------------
+std::string speedup_svg(const Scorecard& card) {
+  std::vector<const ScoredRow*> rows;
+  for (const auto& row : card.rows)
+    if (row.kind == RowKind::pair || row.kind == RowKind::example) rows.push_back(&row);
+  double lo = INFINITY, hi = 0;
+  for (const auto* r : rows) {
+    if (r->speedup) lo = std::min(lo, r->speedup->low), hi = std::max(hi, r->speedup->high);
+    if (r->expected_speedup) lo = std::min(lo, *r->expected_speedup * 0.8), hi = std::max(hi, *r->expected_speedup * 1.2);
+  }
+  if (rows.empty()) return "<p>No example was scored.</p>\n";
+  if (!(hi > 0)) lo = 0.5, hi = 2;  // nothing measured: the rows still show their status
+  lo = std::max(std::min(lo, 1.0), 0.01);
+  const int label_width = 250, plot_width = 560, row_height = 22, top = 24;
+  const int height = top + row_height * static_cast<int>(rows.size()) + 30;
+  const LogAxis x(lo, hi, label_width, label_width + plot_width);
+  std::string svg = svg_open(label_width + plot_width + 120, height, "speedup of each example with its 95% interval");
+  for (double d : x.decades()) {
+    svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#ddd\"/>"
+                       "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4}×</text>\n",
+                       x(d), top - 6, height - 24, height - 10, number(d));
+  }
+  svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#999\" stroke-dasharray=\"3,3\"/>\n",
+                     x(1.0), top - 6, height - 24);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const ScoredRow& r = *rows[i];
+    const double y = top + row_height * (i + 0.5);
+    const char* colour = status_colour(r.status);
+    svg += fmt::format("<g class=\"speedup-row\" data-example=\"{}\" data-status=\"{}\">", escape(r.example),
+                       to_string(r.status));
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\" dominant-baseline=\"middle\">{}</text>",
+                       label_width - 8, y, escape(r.example));
+    // The band the pair is judged in, when it is a speedup band.
+    if (r.expected_speedup && r.basis != ScoreBasis::optimized_time) {
+      const double band_low = r.band_low.value_or(*r.expected_speedup * (1 - r.tolerance.value_or(0)));
+      const double band_high = r.band_high.value_or(*r.expected_speedup * (1 + r.tolerance.value_or(0)));
+      if (band_low > 0)
+        svg += fmt::format("<rect class=\"band\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"#000\" "
+                           "fill-opacity=\"0.08\"/>",
+                           x(band_low), y - 8, std::max(1.0, x(band_high) - x(band_low)), 16);
+      svg += fmt::format("<line class=\"expected\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" "
+                         "stroke=\"#555\"/>",
+                         x(*r.expected_speedup), y - 8, y + 8);
+    }
+    if (r.speedup) {
+      const auto& s = *r.speedup;
+      svg += fmt::format("<line class=\"whisker\" x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
+                         "stroke-width=\"2\"/>",
+                         x(std::max(s.low, lo)), x(s.high), y, y, colour);
+      svg += fmt::format("<circle class=\"estimate\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}: {:.3g}× "
+                         "[{:.3g}, {:.3g}] {}{}</title></circle>",
+                         x(std::max(s.estimate, lo)), y, colour, escape(r.example), s.estimate, s.low, s.high,
+                         to_string(r.status), r.reason.empty() ? "" : " — " + escape(r.reason));
+    }
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" dominant-baseline=\"middle\" fill=\"{}\">{}</text></g>\n",
+                       label_width + plot_width + 8, y, colour, to_string(r.status));
+  }
+  return svg + "</svg>\n";
+}
+
+// ---- roofline -------------------------------------------------------------------------------
+std::string ceiling_unit(const Roof& r) { return r.bandwidth ? "GB/s" : "TFLOP/s"; }
+
+}  // namespace
+
+std::vector<RooflinePoint> roofline_points(const Scorecard& card, std::vector<std::string>* not_placed) {
+  std::vector<RooflinePoint> points;
+  std::set<std::string> seen;
+  auto add = [&](const std::optional<CaseResult>& c, const ScoredRow& row) {
+    if (!c || c->outcome != Outcome::measured || !seen.insert(c->name).second) return;
+    if (c->flops > 0 && c->bytes > 0 && c->median_us > 0) {
+      RooflinePoint p{c->example, c->variant, c->role, c->flops / c->bytes, c->flops / (c->median_us * 1e-6) / 1e12,
+                      c->median_us, std::nullopt};
+      if (&*c == &*row.subject) p.pct_ceiling = row.pct_ceiling;
+      points.push_back(p);
+    } else if (not_placed) {
+      not_placed->push_back(c->name);
+    }
+  };
+  for (const auto& row : card.rows) {
+    add(row.baseline, row);
+    add(row.subject, row);
+  }
+  return points;
+}
+
+std::vector<Roof> roofs(const Expectations& x) {
+  std::vector<Roof> out;
+  for (const char* name : {"hbm_copy_gbps", "l2_gbps", "smem_gbps"})
+    if (auto it = x.ceilings.find(name); it != x.ceilings.end() && it->second.value > 0)
+      out.push_back({name, it->second.value, true});
+  for (const char* name : {"fp32_tflops", "tf32_tflops", "bf16_tflops", "fp8_tflops"})
+    if (auto it = x.ceilings.find(name); it != x.ceilings.end() && it->second.value > 0)
+      out.push_back({name, it->second.value, false});
+  return out;
+}
+
+std::string roofline_svg(const ReportRun& run) {
+  std::vector<std::string> not_placed;
+  const auto points = roofline_points(run.card, &not_placed);
+  const std::vector<Roof> lines = run.expectations ? roofs(*run.expectations) : std::vector<Roof>{};
+  if (points.empty()) return "<p>No case has both flops and bytes in its cost model: nothing to place.</p>\n";
+  double x_lo = INFINITY, x_hi = 0, y_lo = INFINITY, y_hi = 0;
+  for (const auto& p : points) {
+    x_lo = std::min(x_lo, p.intensity), x_hi = std::max(x_hi, p.intensity);
+    y_lo = std::min(y_lo, p.tflops), y_hi = std::max(y_hi, p.tflops);
+  }
+  for (const auto& r : lines)
+    if (!r.bandwidth) y_hi = std::max(y_hi, r.value);
+  const int left = 60, top = 20, width = 640, height = 400;
+  const LogAxis x(x_lo / 2, x_hi * 2, left, left + width);
+  const LogAxis y(y_lo / 2, y_hi * 1.5, top + height, top);
+  std::string svg = svg_open(left + width + 170, top + height + 50, "roofline: " + run_title(run));
+  for (double d : x.decades())
+    svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0:.1f}\" "
+                       "y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
+                       x(d), top, top + height, top + height + 14, number(d));
+  for (double d : y.decades())
+    svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#eee\"/><text x=\"{3}\" "
+                       "y=\"{2:.1f}\" text-anchor=\"end\" dominant-baseline=\"middle\">{4}</text>\n",
+                       left, left + width, y(d), left - 4, number(d));
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">arithmetic intensity (flop/byte, from the cost "
+                     "model)</text>\n<text transform=\"translate(14 {}) rotate(-90)\" text-anchor=\"middle\">achieved "
+                     "TFLOP/s</text>\n",
+                     left + width / 2, top + height + 34, top + height / 2);
+  // The roofs: a bandwidth B (GB/s) is the line rate = intensity x B / 1000 TFLOP/s.
+  svg += "<clipPath id=\"plot\"><rect x=\"" + std::to_string(left) + "\" y=\"" + std::to_string(top) + "\" width=\"" +
+         std::to_string(width) + "\" height=\"" + std::to_string(height) + "\"/></clipPath>\n<g clip-path=\"url(#plot)\">\n";
+  for (const auto& r : lines) {
+    const double x0 = x.low, x1 = x.high;
+    const double y0 = r.bandwidth ? x0 * r.value / 1000 : r.value, y1 = r.bandwidth ? x1 * r.value / 1000 : r.value;
+    svg += fmt::format("<line class=\"roof\" data-ceiling=\"{}\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+                       "stroke=\"{}\" stroke-width=\"1.5\"><title>{} = {:.4g} {}</title></line>\n",
+                       r.name, x(x0), y(y0), x(x1), y(y1), r.bandwidth ? "#8d6e63" : "#5c6bc0", r.name, r.value,
+                       ceiling_unit(r));
+  }
+  // Baseline -> optimized (and -> each rung) as arrows, then the points.
+  std::map<std::string, const RooflinePoint*> baseline_of;
+  for (const auto& p : points)
+    if (p.role == "baseline") baseline_of[p.example] = &p;
+  for (const auto& p : points) {
+    auto it = baseline_of.find(p.example);
+    if (p.role == "baseline" || it == baseline_of.end()) continue;
+    svg += fmt::format("<line class=\"arrow\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#90a4ae\" "
+                       "marker-end=\"url(#head)\"/>\n",
+                       x(it->second->intensity), y(it->second->tflops), x(p.intensity), y(p.tflops));
+  }
+  svg += "</g>\n<defs><marker id=\"head\" markerWidth=\"8\" markerHeight=\"8\" refX=\"7\" refY=\"4\" orient=\"auto\">"
+         "<path d=\"M0,0 L8,4 L0,8 z\" fill=\"#90a4ae\"/></marker></defs>\n";
+  for (const auto& p : points) {
+    const bool base = p.role == "baseline";
+    svg += fmt::format("<circle class=\"point\" data-case=\"{}/{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" "
+                       "stroke=\"#fff\"><title>{}/{}: {} at {:.3g} flop/B, {:.4g} TFLOP/s{}</title></circle>\n",
+                       escape(p.example), escape(p.variant), x(p.intensity), y(p.tflops), base ? 4 : 5,
+                       base ? "#b0bec5" : "#263238", escape(p.example), escape(p.variant),
+                       format_duration_us(p.median_us), p.intensity, p.tflops,
+                       p.pct_ceiling ? fmt::format(", {:.1f}% of its ceiling", *p.pct_ceiling) : "");
+  }
+  // Legend: the roofs by name, in the right margin.
+  int row = 0;
+  for (const auto& r : lines)
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\">{} {:.4g} {}</text>\n", left + width + 10, top + 12 + 14 * row++,
+                       r.bandwidth ? "#8d6e63" : "#5c6bc0", r.name, r.value, ceiling_unit(r));
+  if (lines.empty())
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#c62828\">no ceilings for {}:</text><text x=\"{}\" y=\"{}\" "
+                       "fill=\"#c62828\">run ./bench calibrate</text>\n",
+                       left + width + 10, top + 12, escape(run.card.hardware_key), left + width + 10, top + 26);
+  return svg + "</svg>\n";
+}
+
+namespace {
+
+std::string provenance_html(const ReportRun& run) {
+  std::string html = "<table class=\"provenance\">\n";
+  const std::pair<const char*, const char*> keys[] = {
+      {"GPU", "gpu_name"},          {"hardware key", "hardware_key"}, {"driver (CUDA version it supports)", "driver_version"},
+      {"CUDA runtime", "runtime_version"}, {"SM clock (kHz)", "sm_clock_khz"}, {"memory clock (kHz)", "memory_clock_khz"},
+      {"git SHA", "git_sha"},       {"date", "date"},                 {"machine", "machine_id"},
+      {"command", "command_line"}};
+  for (const auto& [label, key] : keys) {
+    const std::string value = context_text(run.context, key);
+    html += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", label, value.empty() ? "<i>not recorded</i>" : escape(value));
+  }
+  html += fmt::format("<tr><th>results</th><td>{}</td></tr>\n</table>\n", escape(run.source));
+  return html;
+}
+
+std::string rows_table(const Scorecard& card) {
+  std::string html = "<table class=\"rows\"><tr><th>example</th><th>variant</th><th>baseline</th><th>median</th>"
+                     "<th>speedup [95% CI]</th><th>status</th><th>% ceiling</th><th>noise b/v</th><th>note</th></tr>\n";
+  for (const auto& r : card.rows) {
+    std::string note = r.reason;
+    for (const auto* side : {&r.baseline, &r.subject})
+      if (*side && (*side)->noise > 0.05) note = fmt::format("{} noisy ({:.1f}%). {}", (*side)->variant, 100 * (*side)->noise, note);
+    html += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"color:{}\">{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td></tr>\n",
+        escape(r.example), escape(r.variant),
+        r.baseline && r.baseline->outcome == Outcome::measured ? format_duration_us(r.baseline->median_us) : "",
+        r.subject && r.subject->outcome == Outcome::measured ? format_duration_us(r.subject->median_us) : "",
+        r.speedup ? fmt::format("{:.2f}× [{:.2f}, {:.2f}]", r.speedup->estimate, r.speedup->low, r.speedup->high) : "",
+        status_colour(r.status), to_string(r.status), r.pct_ceiling ? fmt::format("{:.1f}%", *r.pct_ceiling) : "",
+        r.baseline && r.subject ? fmt::format("{:.1f}% / {:.1f}%", 100 * r.baseline->noise, 100 * r.subject->noise) : "",
+        escape(note));
+  }
+  return html + "</table>\n";
+}
+
+// One small chart per example: its baseline and optimized medians across the runs of one GPU,
+// each relative to what the expectations file records for that side (to its first run when it
+// records nothing), so 1.0 is "as expected" and the optimized side's band is 1 +- tolerance: a
+// slower run is a dark dot above the band.
+std::string history_html(const std::vector<const ReportRun*>& runs) {
+  std::map<std::string, std::vector<std::pair<double, double>>> series;  // example -> (baseline, optimized) per run
+  std::vector<std::string> order;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    for (const auto& r : runs[i]->card.rows) {
+      if (r.kind != RowKind::pair) continue;
+      auto& s = series[r.example];
+      if (s.empty()) order.push_back(r.example);
+      s.resize(runs.size(), {0.0, 0.0});
+      s[i] = {r.baseline && r.baseline->outcome == Outcome::measured ? r.baseline->median_us : 0.0,
+              r.subject && r.subject->outcome == Outcome::measured ? r.subject->median_us : 0.0};
+    }
+  const ReportRun& latest = *runs.back();
+  std::string html = "<p>Each side's median over its recorded median (grey: baseline, dark: optimized; 1 = as "
+                     "recorded, above 1 = slower); the green band is the optimized side's tolerance. Runs are "
+                     "numbered oldest first (list below).</p>\n<div class=\"history\">\n";
+  const int w = 300, h = 130, left = 40, top = 18, plot_h = 84;
+  for (const auto& example : order) {
+    auto& s = series[example];
+    s.resize(runs.size(), {0.0, 0.0});
+    double reference[2] = {0, 0}, tolerance = 0;
+    const ExampleExpectation* e = nullptr;
+    if (latest.expectations)
+      if (auto it = latest.expectations->examples.find(example); it != latest.expectations->examples.end()) e = &it->second;
+    for (int side = 0; side < 2; ++side) {
+      if (e)
+        if (auto v = e->variants.find(side == 0 ? "baseline" : "optimized"); v != e->variants.end()) reference[side] = v->second.median_us;
+      for (const auto& point : s)
+        if (reference[side] <= 0) reference[side] = side == 0 ? point.first : point.second;
+    }
+    if (e) tolerance = e->tolerance;
+    double lo = 1 - std::max(tolerance, 0.2), hi = 1 + std::max(tolerance, 0.2);
+    for (const auto& [b, o] : s) {
+      if (b > 0 && reference[0] > 0) lo = std::min(lo, b / reference[0]), hi = std::max(hi, b / reference[0]);
+      if (o > 0 && reference[1] > 0) lo = std::min(lo, o / reference[1]), hi = std::max(hi, o / reference[1]);
+    }
+    auto px = [&](std::size_t i) { return left + (runs.size() > 1 ? (w - left - 10) * double(i) / (runs.size() - 1) : 0.0); };
+    auto py = [&](double ratio) { return top + plot_h * (hi - ratio) / (hi - lo); };
+    std::string svg = svg_open(w, h, "history of " + example);
+    svg += fmt::format("<text x=\"4\" y=\"12\" font-weight=\"bold\">{}</text>\n", escape(example));
+    if (tolerance > 0)
+      svg += fmt::format("<rect class=\"band\" x=\"{}\" y=\"{:.1f}\" width=\"{}\" height=\"{:.1f}\" fill=\"#2e7d32\" "
+                         "fill-opacity=\"0.15\"><title>optimized: recorded {} +-{:.0f}%</title></rect>\n",
+                         left, py(1 + tolerance), w - left - 10, py(1 - tolerance) - py(1 + tolerance),
+                         format_duration_us(reference[1]), 100 * tolerance);
+    for (double tick : {lo, 1.0, hi})
+      svg += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#eee\"/><text x=\"{}\" y=\"{:.1f}\" "
+                         "text-anchor=\"end\" dominant-baseline=\"middle\" font-size=\"9\">{:.2f}</text>\n",
+                         left, w - 10, py(tick), py(tick), left - 3, py(tick), tick);
+    for (int side = 0; side < 2; ++side) {
+      std::string pts;
+      const char* colour = side == 0 ? "#90a4ae" : "#263238";
+      for (std::size_t i = 0; i < s.size(); ++i) {
+        const double us = side == 0 ? s[i].first : s[i].second;
+        if (us <= 0 || reference[side] <= 0) continue;
+        pts += fmt::format("{:.1f},{:.1f} ", px(i), py(us / reference[side]));
+        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"><title>{} run {}: {} ({:.3f} of "
+                           "{})</title></circle>",
+                           px(i), py(us / reference[side]), colour, side == 0 ? "baseline" : "optimized", i + 1,
+                           format_duration_us(us), us / reference[side], format_duration_us(reference[side]));
+      }
+      svg += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"{}\"/>\n", pts, colour);
+    }
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      svg += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\" font-size=\"9\">{}<title>{}</title></text>",
+                         px(i), top + plot_h + 14, i + 1, escape(run_title(*runs[i])));
+    html += svg + "</svg>\n";
+  }
+  html += "</div>\n<ol class=\"runs\">";
+  for (const auto* r : runs) html += "<li>" + escape(run_title(*r)) + " — " + escape(r->source) + "</li>";
+  return html + "</ol>\n";
+}
+
+}  // namespace
+
+std::string html_report(const std::vector<ReportRun>& runs) {
+  std::string html =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>cudabench report</title>\n<style>\n"
+      "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;font-size:12px;margin:.5em 0}"
+      "th,td{border:1px solid #ddd;padding:2px 6px;text-align:left}h2{margin-top:1.6em}.history svg{margin:4px}\n"
+      "</style></head><body>\n<h1>cudabench report</h1>\n";
+  // The latest run of each GPU gets the full page; every GPU with several runs gets a history.
+  std::map<std::string, std::vector<const ReportRun*>> by_gpu;
+  std::vector<std::string> gpus;
+  for (const auto& run : runs) {
+    if (!by_gpu.count(run.card.hardware_key)) gpus.push_back(run.card.hardware_key);
+    by_gpu[run.card.hardware_key].push_back(&run);
+  }
+  for (const auto& gpu : gpus) {
+    const auto& of_gpu = by_gpu[gpu];
+    const ReportRun& latest = *of_gpu.back();
+    html += fmt::format("<section data-gpu=\"{}\">\n<h2>{}</h2>\n", escape(gpu), escape(run_title(latest)));
+    html += provenance_html(latest);
+    if (!latest.expectations)
+      html += fmt::format("<p><b>No expectations file for {}</b>: every example is NEW and no ceiling is drawn.</p>\n",
+                          escape(gpu));
+    html += "<h3>Speedups</h3>\n<p>Dot: the speedup; whisker: its 95% bootstrap interval; grey box: the band the "
+            "example is judged in; tick: the expected speedup. Examples judged by the optimized side's time "
+            "(host-bound baselines) show no band here: see the table.</p>\n" +
+            speedup_svg(latest.card);
+    html += "<h3 id=\"roofline-" + escape(gpu) + "\">Roofline</h3>\n<p>Each case at its arithmetic intensity (the cost model's flops over bytes) and "
+            "achieved rate; arrows go from the baseline to the other rungs; lines are this GPU's measured "
+            "ceilings.</p>\n" +
+            roofline_svg(latest);
+    std::vector<std::string> not_placed;
+    roofline_points(latest.card, &not_placed);
+    if (!not_placed.empty()) {
+      html += "<p>Not on the roofline (no flops or no bytes in the cost model): ";
+      for (std::size_t i = 0; i < not_placed.size(); ++i) html += (i ? ", " : "") + escape(not_placed[i]);
+      html += "</p>\n";
+    }
+    html += "<h3>Every row</h3>\n" + rows_table(latest.card);
+    if (of_gpu.size() > 1)
+      html += "<h3 id=\"history-" + escape(gpu) + "\">History (" + std::to_string(of_gpu.size()) + " runs)</h3>\n" +
+              history_html(of_gpu);
+    html += "</section>\n";
+  }
+  return html + "</body></html>\n";
+}
+
+}  // namespace bench::tools

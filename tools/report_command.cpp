@@ -1,0 +1,54 @@
+// `bench report`: saved results files scored against their GPUs' expectations and drawn into one
+// HTML page (tools/html_report.cpp): no GPU needed. Several runs of one GPU make its history.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+
+#include "commands.hpp"
+#include "html_report.hpp"
+#include "results.hpp"
+
+namespace bench::tools {
+
+namespace fs = std::filesystem;
+
+int report_command(const ReportOptions& options, std::ostream& out, std::ostream& err) {
+  std::vector<ReportRun> runs;
+  for (const auto& file : options.files) {
+    ReportRun run;
+    run.source = file;
+    try {
+      const ResultsFile results = load_results(file);
+      run.context = results.context;
+      const std::string key = results.context.value("hardware_key", std::string("unknown"));
+      run.expectations = load_expectations(fs::path(resolve_expectations_dir(options.where)) / (key + ".json"));
+      run.card = score(extract_cases(results), run.expectations, key);
+    } catch (const std::exception& e) {  // ResultsError names the file; a malformed expectations file too
+      err << "bench report: " << e.what() << "\n";
+      return kExitUsage;
+    }
+    runs.push_back(std::move(run));
+  }
+  // Oldest first, so a GPU's history reads left to right whatever order the files came in.
+  std::stable_sort(runs.begin(), runs.end(), [](const ReportRun& a, const ReportRun& b) {
+    return a.context.value("date", std::string()) < b.context.value("date", std::string());
+  });
+  auto write = [&](const std::string& path, const std::string& text) {
+    if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    file << text;
+    if (!file) throw std::runtime_error(path + ": cannot be written");
+    out << path << "\n";
+  };
+  try {
+    write(options.html, html_report(runs));
+    if (!options.svg.empty()) write(options.svg, roofline_svg(runs.back()));
+  } catch (const std::exception& e) {
+    err << "bench report: " << e.what() << "\n";
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
+}  // namespace bench::tools

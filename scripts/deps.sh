@@ -135,6 +135,17 @@ deps_apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >>"$log" 2>&1
 }
 
+# Optional, for the `browser` tests only (the HTML report in headless Chromium): installed with
+# apt-get where it can be, else the test reports itself skipped. Never fails the command.
+deps_browser() {
+  command -v chromium-headless-shell >/dev/null || command -v chromium >/dev/null ||
+    [ -x /usr/lib/chromium/chromium-headless-shell ] && return 0
+  deps_can_apt || return 0
+  deps_apt_install chromium-headless-shell ||
+    echo "bench: could not install chromium-headless-shell: the browser test will be skipped" >&2
+  return 0
+}
+
 # One line: what is missing and how to get it.
 deps_report() {
   local what pkgs="" p how

@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "expectations_update.hpp"
 #include "html_report.hpp"
+#include "lookup.hpp"
 #include "report.hpp"
 #include "results.hpp"
 #include "scoring.hpp"
@@ -27,12 +28,6 @@ void write_text(const fs::path& file, const std::string& text) {
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
   out << text;
   if (!out) throw std::runtime_error(file.string() + ": cannot be written");
-}
-
-// "copy" and "ch07/copy" both name the example ch07/copy.
-bool example_selected(const std::string& example, const std::string& filter) {
-  if (filter.empty()) return true;
-  return example == filter || example.substr(example.find('/') + 1) == filter;
 }
 
 // Runs every selected example of every chapter, printing one progress line per example.
@@ -51,15 +46,7 @@ bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostr
       err << "bench compare: " << chapter << " is not built (no " << binary.string() << ")\n";
       return false;
     }
-    std::string list_error;
-    std::vector<std::string> examples;
-    std::map<std::string, std::vector<std::string>> cases_of;
-    for (const auto& name : list_cases(binary, &list_error)) {
-      const std::string example = example_of(name);
-      if (!example_selected(example, options.example)) continue;
-      if (!cases_of.count(example)) examples.push_back(example);
-      cases_of[example].push_back(name);
-    }
+    auto [examples, cases_of, list_error] = chapter_examples(binary, options.example);
     if (!list_error.empty()) {
       results.crashes.push_back({chapter + "/(list)", "could not list cases", list_error, {}});
       out << fmt::format("{}: could not list its cases: {}\n", chapter, list_error);

@@ -23,11 +23,6 @@ std::string now_utc_iso() {
   return text;
 }
 
-std::string context_string(const json& context, const char* key) {
-  auto it = context.find(key);
-  return it != context.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 int64_t context_integer(const json& context, const char* key) {
   try {
     return std::stoll(context_string(context, key));

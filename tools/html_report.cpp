@@ -10,6 +10,7 @@
 #include <set>
 
 #include "report.hpp"
+#include "results.hpp"
 
 namespace bench::tools {
 namespace {
@@ -26,11 +27,6 @@ std::string escape(const std::string& text) {
     }
   }
   return out;
-}
-
-std::string context_text(const nlohmann::json& context, const char* key) {
-  auto it = context.find(key);
-  return it != context.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 const char* status_colour(Status status) {
@@ -74,9 +70,9 @@ std::string svg_open(int width, int height, const std::string& label) {
 }
 
 std::string run_title(const ReportRun& run) {
-  const std::string gpu = context_text(run.context, "gpu_name");
-  const std::string sha = context_text(run.context, "git_sha");
-  const std::string date = context_text(run.context, "date");
+  const std::string gpu = context_string(run.context, "gpu_name");
+  const std::string sha = context_string(run.context, "git_sha");
+  const std::string date = context_string(run.context, "date");
   return fmt::format("{} · {} · {}", gpu.empty() ? run.card.hardware_key : gpu, date.substr(0, 16),
                      sha.substr(0, 12));
 }
@@ -261,7 +257,7 @@ std::string provenance_html(const ReportRun& run) {
       {"git SHA", "git_sha"},       {"date", "date"},                 {"machine", "machine_id"},
       {"command", "command_line"}};
   for (const auto& [label, key] : keys) {
-    const std::string value = context_text(run.context, key);
+    const std::string value = context_string(run.context, key);
     html += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", label, value.empty() ? "<i>not recorded</i>" : escape(value));
   }
   html += fmt::format("<tr><th>results</th><td>{}</td></tr>\n</table>\n", escape(run.source));

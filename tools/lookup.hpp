@@ -1,6 +1,5 @@
-// tools/lookup.hpp: finding things the commands share: a chapter's examples and their cases, and
-// an executable on PATH or in a few known folders. (`bench sanitize` uses these; compare_command's
-// grouping loop and profile_command's find_tool do the same and could use them too.)
+// tools/lookup.hpp: finding things the commands share: a chapter's examples and their cases
+// (compare, sanitize), and an executable on PATH or in a few known folders (profile, sanitize).
 #pragma once
 
 #include <filesystem>

@@ -3,27 +3,21 @@
 // makes exactly one launch of the variant between cudaProfilerStart and cudaProfilerStop, and
 // the tool is told to capture only that range. docs/profiling.md has the details.
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <ostream>
 #include <regex>
-#include <sstream>
 
 #include "chapter_process.hpp"
 #include "commands.hpp"
+#include "lookup.hpp"
 
 namespace bench::tools {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool is_executable(const fs::path& file) {
-  std::error_code ec;
-  return fs::is_regular_file(file, ec) && ::access(file.c_str(), X_OK) == 0;
-}
 
 // BENCH_NCU / BENCH_NSYS, else PATH, else the CUDA toolkit's bin/. Empty (and *error) if none.
 std::string find_tool(const std::string& tool, std::string* error) {
@@ -35,12 +29,7 @@ std::string find_tool(const std::string& tool, std::string* error) {
                          env, path, tool, what);
     return {};
   }
-  std::vector<fs::path> dirs;
-  if (const char* path = std::getenv("PATH")) {
-    std::istringstream in(path);
-    for (std::string dir; std::getline(in, dir, ':');)
-      if (!dir.empty()) dirs.emplace_back(dir);
-  }
+  std::vector<fs::path> dirs = path_dirs();
   dirs.emplace_back("/usr/local/cuda/bin");
   for (const auto& dir : dirs)
     if (is_executable(dir / tool)) return (dir / tool).string();

@@ -137,6 +137,11 @@ void attach_samples(CaseResult& c, const json& sample_file) {
 
 }  // namespace
 
+std::string context_string(const json& context, const char* key) {
+  auto it = context.find(key);
+  return it != context.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 std::string strip_gb_suffixes(std::string_view gb_name) {
   std::string name(gb_name);
   for (auto slash = name.rfind('/'); slash != std::string::npos; slash = name.rfind('/')) {

@@ -46,6 +46,9 @@ struct CaseResult {
   std::map<std::string, double> metrics;  // their values, from the row's counters
 };
 
+// A string entry of a run's context ("gpu_name", "git_sha", ...); empty when absent or not a string.
+std::string context_string(const json& context, const char* key);
+
 // An example whose process died: its cases that are missing from the output become FAILED.
 struct Crash {
   std::string example;               // chNN/<example>

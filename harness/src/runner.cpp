@@ -52,9 +52,7 @@ uint64_t run_seed(uint64_t seed, int run) { return seed * 0x9e3779b97f4a7c15ull 
 // --bench_seed fixes it) mixed with the case's own name: no variant ever meets the inputs another
 // variant, or an earlier process, computed on, so an answer memoised there can never be served.
 uint64_t case_seed(const ExampleDef& e, const VariantDef& v) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of chNN/example/variant
-  for (unsigned char c : e.chapter + "/" + e.name + "/" + v.name) h = (h ^ c) * 0x100000001b3ull;
-  return run_seed(process_seed() ^ h, 0);
+  return run_seed(process_seed() ^ fnv1a(e.chapter + "/" + e.name + "/" + v.name), 0);
 }
 
 // Run numbers: 0 and 1 are the verification runs, 2 the final check, 3 + i timed sample i.
@@ -178,13 +176,13 @@ struct ProfilerRange {
 };
 
 void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& launch,
-                  Sampler& sampler, cudaStream_t s, CaseResult& r) {
+                  Sampler& sampler, uint64_t seed, cudaStream_t s, CaseResult& r) {
   // Like the last timed sample: fresh inputs, poisoned outputs, L2 flushed, then checked. The
   // fill, poison, clock probe and flush kernels all run before the profiler starts, so the
   // range holds the variant's own kernels from exactly one launch (host mode's sequence:
   // flush, device sync, launch, device sync).
   NvtxRange range("profile");
-  CheckedRun c = begin_checked_run(e, w, run_seed(process_seed(), 2), 2, s);
+  CheckedRun c = begin_checked_run(e, w, run_seed(seed, 2), 2, s);
   sampler.host(
       [&](cudaStream_t stream) {
         ProfilerRange profiled;
@@ -289,7 +287,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     } while ((calls < 3 || host_seconds() - start < 0.01) && calls < 200);
   }
 
-  if (opt.profile) return profile_once(e, w, launch, *sampler_, s, r);
+  if (opt.profile) return profile_once(e, w, launch, *sampler_, seed, s, r);
 
   {  // VALIDITY row 1: work the case's events did not see shows up as wall time they missed.
     Phase phase("escape_check", r);
@@ -333,9 +331,9 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     stop.timeout_s = std::max(stop.timeout_s, 2 * kSustainedSampleSeconds);
   }
   // What the outputs checksum to right after each poison pattern: a timed sample that leaves
-  // its outputs so wrote nothing (poison_outputs cycles through four patterns).
-  uint64_t poisoned[4];
-  for (int k = 0; k < 4; ++k) {
+  // its outputs so wrote nothing.
+  uint64_t poisoned[kPoisonPatterns];
+  for (int k = 0; k < kPoisonPatterns; ++k) {
     poison_outputs(w, k, s);
     poisoned[k] = output_checksum(w, s);
   }
@@ -352,7 +350,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
       poison_outputs(w, kFirstSampleRun + i, s);
       samples.push_back(take());
       seconds.push_back(samples.back().seconds);
-      if (output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % 4])
+      if (output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % kPoisonPatterns])
         throw CheckFailure(fmt::format("timed sample {} wrote none of its outputs (they still hold "
                                        "the poison written before it)", i + 1));
       r.stop = stats::should_stop(stop, seconds, host_seconds() - start);

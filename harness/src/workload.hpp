@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/bench.hpp"
@@ -57,7 +58,9 @@ uint64_t input_checksum(const WorkloadInstance& w, cudaStream_t stream);
 // The same over all outputs: a timed sample that leaves it equal to the poisoned outputs'
 // checksum wrote nothing.
 uint64_t output_checksum(const WorkloadInstance& w, cudaStream_t stream);
-// Writes a byte pattern over every output; the pattern differs per `run` (NaN first).
+// Writes a byte pattern over every output; the pattern differs per `run` (NaN first) and
+// repeats every kPoisonPatterns runs.
+inline constexpr int kPoisonPatterns = 4;
 void poison_outputs(const WorkloadInstance& w, int run, cudaStream_t stream);
 
 struct HostBuffers {
@@ -80,5 +83,7 @@ class HostDataImpl {
 // draws its own (docs/validity.md, memoisation). Its hash is what the driver compares.
 std::string fingerprint_json(const WorkloadInstance& w);
 std::string fingerprint_hash(const std::string& fingerprint_json);
+// 64-bit FNV-1a of `text`: the fingerprint's hash, and what mixes a case's name into its seed.
+uint64_t fnv1a(std::string_view text);
 
 }  // namespace bench::detail

@@ -138,14 +138,13 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
     x.device.device_count = x_at != std::string::npos && x_at > 0 && std::isdigit(card.hardware_key[0])
                                 ? std::stoll(card.hardware_key.substr(0, x_at)) : 1;
   }
-  const Provenance provenance{context_string(context, "git_sha"),
-                              policy.date.empty() ? now_utc_iso() : policy.date, policy.command,
+  const std::string date = policy.date.empty() ? now_utc_iso() : policy.date;
+  const Provenance provenance{context_string(context, "git_sha"), date, policy.command,
                               context_string(context, "driver_release").empty()
                                   ? context_string(context, "driver_version")
                                   : context_string(context, "driver_release"),
                               context_string(context, "runtime_version"),
                               context_string(context, "gpu_name")};
-  const std::string date = policy.date.empty() ? now_utc_iso() : policy.date;
   for (const auto& row : card.rows) {
     if (row.kind != RowKind::pair && row.kind != RowKind::example) continue;
     if (const std::string why = refusal(row, policy); !why.empty()) {

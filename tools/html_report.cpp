@@ -174,9 +174,8 @@ std::vector<Roof> roofs(const Expectations& x) {
   return out;
 }
 
-std::string roofline_svg(const ReportRun& run) {
-  std::vector<std::string> not_placed;
-  const auto points = roofline_points(run.card, &not_placed);
+// The roofline of `run` with its points already placed (roofline_points).
+static std::string roofline_of(const ReportRun& run, const std::vector<RooflinePoint>& points) {
   const std::vector<Roof> lines = run.expectations ? roofs(*run.expectations) : std::vector<Roof>{};
   if (points.empty()) return "<p>No case has both flops and bytes in its cost model: nothing to place.</p>\n";
   double x_lo = INFINITY, x_hi = 0, y_lo = INFINITY, y_hi = 0;
@@ -246,6 +245,8 @@ std::string roofline_svg(const ReportRun& run) {
                        left + width + 10, top + 12, escape(run.card.hardware_key), left + width + 10, top + 26);
   return svg + "</svg>\n";
 }
+
+std::string roofline_svg(const ReportRun& run) { return roofline_of(run, roofline_points(run.card)); }
 
 namespace {
 
@@ -389,12 +390,12 @@ std::string html_report(const std::vector<ReportRun>& runs) {
             "example is judged in; tick: the expected speedup. Examples judged by the optimized side's time "
             "(host-bound baselines) show no band here: see the table.</p>\n" +
             speedup_svg(latest.card);
+    std::vector<std::string> not_placed;
+    const auto points = roofline_points(latest.card, &not_placed);
     html += "<h3 id=\"roofline-" + escape(gpu) + "\">Roofline</h3>\n<p>Each case at its arithmetic intensity (the cost model's flops over bytes) and "
             "achieved rate; arrows go from the baseline to the other rungs; lines are this GPU's measured "
             "ceilings.</p>\n" +
-            roofline_svg(latest);
-    std::vector<std::string> not_placed;
-    roofline_points(latest.card, &not_placed);
+            roofline_of(latest, points);
     if (!not_placed.empty()) {
       html += "<p>Not on the roofline (no flops or no bytes in the cost model): ";
       for (std::size_t i = 0; i < not_placed.size(); ++i) html += (i ? ", " : "") + escape(not_placed[i]);

@@ -107,14 +107,13 @@ ScoreBasis basis_of(const CaseResult& baseline, const CaseResult& subject) {
   return ScoreBasis::speedup;
 }
 
-// The recorded values the band is drawn from: every machine's, or the entry's own figure.
-std::pair<double, double> recorded_range(const ExampleExpectation& e, ScoreBasis basis, double entry_value) {
-  double low = entry_value, high = entry_value;
+// The speedups a band is drawn from: the entry's own and every machine's it records.
+std::pair<double, double> recorded_speedups(const ExampleExpectation& e) {
+  double low = e.speedup, high = e.speedup;
   for (const auto& m : e.machines) {
-    const double v = basis == ScoreBasis::optimized_time ? m.optimized_us : m.speedup;
-    if (v <= 0) continue;
-    low = std::min(low, v);
-    high = std::max(high, v);
+    if (m.speedup <= 0) continue;
+    low = std::min(low, m.speedup);
+    high = std::max(high, m.speedup);
   }
   return {low, high};
 }
@@ -129,20 +128,17 @@ void score_optimized_time(ScoredRow& row, const ExampleExpectation& expected) {
     row.reason = "no recorded median for " + s.variant + " (accept it with --update-expectations)";
     return;
   }
-  const auto [low_us, high_us] = recorded_range(expected, ScoreBasis::optimized_time, it->second.median_us);
   row.expected_us = it->second.median_us;
-  row.band_low = low_us * (1 - expected.tolerance);
-  row.band_high = high_us * (1 + expected.tolerance);
+  row.band_low = it->second.median_us * (1 - expected.tolerance);
+  row.band_high = it->second.median_us * (1 + expected.tolerance);
   // Interval of the median time: 1 / (interval of 1 / median), bootstrapped like a speedup.
   const std::vector<double> one{1.0};
   const stats::Interval inverse = s.samples.empty() ? stats::Interval{1 / s.median_us, 1 / s.median_us, 1 / s.median_us}
                                                     : stats::speedup_interval(one, s.samples);
   const double fast = 1 / inverse.high, slow = 1 / inverse.low;
   const std::string measured = fmt::format("{} took {:.4g} us [{:.4g}, {:.4g}]", s.variant, s.median_us, fast, slow);
-  const std::string band = fmt::format("{:.4g}-{:.4g} us (recorded {:.4g} us +-{:.0f}%{})", *row.band_low,
-                                       *row.band_high, it->second.median_us, 100 * expected.tolerance,
-                                       expected.machines.size() > 1
-                                           ? fmt::format(", over {} machines", expected.machines.size()) : "");
+  const std::string band = fmt::format("{:.4g}-{:.4g} us (recorded {:.4g} us +-{:.0f}%)", *row.band_low,
+                                       *row.band_high, it->second.median_us, 100 * expected.tolerance);
   const std::string why = "; its baseline is host-bound, so the pair is scored by this side's time";
   if (fast > *row.band_high) {
     row.status = Status::regressed;
@@ -160,27 +156,13 @@ void score_optimized_time(ScoredRow& row, const ExampleExpectation& expected) {
   }
 }
 
-void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
-  if (!compare_sides(row, x)) return;
-  row.basis = basis_of(*row.baseline, *row.subject);
+// The speedup against its band: the expected speedup, or the spread over machines, +- tolerance.
+void score_speedup(ScoredRow& row, const ExampleExpectation* expected) {
   const stats::Interval& s = *row.speedup;
-  const ExampleExpectation* expected = nullptr;
-  if (x)
-    if (auto it = x->examples.find(row.example); it != x->examples.end()) expected = &it->second;
-  if (expected) {
-    row.expected_speedup = expected->speedup;
-    row.tolerance = expected->tolerance;
-  }
-  if (expected && row.basis == ScoreBasis::optimized_time) {
-    score_optimized_time(row, *expected);
-    if (row.speedup_from_medians_only && row.status != Status::pass)
-      row.reason += " (no raw samples: interval from medians only)";
-    return;
-  }
   double band_low = 0, band_high = 0;
   std::string expectation;
   if (expected) {
-    const auto [low, high] = recorded_range(*expected, row.basis, expected->speedup);
+    const auto [low, high] = recorded_speedups(*expected);
     band_low = low * (1 - expected->tolerance);
     band_high = high * (1 + expected->tolerance);
     row.band_low = band_low;
@@ -207,6 +189,22 @@ void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
   } else {
     row.status = Status::pass;
   }
+}
+
+void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
+  if (!compare_sides(row, x)) return;
+  row.basis = basis_of(*row.baseline, *row.subject);
+  const ExampleExpectation* expected = nullptr;
+  if (x)
+    if (auto it = x->examples.find(row.example); it != x->examples.end()) expected = &it->second;
+  if (expected) {
+    row.expected_speedup = expected->speedup;
+    row.tolerance = expected->tolerance;
+  }
+  if (expected && row.basis == ScoreBasis::optimized_time)
+    score_optimized_time(row, *expected);
+  else
+    score_speedup(row, expected);
   if (row.speedup_from_medians_only && row.status != Status::pass)
     row.reason += " (no raw samples: interval from medians only)";
 }

@@ -24,4 +24,20 @@ __device__ __forceinline__ void store_stream(float4* p, float4 v) {
                : "memory");
 }
 
+// The same 16 bytes as four raw 32-bit words: packed narrow types (8 BF16, 8 FP16, 16 FP8),
+// unpacked by the caller (kernels/bf16_pack.cuh for BF16).
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ void store_stream(uint4* p, uint4 v) {
+  asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 }  // namespace kernels

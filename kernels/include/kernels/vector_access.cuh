@@ -25,19 +25,16 @@ __device__ __forceinline__ void store_stream(float4* p, float4 v) {
 }
 
 // The same 16 bytes as four raw 32-bit words: packed narrow types (8 BF16, 8 FP16, 16 FP8),
-// unpacked by the caller (kernels/bf16_pack.cuh for BF16).
+// unpacked by the caller (kernels/bf16_pack.cuh for BF16). The same instructions: the float
+// view is only a register bit pattern, and the casts cost nothing.
 __device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
+  const float4 v = load_stream(reinterpret_cast<const float4*>(p));
+  return make_uint4(__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w));
 }
 
 __device__ __forceinline__ void store_stream(uint4* p, uint4 v) {
-  asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w)
-               : "memory");
+  store_stream(reinterpret_cast<float4*>(p),
+               make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w)));
 }
 
 }  // namespace kernels

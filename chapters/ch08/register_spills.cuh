@@ -14,12 +14,12 @@ constexpr int kChainBlock = 256;
 // thread at most, which ptxas must respect.
 constexpr int kChainMinBlocksPerSm = 8;
 
-// Each thread runs kItems independent recurrences p <- p t + x0 (t = x0 / 2, `iters` steps,
+// Each thread runs kItems independent recurrences p <- p t + x0 (t = x0 / 2, `steps` steps,
 // then halved: kernels::dependent_fma_chain's), one per element, interleaved step by step.
 // Live state: x0, t and p per element, 3 x kItems registers, all carried around the k loop.
 template <int kItems>
 __global__ void __launch_bounds__(kChainBlock, kChainMinBlocksPerSm)
-    interleaved_chains(const float* __restrict__ x, float* __restrict__ y, int64_t n, int iters) {
+    interleaved_chains(const float* __restrict__ x, float* __restrict__ y, int64_t n, int steps) {
   const int64_t first = blockIdx.x * int64_t{kChainBlock} * kItems + threadIdx.x;
   float x0[kItems], t[kItems], p[kItems];
 #pragma unroll
@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(kChainBlock, kChainMinBlocksPerSm)
     t[j] = 0.5f * x0[j];
     p[j] = x0[j];
   }
-  for (int k = 0; k < iters; ++k)
+  for (int k = 0; k < steps; ++k)
 #pragma unroll
     for (int j = 0; j < kItems; ++j) p[j] = fmaf(p[j], t[j], x0[j]);
 #pragma unroll
@@ -38,10 +38,10 @@ __global__ void __launch_bounds__(kChainBlock, kChainMinBlocksPerSm)
 }
 
 template <int kItems>
-void launch_chains(const float* x, float* y, int64_t n, int iters, cudaStream_t stream) {
+void launch_chains(const float* x, float* y, int64_t n, int steps, cudaStream_t stream) {
   constexpr int64_t kPerBlock = int64_t{kChainBlock} * kItems;
   const auto blocks = static_cast<unsigned>((n + kPerBlock - 1) / kPerBlock);
-  interleaved_chains<kItems><<<blocks, kChainBlock, 0, stream>>>(x, y, n, iters);
+  interleaved_chains<kItems><<<blocks, kChainBlock, 0, stream>>>(x, y, n, steps);
   BENCH_CHECK_LAUNCH();
 }
 

@@ -7,16 +7,17 @@
 // kernel, so the kernel is compiled here by itself, and chapters/ch08/CMakeLists.txt gives this
 // one file -Xptxas=--disable-warnings (nothing else in the chapter or the suite) together with
 // -Xptxas=--verbose, so that every build still prints the spill in ptxas's report:
-//   ptxas info : Used 32 registers, ... bytes spill stores, ... bytes spill loads
+//   344 bytes stack frame, 864 bytes spill stores, 784 bytes spill loads
+//   ptxas info    : Used 32 registers, used 0 barriers, 344 bytes cumulative stack size
 // The optimized instance stays in register_spills.cu, under the suite's spill warning.
 #include "register_spills.cuh"
 
 namespace ch08 {
 
-constexpr int kSpillingItems = 32;  // 96 live floats per thread against a 32-register budget
+constexpr int kSpillingItems = 16;  // 48 live floats per thread against a 32-register budget
 
-void launch_spilling_chains(const float* x, float* y, int64_t n, int iters, cudaStream_t stream) {
-  launch_chains<kSpillingItems>(x, y, n, iters, stream);
+void launch_spilling_chains(const float* x, float* y, int64_t n, int steps, cudaStream_t stream) {
+  launch_chains<kSpillingItems>(x, y, n, steps, stream);
 }
 
 }  // namespace ch08

@@ -9,65 +9,55 @@
 //
 // The work: a threshold picks which of two response curves applies to each element,
 //   y = x >= 0 ? curve(x, gain  0.5) : curve(x, gain -0.25),
-// where curve(x, g) iterates p <- p * (g x) + x `iters` times (a compute-bound stand-in for a
+// where curve(x, g) iterates p <- p * (g x) + x `steps` times (a compute-bound stand-in for a
 // polynomial or transcendental approximation; |g x| <= 1/2, so p stays bounded). Inputs are
 // uniform in [-1, 1): every warp has lanes on both sides (all 32 on one side: p = 2^-31).
 //
 // What changes from baseline to optimized:
-//   1. baseline: if/else, one loop per side; every warp runs both loops, 2 x iters FMAs issued
+//   1. baseline: if/else, one loop per side; every warp runs both loops, 2 x steps FMAs issued
 //      per element, half of its lanes idle in each;
 //   2. optimized: the gain is chosen with a select (one FSEL, no branch), then one loop:
-//      iters FMAs per element, all lanes busy. The FMAs, their operands and their order are
-//      those of the taken side, so the outputs are bit-identical (verified exactly);
+//      steps FMAs per element, all lanes busy. The FMAs, their operands and their order are
+//      those of the taken side, so the two variants' outputs are bit-identical (each is checked
+//      against the double reference);
 //   3. the same idea covers branches the compiler can fold into arithmetic: |x| and copysignf
 //      for odd functions, fminf/fmaxf for clamps; with unequal sides the saving is the cheaper
 //      side's cost.
-// Both read and write each element once; compute-bound at iters = 256.
+// Both read and write each element once; compute-bound at steps = 256.
 //
 //   ./bench compare --chapter ch08 --example threshold
 #include <bench/bench.hpp>
 
+#include "iterated_map.cuh"
+
 namespace {
+
+using ch08::IteratedMap;  // n elements, `steps` FMAs each; sizes and cost model there
 
 constexpr float kGainAbove = 0.5f;   // x >= kThreshold
 constexpr float kGainBelow = -0.25f; // x <  kThreshold
 constexpr float kThreshold = 0.0f;
 
-struct Threshold {
-  int64_t n;
-  int iters;
-  bench::DeviceSpan<const float> x;
-  bench::DeviceSpan<float> y;
-  explicit Threshold(bench::Setup& s)
-      : n(s.size("n", int64_t{1} << 26, 300'007)),
-        iters(static_cast<int>(s.size("iters", 256, 37))),
-        x(s.input<float>("x", n, bench::uniform(-1, 1))),
-        y(s.output<float>("y", n)) {
-    s.bytes(2.0 * n * sizeof(float));  // x read once, y written once
-    s.flops(2.0 * n * iters);          // one FMA per iteration on the side each element takes
-  }
-};
-
-void reference(const Threshold& w, bench::HostData& h) {
+void reference(const IteratedMap& w, bench::HostData& h) {
   auto x = h.input<float>("x");
   auto y = h.expected("y");
   for (int64_t i = 0; i < w.n; ++i) {
     const double xi = x[i];
     const double t = (xi >= kThreshold ? double{kGainAbove} : double{kGainBelow}) * xi;
     double p = xi;
-    for (int k = 0; k < w.iters; ++k) p = p * t + xi;
+    for (int k = 0; k < w.steps; ++k) p = p * t + xi;
     y[i] = p;
   }
 }
 
 constexpr int kBlock = 256;
 
-// curve(x, gain): p <- p * (gain x) + x, `iters` times.
-__device__ __forceinline__ float curve(float x, float gain, int iters) {
+// curve(x, gain): p <- p * (gain x) + x, `steps` times.
+__device__ __forceinline__ float curve(float x, float gain, int steps) {
   const float t = gain * x;
   float p = x;
 #pragma unroll 4
-  for (int k = 0; k < iters; ++k) p = fmaf(p, t, x);
+  for (int k = 0; k < steps; ++k) p = fmaf(p, t, x);
   return p;
 }
 
@@ -76,7 +66,7 @@ __device__ __forceinline__ float curve(float x, float gain, int iters) {
 // optimization this example teaches). Lanes with x >= 0 run the first loop while the others
 // wait, then the others run the second one.
 __global__ void __launch_bounds__(kBlock) divergent(const float* __restrict__ x,
-                                                    float* __restrict__ y, int64_t n, int iters) {
+                                                    float* __restrict__ y, int64_t n, int steps) {
   const int64_t i = blockIdx.x * int64_t{kBlock} + threadIdx.x;
   if (i >= n) return;
   const float xi = x[i];
@@ -85,34 +75,34 @@ __global__ void __launch_bounds__(kBlock) divergent(const float* __restrict__ x,
     const float t = kGainAbove * xi;
     out = xi;
 #pragma unroll 4
-    for (int k = 0; k < iters; ++k) out = fmaf(out, t, xi);
+    for (int k = 0; k < steps; ++k) out = fmaf(out, t, xi);
   } else {
     const float t = kGainBelow * xi;
     out = xi;
 #pragma unroll 4
-    for (int k = 0; k < iters; ++k) out = fmaf(out, t, xi);
+    for (int k = 0; k < steps; ++k) out = fmaf(out, t, xi);
   }
   y[i] = out;
 }
 
 // Optimized: the condition picks a value, not a path.
 __global__ void __launch_bounds__(kBlock) predicated(const float* __restrict__ x,
-                                                     float* __restrict__ y, int64_t n, int iters) {
+                                                     float* __restrict__ y, int64_t n, int steps) {
   const int64_t i = blockIdx.x * int64_t{kBlock} + threadIdx.x;
   if (i >= n) return;
   const float xi = x[i];
   const float gain = xi >= kThreshold ? kGainAbove : kGainBelow;  // FSEL
-  y[i] = curve(xi, gain, iters);
+  y[i] = curve(xi, gain, steps);
 }
 
 template <auto kKernel>
-void launch(const Threshold& w, cudaStream_t stream) {
+void launch(const IteratedMap& w, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((w.n + kBlock - 1) / kBlock);
-  kKernel<<<blocks, kBlock, 0, stream>>>(w.x.data(), w.y.data(), w.n, w.iters);
+  kKernel<<<blocks, kBlock, 0, stream>>>(w.x.data(), w.y.data(), w.n, w.steps);
   BENCH_CHECK_LAUNCH();
 }
 
-BENCH_EXAMPLE(ch08, threshold, Threshold)
+BENCH_EXAMPLE(ch08, threshold, IteratedMap)
     .baseline("divergent_if_else", launch<divergent>)
     .optimized("select_then_one_loop", launch<predicated>)
     .reference(reference);  // FP32 default; the two variants agree bit for bit (see above)

@@ -14,7 +14,7 @@
 //
 // What changes from baseline to optimized (the kernel is the same one, instantiated twice):
 //   1. block size 32 -> 256 threads: 8 blocks x 8 warps = 64 warps per SM, 100% occupancy
-//      (registers and shared memory do not limit this kernel: ptxas reports ~10 registers);
+//      (registers and shared memory do not limit this kernel: ptxas reports 18 registers);
 //   2. both launch a grid of exactly the blocks that can be resident at once (the occupancy
 //      calculator's count x SMs, kernels::resident_grid), each thread striding over the array,
 //      so neither side pays for launching millions of tiny blocks: the only difference is the

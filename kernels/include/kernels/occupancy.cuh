@@ -27,3 +27,20 @@ unsigned resident_grid(Kernel kernel, int block, size_t dynamic_smem = 0) {
 }
 
 }  // namespace kernels
+
+namespace kernels {
+
+// Theoretical occupancy of `kernel` launched with `block` threads: the warps the occupancy
+// calculator lets reside on one SM (blocks per SM x warps per block) over the SM's maximum
+// warps, in [0, 1]. Limited by registers, shared memory, the block count per SM, and threads.
+template <class Kernel>
+double theoretical_occupancy(Kernel kernel, int block, size_t dynamic_smem = 0) {
+  int device = 0, per_sm = 0, max_threads = 0;
+  BENCH_CUDA_CHECK(cudaGetDevice(&device));
+  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+  BENCH_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, dynamic_smem));
+  const int warps_per_block = (block + 31) / 32;
+  return static_cast<double>(per_sm * warps_per_block) / (max_threads / 32);
+}
+
+}  // namespace kernels

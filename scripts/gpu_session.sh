@@ -8,9 +8,13 @@
 #                          [--calibrate] [--calibrate-args "..."] [--targets "..."]
 #                          [--ctest-labels REGEX] [--no-ctest] [--extra "compare args"]
 #                          [--no-readme] [--preset default|device] [--sanitize "ch07 ch02"]
+#                          [--peers "scripts/peers/torch_rowwise.py"] [--html]
 #
 # --all runs `bench compare --all` (every chapter in one report) instead of --chapters.
 # --sanitize runs `bench sanitize --chapter C` for each chapter named, last.
+# --peers runs each named peer script (PyTorch timings of what a user would pick instead) after
+# the compares, in the same session, with --json session/peer_<name>.json.
+# --html adds `--html session/compare_<ch>_<i>.html` to every compare (the HTML report).
 # --preset picks the build the session uses after the README's commands: `default` (the
 # default) reuses build/default, which `./bench test` has just built and tested with every
 # label, so the session neither rebuilds nor reruns ctest unless --ctest-labels asks; `device`
@@ -32,7 +36,7 @@ export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on the lent machines
 cd "$(dirname "$0")/.."
 
 chapters="" repeats=1 update="" update_runs=1 targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
-calibrate=0 calibrate_args="" readme=1 preset=default all=0 sanitize="" labels_given=0
+calibrate=0 calibrate_args="" readme=1 preset=default all=0 sanitize="" labels_given=0 peers="" html=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --chapters) chapters="$2"; shift 2 ;;
@@ -46,6 +50,8 @@ while [ $# -gt 0 ]; do
     --preset) preset="$2"; shift 2 ;;
     --all) all=1; shift ;;
     --sanitize) sanitize="$2"; shift 2 ;;
+    --peers) peers="$2"; shift 2 ;;
+    --html) html=1; shift ;;
     --no-ctest) run_ctest=0; shift ;;
     --extra) extra="$2"; shift 2 ;;
     --no-readme) readme=0; shift ;;
@@ -110,6 +116,7 @@ for ch in $chapters; do
     t=$(date +%s)
     flags=""
     [ "$i" = 1 ] && [ -n "$update" ] && flags="$update --repetitions $update_runs"
+    [ "$html" = 1 ] && flags="$flags --html $out/compare_${ch}_$i.html"
     $bench compare $which --json "$out/compare_${ch}_$i.json" --markdown "$out/compare_${ch}_$i.md" \
       --save-results "$out/results_${ch}_$i.json" \
       $flags $extra >"$out/compare_${ch}_$i.log" 2>&1
@@ -117,6 +124,13 @@ for ch in $chapters; do
     note "compare $ch run $i: exit $rc, $(( $(date +%s) - t )) s"
     cat "$out/compare_${ch}_$i.log" >>"$summary"
   done
+done
+for script in $peers; do
+  t=$(date +%s)
+  name=$(basename "$script" .py)
+  python3 "$script" --json "$out/peer_$name.json" >"$out/peer_$name.log" 2>&1
+  note "peer $name: exit $?, $(( $(date +%s) - t )) s"
+  grep -v Warning "$out/peer_$name.log" | tail -n 40 >>"$summary"
 done
 for ch in $sanitize; do
   t=$(date +%s)

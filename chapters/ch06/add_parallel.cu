@@ -17,20 +17,11 @@
 //   ./bench compare --chapter ch06 --example add_parallel
 #include <bench/bench.hpp>
 
+#include "vector_add.cuh"
+
 namespace {
 
-struct VectorAdd {
-  int64_t n;
-  bench::DeviceSpan<const float> a, b;
-  bench::DeviceSpan<float> c;
-  explicit VectorAdd(bench::Setup& s)
-      : n(s.size("n", int64_t{1} << 24, 100'003)),
-        a(s.input<float>("a", n, bench::uniform(-1, 1))),
-        b(s.input<float>("b", n, bench::uniform(-1, 1))),
-        c(s.output<float>("c", n)) {
-    s.bytes(3.0 * n * sizeof(float));  // read a and b once, write c once
-  }
-};
+using VectorAdd = ch06::VectorAdd<int64_t{1} << 24, 100'003>;
 
 // One block loops over the vector: thread t adds elements t, t + 1024, t + 2048, ...
 // Consecutive threads still touch consecutive floats, so every access is coalesced: the only
@@ -60,18 +51,10 @@ void launch_grid(const VectorAdd& w, cudaStream_t stream) {
   BENCH_CHECK_LAUNCH();
 }
 
-void reference(const VectorAdd& w, bench::HostData& h) {
-  auto a = h.input<float>("a");
-  auto b = h.input<float>("b");
-  auto c = h.expected("c");
-  // A float sum rounds once, exactly as the kernels do, so the comparison can be exact.
-  for (int64_t i = 0; i < w.n; ++i) c[i] = static_cast<float>(a[i] + b[i]);
-}
-
 BENCH_EXAMPLE(ch06, add_parallel, VectorAdd)
     .baseline("one_block_loop", launch_one_block)
     .optimized("thread_per_element", launch_grid)
-    .reference(reference)
+    .reference(ch06::vector_add_reference<VectorAdd>)
     .tolerance(bench::exact());
 
 }  // namespace

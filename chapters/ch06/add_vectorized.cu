@@ -23,20 +23,11 @@
 #include <bench/bench.hpp>
 #include <kernels/vector_access.cuh>
 
+#include "vector_add.cuh"
+
 namespace {
 
-struct VectorAdd {
-  int64_t n;
-  bench::DeviceSpan<const float> a, b;
-  bench::DeviceSpan<float> c;
-  explicit VectorAdd(bench::Setup& s)
-      : n(s.size("n", int64_t{1} << 28, 1'000'003)),  // 1 GiB per array; an odd size to verify
-        a(s.input<float>("a", n, bench::uniform(-1, 1))),
-        b(s.input<float>("b", n, bench::uniform(-1, 1))),
-        c(s.output<float>("c", n)) {
-    s.bytes(3.0 * n * sizeof(float));  // three streams: read a, read b, write c
-  }
-};
+using VectorAdd = ch06::VectorAdd<int64_t{1} << 28, 1'000'003>;  // 1 GiB per array
 
 constexpr int kBlock = 256;
 
@@ -74,17 +65,10 @@ void launch_float4(const VectorAdd& w, cudaStream_t stream) {
   BENCH_CHECK_LAUNCH();
 }
 
-void reference(const VectorAdd& w, bench::HostData& h) {
-  auto a = h.input<float>("a");
-  auto b = h.input<float>("b");
-  auto c = h.expected("c");
-  for (int64_t i = 0; i < w.n; ++i) c[i] = static_cast<float>(a[i] + b[i]);  // one float rounding
-}
-
 BENCH_EXAMPLE(ch06, add_vectorized, VectorAdd)
     .baseline("float_per_thread", launch_scalar)
     .optimized("float4_per_thread", launch_float4)
-    .reference(reference)
+    .reference(ch06::vector_add_reference<VectorAdd>)
     .tolerance(bench::exact());
 
 }  // namespace

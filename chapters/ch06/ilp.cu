@@ -48,57 +48,48 @@ struct Polynomial {
   }
 };
 
-// Both kernels stage the coefficients the same way: the block copies all of them to shared
-// memory (float4, coalesced), then every thread reads them by broadcast.
-__device__ void stage_coefficients(const float* __restrict__ coefficients, float* c) {
-  for (int i = threadIdx.x; i < kTerms / 4; i += blockDim.x)
+// kChains = 1: Horner, one dependent chain; kChains = 8: eight independent chains in y = x^8.
+// Both stage the coefficients the same way: the block copies them all to shared memory (float4,
+// coalesced), then every thread reads them by broadcast.
+template <int kChainCount>
+__global__ void __launch_bounds__(kBlock) evaluate(const float* __restrict__ coefficients, const float* __restrict__ x,
+                                                   float* __restrict__ p, int points) {
+  __shared__ __align__(16) float c[kTerms];
+  for (int i = threadIdx.x; i < kTerms / 4; i += kBlock)
     reinterpret_cast<float4*>(c)[i] = reinterpret_cast<const float4*>(coefficients)[i];
   __syncthreads();
-}
-
-__global__ void __launch_bounds__(kBlock) horner_one_chain(const float* __restrict__ coefficients,
-                                                           const float* __restrict__ x, float* __restrict__ p,
-                                                           int points) {
-  __shared__ __align__(16) float c[kTerms];
-  stage_coefficients(coefficients, c);
   const int i = blockIdx.x * kBlock + threadIdx.x;
   if (i >= points) return;
   const float xi = x[i];
-  float acc = c[kTerms - 1];
+  if constexpr (kChainCount == 1) {
+    float acc = c[kTerms - 1];
 #pragma unroll 16
-  for (int k = kTerms - 2; k >= 0; --k) acc = fmaf(acc, xi, c[k]);  // each FMA waits for the last
-  p[i] = acc;
-}
-
-__global__ void __launch_bounds__(kBlock) horner_eight_chains(const float* __restrict__ coefficients,
-                                                              const float* __restrict__ x, float* __restrict__ p,
-                                                              int points) {
-  __shared__ __align__(16) float c[kTerms];
-  stage_coefficients(coefficients, c);
-  const int i = blockIdx.x * kBlock + threadIdx.x;
-  if (i >= points) return;
-  const float xi = x[i];
-  const float x2 = xi * xi, x4 = x2 * x2, y = x4 * x4;
-  float e[kChains];  // e[j] = E_j(y), the coefficients c[8m + j]
+    for (int k = kTerms - 2; k >= 0; --k) acc = fmaf(acc, xi, c[k]);  // each FMA waits for the last
+    p[i] = acc;
+  } else {
+    static_assert(kChainCount == kChains, "the split below is written for eight chains");
+    const float x2 = xi * xi, x4 = x2 * x2, y = x4 * x4;
+    float e[kChains];  // e[j] = E_j(y), from the coefficients c[8m + j]
 #pragma unroll
-  for (int j = 0; j < kChains; ++j) e[j] = c[kTerms - kChains + j];
+    for (int j = 0; j < kChains; ++j) e[j] = c[kTerms - kChains + j];
 #pragma unroll 2
-  for (int m = kTerms / kChains - 2; m >= 0; --m) {
-    const float4 lo = reinterpret_cast<const float4*>(c)[2 * m];  // c[8m .. 8m+3]
-    const float4 hi = reinterpret_cast<const float4*>(c)[2 * m + 1];
-    e[0] = fmaf(e[0], y, lo.x);  // eight FMAs, none waiting on another
-    e[1] = fmaf(e[1], y, lo.y);
-    e[2] = fmaf(e[2], y, lo.z);
-    e[3] = fmaf(e[3], y, lo.w);
-    e[4] = fmaf(e[4], y, hi.x);
-    e[5] = fmaf(e[5], y, hi.y);
-    e[6] = fmaf(e[6], y, hi.z);
-    e[7] = fmaf(e[7], y, hi.w);
-  }
-  float acc = e[kChains - 1];  // p = E_0 + x (E_1 + x (E_2 + ... + x E_7))
+    for (int m = kTerms / kChains - 2; m >= 0; --m) {
+      const float4 lo = reinterpret_cast<const float4*>(c)[2 * m];  // c[8m .. 8m+3]
+      const float4 hi = reinterpret_cast<const float4*>(c)[2 * m + 1];
+      e[0] = fmaf(e[0], y, lo.x);  // eight FMAs, none waiting on another
+      e[1] = fmaf(e[1], y, lo.y);
+      e[2] = fmaf(e[2], y, lo.z);
+      e[3] = fmaf(e[3], y, lo.w);
+      e[4] = fmaf(e[4], y, hi.x);
+      e[5] = fmaf(e[5], y, hi.y);
+      e[6] = fmaf(e[6], y, hi.z);
+      e[7] = fmaf(e[7], y, hi.w);
+    }
+    float acc = e[kChains - 1];  // p = E_0 + x (E_1 + x (E_2 + ... + x E_7))
 #pragma unroll
-  for (int j = kChains - 2; j >= 0; --j) acc = fmaf(acc, xi, e[j]);
-  p[i] = acc;
+    for (int j = kChains - 2; j >= 0; --j) acc = fmaf(acc, xi, e[j]);
+    p[i] = acc;
+  }
 }
 
 template <auto Kernel>
@@ -120,8 +111,8 @@ void reference(const Polynomial& w, bench::HostData& h) {
 }
 
 BENCH_EXAMPLE(ch06, ilp, Polynomial)
-    .baseline("one_dependent_chain", launch<horner_one_chain>)
-    .optimized("eight_independent_chains", launch<horner_eight_chains>)
+    .baseline("one_dependent_chain", launch<evaluate<1>>)
+    .optimized("eight_independent_chains", launch<evaluate<kChains>>)
     .reference(reference);  // the float default, relative L2 1e-5
 
 }  // namespace

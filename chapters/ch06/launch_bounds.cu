@@ -50,7 +50,7 @@ struct ListWalk {
         features(s.output<float>("features", walkers * 32)) {
     const double node_bytes = kNodeVectors * sizeof(float4) + sizeof(int);  // the node, its link
     s.bytes(double(walkers) * hops * node_bytes + features.bytes());
-    s.flops(double(walkers) * 32 * hops * kFeatures * 4.0);  // 2 FMAs, 1 multiply-add pair
+    s.flops(double(walkers) * 32 * hops * kFeatures * 8.0);  // per feature: 3 FMAs and 2 multiplies
   }
 };
 

@@ -265,13 +265,45 @@ std::string provenance_html(const ReportRun& run) {
   return html;
 }
 
+// What makes one side's samples less trustworthy than its interval says (VALIDITY rows 11 and
+// 12): samples dropped because the SM clock had fallen, every sample throttled (all kept, so the
+// median includes them), or a noise above 5%. Empty when there is nothing to say.
+std::string sample_flags(const CaseResult& c) {
+  std::vector<std::string> flags;
+  if (c.throttled_all)
+    flags.push_back(fmt::format("every sample throttled (SM clock down to {:.0f} MHz), all kept", c.min_sm_mhz));
+  else if (c.dropped_throttled > 0)
+    flags.push_back(fmt::format("{} of {} samples dropped, SM clock throttled (lowest {:.0f} MHz)", c.dropped_throttled,
+                                c.dropped_throttled + c.sample_count, c.min_sm_mhz));
+  if (c.noise > 0.05) flags.push_back(fmt::format("noisy ({:.1f}%)", 100 * c.noise));
+  std::string out;
+  for (const auto& f : flags) out += (out.empty() ? "" : "; ") + f;
+  return out;
+}
+
+// Every flagged case of the run, listed under the provenance so nobody has to find them in the rows.
+std::string flags_html(const Scorecard& card) {
+  std::string items;
+  std::set<std::string> seen;  // a baseline shared by several rows is listed once
+  for (const auto& r : card.rows)
+    for (const auto* side : {&r.baseline, &r.subject})
+      if (*side && seen.insert((*side)->name).second)
+        if (const auto flags = sample_flags(**side); !flags.empty())
+          items += fmt::format("<li data-flag=\"{}\">{}: {}</li>\n", escape((*side)->name), escape((*side)->name),
+                               escape(flags));
+  if (items.empty()) return "<p class=\"flags\">No case had throttled, dropped or noisy samples.</p>\n";
+  return "<p>Flagged samples:</p>\n<ul class=\"flags\">\n" + items + "</ul>\n";
+}
+
 std::string rows_table(const Scorecard& card) {
   std::string html = "<table class=\"rows\"><tr><th>example</th><th>variant</th><th>baseline</th><th>median</th>"
                      "<th>speedup [95% CI]</th><th>status</th><th>% ceiling</th><th>noise b/v</th><th>note</th></tr>\n";
   for (const auto& r : card.rows) {
     std::string note = r.reason;
     for (const auto* side : {&r.baseline, &r.subject})
-      if (*side && (*side)->noise > 0.05) note = fmt::format("{} noisy ({:.1f}%). {}", (*side)->variant, 100 * (*side)->noise, note);
+      if (*side)
+        if (const auto flags = sample_flags(**side); !flags.empty())
+          note = fmt::format("{}: {}. {}", (*side)->variant, flags, note);
     html += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"color:{}\">{}</td><td>{}</td><td>{}</td>"
         "<td>{}</td></tr>\n",
@@ -382,7 +414,7 @@ std::string html_report(const std::vector<ReportRun>& runs) {
     const auto& of_gpu = by_gpu[gpu];
     const ReportRun& latest = *of_gpu.back();
     html += fmt::format("<section data-gpu=\"{}\">\n<h2>{}</h2>\n", escape(gpu), escape(run_title(latest)));
-    html += provenance_html(latest);
+    html += provenance_html(latest) + flags_html(latest.card);
     if (!latest.expectations)
       html += fmt::format("<p><b>No expectations file for {}</b>: every example is NEW and no ceiling is drawn.</p>\n",
                           escape(gpu));

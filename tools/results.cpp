@@ -50,6 +50,7 @@ void apply_label(CaseResult& c, const std::string& label) {
     else if (key == "bw") c.bw_ceiling = value;
     else if (key == "compute") c.compute_ceiling = value;
     else if (key == "host_bound") c.host_bound = value == "1";
+    else if (key == "throttled") c.throttled_all = value == "all";
     else if (key == "metrics")
       for (std::istringstream names(value); std::getline(names, part, ',');) c.metric_names.push_back(part);
   }
@@ -119,6 +120,8 @@ CaseResult case_from_row(const json& row, const std::string& name) {
   c.max_abs_err = number_or(row, "max_abs_err", 0);
   c.rel_l2_err = number_or(row, "rel_l2_err", 0);
   c.sample_count = static_cast<int64_t>(number_or(row, "samples", 0));
+  c.dropped_throttled = static_cast<int64_t>(number_or(row, "dropped_throttled", 0));
+  c.min_sm_mhz = number_or(row, "min_sm_mhz", 0);
   for (const auto& metric : c.metric_names)
     if (row.contains(metric)) c.metrics[metric] = number_or(row, metric.c_str(), 0);
   return c;

@@ -35,6 +35,11 @@ struct CaseResult {
   bool verified = false;
   double max_abs_err = 0, rel_l2_err = 0;
   int64_t sample_count = 0;
+  // VALIDITY row 11: samples dropped because the SM clock had fallen (counter dropped_throttled,
+  // lowest clock seen min_sm_mhz), or every sample throttled so all were kept (label throttled=all).
+  int64_t dropped_throttled = 0;
+  double min_sm_mhz = 0;
+  bool throttled_all = false;
   std::string fingerprint, mode, stop, bw_ceiling, compute_ceiling;
   bool host_bound = false;  // the variant's time is set by the host (label "host_bound=1")
   std::string input_seed;   // the case's secret input seed, from its samples file ("" if none)

@@ -146,4 +146,23 @@ TEST(HtmlReport, FailedCasesAndSeveralRunsStillRender) {
   EXPECT_NE(html.find("History (2 runs)"), std::string::npos);
 }
 
+TEST(HtmlReport, ThrottledDroppedAndNoisySamplesAreFlagged) {
+  ReportRun run = a_run(true);
+  EXPECT_NE(bench::tools::html_report({run}).find("No case had throttled, dropped or noisy samples."), std::string::npos);
+  std::vector<CaseResult> cases = {gemm_case("baseline", 20000, 1), gemm_case("optimized", 4000, 2)};
+  cases[0].sample_count = 40;
+  cases[0].dropped_throttled = 3;
+  cases[0].min_sm_mhz = 1410;
+  cases[1].throttled_all = true;
+  cases[1].min_sm_mhz = 1200;
+  cases[1].noise = 0.08;
+  run.card = bench::tools::score(cases, run.expectations, "test_gpu");
+  const std::string html = bench::tools::html_report({run});
+  std::string why;
+  EXPECT_TRUE(well_formed(body_of(html), &why)) << why;
+  EXPECT_EQ(count(html, "data-flag="), 2);
+  EXPECT_NE(html.find("3 of 43 samples dropped, SM clock throttled (lowest 1410 MHz)"), std::string::npos);
+  EXPECT_NE(html.find("every sample throttled (SM clock down to 1200 MHz), all kept; noisy (8.0%)"), std::string::npos);
+}
+
 }  // namespace

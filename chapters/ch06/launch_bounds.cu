@@ -42,7 +42,7 @@ struct ListWalk {
   bench::DeviceSpan<float> features;  // one value per walker and lane
   explicit ListWalk(bench::Setup& s)
       : nodes(s.size("nodes", int64_t{1} << 20, 4'099)),  // 512 MiB of nodes: far beyond L2
-        walkers(s.size("walkers", int64_t{1} << 16, 37)),
+        walkers(s.size("walkers", int64_t{1} << 15, 37)),  // 248 lists per SM: 6 waves at 40 warps per SM
         hops(s.size("hops", 64, 64)),
         payload(s.input<float>("payload", nodes * kNodeVectors * 4, bench::uniform(-1, 1))),
         next(s.input<int>("next", nodes, bench::integers(0, nodes - 1))),

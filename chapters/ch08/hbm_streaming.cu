@@ -25,8 +25,10 @@
 //      and the last 0-3 after the last whole float4 are summed as scalars.
 // ch07/copy_vectorized and ch07/hbm_copy teach the 16-byte access itself (fewer instructions
 // per byte); ch08/loop_unrolling the in-order issue that serialises a rolled loop. Here the
-// figure to watch is bytes in flight. Target: >= 90% of the HBM copy ceiling (a read-only
-// stream; the bytes declared are the matrix read once and the row sums written once).
+// figure to watch is bytes in flight. Target: >= 90% of the HBM read ceiling (a read-only
+// stream runs a little faster than a copy, which turns the bus around for its writes: on the
+// H100 this kernel measured 103% of the copy ceiling, so it is held to the read ceiling; the
+// bytes declared are the matrix read once and the row sums written once).
 //
 //   ./bench compare --chapter ch08 --example hbm_streaming
 #include <bench/bench.hpp>
@@ -44,7 +46,7 @@ struct RowSums {
         cols(s.size("cols", 16'384, 4'099)),  // odd: rows start off 16-byte boundaries
         x(s.input<float>("x", rows * cols, bench::uniform(-1, 1))),
         y(s.output<float>("y", rows)) {
-    s.bytes(4.0 * (rows * cols + rows));  // x read once, one sum written per row
+    s.bytes(4.0 * (rows * cols + rows), bench::ceiling::hbm_read);  // x read once, one sum per row written
     s.flops(1.0 * rows * cols);           // one add per element
   }
 };

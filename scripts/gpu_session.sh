@@ -9,11 +9,14 @@
 #                          [--ctest-labels REGEX] [--no-ctest] [--extra "compare args"]
 #                          [--no-readme] [--preset default|device] [--sanitize "ch07 ch02"]
 #                          [--peers "scripts/peers/torch_rowwise.py"] [--html]
+#                          [--profile "ch08/occupancy_tuning/baseline ..."] [--metrics "a,b"]
 #
 # --all runs `bench compare --all` (every chapter in one report) instead of --chapters.
 # --sanitize runs `bench sanitize --chapter C` for each chapter named, last.
 # --peers runs each named peer script (PyTorch timings of what a user would pick instead) after
 # the compares, in the same session, with --json session/peer_<name>.json.
+# --profile runs `bench profile CASE --set basic` (ncu) for each case named, with --metrics added to
+# the basic set, and prints those metrics from each report into the summary.
 # --html adds `--html session/compare_<ch>_<i>.html` to every compare (the HTML report).
 # --preset picks the build the session uses after the README's commands: `default` (the
 # default) reuses build/default, which `./bench test` has just built and tested with every
@@ -36,7 +39,7 @@ export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on the lent machines
 cd "$(dirname "$0")/.."
 
 chapters="" repeats=1 update="" update_runs=1 targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
-calibrate=0 calibrate_args="" readme=1 preset=default all=0 sanitize="" labels_given=0 peers="" html=0
+calibrate=0 calibrate_args="" readme=1 preset=default all=0 sanitize="" labels_given=0 peers="" html=0 profile="" metrics=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --chapters) chapters="$2"; shift 2 ;;
@@ -52,6 +55,8 @@ while [ $# -gt 0 ]; do
     --sanitize) sanitize="$2"; shift 2 ;;
     --peers) peers="$2"; shift 2 ;;
     --html) html=1; shift ;;
+    --profile) profile="$2"; shift 2 ;;
+    --metrics) metrics="$2"; shift 2 ;;
     --no-ctest) run_ctest=0; shift ;;
     --extra) extra="$2"; shift 2 ;;
     --no-readme) readme=0; shift ;;
@@ -131,6 +136,13 @@ for script in $peers; do
   python3 "$script" --json "$out/peer_$name.json" >"$out/peer_$name.log" 2>&1
   note "peer $name: exit $?, $(( $(date +%s) - t )) s"
   grep -v Warning "$out/peer_$name.log" | tail -n 40 >>"$summary"
+done
+for case in $profile; do
+  report="$out/profile/${case//\//.}"
+  mkdir -p "$out/profile"
+  $bench profile "$case" --set basic -o "$report" ${metrics:+-- --metrics "$metrics"} >"$report.log" 2>&1
+  note "profile $case: exit $?"
+  ncu --import "$report.ncu-rep" --page raw --csv ${metrics:+--metrics "$metrics"} 2>&1 | tail -n 2 | tee -a "$summary"
 done
 for ch in $sanitize; do
   t=$(date +%s)

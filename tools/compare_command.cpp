@@ -98,6 +98,8 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
       return kExitFailed;
     }
     if (!run_chapters(options, results, out, err)) return kExitUsage;
+    // The context is the first chapter binary's: the run's own command is what a reader needs.
+    results.context["bench_command"] = options.command_line;
   }
   const fs::path reports_dir = fs::path(resolve_build_dir(options.where)) / "reports";
   try {

@@ -256,7 +256,7 @@ std::string provenance_html(const ReportRun& run) {
       {"GPU", "gpu_name"},          {"hardware key", "hardware_key"}, {"driver (CUDA version it supports)", "driver_version"},
       {"CUDA runtime", "runtime_version"}, {"SM clock (kHz)", "sm_clock_khz"}, {"memory clock (kHz)", "memory_clock_khz"},
       {"git SHA", "git_sha"},       {"date", "date"},                 {"machine", "machine_id"},
-      {"command", "command_line"}};
+      {"command", "bench_command"}, {"first chapter binary's command", "command_line"}};
   for (const auto& [label, key] : keys) {
     const std::string value = context_string(run.context, key);
     html += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", label, value.empty() ? "<i>not recorded</i>" : escape(value));

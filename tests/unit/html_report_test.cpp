@@ -48,7 +48,8 @@ ReportRun a_run(bool with_ceilings) {
   x.examples["ch09/gemm"].tolerance = 0.1;
   ReportRun run;
   run.source = "fixture";
-  run.context = {{"gpu_name", "Test GPU"}, {"git_sha", "0123456789abcdef"}, {"date", "2026-11-23T00:00:00Z"}};
+  run.context = {{"gpu_name", "Test GPU"}, {"git_sha", "0123456789abcdef"}, {"date", "2026-11-23T00:00:00Z"},
+                 {"bench_command", "bench compare --chapter ch09 --html page.html"}};
   run.expectations = x;
   run.card = bench::tools::score(cases, x, "test_gpu");
   return run;
@@ -129,6 +130,7 @@ TEST(HtmlReport, SpeedupRowsCarryTheirIntervalEndsAndStatus) {
   EXPECT_NE(html.find("data-status=\"PASS\""), std::string::npos);
   EXPECT_NE(html.find("data-status=\"NEW\""), std::string::npos);  // ch07/copy has no expectation
   EXPECT_NE(html.find("Test GPU"), std::string::npos);
+  EXPECT_NE(html.find("<td>bench compare --chapter ch09 --html page.html</td>"), std::string::npos);
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // nothing fetched
 }
 

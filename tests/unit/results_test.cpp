@@ -49,6 +49,22 @@ TEST(Results, ReadsTheVariantsOwnMetricsNamedInTheLabel) {
   EXPECT_EQ(cases[0].metrics.count("p10_us"), 0u);  // standard counters are not metrics
 }
 
+TEST(Results, ReadsThrottleCountersAndTheThrottledAllLabel) {
+  const auto cases = bench::tools::extract_cases(parse(R"([
+      {"name": "ch07/copy/baseline/iterations:1/manual_time", "run_type": "iteration", "real_time": 900,
+       "time_unit": "us", "verified": 1, "samples": 40, "dropped_throttled": 3, "min_sm_mhz": 1410,
+       "label": "role=baseline;fp=00ff00ff00ff00ff;mode=cold;stop=converged"},
+      {"name": "ch07/copy/optimized/iterations:1/manual_time", "run_type": "iteration", "real_time": 700,
+       "time_unit": "us", "verified": 1, "samples": 40, "dropped_throttled": 0, "min_sm_mhz": 1200,
+       "label": "role=optimized;fp=00ff00ff00ff00ff;mode=cold;stop=converged;throttled=all"}])"));
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].dropped_throttled, 3);
+  EXPECT_DOUBLE_EQ(cases[0].min_sm_mhz, 1410);
+  EXPECT_FALSE(cases[0].throttled_all);
+  EXPECT_EQ(cases[1].dropped_throttled, 0);
+  EXPECT_TRUE(cases[1].throttled_all);
+}
+
 TEST(Results, ErrorsAndSkipsInBothShapes) {
   const auto cases = bench::tools::extract_cases(parse(R"([
       {"name": "ch07/a/baseline/iterations:1/manual_time", "error_occurred": true,

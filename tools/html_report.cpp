@@ -234,6 +234,22 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
                        format_duration_us(p.median_us), p.intensity, p.tflops,
                        p.pct_ceiling ? fmt::format(", {:.1f}% of its ceiling", *p.pct_ceiling) : "");
   }
+  // Each example named beside its optimized point (the README exports have no hover): a label
+  // that would overlap one already placed moves down a line.
+  std::vector<std::pair<double, double>> placed;
+  for (const auto& p : points) {
+    if (p.role != "optimized") continue;
+    double lx = x(p.intensity) + 7, ly = y(p.tflops) + 4;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const auto& [px, py] : placed)
+        if (std::abs(px - lx) < 120 && std::abs(py - ly) < 11) ly = py + 11, moved = true;
+    }
+    placed.emplace_back(lx, ly);
+    const std::string name = p.example.substr(p.example.find('/') + 1);
+    svg += fmt::format("<text class=\"point-label\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" fill=\"#455a64\">{}</text>\n",
+                       lx, ly, escape(name));
+  }
   // Legend: the roofs by name, in the right margin.
   int row = 0;
   for (const auto& r : lines)

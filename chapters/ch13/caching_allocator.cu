@@ -65,7 +65,8 @@ __global__ void widen(const float* __restrict__ a, float* __restrict__ wide, int
   if (i < n) wide[i] = fmaf(1.5f, a[i], 0.25f);
 }
 // out[j] = in[2j] + sign * in[2j+1] (a missing odd tail element counts as 0)
-__global__ void pair(const float* __restrict__ in, float* __restrict__ out, int64_t n_in, float sign) {
+__global__ void pair(const float* __restrict__ in, float* __restrict__ out, int64_t n_in,
+                     float sign) {
   const int64_t j = blockIdx.x * int64_t{kBlock} + threadIdx.x;
   if (2 * j >= n_in) return;
   out[j] = in[2 * j] + (2 * j + 1 < n_in ? sign * in[2 * j + 1] : 0.0f);
@@ -73,8 +74,8 @@ __global__ void pair(const float* __restrict__ in, float* __restrict__ out, int6
 __global__ void make_stats(float* __restrict__ stats, int layer) {
   stats[threadIdx.x] = 1.0f + 0.125f * static_cast<float>((threadIdx.x * 7 + layer) % 5);
 }
-__global__ void combine(const float* __restrict__ a, const float* __restrict__ quarter, const float* __restrict__ stats,
-                        float* __restrict__ out, int64_t n) {
+__global__ void combine(const float* __restrict__ a, const float* __restrict__ quarter,
+                        const float* __restrict__ stats, float* __restrict__ out, int64_t n) {
   const int64_t i = blockIdx.x * int64_t{kBlock} + threadIdx.x;
   if (i < n) out[i] = fmaf(0.25f * quarter[i / 4], stats[i % kStats], a[i]);
 }
@@ -135,7 +136,7 @@ struct DriverAllocator {
   void release(void* p, cudaStream_t) { BENCH_CUDA_CHECK(cudaFree(p)); }  // waits for the device
 };
 
-// --- optimized: size classes, a free list per class, event-guarded reuse --------------------------
+// --- optimized: size classes, a free list per class, event-guarded reuse -------------------------
 class CachingAllocator {
  public:
   static constexpr size_t kSmallLimit = size_t{1} << 20;  // 512-byte multiples up to here
@@ -179,22 +180,23 @@ class CachingAllocator {
   }
   void release(void* p, cudaStream_t stream) {
     Block& b = blocks_.at(p);
-    BENCH_CUDA_CHECK(cudaEventRecord(b.freed, stream));  // passed once the work queued so far is done
+    BENCH_CUDA_CHECK(
+        cudaEventRecord(b.freed, stream));  // passed once the work queued so far is done
     b.stream = stream;
     free_[b.size].push_back(p);
   }
 
  private:
   struct Block {
-    size_t size;           // its size class
-    cudaStream_t stream;   // the stream that last used it
-    cudaEvent_t freed;     // recorded on that stream when it was freed
+    size_t size;          // its size class
+    cudaStream_t stream;  // the stream that last used it
+    cudaEvent_t freed;    // recorded on that stream when it was freed
   };
   std::unordered_map<void*, Block> blocks_;
   std::unordered_map<size_t, std::vector<void*>> free_;
 };
 
-// --- vendor: the driver's stream-ordered pool ------------------------------------------------------
+// --- vendor: the driver's stream-ordered pool ----------------------------------------------------
 class PoolAllocator {
  public:
   Counters count;
@@ -206,7 +208,8 @@ class PoolAllocator {
     props.location = {cudaMemLocationTypeDevice, device};
     BENCH_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
     uint64_t keep_everything = UINT64_MAX;  // never hand memory back at a synchronisation
-    BENCH_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+    BENCH_CUDA_CHECK(
+        cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_everything));
   }
   PoolAllocator(const PoolAllocator&) = delete;
   PoolAllocator& operator=(const PoolAllocator&) = delete;
@@ -245,8 +248,10 @@ void reference(const Forward& w, bench::HostData& h) {
   std::vector<double> a(x.begin(), x.end()), wide(n), half(n2), quarter(n4), out(n);
   for (int layer = 0; layer < kLayers; ++layer) {
     for (int64_t i = 0; i < n; ++i) wide[i] = 1.5 * a[i] + 0.25;
-    for (int64_t j = 0; j < n2; ++j) half[j] = wide[2 * j] + (2 * j + 1 < n ? wide[2 * j + 1] : 0.0);
-    for (int64_t j = 0; j < n4; ++j) quarter[j] = half[2 * j] - (2 * j + 1 < n2 ? half[2 * j + 1] : 0.0);
+    for (int64_t j = 0; j < n2; ++j)
+      half[j] = wide[2 * j] + (2 * j + 1 < n ? wide[2 * j + 1] : 0.0);
+    for (int64_t j = 0; j < n4; ++j)
+      quarter[j] = half[2 * j] - (2 * j + 1 < n2 ? half[2 * j + 1] : 0.0);
     for (int64_t i = 0; i < n; ++i) {
       const double stat = 1.0 + 0.125 * static_cast<double>((i % kStats * 7 + layer) % 5);
       out[i] = a[i] + 0.25 * quarter[i / 4] * stat;

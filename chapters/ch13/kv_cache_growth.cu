@@ -36,7 +36,7 @@ namespace {
 using bf16 = __nv_bfloat16;
 constexpr int64_t kHeadDim = 128;
 constexpr int64_t kVecPerRow = kHeadDim * sizeof(bf16) / sizeof(uint4);  // 16-byte pieces per row
-constexpr int64_t kBlockTokens = 16;                                      // positions per pool block
+constexpr int64_t kBlockTokens = 16;                                     // positions per pool block
 constexpr int kThreads = 256;
 
 struct Decode {
@@ -51,7 +51,8 @@ struct Decode {
         token_kv(s.input<bf16>("token_kv", tokens * rows * kHeadDim, bench::uniform(-1, 1))),
         cache(s.output<bf16>("cache", rows * tokens * kHeadDim)) {
     s.param("head_dim", kHeadDim);
-    s.bytes(2.0 * token_kv.bytes());  // each row read once, written once: 64 MiB each way when timing
+    s.bytes(2.0 *
+            token_kv.bytes());  // each row read once, written once: 64 MiB each way when timing
   }
   int64_t token_bytes() const { return rows * kHeadDim * int64_t{sizeof(bf16)}; }
 };
@@ -59,7 +60,8 @@ struct Decode {
 // Writes token t's rows (src: [rows][head_dim]) at position `slot` of a [rows][row_capacity]
 // layout at dst. The pool's launch also records the block it opened in the block table.
 __global__ void append_token(const uint4* __restrict__ src, uint4* __restrict__ dst, int64_t rows,
-                             int64_t row_capacity, int64_t slot, int* __restrict__ table_entry, int block) {
+                             int64_t row_capacity, int64_t slot, int* __restrict__ table_entry,
+                             int block) {
   const int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x;
   if (table_entry != nullptr && i == 0) *table_entry = block;
   if (i >= rows * kVecPerRow) return;
@@ -68,8 +70,8 @@ __global__ void append_token(const uint4* __restrict__ src, uint4* __restrict__ 
 }
 
 // cache[row][t] = pool[table[t / kBlockTokens]][row][t % kBlockTokens], in 16-byte pieces.
-__global__ void gather_blocks(const uint4* __restrict__ pool, const int* __restrict__ table, uint4* __restrict__ cache,
-                              int64_t rows, int64_t tokens) {
+__global__ void gather_blocks(const uint4* __restrict__ pool, const int* __restrict__ table,
+                              uint4* __restrict__ cache, int64_t rows, int64_t tokens) {
   const int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x;
   if (i >= rows * tokens * kVecPerRow) return;
   const int64_t v = i % kVecPerRow, t = (i / kVecPerRow) % tokens, row = i / (kVecPerRow * tokens);
@@ -118,24 +120,26 @@ struct GrowEveryToken {
       uint4* grown = nullptr;
       BENCH_CUDA_CHECK(cudaMalloc(&grown, static_cast<size_t>(d.rows * (t + 1)) * row_bytes));
       if (t > 0) {
-        BENCH_CUDA_CHECK(cudaMemcpy2DAsync(grown, (t + 1) * row_bytes, buffer, t * row_bytes, t * row_bytes,
-                                           static_cast<size_t>(d.rows), cudaMemcpyDeviceToDevice, stream));
+        BENCH_CUDA_CHECK(cudaMemcpy2DAsync(grown, (t + 1) * row_bytes, buffer, t * row_bytes,
+                                           t * row_bytes, static_cast<size_t>(d.rows),
+                                           cudaMemcpyDeviceToDevice, stream));
         copied_bytes += static_cast<double>(t) * static_cast<double>(d.token_bytes());
       }
-      append_token<<<blocks_for(d.rows * kVecPerRow), kThreads, 0, stream>>>(token_rows(d, t), grown, d.rows, t + 1,
-                                                                               t, nullptr, 0);
+      append_token<<<blocks_for(d.rows * kVecPerRow), kThreads, 0, stream>>>(
+          token_rows(d, t), grown, d.rows, t + 1, t, nullptr, 0);
       BENCH_CHECK_LAUNCH();
       BENCH_CUDA_CHECK(cudaFree(buffer));  // waits for the device (cudaFree(nullptr) does nothing)
       buffer = grown;
     }
-    BENCH_CUDA_CHECK(cudaMemcpyAsync(d.cache.data(), buffer, d.cache.bytes(), cudaMemcpyDeviceToDevice, stream));
+    BENCH_CUDA_CHECK(
+        cudaMemcpyAsync(d.cache.data(), buffer, d.cache.bytes(), cudaMemcpyDeviceToDevice, stream));
     BENCH_CUDA_CHECK(cudaEventRecord(clock.stop, stream));
     BENCH_CUDA_CHECK(cudaFree(buffer));
   }
   std::vector<bench::Metric> metrics() const { return clock.metrics(*w, copied_bytes); }
 };
 
-// --- optimized: a preallocated block pool and a block table ---------------------------------------
+// --- optimized: a preallocated block pool and a block table --------------------------------------
 struct BlockPool {
   const Decode* w;
   int64_t num_blocks;
@@ -162,8 +166,8 @@ struct BlockPool {
         table_entry = table.data() + t / kBlockTokens;
       }
       uint4* dst = pool.data() + block * d.rows * kBlockTokens * kVecPerRow;
-      append_token<<<blocks_for(d.rows * kVecPerRow), kThreads, 0, stream>>>(token_rows(d, t), dst, d.rows,
-                                                                               kBlockTokens, slot, table_entry, block);
+      append_token<<<blocks_for(d.rows * kVecPerRow), kThreads, 0, stream>>>(
+          token_rows(d, t), dst, d.rows, kBlockTokens, slot, table_entry, block);
       BENCH_CHECK_LAUNCH();
     }
     gather_blocks<<<blocks_for(d.rows * d.tokens * kVecPerRow), kThreads, 0, stream>>>(
@@ -180,11 +184,13 @@ void reference(const Decode& w, bench::HostData& h) {
   for (int64_t t = 0; t < w.tokens; ++t)
     for (int64_t row = 0; row < w.rows; ++row)
       for (int64_t e = 0; e < kHeadDim; ++e)
-        cache[(row * w.tokens + t) * kHeadDim + e] = __bfloat162float(token_kv[(t * w.rows + row) * kHeadDim + e]);
+        cache[(row * w.tokens + t) * kHeadDim + e] =
+            __bfloat162float(token_kv[(t * w.rows + row) * kHeadDim + e]);
 }
 
 BENCH_EXAMPLE(ch13, kv_cache_growth, Decode)
-    .stateful<GrowEveryToken>(bench::Role::baseline, "realloc_copy_per_token", {.blocks_host = true, .host_bound = true})
+    .stateful<GrowEveryToken>(bench::Role::baseline, "realloc_copy_per_token",
+                              {.blocks_host = true, .host_bound = true})
     .stateful<BlockPool>(bench::Role::optimized, "block_pool_block_table", {.host_bound = true})
     .reference(reference)
     .tolerance(bench::exact())

@@ -31,6 +31,7 @@
 //
 //   ./bench compare --chapter ch13 --example caching_allocator
 #include <bench/bench.hpp>
+#include <kernels/mem_pool.hpp>
 
 #include <cstdint>
 #include <unordered_map>
@@ -200,33 +201,20 @@ class CachingAllocator {
 class PoolAllocator {
  public:
   Counters count;
-  PoolAllocator() {
-    int device = 0;
-    BENCH_CUDA_CHECK(cudaGetDevice(&device));
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location = {cudaMemLocationTypeDevice, device};
-    BENCH_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
-    uint64_t keep_everything = UINT64_MAX;  // never hand memory back at a synchronisation
-    BENCH_CUDA_CHECK(
-        cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_everything));
-  }
+  PoolAllocator() = default;
   PoolAllocator(const PoolAllocator&) = delete;
   PoolAllocator& operator=(const PoolAllocator&) = delete;
-  ~PoolAllocator() {
-    cudaDeviceSynchronize();
-    cudaMemPoolDestroy(pool_);
-  }
+  ~PoolAllocator() { cudaDeviceSynchronize(); }  // the frees are done before the pool goes
   void* alloc(size_t bytes, cudaStream_t stream) {
     void* p = nullptr;
-    BENCH_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes, pool_, stream));
+    BENCH_CUDA_CHECK(cudaMallocFromPoolAsync(&p, bytes, pool_.get(), stream));
     ++count.requests;  // the driver is called every time, but its pool rarely maps memory
     return p;
   }
   void release(void* p, cudaStream_t stream) { BENCH_CUDA_CHECK(cudaFreeAsync(p, stream)); }
 
  private:
-  cudaMemPool_t pool_ = nullptr;
+  kernels::KeepAllPool pool_;  // release threshold UINT64_MAX: never hands memory back
 };
 
 // A variant: one allocator kept across steps (built untimed), the step, the counters.

@@ -45,6 +45,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -297,29 +298,23 @@ void reference(const MlpStep& w, bench::HostData& h) {
       const double s = 1.0 / (1.0 + std::exp(-z[r * H + j]));
       dz[r * H + j] = da * s * (1.0 + z[r * H + j] * (1.0 - s));
     }
-  const double lr = kLearningRate;
-  auto w1_new = h.expected("w1_new"), b1_new = h.expected("b1_new");
-  auto w2_new = h.expected("w2_new"), b2_new = h.expected("b2_new");
-  for (int64_t j = 0; j < H; ++j) {
-    double db = 0;
-    for (int64_t r = 0; r < B; ++r) db += dz[r * H + j];
-    b1_new[j] = b1[j] - lr * db;
-    for (int64_t p = 0; p < I; ++p) {
-      double g = 0;
-      for (int64_t r = 0; r < B; ++r) g += dz[r * H + j] * x[r * I + p];
-      w1_new[j * I + p] = w1[j * I + p] - lr * g;
+  // W_new[j][p] = W[j][p] − lr Σ_r grad[r][j] in[r][p]; b_new[j] = b[j] − lr Σ_r grad[r][j]
+  auto sgd_layer = [B](const std::vector<double>& grad, int64_t outs, const auto& in, int64_t ins,
+                       auto weight, auto bias, std::span<double> w_new, std::span<double> b_new) {
+    const double lr = kLearningRate;
+    for (int64_t j = 0; j < outs; ++j) {
+      double db = 0;
+      for (int64_t r = 0; r < B; ++r) db += grad[r * outs + j];
+      b_new[j] = bias[j] - lr * db;
+      for (int64_t p = 0; p < ins; ++p) {
+        double g = 0;
+        for (int64_t r = 0; r < B; ++r) g += grad[r * outs + j] * in[r * ins + p];
+        w_new[j * ins + p] = weight[j * ins + p] - lr * g;
+      }
     }
-  }
-  for (int64_t o = 0; o < O; ++o) {
-    double db = 0;
-    for (int64_t r = 0; r < B; ++r) db += dy[r * O + o];
-    b2_new[o] = b2[o] - lr * db;
-    for (int64_t j = 0; j < H; ++j) {
-      double g = 0;
-      for (int64_t r = 0; r < B; ++r) g += dy[r * O + o] * a[r * H + j];
-      w2_new[o * H + j] = w2[o * H + j] - lr * g;
-    }
-  }
+  };
+  sgd_layer(dz, H, x, I, w1, b1, h.expected("w1_new"), h.expected("b1_new"));
+  sgd_layer(dy, O, a, H, w2, b2, h.expected("w2_new"), h.expected("b2_new"));
 }
 
 BENCH_EXAMPLE(ch13, mixed_precision, MlpStep)

@@ -181,8 +181,8 @@ class CachingAllocator {
   }
   void release(void* p, cudaStream_t stream) {
     Block& b = blocks_.at(p);
-    BENCH_CUDA_CHECK(
-        cudaEventRecord(b.freed, stream));  // passed once the work queued so far is done
+    // The event passes once the work queued on `stream` so far (the block's last use) is done.
+    BENCH_CUDA_CHECK(cudaEventRecord(b.freed, stream));
     b.stream = stream;
     free_[b.size].push_back(p);
   }

@@ -51,8 +51,8 @@ struct Decode {
         token_kv(s.input<bf16>("token_kv", tokens * rows * kHeadDim, bench::uniform(-1, 1))),
         cache(s.output<bf16>("cache", rows * tokens * kHeadDim)) {
     s.param("head_dim", kHeadDim);
-    s.bytes(2.0 *
-            token_kv.bytes());  // each row read once, written once: 64 MiB each way when timing
+    // Each row read once and written once: 64 MiB each way when timing.
+    s.bytes(2.0 * static_cast<double>(token_kv.bytes()));
   }
   int64_t token_bytes() const { return rows * kHeadDim * int64_t{sizeof(bf16)}; }
 };
@@ -131,8 +131,8 @@ struct GrowEveryToken {
       BENCH_CUDA_CHECK(cudaFree(buffer));  // waits for the device (cudaFree(nullptr) does nothing)
       buffer = grown;
     }
-    BENCH_CUDA_CHECK(
-        cudaMemcpyAsync(d.cache.data(), buffer, d.cache.bytes(), cudaMemcpyDeviceToDevice, stream));
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(d.cache.data(), buffer, d.cache.bytes(),
+                                     cudaMemcpyDeviceToDevice, stream));
     BENCH_CUDA_CHECK(cudaEventRecord(clock.stop, stream));
     BENCH_CUDA_CHECK(cudaFree(buffer));
   }

@@ -111,7 +111,8 @@ class NvrtcFused {
   std::vector<bench::Metric> metrics() const {
     return {{"jit_compile_ms", kernel_.stats().compile_ms},
             {"jit_load_ms", kernel_.stats().load_ms},
-            {"jit_cache_hit", kernel_.stats().cache_hit ? 1.0 : 0.0}};
+            {"jit_cache_hit", kernel_.stats().cache_hit ? 1.0 : 0.0},
+            {"jit_registers", double(kernel_.stats().registers)}};
   }
 
  private:

@@ -38,12 +38,15 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>  // getpid: a temporary file name no other process uses
+
 namespace ch14 {
 
 struct JitStats {
   double compile_ms = 0;   // NVRTC: source to cubin (0 on a cache hit)
   double load_ms = 0;      // cache file read (on a hit) + cudaLibraryLoadData + GetKernel
   bool cache_hit = false;  // the cubin came from the on-disk cache
+  int registers = 0;       // per thread, as ptxas allocated them
 };
 
 class JitKernel {
@@ -80,6 +83,12 @@ class JitKernel {
     const auto t1 = Clock::now();
     BENCH_CUDA_CHECK(cudaLibraryLoadData(&library_, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
     BENCH_CUDA_CHECK(cudaLibraryGetKernel(&kernel_, library_, kernel_name.c_str()));
+    // Asking for the attributes loads the kernel into this context now (with lazy loading, the
+    // CUDA 12 default, it would otherwise happen inside the first launch), so load_ms is the
+    // whole first-call cost short of the launch itself.
+    cudaFuncAttributes attributes{};
+    BENCH_CUDA_CHECK(cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel_)));
+    stats_.registers = attributes.numRegs;
     stats_.load_ms = ms_since(stats_.cache_hit ? t0 : t1);
   }
   ~JitKernel() {
@@ -144,7 +153,7 @@ class JitKernel {
   }
   static void write_file(const std::filesystem::path& path, const std::vector<char>& bytes) {
     std::filesystem::path tmp = path;
-    tmp += ".tmp" + std::to_string(static_cast<unsigned long long>(Clock::now().time_since_epoch().count()));
+    tmp += ".tmp" + std::to_string(::getpid()) + '_' + std::to_string(Clock::now().time_since_epoch().count());
     {
       std::ofstream out(tmp, std::ios::binary);
       if (!out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()))) return;  // cache is optional

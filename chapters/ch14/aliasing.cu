@@ -22,7 +22,8 @@
 // __restrict__ is a promise: if y did overlap x, the optimized kernel would be wrong, silently.
 //
 //   ./bench compare --chapter ch14 --example aliasing
-//   cuobjdump -sass build/default/chapters/ch14/ch14 | grep -A60 'Function : .*may_alias'  (and restrict_ptrs)
+//   cuobjdump -sass build/default/chapters/ch14/ch14 | grep -A60 'Function : .*may_alias'  (and
+//   restrict_ptrs)
 #include <bench/bench.hpp>
 
 namespace {
@@ -47,7 +48,8 @@ struct Polynomial {
 
 constexpr int kBlock = 256;
 
-__global__ void __launch_bounds__(kBlock) may_alias(const float* x, const float* coeffs, float* y, int64_t n) {
+__global__ void __launch_bounds__(kBlock)
+    may_alias(const float* x, const float* coeffs, float* y, int64_t n) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n) return;
   y[i] = coeffs[kDegree];
@@ -55,9 +57,9 @@ __global__ void __launch_bounds__(kBlock) may_alias(const float* x, const float*
   for (int k = kDegree - 1; k >= 0; --k) y[i] = y[i] * x[i] + coeffs[k];
 }
 
-__global__ void __launch_bounds__(kBlock) restrict_ptrs(const float* __restrict__ x,
-                                                                   const float* __restrict__ coeffs,
-                                                                   float* __restrict__ y, int64_t n) {
+__global__ void __launch_bounds__(kBlock)
+    restrict_ptrs(const float* __restrict__ x, const float* __restrict__ coeffs,
+                  float* __restrict__ y, int64_t n) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n) return;
   y[i] = coeffs[kDegree];

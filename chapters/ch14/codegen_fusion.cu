@@ -56,8 +56,8 @@ struct Chain {
         x(s.input<float>("x", n, bench::uniform(-1, 1))),
         y(s.output<float>("y", n)) {
     s.param("ops", static_cast<int64_t>(kChain.size()));
-    s.bytes(2.0 * n * sizeof(float));                 // read x once, write y once
-    s.flops(double(kChain.size()) * double(n));       // one flop per op per element
+    s.bytes(2.0 * n * sizeof(float));            // read x once, write y once
+    s.flops(double(kChain.size()) * double(n));  // one flop per op per element
   }
 };
 
@@ -69,7 +69,8 @@ unsigned blocks_for(int64_t n) {
 
 // One eager op: y[i] = op(src[i]). src == y for every op after the first (in place), so the
 // pointers carry no __restrict__; each thread reads its float4 before writing it.
-__global__ void __launch_bounds__(kBlock) apply_one_op(const float* src, float* y, int64_t n, Op op) {
+__global__ void __launch_bounds__(kBlock)
+    apply_one_op(const float* src, float* y, int64_t n, Op op) {
   const int64_t vectors = n / 4;
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < vectors) {

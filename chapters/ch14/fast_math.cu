@@ -63,8 +63,9 @@ struct SoftplusMix {
 constexpr int kBlock = 256;
 
 template <bool kIntrinsics>
-__global__ void __launch_bounds__(kBlock) softplus_mix(const float* __restrict__ x, const float* __restrict__ temps,
-                                                       float* __restrict__ y, int64_t n) {
+__global__ void __launch_bounds__(kBlock)
+    softplus_mix(const float* __restrict__ x, const float* __restrict__ temps,
+                 float* __restrict__ y, int64_t n) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n) return;
   const float xi = x[i];
@@ -84,7 +85,8 @@ __global__ void __launch_bounds__(kBlock) softplus_mix(const float* __restrict__
 template <bool kIntrinsics>
 void launch(const SoftplusMix& w, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>((w.n + kBlock - 1) / kBlock);
-  softplus_mix<kIntrinsics><<<blocks, kBlock, 0, stream>>>(w.x.data(), w.temps.data(), w.y.data(), w.n);
+  softplus_mix<kIntrinsics>
+      <<<blocks, kBlock, 0, stream>>>(w.x.data(), w.temps.data(), w.y.data(), w.n);
   BENCH_CHECK_LAUNCH();
 }
 
@@ -119,13 +121,13 @@ void device_reference(const SoftplusMix& w, cudaStream_t stream) {
 // The bound derived in the header comment, written out so a change of range updates it.
 constexpr double kU = 0x1p-24;
 constexpr double kMaxAbsZ = 1.0 * kMaxTemperature;
-constexpr double kExpUlps = 2 + 4;                               // 2 + floor(1.173 * 4)
+constexpr double kExpUlps = 2 + 4;                                   // 2 + floor(1.173 * 4)
 constexpr double kRelErrS = kMaxAbsZ * kU + kExpUlps * 2 * kU + kU;  // a.
-constexpr double kLogAbsErr = 3 * 0x1p-21;                       // b. 3 ulp below 8
-constexpr double kMaxQuotient = 2.0;                              // c. log(1 + e^0.5) / 0.5
+constexpr double kLogAbsErr = 3 * 0x1p-21;                           // b. 3 ulp below 8
+constexpr double kMaxQuotient = 2.0;                                 // c. log(1 + e^0.5) / 0.5
 constexpr double kTermErr = (kRelErrS + kLogAbsErr) / kMinTemperature + 2 * 2 * kU * kMaxQuotient;
 constexpr double kSumErr = (kTerms - 1) * kU * kTerms * kMaxQuotient / kTerms;  // d.
-constexpr double kErrorBound = kTermErr + kSumErr + 2 * kU;                     // + reference rounding
+constexpr double kErrorBound = kTermErr + kSumErr + 2 * kU;  // + reference rounding
 static_assert(kErrorBound > 6e-6 && kErrorBound < 7e-6, "the header comment states 6.3e-6");
 
 BENCH_EXAMPLE(ch14, fast_math, SoftplusMix)

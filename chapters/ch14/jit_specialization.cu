@@ -46,6 +46,8 @@ namespace {
   __VA_ARGS__                         \
   constexpr const char* name = #__VA_ARGS__;
 
+// The macro's argument is kernel source, laid out for reading:
+// clang-format off
 CH14_CODE_AND_TEXT(kGatherSource,
 template <class Shape>
 __device__ __forceinline__ void strided_add_contiguous(const float* __restrict__ in, const float* __restrict__ bias,
@@ -64,6 +66,7 @@ __device__ __forceinline__ void strided_add_contiguous(const float* __restrict__
   out[i] = in[in_offset] + bias[bias_offset];
 }
 )
+// clang-format on
 
 constexpr int kMaxRank = 4;
 
@@ -103,29 +106,37 @@ struct HeadTranspose {
   unsigned blocks() const { return static_cast<unsigned>((total() + kBlock - 1) / kBlock); }
 };
 
-__global__ void __launch_bounds__(kBlock) strided_add_runtime(const float* __restrict__ in, const float* __restrict__ bias,
-                                                              float* __restrict__ out, RuntimeShape shape) {
+__global__ void __launch_bounds__(kBlock)
+    strided_add_runtime(const float* __restrict__ in, const float* __restrict__ bias,
+                        float* __restrict__ out, RuntimeShape shape) {
   strided_add_contiguous(in, bias, out, shape);
 }
 
 void launch_runtime_shapes(const HeadTranspose& w, cudaStream_t stream) {
-  strided_add_runtime<<<w.blocks(), kBlock, 0, stream>>>(w.in.data(), w.bias.data(), w.out.data(), w.shape());
+  strided_add_runtime<<<w.blocks(), kBlock, 0, stream>>>(w.in.data(), w.bias.data(), w.out.data(),
+                                                         w.shape());
   BENCH_CHECK_LAUNCH();
 }
 
 // The NVRTC translation unit: the shared template, the shape as constants, an entry point.
 std::string baked_source(const RuntimeShape& r) {
-  auto by_dim = [&](const char* name, const long long (&v)[kMaxRank]) {
-    std::string s = "  __device__ static constexpr long long " + std::string(name) + "(int r) { return ";
-    for (int d = 0; d < r.rank_ - 1; ++d) s += "r == " + std::to_string(d) + " ? " + std::to_string(v[d]) + "LL : ";
+  auto by_dim = [&](const char* name, const long long(&v)[kMaxRank]) {
+    std::string s =
+        "  __device__ static constexpr long long " + std::string(name) + "(int r) { return ";
+    for (int d = 0; d < r.rank_ - 1; ++d)
+      s += "r == " + std::to_string(d) + " ? " + std::to_string(v[d]) + "LL : ";
     return s + std::to_string(v[r.rank_ - 1]) + "LL; }\n";
   };
   return std::string(kGatherSource) + "\nstruct BakedShape {\n" +
          "  __device__ static constexpr int rank() { return " + std::to_string(r.rank_) + "; }\n" +
-         by_dim("size", r.sizes) + by_dim("in_stride", r.in_strides) + by_dim("bias_stride", r.bias_strides) +
+         by_dim("size", r.sizes) + by_dim("in_stride", r.in_strides) +
+         by_dim("bias_stride", r.bias_strides) +
          "};\n"
-         "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) + ") strided_add_baked(\n"
-         "    const float* __restrict__ in, const float* __restrict__ bias, float* __restrict__ out) {\n"
+         "extern \"C\" __global__ void __launch_bounds__(" +
+         std::to_string(kBlock) +
+         ") strided_add_baked(\n"
+         "    const float* __restrict__ in, const float* __restrict__ bias, float* __restrict__ "
+         "out) {\n"
          "  strided_add_contiguous(in, bias, out, BakedShape{});\n"
          "}\n";
 }
@@ -173,7 +184,8 @@ void reference(const HeadTranspose& w, bench::HostData& h) {
     for (int64_t hd = 0; hd < w.heads; ++hd)
       for (int64_t s = 0; s < w.seq; ++s)
         for (int64_t d = 0; d < w.dim; ++d, ++i)
-          out[i] = double(in[((b * w.seq + s) * w.heads + hd) * w.dim + d]) + double(bias[hd * w.dim + d]);
+          out[i] = double(in[((b * w.seq + s) * w.heads + hd) * w.dim + d]) +
+                   double(bias[hd * w.dim + d]);
 }
 
 // One float addition of two values in [-1, 1]: the kernel's result is the exactly rounded sum,

@@ -81,7 +81,8 @@ class JitKernel {
       if (!cache_dir().empty()) write_file(file, cubin);
     }
     const auto t1 = Clock::now();
-    BENCH_CUDA_CHECK(cudaLibraryLoadData(&library_, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    BENCH_CUDA_CHECK(
+        cudaLibraryLoadData(&library_, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
     BENCH_CUDA_CHECK(cudaLibraryGetKernel(&kernel_, library_, kernel_name.c_str()));
     // Asking for the attributes loads the kernel into this context now (with lazy loading, the
     // CUDA 12 default, it would otherwise happen inside the first launch), so load_ms is the
@@ -98,7 +99,8 @@ class JitKernel {
   JitKernel& operator=(const JitKernel&) = delete;
 
   void launch(dim3 grid, dim3 block, void** args, cudaStream_t stream) const {
-    BENCH_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), grid, block, args, 0, stream));
+    BENCH_CUDA_CHECK(
+        cudaLaunchKernel(reinterpret_cast<const void*>(kernel_), grid, block, args, 0, stream));
   }
   const JitStats& stats() const { return stats_; }
 
@@ -108,15 +110,19 @@ class JitKernel {
     return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
   }
   static void check_nvrtc(nvrtcResult r, const char* what) {
-    if (r != NVRTC_SUCCESS) throw std::runtime_error(std::string(what) + ": " + nvrtcGetErrorString(r));
+    if (r != NVRTC_SUCCESS)
+      throw std::runtime_error(std::string(what) + ": " + nvrtcGetErrorString(r));
   }
 
-  static std::vector<char> compile(const std::string& source, const std::vector<std::string>& options) {
+  static std::vector<char> compile(const std::string& source,
+                                   const std::vector<std::string>& options) {
     nvrtcProgram prog = nullptr;
-    check_nvrtc(nvrtcCreateProgram(&prog, source.c_str(), "ch14_jit.cu", 0, nullptr, nullptr), "nvrtcCreateProgram");
+    check_nvrtc(nvrtcCreateProgram(&prog, source.c_str(), "ch14_jit.cu", 0, nullptr, nullptr),
+                "nvrtcCreateProgram");
     std::vector<const char*> argv;
     for (const auto& o : options) argv.push_back(o.c_str());
-    const nvrtcResult compiled = nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
+    const nvrtcResult compiled =
+        nvrtcCompileProgram(prog, static_cast<int>(argv.size()), argv.data());
     if (compiled != NVRTC_SUCCESS) {
       size_t log_size = 0;
       nvrtcGetProgramLogSize(prog, &log_size);
@@ -138,9 +144,12 @@ class JitKernel {
   static const std::filesystem::path& cache_dir() {
     static const std::filesystem::path dir = [] {
       std::filesystem::path base;
-      if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') base = xdg;
-      else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') base = std::filesystem::path(home) / ".cache";
-      else return std::filesystem::path{};
+      if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
+        base = xdg;
+      else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+        base = std::filesystem::path(home) / ".cache";
+      else
+        return std::filesystem::path{};
       std::error_code ec;
       std::filesystem::create_directories(base / "cudabench" / "nvrtc", ec);
       return ec ? std::filesystem::path{} : base / "cudabench" / "nvrtc";
@@ -149,14 +158,18 @@ class JitKernel {
   }
   static std::vector<char> read_file(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
-    return in ? std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()) : std::vector<char>{};
+    return in ? std::vector<char>(std::istreambuf_iterator<char>(in),
+                                  std::istreambuf_iterator<char>())
+              : std::vector<char>{};
   }
   static void write_file(const std::filesystem::path& path, const std::vector<char>& bytes) {
     std::filesystem::path tmp = path;
-    tmp += ".tmp" + std::to_string(::getpid()) + '_' + std::to_string(Clock::now().time_since_epoch().count());
+    tmp += ".tmp" + std::to_string(::getpid()) + '_' +
+           std::to_string(Clock::now().time_since_epoch().count());
     {
       std::ofstream out(tmp, std::ios::binary);
-      if (!out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()))) return;  // cache is optional
+      if (!out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+        return;  // cache is optional
     }
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);

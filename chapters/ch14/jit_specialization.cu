@@ -34,7 +34,6 @@
 #include <bench/bench.hpp>
 
 #include <array>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -148,37 +147,23 @@ std::string baked_source(const RuntimeShape& r) {
 }
 
 // Compiles for this workload's shape in the constructor (untimed), twice over: once bypassing
-// the cache to time NVRTC, once through the cache as a later process would find it.
+// the cache to time NVRTC, once through the cache as a later process would find it
+// (ch14::MeasuredJitKernel).
 class NvrtcBakedShapes {
  public:
-  NvrtcBakedShapes(const HeadTranspose& w, cudaStream_t) {
-    const std::string source = baked_source(w.shape());
-    const std::vector<std::string> options = {"--std=c++17"};
-    {
-      ch14::JitKernel fresh(source, "strided_add_baked", options, ch14::JitKernel::Cache::refresh);
-      compile_ms_ = fresh.stats().compile_ms;
-      load_ms_ = fresh.stats().load_ms;
-    }
-    kernel_ = std::make_unique<ch14::JitKernel>(source, "strided_add_baked", options);
-  }
+  NvrtcBakedShapes(const HeadTranspose& w, cudaStream_t)
+      : kernel_(baked_source(w.shape()), "strided_add_baked", {"--std=c++17"}) {}
   void operator()(const HeadTranspose& w, cudaStream_t stream) const {
     const float* in = w.in.data();
     const float* bias = w.bias.data();
     float* out = w.out.data();
     void* args[] = {&in, &bias, &out};
-    kernel_->launch(w.blocks(), kBlock, args, stream);
+    kernel_.launch(w.blocks(), kBlock, args, stream);
   }
-  std::vector<bench::Metric> metrics() const {
-    return {{"jit_compile_ms", compile_ms_},
-            {"jit_load_ms", load_ms_},
-            {"jit_cached_first_call_ms", kernel_->stats().load_ms},
-            {"jit_cache_hit", kernel_->stats().cache_hit ? 1.0 : 0.0},
-            {"jit_registers", double(kernel_->stats().registers)}};
-  }
+  std::vector<bench::Metric> metrics() const { return kernel_.metrics(); }
 
  private:
-  double compile_ms_ = 0, load_ms_ = 0;
-  std::unique_ptr<ch14::JitKernel> kernel_;
+  ch14::MeasuredJitKernel kernel_;
 };
 
 void reference(const HeadTranspose& w, bench::HostData& h) {

@@ -1,6 +1,6 @@
-// ch14/fast_math: the correctly rounded expf/logf/division against the hardware's approximate
-// special-function unit (__expf, __logf, __fdividef), with the error the intrinsics can cost
-// derived from their documented bounds, stated, and checked on every run.
+// ch14/fast_math: the accurate expf, logf (2 and 1 ulp) and IEEE division against the
+// hardware's approximate special-function unit (__expf, __logf, __fdividef), with the error the
+// intrinsics can cost derived from their documented bounds, stated, and checked on every run.
 //
 // The work: y = (1/8) * sum over k of log(1 + exp(t_k x)) / t_k, a softplus (smooth ReLU) at
 // eight temperatures t_k read from memory: 8 exponentials, 8 logarithms and 8 divisions per

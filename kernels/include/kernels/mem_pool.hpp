@@ -1,8 +1,8 @@
 // kernels/mem_pool.hpp: a device memory pool for stream-ordered allocation
 // (cudaMallocFromPoolAsync / cudaFreeAsync) that keeps its memory. Its release threshold is
 // UINT64_MAX, so a synchronisation never hands memory back to the driver: after the first
-// allocations, an allocation from it is bookkeeping. Used by ch13/caching_allocator (its vendor
-// rung); ch06/stream_ordered_alloc builds the same pool inline.
+// allocations, an allocation from it is bookkeeping. Used by ch06/stream_ordered_alloc (its
+// optimized side) and ch13/caching_allocator (its vendor rung).
 //   kernels::KeepAllPool pool;   // untimed setup, on the current device
 //   cudaMallocFromPoolAsync(&p, bytes, pool.get(), stream); ... cudaFreeAsync(p, stream);
 #pragma once

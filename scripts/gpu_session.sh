@@ -32,6 +32,9 @@
 # the later repeats score against what it wrote (the run-to-run check). --update-runs N makes
 # that first run `--repetitions N` (host-bound examples need N >= 3 to be accepted).
 #
+# The device's copy of .git is the one the session started from, so results would record that
+# commit plus "-dirty": write the real one into the command, as the caller knows it, e.g.
+#   BENCH_GIT_SHA=3c54a03a1b2c scripts/gpu_session.sh --all   (harness/CMakeLists.txt reads it)
 # Everything lands in $OUT/session/ and is packed into $OUT/session.tar.gz (the device tool
 # returns at most 8 files); the summary is printed last.
 set -uo pipefail

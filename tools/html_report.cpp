@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "expectations_update.hpp"
 #include "report.hpp"
 #include "results.hpp"
 
@@ -234,6 +235,22 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
                        format_duration_us(p.median_us), p.intensity, p.tflops,
                        p.pct_ceiling ? fmt::format(", {:.1f}% of its ceiling", *p.pct_ceiling) : "");
   }
+  // Each example named beside its optimized point (the README exports have no hover): a label
+  // that would overlap one already placed moves down a line.
+  std::vector<std::pair<double, double>> placed;
+  for (const auto& p : points) {
+    if (p.role != "optimized") continue;
+    double lx = x(p.intensity) + 7, ly = y(p.tflops) + 4;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (const auto& [px, py] : placed)
+        if (std::abs(px - lx) < 120 && std::abs(py - ly) < 11) ly = py + 11, moved = true;
+    }
+    placed.emplace_back(lx, ly);
+    const std::string name = p.example.substr(p.example.find('/') + 1);
+    svg += fmt::format("<text class=\"point-label\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" fill=\"#455a64\">{}</text>\n",
+                       lx, ly, escape(name));
+  }
   // Legend: the roofs by name, in the right margin.
   int row = 0;
   for (const auto& r : lines)
@@ -267,7 +284,8 @@ std::string provenance_html(const ReportRun& run) {
 
 // What makes one side's samples less trustworthy than its interval says (VALIDITY rows 11 and
 // 12): samples dropped because the SM clock had fallen, every sample throttled (all kept, so the
-// median includes them), or a noise above 5%. Empty when there is nothing to say.
+// median includes them), or more noise than an expectations update accepts as is (5%). Empty
+// when there is nothing to say.
 std::string sample_flags(const CaseResult& c) {
   std::vector<std::string> flags;
   if (c.throttled_all)
@@ -275,7 +293,7 @@ std::string sample_flags(const CaseResult& c) {
   else if (c.dropped_throttled > 0)
     flags.push_back(fmt::format("{} of {} samples dropped, SM clock throttled (lowest {:.0f} MHz)", c.dropped_throttled,
                                 c.dropped_throttled + c.sample_count, c.min_sm_mhz));
-  if (c.noise > 0.05) flags.push_back(fmt::format("noisy ({:.1f}%)", 100 * c.noise));
+  if (c.noise > UpdatePolicy{}.max_noise) flags.push_back(fmt::format("noisy ({:.1f}%)", 100 * c.noise));
   std::string out;
   for (const auto& f : flags) out += (out.empty() ? "" : "; ") + f;
   return out;

@@ -81,14 +81,21 @@ std::optional<std::pair<Outcome, std::string>> row_error(const json& row) {
   return std::pair{skipped ? Outcome::skipped : Outcome::failed, message};
 }
 
-// A row from `--bench_profile` (`bench profile`): one launch under a profiler, never timed.
-bool is_profile_row(const json& row) {
+// Why a row holds no measurement, or "" when it does: a `--bench_profile` row (`bench profile`:
+// one launch under a profiler, never timed) or a `--bench_verify_only` row (`bench sanitize`:
+// the verification runs alone). Both carry a zero time that must never be scored.
+std::string untimed_reason(const std::string& mode) {
+  if (mode == "profile") return "comes from a --bench_profile run (one untimed launch under a profiler): not a measurement";
+  if (mode == "verify")
+    return "comes from a --bench_verify_only run (the verification alone, as bench sanitize runs it): not a measurement";
+  return {};
+}
+
+std::string untimed_row_reason(const json& row) {
   CaseResult c;
   apply_label(c, row.value("label", std::string()));
-  return c.mode == "profile";
+  return untimed_reason(c.mode);
 }
-constexpr const char* kProfileRow =
-    "comes from a --bench_profile run (one untimed launch under a profiler): not a measurement";
 
 CaseResult case_from_row(const json& row, const std::string& name) {
   CaseResult c;
@@ -102,9 +109,9 @@ CaseResult case_from_row(const json& row, const std::string& name) {
     c.message = error->second;
     return c;
   }
-  if (c.mode == "profile") {  // parse_results refuses such files; a live run gets FAILED
+  if (auto why = untimed_reason(c.mode); !why.empty()) {  // parse_results refuses such files; a live run gets FAILED
     c.outcome = Outcome::failed;
-    c.message = kProfileRow;
+    c.message = why;
     return c;
   }
   c.median_us = to_microseconds(number_or(row, "real_time", 0), row.value("time_unit", "ns"));
@@ -210,9 +217,9 @@ ResultsFile parse_results(std::string_view text, const std::string& source_name)
   for (const auto& row : doc["benchmarks"]) {
     if (!row.is_object() || !row.contains("name") || !row["name"].is_string())
       throw fail(0, "every entry of \"benchmarks\" needs a string \"name\"");
-    if (is_profile_row(row))
+    if (auto why = untimed_row_reason(row); !why.empty())
       throw ResultsError(fmt::format("{}: {} {}; rerun without it", source_name,
-                                     strip_gb_suffixes(row["name"].get<std::string>()), kProfileRow));
+                                     strip_gb_suffixes(row["name"].get<std::string>()), why));
     out.benchmarks.push_back(row);
   }
   if (doc.value("format", std::string()) == kFormatName && doc.contains("crashes"))

@@ -287,7 +287,7 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
     if (run.result.verdict == SanitizeVerdict::refused && refused[run.tool].first++ == 0)
       refused[run.tool].second = run.result.reason;
   for (const auto& [tool, what] : refused)
-    out << fmt::format("  {} refused by this GPU's compute-sanitizer for {} example(s), not checked: {}\n", tool,
+    out << fmt::format("  {} refused by compute-sanitizer (the reason follows) for {} example(s), not checked: {}\n", tool,
                        what.first, what.second);
   if (checked_nothing) out << "  nothing was checked\n";
   try {

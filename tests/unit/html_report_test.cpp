@@ -109,6 +109,8 @@ TEST(HtmlReport, TheRoofIsTheGpusMeasuredCeilings) {
   EXPECT_EQ(count(svg, "class=\"roof\""), 2);
   EXPECT_EQ(count(svg, "class=\"point\""), 2);
   EXPECT_EQ(count(svg, "class=\"arrow\""), 1);
+  EXPECT_EQ(count(svg, "class=\"point-label\""), 1);  // the optimized point, named without its chapter
+  EXPECT_NE(svg.find("fill=\"#455a64\">gemm</text>"), std::string::npos);
   EXPECT_NE(svg.find("bf16_tflops 700 TFLOP/s"), std::string::npos);
 }
 

@@ -145,6 +145,25 @@ TEST(Results, NotResultsIsAnErrorWithPosition) {
   }
 }
 
+// A sanitize (verify-only) or profile row has a zero time: a file holding one is refused, and a
+// live run's row of that kind is FAILED, never scored.
+TEST(Results, UntimedRowsAreNeverScored) {
+  for (const char* mode : {"verify", "profile"}) {
+    const std::string rows = std::string(R"([{"name": "ch07/copy/baseline/iterations:1/manual_time", "run_type": "iteration",
+        "real_time": 0, "time_unit": "us", "verified": 1, "label": "role=baseline;mode=)") + mode + R"("}])";
+    try {
+      parse(rows);
+      ADD_FAILURE() << mode << " row accepted";
+    } catch (const bench::tools::ResultsError& e) {
+      EXPECT_NE(std::string(e.what()).find("not a measurement"), std::string::npos) << e.what();
+    }
+    const auto cases = bench::tools::extract_cases(
+        bench::tools::ResultsFile{nlohmann::json::object(), nlohmann::json::parse(rows), {}});
+    ASSERT_EQ(cases.size(), 1u);
+    EXPECT_EQ(cases[0].outcome, Outcome::failed) << mode;
+  }
+}
+
 }  // namespace
 
 TEST(NullNonFinite, ReplacesBareNonFiniteNumbersButNotStrings) {

@@ -2,7 +2,7 @@
 // (cudaMallocFromPoolAsync / cudaFreeAsync) that keeps its memory. Its release threshold is
 // UINT64_MAX, so a synchronisation never hands memory back to the driver: after the first
 // allocations, an allocation from it is bookkeeping. Used by ch06/stream_ordered_alloc (its
-// optimized side) and ch13/caching_allocator (its vendor rung).
+// optimized side), ch13/caching_allocator (its vendor rung) and ch13/kv_cache_growth (its baseline).
 //   kernels::KeepAllPool pool;   // untimed setup, on the current device
 //   cudaMallocFromPoolAsync(&p, bytes, pool.get(), stream); ... cudaFreeAsync(p, stream);
 #pragma once

@@ -17,6 +17,7 @@
 // columns and each thread's adjacent accumulator pair is two adjacent rows of column-major D.
 // Shapes: m % 256 == 0, n % 128 == 0, k % 64 == 0 (refused otherwise, see wgmma_gemm_requires).
 #include <bench/bench.hpp>
+#include <kernels/arch.cuh>
 #include <kernels/tma.cuh>
 
 #include "tensor_core_gemm.cuh"
@@ -80,6 +81,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_y,
                bf16* __restrict__ out, int rows, int cols, int k) {
+#if BENCH_SM90A_DEVICE  // empty for other targets: the variant is arch_specific = 90, SKIPPED there
   extern __shared__ uint8_t raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
   // Grouped rasterisation of the (rows / kBM) x (cols / kBN) tiles.
@@ -143,6 +145,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     *reinterpret_cast<__nv_bfloat162*>(out + row * cols + col) = __floats2bfloat162_rn(acc[4 * i], acc[4 * i + 1]);
     *reinterpret_cast<__nv_bfloat162*>(out + (row + 8) * cols + col) = __floats2bfloat162_rn(acc[4 * i + 2], acc[4 * i + 3]);
   }
+#endif
 }
 
 // A rows x k row-major BF16 matrix seen in boxes of box_rows x 64, 128-byte swizzled.

@@ -34,6 +34,7 @@
 //   ./bench compare --chapter ch13 --example kv_cache_growth
 #include <bench/bench.hpp>
 #include <cuda_bf16.h>
+#include <kernels/event_span.hpp>
 #include <kernels/mem_pool.hpp>
 
 #include <cstdint>
@@ -92,36 +93,22 @@ const uint4* token_rows(const Decode& w, int64_t t) {
   return reinterpret_cast<const uint4*>(w.token_kv.data()) + t * w.rows * kVecPerRow;
 }
 
-// The GPU timeline of one generation: an event before the first token and after the last.
-struct GenerationClock {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  GenerationClock() {
-    BENCH_CUDA_CHECK(cudaEventCreate(&start));
-    BENCH_CUDA_CHECK(cudaEventCreate(&stop));
-  }
-  GenerationClock(const GenerationClock&) = delete;
-  GenerationClock& operator=(const GenerationClock&) = delete;
-  ~GenerationClock() {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  }
-  std::vector<bench::Metric> metrics(const Decode& w, double copied_bytes) const {
-    float ms = 0;
-    BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    const double t = static_cast<double>(w.tokens);
-    return {{"per_token_us", 1e3 * ms / t}, {"copied_mib_per_token", copied_bytes / t / (1 << 20)}};
-  }
-};
+// The generation's figures from its GPU timeline (first token to last) and the bytes it copied.
+std::vector<bench::Metric> generation_metrics(const Decode& w, const kernels::EventSpan& generation,
+                                              double copied_bytes) {
+  const double t = static_cast<double>(w.tokens);
+  return {{"per_token_us", 1e3 * generation.ms() / t}, {"copied_mib_per_token", copied_bytes / t / (1 << 20)}};
+}
 
 // --- baseline: one contiguous buffer, reallocated and copied every token ------------------------
 struct GrowEveryToken {
   const Decode* w;
   kernels::KeepAllPool pool;  // built untimed; keeps its memory, so a reallocation is bookkeeping
-  GenerationClock clock;
+  kernels::EventSpan generation;
   double copied_bytes = 0;  // per generation
   GrowEveryToken(const Decode& workload, cudaStream_t) : w(&workload) {}
   void operator()(const Decode& d, cudaStream_t stream) {
-    BENCH_CUDA_CHECK(cudaEventRecord(clock.start, stream));
+    generation.begin(stream);
     const size_t row_bytes = kHeadDim * sizeof(bf16);
     uint4* buffer = nullptr;
     copied_bytes = 0;
@@ -143,10 +130,10 @@ struct GrowEveryToken {
     }
     BENCH_CUDA_CHECK(cudaMemcpyAsync(d.cache.data(), buffer, d.cache.bytes(),
                                      cudaMemcpyDeviceToDevice, stream));
-    BENCH_CUDA_CHECK(cudaEventRecord(clock.stop, stream));
+    generation.end(stream);
     BENCH_CUDA_CHECK(cudaFreeAsync(buffer, stream));
   }
-  std::vector<bench::Metric> metrics() const { return clock.metrics(*w, copied_bytes); }
+  std::vector<bench::Metric> metrics() const { return generation_metrics(*w, generation, copied_bytes); }
 };
 
 // --- optimized: a preallocated block pool and a block table --------------------------------------
@@ -156,14 +143,14 @@ struct BlockPool {
   bench::DeviceBuffer<uint4> pool;  // [num_blocks][rows][kBlockTokens][head_dim]
   bench::DeviceBuffer<int> table;   // logical block -> physical block
   std::vector<int> free_list;
-  GenerationClock clock;
+  kernels::EventSpan generation;
   BlockPool(const Decode& d, cudaStream_t)
       : w(&d),
         num_blocks((d.tokens + kBlockTokens - 1) / kBlockTokens),
         pool(num_blocks * d.rows * kBlockTokens * kVecPerRow),
         table(num_blocks) {}
   void operator()(const Decode& d, cudaStream_t stream) {
-    BENCH_CUDA_CHECK(cudaEventRecord(clock.start, stream));
+    generation.begin(stream);
     free_list.clear();  // a fresh sequence: every block is free; handed out last to first
     for (int b = 0; b < num_blocks; ++b) free_list.push_back(b);
     int block = -1;
@@ -183,9 +170,9 @@ struct BlockPool {
     gather_blocks<<<blocks_for(d.rows * d.tokens * kVecPerRow), kThreads, 0, stream>>>(
         pool.data(), table.data(), reinterpret_cast<uint4*>(d.cache.data()), d.rows, d.tokens);
     BENCH_CHECK_LAUNCH();
-    BENCH_CUDA_CHECK(cudaEventRecord(clock.stop, stream));
+    generation.end(stream);
   }
-  std::vector<bench::Metric> metrics() const { return clock.metrics(*w, 0.0); }
+  std::vector<bench::Metric> metrics() const { return generation_metrics(*w, generation, 0.0); }
 };
 
 void reference(const Decode& w, bench::HostData& h) {

@@ -42,6 +42,7 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <kernels/cublas_check.hpp>
+#include <kernels/event_span.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -173,20 +174,16 @@ class TrainStep {
     // FP32 compute, no TF32: CUBLAS_DEFAULT_MATH leaves FP32 GEMMs on the FP32 pipes; BF16
     // operands use the tensor cores with FP32 accumulation under the same setting.
     kernels::check_cublas(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-    BENCH_CUDA_CHECK(cudaEventCreate(&start_));
-    BENCH_CUDA_CHECK(cudaEventCreate(&stop_));
   }
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
   ~TrainStep() {
     cublasDestroy(handle_);
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
   }
 
   void operator()(const MlpStep& w, cudaStream_t stream) {
     kernels::check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
-    BENCH_CUDA_CHECK(cudaEventRecord(start_, stream));
+    step_.begin(stream);
     const T* x = operand(w.x.data(), x_lo_, w.batch * w.d_in, stream);
     const T* w1 = operand(w.w1.data(), w1_lo_, w.hidden * w.d_in, stream);
     const T* w2 = operand(w.w2.data(), w2_lo_, w.d_out * w.hidden, stream);
@@ -211,12 +208,11 @@ class TrainStep {
     update(w.b1.data(), db1_.data(), w.b1_new.data(), w.b1.size(), stream);
     update(w.w2.data(), dw2_.data(), w.w2_new.data(), w.w2.size(), stream);
     update(w.b2.data(), db2_.data(), w.b2_new.data(), w.b2.size(), stream);
-    BENCH_CUDA_CHECK(cudaEventRecord(stop_, stream));
+    step_.end(stream);
     batch_ = B;
   }
   std::vector<bench::Metric> metrics() const {  // the last step's samples per second
-    float ms = 0;
-    BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    const double ms = step_.ms();
     return {{"samples_per_s", ms > 0 ? 1e3 * static_cast<double>(batch_) / ms : 0.0}};
   }
 
@@ -268,7 +264,7 @@ class TrainStep {
   bench::DeviceBuffer<float> dw1_, dw2_, db1_, db2_;
   bench::DeviceBuffer<T> x_lo_, w1_lo_, w2_lo_;  // BF16 copies of the FP32 masters (optimized only)
   cublasHandle_t handle_ = nullptr;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  kernels::EventSpan step_;  // the last step's GPU timeline
   int64_t batch_ = 0;
 };
 

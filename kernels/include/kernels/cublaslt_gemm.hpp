@@ -22,6 +22,7 @@
 #include <cublasLt.h>
 
 #include <kernels/cublas_check.hpp>
+#include <kernels/event_span.hpp>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -148,9 +149,7 @@ class LtGemm {
  private:
   void pick_fastest_on(const void* a, const void* b, void* d, cudaStream_t stream) {
     constexpr int kRounds = 2, kReps = 5;
-    cudaEvent_t start = nullptr, stop = nullptr;
-    BENCH_CUDA_CHECK(cudaEventCreate(&start));
-    BENCH_CUDA_CHECK(cudaEventCreate(&stop));
+    EventSpan span;
     float best_ms[kCandidates];
     cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;
     for (int i = 0; i < found_; ++i) {
@@ -161,16 +160,11 @@ class LtGemm {
     for (int round = 0; round < kRounds; ++round)
       for (int i = 0; i < found_; ++i) {
         if (best_ms[i] < 0) continue;
-        BENCH_CUDA_CHECK(cudaEventRecord(start, stream));
+        span.begin(stream);
         for (int rep = 0; rep < kReps; ++rep) check_cublas(try_run(candidates_[i].algo, a, b, d, stream), "cublasLtMatmul");
-        BENCH_CUDA_CHECK(cudaEventRecord(stop, stream));
-        BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms = 0;
-        BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        best_ms[i] = std::min(best_ms[i], ms);
+        span.end(stream);
+        best_ms[i] = std::min(best_ms[i], float(span.ms()));
       }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
     int pick = -1;
     for (int i = 0; i < found_; ++i)
       if (best_ms[i] >= 0 && (pick < 0 || best_ms[i] < best_ms[pick])) pick = i;

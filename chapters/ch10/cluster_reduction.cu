@@ -1,0 +1,81 @@
+// ch10/cluster_reduction: on Hopper the blocks of a thread-block cluster can read each other's
+// shared memory, so a cluster combines its blocks' sums on chip and only one value per cluster
+// leaves the SMs; the second kernel of a two-pass reduction goes away.
+//
+// The work: the sum of 2^28 FP32 values (1 GiB, read once) into one float. Both variants sum
+// each 64 KB chunk in one block with the same code (global_sum.cuh: 16-byte streaming loads, 4
+// in flight per thread, 16,384 short-lived blocks); only what happens to the block sums differs.
+//
+// What the hardware does (sm_90): a cluster of up to 8 blocks (16 with an opt-in) is scheduled
+// as a unit onto the SMs of one GPC, all its blocks resident at once: that guarantee is what
+// lets a block wait for, and read from, the others. Distributed shared memory (DSMEM) maps every
+// block's shared memory into the cluster's address space; a load from another block's shared
+// memory travels over the SM-to-SM network inside the GPC, never through L2 or HBM.
+// cooperative_groups exposes it: this_cluster(), map_shared_rank(ptr, rank) (the address of
+// `ptr` in block `rank`), cluster.sync() (a hardware cluster barrier, barrier.cluster, with
+// release/acquire semantics, so shared-memory writes before it are visible to the cluster after).
+//
+// Why the baseline pays: the two-pass form stores 16,384 block sums to a partials array in
+// global memory, then launches a second kernel (one 1024-thread block) that reads them back from
+// L2. That costs the gap between two kernels, the second kernel's latency-bound run, and a round
+// trip of 64 KB through L2. At 1 GiB this is a few microseconds against ~340 us of streaming, so
+// expect ~1%: what the cluster saves at this size is the second launch and its tail, not
+// bandwidth. The on-chip combine is what makes one value per 8 blocks (2,048 atomics instead of
+// atomic_reduction's 16,384) cost nothing; compare the two examples' optimized times.
+//
+// What changes from baseline to optimized:
+//   1. baseline `two_pass`: chunk_partials<<<16384, 256>>> then sum_partials<<<1, 1024>>>;
+//   2. optimized `cluster_dsmem`: one kernel with __cluster_dims__(8, 1, 1). Each block writes
+//      its sum to one float of its own shared memory; cluster.sync(); the first warp of block
+//      rank 0 reads the 8 sums through map_shared_rank (lane r reads block r's), adds them with
+//      shuffles; a second cluster.sync() keeps every block (and its shared memory) alive until
+//      those reads are done;
+//   3. that one value per cluster goes into an FP64 total with an atomic, and the last cluster to
+//      arrive writes the float result (global_sum.cuh: add_and_finish; atomic_reduction explains
+//      the pattern and why FP64).
+// Target: >= 90% of the HBM read ceiling (bench::ceiling::hbm_read) at 1 GiB. Needs sm_90
+// (clusters); elsewhere the example is SKIPPED.
+//
+//   ./bench compare --chapter ch10 --example cluster_reduction
+#include <cooperative_groups.h>
+
+#include "global_sum.cuh"
+
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kCluster = 8;  // the portable maximum; 16 needs cudaFuncAttributeNonPortableClusterSizeAllowed
+static_assert(kCluster <= 32, "one lane per block of the cluster");
+
+__global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(ch10::kBlock)
+    cluster_dsmem(const float* __restrict__ x, int64_t n, ch10::SinglePass pass) {
+  __shared__ float block_sum;  // read by block rank 0 of the cluster through DSMEM
+  const cg::cluster_group cluster = cg::this_cluster();
+  const float mine = ch10::block_chunk_sum(x, n, blockIdx.x);
+  if (threadIdx.x == 0) block_sum = mine;
+  cluster.sync();  // every block's sum is written and visible to the whole cluster
+  if (cluster.block_rank() == 0 && threadIdx.x < 32) {
+    const unsigned lane = threadIdx.x;
+    float v = lane < kCluster ? *cluster.map_shared_rank(&block_sum, lane) : 0.0f;  // DSMEM load
+    v = kernels::warp_reduce(v, kernels::Sum{});
+    if (lane == 0) ch10::add_and_finish(v, gridDim.x / kCluster, pass);
+  }
+  cluster.sync();  // no block exits (freeing its shared memory) while rank 0 may still read it
+}
+
+void launch_cluster_dsmem(const ch10::GlobalSum& w, cudaStream_t stream) {
+  // Whole clusters: the spare blocks of the last one (verification size) sum empty chunks to 0.
+  const unsigned blocks = (w.chunks + kCluster - 1) / kCluster * kCluster;
+  cluster_dsmem<<<blocks, ch10::kBlock, 0, stream>>>(w.x.data(), w.n, w.single_pass());
+  BENCH_CHECK_LAUNCH();
+}
+
+BENCH_EXAMPLE(ch10, cluster_reduction, ch10::GlobalSum)
+    .baseline("two_pass", ch10::launch_two_pass)
+    .optimized("cluster_dsmem", launch_cluster_dsmem)
+    .reference(ch10::reference)
+    .tolerance(bench::relative_l2(1e-5))  // derived in global_sum.cuh
+    .min_compute_capability(90);
+
+}  // namespace

@@ -103,13 +103,9 @@ void launch_cp_async(const GemmBf16& w, cudaStream_t stream) {
 }
 
 [[maybe_unused]] const bool registered = [] {
-  bench::make_example<GemmBf16>("ch10", "double_buffered_gemm", __FILE__)
-      .baseline("single_stage", launch_cp_async<1>)
-      .optimized("cp_async_4stage", launch_cp_async<4>)
-      .requires_that(tiles_only)
-      .reference(reference)
-      .device_reference(device_reference)
-      .tolerance(bench::relative_l2(1e-2));
+  gemm_checks(bench::make_example<GemmBf16>("ch10", "double_buffered_gemm", __FILE__)
+                  .baseline("single_stage", launch_cp_async<1>)
+                  .optimized("cp_async_4stage", launch_cp_async<4>));
   return true;
 }();
 

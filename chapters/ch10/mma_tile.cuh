@@ -21,7 +21,7 @@
 #include <bench/bench.hpp>
 #include <cuda_bf16.h>
 #include <kernels/async_copy.cuh>
-#include <kernels/reference_gemm.cuh>
+#include <kernels/gemm_bf16.cuh>
 
 #include <cstdint>
 #include <string>
@@ -30,19 +30,11 @@ namespace ch10 {
 
 using bf16 = __nv_bfloat16;
 
-struct GemmBf16 {
-  int64_t m, n, k;
-  bench::DeviceSpan<const bf16> a, b;
-  bench::DeviceSpan<bf16> d;
-  // Timing 4096^3; verification 256 x 384 x 224: m != n catches a transposed store, and 7
-  // k-blocks wrap a 4-stage ring (stage reuse, barrier parity flips).
+// Timing 4096^3; verification 256 x 384 x 224: m != n catches a transposed store, and 7
+// k-blocks wrap a 4-stage ring (stage reuse, barrier parity flips).
+struct GemmBf16 : kernels::GemmBf16 {
   explicit GemmBf16(bench::Setup& s)
-      : m(s.size("m", 4096, 256)), n(s.size("n", 4096, 384)), k(s.size("k", 4096, 224)),
-        a(s.input<bf16>("a", m * k, bench::uniform(-1, 1))),
-        b(s.input<bf16>("b", n * k, bench::uniform(-1, 1))),
-        d(s.output<bf16>("d", m * n)) {
-    s.flops(2.0 * m * n * k, bench::ceiling::bf16);
-  }
+      : kernels::GemmBf16(s, s.size("m", 4096, 256), s.size("n", 4096, 384), s.size("k", 4096, 224)) {}
 };
 
 // --- the CTA tile -------------------------------------------------------------------------------
@@ -131,12 +123,13 @@ inline std::string tiles_only(const GemmBf16& w) {
   return "";
 }
 
-// The checks: double CPU reference at the verification size, the simple GPU GEMM at the timing size.
-inline void reference(const GemmBf16& w, bench::HostData& h) {
-  kernels::reference_gemm_tn(h.input<bf16>("a"), h.input<bf16>("b"), h.expected("d"), w.m, w.n, w.k);
-}
-inline void device_reference(const GemmBf16& w, cudaStream_t stream) {
-  kernels::reference_gemm_tn(w.a.data(), w.b.data(), w.d.data(), w.m, w.n, w.k, stream);
+// What both examples register besides their variants: whole tiles, the checks, ch09's GEMM bound.
+template <class E>
+E& gemm_checks(E& example) {
+  return example.requires_that(tiles_only)
+      .reference(kernels::reference_gemm_bf16)
+      .device_reference(kernels::device_reference_gemm_bf16)
+      .tolerance(bench::relative_l2(1e-2));
 }
 
 // The cp.async pipeline (double_buffered_gemm.cu) with 4 stages: that example's optimized

@@ -111,13 +111,9 @@ void launch_tma(const GemmBf16& w, cudaStream_t stream) {
 }
 
 [[maybe_unused]] const bool registered = [] {
-  bench::make_example<GemmBf16>("ch10", "tma_pipeline", __FILE__)
-      .baseline("cp_async_4stage", launch_cp_async_4stage)
-      .optimized("tma_4stage", launch_tma, {.min_compute_capability = 90})
-      .requires_that(tiles_only)
-      .reference(reference)
-      .device_reference(device_reference)
-      .tolerance(bench::relative_l2(1e-2));
+  gemm_checks(bench::make_example<GemmBf16>("ch10", "tma_pipeline", __FILE__)
+                  .baseline("cp_async_4stage", launch_cp_async_4stage)
+                  .optimized("tma_4stage", launch_tma, {.min_compute_capability = 90}));
   return true;
 }();
 

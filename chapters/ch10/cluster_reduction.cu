@@ -29,7 +29,7 @@
 //      its sum to one float of its own shared memory; cluster.sync(); the first warp of block
 //      rank 0 reads the 8 sums through map_shared_rank (lane r reads block r's), adds them with
 //      shuffles; a second cluster.sync() keeps every block (and its shared memory) alive until
-//      those reads are done;
+//      those reads are done; the case reports `resident_clusters` (cudaOccupancyMaxActiveClusters);
 //   3. that one value per cluster goes into an FP64 total with an atomic, and the last cluster to
 //      arrive writes the float result (global_sum.cuh: add_and_finish; atomic_reduction explains
 //      the pattern and why FP64).
@@ -55,25 +55,45 @@ __global__ void __cluster_dims__(kCluster, 1, 1) __launch_bounds__(ch10::kBlock)
   const float mine = ch10::block_chunk_sum(x, n, blockIdx.x);
   if (threadIdx.x == 0) block_sum = mine;
   cluster.sync();  // every block's sum is written and visible to the whole cluster
-  if (cluster.block_rank() == 0 && threadIdx.x < 32) {
+  const bool leader = cluster.block_rank() == 0;
+  float cluster_sum = 0.0f;
+  if (leader && threadIdx.x < 32) {
     const unsigned lane = threadIdx.x;
-    float v = lane < kCluster ? *cluster.map_shared_rank(&block_sum, lane) : 0.0f;  // DSMEM load
-    v = kernels::warp_reduce(v, kernels::Sum{});
-    if (lane == 0) ch10::add_and_finish(v, gridDim.x / kCluster, pass);
+    const float v = lane < kCluster ? *cluster.map_shared_rank(&block_sum, lane) : 0.0f;  // DSMEM load
+    cluster_sum = kernels::warp_reduce(v, kernels::Sum{});
   }
-  cluster.sync();  // no block exits (freeing its shared memory) while rank 0 may still read it
+  cluster.sync();  // no block exits (freeing its shared memory) while the leader may still read it
+  // The global atomics come after the barrier: the other 7 blocks exit without waiting for them.
+  if (leader && threadIdx.x == 0) ch10::add_and_finish(cluster_sum, gridDim.x / kCluster, pass);
 }
 
-void launch_cluster_dsmem(const ch10::GlobalSum& w, cudaStream_t stream) {
-  // Whole clusters: the spare blocks of the last one (verification size) sum empty chunks to 0.
-  const unsigned blocks = (w.chunks + kCluster - 1) / kCluster * kCluster;
-  cluster_dsmem<<<blocks, ch10::kBlock, 0, stream>>>(w.x.data(), w.n, w.single_pass());
-  BENCH_CHECK_LAUNCH();
-}
+// Whole clusters: the spare blocks of the last one (verification size) sum empty chunks to 0.
+// Reported next to the time: how many 8-block clusters the occupancy calculator fits on the GPU
+// at once (132 SMs x 8 blocks / 8 would be 132; fewer means GPC boundaries cost residency).
+// A failed query reports -1 rather than failing the case.
+struct ClusterLaunch {
+  unsigned blocks;
+  int resident_clusters = -1;
+  ClusterLaunch(const ch10::GlobalSum& w, cudaStream_t)
+      : blocks((w.chunks + kCluster - 1) / kCluster * kCluster) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(ch10::kBlock);
+    if (cudaOccupancyMaxActiveClusters(&resident_clusters, cluster_dsmem, &config) != cudaSuccess) {
+      resident_clusters = -1;
+      (void)cudaGetLastError();  // not sticky: clear it so the next check does not see it
+    }
+  }
+  void operator()(const ch10::GlobalSum& w, cudaStream_t stream) const {
+    cluster_dsmem<<<blocks, ch10::kBlock, 0, stream>>>(w.x.data(), w.n, w.single_pass());
+    BENCH_CHECK_LAUNCH();
+  }
+  std::vector<bench::Metric> metrics() const { return {{"resident_clusters", static_cast<double>(resident_clusters)}}; }
+};
 
 BENCH_EXAMPLE(ch10, cluster_reduction, ch10::GlobalSum)
     .baseline("two_pass", ch10::launch_two_pass)
-    .optimized("cluster_dsmem", launch_cluster_dsmem)
+    .stateful<ClusterLaunch>(bench::Role::optimized, "cluster_dsmem")
     .reference(ch10::reference)
     .tolerance(bench::relative_l2(1e-5))  // derived in global_sum.cuh
     .min_compute_capability(90);

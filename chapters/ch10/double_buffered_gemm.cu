@@ -22,11 +22,12 @@
 // cp.async (LDGSTS) copies global -> shared without passing through registers, so the loads in
 // flight cost no registers: 64 accumulators a thread stay put.
 //
-// Expected (H100, not measured yet): the baseline latency-bound, roughly 150-300 TFLOP/s; the
+// Expected (H100, not measured yet): the baseline latency-bound, roughly 150-250 TFLOP/s; the
 // ring bound by shared-memory bandwidth (per k-block a CTA reads 48 KiB with ldmatrix and writes
 // 16 KiB: ~512 cycles of the 128 B/cycle port against ~256 cycles of tensor math at the dense
-// rate) and by mma.sync's rate on Hopper, roughly 350-500 TFLOP/s (45-65% of the BF16 ceiling,
-// which is set by wgmma); a speedup of ~1.5-2.5x. Verification: relative L2 <= 1e-2 (BF16 out,
+// rate, so at most ~535 TFLOP/s at 1.98 GHz), by mma.sync's rate on Hopper and possibly by L2
+// (64 flop per byte fetched: 6 TB/s at 400 TFLOP/s), roughly 300-450 TFLOP/s (40-60% of the
+// BF16 ceiling, which wgmma sets); a speedup of ~1.4-2.2x. Verification: relative L2 <= 1e-2 (BF16 out,
 // FP32 sums in another order: ch09's bound) against a double CPU reference at 256 x 384 x 224 and
 // kernels/reference_gemm.cuh at 4096^3. Timed cold, as ch09's 4096^3 GEMMs are.
 //

@@ -27,9 +27,9 @@
 // 16 KiB: ~512 cycles of the 128 B/cycle port against ~256 cycles of tensor math at the dense
 // rate, so at most ~535 TFLOP/s at 1.98 GHz), by mma.sync's rate on Hopper and possibly by L2
 // (64 flop per byte fetched: 6 TB/s at 400 TFLOP/s), roughly 300-450 TFLOP/s (40-60% of the
-// BF16 ceiling, which wgmma sets); a speedup of ~1.4-2.2x. Verification: relative L2 <= 1e-2 (BF16 out,
-// FP32 sums in another order: ch09's bound) against a double CPU reference at 256 x 384 x 224 and
-// kernels/reference_gemm.cuh at 4096^3. Timed cold, as ch09's 4096^3 GEMMs are.
+// BF16 ceiling, which wgmma sets); a speedup of ~1.4-2.2x. Verification: relative L2 <= 1e-2 (BF16
+// out, FP32 sums in another order: ch09's bound) against a double CPU reference at 256 x 384 x 224
+// and kernels/reference_gemm.cuh at 4096^3. Timed cold, as ch09's 4096^3 GEMMs are.
 //
 //   ./bench compare --chapter ch10 --example double_buffered_gemm
 #include <bench/bench.hpp>
@@ -43,7 +43,8 @@ namespace cp_async = kernels::cp_async;
 
 // Every thread copies 2 of the 512 16-byte chunks of each operand block (4 threads a row: each
 // warp reads 8 whole 64-byte row segments) into their swizzled places.
-__device__ __forceinline__ void copy_k_block(Stage& st, const bf16* x_tile, const bf16* y_tile, int k, int kb) {
+__device__ __forceinline__ void copy_k_block(Stage& st, const bf16* x_tile, const bf16* y_tile,
+                                             int k, int kb) {
 #pragma unroll
   for (int i = 0; i < kTileRows * 4 / kThreads; ++i) {
     const int e = threadIdx.x + kThreads * i, row = e / 4, chunk = e % 4;
@@ -58,7 +59,8 @@ static_assert(kTileRows == kTileCols, "copy_k_block walks both blocks with one i
 // kStages == 1: load, wait for all, compute (the baseline). kStages > 1: the ring.
 template <int kStages>
 __global__ void __launch_bounds__(kThreads, 2)
-    cp_async_gemm(const bf16* __restrict__ x, const bf16* __restrict__ y, bf16* __restrict__ out, int cols, int k) {
+    cp_async_gemm(const bf16* __restrict__ x, const bf16* __restrict__ y, bf16* __restrict__ out,
+                  int cols, int k) {
   extern __shared__ uint8_t raw[];
   Stage* ring = align_ring(raw);
   const int64_t row0 = int64_t{blockIdx.x} * kTileRows, col0 = int64_t{blockIdx.y} * kTileCols;
@@ -77,11 +79,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   WarpAcc acc = {};
   for (int kb = 0; kb < kStages - 1; ++kb) issue(kb);  // prologue (none for one stage)
   for (int kb = 0; kb < kblocks; ++kb) {
-    issue(kb + kStages - 1);          // into the stage the barrier below last freed
-    cp_async::wait<kStages - 1>();    // this thread's copies of k-block kb have landed...
-    __syncthreads();                  // ...and every thread's
+    issue(kb + kStages - 1);        // into the stage the barrier below last freed
+    cp_async::wait<kStages - 1>();  // this thread's copies of k-block kb have landed...
+    __syncthreads();                // ...and every thread's
     mma_k_block(acc, ring[kb % kStages], warp_row, warp_col, lane);
-    __syncthreads();                  // all warps are done with the stage before it is refilled
+    __syncthreads();  // all warps are done with the stage before it is refilled
   }
   store_warp_tile(acc, out, cols, row0 + warp_row * 64, col0 + warp_col * 32, lane);
 }
@@ -89,17 +91,19 @@ __global__ void __launch_bounds__(kThreads, 2)
 template <int kStages>
 void launch_cp_async(const GemmBf16& w, cudaStream_t stream) {
   static const bool configured = [] {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(cp_async_gemm<kStages>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(cp_async_gemm<kStages>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(ring_bytes(kStages))));
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(cp_async_gemm<kStages>, cudaFuncAttributePreferredSharedMemoryCarveout,
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(cp_async_gemm<kStages>,
+                                          cudaFuncAttributePreferredSharedMemoryCarveout,
                                           int(cudaSharedmemCarveoutMaxShared)));
     return true;
   }();
   (void)configured;
   // D^T = B A^T: X = B (n rows), Y = A (m rows).
   const dim3 grid(unsigned(w.n / kTileRows), unsigned(w.m / kTileCols));
-  cp_async_gemm<kStages><<<grid, kThreads, ring_bytes(kStages), stream>>>(w.b.data(), w.a.data(), w.d.data(),
-                                                                          int(w.m), int(w.k));
+  cp_async_gemm<kStages><<<grid, kThreads, ring_bytes(kStages), stream>>>(
+      w.b.data(), w.a.data(), w.d.data(), int(w.m), int(w.k));
   BENCH_CHECK_LAUNCH();
 }
 
@@ -112,6 +116,8 @@ void launch_cp_async(const GemmBf16& w, cudaStream_t stream) {
 
 }  // namespace
 
-void launch_cp_async_4stage(const GemmBf16& w, cudaStream_t stream) { launch_cp_async<4>(w, stream); }
+void launch_cp_async_4stage(const GemmBf16& w, cudaStream_t stream) {
+  launch_cp_async<4>(w, stream);
+}
 
 }  // namespace ch10

@@ -34,7 +34,8 @@ using bf16 = __nv_bfloat16;
 // k-blocks wrap a 4-stage ring (stage reuse, barrier parity flips).
 struct GemmBf16 : kernels::GemmBf16 {
   explicit GemmBf16(bench::Setup& s)
-      : kernels::GemmBf16(s, s.size("m", 4096, 256), s.size("n", 4096, 384), s.size("k", 4096, 224)) {}
+      : kernels::GemmBf16(s, s.size("m", 4096, 256), s.size("n", 4096, 384),
+                          s.size("k", 4096, 224)) {}
 };
 
 // --- the CTA tile -------------------------------------------------------------------------------
@@ -51,8 +52,10 @@ struct Stage {
 };
 static_assert(sizeof(Stage) == kStageBytes && kStageBytes % 1024 == 0, "stages stay 1024-aligned");
 
-// Dynamic shared memory for `stages` stages plus `extra` bytes after them (+1024 to align the base).
-constexpr size_t ring_bytes(int stages, size_t extra = 0) { return stages * sizeof(Stage) + extra + 1024; }
+// Dynamic shared memory: `stages` stages, `extra` bytes after them, 1024 to align the base.
+constexpr size_t ring_bytes(int stages, size_t extra = 0) {
+  return stages * sizeof(Stage) + extra + 1024;
+}
 __device__ __forceinline__ Stage* align_ring(uint8_t* raw) {
   return reinterpret_cast<Stage*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
 }
@@ -72,9 +75,10 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
 }
 
 // d (16 x 8, FP32) += a (16 x 16, row-major) * b (16 x 8, "col": k-contiguous per column).
-__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
@@ -83,36 +87,45 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[
 using WarpAcc = float[4][4][4];
 
 // One k-block of a warp's tile from a filled stage: 2 x (6 ldmatrix.x4 + 16 mma).
-__device__ __forceinline__ void mma_k_block(WarpAcc& acc, const Stage& st, int warp_row, int warp_col, int lane) {
+__device__ __forceinline__ void mma_k_block(WarpAcc& acc, const Stage& st, int warp_row,
+                                            int warp_col, int lane) {
   const uint32_t x = kernels::cp_async::smem_addr(st.x), y = kernels::cp_async::smem_addr(st.y);
 #pragma unroll
   for (int kk = 0; kk < kBlockK / 16; ++kk) {
     uint32_t xf[4][4], yf[2][4];
     // X (A operand): matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
 #pragma unroll
-    for (int i = 0; i < 4; ++i) ldmatrix_x4(xf[i], x + swizzled(warp_row * 64 + 16 * i + lane % 16, 2 * kk + lane / 16));
-    // Y (B operand), two 8-column tiles per load: (cols 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15).
+    for (int i = 0; i < 4; ++i) {
+      ldmatrix_x4(xf[i], x + swizzled(warp_row * 64 + 16 * i + lane % 16, 2 * kk + lane / 16));
+    }
+    // Y (B operand), two 8-column tiles per load: (cols 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7),
+    // (8-15, 8-15).
 #pragma unroll
     for (int j = 0; j < 2; ++j)
-      ldmatrix_x4(yf[j], y + swizzled(warp_col * 32 + 16 * j + 8 * (lane / 16) + lane % 8, 2 * kk + (lane / 8) % 2));
+      ldmatrix_x4(yf[j], y + swizzled(warp_col * 32 + 16 * j + 8 * (lane / 16) + lane % 8,
+                                      2 * kk + (lane / 8) % 2));
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) mma_m16n8k16(acc[i][j], xf[i], yf[j / 2][2 * (j % 2)], yf[j / 2][2 * (j % 2) + 1]);
+      for (int j = 0; j < 4; ++j)
+        mma_m16n8k16(acc[i][j], xf[i], yf[j / 2][2 * (j % 2)], yf[j / 2][2 * (j % 2) + 1]);
   }
 }
 
-// Epilogue, straight from registers: fragment {0, 1} is (row lane / 4, columns 2 (lane % 4) + {0, 1})
-// of its 16 x 8 tile, {2, 3} the same 8 rows lower. out is D^T: row-major, `cols` = m wide.
-__device__ __forceinline__ void store_warp_tile(const WarpAcc& acc, bf16* __restrict__ out, int64_t cols,
-                                                int64_t row0, int64_t col0, int lane) {
+// Epilogue, straight from registers: fragment {0, 1} is (row lane / 4, columns 2 (lane % 4) and
+// the next) of its 16 x 8 tile, {2, 3} the same 8 rows lower. out is D^T: row-major, m wide.
+__device__ __forceinline__ void store_warp_tile(const WarpAcc& acc, bf16* __restrict__ out,
+                                                int64_t cols, int64_t row0, int64_t col0,
+                                                int lane) {
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t row = row0 + 16 * i + lane / 4, col = col0 + 8 * j + 2 * (lane % 4);
-      *reinterpret_cast<__nv_bfloat162*>(out + row * cols + col) = __floats2bfloat162_rn(acc[i][j][0], acc[i][j][1]);
-      *reinterpret_cast<__nv_bfloat162*>(out + (row + 8) * cols + col) = __floats2bfloat162_rn(acc[i][j][2], acc[i][j][3]);
+      *reinterpret_cast<__nv_bfloat162*>(out + row * cols + col) =
+          __floats2bfloat162_rn(acc[i][j][0], acc[i][j][1]);
+      *reinterpret_cast<__nv_bfloat162*>(out + (row + 8) * cols + col) =
+          __floats2bfloat162_rn(acc[i][j][2], acc[i][j][3]);
     }
 }
 

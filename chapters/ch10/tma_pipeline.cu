@@ -31,7 +31,8 @@
 // with wgmma (operands read from shared memory by the tensor core, no ldmatrix) and with
 // producer warps that free the consumers' registers, ch09's wgmma rung and later ch10 examples.
 // Verification: relative L2 <= 1e-2 against a double CPU reference at 256 x 384 x 224 and
-// kernels/reference_gemm.cuh at 4096^3 (see double_buffered_gemm). Timed cold, as ch09's 4096^3 GEMMs.
+// kernels/reference_gemm.cuh at 4096^3 (see double_buffered_gemm). Timed cold, as ch09's 4096^3
+// GEMMs.
 //
 //   ./bench compare --chapter ch10 --example tma_pipeline
 #include <bench/bench.hpp>
@@ -44,7 +45,8 @@ namespace {
 
 namespace tma = kernels::tma;
 constexpr int kStages = 4;
-constexpr size_t kSmemBytes = ring_bytes(kStages, kStages * sizeof(uint64_t));  // the ring, then its barriers
+// The ring, then its barriers.
+constexpr size_t kSmemBytes = ring_bytes(kStages, kStages * sizeof(uint64_t));
 
 // C (rows x cols, row-major) = X (rows x k) Y (cols x k)^T, X and Y seen through tensor maps.
 __global__ void __launch_bounds__(kThreads, 2)
@@ -79,7 +81,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int kb = 0; kb < kStages - 1; ++kb) issue(kb);  // prologue
   for (int kb = 0; kb < kblocks; ++kb) {
     issue(kb + kStages - 1);  // into the stage the barrier below last freed
-    tma::wait_parity(&full[kb % kStages], (kb / kStages) & 1);  // k-block kb has landed, for everyone
+    // K-block kb has landed, and is visible to every thread that sees the phase complete.
+    tma::wait_parity(&full[kb % kStages], (kb / kStages) & 1);
     mma_k_block(acc, ring[kb % kStages], warp_row, warp_col, lane);
     __syncthreads();  // all warps are done with the stage before it is refilled
   }
@@ -88,14 +91,15 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 // A rows x k row-major BF16 matrix in 128 x 32 boxes, 64-byte swizzled: one operand block.
 CUtensorMap operand_map(const bf16* base, int64_t rows, int64_t k) {
-  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), base, uint64_t(rows), uint64_t(k),
-                          kTileRows, kBlockK, CU_TENSOR_MAP_SWIZZLE_64B);
+  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), base, uint64_t(rows),
+                          uint64_t(k), kTileRows, kBlockK, CU_TENSOR_MAP_SWIZZLE_64B);
 }
 static_assert(kTileRows == kTileCols, "one box shape serves both operands");
 
 void launch_tma(const GemmBf16& w, cudaStream_t stream) {
   static const bool configured = [] {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(tma_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(tma_gemm, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(kSmemBytes)));
     BENCH_CUDA_CHECK(cudaFuncSetAttribute(tma_gemm, cudaFuncAttributePreferredSharedMemoryCarveout,
                                           int(cudaSharedmemCarveoutMaxShared)));
     return true;

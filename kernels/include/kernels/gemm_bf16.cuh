@@ -18,7 +18,9 @@ struct GemmBf16 {
   bench::DeviceSpan<const __nv_bfloat16> a, b;
   bench::DeviceSpan<__nv_bfloat16> d;
   GemmBf16(bench::Setup& s, int64_t m_, int64_t n_, int64_t k_)
-      : m(m_), n(n_), k(k_),
+      : m(m_),
+        n(n_),
+        k(k_),
         a(s.input<__nv_bfloat16>("a", m * k, bench::uniform(-1, 1))),
         b(s.input<__nv_bfloat16>("b", n * k, bench::uniform(-1, 1))),
         d(s.output<__nv_bfloat16>("d", m * n)) {
@@ -28,7 +30,8 @@ struct GemmBf16 {
 
 // Double CPU reference for the verification size; the simple GPU GEMM for the timing size.
 inline void reference_gemm_bf16(const GemmBf16& w, bench::HostData& h) {
-  reference_gemm_tn(h.input<__nv_bfloat16>("a"), h.input<__nv_bfloat16>("b"), h.expected("d"), w.m, w.n, w.k);
+  reference_gemm_tn(h.input<__nv_bfloat16>("a"), h.input<__nv_bfloat16>("b"), h.expected("d"), w.m,
+                    w.n, w.k);
 }
 inline void device_reference_gemm_bf16(const GemmBf16& w, cudaStream_t stream) {
   reference_gemm_tn(w.a.data(), w.b.data(), w.d.data(), w.m, w.n, w.k, stream);

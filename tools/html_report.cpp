@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "expectations_update.hpp"
 #include "report.hpp"
 #include "results.hpp"
 
@@ -283,7 +284,8 @@ std::string provenance_html(const ReportRun& run) {
 
 // What makes one side's samples less trustworthy than its interval says (VALIDITY rows 11 and
 // 12): samples dropped because the SM clock had fallen, every sample throttled (all kept, so the
-// median includes them), or a noise above 5%. Empty when there is nothing to say.
+// median includes them), or more noise than an expectations update accepts as is (5%). Empty
+// when there is nothing to say.
 std::string sample_flags(const CaseResult& c) {
   std::vector<std::string> flags;
   if (c.throttled_all)
@@ -291,7 +293,7 @@ std::string sample_flags(const CaseResult& c) {
   else if (c.dropped_throttled > 0)
     flags.push_back(fmt::format("{} of {} samples dropped, SM clock throttled (lowest {:.0f} MHz)", c.dropped_throttled,
                                 c.dropped_throttled + c.sample_count, c.min_sm_mhz));
-  if (c.noise > 0.05) flags.push_back(fmt::format("noisy ({:.1f}%)", 100 * c.noise));
+  if (c.noise > UpdatePolicy{}.max_noise) flags.push_back(fmt::format("noisy ({:.1f}%)", 100 * c.noise));
   std::string out;
   for (const auto& f : flags) out += (out.empty() ? "" : "; ") + f;
   return out;

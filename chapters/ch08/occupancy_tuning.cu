@@ -72,24 +72,16 @@ __global__ void __launch_bounds__(kBlock) affine_map(const float* __restrict__ x
 // calculator, and the theoretical occupancy is reported next to the time.
 template <int kBlock>
 struct Configuration {
-  unsigned grid;
-  int blocks_per_sm = 0;
-  int max_threads_per_sm = 0;
-  Configuration(const AffineMap&, cudaStream_t)
-      : grid(kernels::resident_grid(affine_map<kBlock>, kBlock)) {
-    int device = 0;
-    BENCH_CUDA_CHECK(cudaGetDevice(&device));
-    BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&max_threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
-    BENCH_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, affine_map<kBlock>, kBlock, 0));
-  }
+  unsigned grid = kernels::resident_grid(affine_map<kBlock>, kBlock);
+  int resident_warps = kernels::resident_warps_per_sm(affine_map<kBlock>, kBlock);
+  double occupancy = kernels::theoretical_occupancy(affine_map<kBlock>, kBlock);
+  Configuration(const AffineMap&, cudaStream_t) {}
   void operator()(const AffineMap& w, cudaStream_t stream) const {
     affine_map<kBlock><<<grid, kBlock, 0, stream>>>(w.x.data(), w.y.data(), w.n);
     BENCH_CHECK_LAUNCH();
   }
   std::vector<bench::Metric> metrics() const {
-    const double threads = double{1.0} * blocks_per_sm * kBlock;
-    return {{"theoretical_occupancy", threads / max_threads_per_sm},
-            {"resident_warps_per_sm", threads / 32}};
+    return {{"theoretical_occupancy", occupancy}, {"resident_warps_per_sm", double(resident_warps)}};
   }
 };
 

@@ -1,4 +1,6 @@
-// kernels/occupancy.cuh: sizing a persistent grid to the machine (host side).
+// kernels/occupancy.cuh: what the occupancy calculator says about a kernel at a block size (host
+// side): the blocks and warps that fit on one SM, the theoretical occupancy, and the grid of a
+// persistent kernel sized to the machine.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,30 +19,40 @@ inline int sm_count() {
   return count;
 }
 
-// As many blocks of `kernel` as are resident on all SMs at once (the occupancy calculator's
-// count per SM, times the SMs): the grid of a persistent kernel.
-template <class Kernel>
-unsigned resident_grid(Kernel kernel, int block, size_t dynamic_smem = 0) {
-  int per_sm = 0;
-  BENCH_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, dynamic_smem));
-  return static_cast<unsigned>(sm_count() * std::max(per_sm, 1));
+// The most warps one SM of the current device can hold (64 on Hopper).
+inline int max_warps_per_sm() {
+  int device = 0, threads = 0;
+  BENCH_CUDA_CHECK(cudaGetDevice(&device));
+  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+  return threads / 32;
 }
 
-}  // namespace kernels
+// Blocks of `kernel` with `block` threads that reside on one SM at once, as the occupancy
+// calculator counts them: limited by registers, shared memory, the block count per SM, threads.
+template <class Kernel>
+int blocks_per_sm(Kernel kernel, int block, size_t dynamic_smem = 0) {
+  int per_sm = 0;
+  BENCH_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, dynamic_smem));
+  return per_sm;
+}
 
-namespace kernels {
+// The warps those blocks bring: blocks per SM x warps per block.
+template <class Kernel>
+int resident_warps_per_sm(Kernel kernel, int block, size_t dynamic_smem = 0) {
+  return blocks_per_sm(kernel, block, dynamic_smem) * ((block + 31) / 32);
+}
 
-// Theoretical occupancy of `kernel` launched with `block` threads: the warps the occupancy
-// calculator lets reside on one SM (blocks per SM x warps per block) over the SM's maximum
-// warps, in [0, 1]. Limited by registers, shared memory, the block count per SM, and threads.
+// Theoretical occupancy: resident warps over the SM's maximum, in [0, 1].
 template <class Kernel>
 double theoretical_occupancy(Kernel kernel, int block, size_t dynamic_smem = 0) {
-  int device = 0, per_sm = 0, max_threads = 0;
-  BENCH_CUDA_CHECK(cudaGetDevice(&device));
-  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&max_threads, cudaDevAttrMaxThreadsPerMultiProcessor, device));
-  BENCH_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, dynamic_smem));
-  const int warps_per_block = (block + 31) / 32;
-  return static_cast<double>(per_sm * warps_per_block) / (max_threads / 32);
+  return static_cast<double>(resident_warps_per_sm(kernel, block, dynamic_smem)) / max_warps_per_sm();
+}
+
+// As many blocks of `kernel` as are resident on all SMs at once (the calculator's count per SM,
+// times the SMs): the grid of a persistent kernel.
+template <class Kernel>
+unsigned resident_grid(Kernel kernel, int block, size_t dynamic_smem = 0) {
+  return static_cast<unsigned>(sm_count() * std::max(blocks_per_sm(kernel, block, dynamic_smem), 1));
 }
 
 }  // namespace kernels

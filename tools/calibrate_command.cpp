@@ -74,6 +74,19 @@ double figure(const CeilingSpec& spec, const CaseResult& c) {
   return 0;
 }
 
+// Stores the faster of two measurements of one ceiling under `name`: the slower form would
+// make examples that match the faster one look impossible.
+void keep_faster(std::map<std::string, Ceiling>& measured, const char* name, const char* other, const char* what,
+                 const char* other_what, std::ostream& out) {
+  auto a = measured.find(name), b = measured.find(other);
+  if (a == measured.end() || b == measured.end() || b->second.value <= a->second.value) return;
+  out << fmt::format("{}: {}'s {:.0f} {} is under {}'s {:.0f}: storing the faster as the ceiling\n", name, what,
+                     a->second.value, a->second.unit, other_what, b->second.value);
+  a->second.value = b->second.value;
+  a->second.noise = b->second.noise;
+  a->second.method = "the faster of: " + a->second.method + "; " + b->second.method;
+}
+
 std::string hardware_key_of(const ResultsFile& results) {
   if (auto it = results.context.find("hardware_key"); it != results.context.end() && it->is_string())
     return it->get<std::string>();
@@ -172,15 +185,10 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
 
   // A ceiling is the most this GPU was seen to do. The copy kernel and cudaMemcpyAsync are two
   // ways to copy; whichever is faster on this card bounds every copy-like example (on an H100
-  // the kernel measured 2942 GB/s and the copy engine path 3031 GB/s in the same run).
-  if (auto kernel = measured.find("hbm_copy_gbps"), memcpy = measured.find("memcpy_d2d_gbps");
-      kernel != measured.end() && memcpy != measured.end() && memcpy->second.value > kernel->second.value) {
-    out << fmt::format("hbm_copy_gbps: the copy kernel's {:.0f} GB/s is under cudaMemcpyAsync's {:.0f}: "
-                       "storing the faster as the ceiling\n", kernel->second.value, memcpy->second.value);
-    kernel->second.value = memcpy->second.value;
-    kernel->second.noise = memcpy->second.noise;
-    kernel->second.method = "the faster of: " + kernel->second.method + "; " + memcpy->second.method;
-  }
+  // the kernel measured 2942 GB/s and the copy engine path 3031 GB/s in the same run). Likewise
+  // the two read forms (on an H200 the contiguous-chunk form read 3% faster than the sweep).
+  keep_faster(measured, "hbm_copy_gbps", "memcpy_d2d_gbps", "the copy kernel", "cudaMemcpyAsync", out);
+  keep_faster(measured, "hbm_read_gbps", "hbm_read_chunked_gbps", "the grid-strided read", "the chunked read", out);
 
   if (measured.empty()) {
     err << "bench calibrate: nothing measured, nothing written\n";

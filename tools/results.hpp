@@ -93,8 +93,13 @@ void save_results(const std::filesystem::path& file, const ResultsFile& results)
 // from `samples_dir` (written by --bench_samples_out) when there is one.
 void merge_run(ResultsFile& into, const json& gb_output, const std::filesystem::path& samples_dir);
 
+// Which rows a reader takes as results. Scoring wants timed rows only: a `--bench_verify_only`
+// row carries a zero time and is FAILED there. `bench sanitize` runs exactly that mode and reads
+// its rows for the verification alone.
+enum class RowsWanted { timed, verify_only };
+
 // The cases in the file: iteration rows pooled per case, aggregates ignored, crashed cases
 // FAILED with the crash's description.
-std::vector<CaseResult> extract_cases(const ResultsFile& results);
+std::vector<CaseResult> extract_cases(const ResultsFile& results, RowsWanted wanted = RowsWanted::timed);
 
 }  // namespace bench::tools

@@ -22,6 +22,7 @@
 //
 //   ./bench compare --chapter ch06 --example stream_ordered_alloc
 #include <bench/bench.hpp>
+#include <kernels/mem_pool.hpp>
 
 #include <cstdint>
 
@@ -69,28 +70,16 @@ void malloc_every_step(const Step& w, cudaStream_t stream) {
 
 class PoolEveryStep {
  public:
-  PoolEveryStep(const Step&, cudaStream_t) {
-    int device = 0;
-    BENCH_CUDA_CHECK(cudaGetDevice(&device));
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location = {cudaMemLocationTypeDevice, device};
-    BENCH_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
-    uint64_t keep_everything = UINT64_MAX;  // never hand memory back to the driver at a sync
-    BENCH_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_everything));
-  }
-  PoolEveryStep(const PoolEveryStep&) = delete;
-  PoolEveryStep& operator=(const PoolEveryStep&) = delete;
-  ~PoolEveryStep() { cudaMemPoolDestroy(pool_); }  // every block was freed: nothing is live
+  PoolEveryStep(const Step&, cudaStream_t) {}  // the pool (kernels/mem_pool.hpp) is made here, untimed
   void operator()(const Step& w, cudaStream_t stream) {
     float* scratch = nullptr;
-    BENCH_CUDA_CHECK(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&scratch), w.n * sizeof(float), pool_, stream));
+    BENCH_CUDA_CHECK(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&scratch), w.n * sizeof(float), pool_.get(), stream));
     run_kernels(w, scratch, stream);
     BENCH_CUDA_CHECK(cudaFreeAsync(scratch, stream));  // back to the pool once the kernels are done
   }
 
  private:
-  cudaMemPool_t pool_ = nullptr;
+  kernels::KeepAllPool pool_;  // release threshold UINT64_MAX: keeps its memory across syncs
 };
 
 void reference(const Step& w, bench::HostData& h) {

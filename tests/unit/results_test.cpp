@@ -164,6 +164,23 @@ TEST(Results, UntimedRowsAreNeverScored) {
   }
 }
 
+// bench sanitize reads the verify-only rows it asked for: verified, never FAILED for their zero
+// time; a profile row is still no result there.
+TEST(Results, SanitizeReadsVerifyOnlyRows) {
+  const auto rows_of = [](const char* mode) {
+    return nlohmann::json::parse(std::string(R"([{"name": "ch07/copy/baseline/iterations:1/manual_time", "run_type": "iteration",
+        "real_time": 0, "time_unit": "us", "verified": 1, "label": "role=baseline;mode=)") + mode + R"("}])");
+  };
+  using bench::tools::RowsWanted;
+  const auto verify = bench::tools::extract_cases({nlohmann::json::object(), rows_of("verify"), {}}, RowsWanted::verify_only);
+  ASSERT_EQ(verify.size(), 1u);
+  EXPECT_EQ(verify[0].outcome, Outcome::measured) << verify[0].message;
+  EXPECT_TRUE(verify[0].verified);
+  const auto profile = bench::tools::extract_cases({nlohmann::json::object(), rows_of("profile"), {}}, RowsWanted::verify_only);
+  ASSERT_EQ(profile.size(), 1u);
+  EXPECT_EQ(profile[0].outcome, Outcome::failed);
+}
+
 }  // namespace
 
 TEST(NullNonFinite, ReplacesBareNonFiniteNumbersButNotStrings) {

@@ -37,6 +37,10 @@ __device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, uint32_t bytes) 
                "r"(bytes)
                : "memory");
 }
+// One plain arrival (no transaction bytes): a consumer telling a producer it is done with a stage.
+__device__ __forceinline__ void arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
 // Spins until the barrier's phase with the given parity has completed.
 __device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity) {
   asm volatile(

@@ -95,11 +95,15 @@ __device__ __forceinline__ Tile grouped_tile(int rows, int cols) {
   return {(first_r + in_band % band_rows) * kBM, (in_band / band_rows) * kBN};
 }
 
-__device__ __forceinline__ Smem& aligned_smem(uint8_t* raw) {
-  return *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
-}
-
-__device__ __forceinline__ void init_barriers(Smem& sm, uint32_t full_arrivals) {
+// What both kernels start with: the aligned shared memory, the barriers (initialised, visible to
+// the copy engine), this CTA's tile and the k-block count.
+struct Cta {
+  Smem& sm;
+  Tile tile;
+  int kblocks;
+};
+__device__ __forceinline__ Cta begin_cta(uint8_t* raw, int rows, int cols, int k, uint32_t full_arrivals) {
+  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&sm.full[s], full_arrivals);
@@ -108,6 +112,7 @@ __device__ __forceinline__ void init_barriers(Smem& sm, uint32_t full_arrivals) 
     tma::fence_barrier_init();
   }
   __syncthreads();
+  return {sm, grouped_tile(rows, cols), k / kBK};
 }
 
 // Copies share `part` of k-block kb (B rows part*64.., A rows part*128..) into its stage.
@@ -140,11 +145,9 @@ __global__ void __launch_bounds__(kConsumers * kWarpgroup, 1)
                           bf16* __restrict__ out, int rows, int cols, int k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ uint8_t raw[];
-  Smem& sm = aligned_smem(raw);
-  const Tile tile = grouped_tile(rows, cols);
-  const int kblocks = k / kBK, cw = threadIdx.x / kWarpgroup;
+  const auto [sm, tile, kblocks] = begin_cta(raw, rows, cols, k, kConsumers);  // full: both shares landed
+  const int cw = threadIdx.x / kWarpgroup;
   const bool leader = threadIdx.x % kWarpgroup == 0;
-  init_barriers(sm, kConsumers);  // a stage is full when both shares' bytes have landed
   auto issue = [&](int kb) {      // this warpgroup's share of k-block kb
     tma::arrive_expect_tx(&sm.full[kb % kStages], kShareBytes);
     // A constant share per branch: TMA coordinates computed from threadIdx (cw) are not provably
@@ -182,10 +185,8 @@ __global__ void __launch_bounds__((1 + kConsumers) * kWarpgroup, 1)
                       bf16* __restrict__ out, int rows, int cols, int k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ uint8_t raw[];
-  Smem& sm = aligned_smem(raw);
-  const Tile tile = grouped_tile(rows, cols);
-  const int kblocks = k / kBK, wg = threadIdx.x / kWarpgroup;
-  init_barriers(sm, 1);  // a stage is full when the producer's one expect_tx is met
+  const auto [sm, tile, kblocks] = begin_cta(raw, rows, cols, k, 1);  // full: the producer's expect_tx met
+  const int wg = threadIdx.x / kWarpgroup;
   if (wg == 0) {
     wgmma::shrink_registers<kProducerRegisters>();
     if (threadIdx.x == 0) {

@@ -58,15 +58,17 @@ using bf16 = __nv_bfloat16;
 namespace tma = kernels::tma;
 namespace wgmma = kernels::wgmma;
 
-constexpr int kBM = 128;                         // tile rows (D columns), from X = B: wgmma's M side
-constexpr int kBN = 256;                         // tile columns (D rows), from Y = A: wgmma's N side
-constexpr int kBK = 64;                          // one 128-byte swizzle row of BF16
+constexpr int kBM = 128;  // tile rows (D columns), from X = B: wgmma's M side
+constexpr int kBN = 256;  // tile columns (D rows), from Y = A: wgmma's N side
+constexpr int kBK = 64;   // one 128-byte swizzle row of BF16
 constexpr int kStages = 4;
-constexpr int kConsumers = 2;                    // math warpgroups, 64 tile rows each
+constexpr int kConsumers = 2;  // math warpgroups, 64 tile rows each
 constexpr int kWarpgroup = 128;
-constexpr int kGroupRows = 16;                   // rasterisation: 16 row-tiles per column band
-constexpr int kXShare = kBM / kConsumers;        // 64 B rows per copy
-constexpr int kYShare = kBN / kConsumers;        // 128 A rows per copy
+constexpr int kBaselineThreads = kConsumers * kWarpgroup;           // 2 math warpgroups
+constexpr int kSpecialisedThreads = (1 + kConsumers) * kWarpgroup;  // + the producer
+constexpr int kGroupRows = 16;             // rasterisation: 16 row-tiles per column band
+constexpr int kXShare = kBM / kConsumers;  // 64 B rows per copy
+constexpr int kYShare = kBN / kConsumers;  // 128 A rows per copy
 constexpr uint32_t kStageBytes = (kBM + kBN) * kBK * sizeof(bf16);  // 48 KiB
 constexpr uint32_t kShareBytes = kStageBytes / kConsumers;          // what one copy pair brings
 constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
@@ -77,11 +79,13 @@ struct alignas(1024) Smem {
   uint64_t full[kStages], empty[kStages];
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the dynamic base
-static_assert(kConsumerRegisters * kConsumers * kWarpgroup + kProducerRegisters * kWarpgroup <= 65536);
+static_assert(kConsumerRegisters * kConsumers * kWarpgroup + kProducerRegisters * kWarpgroup <=
+              65536);
 
 struct Gemm : kernels::GemmBf16 {
   explicit Gemm(bench::Setup& s)
-      : kernels::GemmBf16(s, s.size("m", 4096, 512), s.size("n", 4096, 384), s.size("k", 4096, 448)) {}
+      : kernels::GemmBf16(s, s.size("m", 4096, 512), s.size("n", 4096, 384),
+                          s.size("k", 4096, 448)) {}
 };
 
 struct Tile {
@@ -102,7 +106,8 @@ struct Cta {
   Tile tile;
   int kblocks;
 };
-__device__ __forceinline__ Cta begin_cta(uint8_t* raw, int rows, int cols, int k, uint32_t full_arrivals) {
+__device__ __forceinline__ Cta begin_cta(uint8_t* raw, int rows, int cols, int k,
+                                         uint32_t full_arrivals) {
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
@@ -116,8 +121,8 @@ __device__ __forceinline__ Cta begin_cta(uint8_t* raw, int rows, int cols, int k
 }
 
 // Copies share `part` of k-block kb (B rows part*64.., A rows part*128..) into its stage.
-__device__ __forceinline__ void load_share(Smem& sm, const CUtensorMap* map_x, const CUtensorMap* map_y,
-                                           Tile t, int kb, int part) {
+__device__ __forceinline__ void load_share(Smem& sm, const CUtensorMap* map_x,
+                                           const CUtensorMap* map_y, Tile t, int kb, int part) {
   const int s = kb % kStages;
   tma::load_2d(&sm.x[s][part * kXShare * kBK], map_x, kb * kBK, t.r0 + part * kXShare, &sm.full[s]);
   tma::load_2d(&sm.y[s][part * kYShare * kBK], map_y, kb * kBK, t.c0 + part * kYShare, &sm.full[s]);
@@ -130,8 +135,9 @@ __device__ __forceinline__ void mma_k_block(float (&acc)[128], Smem& sm, int cw,
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kBK / 16; ++kk)  // +32 bytes along the swizzled rows per k16 step
-    wgmma::mma_m64n256k16_bf16(acc, wgmma::descriptor_k_major_sw128(&sm.x[s][cw * kXShare * kBK + kk * 16]),
-                               wgmma::descriptor_k_major_sw128(&sm.y[s][kk * 16]), kb > 0 || kk > 0);
+    wgmma::mma_m64n256k16_bf16(
+        acc, wgmma::descriptor_k_major_sw128(&sm.x[s][cw * kXShare * kBK + kk * 16]),
+        wgmma::descriptor_k_major_sw128(&sm.y[s][kk * 16]), kb > 0 || kk > 0);
   wgmma::commit();
 }
 
@@ -140,20 +146,24 @@ __device__ __forceinline__ void mma_k_block(float (&acc)[128], Smem& sm, int cw,
 // "a" would leave the output poisoned: FAILED by verification, never a wrong time).
 
 // ---- Baseline: two warpgroups, each loads its own share of every stage and computes.
-__global__ void __launch_bounds__(kConsumers * kWarpgroup, 1)
-    every_warpgroup_loads(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_y,
-                          bf16* __restrict__ out, int rows, int cols, int k) {
+__global__ void __launch_bounds__(kBaselineThreads, 1)
+    every_warpgroup_loads(const __grid_constant__ CUtensorMap map_x,
+                          const __grid_constant__ CUtensorMap map_y, bf16* __restrict__ out,
+                          int rows, int cols, int k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ uint8_t raw[];
-  const auto [sm, tile, kblocks] = begin_cta(raw, rows, cols, k, kConsumers);  // full: both shares landed
+  // A stage is full when both warpgroups' shares have landed.
+  const auto [sm, tile, kblocks] = begin_cta(raw, rows, cols, k, kConsumers);
   const int cw = threadIdx.x / kWarpgroup;
   const bool leader = threadIdx.x % kWarpgroup == 0;
-  auto issue = [&](int kb) {      // this warpgroup's share of k-block kb
+  auto issue = [&](int kb) {  // this warpgroup's share of k-block kb
     tma::arrive_expect_tx(&sm.full[kb % kStages], kShareBytes);
     // A constant share per branch: TMA coordinates computed from threadIdx (cw) are not provably
     // uniform, and ptxas then serialised the in-flight wgmma (warning C7515).
-    if (cw == 0) load_share(sm, &map_x, &map_y, tile, kb, 0);
-    else load_share(sm, &map_x, &map_y, tile, kb, 1);
+    if (cw == 0)
+      load_share(sm, &map_x, &map_y, tile, kb, 0);
+    else
+      load_share(sm, &map_x, &map_y, tile, kb, 1);
   };
   if (leader)
     for (int kb = 0; kb < kStages && kb < kblocks; ++kb) issue(kb);
@@ -180,12 +190,14 @@ __global__ void __launch_bounds__(kConsumers * kWarpgroup, 1)
 }
 
 // ---- Optimized: a producer warpgroup (one thread issues every copy) and two consumers.
-__global__ void __launch_bounds__((1 + kConsumers) * kWarpgroup, 1)
-    producer_consumer(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_y,
-                      bf16* __restrict__ out, int rows, int cols, int k) {
+__global__ void __launch_bounds__(kSpecialisedThreads, 1)
+    producer_consumer(const __grid_constant__ CUtensorMap map_x,
+                      const __grid_constant__ CUtensorMap map_y, bf16* __restrict__ out, int rows,
+                      int cols, int k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ uint8_t raw[];
-  const auto [sm, tile, kblocks] = begin_cta(raw, rows, cols, k, 1);  // full: the producer's expect_tx met
+  // A stage is full when the producer's one expect_tx is met.
+  const auto [sm, tile, kblocks] = begin_cta(raw, rows, cols, k, 1);
   const int wg = threadIdx.x / kWarpgroup;
   if (wg == 0) {
     wgmma::shrink_registers<kProducerRegisters>();
@@ -194,7 +206,8 @@ __global__ void __launch_bounds__((1 + kConsumers) * kWarpgroup, 1)
         // Stage reuse: wait until both consumers released k-block kb - kStages.
         if (kb >= kStages) tma::wait_parity(&sm.empty[kb % kStages], ((kb / kStages) - 1) & 1);
         tma::arrive_expect_tx(&sm.full[kb % kStages], kStageBytes);
-        for (int part = 0; part < kConsumers; ++part) load_share(sm, &map_x, &map_y, tile, kb, part);
+        for (int part = 0; part < kConsumers; ++part)
+          load_share(sm, &map_x, &map_y, tile, kb, part);
       }
     }
   } else {
@@ -221,7 +234,8 @@ std::string requirements(const Gemm& w) {
   BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   if (major != 9 || minor != 0)
-    return "needs sm_90a (wgmma, setmaxnreg: Hopper only); this GPU is sm_" + std::to_string(10 * major + minor);
+    return "needs sm_90a (wgmma, setmaxnreg: Hopper only); this GPU is sm_" +
+           std::to_string(10 * major + minor);
   if (w.m % kBN != 0 || w.n % kBM != 0 || w.k % kBK != 0 || w.k == 0)
     return "whole tiles only: needs m % 256 == 0, n % 128 == 0, k % 64 == 0, k > 0";
   return "";
@@ -229,15 +243,16 @@ std::string requirements(const Gemm& w) {
 
 // A rows x k row-major BF16 operand in boxes of box_rows x 64, 128-byte swizzled.
 CUtensorMap operand_map(const bf16* base, int64_t rows, int64_t k, uint32_t box_rows) {
-  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), base, uint64_t(rows), uint64_t(k),
-                          box_rows, kBK, CU_TENSOR_MAP_SWIZZLE_128B);
+  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), base, uint64_t(rows),
+                          uint64_t(k), box_rows, kBK, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 // One launcher for both kernels: same maps, same grid, same shared memory; only the block size.
 template <auto Kernel, int kThreads>
 void launch(const Gemm& w, cudaStream_t stream) {
   static const bool configured = [] {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+    BENCH_CUDA_CHECK(
+        cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
     return true;
   }();
   (void)configured;
@@ -245,13 +260,14 @@ void launch(const Gemm& w, cudaStream_t stream) {
   const CUtensorMap map_x = operand_map(w.b.data(), w.n, w.k, kXShare);
   const CUtensorMap map_y = operand_map(w.a.data(), w.m, w.k, kYShare);
   const unsigned grid = unsigned((w.n / kBM) * (w.m / kBN));
-  Kernel<<<grid, kThreads, kSmemBytes, stream>>>(map_x, map_y, w.d.data(), int(w.n), int(w.m), int(w.k));
+  Kernel<<<grid, kThreads, kSmemBytes, stream>>>(map_x, map_y, w.d.data(), int(w.n), int(w.m),
+                                                 int(w.k));
   BENCH_CHECK_LAUNCH();
 }
 
 BENCH_EXAMPLE(ch10, warp_specialization, Gemm)
-    .baseline("every_warpgroup_loads", launch<every_warpgroup_loads, kConsumers * kWarpgroup>)
-    .optimized("producer_consumer", launch<producer_consumer, (1 + kConsumers) * kWarpgroup>)
+    .baseline("every_warpgroup_loads", launch<every_warpgroup_loads, kBaselineThreads>)
+    .optimized("producer_consumer", launch<producer_consumer, kSpecialisedThreads>)
     .requires_that(requirements)
     .reference(kernels::reference_gemm_bf16)
     .device_reference(kernels::device_reference_gemm_bf16)

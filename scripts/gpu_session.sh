@@ -23,7 +23,8 @@
 # label, so the session neither rebuilds nor reruns ctest unless --ctest-labels asks; `device`
 # builds build/device (sm_90a) and runs ctest with the GPU labels as before.
 #
-# --no-readme skips the README's commands (a rerun on a warm machine); their exit codes and
+# --no-readme skips the README's commands (a rerun on a warm machine, whose build/default the
+# first call built and tested: no ctest then either, unless --ctest-labels); their exit codes and
 # durations go to the summary, their output to session/readme_compare_ch07.log and
 # session/readme_test.log.
 # --calibrate measures the ceilings first (bench calibrate, with --calibrate-args such as
@@ -72,6 +73,15 @@ mkdir -p "$out"
 summary="$out/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
+# Pack what there is, also when a time limit stops the session (timeout sends TERM): the device
+# tool returns only a few files, and an expectations update lives only in this machine's tree.
+pack() {
+  cp -r expectations "$out/" 2>/dev/null
+  tar -czf "${OUT:-$PWD/gpu-session}/session.tar.gz" -C "$out/.." session
+  cp "$summary" "${OUT:-$PWD/gpu-session}/summary.txt"
+}
+child=""
+trap 'note "stopped by a signal: packing what there is"; [ -n "$child" ] && kill "$child" 2>/dev/null; pack; exit 124' TERM INT
 
 # The README's two commands, verbatim, before anything else.
 readme_run() {  # readme_run <log file> <command...>
@@ -91,8 +101,9 @@ fi
 
 note "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader)"
 start=$(date +%s)
-# build/default was just built and tested in full by `./bench test`: reuse it as it is.
-if [ "$preset" = default ] && [ "$readme" = 1 ] && [ "$labels_given" = 0 ]; then run_ctest=0; fi
+# build/default was just built and tested in full by `./bench test` (this call, or the call
+# before it on a warm machine, with --no-readme): reuse it as it is unless --ctest-labels asks.
+if [ "$preset" = default ] && [ "$labels_given" = 0 ]; then run_ctest=0; fi
 cmake --preset "$preset" >"$out/configure.log" 2>&1 || { note "configure FAILED"; tail -30 "$out/configure.log"; }
 build_args=(--build --preset "$preset")
 [ -n "$targets" ] && build_args+=(--target $targets)
@@ -127,10 +138,13 @@ for ch in $chapters; do
     [ "$html" = 1 ] && flags="$flags --html $out/compare_${ch}_$i.html"
     $bench compare $which --json "$out/compare_${ch}_$i.json" --markdown "$out/compare_${ch}_$i.md" \
       --save-results "$out/results_${ch}_$i.json" \
-      $flags $extra >"$out/compare_${ch}_$i.log" 2>&1
+      $flags $extra >"$out/compare_${ch}_$i.log" 2>&1 &
+    child=$!
+    wait $child  # in the background, so a TERM is handled now, not after this compare ends
     rc=$?
     note "compare $ch run $i: exit $rc, $(( $(date +%s) - t )) s"
     cat "$out/compare_${ch}_$i.log" >>"$summary"
+    [ -n "$update" ] && cp -r expectations "$out/"  # the update so far, kept at once
   done
 done
 for script in $peers; do
@@ -153,8 +167,6 @@ for ch in $sanitize; do
   note "sanitize $ch: exit $?, $(( $(date +%s) - t )) s"
   cat "$out/sanitize_$ch.log" >>"$summary"
 done
-cp -r expectations "$out/" 2>/dev/null
-tar -czf "${OUT:-$PWD/gpu-session}/session.tar.gz" -C "$out/.." session
-cp "$summary" "${OUT:-$PWD/gpu-session}/summary.txt"
+pack
 echo "=================== summary"
 cat "$summary"

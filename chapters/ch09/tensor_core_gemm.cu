@@ -99,7 +99,7 @@ template <class W>
 void register_ladder(bench::Example<W>& e) {
   e.baseline("simt_micro_tile", launch_simt)
       .step("wmma", launch_wmma)
-      .optimized("wgmma_tma_4stage", ch09::launch_wgmma_gemm, {.min_compute_capability = 90})
+      .optimized("wgmma_tma_4stage", ch09::launch_wgmma_gemm, {.arch_specific = 90})
       .variant_requires([](const GemmBf16& w) { return ch09::wgmma_gemm_requires(w); })
       .template stateful<ch09::CublasltBf16>(bench::Role::vendor, "cublaslt")
       .reference(ch09::reference)

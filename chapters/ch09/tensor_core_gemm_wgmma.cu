@@ -17,6 +17,7 @@
 // columns and each thread's adjacent accumulator pair is two adjacent rows of column-major D.
 // Shapes: m % 256 == 0, n % 128 == 0, k % 64 == 0 (refused otherwise, see wgmma_gemm_requires).
 #include <bench/bench.hpp>
+#include <kernels/arch.cuh>
 #include <kernels/tma.cuh>
 #include <kernels/wgmma.cuh>
 
@@ -48,6 +49,7 @@ __device__ __forceinline__ uint64_t descriptor(const bf16* tile) { return wgmma:
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_y,
                bf16* __restrict__ out, int rows, int cols, int k) {
+#if BENCH_SM90A_DEVICE  // empty for other targets: the variant is arch_specific = 90, SKIPPED there
   extern __shared__ uint8_t raw[];
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
   // Grouped rasterisation of the (rows / kBM) x (cols / kBN) tiles.
@@ -102,6 +104,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   wgmma::wait<0>();
 
   wgmma::store_m64n256_bf16(acc, out, cols, r0 + cw * 64, c0);
+#endif
 }
 
 // A rows x k row-major BF16 matrix seen in boxes of box_rows x 64, 128-byte swizzled.

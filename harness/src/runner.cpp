@@ -13,6 +13,7 @@
 #include <cmath>
 #include <optional>
 
+#include "arch_support.hpp"
 #include "options.hpp"
 #include "verify.hpp"
 #include "workload.hpp"
@@ -85,7 +86,7 @@ std::string unsupported_reason(const ExampleDef& e, const VariantDef& v, const D
   if (cc < need)
     return fmt::format("requires compute capability {}.{}, this GPU ({}) is {}.{}", need / 10,
                        need % 10, d.name, d.cc_major, d.cc_minor);
-  return {};
+  return detail::arch_specific_reason(v.options.arch_specific, cc, d.name, build_info().cuda_architectures);
 }
 
 std::string support_reason(const ExampleDef& e, const VariantDef& v, const WorkloadInstance& w) {

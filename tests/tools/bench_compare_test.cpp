@@ -185,7 +185,9 @@ nlohmann::json replay(const nlohmann::json& results, const std::string& name) {
   const auto r = bench({"compare", "--from-results", (dir / "results.json").string(), "--expectations-dir",
                         kFixtures + "/host_bound", "--json", (dir / "report.json").string()});
   EXPECT_FALSE(r.out.empty()) << r.err;
-  return read_json(dir / "report.json");
+  const nlohmann::json report = read_json(dir / "report.json");
+  fs::remove_all(dir);
+  return report;
 }
 
 TEST(BenchCompareFromResults, HostBoundAndDeviceBoundRealRunsRegressWhenPlantedFifteenPercentSlower) {
@@ -227,6 +229,7 @@ TEST(BenchReport, SavedResultsBecomeOneHtmlPageAndABadFileIsNamed) {
   const auto bad = bench({"report", (dir / "missing.json").string(), "--html", (dir / "x.html").string()});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("missing.json"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
 }
 
 }  // namespace

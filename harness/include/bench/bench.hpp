@@ -219,6 +219,11 @@ const char* to_string(Mode mode);
 // What a variant needs and how it behaves.
 struct VariantOptions {
   int min_compute_capability = 0;  // e.g. 90 for Hopper-only instructions
+  // Architecture-specific instructions (wgmma, setmaxnreg: 90 for sm_90a): the variant runs only
+  // on that compute capability, from a build that includes that target, and is SKIPPED with the
+  // reason elsewhere. Its kernel bodies go under BENCH_SM90A_DEVICE (kernels/arch.cuh), so that
+  // builds for other targets (a Blackwell's 100a) still compile.
+  int arch_specific = 0;
   bool blocks_host = false;        // it synchronises or blocks the host: no blocking kernel
   // Its time is set by the host (CPU, OS, launch path, host memory or the host's PCIe link),
   // which differs between machines of one GPU kind: `bench compare` then scores the example by

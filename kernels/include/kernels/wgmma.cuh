@@ -9,8 +9,8 @@
 // commit a group, wait for groups to finish before reading the accumulators or reusing the
 // shared memory they read.
 //
-// Everything here is sm_90a-only: compile it for -gencode=arch=compute_90a,code=sm_90a and call
-// it only where __CUDA_ARCH_FEAT_SM90_ALL is defined (ch10/warp_specialization shows the guard).
+// Everything here is sm_90a-only: call it only inside a kernel body under BENCH_SM90A_DEVICE
+// (kernels/arch.cuh), from a variant declared {.arch_specific = 90}.
 #pragma once
 
 #include <cuda_bf16.h>

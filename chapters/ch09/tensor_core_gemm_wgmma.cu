@@ -19,6 +19,7 @@
 #include <bench/bench.hpp>
 #include <kernels/arch.cuh>
 #include <kernels/tma.cuh>
+#include <kernels/wgmma.cuh>
 
 #include "tensor_core_gemm.cuh"
 
@@ -41,42 +42,9 @@ struct alignas(1024) Smem {
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the dynamic base
 
-// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row core groups 1024 bytes apart.
-__device__ __forceinline__ uint64_t descriptor(const bf16* tile) {
-  const uint64_t addr = kernels::tma::smem_addr(tile);
-  return ((addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-// d (64 x 256 per warpgroup) += A_tile (64 x 16) * B_tile (256 x 16)^T; accumulate == 0: d = product.
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
+// descriptor, fence/commit/wait, the m64n256k16 instruction and the epilogue's store: kernels/wgmma.cuh.
+namespace wgmma = kernels::wgmma;
+__device__ __forceinline__ uint64_t descriptor(const bf16* tile) { return wgmma::descriptor_k_major_sw128(tile); }
 
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_gemm(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_y,
@@ -124,51 +92,25 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int kb = 0; kb < kblocks; ++kb) {
     const int s = kb % kStages;
     tma::wait_parity(&sm.full[s], (kb / kStages) & 1);
-    wgmma_fence();
+    wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk)  // +32 bytes along the swizzled row per k16 step
-      wgmma_m64n256k16(acc, descriptor(&sm.x[s][cw * 64 * kBK + kk * 16]), descriptor(&sm.y[s][kk * 16]),
+      wgmma::mma_m64n256k16_bf16(acc, descriptor(&sm.x[s][cw * 64 * kBK + kk * 16]), descriptor(&sm.y[s][kk * 16]),
                        kb > 0 || kk > 0);
-    wgmma_commit();
-    wgmma_wait<1>();  // the previous k-block's group is done: release its stage
-    if (kb > 0 && threadIdx.x % 128 == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(tma::smem_addr(&sm.empty[(kb - 1) % kStages])) : "memory");
+    wgmma::commit();
+    wgmma::wait<1>();  // the previous k-block's group is done: release its stage
+    if (kb > 0 && threadIdx.x % 128 == 0) tma::arrive(&sm.empty[(kb - 1) % kStages]);
   }
-  wgmma_wait<0>();
+  wgmma::wait<0>();
 
-  // Accumulator fragment: register 4i + {0,1,2,3} holds (row, col), (row, col+1), (row+8, col),
-  // (row+8, col+1) with row = 16 warp + lane / 4, col = 8 i + 2 (lane % 4).
-  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-  const int64_t row = r0 + cw * 64 + warp * 16 + lane / 4;
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int64_t col = c0 + i * 8 + 2 * (lane % 4);
-    *reinterpret_cast<__nv_bfloat162*>(out + row * cols + col) = __floats2bfloat162_rn(acc[4 * i], acc[4 * i + 1]);
-    *reinterpret_cast<__nv_bfloat162*>(out + (row + 8) * cols + col) = __floats2bfloat162_rn(acc[4 * i + 2], acc[4 * i + 3]);
-  }
+  wgmma::store_m64n256_bf16(acc, out, cols, r0 + cw * 64, c0);
 #endif
 }
 
 // A rows x k row-major BF16 matrix seen in boxes of box_rows x 64, 128-byte swizzled.
 CUtensorMap make_map(const bf16* base, uint64_t rows, uint64_t k, uint32_t box_rows) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    BENCH_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || fn == nullptr)
-      throw bench::CudaError(cudaErrorSymbolNotFound, "cuTensorMapEncodeTiled not found in the driver");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {k, rows};
-  const cuuint64_t strides[1] = {k * sizeof(bf16)};
-  const cuuint32_t box[2] = {kBK, box_rows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, strides, box,
-                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw bench::CudaError(cudaErrorInvalidValue, "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) + ")");
-  return map;
+  return kernels::tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), base, rows, k, box_rows, kBK,
+                                   CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 }  // namespace

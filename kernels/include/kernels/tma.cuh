@@ -37,6 +37,10 @@ __device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, uint32_t bytes) 
                "r"(bytes)
                : "memory");
 }
+// One plain arrival (no transaction bytes): a consumer telling a producer it is done with a stage.
+__device__ __forceinline__ void arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
 // Spins until the barrier's phase with the given parity has completed.
 __device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity) {
   asm volatile(
@@ -110,6 +114,39 @@ inline CUtensorMap make_map_2d_f32(const float* base, uint64_t rows, uint64_t co
                             dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                             CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw bench::CudaError(cudaErrorInvalidValue, "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) + ")");
+  return map;
+}
+
+// The driver's cuTensorMapEncodeTiled, looked up once through the runtime (no -lcuda).
+inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_fn() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    BENCH_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || p == nullptr)
+      throw bench::CudaError(cudaErrorSymbolNotFound, "cuTensorMapEncodeTiled not found in the driver");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A row-major rows x cols matrix of `dtype` (element_bytes each) seen in boxes of box_rows x
+// box_cols, written to shared memory in the given swizzle. With a swizzle, box_cols *
+// element_bytes must not exceed its span (32, 64 or 128 bytes) and the destination must be
+// aligned to the swizzle's repeat (256, 512 or 1024 bytes) for the pattern to be the address
+// bits a kernel computes. cols * element_bytes must be a multiple of 16, the base 16-byte aligned.
+inline CUtensorMap make_map_2d(CUtensorMapDataType dtype, uint32_t element_bytes, const void* base,
+                               uint64_t rows, uint64_t cols, uint32_t box_rows, uint32_t box_cols,
+                               CUtensorMapSwizzle swizzle) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {cols, rows};                // innermost first
+  const cuuint64_t strides[1] = {cols * element_bytes};   // bytes, dims 1.. only
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode_tiled_fn()(&map, dtype, 2, const_cast<void*>(base), dims, strides, box, element_strides,
+                                       CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw bench::CudaError(cudaErrorInvalidValue, "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) + ")");
   return map;
 }

@@ -1,0 +1,75 @@
+// ch10/atomic_reduction: a global sum needs no second kernel: each block adds its sum to one
+// total with an atomic, and the last block to arrive writes the result.
+//
+// The work: the sum of n FP32 values (read once) into one float. Both variants sum each 64 KB
+// chunk in one block with the same code (global_sum.cuh: 16-byte streaming loads, 4 in flight per
+// thread, short-lived blocks); only what happens to the block sums differs.
+//
+// What the hardware does: an atomic on global memory is performed in L2, at the slice that owns
+// the address, not in the SM; the SM's thread can go on (RED, no return value) while the add
+// travels. Adds from all SMs to one address are serialised there, one every few clocks, which is
+// ample for one add per 64 KB block.
+//
+// Why the baseline pays: the two-pass form ends pass 1 with every block storing its sum in a
+// partials array, then launches a second kernel (one 1024-thread block) that reads them back and
+// writes the sum. That costs the gap between two kernels (the first must drain completely before
+// the second starts), the second kernel's own latency-bound run (loads from L2, a block reduction)
+// and the partials' round trip through L2: a few microseconds, whatever n is.
+//
+// Two sizes, two examples, one lesson (the issue: where a mechanism does not pay at a size, show
+// the measurement instead of tuning the baseline down):
+//   - atomic_reduction, 2^22 floats (16 MiB, 256 blocks, cold: read from HBM): the stream takes
+//     ~6-8 us, so the few microseconds the second kernel costs are a real share. This is the
+//     scored pair: expect ~1.2-1.4x (an estimate, not a measurement yet).
+//   - atomic_reduction_1gib, 2^28 floats (1 GiB, 16,384 blocks): ~340 us of HBM streaming. Both
+//     sides run at the read ceiling (the target: >= 90% of bench::ceiling::hbm_read), and the
+//     same few microseconds are ~1.6%: the first H100 run (2026-11-23) measured 347.8 -> 342.2 us,
+//     1.02x [1.02, 1.02], scored NO_SPEEDUP. That is the lesson's other half: at 1 GiB a two-pass
+//     reduction is already as fast as the memory allows.
+//
+// What changes from baseline to optimized:
+//   1. baseline `two_pass`: chunk_partials<<<chunks, 256>>> then sum_partials<<<1, 1024>>>;
+//   2. optimized `atomic_last_block`: one kernel; thread 0 of each block does
+//      atomicAdd(total, (double)block_sum), __threadfence(), atomicInc(arrivals, blocks - 1); the
+//      block that sees blocks - 1 (the last) fences again, takes the total and resets it
+//      (atomicExch to 0) and writes the float sum. atomicInc wraps the counter back to 0, so the
+//      next launch starts clean without a memset.
+//   3. FP64 total: float atomics would make the low bits of the result depend on the order the
+//      blocks finish in, which changes from run to run; an FP64 total makes that order invisible
+//      after the final rounding to float (the tolerance, global_sum.cuh, is the FP32 in-block
+//      part's). A float atomicAdd straight into the output would also need the output zeroed by
+//      a memset first: a second operation on the stream, which is what we set out to remove.
+//
+//   ./bench compare --chapter ch10 --example atomic_reduction
+//   ./bench compare --chapter ch10 --example atomic_reduction_1gib
+#include "global_sum.cuh"
+
+namespace {
+
+__global__ void __launch_bounds__(ch10::kBlock) atomic_last_block(const float* __restrict__ x, int64_t n,
+                                                                  ch10::SinglePass pass) {
+  const float block_sum = ch10::block_chunk_sum(x, n, blockIdx.x);
+  if (threadIdx.x == 0) ch10::add_and_finish(block_sum, gridDim.x, pass);
+}
+
+void launch_atomic_last_block(const ch10::GlobalSum& w, cudaStream_t stream) {
+  atomic_last_block<<<w.chunks, ch10::kBlock, 0, stream>>>(w.x.data(), w.n, w.single_pass());
+  BENCH_CHECK_LAUNCH();
+}
+
+template <class W>
+void register_atomic_reduction(const char* name) {
+  bench::make_example<W>("ch10", name, __FILE__)
+      .baseline("two_pass", ch10::launch_two_pass)
+      .optimized("atomic_last_block", launch_atomic_last_block)
+      .reference(ch10::reference)
+      .tolerance(bench::relative_l2(1e-5));  // derived in global_sum.cuh
+}
+
+[[maybe_unused]] const bool registered = [] {
+  register_atomic_reduction<ch10::SmallSum>("atomic_reduction");
+  register_atomic_reduction<ch10::LargeSum>("atomic_reduction_1gib");
+  return true;
+}();
+
+}  // namespace

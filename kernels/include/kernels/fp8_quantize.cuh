@@ -1,0 +1,105 @@
+// kernels/fp8_quantize.cuh: per-tensor FP8 E4M3 quantisation of a BF16 tensor with current
+// scaling, in the plain two-pass form: the tensor's amax (pass 1), its scales, then the cast
+// (pass 2).
+//   q = saturate_e4m3(x * 448 / amax(x)),   x ≈ q * amax(x) / 448
+// 448 is E4M3's largest finite value, so the largest |x| maps onto it and every other value
+// keeps E4M3's 3 mantissa bits (relative rounding at most 2^-4) unless it falls under E4M3's
+// smallest normal (2^-6 · amax / 448, where it loses bits as a subnormal).
+//   kernels::Fp8Scales* scales = ...;                   // device memory, 16-byte aligned
+//   kernels::quantize_e4m3_per_tensor(x, q, n, scales, blocks, stream);
+//   // then cuBLASLt's A or B scale pointer = &scales->dequant
+// BF16 is read 16 bytes (8 values) per load and FP8 written 8 bytes per store; a tail shorter
+// than 8 values is handled element by element. Both passes are grid-stride loops: a grid of a
+// few blocks per SM (kernels::sm_count()) streams any n.
+#pragma once
+
+#include <bench/bench.hpp>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include <kernels/bf16_pack.cuh>
+#include <kernels/group_reduce.cuh>
+#include <kernels/vector_access.cuh>
+
+namespace kernels {
+
+inline constexpr float kE4m3Max = 448.0f;
+inline constexpr int kQuantizeThreads = 256;
+
+// One tensor's scales. cuBLASLt 13 on the H100 and H200 refuses (NOT_SUPPORTED, at launch) a
+// scale pointer that is not 16-byte aligned, so `dequant` opens a 16-byte slot of its own.
+struct alignas(16) Fp8Scales {
+  float dequant;  // amax / 448: what the GEMM multiplies its FP32 sum by
+  float pad0[3];
+  float quant;  // 448 / amax: what the cast multiplies x by
+  unsigned amax_bits;  // amax as float bits (non-negative floats order as unsigned integers)
+  float pad1[2];
+};
+
+namespace detail {
+
+template <class Bf16>  // a template only so that two files of one binary can include this header
+__global__ void abs_max(const Bf16* __restrict__ x, int64_t n, unsigned* __restrict__ amax_bits) {
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x, first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const int64_t vectors = n / kBf16PerVector;
+  float m = 0.0f;
+  for (int64_t i = first; i < vectors; i += stride) {
+    float v[kBf16PerVector];
+    unpack_bf16x8(load_stream(reinterpret_cast<const uint4*>(x) + i), v);
+#pragma unroll
+    for (int j = 0; j < kBf16PerVector; ++j) m = fmaxf(m, fabsf(v[j]));
+  }
+  for (int64_t i = vectors * kBf16PerVector + first; i < n; i += stride) m = fmaxf(m, fabsf(float(x[i])));
+  m = warp_reduce(m, Max{});
+  if (threadIdx.x % 32 == 0) atomicMax(amax_bits, __float_as_uint(m));
+}
+
+template <class Scales>
+__global__ void __launch_bounds__(1) scales_from_amax(Scales* scales) {
+  // An all-zero tensor would give 448 / 0: its q is 0 whatever finite scale is used.
+  const float amax = fmaxf(__uint_as_float(scales->amax_bits), 1e-30f);
+  scales->dequant = amax / kE4m3Max;
+  scales->quant = kE4m3Max / amax;
+}
+
+// Four E4M3 pairs, round to nearest even, saturating to ±448 (x * quant can round a hair past it).
+__device__ __forceinline__ unsigned short e4m3x2(float lo, float hi) {
+  return __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+}
+
+template <class Bf16>
+__global__ void quantize(const Bf16* __restrict__ x, __nv_fp8_e4m3* __restrict__ q, int64_t n,
+                         const Fp8Scales* __restrict__ scales) {
+  const float s = scales->quant;
+  const int64_t stride = int64_t{gridDim.x} * blockDim.x, first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  const int64_t vectors = n / kBf16PerVector;
+  for (int64_t i = first; i < vectors; i += stride) {
+    float v[kBf16PerVector];
+    unpack_bf16x8(load_stream(reinterpret_cast<const uint4*>(x) + i), v);
+    uint2 packed;
+    packed.x = e4m3x2(v[0] * s, v[1] * s) | unsigned{e4m3x2(v[2] * s, v[3] * s)} << 16;
+    packed.y = e4m3x2(v[4] * s, v[5] * s) | unsigned{e4m3x2(v[6] * s, v[7] * s)} << 16;
+    reinterpret_cast<uint2*>(q)[i] = packed;  // 8 FP8 values: element 0 in the lowest byte
+  }
+  for (int64_t i = vectors * kBf16PerVector + first; i < n; i += stride)
+    q[i] = __nv_fp8_e4m3(float(x[i]) * s);  // the same rounding and saturation
+}
+
+}  // namespace detail
+
+// Enqueues amax, scales and cast of x[0, n) into q on `stream`. x must be 16-byte aligned and q
+// 8-byte aligned (cudaMalloc gives 256); `scales` is device memory.
+inline void quantize_e4m3_per_tensor(const __nv_bfloat16* x, __nv_fp8_e4m3* q, int64_t n, Fp8Scales* scales,
+                                     int blocks, cudaStream_t stream) {
+  BENCH_CUDA_CHECK(cudaMemsetAsync(&scales->amax_bits, 0, sizeof(unsigned), stream));
+  detail::abs_max<<<blocks, kQuantizeThreads, 0, stream>>>(x, n, &scales->amax_bits);
+  BENCH_CHECK_LAUNCH();
+  detail::scales_from_amax<<<1, 1, 0, stream>>>(scales);
+  BENCH_CHECK_LAUNCH();
+  detail::quantize<<<blocks, kQuantizeThreads, 0, stream>>>(x, q, n, scales);
+  BENCH_CHECK_LAUNCH();
+}
+
+}  // namespace kernels

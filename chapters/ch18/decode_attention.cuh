@@ -32,7 +32,9 @@ constexpr int kDecodeThreads = 256;
 constexpr int kDecodeWarps = kDecodeThreads / 32;
 constexpr int kLanesPerKey = kHeadDim / kernels::kBf16PerVector;  // 16: a half-warp per key
 // Keys one lane has in flight: 4 (K and V: 128 bytes) for one query; 2 for 8 queries, whose 64
-// accumulators per lane leave fewer registers for loads.
+// accumulators per lane leave fewer registers for loads. Registers (ptxas, sm_90a): 63 for one
+// query (4 CTAs of 256 per SM), 182 for eight (1 CTA per SM: 8 warps, 16 KB in flight per SM;
+// capping it at 128 for 2 CTAs spills ~200 bytes a thread).
 constexpr int keys_per_lane(int queries) { return queries == 1 ? 4 : 2; }
 constexpr int keys_per_cta_step(int queries) { return kDecodeWarps * 2 * keys_per_lane(queries); }
 

@@ -46,8 +46,9 @@ __global__ void __launch_bounds__(kRefHeadDim)
       for (int e = 0; e < d; ++e) s += q_row[e] * __bfloat162float(k_bh[j * d + e]);
       s *= scale;
     }
-    const float m_new = fmaxf(m, group_reduce<d>(s, Max{}));
-    if (m_new == -INFINITY) continue;  // nothing visible yet (uniform across the block)
+    const float tile_max = group_reduce<d>(s, Max{});
+    if (tile_max == -INFINITY) continue;  // no visible key in this tile (uniform across the block)
+    const float m_new = fmaxf(m, tile_max);
     const float p = s == -INFINITY ? 0.0f : expf(s - m_new), c = expf(m - m_new);
     p_tile[t] = p;
     l = l * c + group_reduce<d>(p, Sum{});  // contains the barrier that publishes p_tile

@@ -115,7 +115,9 @@ struct BlockSparse {
 };
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile of 256-byte rows.
-__device__ __forceinline__ uint32_t swizzled(int row, int chunk) { return uint32_t(row * 256 + ((chunk ^ (row & 7)) << 4)); }
+__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
+  return uint32_t(row * 256 + ((chunk ^ (row & 7)) << 4));
+}
 
 // Queues rows [row0, row0 + rows) of a [seq][128] matrix into `tile`; rows past seq are zero-filled
 // (from an in-bounds source: kernels/async_copy.cuh).
@@ -156,10 +158,11 @@ __global__ void __launch_bounds__(kThreads) block_sparse_flash(Args a) {
   kernels::cp_async::commit();
   kernels::cp_async::wait<0>();
   __syncthreads();
+  using kernels::cp_async::smem_addr;
   uint32_t qa[kHeadDim / 16][4];  // this warp's 16 query rows as A fragments, all of head_dim
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk)
-    kernels::ldmatrix_x4(qa[kk], kernels::cp_async::smem_addr(sm.q) + swizzled(warp * 16 + lane % 16, 2 * kk + lane / 16));
+    kernels::ldmatrix_x4(qa[kk], smem_addr(sm.q) + swizzled(warp * 16 + lane % 16, 2 * kk + lane / 16));
 
   // Thread state for rows g and g + 8 of the warp's 16 (g = lane / 4): h = 0, 1.
   float o[kHeadDim / 8][4] = {}, m[2] = {kernels::kEmptyMax, kernels::kEmptyMax}, l[2] = {0.0f, 0.0f};
@@ -169,7 +172,7 @@ __global__ void __launch_bounds__(kThreads) block_sparse_flash(Args a) {
     kernels::cp_async::commit();
     kernels::cp_async::wait<1>();
     __syncthreads();  // tile t has landed for every thread
-    const uint32_t k_tile = kernels::cp_async::smem_addr(sm.k[t % 2]), v_tile = kernels::cp_async::smem_addr(sm.v[t % 2]);
+    const uint32_t k_tile = smem_addr(sm.k[t % 2]), v_tile = smem_addr(sm.v[t % 2]);
     // S = Q K^T for 64 keys: 8 tiles of 16 x 8.
     float s[kKeyTile / 8][4] = {};
 #pragma unroll
@@ -177,7 +180,8 @@ __global__ void __launch_bounds__(kThreads) block_sparse_flash(Args a) {
 #pragma unroll
       for (int j = 0; j < kKeyTile / 16; ++j) {
         uint32_t kf[4];
-        kernels::ldmatrix_x4(kf, k_tile + swizzled(16 * j + lane % 8 + 8 * (lane / 16), 2 * kk + (lane / 8) % 2));
+        const int key = 16 * j + lane % 8 + 8 * (lane / 16);
+        kernels::ldmatrix_x4(kf, k_tile + swizzled(key, 2 * kk + (lane / 8) % 2));
         kernels::mma_bf16_m16n8k16(s[2 * j], qa[kk], kf[0], kf[1]);
         kernels::mma_bf16_m16n8k16(s[2 * j + 1], qa[kk], kf[2], kf[3]);
       }
@@ -211,13 +215,14 @@ __global__ void __launch_bounds__(kThreads) block_sparse_flash(Args a) {
     // O += P V: P's C fragments repacked as A fragments, V's B fragments by ldmatrix.trans.
 #pragma unroll
     for (int kk = 0; kk < kKeyTile / 16; ++kk) {
-      const uint32_t pa[4] = {kernels::pack_bf16x2(s[2 * kk][0], s[2 * kk][1]), kernels::pack_bf16x2(s[2 * kk][2], s[2 * kk][3]),
-                              kernels::pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              kernels::pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      const float(&lo)[4] = s[2 * kk], (&hi)[4] = s[2 * kk + 1];  // keys 16kk + 0-7, 16kk + 8-15
+      const uint32_t pa[4] = {kernels::pack_bf16x2(lo[0], lo[1]), kernels::pack_bf16x2(lo[2], lo[3]),
+                              kernels::pack_bf16x2(hi[0], hi[1]), kernels::pack_bf16x2(hi[2], hi[3])};
 #pragma unroll
       for (int jj = 0; jj < kHeadDim / 16; ++jj) {
         uint32_t vf[4];
-        kernels::ldmatrix_x4_trans(vf, v_tile + swizzled(16 * kk + lane % 8 + 8 * ((lane / 8) % 2), 2 * jj + lane / 16));
+        const int key = 16 * kk + lane % 8 + 8 * ((lane / 8) % 2);
+        kernels::ldmatrix_x4_trans(vf, v_tile + swizzled(key, 2 * jj + lane / 16));
         kernels::mma_bf16_m16n8k16(o[2 * jj], pa, vf[0], vf[1]);
         kernels::mma_bf16_m16n8k16(o[2 * jj + 1], pa, vf[2], vf[3]);
       }
@@ -244,10 +249,13 @@ template <bool kSkip>
 struct BlockFlash {
   double density;
   BlockFlash(const BlockSparse& w, cudaStream_t) : density(w.density) {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(block_sparse_flash<kSkip>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(sizeof(Smem))));
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(block_sparse_flash<kSkip>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(sizeof(Smem))));
   }
   void operator()(const BlockSparse& w, cudaStream_t stream) const {
-    const Args args{w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.seq, w.nb, w.mask_d.data(), w.row_start_d.data(), w.cols_d.data()};
+    const Args args{w.q.data(), w.k.data(),      w.v.data(),           w.out.data(),
+                    w.seq,      w.nb,            w.mask_d.data(),      w.row_start_d.data(),
+                    w.cols_d.data()};
     block_sparse_flash<kSkip><<<dim3(unsigned(w.nb), unsigned(w.heads)), kThreads, sizeof(Smem), stream>>>(args);
     BENCH_CHECK_LAUNCH();
   }
@@ -257,7 +265,9 @@ struct BlockFlash {
 struct KeptBlock {
   const uint8_t* mask;
   int64_t nb;
-  __host__ __device__ bool operator()(int64_t qi, int64_t kj) const { return mask[(qi / kBlock) * nb + kj / kBlock] != 0; }
+  __host__ __device__ bool operator()(int64_t qi, int64_t kj) const {
+    return mask[(qi / kBlock) * nb + kj / kBlock] != 0;
+  }
 };
 void reference(const BlockSparse& w, bench::HostData& h) {
   kernels::reference_attention(h.input<bf16>("q"), h.input<bf16>("k"), h.input<bf16>("v"), h.expected("out"), w.heads, w.seq,

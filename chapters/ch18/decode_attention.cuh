@@ -88,14 +88,16 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_attention(DecodeArgs a)
     for (int u = 0; u < kKeys; ++u) {
       const int64_t j = step + 2 * u + half;
       k_raw[u] = v_raw[u] = make_uint4(0, 0, 0, 0);  // absent keys: zeros, never NaN bits (p * v must be 0)
-      if (j < end) k_raw[u] = kernels::load_stream(k_rows + j * kLanesPerKey), v_raw[u] = kernels::load_stream(v_rows + j * kLanesPerKey);
+      if (j < end) {
+        k_raw[u] = kernels::load_stream(k_rows + j * kLanesPerKey);
+        v_raw[u] = kernels::load_stream(v_rows + j * kLanesPerKey);
+      }
     }
 #pragma unroll
     for (int qi = 0; qi < kQueries; ++qi) {
       float qf[8], s[kKeys], m_new = m[qi];
-      const auto* q_vec = reinterpret_cast<const float4*>(&q_s[qi][part * 8]);
-      const float4 q_lo = q_vec[0], q_hi = q_vec[1];
-      qf[0] = q_lo.x, qf[1] = q_lo.y, qf[2] = q_lo.z, qf[3] = q_lo.w, qf[4] = q_hi.x, qf[5] = q_hi.y, qf[6] = q_hi.z, qf[7] = q_hi.w;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) qf[e] = q_s[qi][part * 8 + e];  // two LDS.128
 #pragma unroll
       for (int u = 0; u < kKeys; ++u) {
         float kf[8];
@@ -131,7 +133,8 @@ __global__ void __launch_bounds__(kDecodeThreads) decode_attention(DecodeArgs a)
     float o2[8];
 #pragma unroll
     for (int e = 0; e < 8; ++e) o2[e] = __shfl_xor_sync(0xffffffffu, o[qi][e], kLanesPerKey);
-    const float m2 = __shfl_xor_sync(0xffffffffu, m[qi], kLanesPerKey), l2 = __shfl_xor_sync(0xffffffffu, l[qi], kLanesPerKey);
+    const float m2 = __shfl_xor_sync(0xffffffffu, m[qi], kLanesPerKey);
+    const float l2 = __shfl_xor_sync(0xffffffffu, l[qi], kLanesPerKey);
     kernels::merge_softmax_parts(m[qi], l[qi], o[qi], m2, l2, o2);
     if (half == 0) {
 #pragma unroll
@@ -185,7 +188,8 @@ void launch_decode(DecodeArgs a, int64_t bh, cudaStream_t stream) {
   }
 }
 
-// Keys per split for `splits` splits of n_k keys: a whole number of CTA steps.
+// Keys per split for `splits` splits of n_k keys: a whole number of CTA steps (splits = 1: all
+// keys in one chunk).
 inline int64_t chunk_for(int64_t n_k, int splits, int queries) {
   const int64_t step = keys_per_cta_step(queries), per = (n_k + splits - 1) / splits;
   return (per + step - 1) / step * step;

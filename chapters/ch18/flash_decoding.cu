@@ -57,11 +57,12 @@ struct Decode {
         k(s.input<bf16>("k", pairs * n_k * kHeadDim, bench::uniform(-1, 1))),
         v(s.input<bf16>("v", pairs * n_k * kHeadDim, bench::uniform(-1, 1))),
         out(s.output<bf16>("out", pairs * kHeadDim)) {
-    s.bytes(2.0 * pairs * n_k * kHeadDim * sizeof(bf16) + 2.0 * pairs * kHeadDim * sizeof(bf16), bench::ceiling::hbm_read);
+    const double kv_bytes = 2.0 * pairs * n_k * kHeadDim * sizeof(bf16);
+    s.bytes(kv_bytes + 2.0 * pairs * kHeadDim * sizeof(bf16), bench::ceiling::hbm_read);
     s.flops(4.0 * pairs * n_k * kHeadDim);  // q.k and p v: 2 FMAs per key and dimension
   }
   ch18::DecodeArgs args() const {
-    return {q.data(), k.data(), v.data(), out.data(), nullptr, nullptr, 1, n_k, 0, n_k, 1};
+    return {q.data(), k.data(), v.data(), out.data(), nullptr, nullptr, 1, n_k, 0, ch18::chunk_for(n_k, 1, 1), 1};
   }
 };
 template <int64_t kBatch>
@@ -69,11 +70,7 @@ struct DecodeAt : Decode {
   explicit DecodeAt(bench::Setup& s) : Decode(s, kBatch) {}
 };
 
-void launch_cta_per_head(const Decode& w, cudaStream_t stream) {
-  ch18::DecodeArgs a = w.args();
-  a.chunk = (w.n_k + ch18::keys_per_cta_step(1) - 1) / ch18::keys_per_cta_step(1) * ch18::keys_per_cta_step(1);
-  ch18::launch_decode<1>(a, w.pairs, stream);
-}
+void launch_cta_per_head(const Decode& w, cudaStream_t stream) { ch18::launch_decode<1>(w.args(), w.pairs, stream); }
 
 // Untimed: the split count from the machine and the shape, and the partials' scratch.
 struct SplitKv {
@@ -81,7 +78,8 @@ struct SplitKv {
   int64_t chunk;
   bench::DeviceBuffer<float> part_ml, part_o;
   SplitKv(const Decode& w, cudaStream_t) {
-    const int64_t wave = int64_t{kernels::sm_count()} * kernels::blocks_per_sm(ch18::decode_attention<1>, ch18::kDecodeThreads);
+    const int per_sm = kernels::blocks_per_sm(ch18::decode_attention<1>, ch18::kDecodeThreads);
+    const int64_t wave = int64_t{kernels::sm_count()} * per_sm;
     const int64_t wanted = std::clamp<int64_t>(wave / w.pairs, 1, std::max<int64_t>(1, w.n_k / kMinKeysPerSplit));
     chunk = ch18::chunk_for(w.n_k, int(wanted), 1);
     splits = int((w.n_k + chunk - 1) / chunk);  // rounding the chunk up can leave fewer, never an empty one

@@ -64,7 +64,7 @@ struct Verify {
     s.flops(4.0 * pairs * kHeadDim * (kDraft * (cached + 1) + kDraft * (kDraft - 1) / 2));
   }
   ch18::DecodeArgs args() const {
-    const int64_t whole = (n_k + ch18::keys_per_cta_step(1) - 1) / ch18::keys_per_cta_step(1) * ch18::keys_per_cta_step(1);
+    const int64_t whole = ch18::chunk_for(n_k, 1, 1);  // one split; also whole 8-query steps
     return {q.data(), k.data(), v.data(), out.data(), nullptr, nullptr, kDraft, n_k, 0, whole, 1};
   }
 };
@@ -86,7 +86,10 @@ struct TokensPerSecond {
   int calls = 0;
   double tokens;
   TokensPerSecond(const Verify& w, cudaStream_t) : tokens(double(w.batch) * kDraft) {
-    for (int i = 0; i < kKept; ++i) BENCH_CUDA_CHECK(cudaEventCreate(&start[i])), BENCH_CUDA_CHECK(cudaEventCreate(&stop[i]));
+    for (int i = 0; i < kKept; ++i) {
+      BENCH_CUDA_CHECK(cudaEventCreate(&start[i]));
+      BENCH_CUDA_CHECK(cudaEventCreate(&stop[i]));
+    }
   }
   TokensPerSecond(const TokensPerSecond&) = delete;
   TokensPerSecond& operator=(const TokensPerSecond&) = delete;

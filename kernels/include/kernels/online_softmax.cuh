@@ -27,8 +27,8 @@ __device__ __forceinline__ float exp2_ftz(float t) {
 
 // Folds part 2 (m2, l2, o2) into part 1 (m, l, o), in place.
 template <int N>
-__device__ __forceinline__ void merge_softmax_parts(float& m, float& l, float (&o)[N], float m2, float l2,
-                                                    const float (&o2)[N]) {
+__device__ __forceinline__ void merge_softmax_parts(float& m, float& l, float (&o)[N], float m2,
+                                                    float l2, const float (&o2)[N]) {
   const float m_new = fmaxf(m, m2);
   const float c1 = exp2_ftz(m - m_new), c2 = exp2_ftz(m2 - m_new);
   l = l * c1 + l2 * c2;

@@ -9,12 +9,12 @@
 // the tile's max and sum by block reduction. Slow (a few TFLOP/s) and plainly right.
 #pragma once
 
-#include <bench/bench.hpp>
 #include <cuda_bf16.h>
-#include <kernels/group_reduce.cuh>
 
+#include <bench/bench.hpp>
 #include <cmath>
 #include <cstdint>
+#include <kernels/group_reduce.cuh>
 #include <span>
 #include <vector>
 
@@ -26,8 +26,8 @@ namespace detail {
 template <class Visible>
 __global__ void __launch_bounds__(kRefHeadDim)
     reference_attention(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
-                        const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ out, int64_t n_q,
-                        int64_t n_k, Visible visible) {
+                        const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ out,
+                        int64_t n_q, int64_t n_k, Visible visible) {
   constexpr int d = kRefHeadDim;
   const int64_t qi = blockIdx.x, bh = blockIdx.y;
   const int t = threadIdx.x;
@@ -53,7 +53,8 @@ __global__ void __launch_bounds__(kRefHeadDim)
     p_tile[t] = p;
     l = l * c + group_reduce<d>(p, Sum{});  // contains the barrier that publishes p_tile
     acc *= c;
-    for (int e = 0; e < d && j0 + e < n_k; ++e) acc += p_tile[e] * __bfloat162float(v_bh[(j0 + e) * d + t]);
+    for (int e = 0; e < d && j0 + e < n_k; ++e)
+      acc += p_tile[e] * __bfloat162float(v_bh[(j0 + e) * d + t]);
     m = m_new;
   }
   out[(bh * n_q + qi) * d + t] = __float2bfloat16(acc / l);
@@ -61,18 +62,19 @@ __global__ void __launch_bounds__(kRefHeadDim)
 }  // namespace detail
 
 template <class Visible>
-void reference_attention(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* out,
-                         int64_t bh, int64_t n_q, int64_t n_k, Visible visible, cudaStream_t stream) {
-  detail::reference_attention<<<dim3(unsigned(n_q), unsigned(bh)), kRefHeadDim, 0, stream>>>(q, k, v, out, n_q, n_k,
-                                                                                              visible);
+void reference_attention(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                         __nv_bfloat16* out, int64_t bh, int64_t n_q, int64_t n_k, Visible visible,
+                         cudaStream_t stream) {
+  detail::reference_attention<<<dim3(unsigned(n_q), unsigned(bh)), kRefHeadDim, 0, stream>>>(
+      q, k, v, out, n_q, n_k, visible);
   BENCH_CHECK_LAUNCH();
 }
 
 // The same in double from the BF16 inputs, into `out` [bh][n_q][128].
 template <class Visible>
 void reference_attention(std::span<const __nv_bfloat16> q, std::span<const __nv_bfloat16> k,
-                         std::span<const __nv_bfloat16> v, std::span<double> out, int64_t bh, int64_t n_q, int64_t n_k,
-                         Visible visible) {
+                         std::span<const __nv_bfloat16> v, std::span<double> out, int64_t bh,
+                         int64_t n_q, int64_t n_k, Visible visible) {
   constexpr int d = kRefHeadDim;
   std::vector<double> s(static_cast<std::size_t>(n_k));
   for (int64_t b = 0; b < bh; ++b)
@@ -84,7 +86,8 @@ void reference_attention(std::span<const __nv_bfloat16> q, std::span<const __nv_
         if (!visible(i, j)) continue;
         const __nv_bfloat16* kr = k.data() + (b * n_k + j) * d;
         double dot = 0;
-        for (int e = 0; e < d; ++e) dot += double(__bfloat162float(qr[e])) * double(__bfloat162float(kr[e]));
+        for (int e = 0; e < d; ++e)
+          dot += double(__bfloat162float(qr[e])) * double(__bfloat162float(kr[e]));
         s[j] = dot / std::sqrt(double(d));
         m = std::fmax(m, s[j]);
       }

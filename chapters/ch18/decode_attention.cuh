@@ -1,0 +1,198 @@
+// ch18/decode_attention.cuh: split-KV decode attention for a few query tokens per (sequence, head),
+// shared by flash_decoding (one query) and speculative_verify (one, or k draft queries at once).
+//
+// Layout, per (sequence, head) pair bh: q and out [bh][n_q][128], k and v [bh][n_k][128], BF16.
+// Query qi (0..n_q-1) sees keys j < n_k - (n_q - 1 - qi): the last query sees the whole cache, each
+// earlier draft token one key fewer (a causal mask inside the draft, whose K/V rows are the last
+// n_q of the cache). The kernel computes kQueries of those queries, starting at q_first.
+//
+// One CTA: one bh and one chunk of keys (split s of `splits`), 256 threads = 8 warps. A half-warp
+// holds one key: lane l % 16 loads its 8 of the 128 dimensions of K and of V as one 16-byte
+// streaming load each (kernels/vector_access.cuh), so a warp reads 2 keys per load instruction, and
+// kKeysPerLane keys' K and V loads are all issued before the first is used (bytes in flight). The
+// score is 8 FMAs per lane and a 4-step butterfly over the 16 lanes; each half-warp keeps its own
+// online-softmax state (kernels/online_softmax.cuh) for every query: m, l and its 8 dimensions of o.
+// At the end the two halves, then the 8 warps (through shared memory) merge; with one split the CTA
+// writes o / l, else the partial (m, l, o) for merge_splits, the log-sum-exp combine.
+#pragma once
+
+#include <bench/bench.hpp>
+#include <cuda_bf16.h>
+#include <kernels/bf16_pack.cuh>
+#include <kernels/online_softmax.cuh>
+#include <kernels/vector_access.cuh>
+
+#include <cstdint>
+
+namespace ch18 {
+
+using bf16 = __nv_bfloat16;
+constexpr int kHeadDim = 128;
+constexpr int kDecodeThreads = 256;
+constexpr int kDecodeWarps = kDecodeThreads / 32;
+constexpr int kLanesPerKey = kHeadDim / kernels::kBf16PerVector;  // 16: a half-warp per key
+// Keys one lane has in flight: 4 (K and V: 128 bytes) for one query; 2 for 8 queries, whose 64
+// accumulators per lane leave fewer registers for loads. Registers (ptxas, sm_90a): 63 for one
+// query (4 CTAs of 256 per SM), 182 for eight (1 CTA per SM: 8 warps, 16 KB in flight per SM;
+// capping it at 128 for 2 CTAs spills ~200 bytes a thread).
+constexpr int keys_per_lane(int queries) { return queries == 1 ? 4 : 2; }
+constexpr int keys_per_cta_step(int queries) { return kDecodeWarps * 2 * keys_per_lane(queries); }
+
+struct DecodeArgs {
+  const bf16* q;      // [bh][n_q][128]
+  const bf16* k;      // [bh][n_k][128]
+  const bf16* v;
+  bf16* out;          // [bh][n_q][128], when splits == 1
+  float* part_ml;     // [bh][kQueries][splits][2] (m, l), when splits > 1
+  float* part_o;      // [bh][kQueries][splits][128]
+  int64_t n_q, n_k;   // queries per bh in q/out, keys per bh
+  int q_first;        // the first of this launch's kQueries queries
+  int64_t chunk;      // keys per split, a multiple of keys_per_cta_step
+  int splits;
+};
+
+template <int kQueries>
+__global__ void __launch_bounds__(kDecodeThreads) decode_attention(DecodeArgs a) {
+  constexpr int kKeys = keys_per_lane(kQueries);
+  const int64_t bh = blockIdx.y;
+  const int split = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int half = lane / kLanesPerKey, part = lane % kLanesPerKey;  // which key, which 8 dimensions
+  __shared__ alignas(16) float q_s[kQueries][kHeadDim];
+  __shared__ float o_s[kDecodeWarps][kQueries][kHeadDim];
+  __shared__ float ml_s[kDecodeWarps][kQueries][2];
+
+  // Query qi sees keys [0, last0 + qi); this CTA reads keys [begin, end), end covering the last query.
+  const int64_t begin = split * a.chunk;
+  const int64_t last0 = a.n_k - (a.n_q - 1 - a.q_first);  // query qi's limit: last0 + qi
+  const int64_t end = min(begin + a.chunk, last0 + kQueries - 1);
+  // q in shared memory, prescaled so scores come out in log2 units (kernels/online_softmax.cuh).
+  const float scale = kernels::kLog2e / sqrtf(float(kHeadDim));
+  for (int i = threadIdx.x; i < kQueries * kHeadDim; i += kDecodeThreads)
+    q_s[i / kHeadDim][i % kHeadDim] = __bfloat162float(a.q[(bh * a.n_q + a.q_first) * kHeadDim + i]) * scale;
+  __syncthreads();
+
+  const auto* k_rows = reinterpret_cast<const uint4*>(a.k + bh * a.n_k * kHeadDim) + part;
+  const auto* v_rows = reinterpret_cast<const uint4*>(a.v + bh * a.n_k * kHeadDim) + part;
+  float m[kQueries], l[kQueries], o[kQueries][8];
+#pragma unroll
+  for (int qi = 0; qi < kQueries; ++qi) {
+    m[qi] = kernels::kEmptyMax, l[qi] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[qi][e] = 0.0f;
+  }
+
+  for (int64_t step = begin + (warp * kKeys) * 2; step < end; step += keys_per_cta_step(kQueries)) {
+    // All K and V loads of this step first: kKeys keys per half-warp, 2 x kKeys x 16 bytes a lane.
+    uint4 k_raw[kKeys], v_raw[kKeys];
+#pragma unroll
+    for (int u = 0; u < kKeys; ++u) {
+      const int64_t j = step + 2 * u + half;
+      k_raw[u] = v_raw[u] = make_uint4(0, 0, 0, 0);  // absent keys: zeros, never NaN bits (p * v must be 0)
+      if (j < end) {
+        k_raw[u] = kernels::load_stream(k_rows + j * kLanesPerKey);
+        v_raw[u] = kernels::load_stream(v_rows + j * kLanesPerKey);
+      }
+    }
+#pragma unroll
+    for (int qi = 0; qi < kQueries; ++qi) {
+      float qf[8], s[kKeys], m_new = m[qi];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) qf[e] = q_s[qi][part * 8 + e];  // two LDS.128
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        float kf[8];
+        kernels::unpack_bf16x8(k_raw[u], kf);
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dot = fmaf(qf[e], kf[e], dot);
+#pragma unroll
+        for (int mask = kLanesPerKey / 2; mask > 0; mask /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, mask);
+        s[u] = step + 2 * u + half < min(end, last0 + qi) ? dot : -INFINITY;
+        m_new = fmaxf(m_new, s[u]);
+      }
+      const float c = kernels::exp2_ftz(m[qi] - m_new);
+      l[qi] *= c;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[qi][e] *= c;
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        const float p = kernels::exp2_ftz(s[u] - m_new);  // 0 for a masked or absent key
+        float vf[8];
+        kernels::unpack_bf16x8(v_raw[u], vf);
+        l[qi] += p;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[qi][e] = fmaf(p, vf[e], o[qi][e]);  // p = 0 where v_raw is unset
+      }
+      m[qi] = m_new;
+    }
+  }
+
+  // Merge the two half-warps, then the warps through shared memory.
+#pragma unroll
+  for (int qi = 0; qi < kQueries; ++qi) {
+    float o2[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o2[e] = __shfl_xor_sync(0xffffffffu, o[qi][e], kLanesPerKey);
+    const float m2 = __shfl_xor_sync(0xffffffffu, m[qi], kLanesPerKey);
+    const float l2 = __shfl_xor_sync(0xffffffffu, l[qi], kLanesPerKey);
+    kernels::merge_softmax_parts(m[qi], l[qi], o[qi], m2, l2, o2);
+    if (half == 0) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o_s[warp][qi][part * 8 + e] = o[qi][e];
+      if (part == 0) ml_s[warp][qi][0] = m[qi], ml_s[warp][qi][1] = l[qi];
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kQueries * kHeadDim; i += kDecodeThreads) {
+    const int qi = i / kHeadDim, d = i % kHeadDim;
+    float mm = ml_s[0][qi][0], ll = ml_s[0][qi][1], oo[1] = {o_s[0][qi][d]};
+#pragma unroll
+    for (int w = 1; w < kDecodeWarps; ++w) {
+      const float ow[1] = {o_s[w][qi][d]};
+      kernels::merge_softmax_parts(mm, ll, oo, ml_s[w][qi][0], ml_s[w][qi][1], ow);
+    }
+    const int64_t row = bh * a.n_q + a.q_first + qi;  // output row; partial slot below
+    if (a.splits == 1) {
+      a.out[row * kHeadDim + d] = __float2bfloat16(oo[0] / ll);
+    } else {
+      const int64_t slot = (bh * kQueries + qi) * a.splits + split;
+      a.part_o[slot * kHeadDim + d] = oo[0];
+      if (d == 0) a.part_ml[2 * slot] = mm, a.part_ml[2 * slot + 1] = ll;
+    }
+  }
+}
+
+// The log-sum-exp combine: one CTA of 128 threads (one per dimension) per (bh, query).
+template <int kQueries>
+__global__ void __launch_bounds__(kHeadDim) merge_splits(DecodeArgs a) {
+  const int64_t bh = blockIdx.y;
+  const int qi = blockIdx.x, d = threadIdx.x;
+  const int64_t slot0 = (bh * kQueries + qi) * a.splits;
+  float m = kernels::kEmptyMax, l = 0.0f, o[1] = {0.0f};
+  for (int s = 0; s < a.splits; ++s) {
+    const float os[1] = {a.part_o[(slot0 + s) * kHeadDim + d]};
+    kernels::merge_softmax_parts(m, l, o, a.part_ml[2 * (slot0 + s)], a.part_ml[2 * (slot0 + s) + 1], os);
+  }
+  a.out[(bh * a.n_q + a.q_first + qi) * kHeadDim + d] = __float2bfloat16(o[0] / l);
+}
+
+// Enqueues one decode pass of kQueries queries (from q_first) over `splits` chunks of the keys
+// (splits > 1: part_ml and part_o must hold bh x kQueries x splits partials).
+template <int kQueries>
+void launch_decode(DecodeArgs a, int64_t bh, cudaStream_t stream) {
+  decode_attention<kQueries><<<dim3(unsigned(a.splits), unsigned(bh)), kDecodeThreads, 0, stream>>>(a);
+  BENCH_CHECK_LAUNCH();
+  if (a.splits > 1) {
+    merge_splits<kQueries><<<dim3(unsigned(kQueries), unsigned(bh)), kHeadDim, 0, stream>>>(a);
+    BENCH_CHECK_LAUNCH();
+  }
+}
+
+// Keys per split for `splits` splits of n_k keys: a whole number of CTA steps (splits = 1: all
+// keys in one chunk).
+inline int64_t chunk_for(int64_t n_k, int splits, int queries) {
+  const int64_t step = keys_per_cta_step(queries), per = (n_k + splits - 1) / splits;
+  return (per + step - 1) / step * step;
+}
+
+}  // namespace ch18

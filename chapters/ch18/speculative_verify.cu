@@ -1,0 +1,140 @@
+// ch18/speculative_verify: verifying k draft tokens one decode step at a time reads the KV cache
+// k times; one pass with all k queries shares every K and V load among them, so the k tokens cost
+// about one step's bytes.
+//
+// The work: a speculative-decoding verification of k = 8 draft tokens for 16 sequences x 32 heads,
+// head_dim 128, 4096 cached keys per sequence. The drafts' own K/V rows are the last 8 rows of the
+// cache (4104 keys), and draft token i attends to the 4096 keys plus drafts 0..i (causal inside the
+// draft). Outputs: 8 attention outputs per (sequence, head). 1.08 GB of K and V: 21x the L2.
+// The hardware: a decode step is a stream of K and V with 2 FMAs per key and dimension, far below
+// what the SM can compute per byte; re-reading the cache for each draft token pays HBM k times.
+//
+// What changes from baseline to optimized (the decode kernel of ch18/decode_attention.cuh):
+//   1. baseline "step_by_step": k launches of the single-query kernel, launch i computing draft
+//      token i over keys [0, 4097 + i): 8 full reads of the cache (8.6 GB);
+//   2. optimized "one_pass": one launch of the 8-query kernel: each lane loads its 16 bytes of a
+//      key's K and V once and uses them for all 8 queries (8 dot products, 8 online-softmax
+//      updates), masking key j for query i when j >= 4097 + i. One read of the cache.
+// Same arithmetic on both sides (FP32 scores, statistics and accumulators; the same per-key
+// order), so the outputs agree to rounding of the FP32 reassociation only.
+// Expected ratio: the baseline is bound by 8 HBM reads, the optimized one by one read plus 8x the
+// FP32 work and shuffles per byte (8 FMAs + 4 SHFL per query per 16 bytes of K, 8 FMAs per 16 of
+// V): ~4 instructions per byte of K and V in total, which an SM issues at about 2-3x the rate it
+// receives bytes at the HBM ceiling, so the pass should stay near memory-bound: 5-8x expected, not
+// the full 8x. Metric "tokens_per_s": batch x k / the median of the variant's own event-timed
+// launches (the last 32), the verification throughput of a serving step.
+// Bytes: K and V once, q read, out written (the optimized side's minimum; the baseline moves 8x
+// this, which is the point). Held to the HBM read ceiling.
+// Tolerance: relative L2 3e-3, as ch18/flash_decoding: BF16 output rounding (<= 2^-9 relative)
+// plus FP32 sums of ~4100 terms (~1e-6).
+//
+//   ./bench compare --chapter ch18 --example speculative_verify
+#include "decode_attention.cuh"
+
+#include <kernels/reference_attention.cuh>
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+namespace {
+
+using ch18::bf16;
+using ch18::kHeadDim;
+constexpr int kDraft = 8;  // draft tokens verified per sequence
+
+struct Verify {
+  int64_t batch, heads, cached, n_k, pairs;
+  bench::DeviceSpan<const bf16> q, k, v;
+  bench::DeviceSpan<bf16> out;
+  explicit Verify(bench::Setup& s)
+      : batch(s.size("batch", 16, 2)),
+        heads(s.size("heads", 32, 32)),
+        cached(s.size("kv_len", 4096, 999)),  // 999 + 8 = 1007 keys: odd, not a whole number of steps
+        n_k(cached + kDraft),
+        pairs(batch * heads),
+        q(s.input<bf16>("q", pairs * kDraft * kHeadDim, bench::normal(0, 4))),  // peaked softmax
+        k(s.input<bf16>("k", pairs * n_k * kHeadDim, bench::uniform(-1, 1))),
+        v(s.input<bf16>("v", pairs * n_k * kHeadDim, bench::uniform(-1, 1))),
+        out(s.output<bf16>("out", pairs * kDraft * kHeadDim)) {
+    s.param("draft_tokens", kDraft);
+    s.bytes(2.0 * pairs * n_k * kHeadDim * sizeof(bf16) + 2.0 * pairs * kDraft * kHeadDim * sizeof(bf16),
+            bench::ceiling::hbm_read);
+    // Query i sees cached + 1 + i keys; 4 flops per key and dimension (q.k and p v).
+    s.flops(4.0 * pairs * kHeadDim * (kDraft * (cached + 1) + kDraft * (kDraft - 1) / 2));
+  }
+  ch18::DecodeArgs args() const {
+    const int64_t whole = ch18::chunk_for(n_k, 1, 1);  // one split; also whole 8-query steps
+    return {q.data(), k.data(), v.data(), out.data(), nullptr, nullptr, kDraft, n_k, 0, whole, 1};
+  }
+};
+
+void step_by_step(const Verify& w, cudaStream_t stream) {
+  ch18::DecodeArgs a = w.args();
+  for (int i = 0; i < kDraft; ++i) {
+    a.q_first = i;  // one query: sees keys [0, n_k - (kDraft - 1 - i))
+    ch18::launch_decode<1>(a, w.pairs, stream);
+  }
+}
+void one_pass(const Verify& w, cudaStream_t stream) { ch18::launch_decode<kDraft>(w.args(), w.pairs, stream); }
+
+// A variant that also reports tokens/s from CUDA events around its own launches (the last 32).
+template <void (*kLaunch)(const Verify&, cudaStream_t)>
+struct TokensPerSecond {
+  static constexpr int kKept = 32;
+  std::array<cudaEvent_t, kKept> start{}, stop{};
+  int calls = 0;
+  double tokens;
+  TokensPerSecond(const Verify& w, cudaStream_t) : tokens(double(w.batch) * kDraft) {
+    for (int i = 0; i < kKept; ++i) {
+      BENCH_CUDA_CHECK(cudaEventCreate(&start[i]));
+      BENCH_CUDA_CHECK(cudaEventCreate(&stop[i]));
+    }
+  }
+  TokensPerSecond(const TokensPerSecond&) = delete;
+  TokensPerSecond& operator=(const TokensPerSecond&) = delete;
+  ~TokensPerSecond() {
+    for (int i = 0; i < kKept; ++i) cudaEventDestroy(start[i]), cudaEventDestroy(stop[i]);  // no check: a destructor
+  }
+  void operator()(const Verify& w, cudaStream_t stream) {
+    const int slot = calls++ % kKept;
+    BENCH_CUDA_CHECK(cudaEventRecord(start[slot], stream));
+    kLaunch(w, stream);
+    BENCH_CUDA_CHECK(cudaEventRecord(stop[slot], stream));
+  }
+  std::vector<bench::Metric> metrics() {
+    std::vector<double> seconds;
+    for (int i = 0; i < std::min(calls, kKept); ++i) {
+      float ms = 0;
+      BENCH_CUDA_CHECK(cudaEventSynchronize(stop[i]));
+      BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start[i], stop[i]));
+      seconds.push_back(ms * 1e-3);
+    }
+    if (seconds.empty()) return {};
+    std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+    return {{"tokens_per_s", tokens / seconds[seconds.size() / 2]}};
+  }
+};
+
+// Draft token qi (of kDraft) sees the cache and drafts 0..qi: keys j < n_k - (kDraft - 1 - qi).
+struct CausalDraft {
+  int64_t n_k;
+  __host__ __device__ bool operator()(int64_t qi, int64_t j) const { return j < n_k - (kDraft - 1 - qi); }
+};
+void reference(const Verify& w, bench::HostData& h) {
+  kernels::reference_attention(h.input<bf16>("q"), h.input<bf16>("k"), h.input<bf16>("v"), h.expected("out"), w.pairs,
+                               kDraft, w.n_k, CausalDraft{w.n_k});
+}
+void device_reference(const Verify& w, cudaStream_t stream) {
+  kernels::reference_attention(w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.pairs, kDraft, w.n_k,
+                               CausalDraft{w.n_k}, stream);
+}
+
+BENCH_EXAMPLE(ch18, speculative_verify, Verify)
+    .stateful<TokensPerSecond<step_by_step>>(bench::Role::baseline, "step_by_step")
+    .stateful<TokensPerSecond<one_pass>>(bench::Role::optimized, "one_pass")
+    .reference(reference)
+    .device_reference(device_reference)
+    .tolerance(bench::relative_l2(3e-3));
+
+}  // namespace

@@ -98,7 +98,7 @@ __global__ void fill_value(T* __restrict__ p, int64_t n, T value) {
 __host__ __device__ inline int64_t sampled_index(int64_t j, int64_t k, int64_t n) {
   return k == n ? j : j * (n - 1) / (k - 1);
 }
-__global__ void gather_samples(const float* __restrict__ from, int64_t n, float* __restrict__ to, int64_t k) {
+static __global__ void gather_samples(const float* __restrict__ from, int64_t n, float* __restrict__ to, int64_t k) {
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < k; j += int64_t(gridDim.x) * blockDim.x)
     to[j] = from[sampled_index(j, k, n)];
 }

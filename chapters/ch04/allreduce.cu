@@ -140,14 +140,7 @@ class NcclAllReduce : public Sweep {
   ch04::Communicators comms_;
 };
 
-void reference(const AllReduce& w, bench::HostData& h) {
-  auto in = h.input<float>("inputs");
-  w.io.expect(h, "sum", [&](size_t, int64_t j) {
-    double acc = 0;
-    for (size_t g = 0; g < w.io.size(); ++g) acc += in[g * w.io.n + j];
-    return acc;
-  });
-}
+void reference(const AllReduce& w, bench::HostData& h) { w.io.expect_sum(h, "sum"); }
 
 // N <= 8 terms in [-1, 1] summed in FP32, in whatever order NCCL's ring adds them: |error| <=
 // (N-1) 2^-24 sum|x| <= 7 x 8 x 2^-24 = 3.34e-6 (first order).

@@ -156,6 +156,15 @@ struct Sharded {
     for (size_t i = 1; i < size(); ++i)
       for (int64_t j = 0; j < k; ++j) peers[(i - 1) * k + j] = value(i, sampled_index(j, k, n));
   }
+  // The all-reduce's answer on every GPU: element j is the sum of shard g's element j over g.
+  void expect_sum(bench::HostData& h, const char* out_name) const {
+    auto in = h.input<float>("inputs");
+    expect(h, out_name, [&](size_t, int64_t j) {
+      double acc = 0;
+      for (size_t g = 0; g < size(); ++g) acc += in[g * n + j];
+      return acc;
+    });
+  }
 };
 
 // A non-blocking stream on every peer (index 0 is the case's own stream), forked and joined.

@@ -54,28 +54,16 @@ class Sweep {
   explicit Sweep(const AllReduce& w, cudaStream_t s) : w_(w), s_(s), fan_(w.io.gpus) {}
   template <class Enqueue>
   std::vector<bench::Metric> sweep(Enqueue enqueue) const {
-    cudaEvent_t start, stop;
-    BENCH_CUDA_CHECK(cudaEventCreate(&start));
-    BENCH_CUDA_CHECK(cudaEventCreate(&stop));
     std::vector<bench::Metric> out;
     for (int64_t bytes = 4096; bytes <= w_.io.n * int64_t(sizeof(float)); bytes *= 4) {
       const int64_t count = bytes / sizeof(float);
       const int reps = bytes <= (int64_t{16} << 20) ? 50 : 10;
-      enqueue(count, s_);  // warm-up at this size
-      BENCH_CUDA_CHECK(cudaEventRecord(start, s_));
-      for (int r = 0; r < reps; ++r) enqueue(count, s_);
-      BENCH_CUDA_CHECK(cudaEventRecord(stop, s_));
-      BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
-      float ms = 0;
-      BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      const double seconds = ms * 1e-3 / reps;
+      const double seconds = 1e-6 * ch04::mean_us(s_, reps, [&](cudaStream_t s) { enqueue(count, s); });
       const std::string size = bytes >= (1 << 30) ? std::to_string(bytes >> 30) + "GiB"
                                : bytes >= (1 << 20) ? std::to_string(bytes >> 20) + "MiB"
                                                     : std::to_string(bytes >> 10) + "KiB";
       out.push_back({"busbw_gbps_" + size, ch04::busbw_factor(w_.io.size()) * double(bytes) / seconds * 1e-9});
     }
-    cudaEventDestroy(stop);
-    cudaEventDestroy(start);
     return out;
   }
 

@@ -209,13 +209,28 @@ class Fan {
   cudaEvent_t forked_ = nullptr;
 };
 
-// One NCCL communicator per GPU of this process, NVLink multicast off.
+// One NCCL communicator per GPU of this process, NVLink multicast off. max_ctas > 0 caps the
+// thread blocks (hence SMs) each NCCL kernel may occupy (ncclConfig_t::maxCTAs, the per-
+// communicator form of NCCL_MAX_CTAS), for work that must leave SMs to kernels running beside it.
 class Communicators {
  public:
-  explicit Communicators(const std::vector<int>& gpus) : comms_(gpus.size()) {
+  explicit Communicators(const std::vector<int>& gpus, int max_ctas = 0) : comms_(gpus.size()) {
     force_nvls_off();
-    OnDevice keep(gpus[0]);  // ncclCommInitAll switches devices
-    check_nccl(ncclCommInitAll(comms_.data(), int(gpus.size()), gpus.data()), "ncclCommInitAll");
+    OnDevice keep(gpus[0]);  // both initialisations switch devices
+    if (max_ctas <= 0) {
+      check_nccl(ncclCommInitAll(comms_.data(), int(gpus.size()), gpus.data()), "ncclCommInitAll");
+      return;
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.maxCTAs = max_ctas;
+    ncclUniqueId id;
+    check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    check_nccl(ncclGroupStart(), "ncclGroupStart");  // one thread creating every rank: a group
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      BENCH_CUDA_CHECK(cudaSetDevice(gpus[i]));
+      check_nccl(ncclCommInitRankConfig(&comms_[i], int(gpus.size()), id, int(i), &config), "ncclCommInitRankConfig");
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
   }
   Communicators(const Communicators&) = delete;
   Communicators& operator=(const Communicators&) = delete;
@@ -229,14 +244,39 @@ class Communicators {
 };
 
 // One all-reduce over every GPU, one call per GPU inside a group (one process drives them all).
-// send(i)/recv(i) are GPU i's buffers; each call goes on that GPU's stream of `fan`.
+// send(i)/recv(i) are GPU i's buffers; GPU i's call goes on stream(i).
+template <class Stream, class Send, class Recv>
+void all_reduce_on(const Communicators& comms, size_t gpus, Stream stream, Send send, Recv recv, size_t count,
+                   ncclDataType_t type) {
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  for (size_t i = 0; i < gpus; ++i)
+    check_nccl(ncclAllReduce(send(i), recv(i), count, type, ncclSum, comms[i], stream(i)), "ncclAllReduce");
+  check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+}
+// The same, each call on that GPU's stream of `fan`.
 template <class Send, class Recv>
 void all_reduce(const Communicators& comms, const Fan& fan, size_t gpus, cudaStream_t s, Send send, Recv recv,
                 size_t count, ncclDataType_t type) {
-  check_nccl(ncclGroupStart(), "ncclGroupStart");
-  for (size_t i = 0; i < gpus; ++i)
-    check_nccl(ncclAllReduce(send(i), recv(i), count, type, ncclSum, comms[i], fan.stream(i, s)), "ncclAllReduce");
-  check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  all_reduce_on(comms, gpus, [&](size_t i) { return fan.stream(i, s); }, send, recv, count, type);
+}
+
+// Mean microseconds of one enqueue(s), over `reps` back-to-back runs after one warm-up, timed by
+// events on `s`: for the figures a stateful variant reports as metrics (outside the timed samples).
+template <class Enqueue>
+double mean_us(cudaStream_t s, int reps, Enqueue enqueue) {
+  cudaEvent_t start, stop;
+  BENCH_CUDA_CHECK(cudaEventCreate(&start));
+  BENCH_CUDA_CHECK(cudaEventCreate(&stop));
+  enqueue(s);
+  BENCH_CUDA_CHECK(cudaEventRecord(start, s));
+  for (int r = 0; r < reps; ++r) enqueue(s);
+  BENCH_CUDA_CHECK(cudaEventRecord(stop, s));
+  BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(stop);
+  cudaEventDestroy(start);
+  return 1e3 * double(ms) / reps;
 }
 
 // nccl-tests' figures for an all-reduce of `bytes` per GPU over `gpus` GPUs in `seconds`:

@@ -67,36 +67,57 @@ struct Backward {
   }
   explicit Backward(bench::Setup& s) : Backward(s, ch04::all_gpus()) {}
   void inputs_filled(cudaStream_t s) const { io.refresh(s); }
-  const float* activations(size_t gpu, int64_t layer) const { return io.input(gpu) + layer * bucket; }
+  const float* activations(size_t gpu, int64_t layer) const {
+    return io.input(gpu) + layer * bucket;
+  }
   float* gradient(size_t gpu, int64_t layer) const { return io.output(gpu) + layer * bucket; }
 };
 
 // One layer's backward step: each gradient element from its activation, FMA-bound.
-__global__ void __launch_bounds__(kThreads) layer_backward(const float* __restrict__ activation, int64_t m,
-                                                          float* __restrict__ gradient) {
+__global__ void __launch_bounds__(kThreads)
+    layer_backward(const float* __restrict__ activation, int64_t m, float* __restrict__ gradient) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i < m) gradient[i] = kernels::dependent_fma_chain(activation[i], kFmaPerElement);
 }
 
-// What both variants share: streams on every GPU, a communicator, the compute and the metrics.
+// What both variants share: streams on every GPU, a communicator, the compute, the timed call
+// and the metrics. A variant is its `body`: the compute and/or the all-reduces, between the fork
+// of every GPU's stream from the case's stream and their join back into it.
 class Step {
  public:
-  Step(const Backward& w, cudaStream_t s, int max_ctas) : w_(w), s_(s), fan_(w.io.gpus), comms_(w.io.gpus, max_ctas) {}
-  std::vector<bench::Metric> metrics() const {
-    auto run = [this](bool compute, bool comm) { return ch04::mean_us(s_, 5, [&](cudaStream_t s) { enqueue(s, compute, comm); }); };
-    const double compute = run(true, false), comm = run(false, true), total = run(true, true);
-    return {{"compute_us", compute}, {"comm_us", comm}, {"total_us", total}, {"total_over_max", total / std::max(compute, comm)}};
-  }
+  Step(const Backward& w, cudaStream_t s, int max_ctas)
+      : w_(w), s_(s), fan_(w.io.gpus), comms_(w.io.gpus, max_ctas) {}
   virtual ~Step() = default;
+  void operator()(const Backward& w, cudaStream_t s) const {
+    enqueue(s, true, true);
+    w.io.check(s);
+  }
+  std::vector<bench::Metric> metrics() const {
+    auto mean_us = [this](bool compute, bool comm) {
+      return ch04::mean_us(s_, 5, [&](cudaStream_t s) { enqueue(s, compute, comm); });
+    };
+    const double compute = mean_us(true, false), comm = mean_us(false, true);
+    const double total = mean_us(true, true);
+    return {{"compute_us", compute},
+            {"comm_us", comm},
+            {"total_us", total},
+            {"total_over_max", total / std::max(compute, comm)}};
+  }
 
  protected:
-  virtual void enqueue(cudaStream_t s, bool compute, bool comm) const = 0;
+  virtual void body(cudaStream_t s, bool compute, bool comm) const = 0;
+  void enqueue(cudaStream_t s, bool compute, bool comm) const {
+    fan_.fork(s);
+    body(s, compute, comm);
+    fan_.join(s);
+  }
   void compute_layer(int64_t layer, cudaStream_t s) const {
     const auto& io = w_.io;
     const unsigned blocks = unsigned((w_.bucket + kThreads - 1) / kThreads);
     for (size_t i = 0; i < io.size(); ++i) {
       ch04::OnDevice on(io.gpus[i]);
-      layer_backward<<<blocks, kThreads, 0, fan_.stream(i, s)>>>(w_.activations(i, layer), w_.bucket, w_.gradient(i, layer));
+      layer_backward<<<blocks, kThreads, 0, fan_.stream(i, s)>>>(
+          w_.activations(i, layer), w_.bucket, w_.gradient(i, layer));
       BENCH_CHECK_LAUNCH();
     }
   }
@@ -109,20 +130,14 @@ class Step {
 class ComputeThenAllReduce : public Step {
  public:
   ComputeThenAllReduce(const Backward& w, cudaStream_t s) : Step(w, s, 0) {}
-  void operator()(const Backward& w, cudaStream_t s) const {
-    enqueue(s, true, true);
-    w.io.check(s);
-  }
 
  private:
-  void enqueue(cudaStream_t s, bool compute, bool comm) const override {
+  void body(cudaStream_t s, bool compute, bool comm) const override {
     const auto& io = w_.io;
-    fan_.fork(s);
     for (int64_t l = 0; compute && l < w_.layers; ++l) compute_layer(l, s);
     if (comm)  // all gradients at once, in place
       ch04::all_reduce(comms_, fan_, io.size(), s, [&](size_t i) { return io.output(i); },
                        [&](size_t i) { return io.output(i); }, size_t(io.n), ncclFloat);
-    fan_.join(s);
   }
 };
 
@@ -130,7 +145,8 @@ class ComputeThenAllReduce : public Step {
 // that GPU's compute stream.
 class CommStreams {
  public:
-  explicit CommStreams(const std::vector<int>& gpus) : gpus_(gpus), streams_(gpus.size()), ready_(gpus.size()), done_(gpus.size()) {
+  explicit CommStreams(const std::vector<int>& gpus)
+      : gpus_(gpus), streams_(gpus.size()), ready_(gpus.size()), done_(gpus.size()) {
     for (size_t i = 0; i < gpus.size(); ++i) {
       ch04::OnDevice on(gpus[i]);
       int least = 0, greatest = 0;
@@ -151,11 +167,12 @@ class CommStreams {
     }
   }
   cudaStream_t operator[](size_t i) const { return streams_[i]; }
-  // GPU i's communication stream waits for what is queued so far on `compute` (GPU i's).
+  // GPU i's communication stream waits for what is queued so far on `compute` (GPU i's). The
+  // event is re-recorded for every bucket: a wait takes the record made just before it.
   void follow(size_t i, cudaStream_t compute) const {
     ch04::OnDevice on(gpus_[i]);
-    BENCH_CUDA_CHECK(cudaEventRecord(ready_[i], compute));  // re-recorded per bucket: a wait
-    BENCH_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], ready_[i], 0));  // takes the latest record
+    BENCH_CUDA_CHECK(cudaEventRecord(ready_[i], compute));
+    BENCH_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], ready_[i], 0));
   }
   // `compute` (GPU i's) waits for everything queued on GPU i's communication stream.
   void join_into(size_t i, cudaStream_t compute) const {
@@ -172,26 +189,21 @@ class CommStreams {
 
 class BucketedOverlap : public Step {
  public:
-  BucketedOverlap(const Backward& w, cudaStream_t s) : Step(w, s, kOverlapMaxCtas), comm_(w.io.gpus) {}
-  void operator()(const Backward& w, cudaStream_t s) const {
-    enqueue(s, true, true);
-    w.io.check(s);
-  }
+  BucketedOverlap(const Backward& w, cudaStream_t s)
+      : Step(w, s, kOverlapMaxCtas), comm_(w.io.gpus) {}
 
  private:
-  void enqueue(cudaStream_t s, bool compute, bool comm) const override {
-    const auto& io = w_.io;
-    fan_.fork(s);
+  void body(cudaStream_t s, bool compute, bool comm) const override {
+    const size_t gpus = w_.io.size();
     for (int64_t l = 0; l < w_.layers; ++l) {
       if (compute) compute_layer(l, s);
       if (!comm) continue;
-      for (size_t i = 0; i < io.size(); ++i) comm_.follow(i, fan_.stream(i, s));  // bucket l is ready
-      ch04::all_reduce_on(comms_, io.size(), [&](size_t i) { return comm_[i]; },
-                          [&](size_t i) { return w_.gradient(i, l); }, [&](size_t i) { return w_.gradient(i, l); },
+      for (size_t i = 0; i < gpus; ++i) comm_.follow(i, fan_.stream(i, s));  // bucket l is ready
+      auto bucket = [&](size_t i) { return w_.gradient(i, l); };  // in place
+      ch04::all_reduce_on(comms_, gpus, [&](size_t i) { return comm_[i]; }, bucket, bucket,
                           size_t(w_.bucket), ncclFloat);
     }
-    for (size_t i = 0; comm && i < io.size(); ++i) comm_.join_into(i, fan_.stream(i, s));
-    fan_.join(s);
+    for (size_t i = 0; comm && i < gpus; ++i) comm_.join_into(i, fan_.stream(i, s));
   }
   CommStreams comm_;
 };
@@ -201,28 +213,34 @@ void reference(const Backward& w, bench::HostData& h) {
   auto in = h.input<float>("inputs");
   w.io.expect(h, "grad_sum", [&](size_t, int64_t j) {
     double acc = 0;
-    for (size_t g = 0; g < w.io.size(); ++g) acc += kernels::dependent_fma_chain(double(in[g * w.io.n + j]), kFmaPerElement);
+    for (size_t g = 0; g < w.io.size(); ++g)
+      acc += kernels::dependent_fma_chain(double(in[g * w.io.n + j]), kFmaPerElement);
     return acc;
   });
 }
 
 // The same in double on GPU 0, from the harness's copy of every shard, for the timing size
 // (the CPU would need minutes): out[j] is element sampled_index(j, k, n) of the sum.
-__global__ void expected_sum(const float* __restrict__ shards, int gpus, int64_t n, int64_t k, float* __restrict__ out) {
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < k; j += int64_t(gridDim.x) * blockDim.x) {
+__global__ void expected_sum(const float* __restrict__ shards, int gpus, int64_t n, int64_t k,
+                             float* __restrict__ out) {
+  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < k; j += stride) {
     const int64_t e = ch04::sampled_index(j, k, n);
     double acc = 0;
-    for (int g = 0; g < gpus; ++g) acc += kernels::dependent_fma_chain(double(shards[g * n + e]), kFmaPerElement);
+    for (int g = 0; g < gpus; ++g)
+      acc += kernels::dependent_fma_chain(double(shards[g * n + e]), kFmaPerElement);
     out[j] = float(acc);
   }
 }
 void device_reference(const Backward& w, cudaStream_t s) {
   const auto& io = w.io;
-  expected_sum<<<132 * 8, kThreads, 0, s>>>(io.inputs.data(), int(io.size()), io.n, io.n, io.result.data());
+  expected_sum<<<132 * 8, kThreads, 0, s>>>(io.inputs.data(), int(io.size()), io.n, io.n,
+                                            io.result.data());
   BENCH_CHECK_LAUNCH();
   for (size_t i = 1; i < io.size(); ++i) {
-    expected_sum<<<int(std::min<int64_t>((io.k + kThreads - 1) / kThreads, 1024)), kThreads, 0, s>>>(
-        io.inputs.data(), int(io.size()), io.n, io.k, io.peer_samples.data() + (i - 1) * io.k);
+    const int blocks = int(std::min<int64_t>((io.k + kThreads - 1) / kThreads, 1024));
+    expected_sum<<<blocks, kThreads, 0, s>>>(io.inputs.data(), int(io.size()), io.n, io.k,
+                                             io.peer_samples.data() + (i - 1) * io.k);
     BENCH_CHECK_LAUNCH();
   }
 }

@@ -37,11 +37,10 @@
 // GPU's arithmetic the whole step keeps) and busbw bytes 2(N-1)/N x 4 per element (`p2p`).
 //
 //   ./bench compare --chapter ch04 --example overlap
-#include "multi_gpu.cuh"
-
+#include <algorithm>
 #include <kernels/dependent_fma.cuh>
 
-#include <algorithm>
+#include "multi_gpu.cuh"
 
 namespace {
 
@@ -116,8 +115,8 @@ class Step {
     const unsigned blocks = unsigned((w_.bucket + kThreads - 1) / kThreads);
     for (size_t i = 0; i < io.size(); ++i) {
       ch04::OnDevice on(io.gpus[i]);
-      layer_backward<<<blocks, kThreads, 0, fan_.stream(i, s)>>>(
-          w_.activations(i, layer), w_.bucket, w_.gradient(i, layer));
+      layer_backward<<<blocks, kThreads, 0, fan_.stream(i, s)>>>(w_.activations(i, layer),
+                                                                 w_.bucket, w_.gradient(i, layer));
       BENCH_CHECK_LAUNCH();
     }
   }
@@ -136,8 +135,9 @@ class ComputeThenAllReduce : public Step {
     const auto& io = w_.io;
     for (int64_t l = 0; compute && l < w_.layers; ++l) compute_layer(l, s);
     if (comm)  // all gradients at once, in place
-      ch04::all_reduce(comms_, fan_, io.size(), s, [&](size_t i) { return io.output(i); },
-                       [&](size_t i) { return io.output(i); }, size_t(io.n), ncclFloat);
+      ch04::all_reduce(
+          comms_, fan_, io.size(), s, [&](size_t i) { return io.output(i); },
+          [&](size_t i) { return io.output(i); }, size_t(io.n), ncclFloat);
   }
 };
 
@@ -199,9 +199,10 @@ class BucketedOverlap : public Step {
       if (compute) compute_layer(l, s);
       if (!comm) continue;
       for (size_t i = 0; i < gpus; ++i) comm_.follow(i, fan_.stream(i, s));  // bucket l is ready
-      auto bucket = [&](size_t i) { return w_.gradient(i, l); };  // in place
-      ch04::all_reduce_on(comms_, gpus, [&](size_t i) { return comm_[i]; }, bucket, bucket,
-                          size_t(w_.bucket), ncclFloat);
+      auto bucket = [&](size_t i) { return w_.gradient(i, l); };             // in place
+      ch04::all_reduce_on(
+          comms_, gpus, [&](size_t i) { return comm_[i]; }, bucket, bucket, size_t(w_.bucket),
+          ncclFloat);
     }
     for (size_t i = 0; comm && i < gpus; ++i) comm_.join_into(i, fan_.stream(i, s));
   }
@@ -254,7 +255,7 @@ BENCH_EXAMPLE(ch04, overlap, Backward)
     .stateful<BucketedOverlap>(bench::Role::optimized, "bucketed_overlap")
     .reference(reference)
     .device_reference(device_reference)
-    .tolerance(bench::allclose(ch04::kMaxGpus * (ch04::kMaxGpus + 3) * 0x1p-24, 0))
+    .tolerance(bench::allclose(ch04::kMaxGpus*(ch04::kMaxGpus + 3) * 0x1p-24, 0))
     .min_gpus(2);
 
 }  // namespace

@@ -146,6 +146,24 @@ deps_browser() {
   return 0
 }
 
+# Optional, for ch04's multi-process form (ch04_mpi, built when CMake's find_package(MPI) sees
+# it) and its CPU tests under mpirun: Open MPI from the distribution (libopenmpi-dev: headers and
+# the mpicxx wrapper CMake asks; openmpi-bin: mpirun), installed with apt-get where it can be. Run
+# it before the build is configured, which is when CMake looks; deps_mpi_installed=1 says it
+# installed something. Without it ch04_mpi is not built (chapters/ch04/MPI_NOT_BUILT says why)
+# and its tests do not exist. Never fails the command.
+deps_mpi_installed=0
+deps_mpi() {
+  command -v mpicxx >/dev/null && command -v mpirun >/dev/null && return 0
+  deps_can_apt || return 0
+  if deps_apt_install libopenmpi-dev openmpi-bin; then
+    deps_mpi_installed=1
+  else
+    echo "bench: could not install libopenmpi-dev openmpi-bin: ch04's MPI form will not be built" >&2
+  fi
+  return 0
+}
+
 # One line: what is missing and how to get it.
 deps_report() {
   local what pkgs="" p how

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <ostream>
 
 #include "bench/device_info.hpp"
@@ -30,7 +31,19 @@ int list_command(const ListOptions& options, std::ostream& out, std::ostream& er
   const std::filesystem::path build_dir = resolve_build_dir(options.where);
   std::vector<std::string> chapters = built_chapters(build_dir);
   if (!options.chapter.empty()) chapters = {options.chapter};
-  if (chapters.empty()) {
+  // A chapter whose dependency is missing (ch04 without NCCL) is not built; its CMakeLists
+  // writes the reason to chapters/<chNN>/NOT_BUILT, shown here instead of its cases.
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(build_dir / "chapters", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!options.chapter.empty() && name != options.chapter) continue;
+    std::ifstream reason(entry.path() / "NOT_BUILT");
+    std::string why;
+    if (!reason || !std::getline(reason, why)) continue;
+    out << fmt::format("{} (not built: {})\n", name, why);
+    std::erase(chapters, name);
+  }
+  if (chapters.empty() && options.chapter.empty()) {
     err << "bench list: no chapter binaries under " << (build_dir / "chapters").string() << "\n";
     return kExitFailed;
   }

@@ -96,6 +96,8 @@ WorkloadInstance build_workload(const ExampleDef& example, bool verifying) {
   w.setup = std::make_unique<SetupImpl>(verifying);
   Setup setup(*w.setup);
   w.object = example.make_workload(setup);
+  if (example.inputs_filled)
+    w.inputs_filled = [hook = example.inputs_filled, object = w.object.get()](cudaStream_t s) { hook(object, s); };
   return w;
 }
 
@@ -105,6 +107,7 @@ void fill_inputs(const WorkloadInstance& w, uint64_t seed, cudaStream_t stream) 
     ++salt;
     if (b.is_input) launch_fill(b.device, b.dtype, b.count, b.fill, seed, salt, stream);
   }
+  if (w.inputs_filled) w.inputs_filled(stream);
 }
 
 namespace {

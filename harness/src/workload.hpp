@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -44,6 +45,7 @@ class SetupImpl {
 struct WorkloadInstance {
   std::unique_ptr<SetupImpl> setup;
   std::shared_ptr<void> object;
+  std::function<void(cudaStream_t)> inputs_filled;  // the example's hook, bound to `object`
   const std::vector<Buffer>& buffers() const { return setup->buffers; }
 };
 
@@ -51,7 +53,8 @@ struct WorkloadInstance {
 // as bench::Unsupported (the case is SKIPPED, with the reason).
 WorkloadInstance build_workload(const ExampleDef& example, bool verifying);
 
-// Fills every input from `seed` (each buffer gets its own stream of the generator).
+// Fills every input from `seed` (each buffer gets its own stream of the generator), then calls
+// the workload's inputs_filled hook when it has one.
 void fill_inputs(const WorkloadInstance& w, uint64_t seed, cudaStream_t stream);
 // Order-independent 64-bit checksum of all inputs, computed on the device.
 uint64_t input_checksum(const WorkloadInstance& w, cudaStream_t stream);

@@ -30,7 +30,7 @@ mkdir -p "$base"
 ln -s -t "$base" /usr/bin/* 2>/dev/null
 [ -L /bin ] || ln -s -t "$base" /bin/* 2>/dev/null
 for p in apt apt-get apt-cache dpkg dpkg-query cmake ctest cpack ninja ninja-build samu make gmake \
-  nvcc id sudo; do
+  nvcc id sudo mpicxx mpirun; do
   rm -f "$base/$p"
 done
 
@@ -212,6 +212,27 @@ run_bench
 expect_contains "$out" "bench: dependencies ok:" "stdout"
 expect_contains "$(cat "$tmp/apt.calls" 2>/dev/null)" "install -y -qq cmake ninja-build" "apt-get calls"
 [ "$(grep -c install "$tmp/apt.calls" 2>/dev/null)" = 1 ] || fail "expected one apt-get install: $(cat "$tmp/apt.calls")"
+[ "$failures" = "$before" ] && pass
+
+# (f) `./bench test`'s optional Open MPI (deps_mpi, for ch04_mpi): absent, as root with apt-get,
+#     it installs libopenmpi-dev and openmpi-bin; with apt-get offline it says so and succeeds.
+new_scenario mpi_optional
+fake_id "$bin"
+fake "$bin" apt-get "echo \"\$*\" >>'$tmp/apt.calls'"
+before=$failures
+mpi_run() {
+  "$real_env" -i HOME="${HOME:-$tmp}" TMPDIR="$tmp" PATH="$bin:$base" bash -c \
+    "set -euo pipefail; root='$root'; build='$root/build/default'; source '$root/scripts/deps.sh'; deps_mpi; echo installed=\$deps_mpi_installed" \
+    >"$tmp/out" 2>"$tmp/err"
+}
+mpi_run || fail "deps_mpi failed: $(cat "$tmp/err")"
+expect_contains "$(cat "$tmp/apt.calls" 2>/dev/null)" "install -y -qq libopenmpi-dev openmpi-bin" "apt-get calls"
+expect_contains "$(cat "$tmp/out")" "installed=1" "stdout"
+rm -f "$tmp/apt.calls"
+fake_apt_failing "$bin"
+mpi_run || fail "deps_mpi failed with apt-get offline: $(cat "$tmp/err")"
+expect_contains "$(cat "$tmp/err")" "ch04's MPI form will not be built" "stderr"
+expect_contains "$(cat "$tmp/out")" "installed=0" "stdout"
 [ "$failures" = "$before" ] && pass
 
 if [ "$failures" != 0 ]; then

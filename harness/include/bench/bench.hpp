@@ -279,6 +279,8 @@ struct ExampleDef {
   int min_compute_capability = 0;
   int min_gpus = 1;
   Support support;
+  // Optional: W::inputs_filled(stream), called after every refill of the inputs (untimed).
+  std::function<void(void*, cudaStream_t)> inputs_filled;
 };
 
 ExampleDef& register_example(std::string chapter, std::string name, std::string file);
@@ -295,6 +297,11 @@ class Example {
  public:
   explicit Example(detail::ExampleDef& def) : def_(def) {
     def_.make_workload = [](Setup& s) -> std::shared_ptr<void> { return std::make_shared<W>(s); };
+    // A workload that keeps copies of its inputs outside the harness's buffers (one per GPU, in
+    // ch04) refreshes them in `void inputs_filled(cudaStream_t)`: the harness calls it, untimed,
+    // each time it refills the inputs, so the copies always hold the inputs of the coming run.
+    if constexpr (requires(W& w, cudaStream_t s) { w.inputs_filled(s); })
+      def_.inputs_filled = [](void* w, cudaStream_t s) { static_cast<W*>(w)->inputs_filled(s); };
   }
 
   template <class F>

@@ -1,0 +1,142 @@
+// ch04/allreduce: summing every GPU's FP32 gradient on every GPU (1 GiB per GPU, N >= 2 GPUs).
+//
+// Lesson: an all-reduce should keep every link busy in both directions at once. Funnelling the
+// data through one GPU uses one GPU's links, one direction at a time; a ring (or tree) all-reduce
+// makes each GPU send and receive 2(N-1)/N of the data concurrently, which is the least any
+// all-reduce can move per GPU (nccl-tests' "bus bandwidth": busbw = algbw x 2(N-1)/N).
+//
+// What changes from baseline to optimized:
+//   1. baseline (gather_reduce_broadcast): every peer copies its gradient to GPU 0 (the copies
+//      run at once, but all of them land on GPU 0's links), GPU 0 sums the N gradients, then
+//      every peer copies the sum back: (N-1) x n bytes in through one GPU, then (N-1) x n out;
+//   2. optimized: one ncclAllReduce per GPU in a group: NCCL splits the buffer into chunks and
+//      pipelines reduce-scatter then all-gather over all links at once, each GPU reducing its
+//      chunk as it arrives.
+// Same inputs (shard i is GPU i's gradient), same result on every GPU, every GPU checked (see
+// multi_gpu.cuh). Declared bytes: 2(N-1)/N x 4n per GPU against the `p2p` ceiling, so the
+// achieved GB/s is busbw. Both variants also report a size sweep (4 KiB to 1 GiB) as metrics
+// busbw_gbps_<size>: the README's table. Timing joins every GPU's stream into the case's
+// stream before the stop event (multi_gpu.cuh, Fan). Cold mode: 1 GiB takes milliseconds.
+//
+//   ./bench compare --chapter ch04 --example allreduce
+#include "multi_gpu.cuh"
+
+#include <cmath>
+#include <string>
+
+namespace {
+
+struct AllReduce {
+  ch04::Sharded io;
+  AllReduce(bench::Setup& s, const std::vector<int>& gpus)
+      : io(s, gpus, s.size("n", int64_t{1} << 28, 100'003), bench::uniform(-1, 1), "sum") {
+    s.bytes(ch04::busbw_factor(gpus.size()) * double(io.n) * sizeof(float), "p2p_gbps");
+    s.flops(double(gpus.size() - 1) * double(io.n));
+  }
+  explicit AllReduce(bench::Setup& s) : AllReduce(s, ch04::all_gpus()) {}
+  void inputs_filled(cudaStream_t s) const { io.refresh(s); }
+};
+
+struct Operands {  // up to kMaxGpus device pointers, passed by value to the kernel
+  const float* p[ch04::kMaxGpus];
+};
+__global__ void sum_gradients(Operands in, int gpus, int64_t n, float* __restrict__ out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    float acc = in.p[0][i];
+    for (int g = 1; g < gpus; ++g) acc += in.p[g][i];
+    out[i] = acc;
+  }
+}
+
+// What both variants share: the streams, and the size sweep reported after the timed samples.
+class Sweep {
+ public:
+  explicit Sweep(const AllReduce& w, cudaStream_t s) : w_(w), s_(s), fan_(w.io.gpus) {}
+  template <class Enqueue>
+  std::vector<bench::Metric> sweep(Enqueue enqueue) const {
+    std::vector<bench::Metric> out;
+    for (int64_t bytes = 4096; bytes <= w_.io.n * int64_t(sizeof(float)); bytes *= 4) {
+      const int64_t count = bytes / sizeof(float);
+      const int reps = bytes <= (int64_t{16} << 20) ? 50 : 10;
+      const double seconds = 1e-6 * ch04::mean_us(s_, reps, [&](cudaStream_t s) { enqueue(count, s); });
+      const std::string size = bytes >= (1 << 30) ? std::to_string(bytes >> 30) + "GiB"
+                               : bytes >= (1 << 20) ? std::to_string(bytes >> 20) + "MiB"
+                                                    : std::to_string(bytes >> 10) + "KiB";
+      out.push_back({"busbw_gbps_" + size, ch04::busbw_factor(w_.io.size()) * double(bytes) / seconds * 1e-9});
+    }
+    return out;
+  }
+
+ protected:
+  const AllReduce& w_;
+  cudaStream_t s_;
+  ch04::Fan fan_;
+};
+
+class GatherReduceBroadcast : public Sweep {
+ public:
+  GatherReduceBroadcast(const AllReduce& w, cudaStream_t s) : Sweep(w, s), staged_((int64_t(w.io.size()) - 1) * w.io.n) {}
+  void enqueue(int64_t count, cudaStream_t s) const {
+    const auto& io = w_.io;
+    Operands in{};
+    in.p[0] = io.input(0);
+    fan_.fork(s);
+    for (size_t i = 1; i < io.size(); ++i) {  // gather: each peer pushes to GPU 0, all at once
+      float* slot = staged_.data() + (i - 1) * io.n;
+      BENCH_CUDA_CHECK(cudaMemcpyPeerAsync(slot, io.gpus[0], io.input(i), io.gpus[i], count * sizeof(float), fan_.stream(i, s)));
+      in.p[i] = slot;
+    }
+    fan_.join(s);
+    sum_gradients<<<132 * 8, 256, 0, s>>>(in, int(io.size()), count, io.result.data());  // reduce on GPU 0
+    BENCH_CHECK_LAUNCH();
+    fan_.fork(s);
+    for (size_t i = 1; i < io.size(); ++i)  // broadcast: each peer pulls the sum
+      BENCH_CUDA_CHECK(cudaMemcpyPeerAsync(io.output(i), io.gpus[i], io.result.data(), io.gpus[0], count * sizeof(float), fan_.stream(i, s)));
+    fan_.join(s);
+  }
+  void operator()(const AllReduce& w, cudaStream_t s) const {
+    enqueue(w.io.n, s);
+    w.io.check(s);
+  }
+  std::vector<bench::Metric> metrics() const {
+    return sweep([this](int64_t count, cudaStream_t s) { enqueue(count, s); });
+  }
+
+ private:
+  bench::DeviceBuffer<float> staged_;  // on GPU 0: the peers' gradients
+};
+
+class NcclAllReduce : public Sweep {
+ public:
+  NcclAllReduce(const AllReduce& w, cudaStream_t s) : Sweep(w, s), comms_(w.io.gpus) {}
+  void enqueue(int64_t count, cudaStream_t s) const {
+    const auto& io = w_.io;
+    fan_.fork(s);
+    ch04::all_reduce(comms_, fan_, io.size(), s, [&](size_t i) { return io.input(i); },
+                     [&](size_t i) { return io.output(i); }, size_t(count), ncclFloat);
+    fan_.join(s);
+  }
+  void operator()(const AllReduce& w, cudaStream_t s) const {
+    enqueue(w.io.n, s);
+    w.io.check(s);
+  }
+  std::vector<bench::Metric> metrics() const {
+    return sweep([this](int64_t count, cudaStream_t s) { enqueue(count, s); });
+  }
+
+ private:
+  ch04::Communicators comms_;
+};
+
+void reference(const AllReduce& w, bench::HostData& h) { w.io.expect_sum(h, "sum"); }
+
+// N <= 8 terms in [-1, 1] summed in FP32, in whatever order NCCL's ring adds them: |error| <=
+// (N-1) 2^-24 sum|x| <= 7 x 8 x 2^-24 = 3.34e-6 (first order).
+BENCH_EXAMPLE(ch04, allreduce, AllReduce)
+    .stateful<GatherReduceBroadcast>(bench::Role::baseline, "gather_reduce_broadcast")
+    .stateful<NcclAllReduce>(bench::Role::optimized, "ncclAllReduce")
+    .reference(reference)
+    .tolerance(bench::allclose(3.4e-6, 0))
+    .min_gpus(2);
+
+}  // namespace

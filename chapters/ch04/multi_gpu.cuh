@@ -1,0 +1,286 @@
+// ch04/multi_gpu.cuh: what every ch04 example shares, written for N GPUs (validated on 2).
+//
+// The harness runs a case on one GPU (index 0 here: the current device when the case starts),
+// owns its buffers there and times it with events on one stream of that GPU. A multi-GPU case
+// therefore needs three things this file provides:
+//   1. Sharded: the inputs of all N GPUs are one harness input on GPU 0 (N shards, seeded and
+//      checksummed by the harness); inputs_filled() copies shard i to GPU i, untimed, each time
+//      the harness refills them, and poisons every peer's output with NaN. GPU 0's result is a
+//      harness output (fully checked at every size); each peer's result stays on that peer, and
+//      check() gathers evenly spaced elements of it into a second harness output: all of it at
+//      the verification size, kPeerSamples elements at the timing size. Every GPU is verified.
+//   2. Fan: a stream on every peer, forked from the case's stream by an event and joined back to
+//      it: the case's stop event is recorded only after every GPU's work, so the timed region
+//      spans all of them (cross-GPU cudaStreamWaitEvent; the harness's cold mode holds GPU 0's
+//      stream behind its blocking kernel, and the fork holds the peers behind it too).
+//   3. Communicators: one NCCL communicator per GPU in this process (ncclCommInitAll), created
+//      with NVLink multicast (NVLS) forced off: NCCL_NVLS_ENABLE=0, overwriting any other value.
+#pragma once
+
+#include <bench/bench.hpp>
+#include <kernels/peer_access.hpp>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ch04 {
+
+inline constexpr int kMaxGpus = 8;              // the tolerances below are derived for N <= 8
+inline constexpr int64_t kPeerSamples = 4099;   // elements of each peer's result checked when timing
+
+inline void check_nccl(ncclResult_t status, const char* call) {
+  if (status != ncclSuccess) throw std::runtime_error(std::string(call) + ": " + ncclGetErrorString(status));
+}
+
+// NVLink multicast stays off on the machines this suite runs on; setenv(..., 0) would keep a "1"
+// someone exported, so the value is forced. Call before any ncclCommInit*.
+inline void force_nvls_off() { setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/1); }
+
+// Every visible GPU, the harness's (current) one first. Up to kMaxGpus.
+inline std::vector<int> all_gpus() {
+  int count = 0, here = 0;
+  BENCH_CUDA_CHECK(cudaGetDeviceCount(&count));
+  BENCH_CUDA_CHECK(cudaGetDevice(&here));
+  if (count > kMaxGpus) throw bench::Unsupported("ch04's error bounds are derived for at most 8 GPUs");
+  std::vector<int> gpus{here};
+  for (int d = 0; d < count; ++d)
+    if (d != here) gpus.push_back(d);
+  return gpus;
+}
+
+// Makes `device` current for a scope, then restores the previous one.
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    BENCH_CUDA_CHECK(cudaGetDevice(&saved_));
+    BENCH_CUDA_CHECK(cudaSetDevice(device));
+  }
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+  ~OnDevice() { cudaSetDevice(saved_); }
+
+ private:
+  int saved_ = 0;
+};
+
+// `count` elements of T on each GPU of `gpus` from index `first` on (slots before it are null).
+template <class T>
+class PerGpu {
+ public:
+  PerGpu(const std::vector<int>& gpus, int64_t count, size_t first = 1) : gpus_(gpus), ptr_(gpus.size(), nullptr) {
+    for (size_t i = first; i < gpus.size(); ++i) ptr_[i] = kernels::malloc_on<T>(gpus[i], count * sizeof(T));
+  }
+  PerGpu(const PerGpu&) = delete;
+  PerGpu& operator=(const PerGpu&) = delete;
+  ~PerGpu() {
+    for (size_t i = 0; i < ptr_.size(); ++i) kernels::free_on(gpus_[i], ptr_[i]);
+  }
+  T* operator[](size_t i) const { return ptr_[i]; }
+
+ private:
+  std::vector<int> gpus_;
+  std::vector<T*> ptr_;
+};
+
+template <class T>
+__global__ void fill_value(T* __restrict__ p, int64_t n, T value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    p[i] = value;
+}
+
+// to[j] = from[index(j)] for k evenly spaced indices of [0, n) (every index when k == n).
+__host__ __device__ inline int64_t sampled_index(int64_t j, int64_t k, int64_t n) {
+  return k == n ? j : j * (n - 1) / (k - 1);
+}
+static __global__ void gather_samples(const float* __restrict__ from, int64_t n, float* __restrict__ to, int64_t k) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < k; j += int64_t(gridDim.x) * blockDim.x)
+    to[j] = from[sampled_index(j, k, n)];
+}
+
+// Per-GPU FP32 inputs (n each) and outputs (n each), as described at the top of this file.
+struct Sharded {
+  std::vector<int> gpus;
+  int64_t n, k;
+  bench::DeviceSpan<const float> inputs;  // N shards of n, on GPU 0; shard i is GPU i's input
+  bench::DeviceSpan<float> result;        // GPU 0's output
+  bench::DeviceSpan<float> peer_samples;  // (N - 1) x k: sampled outputs of GPUs 1..N-1
+  PerGpu<float> peer_in, peer_out;
+
+  Sharded(bench::Setup& s, const std::vector<int>& g, int64_t per_gpu, bench::Fill fill, const char* out_name)
+      : gpus(g),
+        n(per_gpu),
+        k(s.verifying() ? n : std::min(n, kPeerSamples)),
+        inputs(s.input<float>("inputs", int64_t(g.size()) * n, fill)),
+        result(s.output<float>(out_name, n)),
+        peer_samples(s.output<float>("peer_samples", (int64_t(g.size()) - 1) * k)),
+        peer_in(g, n),
+        peer_out(g, n) {
+    s.param("gpus", int64_t(g.size()));
+    for (size_t i = 1; i < g.size(); ++i) {  // GPU 0 copies to and reads from every peer
+      kernels::enable_peer_access(g[0], g[i]);
+      kernels::enable_peer_access(g[i], g[0]);
+    }
+  }
+  size_t size() const { return gpus.size(); }
+  const float* input(size_t i) const { return i == 0 ? inputs.data() : peer_in[i]; }
+  float* output(size_t i) const { return i == 0 ? result.data() : peer_out[i]; }
+
+  // Untimed, on the harness's stream (GPU 0), after the harness refilled `inputs`.
+  void refresh(cudaStream_t s) const {
+    for (size_t i = 1; i < size(); ++i) {
+      BENCH_CUDA_CHECK(cudaMemcpyPeerAsync(peer_in[i], gpus[i], inputs.data() + i * n, gpus[0], n * sizeof(float), s));
+      fill_value<<<264, 512, 0, s>>>(peer_out[i], n, std::numeric_limits<float>::quiet_NaN());  // over NVLink
+      BENCH_CHECK_LAUNCH();
+    }
+  }
+  // Timed (microseconds): after the join, so it reads every peer's finished result.
+  void check(cudaStream_t s) const {
+    for (size_t i = 1; i < size(); ++i) {
+      gather_samples<<<int((k + 255) / 256 < 1024 ? (k + 255) / 256 : 1024), 256, 0, s>>>(
+          peer_out[i], n, peer_samples.data() + (i - 1) * k, k);
+      BENCH_CHECK_LAUNCH();
+    }
+  }
+  // For the CPU reference: fills `result` and `peer_samples` from value(gpu, index).
+  template <class F>
+  void expect(bench::HostData& h, const char* out_name, F value) const {
+    auto out = h.expected(out_name);
+    for (int64_t j = 0; j < n; ++j) out[j] = value(size_t{0}, j);
+    auto peers = h.expected("peer_samples");
+    for (size_t i = 1; i < size(); ++i)
+      for (int64_t j = 0; j < k; ++j) peers[(i - 1) * k + j] = value(i, sampled_index(j, k, n));
+  }
+  // The all-reduce's answer on every GPU: element j is the sum of shard g's element j over g.
+  void expect_sum(bench::HostData& h, const char* out_name) const {
+    auto in = h.input<float>("inputs");
+    expect(h, out_name, [&](size_t, int64_t j) {
+      double acc = 0;
+      for (size_t g = 0; g < size(); ++g) acc += in[g * n + j];
+      return acc;
+    });
+  }
+};
+
+// A non-blocking stream on every peer (index 0 is the case's own stream), forked and joined.
+class Fan {
+ public:
+  explicit Fan(const std::vector<int>& gpus) : gpus_(gpus), streams_(gpus.size()), done_(gpus.size()) {
+    BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));  // on GPU 0
+    for (size_t i = 1; i < gpus.size(); ++i) {
+      OnDevice on(gpus[i]);
+      BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking));
+      BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
+    }
+  }
+  Fan(const Fan&) = delete;
+  Fan& operator=(const Fan&) = delete;
+  ~Fan() {
+    for (size_t i = 1; i < streams_.size(); ++i) {
+      cudaEventDestroy(done_[i]);
+      cudaStreamDestroy(streams_[i]);
+    }
+    cudaEventDestroy(forked_);
+  }
+  cudaStream_t stream(size_t i, cudaStream_t s) const { return i == 0 ? s : streams_[i]; }
+  // Every peer's stream waits for what is queued so far on the case's stream `s`.
+  void fork(cudaStream_t s) const {
+    BENCH_CUDA_CHECK(cudaEventRecord(forked_, s));
+    for (size_t i = 1; i < streams_.size(); ++i) BENCH_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], forked_, 0));
+  }
+  // `s` waits for everything queued on every peer's stream.
+  void join(cudaStream_t s) const {
+    for (size_t i = 1; i < streams_.size(); ++i) {
+      OnDevice on(gpus_[i]);
+      BENCH_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i]));
+      BENCH_CUDA_CHECK(cudaStreamWaitEvent(s, done_[i], 0));
+    }
+  }
+
+ private:
+  std::vector<int> gpus_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<cudaEvent_t> done_;
+  cudaEvent_t forked_ = nullptr;
+};
+
+// One NCCL communicator per GPU of this process, NVLink multicast off. max_ctas > 0 caps the
+// thread blocks (hence SMs) each NCCL kernel may occupy (ncclConfig_t::maxCTAs, the per-
+// communicator form of NCCL_MAX_CTAS), for work that must leave SMs to kernels running beside it.
+class Communicators {
+ public:
+  explicit Communicators(const std::vector<int>& gpus, int max_ctas = 0) : comms_(gpus.size()) {
+    force_nvls_off();
+    OnDevice keep(gpus[0]);  // both initialisations switch devices
+    if (max_ctas <= 0) {
+      check_nccl(ncclCommInitAll(comms_.data(), int(gpus.size()), gpus.data()), "ncclCommInitAll");
+      return;
+    }
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.maxCTAs = max_ctas;
+    ncclUniqueId id;
+    check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    check_nccl(ncclGroupStart(), "ncclGroupStart");  // one thread creating every rank: a group
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      BENCH_CUDA_CHECK(cudaSetDevice(gpus[i]));
+      check_nccl(ncclCommInitRankConfig(&comms_[i], int(gpus.size()), id, int(i), &config), "ncclCommInitRankConfig");
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+  Communicators(const Communicators&) = delete;
+  Communicators& operator=(const Communicators&) = delete;
+  ~Communicators() {
+    for (auto c : comms_) ncclCommDestroy(c);
+  }
+  ncclComm_t operator[](size_t i) const { return comms_[i]; }
+
+ private:
+  std::vector<ncclComm_t> comms_;
+};
+
+// One all-reduce over every GPU, one call per GPU inside a group (one process drives them all).
+// send(i)/recv(i) are GPU i's buffers; GPU i's call goes on stream(i).
+template <class Stream, class Send, class Recv>
+void all_reduce_on(const Communicators& comms, size_t gpus, Stream stream, Send send, Recv recv, size_t count,
+                   ncclDataType_t type) {
+  check_nccl(ncclGroupStart(), "ncclGroupStart");
+  for (size_t i = 0; i < gpus; ++i)
+    check_nccl(ncclAllReduce(send(i), recv(i), count, type, ncclSum, comms[i], stream(i)), "ncclAllReduce");
+  check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+}
+// The same, each call on that GPU's stream of `fan`.
+template <class Send, class Recv>
+void all_reduce(const Communicators& comms, const Fan& fan, size_t gpus, cudaStream_t s, Send send, Recv recv,
+                size_t count, ncclDataType_t type) {
+  all_reduce_on(comms, gpus, [&](size_t i) { return fan.stream(i, s); }, send, recv, count, type);
+}
+
+// Mean microseconds of one enqueue(s), over `reps` back-to-back runs after one warm-up, timed by
+// events on `s`: for the figures a stateful variant reports as metrics (outside the timed samples).
+template <class Enqueue>
+double mean_us(cudaStream_t s, int reps, Enqueue enqueue) {
+  cudaEvent_t start, stop;
+  BENCH_CUDA_CHECK(cudaEventCreate(&start));
+  BENCH_CUDA_CHECK(cudaEventCreate(&stop));
+  enqueue(s);
+  BENCH_CUDA_CHECK(cudaEventRecord(start, s));
+  for (int r = 0; r < reps; ++r) enqueue(s);
+  BENCH_CUDA_CHECK(cudaEventRecord(stop, s));
+  BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(stop);
+  cudaEventDestroy(start);
+  return 1e3 * double(ms) / reps;
+}
+
+// nccl-tests' figures for an all-reduce of `bytes` per GPU over `gpus` GPUs in `seconds`:
+// algbw = bytes / time; busbw = algbw x 2(N-1)/N, the bytes each GPU's link must carry.
+inline double busbw_factor(size_t gpus) { return 2.0 * double(gpus - 1) / double(gpus); }
+
+}  // namespace ch04

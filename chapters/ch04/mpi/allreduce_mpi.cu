@@ -70,6 +70,8 @@ int main(int argc, char** argv) {
   MPI_Comm host;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host);
   MPI_Comm_rank(host, &local);
+  int ranks_on_host = 1;
+  MPI_Comm_size(host, &ranks_on_host);
   int64_t bytes = int64_t{1} << 30, planted = -1;
   int iters = 20;
   bool host_only = false;
@@ -91,10 +93,16 @@ int main(int argc, char** argv) {
   } else {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) devices = 0;
-    int fewest = devices;
-    MPI_Allreduce(&devices, &fewest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (fewest == 0) {
-      if (rank == 0) std::printf("ch04_mpi allreduce: SKIPPED (no GPU on some rank's host)\n");
+    // NCCL refuses two ranks of one communicator on one GPU ("invalid usage"): every host needs a
+    // GPU per rank it runs, so a one-GPU machine SKIPs with the reason instead of failing.
+    const int spare = devices - ranks_on_host;
+    int fewest_spare = spare;
+    MPI_Allreduce(&spare, &fewest_spare, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (fewest_spare < 0) {
+      if (rank == 0)
+        std::printf("ch04_mpi allreduce: SKIPPED: needs one GPU per rank (%d ranks on a host with %d GPU%s)\n",
+                    ranks_on_host, devices, devices == 1 ? "" : "s");
+      MPI_Comm_free(&host);
       MPI_Finalize();
       return kSkip;
     }
@@ -106,7 +114,7 @@ int main(int argc, char** argv) {
     cudaStream_t s = nullptr;
     cudaEvent_t start = nullptr, stop = nullptr;
     ncclComm_t comm = nullptr;
-    bool ok = ok_cuda(cudaSetDevice(local % devices), "cudaSetDevice") &&
+    bool ok = ok_cuda(cudaSetDevice(local), "cudaSetDevice") &&
               ok_cuda(cudaMalloc(&x, bytes), "cudaMalloc") && ok_cuda(cudaMalloc(&y, bytes), "cudaMalloc") &&
               ok_cuda(cudaStreamCreate(&s), "cudaStreamCreate") && ok_cuda(cudaEventCreate(&start), "cudaEventCreate") &&
               ok_cuda(cudaEventCreate(&stop), "cudaEventCreate") &&

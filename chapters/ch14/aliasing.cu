@@ -7,7 +7,7 @@
 // x + i or c + k: each store to y[i] may have changed x[i] and every coefficient.
 //   1. baseline "may_alias": the compiler keeps the program's memory order. Each of the 16
 //      steps stores y[i] (STG.E) and then reloads x[i] and c[k] (LDG.E) because the store might
-//      have changed them: 16 stores and 33 loads per element where 1 and 18 would do. The
+//      have changed them: 17 stores and 33 loads per element where 1 and 18 would do. The
 //      redundant loads hit L1; the redundant stores do not: L1 writes through, so every one is a
 //      128-byte line write per warp into L2, 16x the output traffic, and L2's write bandwidth
 //      sets the time.

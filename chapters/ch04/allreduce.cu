@@ -49,16 +49,22 @@ __global__ void sum_gradients(Operands in, int gpus, int64_t n, float* __restric
 }
 
 // What both variants share: the streams, and the size sweep reported after the timed samples.
+// What both variants share: the timed call (the whole buffer, then the check) and the busbw sweep,
+// each over the variant's own enqueue(count, stream).
+template <class Variant>
 class Sweep {
  public:
   explicit Sweep(const AllReduce& w, cudaStream_t s) : w_(w), s_(s), fan_(w.io.gpus) {}
-  template <class Enqueue>
-  std::vector<bench::Metric> sweep(Enqueue enqueue) const {
+  void operator()(const AllReduce& w, cudaStream_t s) const {
+    variant().enqueue(w.io.n, s);
+    w.io.check(s);
+  }
+  std::vector<bench::Metric> metrics() const {
     std::vector<bench::Metric> out;
     for (int64_t bytes = 4096; bytes <= w_.io.n * int64_t(sizeof(float)); bytes *= 4) {
       const int64_t count = bytes / sizeof(float);
       const int reps = bytes <= (int64_t{16} << 20) ? 50 : 10;
-      const double seconds = 1e-6 * ch04::mean_us(s_, reps, [&](cudaStream_t s) { enqueue(count, s); });
+      const double seconds = 1e-6 * ch04::mean_us(s_, reps, [&](cudaStream_t s) { variant().enqueue(count, s); });
       const std::string size = bytes >= (1 << 30) ? std::to_string(bytes >> 30) + "GiB"
                                : bytes >= (1 << 20) ? std::to_string(bytes >> 20) + "MiB"
                                                     : std::to_string(bytes >> 10) + "KiB";
@@ -68,12 +74,13 @@ class Sweep {
   }
 
  protected:
+  const Variant& variant() const { return static_cast<const Variant&>(*this); }
   const AllReduce& w_;
   cudaStream_t s_;
   ch04::Fan fan_;
 };
 
-class GatherReduceBroadcast : public Sweep {
+class GatherReduceBroadcast : public Sweep<GatherReduceBroadcast> {
  public:
   GatherReduceBroadcast(const AllReduce& w, cudaStream_t s) : Sweep(w, s), staged_((int64_t(w.io.size()) - 1) * w.io.n) {}
   void enqueue(int64_t count, cudaStream_t s) const {
@@ -94,19 +101,12 @@ class GatherReduceBroadcast : public Sweep {
       BENCH_CUDA_CHECK(cudaMemcpyPeerAsync(io.output(i), io.gpus[i], io.result.data(), io.gpus[0], count * sizeof(float), fan_.stream(i, s)));
     fan_.join(s);
   }
-  void operator()(const AllReduce& w, cudaStream_t s) const {
-    enqueue(w.io.n, s);
-    w.io.check(s);
-  }
-  std::vector<bench::Metric> metrics() const {
-    return sweep([this](int64_t count, cudaStream_t s) { enqueue(count, s); });
-  }
 
  private:
   bench::DeviceBuffer<float> staged_;  // on GPU 0: the peers' gradients
 };
 
-class NcclAllReduce : public Sweep {
+class NcclAllReduce : public Sweep<NcclAllReduce> {
  public:
   NcclAllReduce(const AllReduce& w, cudaStream_t s) : Sweep(w, s), comms_(w.io.gpus) {}
   void enqueue(int64_t count, cudaStream_t s) const {
@@ -115,13 +115,6 @@ class NcclAllReduce : public Sweep {
     ch04::all_reduce(comms_, fan_, io.size(), s, [&](size_t i) { return io.input(i); },
                      [&](size_t i) { return io.output(i); }, size_t(count), ncclFloat);
     fan_.join(s);
-  }
-  void operator()(const AllReduce& w, cudaStream_t s) const {
-    enqueue(w.io.n, s);
-    w.io.check(s);
-  }
-  std::vector<bench::Metric> metrics() const {
-    return sweep([this](int64_t count, cudaStream_t s) { enqueue(count, s); });
   }
 
  private:

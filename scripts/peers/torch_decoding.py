@@ -21,8 +21,6 @@ the same GPU session as `bench compare --chapter ch18`, so the two are comparabl
 Timing: CUDA events around a batch of launches after warm-up, the median of several batches
 (torch_rowwise.median_us).
 """
-import argparse
-import json
 import random
 import sys
 
@@ -30,8 +28,8 @@ try:
     import torch
     import torch.nn.functional as F
 
-    from torch_inference import report, sdpa_backends, skipped, ROWS
-    from torch_rowwise import copy_ceiling_tbs, median_us
+    from torch_inference import peer_main, report, sdpa_backends, skipped
+    from torch_rowwise import median_us
 except ImportError as missing:  # the GPU machine has PyTorch; say so anywhere else, and succeed
     print(f"SKIPPED: {missing}")
     sys.exit(0)
@@ -120,28 +118,8 @@ def run_speculative_verify():
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", help="write the rows to this file too")
-    parser.add_argument("--only", default="flash_decoding,block_sparse,speculative_verify", help="comma-separated parts")
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("SKIPPED: no CUDA device")
-        return
-    torch.manual_seed(1)
-    dev = torch.cuda.get_device_name()
-    copy = copy_ceiling_tbs()
-    print(f"# {dev}, torch {torch.__version__}: copy {copy:.2f} TB/s")
-    parts = {"flash_decoding": lambda: run_flash_decoding(copy), "block_sparse": run_block_sparse,
-             "speculative_verify": run_speculative_verify}
-    for name in args.only.split(","):
-        try:
-            parts[name]()
-        except Exception as e:  # one part failing leaves the others' rows
-            skipped(name, "all", e)
-        torch.cuda.empty_cache()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(device=dev, torch=torch.__version__, copy_tbs=copy, rows=ROWS), f, indent=1)
+    peer_main(__doc__, {"flash_decoding": run_flash_decoding, "block_sparse": lambda copy: run_block_sparse(),
+                        "speculative_verify": lambda copy: run_speculative_verify()})
 
 
 if __name__ == "__main__":

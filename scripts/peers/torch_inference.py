@@ -186,10 +186,12 @@ def run_decode_step():
             skipped("decode_step", f"b{batch}", e)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def peer_main(doc, parts):
+    """The command line every peer script shares: --only picks parts (name -> fn(copy_tbs)), --json
+    writes the rows; no CUDA device prints SKIPPED; one part failing leaves the others' rows."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--json", help="write the rows to this file too")
-    parser.add_argument("--only", default="sdpa,decode_sdpa,fp8_linear,decode_step", help="comma-separated parts")
+    parser.add_argument("--only", default=",".join(parts), help="comma-separated parts")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("SKIPPED: no CUDA device")
@@ -198,17 +200,20 @@ def main():
     dev = torch.cuda.get_device_name()
     copy = copy_ceiling_tbs()
     print(f"# {dev}, torch {torch.__version__}: copy {copy:.2f} TB/s")
-    parts = {"sdpa": run_sdpa, "decode_sdpa": lambda: run_decode_sdpa(copy), "fp8_linear": run_fp8_linear,
-             "decode_step": run_decode_step}
     for name in args.only.split(","):
         try:
-            parts[name]()
-        except Exception as e:  # one part failing leaves the others' rows
+            parts[name](copy)
+        except Exception as e:
             skipped(name, "all", e)
         torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(device=dev, torch=torch.__version__, copy_tbs=copy, rows=ROWS), f, indent=1)
+
+
+def main():
+    peer_main(__doc__, {"sdpa": lambda copy: run_sdpa(), "decode_sdpa": run_decode_sdpa,
+                        "fp8_linear": lambda copy: run_fp8_linear(), "decode_step": lambda copy: run_decode_step()})
 
 
 if __name__ == "__main__":

@@ -44,9 +44,9 @@
 
 namespace {
 
-// Sized so that on 2 H200s the compute (~4-5 ms at ~30 T FMA/s) exceeds the bucketed all-reduce
-// (~2-3 ms at 200-250 GB/s for 16 MiB messages): the optimized step should approach compute_us.
-// Both are estimates to check against the reported compute_us and comm_us.
+// Sized so that on 2 H200s the compute exceeds the bucketed all-reduce, so the optimized step
+// approaches compute_us. Measured (2026-11-23, 2x H200): compute 8.5 ms, all-reduce 1.7 ms alone
+// and 2.7 ms beside the compute, the overlapped step 8.86 ms, 1.04x the larger of the two.
 constexpr int kFmaPerElement = 1024;
 // Blocks NCCL may take per all-reduce while compute runs (of 132 SMs): fewer leaves more SMs to
 // compute, but each block moves a bounded share of the link's bandwidth.

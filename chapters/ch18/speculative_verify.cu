@@ -22,8 +22,8 @@
 // V): ~4 instructions per byte of K and V in total, which an SM issues at about 2-3x the rate it
 // receives bytes at the HBM ceiling, so the pass should stay near memory-bound: 5-8x was the
 // estimate, not the full 8x. Measured (2026-11-23): 3.94x on the H100, 2.78x on the H200, the one
-// pass at 714 / 691 us on both, 48% / 33% of the read ceiling: it is issue-bound, not memory-bound,
-// so the estimate's 2-3x issue headroom is not there (not yet profiled). Metric "tokens_per_s": batch x k / the median of the variant's own event-timed
+// pass at 714 / 691 us on both, 48% / 33% of the read ceiling: not memory-bound, so the
+// estimate's 2-3x issue headroom is not there (what bounds it is not yet profiled). Metric "tokens_per_s": batch x k / the median of the variant's own event-timed
 // launches (the last 32), the verification throughput of a serving step.
 // Bytes: K and V once, q read, out written (the optimized side's minimum; the baseline moves 8x
 // this, which is the point). Held to the HBM read ceiling.

@@ -23,8 +23,9 @@
 // receives bytes at the HBM ceiling, so the pass should stay near memory-bound: 5-8x was the
 // estimate, not the full 8x. Measured (2026-11-23): 3.94x on the H100, 2.78x on the H200, the one
 // pass at 714 / 691 us on both, 48% / 33% of the read ceiling: not memory-bound, so the
-// estimate's 2-3x issue headroom is not there (what bounds it is not yet profiled). Metric "tokens_per_s": batch x k / the median of the variant's own event-timed
-// launches (the last 32), the verification throughput of a serving step.
+// estimate's 2-3x issue headroom is not there (what bounds it is not yet profiled).
+// Metric "tokens_per_s": batch x k / the median of the variant's own event-timed launches (the
+// last 32), the verification throughput of a serving step.
 // Bytes: K and V once, q read, out written (the optimized side's minimum; the baseline moves 8x
 // this, which is the point). Held to the HBM read ceiling.
 // Tolerance: relative L2 3e-3, as ch18/flash_decoding: BF16 output rounding (<= 2^-9 relative)

@@ -21,9 +21,10 @@
 //      untimed, and the first-call costs are reported as metrics: jit_compile_ms (NVRTC, source
 //      to cubin: what a process with an empty cache pays once per shape), jit_load_ms (loading
 //      that cubin into the context) and jit_cached_first_call_ms (reading the cubin back from
-//      the on-disk cache and loading it: what every later process pays; nvrtc_jit.hpp has the
-//      cache's key and place); jit_cache_hit says that load did hit, jit_registers what ptxas
-//      allocated.
+//      the on-disk cache and loading it, in this process), and, in a process that found an
+//      earlier process's cubin before compiling anything, jit_later_process_first_call_ms (what a
+//      second process pays; nvrtc_jit.hpp has the cache's key and place); jit_cache_hit says the
+//      timed kernel's load did hit, jit_registers what ptxas allocated.
 // Same source, same arithmetic (one add per element), bit-identical outputs. Each thread moves
 // one float, as the generic kernel does: vectorising is a separate lesson (ch07).
 // Expected: the baseline limited by integer issue (about 3x the instructions per element), the

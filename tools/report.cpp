@@ -17,8 +17,15 @@ constexpr std::array<const char*, 11> kHeader = {
 
 std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fraction); }
 
-std::string throughput(const CaseResult& c) {
-  if (c.flops > 0 && (c.bytes <= 0 || c.compute_ceiling.size())) return fmt::format("{:.1f} TFLOP/s", c.tflops);
+// In the unit of the ceiling the % column is against (`ceiling_name`, scoring.cpp), so that a case
+// declaring both bytes and flops (a decode attention held to HBM) shows GB/s beside its % of the
+// read ceiling, not a TFLOP/s figure the % does not describe. Without a ceiling: flops first.
+std::string throughput(const CaseResult& c, const std::string& ceiling_name) {
+  const bool by_bandwidth = !ceiling_name.empty() && ceiling_name == c.bw_ceiling;
+  const bool by_compute = !ceiling_name.empty() && ceiling_name == c.compute_ceiling;
+  if (c.bytes > 0 && by_bandwidth) return fmt::format("{:.0f} GB/s", c.gbps);
+  if (c.flops > 0 && (by_compute || c.bytes <= 0 || c.compute_ceiling.size()))
+    return fmt::format("{:.1f} TFLOP/s", c.tflops);
   if (c.bytes > 0) return fmt::format("{:.0f} GB/s", c.gbps);
   return "";
 }
@@ -44,7 +51,7 @@ std::array<std::string, 11> cells(const ScoredRow& row) {
     out[5] = fmt::format("{:.2f}x +-{:.0f}%", *row.expected_speedup, 100 * row.tolerance.value_or(0));
   out[6] = to_string(row.status);
   if (row.subject && row.subject->outcome == Outcome::measured) {
-    out[7] = throughput(*row.subject);
+    out[7] = throughput(*row.subject, row.ceiling_name);
     if (row.pct_ceiling) out[8] = fmt::format("{:.1f}%", *row.pct_ceiling);
     out[9] = row.baseline->verified && row.subject->verified ? "yes" : "NO";
     out[10] = percent(row.baseline->noise) + "/" + percent(row.subject->noise);

@@ -1,7 +1,10 @@
-// tools/report.cpp: the variants' own metrics appear under the table and in the JSON report.
+// tools/report.cpp: the variants' own metrics appear under the table and in the JSON report; the
+// throughput column speaks the unit of the ceiling the % column is against.
 #include "report.hpp"
 
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "case_result_fixture.hpp"
 #include "scoring.hpp"
@@ -25,6 +28,23 @@ TEST(Report, ShowsTheVariantsOwnMetricsForBothSides) {
       << table;
   const auto json = bench::tools::report_json(card);
   EXPECT_EQ(json["rows"][0]["subject"]["metrics"]["critical_latency_us"], 1962);
+}
+
+// A decode attention declares its flops (against bf16) and its bytes (against hbm_read); it is
+// held to the read ceiling, so the row must say GB/s, not 3.1 TFLOP/s beside 96.8%.
+TEST(Report, ThroughputIsInTheUnitOfTheCeilingThePercentIsOf) {
+  std::vector<bench::tools::CaseResult> cases = {with_latency("baseline", 1160, 1160), with_latency("optimized", 352, 352)};
+  for (auto& c : cases) {
+    c.bytes = 1.07e9, c.gbps = c.bytes / (c.median_us * 1e3);
+    c.flops = 1.07e9, c.tflops = c.flops / (c.median_us * 1e6);
+    c.bw_ceiling = "hbm_read_gbps", c.compute_ceiling = "bf16_tflops";
+  }
+  bench::Expectations x;
+  x.ceilings["hbm_read_gbps"] = {3150.0, "GB/s", 0.005};
+  x.ceilings["bf16_tflops"] = {720.0, "TFLOP/s", 0.005};
+  const std::string table = bench::tools::format_table(bench::tools::score(cases, x, "h100_80gb_hbm3"));
+  EXPECT_NE(table.find("3040 GB/s"), std::string::npos) << table;
+  EXPECT_EQ(table.find("TFLOP/s"), std::string::npos) << table;
 }
 
 }  // namespace

@@ -118,18 +118,22 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
   if (!live && !options.example.empty())
     std::erase_if(cases, [&](const CaseResult& c) { return !example_selected(c.example, options.example); });
   const std::string key = results.context.value("hardware_key", std::string("unknown"));
-  const fs::path expectations_file = fs::path(resolve_expectations_dir(options.where)) / (key + ".json");
+  const fs::path expectations_dir = resolve_expectations_dir(options.where);
+  const fs::path expectations_file = expectations_dir / (key + ".json");  // what an update writes
   std::optional<Expectations> expectations;
+  std::vector<fs::path> sources;
   try {
-    expectations = load_expectations(expectations_file);
+    expectations = load_expectations_for(expectations_dir, key, &sources);
   } catch (const ExpectationsError& e) {
     err << "bench compare: " << e.what() << "\n";
     return kExitUsage;
   }
-  out << (expectations ? "expectations: " + expectations_file.string()
-                       : "expectations: none for " + key + " (" + expectations_file.string() +
-                             " does not exist): every example is NEW")
-      << "\n\n";
+  if (!expectations)
+    out << "expectations: none for " << key << " (" << expectations_file.string() << " does not exist): every example is NEW";
+  else
+    for (size_t i = 0; i < sources.size(); ++i)
+      out << (i == 0 ? "expectations: " : ", and what it lacks from ") << sources[i].string();
+  out << "\n\n";
   const Scorecard card = score(cases, expectations, key);
   out << format_table(card);
 

@@ -22,7 +22,7 @@ int report_command(const ReportOptions& options, std::ostream& out, std::ostream
       const ResultsFile results = load_results(file);
       run.context = results.context;
       const std::string key = results.context.value("hardware_key", std::string("unknown"));
-      run.expectations = load_expectations(fs::path(resolve_expectations_dir(options.where)) / (key + ".json"));
+      run.expectations = load_expectations_for(resolve_expectations_dir(options.where), key);
       run.card = score(extract_cases(results), run.expectations, key);
     } catch (const std::exception& e) {  // ResultsError names the file; a malformed expectations file too
       err << "bench report: " << e.what() << "\n";

@@ -298,6 +298,33 @@ std::optional<Expectations> load_expectations(const std::filesystem::path& file)
   return parse_expectations(read_file(file), file.string());
 }
 
+std::string single_gpu_key(const std::string& hardware_key) {
+  const auto x_at = hardware_key.find("x_");
+  const bool counted = x_at != std::string::npos && x_at > 0 &&
+                       hardware_key.find_first_not_of("0123456789") == x_at;
+  return counted ? hardware_key.substr(x_at + 2) : hardware_key;
+}
+
+std::optional<Expectations> load_expectations_for(const std::filesystem::path& dir, const std::string& hardware_key,
+                                                  std::vector<std::filesystem::path>* sources) {
+  const std::filesystem::path machine_file = dir / (hardware_key + ".json");
+  std::optional<Expectations> machine = load_expectations(machine_file);
+  if (machine && sources) sources->push_back(machine_file);
+  const std::string one_gpu = single_gpu_key(hardware_key);
+  if (one_gpu == hardware_key) return machine;
+  const std::filesystem::path one_gpu_file = dir / (one_gpu + ".json");
+  std::optional<Expectations> single = load_expectations(one_gpu_file);
+  if (!single) return machine;
+  if (sources) sources->push_back(one_gpu_file);
+  if (!machine) {
+    single->hardware_key = hardware_key;
+    return single;
+  }
+  machine->ceilings.merge(single->ceilings);  // merge keeps the machine's entry on a clash
+  machine->examples.merge(single->examples);
+  return machine;
+}
+
 std::string serialize_expectations(const Expectations& expectations) {
   return to_json(expectations).dump(2) + "\n";
 }

@@ -130,3 +130,51 @@ TEST(Expectations, TextPositionCountsLinesAndColumns) {
 }
 
 }  // namespace
+
+// A two-GPU machine scores its one-GPU examples against the same GPU's one-GPU file: ch07 on a
+// 2x H200 read NEW for every example while h200.json held them all (2026-11-23).
+namespace {
+void write(const fs::path& file, const std::string& text) { std::ofstream(file) << text; }
+std::string file_with(const std::string& key, const std::string& example, double speedup, const std::string& ceiling,
+                      double value) {
+  return R"({"format_version": 1, "hardware_key": ")" + key + R"(", "ceilings": {")" + ceiling +
+         R"(": {"value": )" + std::to_string(value) + R"(, "unit": "GB/s", "noise": 0.005}}, "examples": {")" +
+         example + R"(": {"variants": {"baseline": {"median_us": 300.0, "noise": 0.01},
+         "optimized": {"median_us": 100.0, "noise": 0.01}}, "speedup": )" + std::to_string(speedup) +
+         R"(, "tolerance": 0.1}}})";
+}
+}  // namespace
+
+TEST(Expectations, SingleGpuKeyDropsTheGpuCount) {
+  EXPECT_EQ(bench::single_gpu_key("2x_h200"), "h200");
+  EXPECT_EQ(bench::single_gpu_key("8x_h100_80gb_hbm3"), "h100_80gb_hbm3");
+  EXPECT_EQ(bench::single_gpu_key("h200"), "h200");
+  EXPECT_EQ(bench::single_gpu_key("rtx_4x_ada"), "rtx_4x_ada");  // "4x_" not at the start
+}
+
+TEST(Expectations, AMultiGpuMachineFallsBackToItsGpusOneGpuFile) {
+  ScratchDir dir;
+  write(dir.path / "2x_h200.json", file_with("2x_h200", "ch04/allreduce", 1.95, "p2p_gbps", 395));
+  write(dir.path / "h200.json", file_with("h200", "ch07/copy", 3.0, "hbm_copy_gbps", 4300));
+  std::vector<fs::path> sources;
+  const auto x = bench::load_expectations_for(dir.path, "2x_h200", &sources);
+  ASSERT_TRUE(x.has_value());
+  EXPECT_EQ(x->hardware_key, "2x_h200");
+  EXPECT_EQ(x->examples.count("ch04/allreduce"), 1u);
+  EXPECT_EQ(x->examples.count("ch07/copy"), 1u);
+  EXPECT_EQ(x->ceilings.count("p2p_gbps"), 1u);
+  EXPECT_EQ(x->ceilings.count("hbm_copy_gbps"), 1u);
+  ASSERT_EQ(sources.size(), 2u);
+  EXPECT_EQ(sources[0].filename(), "2x_h200.json");
+
+  // The machine's own entry wins a clash; a one-GPU machine reads only its own file.
+  write(dir.path / "2x_h200.json", file_with("2x_h200", "ch07/copy", 2.5, "hbm_copy_gbps", 4200));
+  EXPECT_DOUBLE_EQ(bench::load_expectations_for(dir.path, "2x_h200")->examples.at("ch07/copy").speedup, 2.5);
+  EXPECT_DOUBLE_EQ(bench::load_expectations_for(dir.path, "2x_h200")->ceilings.at("hbm_copy_gbps").value, 4200);
+  EXPECT_EQ(bench::load_expectations_for(dir.path, "h200")->examples.count("ch04/allreduce"), 0u);
+
+  // Only the one-GPU file: it is used, under the machine's key; neither: nothing.
+  fs::remove(dir.path / "2x_h200.json");
+  EXPECT_EQ(bench::load_expectations_for(dir.path, "2x_h200")->hardware_key, "2x_h200");
+  EXPECT_FALSE(bench::load_expectations_for(dir.path, "4x_h100_80gb_hbm3").has_value());
+}

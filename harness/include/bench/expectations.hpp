@@ -86,6 +86,15 @@ Expectations parse_expectations(std::string_view text, const std::string& source
 // Reads and parses a file. A missing file gives std::nullopt; an unreadable or malformed one
 // throws ExpectationsError.
 std::optional<Expectations> load_expectations(const std::filesystem::path& file);
+// The one-GPU key of a machine's key: "2x_h200" -> "h200"; a one-GPU key comes back unchanged.
+std::string single_gpu_key(const std::string& hardware_key);
+// What a run on `hardware_key` is scored against, from `dir`. A machine of N GPUs ("2x_h200")
+// has a file for what only it runs (multi-GPU examples, its link ceilings); an example or ceiling
+// that file lacks comes from the one-GPU file of the same GPU ("h200"), since a one-GPU example
+// runs on one of its GPUs. The machine's own entries win. std::nullopt when neither file exists.
+// `sources` (if given) receives the files read, the machine's first.
+std::optional<Expectations> load_expectations_for(const std::filesystem::path& dir, const std::string& hardware_key,
+                                                  std::vector<std::filesystem::path>* sources = nullptr);
 // Canonical text (sorted keys, two-space indent, trailing newline).
 std::string serialize_expectations(const Expectations& expectations);
 // Atomic: writes "<file>.tmp.<pid>" next to the file, flushes it, then renames it over `file`,

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "bench/device_info.hpp"
 #include "bench/expectations.hpp"
@@ -54,13 +56,17 @@ int env_command(const Locations& where, std::ostream& out, std::ostream& err) {
   out << fmt::format("SM clock measured {:.0f} MHz at first, {:.0f} MHz after 200 ms of load (timestamp kernel)\n",
                      clock.first_mhz, clock.loaded_mhz)
       << fmt::format("driver reports    {}\n", nvidia_smi_state());
-  const auto file = std::filesystem::path(resolve_expectations_dir(where)) / (d.hardware_key + ".json");
+  const std::filesystem::path dir = resolve_expectations_dir(where);
+  const auto file = dir / (d.hardware_key + ".json");
   try {
-    const auto expectations = load_expectations(file);
+    std::vector<std::filesystem::path> sources;  // a multi-GPU machine's, then its GPU's one-GPU file
+    const auto expectations = load_expectations_for(dir, d.hardware_key, &sources);
+    std::string read;
+    for (const auto& source : sources) read += (read.empty() ? "" : " + ") + source.string();
     if (!expectations)
       out << fmt::format("expectations      none ({} does not exist)\n", file.string());
     else
-      out << fmt::format("expectations      {}: {} ceilings, {} examples{}\n", file.string(),
+      out << fmt::format("expectations      {}: {} ceilings, {} examples{}\n", read,
                          expectations->ceilings.size(), expectations->examples.size(),
                          expectations->ceilings.empty() ? " (run `bench calibrate`)" : "");
   } catch (const ExpectationsError& e) {

@@ -53,25 +53,10 @@ namespace {
 
 using namespace ch10::ws;
 
-constexpr int kBaselineThreads = kConsumers * kWarpgroup;           // 2 math warpgroups
-constexpr int kSpecialisedThreads = (1 + kConsumers) * kWarpgroup;  // + the producer
-constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
-static_assert(kConsumerRegisters * kConsumers * kWarpgroup + kProducerRegisters * kWarpgroup <=
-              65536);
+constexpr int kBaselineThreads = kConsumers * kWarpgroup;  // 2 math warpgroups, no producer
 
 // Timing 4096^3; verification 512 x 384 x 448 (m != n, 6 CTAs, 7 k-blocks: the ring wraps).
 using Gemm = SizedGemm<4096, 4096, 4096, 512, 384, 448>;
-
-// What both kernels start with: the ring, this CTA's tile (one per CTA) and the k-block count.
-struct Cta {
-  Smem& sm;
-  Tile tile;
-  int kblocks;
-};
-__device__ __forceinline__ Cta begin_cta(uint8_t* raw, int rows, int cols, int k,
-                                         uint32_t full_arrivals) {
-  return {init_ring(raw, full_arrivals), grouped_tile(blockIdx.x, rows, cols), k / kBK};
-}
 
 // Both kernels are sm_90a code: in a build for any other target their bodies are empty, and
 // the variants' {.arch_specific = 90} makes the harness SKIP them, with the reason, on any GPU
@@ -84,8 +69,9 @@ __global__ void __launch_bounds__(kBaselineThreads, 1)
                           int rows, int cols, int k) {
 #if BENCH_SM90A_DEVICE
   extern __shared__ uint8_t raw[];
-  // A stage is full when both warpgroups' shares have landed.
-  const auto [sm, tile, kblocks] = begin_cta(raw, rows, cols, k, kConsumers);
+  Smem& sm = init_ring(raw, kConsumers);  // full: both warpgroups' shares have landed
+  const Tile tile = grouped_tile(blockIdx.x, rows, cols);
+  const int kblocks = k / kBK;
   const int cw = threadIdx.x / kWarpgroup;
   const bool leader = threadIdx.x % kWarpgroup == 0;
   auto issue = [&](int kb) {  // this warpgroup's share of k-block kb
@@ -121,50 +107,11 @@ __global__ void __launch_bounds__(kBaselineThreads, 1)
 #endif
 }
 
-// ---- Optimized: a producer warpgroup (one thread issues every copy) and two consumers.
-__global__ void __launch_bounds__(kSpecialisedThreads, 1)
-    producer_consumer(const __grid_constant__ CUtensorMap map_x,
-                      const __grid_constant__ CUtensorMap map_y, bf16* __restrict__ out, int rows,
-                      int cols, int k) {
-#if BENCH_SM90A_DEVICE
-  extern __shared__ uint8_t raw[];
-  // A stage is full when the producer's one expect_tx is met.
-  const auto [sm, tile, kblocks] = begin_cta(raw, rows, cols, k, 1);
-  const int wg = threadIdx.x / kWarpgroup;
-  if (wg == 0) {
-    wgmma::shrink_registers<kProducerRegisters>();
-    if (threadIdx.x == 0) {
-      for (int kb = 0; kb < kblocks; ++kb) {
-        // Stage reuse: wait until both consumers released k-block kb - kStages.
-        if (kb >= kStages) tma::wait_parity(&sm.empty[kb % kStages], ((kb / kStages) - 1) & 1);
-        tma::arrive_expect_tx(&sm.full[kb % kStages], kStageBytes);
-        for (int part = 0; part < kConsumers; ++part)
-          load_share(sm, &map_x, &map_y, tile, kb, kb % kStages, part);
-      }
-    }
-  } else {
-    wgmma::grow_registers<kConsumerRegisters>();
-    const int cw = wg - 1;
-    float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-    for (int kb = 0; kb < kblocks; ++kb) {
-      mma_k_block(acc, sm, cw, kb, kb == 0);
-      wgmma::wait<1>();
-      if (kb > 0 && threadIdx.x % kWarpgroup == 0) tma::arrive(&sm.empty[(kb - 1) % kStages]);
-    }
-    wgmma::wait<0>();
-    wgmma::store_m64n256_bf16(acc, out, cols, tile.r0 + cw * kXShare, tile.c0);
-  }
-#endif
-}
+// ---- Optimized: a producer warpgroup (one thread issues every copy) and two consumers:
+// ws::producer_consumer in ws_gemm.cuh (persistent_gemm's baseline too), with its roles
+// produce_tile and consume_tile.
 
-// ---- Host side: one CTA per tile.
-template <auto Kernel, int kThreads>
-void launch_per_tile(const Gemm& w, cudaStream_t stream) {
-  launch<Kernel, kThreads>(w, unsigned(tile_count(w)), stream);
-}
-
+// ---- Host side: ws::launch_per_tile (one CTA per tile) for both.
 BENCH_EXAMPLE(ch10, warp_specialization, Gemm)
     .baseline("every_warpgroup_loads", launch_per_tile<every_warpgroup_loads, kBaselineThreads>, {.arch_specific = 90})
     .optimized("producer_consumer", launch_per_tile<producer_consumer, kSpecialisedThreads>, {.arch_specific = 90})

@@ -115,6 +115,67 @@ __device__ __forceinline__ void mma_k_block(float (&acc)[128], Smem& sm, int cw,
   wgmma::commit();
 }
 
+// ---- The producer/consumer roles, one tile at a time; `slot` is the role's running ring slot.
+constexpr int kSpecialisedThreads = (1 + kConsumers) * kWarpgroup;  // producer + 2 consumers
+constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;     // setmaxnreg, per thread
+static_assert(kConsumerRegisters * kConsumers * kWarpgroup + kProducerRegisters * kWarpgroup <=
+              65536);
+
+// The producer's one thread: for each k-block of tile t, wait until both consumers released the
+// stage's previous use (slot - kStages), then one expect_tx for the whole stage and its 4 copies.
+__device__ __forceinline__ void produce_tile(Smem& sm, const CUtensorMap* map_x,
+                                             const CUtensorMap* map_y, Tile t, int kblocks,
+                                             uint32_t& slot) {
+  for (int kb = 0; kb < kblocks; ++kb, ++slot) {
+    const int s = int(slot % kStages);
+    if (slot >= kStages) tma::wait_parity(&sm.empty[s], ((slot / kStages) - 1) & 1);
+    tma::arrive_expect_tx(&sm.full[s], kStageBytes);
+    for (int part = 0; part < kConsumers; ++part) load_share(sm, map_x, map_y, t, kb, s, part);
+  }
+}
+
+// Consumer `cw` (0 or 1): its 64 x 256 of tile t. A stage is released (one arrival by the
+// warpgroup's first thread) once the wgmma group that read it has finished: k-block kb - 1's
+// after kb's group is queued, and the tile's last one after the final wait, before the epilogue,
+// so the producer may refill it while this warpgroup stores.
+__device__ __forceinline__ void consume_tile(float (&acc)[128], Smem& sm, int cw, Tile t,
+                                             int kblocks, uint32_t& slot, bf16* out, int cols) {
+  const bool leader = threadIdx.x % kWarpgroup == 0;
+  for (int kb = 0; kb < kblocks; ++kb, ++slot) {
+    mma_k_block(acc, sm, cw, slot, kb == 0);
+    wgmma::wait<1>();
+    if (kb > 0 && leader) tma::arrive(&sm.empty[(slot - 1) % kStages]);
+  }
+  wgmma::wait<0>();
+  if (leader) tma::arrive(&sm.empty[(slot - 1) % kStages]);
+  wgmma::store_m64n256_bf16(acc, out, cols, t.r0 + cw * kXShare, t.c0);
+}
+
+// The warp-specialised kernel, one tile per CTA (grid = tile count): warpgroup 0 is the
+// producer (registers down to 40), warpgroups 1 and 2 the consumers (up to 232).
+// warp_specialization's optimized variant and persistent_gemm's baseline.
+static __global__ void __launch_bounds__(kSpecialisedThreads, 1)
+    producer_consumer(const __grid_constant__ CUtensorMap map_x,
+                      const __grid_constant__ CUtensorMap map_y, bf16* __restrict__ out, int rows,
+                      int cols, int k) {
+#if BENCH_SM90A_DEVICE
+  extern __shared__ uint8_t raw[];
+  Smem& sm = init_ring(raw, 1);  // full: the producer's one expect_tx per stage
+  const Tile tile = grouped_tile(blockIdx.x, rows, cols);
+  uint32_t slot = 0;
+  if (threadIdx.x / kWarpgroup == 0) {
+    wgmma::shrink_registers<kProducerRegisters>();
+    if (threadIdx.x == 0) produce_tile(sm, &map_x, &map_y, tile, k / kBK, slot);
+  } else {
+    wgmma::grow_registers<kConsumerRegisters>();
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    consume_tile(acc, sm, threadIdx.x / kWarpgroup - 1, tile, k / kBK, slot, out, cols);
+  }
+#endif
+}
+
 // ---- Host side.
 inline std::string requirements(const kernels::GemmBf16& w) {
   if (w.m % kBN != 0 || w.n % kBM != 0 || w.k % kBK != 0 || w.k == 0)
@@ -146,6 +207,10 @@ void launch(const kernels::GemmBf16& w, unsigned grid, cudaStream_t stream) {
   Kernel<<<grid, kThreads, kSmemBytes, stream>>>(map_x, map_y, w.d.data(), int(w.n), int(w.m),
                                                  int(w.k));
   BENCH_CHECK_LAUNCH();
+}
+template <auto Kernel, int kThreads>
+void launch_per_tile(const kernels::GemmBf16& w, cudaStream_t stream) {
+  launch<Kernel, kThreads>(w, unsigned(tile_count(w)), stream);
 }
 
 }  // namespace ch10::ws

@@ -47,8 +47,8 @@
 // size, where each CTA runs 3-4 tiles (16 at 8192^3). Shapes must be whole tiles (m % 256,
 // n % 128, k % 64); sm_90a only: elsewhere SKIPPED with the reason. Checked without a GPU:
 // ptxas (sm_90a) reports no spills, no C7508 (setmaxnreg honoured), no C7515 (wgmma not
-// serialised); the barrier protocol by reading. Only a GPU run can say whether it is right and
-// how fast.
+// serialised); the barrier protocol across tiles by reading and by a host model of the roles
+// (README). Only a GPU run can say whether it is right and how fast.
 //
 //   ./bench compare --chapter ch10 --example persistent_gemm
 #include <bench/bench.hpp>

@@ -134,12 +134,12 @@ __device__ __forceinline__ void produce_tile(Smem& sm, const CUtensorMap* map_x,
   }
 }
 
-// Consumer `cw` (0 or 1): its 64 x 256 of tile t. A stage is released (one arrival by the
-// warpgroup's first thread) once the wgmma group that read it has finished: k-block kb - 1's
-// after kb's group is queued, and the tile's last one after the final wait, before the epilogue,
-// so the producer may refill it while this warpgroup stores.
-__device__ __forceinline__ void consume_tile(float (&acc)[128], Smem& sm, int cw, Tile t,
-                                             int kblocks, uint32_t& slot, bf16* out, int cols) {
+// Consumer `cw` (0 or 1): the k-blocks of its 64 x 256 of a tile, into `acc`. A stage is
+// released (one arrival by the warpgroup's first thread) once the wgmma group that read it has
+// finished: k-block kb - 1's after kb's group is queued, and the tile's last one after the final
+// wait, before the epilogue, so the producer may refill it while this warpgroup stores.
+__device__ __forceinline__ void mma_tile(float (&acc)[128], Smem& sm, int cw, int kblocks,
+                                         uint32_t& slot) {
   const bool leader = threadIdx.x % kWarpgroup == 0;
   for (int kb = 0; kb < kblocks; ++kb, ++slot) {
     mma_k_block(acc, sm, cw, slot, kb == 0);
@@ -148,6 +148,12 @@ __device__ __forceinline__ void consume_tile(float (&acc)[128], Smem& sm, int cw
   }
   wgmma::wait<0>();
   if (leader) tma::arrive(&sm.empty[(slot - 1) % kStages]);
+}
+
+// Consumer `cw`'s whole share of tile t: the k-blocks, then the bf16x2 stores from registers.
+__device__ __forceinline__ void consume_tile(float (&acc)[128], Smem& sm, int cw, Tile t,
+                                             int kblocks, uint32_t& slot, bf16* out, int cols) {
+  mma_tile(acc, sm, cw, kblocks, slot);
   wgmma::store_m64n256_bf16(acc, out, cols, t.r0 + cw * kXShare, t.c0);
 }
 
@@ -191,21 +197,28 @@ inline CUtensorMap operand_map(const bf16* base, int64_t rows, int64_t k, uint32
                           uint64_t(k), box_rows, kBK, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
-// Launches any of the chapter's kernels of this tile: the same maps and shared memory; the
-// block size and the grid are the kernel's.
-template <auto Kernel, int kThreads>
-void launch(const kernels::GemmBf16& w, unsigned grid, cudaStream_t stream) {
+// Raises Kernel's dynamic shared-memory limit to kSmem, once (outside the timed launches).
+template <auto Kernel, size_t kSmem>
+void allow_smem() {
   static const bool configured = [] {
     BENCH_CUDA_CHECK(
-        cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+        cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem)));
     return true;
   }();
   (void)configured;
+}
+
+// Launches any of the chapter's kernels of this tile: the same operand maps; the block size,
+// the grid and the shared memory (the ring's, unless the kernel adds to it) are the kernel's,
+// and `extra` follows the common arguments (persistent_gemm's TMA-store kernel: D's map).
+template <auto Kernel, int kThreads, size_t kSmem = kSmemBytes, class... Extra>
+void launch(const kernels::GemmBf16& w, unsigned grid, cudaStream_t stream, const Extra&... extra) {
+  allow_smem<Kernel, kSmem>();
   // D^T (n x m, row-major) = B A^T: X = B gives the tile rows, Y = A the columns.
   const CUtensorMap map_x = operand_map(w.b.data(), w.n, w.k, kXShare);
   const CUtensorMap map_y = operand_map(w.a.data(), w.m, w.k, kYShare);
-  Kernel<<<grid, kThreads, kSmemBytes, stream>>>(map_x, map_y, w.d.data(), int(w.n), int(w.m),
-                                                 int(w.k));
+  Kernel<<<grid, kThreads, kSmem, stream>>>(map_x, map_y, w.d.data(), int(w.n), int(w.m), int(w.k),
+                                            extra...);
   BENCH_CHECK_LAUNCH();
 }
 template <auto Kernel, int kThreads>

@@ -64,6 +64,7 @@
 
 #include <algorithm>
 
+#include "cluster_multicast.cuh"
 #include "tma_store_epilogue.cuh"
 #include "ws_gemm.cuh"
 
@@ -133,6 +134,45 @@ __global__ void __launch_bounds__(kSpecialisedThreads, 1)
 #endif
 }
 
+// ---- Optimized: clusters of 2 persistent CTAs, each with the TMA-store epilogue, that share
+// the Y operand by multicast (cluster_multicast.cuh: the pairing, the producer, the drain).
+// A cluster walks pairs of tiles; both CTAs run the same pairs, hence the same slots.
+__global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kSpecialisedThreads, 1)
+    persistent_multicast(const __grid_constant__ CUtensorMap map_x,
+                         const __grid_constant__ CUtensorMap map_y, bf16* /* D: through map_d */,
+                         int rows, int cols, int k, const __grid_constant__ CUtensorMap map_d) {
+#if BENCH_SM90A_DEVICE
+  extern __shared__ uint8_t raw[];
+  // Empty barriers: a release from each consumer of both CTAs.
+  auto& sm = reinterpret_cast<TmaStoreSmem&>(init_ring(raw, 1, kConsumers * kClusterCtas));
+  tma::cluster_sync();  // both CTAs' barriers exist before either multicasts or arrives on them
+  const uint32_t rank = tma::cluster_rank();
+  const int pairs = (rows / kPairRows) * (cols / kBN), kblocks = k / kBK;
+  const int cluster = int(blockIdx.x) / kClusterCtas, clusters = int(gridDim.x) / kClusterCtas;
+  uint32_t slot = 0;
+  if (threadIdx.x / kWarpgroup == 0) {
+    wgmma::shrink_registers<kProducerRegisters>();
+    if (threadIdx.x == 0) {
+      for (int pair = cluster; pair < pairs; pair += clusters)
+        produce_tile_multicast(sm.ring, &map_x, &map_y, pair_tile(pair, rows, cols, rank), kblocks,
+                               rank, slot);
+      drain_ring(sm.ring, slot);  // this CTA's shared memory stays until the peer is done with it
+    }
+  } else {
+    wgmma::grow_registers<kConsumerRegisters>();
+    const int cw = threadIdx.x / kWarpgroup - 1;
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    for (int pair = cluster; pair < pairs; pair += clusters) {
+      mma_tile<kClusterCtas>(acc, sm.ring, cw, kblocks, slot);
+      store_tile_tma(acc, sm.staging[cw], &map_d, cw, pair_tile(pair, rows, cols, rank));
+    }
+    if (threadIdx.x % kWarpgroup == 0) tma::wait_all<0>();
+  }
+#endif
+}
+
 // ---- Host side.
 // Grid of a persistent kernel: the CTAs resident at once (one per SM), at most one per tile.
 // Asked once, after the shared-memory limit is raised (before it the calculator fits no CTA of
@@ -150,13 +190,33 @@ void launch_persistent(const kernels::GemmBf16& w, cudaStream_t stream) {
   launch<persistent, kSpecialisedThreads>(w, persistent_grid<persistent, kSmemBytes>(w), stream);
 }
 
+// D^T (n x m, row-major) in 64 x 64 boxes, 128-byte swizzled like the staging buffers.
+CUtensorMap output_map(const kernels::GemmBf16& w) {
+  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), w.d.data(), uint64_t(w.n),
+                          uint64_t(w.m), kXShare, kStoreCols, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
 void launch_persistent_tma_store(const kernels::GemmBf16& w, cudaStream_t stream) {
-  // D^T (n x m, row-major) in 64 x 64 boxes, 128-byte swizzled like the staging buffers.
-  const CUtensorMap map_d =
-      tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), w.d.data(), uint64_t(w.n),
-                       uint64_t(w.m), kXShare, kStoreCols, CU_TENSOR_MAP_SWIZZLE_128B);
   launch<persistent_tma_store, kSpecialisedThreads, kTmaStoreSmemBytes>(
-      w, persistent_grid<persistent_tma_store, kTmaStoreSmemBytes>(w), stream, map_d);
+      w, persistent_grid<persistent_tma_store, kTmaStoreSmemBytes>(w), stream, output_map(w));
+}
+
+// Grid of the cluster kernel: 2 CTAs per cluster resident at once (a cluster's CTAs must fit in
+// one GPC, so this can be fewer than the SMs / 2), at most one cluster per pair of tiles.
+void launch_persistent_multicast(const kernels::GemmBf16& w, cudaStream_t stream) {
+  static const int resident_clusters = [] {
+    allow_smem<persistent_multicast, kTmaStoreSmemBytes>();
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(kClusterCtas);  // the cluster shape comes from __cluster_dims__
+    config.blockDim = dim3(kSpecialisedThreads);
+    config.dynamicSmemBytes = kTmaStoreSmemBytes;
+    int clusters = 0;
+    BENCH_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, persistent_multicast, &config));
+    return std::max(clusters, 1);
+  }();
+  const int pairs = int((w.n / kPairRows) * (w.m / kBN));
+  launch<persistent_multicast, kSpecialisedThreads, kTmaStoreSmemBytes>(
+      w, unsigned(kClusterCtas * std::min(resident_clusters, pairs)), stream, output_map(w));
 }
 
 template <class W>
@@ -164,7 +224,11 @@ void register_ladder(bench::Example<W>& e) {
   e.baseline("one_tile_per_cta", launch_per_tile<producer_consumer, kSpecialisedThreads>,
              {.arch_specific = 90})
       .step("persistent", launch_persistent, {.arch_specific = 90})
-      .optimized("persistent_tma_store", launch_persistent_tma_store, {.arch_specific = 90})
+      .step("persistent_tma_store", launch_persistent_tma_store, {.arch_specific = 90})
+      .optimized("persistent_multicast", launch_persistent_multicast, {.arch_specific = 90})
+      .variant_requires([](const kernels::GemmBf16& w) {
+        return w.n % kPairRows == 0 ? std::string() : "pairs of tiles: needs n % 256 == 0";
+      })
       .template stateful<kernels::CublasltGemmBf16>(bench::Role::vendor, "cublaslt")
       .requires_that(requirements)
       .reference(kernels::reference_gemm_bf16)
@@ -172,9 +236,10 @@ void register_ladder(bench::Example<W>& e) {
       .tolerance(bench::relative_l2(1e-2));
 }
 
-// Verification: 11 x 13 tiles (143: more than one wave, not a multiple of it), 5 k-blocks.
-using Gemm4096 = SizedGemm<4096, 4096, 4096, 2816, 1664, 320>;
-using Gemm8192 = SizedGemm<8192, 8192, 8192, 2816, 1664, 320>;
+// Verification: 11 x 14 tiles (154: more than one wave, not a multiple of it), 77 pairs of
+// them for the clusters (more than one wave of clusters too), 5 k-blocks.
+using Gemm4096 = SizedGemm<4096, 4096, 4096, 2816, 1792, 320>;
+using Gemm8192 = SizedGemm<8192, 8192, 8192, 2816, 1792, 320>;
 
 [[maybe_unused]] const bool registered = [] {
   register_ladder(bench::make_example<Gemm4096>("ch10", "persistent_gemm", __FILE__));

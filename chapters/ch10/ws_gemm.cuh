@@ -76,13 +76,15 @@ __device__ __forceinline__ Tile grouped_tile(int tile, int rows, int cols) {
 
 // The dynamic shared memory, aligned, with its barriers initialised and visible to the copy
 // engine. A full barrier completes after `full_arrivals` arrivals and their bytes; an empty one
-// after one arrival per math warpgroup.
-__device__ __forceinline__ Smem& init_ring(uint8_t* raw, uint32_t full_arrivals) {
+// after `empty_arrivals`: one per math warpgroup that reads the stage (of every CTA of a
+// cluster, when a stage is filled by multicast).
+__device__ __forceinline__ Smem& init_ring(uint8_t* raw, uint32_t full_arrivals,
+                                           uint32_t empty_arrivals = kConsumers) {
   Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&sm.full[s], full_arrivals);
-      tma::mbarrier_init(&sm.empty[s], kConsumers);
+      tma::mbarrier_init(&sm.empty[s], empty_arrivals);
     }
     tma::fence_barrier_init();
   }
@@ -134,20 +136,33 @@ __device__ __forceinline__ void produce_tile(Smem& sm, const CUtensorMap* map_x,
   }
 }
 
+// Releases ring stage s: one arrival on its empty barrier in every CTA whose producer writes into
+// this CTA's copy of the stage: this CTA's alone, or all kCtas of a cluster that multicasts.
+template <int kCtas>
+__device__ __forceinline__ void release_stage(Smem& sm, uint32_t s) {
+  if constexpr (kCtas == 1) {
+    tma::arrive(&sm.empty[s]);
+  } else {
+#pragma unroll
+    for (uint32_t rank = 0; rank < kCtas; ++rank) tma::arrive_cluster(&sm.empty[s], rank);
+  }
+}
+
 // Consumer `cw` (0 or 1): the k-blocks of its 64 x 256 of a tile, into `acc`. A stage is
-// released (one arrival by the warpgroup's first thread) once the wgmma group that read it has
-// finished: k-block kb - 1's after kb's group is queued, and the tile's last one after the final
-// wait, before the epilogue, so the producer may refill it while this warpgroup stores.
+// released (by the warpgroup's first thread) once the wgmma group that read it has finished:
+// k-block kb - 1's after kb's group is queued, and the tile's last one after the final wait,
+// before the epilogue, so the producer may refill it while this warpgroup stores.
+template <int kCtas = 1>
 __device__ __forceinline__ void mma_tile(float (&acc)[128], Smem& sm, int cw, int kblocks,
                                          uint32_t& slot) {
   const bool leader = threadIdx.x % kWarpgroup == 0;
   for (int kb = 0; kb < kblocks; ++kb, ++slot) {
     mma_k_block(acc, sm, cw, slot, kb == 0);
     wgmma::wait<1>();
-    if (kb > 0 && leader) tma::arrive(&sm.empty[(slot - 1) % kStages]);
+    if (kb > 0 && leader) release_stage<kCtas>(sm, (slot - 1) % kStages);
   }
   wgmma::wait<0>();
-  if (leader) tma::arrive(&sm.empty[(slot - 1) % kStages]);
+  if (leader) release_stage<kCtas>(sm, (slot - 1) % kStages);
 }
 
 // Consumer `cw`'s whole share of tile t: the k-blocks, then the bf16x2 stores from registers.

@@ -1,18 +1,19 @@
 // ch10/persistent_gemm: launch one CTA per SM and let each walk many tiles, so that the loads of
 // a CTA's next tile run while its math warpgroups finish this one; then let the copy engine
-// store the finished tile, so the math warpgroups return to the tensor cores sooner.
+// store the finished tile, and let two CTAs share one read of their common operand.
 //
 // The GEMM (every variant): BF16 D = A B, FP32 accumulate, the suite's TN layout
 // (kernels/gemm_bf16.cuh), 4096^3 (persistent_gemm) and 8192^3 (persistent_gemm_8192), with
 // warp_specialization's tile (ws_gemm.cuh): 128 x 256 of D^T, a 4-stage TMA ring of 48 KiB
 // stages, a producer warpgroup (one thread issues the copies) and two consumer warpgroups of
-// 64 x 256 (4 wgmma.m64n256k16 per k-block), setmaxnreg 40/232. Every kernel runs the same two
-// roles (produce_tile, mma_tile); only the schedule and the epilogue differ.
+// 64 x 256 (4 wgmma.m64n256k16 per k-block), setmaxnreg 40/232. Every kernel runs the same
+// math (mma_tile); the schedule, the epilogue and how a stage is filled change, one per rung.
 //
 // What the hardware does: a CTA holds its SM's shared memory (one CTA per SM here) from launch to
 // exit; the next CTA on an SM starts when it exits, with an empty ring, and its first wgmma waits
 // a memory latency. A warpgroup's st.global of its accumulators issues 64 stores a thread, each
-// scattered over 16 rows, and the warpgroup does no math until they have issued.
+// scattered over 16 rows, and the warpgroup does no math until they have issued. Every TMA copy
+// reads L2, unless CTAs of one cluster share it: a multicast copy lands in each of them.
 //
 // Why the baseline pays: with one tile per CTA (512 at 4096^3, ~3.9 waves of 132) every tile
 // pays a start, and while the consumers store the finished tile (64 KiB of D) the producer has no
@@ -27,7 +28,7 @@
 //      slot), so a stage's parity flips per ring wrap, not per tile; the consumers release a
 //      tile's last stage before their epilogue, and the producer fills the freed stages with the
 //      next tile's first k-blocks while they store: no empty ring, launch or init between tiles.
-//   optimized "persistent_tma_store", the same CTA:
+//   step "persistent_tma_store", the same CTA:
 //   3. each consumer writes its 64 x 256 into shared memory as 4 chunks of 64 x 64, in the
 //      128-byte swizzle (conflict-free: a warp's 8 rows land in 8 different 16-byte units), and
 //      one thread hands each chunk to the copy engine (TMA store, one bulk group per chunk);
@@ -35,27 +36,34 @@
 //      barrier, before the store is issued; before a buffer is rewritten, wait_group.read until
 //      the store two chunks back has read it; the global writes are waited for only at exit.
 //      2 buffers per consumer (32 KiB) keep the 4-stage ring: tma_store_epilogue.cuh says why.
+//   optimized "persistent_multicast", clusters of 2 of that CTA (cluster_multicast.cuh):
+//   5. the CTAs of a cluster take stacked tiles (a 256 x 256 pair) that need the same Y block;
+//      each loads its own X and multicasts half of Y to both: 32 KiB of L2 reads per 48 KiB stage
+//      instead of 48 (at ~700 TFLOP/s the ring moves ~8 TB/s from L2 across 132 SMs: a likely
+//      limit of the steps above);
+//   6. the coupling that costs: a stage is refilled only when the consumers of both CTAs have
+//      released it (empty barriers of 4 arrivals, released in both CTAs), a cluster barrier
+//      after the inits, and each producer drains the ring before its CTA may exit.
 // Vendor "cublaslt": cuBLASLt BF16 on the same buffers, its heuristic's fastest, same run.
-// Not done here (issue 12's later rungs): the tensor cores still idle while both consumers write
-// the staging buffers (ping-pong consumers would overlap one's epilogue with the other's math);
-// no clusters or TMA multicast, so each CTA reads its whole 48 KiB stage from L2 (at ~700
-// TFLOP/s, ~8 TB/s of L2 -> shared traffic across 132 SMs: a likely limit); no stream-K
-// for the last wave (512 tiles over 132 CTAs: 116 run a 4th tile, 16 idle through it).
+// Not done here: ping-pong consumers (the tensor cores still idle while both consumers write the
+// staging); stream-K for the last wave (512 tiles over 132 CTAs: 116 run a 4th tile).
 // Expected (H100, not measured): baseline ~195 us (measured as warp_specialization's
 // producer_consumer); persistent ~185-190 us (a tile's start, ~1-2 us of ~49 us); TMA store a
-// further 1-3% (the consumers' store time per tile: ~1-2 us of st.global down to ~0.5 us of
-// conflict-free st.shared and barriers): ~180-187 us, 1.04-1.08x, still below cuBLASLt (171 us).
-// At 8192^3 timed sustained (the board at its power limit, as ch09).
+// further 1-3% (~1-2 us of st.global issue a tile down to ~0.5 us of st.shared and barriers);
+// multicast the most uncertain: 0-10% more if L2 bandwidth is the limit, less if fewer than 66
+// clusters of 2 fit (a cluster must sit in one GPC) or the coupling stalls; ~170-185 us, around
+// cuBLASLt (171 us, which runs clusters of 2 itself). At 8192^3 timed sustained, as ch09.
 // Verification: relative L2 <= 1e-2 (ch09's GEMM bound: BF16 output, FP32 sums in another order)
-// against a double CPU reference at 2816 x 1664 x 320: 11 x 13 = 143 tiles, more than the
-// persistent grid and not a multiple of it (on 132 SMs 11 CTAs run 2 tiles), 5 k-blocks a tile,
-// so the ring wraps inside a tile and a CTA's second tile starts mid-ring (slot 5: stage 1, parity
-// 1), and a second tile reuses the staging buffers; kernels/reference_gemm.cuh at the timing size
-// (3-4 tiles a CTA, 16 at 8192^3). Whole tiles only (m % 256, n % 128, k % 64); sm_90a only.
+// against a double CPU reference at 2816 x 1792 x 320: 11 x 14 = 154 tiles (77 pairs), more
+// than the persistent grid and not a multiple of it (on 132 SMs 22 CTAs run 2 tiles, and 11 of
+// 66 clusters 2 pairs), 5 k-blocks a tile, so the ring wraps inside a tile and a CTA's second
+// tile starts mid-ring (slot 5: stage 1, parity 1) and reuses the staging buffers;
+// kernels/reference_gemm.cuh at the timing size (3-4 tiles a CTA, 16 at 8192^3). Whole tiles only
+// (m % 256, n % 128, k % 64; pairs: n % 256); sm_90a only.
 // Checked without a GPU: ptxas (sm_90a) 168 registers, no spills, no C7508 (setmaxnreg
-// honoured), no C7515; the PTX of the TMA-store kernel (st.shared, fence, bar.sync, store, commit
-// and wait_group.read in that order per chunk); the ring protocol by reading and a host model
-// (README). Only a GPU run can say whether it is right and how fast.
+// honoured), no C7515; the PTX order of each kernel's barriers, fences, copies and waits; the
+// ring, multicast, drain and staging protocol by reading and by host models (README). Only a
+// GPU run can say whether it is right and how fast.
 //
 //   ./bench compare --chapter ch10 --example persistent_gemm
 #include <bench/bench.hpp>

@@ -97,18 +97,15 @@ __global__ void __launch_bounds__(kSpecialisedThreads, 1)
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)
         produce_tile(sm, &map_x, &map_y, grouped_tile(tile, rows, cols), kblocks, slot);
   } else {
-    wgmma::grow_registers<kConsumerRegisters>();
-    const int cw = threadIdx.x / kWarpgroup - 1;
-    float acc[128];  // each tile's first wgmma overwrites it; zeroed once so it is never undefined
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    float acc[128];
+    const int cw = start_consumer(acc);
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)
       consume_tile(acc, sm, cw, grouped_tile(tile, rows, cols), kblocks, slot, out, cols);
   }
 #endif
 }
 
-// ---- Optimized: the same persistent CTA; the consumers' epilogue goes through shared memory
+// ---- Step: the same persistent CTA; the consumers' epilogue goes through shared memory
 // and a TMA store, so the copy engine writes D while the consumers go back to the ring.
 //
 // (tma_store_epilogue.cuh: the staging buffers and store_tile_tma.)
@@ -127,11 +124,8 @@ __global__ void __launch_bounds__(kSpecialisedThreads, 1)
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)
         produce_tile(sm.ring, &map_x, &map_y, grouped_tile(tile, rows, cols), kblocks, slot);
   } else {
-    wgmma::grow_registers<kConsumerRegisters>();
-    const int cw = threadIdx.x / kWarpgroup - 1;
     float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    const int cw = start_consumer(acc);
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       mma_tile(acc, sm.ring, cw, kblocks, slot);
       store_tile_tma(acc, sm.staging[cw], &map_d, cw, grouped_tile(tile, rows, cols));
@@ -167,11 +161,8 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kSpeciali
       drain_ring(sm.ring, slot);  // this CTA's shared memory stays until the peer is done with it
     }
   } else {
-    wgmma::grow_registers<kConsumerRegisters>();
-    const int cw = threadIdx.x / kWarpgroup - 1;
     float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    const int cw = start_consumer(acc);
     for (int pair = cluster; pair < pairs; pair += clusters) {
       mma_tile<kClusterCtas>(acc, sm.ring, cw, kblocks, slot);
       store_tile_tma(acc, sm.staging[cw], &map_d, cw, pair_tile(pair, rows, cols, rank));

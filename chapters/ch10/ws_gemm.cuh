@@ -172,6 +172,16 @@ __device__ __forceinline__ void consume_tile(float (&acc)[128], Smem& sm, int cw
   wgmma::store_m64n256_bf16(acc, out, cols, t.r0 + cw * kXShare, t.c0);
 }
 
+// A consumer warpgroup's start, in the consumers' branch of a kernel's role split (setmaxnreg
+// must be): its registers up to kConsumerRegisters, its accumulators zeroed once (each tile's
+// first wgmma overwrites them; zeroed so they are never undefined). Returns the consumer, 0 or 1.
+__device__ __forceinline__ int start_consumer(float (&acc)[128]) {
+  wgmma::grow_registers<kConsumerRegisters>();
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  return threadIdx.x / kWarpgroup - 1;
+}
+
 // The warp-specialised kernel, one tile per CTA (grid = tile count): warpgroup 0 is the
 // producer (registers down to 40), warpgroups 1 and 2 the consumers (up to 232).
 // warp_specialization's optimized variant and persistent_gemm's baseline.
@@ -188,11 +198,9 @@ static __global__ void __launch_bounds__(kSpecialisedThreads, 1)
     wgmma::shrink_registers<kProducerRegisters>();
     if (threadIdx.x == 0) produce_tile(sm, &map_x, &map_y, tile, k / kBK, slot);
   } else {
-    wgmma::grow_registers<kConsumerRegisters>();
     float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-    consume_tile(acc, sm, threadIdx.x / kWarpgroup - 1, tile, k / kBK, slot, out, cols);
+    const int cw = start_consumer(acc);
+    consume_tile(acc, sm, cw, tile, k / kBK, slot, out, cols);
   }
 #endif
 }

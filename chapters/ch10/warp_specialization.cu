@@ -2,7 +2,8 @@
 // do the math never wait for each other, and move the loader's unused registers to them.
 //
 // The GEMM (both variants, identical): BF16 D = A B, FP32 accumulate, the suite's TN layout
-// (kernels/gemm_bf16.cuh), 4096^3. One CTA computes a 128 x 256 tile of D^T (ch09's wgmma rung):
+// (kernels/gemm_bf16.cuh), 4096^3, and the tile code in ws_gemm.cuh, which persistent_gemm shares.
+// One CTA computes a 128 x 256 tile of D^T (ch09's wgmma rung):
 // a 4-stage ring of (128 x 64 B block, 256 x 64 A block) k-blocks written by TMA in the 128-byte
 // swizzle, "full" mbarriers (the bytes landed) and "empty" mbarriers (both math warpgroups are
 // done with the stage); two math warpgroups, each 64 x 256 of the tile (128 FP32 accumulators a
@@ -45,102 +46,17 @@
 //
 //   ./bench compare --chapter ch10 --example warp_specialization
 #include <bench/bench.hpp>
-#include <cuda_bf16.h>
-#include <kernels/arch.cuh>
-#include <kernels/gemm_bf16.cuh>
-#include <kernels/tma.cuh>
-#include <kernels/wgmma.cuh>
 
-#include <string>
+#include "ws_gemm.cuh"
 
 namespace {
 
-using bf16 = __nv_bfloat16;
-namespace tma = kernels::tma;
-namespace wgmma = kernels::wgmma;
+using namespace ch10::ws;
 
-constexpr int kBM = 128;  // tile rows (D columns), from X = B: wgmma's M side
-constexpr int kBN = 256;  // tile columns (D rows), from Y = A: wgmma's N side
-constexpr int kBK = 64;   // one 128-byte swizzle row of BF16
-constexpr int kStages = 4;
-constexpr int kConsumers = 2;  // math warpgroups, 64 tile rows each
-constexpr int kWarpgroup = 128;
-constexpr int kBaselineThreads = kConsumers * kWarpgroup;           // 2 math warpgroups
-constexpr int kSpecialisedThreads = (1 + kConsumers) * kWarpgroup;  // + the producer
-constexpr int kGroupRows = 16;             // rasterisation: 16 row-tiles per column band
-constexpr int kXShare = kBM / kConsumers;  // 64 B rows per copy
-constexpr int kYShare = kBN / kConsumers;  // 128 A rows per copy
-constexpr uint32_t kStageBytes = (kBM + kBN) * kBK * sizeof(bf16);  // 48 KiB
-constexpr uint32_t kShareBytes = kStageBytes / kConsumers;          // what one copy pair brings
-constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+constexpr int kBaselineThreads = kConsumers * kWarpgroup;  // 2 math warpgroups, no producer
 
-struct alignas(1024) Smem {
-  bf16 x[kStages][kBM * kBK];  // B blocks, 16 KiB each (1024-aligned: the swizzle is address bits)
-  bf16 y[kStages][kBN * kBK];  // A blocks, 32 KiB each
-  uint64_t full[kStages], empty[kStages];
-};
-constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the dynamic base
-static_assert(kConsumerRegisters * kConsumers * kWarpgroup + kProducerRegisters * kWarpgroup <=
-              65536);
-
-struct Gemm : kernels::GemmBf16 {
-  explicit Gemm(bench::Setup& s)
-      : kernels::GemmBf16(s, s.size("m", 4096, 512), s.size("n", 4096, 384),
-                          s.size("k", 4096, 448)) {}
-};
-
-struct Tile {
-  int r0, c0;  // first row (of B) and column (of A) of this CTA's tile of D^T
-};
-// Consecutive CTAs walk kGroupRows row-tiles of one column band, so a wave re-reads from L2.
-__device__ __forceinline__ Tile grouped_tile(int rows, int cols) {
-  const int tiles_r = rows / kBM, per_band = kGroupRows * (cols / kBN);
-  const int band = blockIdx.x / per_band, in_band = blockIdx.x % per_band;
-  const int first_r = band * kGroupRows, band_rows = min(tiles_r - first_r, kGroupRows);
-  return {(first_r + in_band % band_rows) * kBM, (in_band / band_rows) * kBN};
-}
-
-// What both kernels start with: the aligned shared memory, the barriers (initialised, visible to
-// the copy engine), this CTA's tile and the k-block count.
-struct Cta {
-  Smem& sm;
-  Tile tile;
-  int kblocks;
-};
-__device__ __forceinline__ Cta begin_cta(uint8_t* raw, int rows, int cols, int k,
-                                         uint32_t full_arrivals) {
-  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      tma::mbarrier_init(&sm.full[s], full_arrivals);
-      tma::mbarrier_init(&sm.empty[s], kConsumers);  // one arrival per math warpgroup
-    }
-    tma::fence_barrier_init();
-  }
-  __syncthreads();
-  return {sm, grouped_tile(rows, cols), k / kBK};
-}
-
-// Copies share `part` of k-block kb (B rows part*64.., A rows part*128..) into its stage.
-__device__ __forceinline__ void load_share(Smem& sm, const CUtensorMap* map_x,
-                                           const CUtensorMap* map_y, Tile t, int kb, int part) {
-  const int s = kb % kStages;
-  tma::load_2d(&sm.x[s][part * kXShare * kBK], map_x, kb * kBK, t.r0 + part * kXShare, &sm.full[s]);
-  tma::load_2d(&sm.y[s][part * kYShare * kBK], map_y, kb * kBK, t.c0 + part * kYShare, &sm.full[s]);
-}
-
-// Math warpgroup `cw` waits for k-block kb and queues its 4 wgmma (64 x 256 x 64) as one group.
-__device__ __forceinline__ void mma_k_block(float (&acc)[128], Smem& sm, int cw, int kb) {
-  const int s = kb % kStages;
-  tma::wait_parity(&sm.full[s], (kb / kStages) & 1);
-  wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < kBK / 16; ++kk)  // +32 bytes along the swizzled rows per k16 step
-    wgmma::mma_m64n256k16_bf16(
-        acc, wgmma::descriptor_k_major_sw128(&sm.x[s][cw * kXShare * kBK + kk * 16]),
-        wgmma::descriptor_k_major_sw128(&sm.y[s][kk * 16]), kb > 0 || kk > 0);
-  wgmma::commit();
-}
+// Timing 4096^3; verification 512 x 384 x 448 (m != n, 6 CTAs, 7 k-blocks: the ring wraps).
+using Gemm = SizedGemm<4096, 4096, 4096, 512, 384, 448>;
 
 // Both kernels are sm_90a code: in a build for any other target their bodies are empty, and
 // the variants' {.arch_specific = 90} makes the harness SKIP them, with the reason, on any GPU
@@ -153,8 +69,9 @@ __global__ void __launch_bounds__(kBaselineThreads, 1)
                           int rows, int cols, int k) {
 #if BENCH_SM90A_DEVICE
   extern __shared__ uint8_t raw[];
-  // A stage is full when both warpgroups' shares have landed.
-  const auto [sm, tile, kblocks] = begin_cta(raw, rows, cols, k, kConsumers);
+  Smem& sm = init_ring(raw, kConsumers);  // full: both warpgroups' shares have landed
+  const Tile tile = grouped_tile(blockIdx.x, rows, cols);
+  const int kblocks = k / kBK;
   const int cw = threadIdx.x / kWarpgroup;
   const bool leader = threadIdx.x % kWarpgroup == 0;
   auto issue = [&](int kb) {  // this warpgroup's share of k-block kb
@@ -162,9 +79,9 @@ __global__ void __launch_bounds__(kBaselineThreads, 1)
     // A constant share per branch: TMA coordinates computed from threadIdx (cw) are not provably
     // uniform, and ptxas then serialised the in-flight wgmma (warning C7515).
     if (cw == 0)
-      load_share(sm, &map_x, &map_y, tile, kb, 0);
+      load_share(sm, &map_x, &map_y, tile, kb, kb % kStages, 0);
     else
-      load_share(sm, &map_x, &map_y, tile, kb, 1);
+      load_share(sm, &map_x, &map_y, tile, kb, kb % kStages, 1);
   };
   if (leader)
     for (int kb = 0; kb < kStages && kb < kblocks; ++kb) issue(kb);
@@ -173,7 +90,7 @@ __global__ void __launch_bounds__(kBaselineThreads, 1)
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
   for (int kb = 0; kb < kblocks; ++kb) {
-    mma_k_block(acc, sm, cw, kb);
+    mma_k_block(acc, sm, cw, kb, kb == 0);  // one tile: the ring slot is the k-block
     wgmma::wait<1>();  // k-block kb - 1's group is done: its stage can be released
     const int done = kb - 1;
     if (kb > 0 && leader) tma::arrive(&sm.empty[done % kStages]);
@@ -190,78 +107,14 @@ __global__ void __launch_bounds__(kBaselineThreads, 1)
 #endif
 }
 
-// ---- Optimized: a producer warpgroup (one thread issues every copy) and two consumers.
-__global__ void __launch_bounds__(kSpecialisedThreads, 1)
-    producer_consumer(const __grid_constant__ CUtensorMap map_x,
-                      const __grid_constant__ CUtensorMap map_y, bf16* __restrict__ out, int rows,
-                      int cols, int k) {
-#if BENCH_SM90A_DEVICE
-  extern __shared__ uint8_t raw[];
-  // A stage is full when the producer's one expect_tx is met.
-  const auto [sm, tile, kblocks] = begin_cta(raw, rows, cols, k, 1);
-  const int wg = threadIdx.x / kWarpgroup;
-  if (wg == 0) {
-    wgmma::shrink_registers<kProducerRegisters>();
-    if (threadIdx.x == 0) {
-      for (int kb = 0; kb < kblocks; ++kb) {
-        // Stage reuse: wait until both consumers released k-block kb - kStages.
-        if (kb >= kStages) tma::wait_parity(&sm.empty[kb % kStages], ((kb / kStages) - 1) & 1);
-        tma::arrive_expect_tx(&sm.full[kb % kStages], kStageBytes);
-        for (int part = 0; part < kConsumers; ++part)
-          load_share(sm, &map_x, &map_y, tile, kb, part);
-      }
-    }
-  } else {
-    wgmma::grow_registers<kConsumerRegisters>();
-    const int cw = wg - 1;
-    float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-    for (int kb = 0; kb < kblocks; ++kb) {
-      mma_k_block(acc, sm, cw, kb);
-      wgmma::wait<1>();
-      if (kb > 0 && threadIdx.x % kWarpgroup == 0) tma::arrive(&sm.empty[(kb - 1) % kStages]);
-    }
-    wgmma::wait<0>();
-    wgmma::store_m64n256_bf16(acc, out, cols, tile.r0 + cw * kXShare, tile.c0);
-  }
-#endif
-}
+// ---- Optimized: a producer warpgroup (one thread issues every copy) and two consumers:
+// ws::producer_consumer in ws_gemm.cuh (persistent_gemm's baseline too), with its roles
+// produce_tile and consume_tile.
 
-// ---- Host side.
-std::string requirements(const Gemm& w) {
-  if (w.m % kBN != 0 || w.n % kBM != 0 || w.k % kBK != 0 || w.k == 0)
-    return "whole tiles only: needs m % 256 == 0, n % 128 == 0, k % 64 == 0, k > 0";
-  return "";
-}
-
-// A rows x k row-major BF16 operand in boxes of box_rows x 64, 128-byte swizzled.
-CUtensorMap operand_map(const bf16* base, int64_t rows, int64_t k, uint32_t box_rows) {
-  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), base, uint64_t(rows),
-                          uint64_t(k), box_rows, kBK, CU_TENSOR_MAP_SWIZZLE_128B);
-}
-
-// One launcher for both kernels: same maps, same grid, same shared memory; only the block size.
-template <auto Kernel, int kThreads>
-void launch(const Gemm& w, cudaStream_t stream) {
-  static const bool configured = [] {
-    BENCH_CUDA_CHECK(
-        cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
-    return true;
-  }();
-  (void)configured;
-  // D^T (n x m, row-major) = B A^T: X = B gives the tile rows, Y = A the columns.
-  const CUtensorMap map_x = operand_map(w.b.data(), w.n, w.k, kXShare);
-  const CUtensorMap map_y = operand_map(w.a.data(), w.m, w.k, kYShare);
-  const unsigned grid = unsigned((w.n / kBM) * (w.m / kBN));
-  Kernel<<<grid, kThreads, kSmemBytes, stream>>>(map_x, map_y, w.d.data(), int(w.n), int(w.m),
-                                                 int(w.k));
-  BENCH_CHECK_LAUNCH();
-}
-
+// ---- Host side: ws::launch_per_tile (one CTA per tile) for both.
 BENCH_EXAMPLE(ch10, warp_specialization, Gemm)
-    .baseline("every_warpgroup_loads", launch<every_warpgroup_loads, kBaselineThreads>, {.arch_specific = 90})
-    .optimized("producer_consumer", launch<producer_consumer, kSpecialisedThreads>, {.arch_specific = 90})
+    .baseline("every_warpgroup_loads", launch_per_tile<every_warpgroup_loads, kBaselineThreads>, {.arch_specific = 90})
+    .optimized("producer_consumer", launch_per_tile<producer_consumer, kSpecialisedThreads>, {.arch_specific = 90})
     .requires_that(requirements)
     .reference(kernels::reference_gemm_bf16)
     .device_reference(kernels::device_reference_gemm_bf16)

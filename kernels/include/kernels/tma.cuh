@@ -4,7 +4,8 @@
 // (cp.async.bulk.tensor, completes on an mbarrier with a byte count) and a 2D tile store
 // shared -> global (bulk async group, waited with wait_read<N>()). Host side: a 2D tensor map
 // built with cuTensorMapEncodeTiled, reached through the runtime's driver entry point so the
-// program needs no -lcuda.
+// program needs no -lcuda. For clusters (sm_90): a load multicast to several CTAs of a cluster,
+// an arrival on another CTA's mbarrier, a cluster-scope parity wait, the cluster barrier.
 #pragma once
 
 #include <cuda.h>
@@ -149,6 +150,58 @@ inline CUtensorMap make_map_2d(CUtensorMapDataType dtype, uint32_t element_bytes
                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw bench::CudaError(cudaErrorInvalidValue, "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) + ")");
   return map;
+}
+
+}  // namespace kernels::tma
+
+// --- clusters (sm_90): multicast loads and barriers of another CTA of the cluster -----------
+namespace kernels::tma {
+
+// This CTA's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+}
+// Every thread of every CTA of the cluster: this CTA's shared-memory writes (barrier inits
+// included) before the barrier are visible to the cluster after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// One arrival, release at cluster scope, on the barrier at `bar`'s offset in the shared memory of
+// CTA `rank` of the cluster (this CTA's own rank included).
+__device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(remote)
+               : "r"(smem_addr(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
+               : "memory");
+}
+// wait_parity with acquire at cluster scope: for a barrier that CTAs of the cluster arrive on.
+__device__ __forceinline__ void wait_parity_cluster(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+}
+// load_2d into every CTA of the cluster named in `cta_mask` (bit r: rank r): one read of global
+// memory, the box written at `dst`'s offset in each of their shared memories, and each one's
+// barrier at `bar`'s offset told the box's byte count.
+__device__ __forceinline__ void load_2d_multicast(void* dst, const CUtensorMap* map, int x, int y,
+                                                  uint64_t* bar, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_addr(dst)),
+      "l"(map), "r"(x), "r"(y), "r"(smem_addr(bar)), "h"(cta_mask)
+      : "memory");
 }
 
 }  // namespace kernels::tma

@@ -1,0 +1,251 @@
+// ch10/persistent_gemm: launch one CTA per SM and let each walk many tiles, so that the loads of
+// a CTA's next tile run while its math warpgroups finish this one; then let the copy engine
+// store the finished tile, and let two CTAs share one read of their common operand.
+//
+// The GEMM (every variant): BF16 D = A B, FP32 accumulate, the suite's TN layout
+// (kernels/gemm_bf16.cuh), 4096^3 (persistent_gemm) and 8192^3 (persistent_gemm_8192), with
+// warp_specialization's tile (ws_gemm.cuh): 128 x 256 of D^T, a 4-stage TMA ring of 48 KiB
+// stages, a producer warpgroup (one thread issues the copies) and two consumer warpgroups of
+// 64 x 256 (4 wgmma.m64n256k16 per k-block), setmaxnreg 40/232. Every kernel runs the same
+// math (mma_tile); the schedule, the epilogue and how a stage is filled change, one per rung.
+//
+// What the hardware does: a CTA holds its SM's shared memory (one CTA per SM here) from launch to
+// exit; the next CTA on an SM starts when it exits, with an empty ring, and its first wgmma waits
+// a memory latency. A warpgroup's st.global of its accumulators issues 64 stores a thread, each
+// scattered over 16 rows, and the warpgroup does no math until they have issued. Every TMA copy
+// reads L2, unless CTAs of one cluster share it: a multicast copy lands in each of them.
+//
+// Why the baseline pays: with one tile per CTA (512 at 4096^3, ~3.9 waves of 132) every tile
+// pays a start, and while the consumers store the finished tile (64 KiB of D) the producer has no
+// next tile to load and the tensor cores idle.
+//
+// The ladder (sm_90a), baseline "one_tile_per_cta" (ws::producer_consumer, grid = tile count):
+//   step "persistent":
+//   1. grid = the CTAs resident at once (132 on an H100 SXM), at most one per tile; CTA b runs
+//      tiles b, b + grid, ... (a static schedule: equal tiles, so a queue would buy nothing),
+//      through grouped_tile's rasterisation, so the CTAs running at one time share operands in L2;
+//   2. the ring carries on across tiles: each role counts the k-blocks it has put through it (the
+//      slot), so a stage's parity flips per ring wrap, not per tile; the consumers release a
+//      tile's last stage before their epilogue, and the producer fills the freed stages with the
+//      next tile's first k-blocks while they store: no empty ring, launch or init between tiles.
+//   step "persistent_tma_store", the same CTA:
+//   3. each consumer writes its 64 x 256 into shared memory as 4 chunks of 64 x 64, in the
+//      128-byte swizzle (conflict-free: a warp's 8 rows land in 8 different 16-byte units), and
+//      one thread hands each chunk to the copy engine (TMA store, one bulk group per chunk);
+//   4. the fences: each thread's fence.proxy.async.shared::cta after its writes, then a warpgroup
+//      barrier, before the store is issued; before a buffer is rewritten, wait_group.read until
+//      the store two chunks back has read it; the global writes are waited for only at exit.
+//      2 buffers per consumer (32 KiB) keep the 4-stage ring: tma_store_epilogue.cuh says why.
+//   optimized "persistent_multicast", clusters of 2 of that CTA (cluster_multicast.cuh):
+//   5. the CTAs of a cluster take stacked tiles (a 256 x 256 pair) that need the same Y block;
+//      each loads its own X and multicasts half of Y to both: 32 KiB of L2 reads per 48 KiB stage
+//      instead of 48 (at ~700 TFLOP/s the ring moves ~8 TB/s from L2 across 132 SMs: a likely
+//      limit of the steps above);
+//   6. the coupling that costs: a stage is refilled only when the consumers of both CTAs have
+//      released it (empty barriers of 4 arrivals, released in both CTAs), a cluster barrier
+//      after the inits, and each producer drains the ring before its CTA may exit.
+// Vendor "cublaslt": cuBLASLt BF16 on the same buffers, its heuristic's fastest, same run.
+// Not done here: ping-pong consumers (the tensor cores still idle while both consumers write the
+// staging); stream-K for the last wave (512 tiles over 132 CTAs: 116 run a 4th tile).
+// Expected (H100, not measured): baseline ~195 us (measured as warp_specialization's
+// producer_consumer); persistent ~185-190 us (a tile's start, ~1-2 us of ~49 us); TMA store a
+// further 1-3% (~1-2 us of st.global issue a tile down to ~0.5 us of st.shared and barriers);
+// multicast the most uncertain: 0-10% more if L2 bandwidth is the limit, less if fewer than 66
+// clusters of 2 fit (a cluster must sit in one GPC) or the coupling stalls; ~170-185 us, around
+// cuBLASLt (171 us, which runs clusters of 2 itself). At 8192^3 timed sustained, as ch09.
+// Verification: relative L2 <= 1e-2 (ch09's GEMM bound: BF16 output, FP32 sums in another order)
+// against a double CPU reference at 2816 x 1792 x 320: 11 x 14 = 154 tiles (77 pairs), more
+// than the persistent grid and not a multiple of it (on 132 SMs 22 CTAs run 2 tiles, and 11 of
+// 66 clusters 2 pairs), 5 k-blocks a tile, so the ring wraps inside a tile and a CTA's second
+// tile starts mid-ring (slot 5: stage 1, parity 1) and reuses the staging buffers;
+// kernels/reference_gemm.cuh at the timing size (3-4 tiles a CTA, 16 at 8192^3). Whole tiles only
+// (m % 256, n % 128, k % 64; pairs: n % 256); sm_90a only.
+// Checked without a GPU: ptxas (sm_90a) 168 registers, no spills, no C7508 (setmaxnreg
+// honoured), no C7515; the PTX order of each kernel's barriers, fences, copies and waits; the
+// ring, multicast, drain and staging protocol by reading and by host models (README). Only a
+// GPU run can say whether it is right and how fast.
+//
+//   ./bench compare --chapter ch10 --example persistent_gemm
+#include <bench/bench.hpp>
+#include <kernels/cublaslt_gemm_bf16.hpp>
+#include <kernels/occupancy.cuh>
+
+#include <algorithm>
+
+#include "cluster_multicast.cuh"
+#include "tma_store_epilogue.cuh"
+#include "ws_gemm.cuh"
+
+namespace {
+
+using namespace ch10::ws;
+
+// ---- Baseline: ws::producer_consumer (ws_gemm.cuh), one tile per CTA, grid = tile count.
+
+// ---- Step: the same roles, looped over this CTA's tiles. `slot` runs on across tiles.
+__global__ void __launch_bounds__(kSpecialisedThreads, 1)
+    persistent(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_y,
+               bf16* __restrict__ out, int rows, int cols, int k) {
+#if BENCH_SM90A_DEVICE
+  extern __shared__ uint8_t raw[];
+  Smem& sm = init_ring(raw, 1);  // full: the producer's one expect_tx per stage
+  const int tiles = (rows / kBM) * (cols / kBN), kblocks = k / kBK;
+  uint32_t slot = 0;  // k-blocks this role has put through the ring, over all its tiles
+  if (threadIdx.x / kWarpgroup == 0) {
+    wgmma::shrink_registers<kProducerRegisters>();
+    if (threadIdx.x == 0)
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)
+        produce_tile(sm, &map_x, &map_y, grouped_tile(tile, rows, cols), kblocks, slot);
+  } else {
+    float acc[128];
+    const int cw = start_consumer(acc);
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)
+      consume_tile(acc, sm, cw, grouped_tile(tile, rows, cols), kblocks, slot, out, cols);
+  }
+#endif
+}
+
+// ---- Step: the same persistent CTA; the consumers' epilogue goes through shared memory
+// and a TMA store, so the copy engine writes D while the consumers go back to the ring.
+//
+// (tma_store_epilogue.cuh: the staging buffers and store_tile_tma.)
+__global__ void __launch_bounds__(kSpecialisedThreads, 1)
+    persistent_tma_store(const __grid_constant__ CUtensorMap map_x,
+                         const __grid_constant__ CUtensorMap map_y, bf16* /* D: through map_d */,
+                         int rows, int cols, int k, const __grid_constant__ CUtensorMap map_d) {
+#if BENCH_SM90A_DEVICE
+  extern __shared__ uint8_t raw[];
+  auto& sm = reinterpret_cast<TmaStoreSmem&>(init_ring(raw, 1));
+  const int tiles = (rows / kBM) * (cols / kBN), kblocks = k / kBK;
+  uint32_t slot = 0;
+  if (threadIdx.x / kWarpgroup == 0) {
+    wgmma::shrink_registers<kProducerRegisters>();
+    if (threadIdx.x == 0)
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)
+        produce_tile(sm.ring, &map_x, &map_y, grouped_tile(tile, rows, cols), kblocks, slot);
+  } else {
+    float acc[128];
+    const int cw = start_consumer(acc);
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      mma_tile(acc, sm.ring, cw, kblocks, slot);
+      store_tile_tma(acc, sm.staging[cw], &map_d, cw, grouped_tile(tile, rows, cols));
+    }
+    // The last stores must have read the staging buffers before the CTA's shared memory goes.
+    if (threadIdx.x % kWarpgroup == 0) tma::wait_all<0>();
+  }
+#endif
+}
+
+// ---- Optimized: clusters of 2 persistent CTAs, each with the TMA-store epilogue, that share
+// the Y operand by multicast (cluster_multicast.cuh: the pairing, the producer, the drain).
+// A cluster walks pairs of tiles; both CTAs run the same pairs, hence the same slots.
+__global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kSpecialisedThreads, 1)
+    persistent_multicast(const __grid_constant__ CUtensorMap map_x,
+                         const __grid_constant__ CUtensorMap map_y, bf16* /* D: through map_d */,
+                         int rows, int cols, int k, const __grid_constant__ CUtensorMap map_d) {
+#if BENCH_SM90A_DEVICE
+  extern __shared__ uint8_t raw[];
+  // Empty barriers: a release from each consumer of both CTAs.
+  auto& sm = reinterpret_cast<TmaStoreSmem&>(init_ring(raw, 1, kConsumers * kClusterCtas));
+  tma::cluster_sync();  // both CTAs' barriers exist before either multicasts or arrives on them
+  const uint32_t rank = tma::cluster_rank();
+  const int pairs = (rows / kPairRows) * (cols / kBN), kblocks = k / kBK;
+  const int cluster = int(blockIdx.x) / kClusterCtas, clusters = int(gridDim.x) / kClusterCtas;
+  uint32_t slot = 0;
+  if (threadIdx.x / kWarpgroup == 0) {
+    wgmma::shrink_registers<kProducerRegisters>();
+    if (threadIdx.x == 0) {
+      for (int pair = cluster; pair < pairs; pair += clusters)
+        produce_tile_multicast(sm.ring, &map_x, &map_y, pair_tile(pair, rows, cols, rank), kblocks,
+                               rank, slot);
+      drain_ring(sm.ring, slot);  // this CTA's shared memory stays until the peer is done with it
+    }
+  } else {
+    float acc[128];
+    const int cw = start_consumer(acc);
+    for (int pair = cluster; pair < pairs; pair += clusters) {
+      mma_tile<kClusterCtas>(acc, sm.ring, cw, kblocks, slot);
+      store_tile_tma(acc, sm.staging[cw], &map_d, cw, pair_tile(pair, rows, cols, rank));
+    }
+    if (threadIdx.x % kWarpgroup == 0) tma::wait_all<0>();
+  }
+#endif
+}
+
+// ---- Host side.
+// Grid of a persistent kernel: the CTAs resident at once (one per SM), at most one per tile.
+// Asked once, after the shared-memory limit is raised (before it the calculator fits no CTA of
+// this size), outside the timed launches like the attribute itself.
+template <auto Kernel, size_t kSmem>
+unsigned persistent_grid(const kernels::GemmBf16& w) {
+  static const unsigned resident = [] {
+    allow_smem<Kernel, kSmem>();
+    return kernels::resident_grid(Kernel, kSpecialisedThreads, kSmem);
+  }();
+  return std::min(resident, unsigned(tile_count(w)));
+}
+
+void launch_persistent(const kernels::GemmBf16& w, cudaStream_t stream) {
+  launch<persistent, kSpecialisedThreads>(w, persistent_grid<persistent, kSmemBytes>(w), stream);
+}
+
+// D^T (n x m, row-major) in 64 x 64 boxes, 128-byte swizzled like the staging buffers.
+CUtensorMap output_map(const kernels::GemmBf16& w) {
+  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), w.d.data(), uint64_t(w.n),
+                          uint64_t(w.m), kXShare, kStoreCols, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+void launch_persistent_tma_store(const kernels::GemmBf16& w, cudaStream_t stream) {
+  launch<persistent_tma_store, kSpecialisedThreads, kTmaStoreSmemBytes>(
+      w, persistent_grid<persistent_tma_store, kTmaStoreSmemBytes>(w), stream, output_map(w));
+}
+
+// Grid of the cluster kernel: 2 CTAs per cluster resident at once (a cluster's CTAs must fit in
+// one GPC, so this can be fewer than the SMs / 2), at most one cluster per pair of tiles.
+void launch_persistent_multicast(const kernels::GemmBf16& w, cudaStream_t stream) {
+  static const int resident_clusters = [] {
+    allow_smem<persistent_multicast, kTmaStoreSmemBytes>();
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(kClusterCtas);  // the cluster shape comes from __cluster_dims__
+    config.blockDim = dim3(kSpecialisedThreads);
+    config.dynamicSmemBytes = kTmaStoreSmemBytes;
+    int clusters = 0;
+    BENCH_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, persistent_multicast, &config));
+    return std::max(clusters, 1);
+  }();
+  const int pairs = int((w.n / kPairRows) * (w.m / kBN));
+  launch<persistent_multicast, kSpecialisedThreads, kTmaStoreSmemBytes>(
+      w, unsigned(kClusterCtas * std::min(resident_clusters, pairs)), stream, output_map(w));
+}
+
+template <class W>
+void register_ladder(bench::Example<W>& e) {
+  e.baseline("one_tile_per_cta", launch_per_tile<producer_consumer, kSpecialisedThreads>,
+             {.arch_specific = 90})
+      .step("persistent", launch_persistent, {.arch_specific = 90})
+      .step("persistent_tma_store", launch_persistent_tma_store, {.arch_specific = 90})
+      .optimized("persistent_multicast", launch_persistent_multicast, {.arch_specific = 90})
+      .variant_requires([](const kernels::GemmBf16& w) {
+        return w.n % kPairRows == 0 ? std::string() : "pairs of tiles: needs n % 256 == 0";
+      })
+      .template stateful<kernels::CublasltGemmBf16>(bench::Role::vendor, "cublaslt")
+      .requires_that(requirements)
+      .reference(kernels::reference_gemm_bf16)
+      .device_reference(kernels::device_reference_gemm_bf16)
+      .tolerance(bench::relative_l2(1e-2));
+}
+
+// Verification: 11 x 14 tiles (154: more than one wave, not a multiple of it), 77 pairs of
+// them for the clusters (more than one wave of clusters too), 5 k-blocks.
+using Gemm4096 = SizedGemm<4096, 4096, 4096, 2816, 1792, 320>;
+using Gemm8192 = SizedGemm<8192, 8192, 8192, 2816, 1792, 320>;
+
+[[maybe_unused]] const bool registered = [] {
+  register_ladder(bench::make_example<Gemm4096>("ch10", "persistent_gemm", __FILE__));
+  // At 8192^3 the board runs at its power limit: timed sustained, as ch09's 8192^3 GEMMs are.
+  register_ladder(bench::make_example<Gemm8192>("ch10", "persistent_gemm_8192", __FILE__)
+                      .mode(bench::Mode::sustained));
+  return true;
+}();
+
+}  // namespace

@@ -1,51 +1,43 @@
-// ch16/paged_attention: a paged KV cache (ch13/kv_cache_growth) is only free if attention reads the
-// pages where they lie. Without a paged kernel a framework gathers each sequence's pages into a
-// contiguous cache every decode step, and the step moves the KV bytes three times instead of once.
+// ch16/paged_attention: a paged KV cache (ch13/kv_cache_growth) is only free if attention reads
+// the pages where they lie. Without a paged kernel a framework gathers each sequence's pages into
+// a contiguous cache every decode step, and the step moves the KV bytes three times, not once.
 //
 // The work: one decode step, one query token per sequence, batch 32 (paged_attention) or 64
-// (paged_attention_b64), 32 heads, head_dim 128, BF16. Sequence lengths are drawn uniformly from
-// [1024, 32768] (fixed seed: 1141 to 32616 keys, 487,414 in all at batch 32 and 1,037,171 at 64:
-// 8.0 / 17.0 GB of K and V, 160-340x the 50 MB L2). The cache is pages of 16 positions (vLLM's default block size: the shortest
-// common page, so the most table reads and the shortest contiguous runs, 4 KB per head and page
-// for K and as much for V), laid out [page][head][16][128], taken from one pool in shuffled order
-// (what an allocator serving many requests leaves: no sequence's pages are adjacent), and a block
-// table [sequence][page index] saying where each page is.
-// The hardware: a decode step does 2 FMAs per byte of K and V it reads, so it runs at HBM speed,
-// and the only question is how many bytes it moves. Reading a page through the table costs one
-// extra 4-byte read per 8 keys a warp loads, from L1/L2 (the table is 120-260 KB and every
-// head's CTAs read it), and a page is a 4 KB run per head: long enough for full DRAM bursts.
+// (paged_attention_b64), 32 heads, head_dim 128, BF16. Lengths uniform in [1024, 32768] (fixed
+// seed: 1141 to 32616; 487,414 keys per head at batch 32, 1,037,171 at 64: 8.0 / 17.0 GB of K
+// and V, 160-340x the L2). Pages of 16 positions (vLLM's default block size, the hardest common
+// case: the most table reads, the shortest runs), laid out [page][head][16][128] so a head's rows
+// of a page are one 4 KB run, handed out from one pool in shuffled order (no sequence's pages are
+// adjacent), and a block table [sequence][page index].
+// The hardware: decode does 2 FMAs per byte of K and V, so it runs at HBM speed and its cost is
+// the bytes it moves. A page costs one 4-byte table read per 8 keys a warp loads (from L1/L2: the
+// table is 120-260 KB, read by every head's CTAs), and 4 KB runs are whole DRAM bursts.
 //
-// What changes from baseline to optimized (the decode kernel of kernels/decode_attention.cuh):
-//   1. baseline "gather_then_attend": gather_pages copies every sequence's pages into a packed
-//      [sequence][head][position][128] cache (the (B, H, S, D) layout dense SDPA reads, without
-//      padding: the sequences back to back), then the kernel reads that (PackedKv, below): K and V
-//      read, written, and read again;
-//   2. optimized "paged": the same kernel, the same splits, reading each key through the block
-//      table (kernels::decode::PagedKv): page = table[sequence][j / 16], row j % 16 of that page.
-// Both compute softmax(q K^T / sqrt(128)) V with FP32 scores, statistics and accumulators and the
-// same split of the keys (both kernels hold 3 CTAs per SM: 73 and 80 registers, where ch18's
-// contiguous one has 63 and 4), so their outputs agree to the bit; only where K and V are read differs.
-// Splits: batch x 32 heads is already 1024-2048 (sequence, head) pairs, more than the 396 CTAs
-// an H100 holds at once, so ch18's rule (one wave of splits) would pick one split. But the pairs' lengths differ 32x: CTAs are handed out in order, and the last ones
-// (32k keys each) would run on a nearly idle GPU, up to doubling the step. So the keys of every
-// pair are cut into chunks of the same size, about 1/32 of what each resident CTA must read
-// (chunk = keys / (32 x SMs x CTAs per SM), rounded up to the kernel's 64-key step, >= 256):
-// on an H100 1280 keys (25 chunks for the longest pair) at batch 32, 2624 (13) at batch 64, so
-// the work is ~32 waves of equal CTAs and the tail is at most one chunk long. A chunk past a short pair's end exits at once, and the log-sum-exp
-// merge folds the partials (0.1% of the KV bytes). Metrics: splits (the grid's chunks per pair)
-// and chunk_keys; the baseline also reports gather_us and attend_us, its two phases (event-timed,
-// the last sample): attend_us is the same kernel on a contiguous cache, the dense-decode rate the
-// paged side should match.
-// Bytes: K and V read once (sum of lengths x heads x 128 x 2 bytes x 2), q read and out written
-// (pairs x 256 bytes each way), the block table's used entries (4 bytes a page); the baseline's
-// gather moves 2x the KV bytes more, which is the point. Held to the HBM read ceiling (read-only
-// stream, as ch18/flash_decoding). Target: >= 90% of it on the optimized side.
-// Tolerance: relative L2 3e-3, as ch18/flash_decoding: BF16 output rounding (<= 2^-9 relative)
-// plus FP32 sums of up to 32k terms (~1e-5). Verification: 5 sequences of 1003, 5, 250, 777 and
-// 64 keys (partial pages, a sequence shorter than a warp's 8-key step, one of exactly 4 pages,
-// pairs with 1 to 4 chunks of 256 keys, so empty chunks) against an FP64 CPU reference; at the
-// timing size a device reference (the driver's 2D copies of each page, then
-// kernels/reference_attention.cuh, a sequence at a time) checks the last timed output.
+// What changes from baseline to optimized (the kernel of kernels/decode_attention.cuh):
+//   1. baseline "gather_then_attend": gather_pages copies each sequence's pages into a packed
+//      [sequence][head][position][128] cache (dense SDPA's (B, H, S, D), sequences back to back,
+//      no padding), then the kernel reads that (PackedKv): K and V read, written, read again;
+//   2. optimized "paged": the same kernel and split reading each key through the block table
+//      (kernels::decode::PagedKv): page = table[sequence][j / 16], row j % 16 of that page.
+// Same math (FP32 scores, statistics, accumulators), same split, same occupancy (73 and 80
+// registers: 3 CTAs per SM), so the two outputs agree to the bit.
+// Splits: 1024-2048 (sequence, head) pairs already exceed the 396 resident CTAs of an H100, so
+// ch18's rule (one wave) gives one split; but the lengths differ 28x and CTAs start in order, so
+// the last long pairs would run on a nearly idle GPU. So every pair is cut into chunks of one
+// size: keys / (32 x resident CTAs), rounded up to the 64-key CTA step, >= 256 (H100: 1280 keys,
+// 25 chunks for the longest pair, at batch 32; 2624 and 13 at 64): ~32 waves of equal CTAs, a
+// tail of at most one chunk. Chunks past a short pair's end exit at once; the log-sum-exp merge
+// folds the rest (partials: 0.1% of the KV bytes). Metrics: splits, chunk_keys; the baseline also
+// gather_us and attend_us (its phases, event-timed on the last sample): attend_us is this kernel
+// on a contiguous cache, the dense rate the paged side should match.
+// Bytes: K and V once (keys x heads x 512), q and out (pairs x 256 each), the table's used
+// entries (4 bytes a page); the gather's 2x the KV bytes more is the point. Held to the HBM read
+// ceiling (a read-only stream, as ch18/flash_decoding); target >= 90% of it.
+// Tolerance: relative L2 3e-3, as ch18: BF16 output rounding (<= 2^-9) plus FP32 sums of up to
+// 32k terms (~1e-5). Verified at 5 sequences of 1003, 5, 250, 777 and 64 keys (partial pages, a
+// pair shorter than a warp step, 1 to 4 chunks of 256 so empty chunks) against an FP64 CPU
+// reference; at the timing size against a device reference (the driver's 2D copy of each page,
+// then kernels/reference_attention.cuh, a sequence at a time).
 //
 //   ./bench compare --chapter ch16 --example paged_attention
 #include <kernels/decode_attention.cuh>
@@ -56,6 +48,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -196,8 +189,8 @@ struct SplitPlan {
     const int64_t per_chunk = (w.layout.tokens * w.heads + kWavesOfChunks * wave - 1) / (kWavesOfChunks * wave);
     chunk = std::max(kMinKeysPerSplit, decode::chunk_for(per_chunk, 1, 1));
     splits = int((w.layout.max_length + chunk - 1) / chunk);
-    if (splits > 1) part_ml = bench::DeviceBuffer<float>(w.pairs * splits * 2);
-    if (splits > 1) part_o = bench::DeviceBuffer<float>(w.pairs * splits * kHeadDim);
+    if (splits > 1)
+      part_ml = bench::DeviceBuffer<float>(w.pairs * splits * 2), part_o = bench::DeviceBuffer<float>(w.pairs * splits * kHeadDim);
   }
   decode::Args args(const PagedDecode& w) const {
     return {w.q.data(), w.out.data(), part_ml.data(), part_o.data(), 1, 0, chunk, splits};
@@ -235,7 +228,9 @@ struct GatherThenAttend {
 struct PagedAttend {
   SplitPlan plan;
   PagedAttend(const PagedDecode& w, cudaStream_t) : plan(w, decode::attention<1, Paged>) {}
-  void operator()(const PagedDecode& w, cudaStream_t stream) { decode::launch<1>(plan.args(w), w.paged(), w.pairs, stream); }
+  void operator()(const PagedDecode& w, cudaStream_t stream) {
+    decode::launch<1>(plan.args(w), w.paged(), w.pairs, stream);
+  }
   std::vector<bench::Metric> metrics() const { return plan.metrics(); }
 };
 
@@ -253,7 +248,8 @@ void reference(const PagedDecode& w, bench::HostData& h) {
     for (int64_t head = 0; head < w.heads; ++head)
       for (int64_t j = 0; j < n; ++j) {
         const int64_t page = w.layout.block_table[s * w.layout.max_pages + j / kPageSize];
-        const int64_t from = ((page * w.heads + head) * kPageSize + j % kPageSize) * head_dim, to = (head * n + j) * head_dim;
+        const int64_t from = ((page * w.heads + head) * kPageSize + j % kPageSize) * head_dim;
+        const int64_t to = (head * n + j) * head_dim;
         std::copy_n(k_pages.data() + from, head_dim, k.data() + to);
         std::copy_n(v_pages.data() + from, head_dim, v.data() + to);
       }
@@ -265,20 +261,17 @@ void reference(const PagedDecode& w, bench::HostData& h) {
 // sequence at a time, into [head][position][128], then the plain GPU reference attention.
 void device_reference(const PagedDecode& w, cudaStream_t stream) {
   bench::DeviceBuffer<bf16> k(w.heads * w.layout.max_length * kHeadDim), v(k.size());
-  const size_t row_bytes = kHeadDim * sizeof(bf16), page_bytes = w.heads * kPageSize * row_bytes;
+  const size_t row_bytes = kHeadDim * sizeof(bf16);
+  const int64_t page_elems = w.heads * kPageSize * kHeadDim;
   for (int64_t s = 0; s < w.batch; ++s) {
     const int64_t n = w.layout.lengths[s];
     for (int p = 0; p < w.layout.max_pages && int64_t{p} * kPageSize < n; ++p) {
       const int64_t page = w.layout.block_table[s * w.layout.max_pages + p];
       const size_t rows = size_t(std::min<int64_t>(kPageSize, n - int64_t{p} * kPageSize));
-      BENCH_CUDA_CHECK(cudaMemcpy2DAsync(k.data() + p * kPageSize * kHeadDim, n * row_bytes,
-                                         reinterpret_cast<const char*>(w.k_pages.data()) + page * page_bytes,
-                                         kPageSize * row_bytes, rows * row_bytes, size_t(w.heads), cudaMemcpyDeviceToDevice,
-                                         stream));
-      BENCH_CUDA_CHECK(cudaMemcpy2DAsync(v.data() + p * kPageSize * kHeadDim, n * row_bytes,
-                                         reinterpret_cast<const char*>(w.v_pages.data()) + page * page_bytes,
-                                         kPageSize * row_bytes, rows * row_bytes, size_t(w.heads), cudaMemcpyDeviceToDevice,
-                                         stream));
+      for (auto [to, pool] : {std::pair{k.data(), w.k_pages.data()}, std::pair{v.data(), w.v_pages.data()}})
+        BENCH_CUDA_CHECK(cudaMemcpy2DAsync(to + p * kPageSize * kHeadDim, n * row_bytes, pool + page * page_elems,
+                                           kPageSize * row_bytes, rows * row_bytes, size_t(w.heads),
+                                           cudaMemcpyDeviceToDevice, stream));
     }
     const int64_t at = s * w.heads * kHeadDim;
     kernels::reference_attention(w.q.data() + at, k.data(), v.data(), w.out.data() + at, w.heads, 1, n, AllKeys{}, stream);

@@ -4,9 +4,10 @@
 // (PagedKv) and, on its baseline side, a packed variable-length cache (its own policy).
 //
 // Layout, per (sequence, head) pair bh: q and out [bh][n_q][128], BF16. Where pair bh's keys live
-// is the policy's: kv.pair(bh) gives the pair's key count n_k, its K and V base pointers, and
-// row(first), the row (of 128 BF16) of key `first` counted from those bases; the keys after it
-// follow at one row each up to the end of a page. A warp asks once per step for its 2 x kKeys
+// is the policy's: kv.k and kv.v are the K and V bases, and kv.pair(bh) gives the pair's key count
+// n_k and row(first), the row (of 128 BF16) of key `first` from those bases; the keys after it
+// follow at one row each up to the end of a page. (The bases stay kernel parameters: a pair's own
+// base pointer, loaded, cost the paged kernel 7 more registers.) A warp asks once per step for its 2 x kKeys
 // keys (8 or 4), which start at a multiple of their count, so a page of any multiple of 8 keys
 // holds them all. Query qi (0..n_q-1) sees keys j < n_k - (n_q - 1 - qi): the last query sees the
 // whole cache, each earlier draft token one key fewer (a causal mask inside the draft, whose K/V
@@ -41,9 +42,11 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kLanesPerKey = kHeadDim / kBf16PerVector;  // 16: a half-warp per key, 16 uint4 a row
 // Keys one lane has in flight: 4 (K and V: 128 bytes) for one query; 2 for 8 queries, whose 64
-// accumulators per lane leave fewer registers for loads. Registers (ptxas, sm_90a): 63 for one
-// query (4 CTAs of 256 per SM), 182 for eight (1 CTA per SM: 8 warps, 16 KB in flight per SM;
-// capping it at 128 for 2 CTAs spills ~200 bytes a thread).
+// accumulators per lane leave fewer registers for loads. Registers (ptxas, sm_90a, CUDA 13.0): 63
+// for one query over a contiguous cache (4 CTAs of 256 per SM), 73 through a block table and 80
+// over ch16's packed cache (3 CTAs: a launch bound of 4 CTAs makes even the contiguous one spill);
+// 179 for eight (1 CTA per SM: 8 warps, 16 KB in flight per SM; capping it at 128 for 2 CTAs
+// spills ~200 bytes a thread).
 constexpr int keys_per_lane(int queries) { return queries == 1 ? 4 : 2; }
 constexpr int keys_per_warp_step(int queries) { return 2 * keys_per_lane(queries); }
 constexpr int keys_per_cta_step(int queries) { return kWarps * keys_per_warp_step(queries); }

@@ -13,7 +13,7 @@
 // law: bytes in flight = bandwidth x latency) and its L1/L2 port cap it. 32 busy SMs of 132 read
 // at a fraction of the ceiling however well each one streams.
 //
-// What changes from baseline to optimized (the same kernel, ch18/decode_attention.cuh):
+// What changes from baseline to optimized (the same kernel, kernels/decode_attention.cuh):
 //   1. baseline "cta_per_head": splits = 1, a grid of 32 CTAs, each walking all 65536 keys and
 //      writing o / l itself;
 //   2. optimized "split_kv": the keys of each pair cut into `splits` chunks, splits chosen so the
@@ -30,8 +30,7 @@
 // Computing the scores in BF16 instead (2^-9 relative on |score| ~ 4) fails it.
 //
 //   ./bench compare --chapter ch18 --example flash_decoding
-#include "decode_attention.cuh"
-
+#include <kernels/decode_attention.cuh>
 #include <kernels/occupancy.cuh>
 #include <kernels/reference_attention.cuh>
 
@@ -40,8 +39,9 @@
 
 namespace {
 
-using ch18::bf16;
-using ch18::kHeadDim;
+namespace decode = kernels::decode;
+using decode::bf16;
+using decode::kHeadDim;
 constexpr int64_t kHeads = 32;
 constexpr int64_t kMinKeysPerSplit = 256;
 
@@ -63,16 +63,15 @@ struct Decode {
     s.bytes(kv_bytes + 2.0 * pairs * kHeadDim * sizeof(bf16), bench::ceiling::hbm_read);
     s.flops(4.0 * pairs * n_k * kHeadDim);  // q.k and p v: 2 FMAs per key and dimension
   }
-  ch18::DecodeArgs args() const {
-    return {q.data(), k.data(), v.data(), out.data(), nullptr, nullptr, 1, n_k, 0, ch18::chunk_for(n_k, 1, 1), 1};
-  }
+  decode::Args args() const { return {q.data(), out.data(), nullptr, nullptr, 1, 0, decode::chunk_for(n_k, 1, 1), 1}; }
+  decode::ContiguousKv kv() const { return {k.data(), v.data(), n_k}; }
 };
 template <int64_t kBatch>
 struct DecodeAt : Decode {
   explicit DecodeAt(bench::Setup& s) : Decode(s, kBatch) {}
 };
 
-void launch_cta_per_head(const Decode& w, cudaStream_t stream) { ch18::launch_decode<1>(w.args(), w.pairs, stream); }
+void launch_cta_per_head(const Decode& w, cudaStream_t stream) { decode::launch<1>(w.args(), w.kv(), w.pairs, stream); }
 
 // Untimed: the split count from the machine and the shape, and the partials' scratch.
 struct SplitKv {
@@ -80,18 +79,18 @@ struct SplitKv {
   int64_t chunk;
   bench::DeviceBuffer<float> part_ml, part_o;
   SplitKv(const Decode& w, cudaStream_t) {
-    const int per_sm = kernels::blocks_per_sm(ch18::decode_attention<1>, ch18::kDecodeThreads);
+    const int per_sm = kernels::blocks_per_sm(decode::attention<1, decode::ContiguousKv>, decode::kThreads);
     const int64_t wave = int64_t{kernels::sm_count()} * per_sm;
     const int64_t wanted = std::clamp<int64_t>(wave / w.pairs, 1, std::max<int64_t>(1, w.n_k / kMinKeysPerSplit));
-    chunk = ch18::chunk_for(w.n_k, int(wanted), 1);
+    chunk = decode::chunk_for(w.n_k, int(wanted), 1);
     splits = int((w.n_k + chunk - 1) / chunk);  // rounding the chunk up can leave fewer, never an empty one
     part_ml = bench::DeviceBuffer<float>(w.pairs * splits * 2);
     part_o = bench::DeviceBuffer<float>(w.pairs * splits * kHeadDim);
   }
   void operator()(const Decode& w, cudaStream_t stream) {
-    ch18::DecodeArgs a = w.args();
+    decode::Args a = w.args();
     a.part_ml = part_ml.data(), a.part_o = part_o.data(), a.chunk = chunk, a.splits = splits;
-    ch18::launch_decode<1>(a, w.pairs, stream);
+    decode::launch<1>(a, w.kv(), w.pairs, stream);
   }
   std::vector<bench::Metric> metrics() const { return {{"splits", double(splits)}}; }
 };

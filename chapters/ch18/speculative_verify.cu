@@ -9,7 +9,7 @@
 // The hardware: a decode step is a stream of K and V with 2 FMAs per key and dimension, far below
 // what the SM can compute per byte; re-reading the cache for each draft token pays HBM k times.
 //
-// What changes from baseline to optimized (the decode kernel of ch18/decode_attention.cuh):
+// What changes from baseline to optimized (the decode kernel of kernels/decode_attention.cuh):
 //   1. baseline "step_by_step": k launches of the single-query kernel, launch i computing draft
 //      token i over keys [0, 4097 + i): 8 full reads of the cache (8.6 GB);
 //   2. optimized "one_pass": one launch of the 8-query kernel: each lane loads its 16 bytes of a
@@ -32,8 +32,7 @@
 // plus FP32 sums of ~4100 terms (~1e-6).
 //
 //   ./bench compare --chapter ch18 --example speculative_verify
-#include "decode_attention.cuh"
-
+#include <kernels/decode_attention.cuh>
 #include <kernels/reference_attention.cuh>
 
 #include <algorithm>
@@ -42,8 +41,9 @@
 
 namespace {
 
-using ch18::bf16;
-using ch18::kHeadDim;
+namespace decode = kernels::decode;
+using decode::bf16;
+using decode::kHeadDim;
 constexpr int kDraft = 8;  // draft tokens verified per sequence
 
 struct Verify {
@@ -66,20 +66,21 @@ struct Verify {
     // Query i sees cached + 1 + i keys; 4 flops per key and dimension (q.k and p v).
     s.flops(4.0 * pairs * kHeadDim * (kDraft * (cached + 1) + kDraft * (kDraft - 1) / 2));
   }
-  ch18::DecodeArgs args() const {
-    const int64_t whole = ch18::chunk_for(n_k, 1, 1);  // one split; also whole 8-query steps
-    return {q.data(), k.data(), v.data(), out.data(), nullptr, nullptr, kDraft, n_k, 0, whole, 1};
+  decode::Args args() const {
+    const int64_t whole = decode::chunk_for(n_k, 1, 1);  // one split; also whole 8-query steps
+    return {q.data(), out.data(), nullptr, nullptr, kDraft, 0, whole, 1};
   }
+  decode::ContiguousKv kv() const { return {k.data(), v.data(), n_k}; }
 };
 
 void step_by_step(const Verify& w, cudaStream_t stream) {
-  ch18::DecodeArgs a = w.args();
+  decode::Args a = w.args();
   for (int i = 0; i < kDraft; ++i) {
     a.q_first = i;  // one query: sees keys [0, n_k - (kDraft - 1 - i))
-    ch18::launch_decode<1>(a, w.pairs, stream);
+    decode::launch<1>(a, w.kv(), w.pairs, stream);
   }
 }
-void one_pass(const Verify& w, cudaStream_t stream) { ch18::launch_decode<kDraft>(w.args(), w.pairs, stream); }
+void one_pass(const Verify& w, cudaStream_t stream) { decode::launch<kDraft>(w.args(), w.kv(), w.pairs, stream); }
 
 // A variant that also reports tokens/s from CUDA events around its own launches (the last 32).
 template <void (*kLaunch)(const Verify&, cudaStream_t)>

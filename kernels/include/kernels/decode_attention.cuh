@@ -1,0 +1,264 @@
+// kernels/decode_attention.cuh: split-KV decode attention for a few query tokens per (sequence,
+// head), with the K/V addressing as a policy: ch18's flash_decoding and speculative_verify read a
+// contiguous cache (ContiguousKv), ch16's paged_attention reads pages through a block table
+// (PagedKv) and, on its baseline side, a packed variable-length cache (its own policy).
+//
+// Layout, per (sequence, head) pair bh: q and out [bh][n_q][128], BF16. Where pair bh's keys live
+// is the policy's: kv.k and kv.v are the K and V bases, and kv.pair(bh) gives the pair's key count
+// n_k and row(first), the row (of 128 BF16) of key `first` from those bases; the keys after it
+// follow at one row each up to the end of a page. (The bases stay kernel parameters: a pair's own
+// base pointer, loaded, cost the paged kernel 7 more registers.) A warp asks once per step for its 2 x kKeys
+// keys (8 or 4), which start at a multiple of their count, so a page of any multiple of 8 keys
+// holds them all. Query qi (0..n_q-1) sees keys j < n_k - (n_q - 1 - qi): the last query sees the
+// whole cache, each earlier draft token one key fewer (a causal mask inside the draft, whose K/V
+// rows are the last n_q of the cache). A launch computes kQueries of those queries, from q_first.
+//
+// One CTA: one bh and one chunk of keys (split s of `splits`), 256 threads = 8 warps. A half-warp
+// holds one key: lane l % 16 loads its 8 of the 128 dimensions of K and of V as one 16-byte
+// streaming load each (kernels/vector_access.cuh), so a warp reads 2 keys per load instruction, and
+// kKeysPerLane keys' K and V loads are all issued before the first is used (bytes in flight). The
+// score is 8 FMAs per lane and a 4-step butterfly over the 16 lanes; each half-warp keeps its own
+// online-softmax state (kernels/online_softmax.cuh) for every query: m, l and its 8 dimensions of o.
+// At the end the two halves, then the 8 warps (through shared memory) merge; with one split the CTA
+// writes o / l, else the partial (m, l, o) for merge_splits, the log-sum-exp combine. Keys per
+// split (`chunk`) are the same for every pair; a CTA whose chunk starts past its pair's last key
+// (a short sequence among long ones) exits at once, and merge_splits folds only the chunks that
+// hold keys.
+#pragma once
+
+#include <bench/bench.hpp>
+#include <cuda_bf16.h>
+#include <kernels/bf16_pack.cuh>
+#include <kernels/online_softmax.cuh>
+#include <kernels/vector_access.cuh>
+
+#include <cstdint>
+
+namespace kernels::decode {
+
+using bf16 = __nv_bfloat16;
+constexpr int kHeadDim = 128;
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kLanesPerKey = kHeadDim / kBf16PerVector;  // 16: a half-warp per key, 16 uint4 a row
+// Keys one lane has in flight: 4 (K and V: 128 bytes) for one query; 2 for 8 queries, whose 64
+// accumulators per lane leave fewer registers for loads. Registers (ptxas, sm_90a, CUDA 13.0): 63
+// for one query over a contiguous cache (4 CTAs of 256 per SM), 73 through a block table and 80
+// over ch16's packed cache (3 CTAs: a launch bound of 4 CTAs makes even the contiguous one spill);
+// 179 for eight (1 CTA per SM: 8 warps, 16 KB in flight per SM; capping it at 128 for 2 CTAs
+// spills ~200 bytes a thread).
+constexpr int keys_per_lane(int queries) { return queries == 1 ? 4 : 2; }
+constexpr int keys_per_warp_step(int queries) { return 2 * keys_per_lane(queries); }
+constexpr int keys_per_cta_step(int queries) { return kWarps * keys_per_warp_step(queries); }
+
+struct Args {
+  const bf16* q;      // [bh][n_q][128]
+  bf16* out;          // [bh][n_q][128], when splits == 1
+  float* part_ml;     // [bh][kQueries][splits][2] (m, l), when splits > 1
+  float* part_o;      // [bh][kQueries][splits][128]
+  int64_t n_q;        // queries per bh in q/out
+  int q_first;        // the first of this launch's kQueries queries
+  int64_t chunk;      // keys per split, a multiple of keys_per_cta_step
+  int splits;
+};
+
+// The keys of one pair as the kernel sees them (what a policy's pair(bh) returns).
+template <class RowOf>
+struct PairKeys {
+  int64_t n_k;  // keys cached for this pair
+  RowOf row;    // row(first): the row of key `first` in the policy's k and v
+};
+
+// Rows from `first` of a pair whose keys are consecutive rows from row 0 = `start`.
+struct RowsFrom {
+  int64_t start;
+  __device__ int64_t operator()(int64_t first) const { return start + first; }
+};
+
+// Pair bh's keys are rows [bh][n_k][128] of k and v: key j is row bh x n_k + j.
+struct ContiguousKv {
+  const bf16* k;  // [bh][n_k][128]
+  const bf16* v;
+  int64_t n_k;
+  __device__ PairKeys<RowsFrom> pair(int64_t bh) const { return {n_k, {bh * n_k}}; }
+};
+
+// A paged cache: K and V pools of pages [page][heads][kPageSize][128] (each head's kPageSize rows
+// of a page contiguous), a block table [sequence][max_pages] giving the page that holds positions
+// [i x kPageSize, (i + 1) x kPageSize) of a sequence, and each sequence's length. Pair bh is
+// (sequence bh / heads, head bh % heads); its key j is row (page x heads + head) x kPageSize +
+// j % kPageSize of the pool, page = block_table[sequence][j / kPageSize]: one table read per warp
+// step (the table is small and read by every head's CTAs: L1/L2 hits).
+template <int kPageSize>
+struct PagedKv {
+  static_assert(kPageSize % keys_per_warp_step(1) == 0, "a warp step's keys must lie in one page");
+  const bf16* k;            // pool [page][heads][kPageSize][128]
+  const bf16* v;
+  const int* block_table;   // [sequence][max_pages]
+  const int* lengths;       // [sequence]
+  int heads, max_pages;
+  struct PageRow {
+    const int* pages;   // this sequence's row of the block table
+    int64_t page_rows;  // rows per page: heads x kPageSize
+    int64_t head_row;   // this head's first row in a page: head x kPageSize
+    __device__ int64_t operator()(int64_t first) const {
+      return __ldg(pages + first / kPageSize) * page_rows + head_row + first % kPageSize;
+    }
+  };
+  __device__ PairKeys<PageRow> pair(int64_t bh) const {
+    const int64_t seq = bh / heads;
+    return {__ldg(lengths + seq), {block_table + seq * max_pages, int64_t{heads} * kPageSize, bh % heads * int64_t{kPageSize}}};
+  }
+};
+
+template <int kQueries, class Kv>
+__global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
+  constexpr int kKeys = keys_per_lane(kQueries);
+  const int64_t bh = blockIdx.y;
+  const int split = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int half = lane / kLanesPerKey, part = lane % kLanesPerKey;  // which key, which 8 dimensions
+  __shared__ alignas(16) float q_s[kQueries][kHeadDim];
+  __shared__ float o_s[kWarps][kQueries][kHeadDim];
+  __shared__ float ml_s[kWarps][kQueries][2];
+  const auto keys = kv.pair(bh);
+
+  // Query qi sees keys [0, last0 + qi); this CTA reads keys [begin, end), end covering the last query.
+  const int64_t begin = split * a.chunk;
+  const int64_t last0 = keys.n_k - (a.n_q - 1 - a.q_first);  // query qi's limit: last0 + qi
+  const int64_t end = min(begin + a.chunk, last0 + kQueries - 1);
+  if (begin >= end) return;  // a chunk past this pair's keys (the whole CTA): merge_splits skips it
+  // q in shared memory, prescaled so scores come out in log2 units (kernels/online_softmax.cuh).
+  const float scale = kLog2e / sqrtf(float(kHeadDim));
+  for (int i = threadIdx.x; i < kQueries * kHeadDim; i += kThreads)
+    q_s[i / kHeadDim][i % kHeadDim] = __bfloat162float(a.q[(bh * a.n_q + a.q_first) * kHeadDim + i]) * scale;
+  __syncthreads();
+
+  const auto* k_rows = reinterpret_cast<const uint4*>(kv.k) + part;
+  const auto* v_rows = reinterpret_cast<const uint4*>(kv.v) + part;
+  float m[kQueries], l[kQueries], o[kQueries][8];
+#pragma unroll
+  for (int qi = 0; qi < kQueries; ++qi) {
+    m[qi] = kEmptyMax, l[qi] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[qi][e] = 0.0f;
+  }
+
+  for (int64_t step = begin + warp * keys_per_warp_step(kQueries); step < end; step += keys_per_cta_step(kQueries)) {
+    // All K and V loads of this step first: kKeys keys per half-warp, 2 x kKeys x 16 bytes a lane.
+    // Key step + i lies at row row0 + i (i < 2 x kKeys: one page).
+    const int64_t row0 = keys.row(step);
+    uint4 k_raw[kKeys], v_raw[kKeys];
+#pragma unroll
+    for (int u = 0; u < kKeys; ++u) {
+      const int64_t j = step + 2 * u + half;
+      k_raw[u] = v_raw[u] = make_uint4(0, 0, 0, 0);  // absent keys: zeros, never NaN bits (p * v must be 0)
+      if (j < end) {
+        k_raw[u] = load_stream(k_rows + (row0 + 2 * u + half) * kLanesPerKey);
+        v_raw[u] = load_stream(v_rows + (row0 + 2 * u + half) * kLanesPerKey);
+      }
+    }
+#pragma unroll
+    for (int qi = 0; qi < kQueries; ++qi) {
+      float qf[8], s[kKeys], m_new = m[qi];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) qf[e] = q_s[qi][part * 8 + e];  // two LDS.128
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        float kf[8];
+        unpack_bf16x8(k_raw[u], kf);
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dot = fmaf(qf[e], kf[e], dot);
+#pragma unroll
+        for (int mask = kLanesPerKey / 2; mask > 0; mask /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, mask);
+        s[u] = step + 2 * u + half < min(end, last0 + qi) ? dot : -INFINITY;
+        m_new = fmaxf(m_new, s[u]);
+      }
+      const float c = exp2_ftz(m[qi] - m_new);
+      l[qi] *= c;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[qi][e] *= c;
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        const float p = exp2_ftz(s[u] - m_new);  // 0 for a masked or absent key
+        float vf[8];
+        unpack_bf16x8(v_raw[u], vf);
+        l[qi] += p;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[qi][e] = fmaf(p, vf[e], o[qi][e]);  // p = 0 where v_raw is unset
+      }
+      m[qi] = m_new;
+    }
+  }
+
+  // Merge the two half-warps, then the warps through shared memory.
+#pragma unroll
+  for (int qi = 0; qi < kQueries; ++qi) {
+    float o2[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o2[e] = __shfl_xor_sync(0xffffffffu, o[qi][e], kLanesPerKey);
+    const float m2 = __shfl_xor_sync(0xffffffffu, m[qi], kLanesPerKey);
+    const float l2 = __shfl_xor_sync(0xffffffffu, l[qi], kLanesPerKey);
+    merge_softmax_parts(m[qi], l[qi], o[qi], m2, l2, o2);
+    if (half == 0) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o_s[warp][qi][part * 8 + e] = o[qi][e];
+      if (part == 0) ml_s[warp][qi][0] = m[qi], ml_s[warp][qi][1] = l[qi];
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kQueries * kHeadDim; i += kThreads) {
+    const int qi = i / kHeadDim, d = i % kHeadDim;
+    float mm = ml_s[0][qi][0], ll = ml_s[0][qi][1], oo[1] = {o_s[0][qi][d]};
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) {
+      const float ow[1] = {o_s[w][qi][d]};
+      merge_softmax_parts(mm, ll, oo, ml_s[w][qi][0], ml_s[w][qi][1], ow);
+    }
+    const int64_t row = bh * a.n_q + a.q_first + qi;  // output row; partial slot below
+    if (a.splits == 1) {
+      a.out[row * kHeadDim + d] = __float2bfloat16(oo[0] / ll);
+    } else {
+      const int64_t slot = (bh * kQueries + qi) * a.splits + split;
+      a.part_o[slot * kHeadDim + d] = oo[0];
+      if (d == 0) a.part_ml[2 * slot] = mm, a.part_ml[2 * slot + 1] = ll;
+    }
+  }
+}
+
+// The log-sum-exp combine: one CTA of 128 threads (one per dimension) per (bh, query), over the
+// chunks that hold keys of that query's pair (those whose CTAs wrote a partial).
+template <int kQueries, class Kv>
+__global__ void __launch_bounds__(kHeadDim) merge_splits(Args a, Kv kv) {
+  const int64_t bh = blockIdx.y;
+  const int qi = blockIdx.x, d = threadIdx.x;
+  const int64_t slot0 = (bh * kQueries + qi) * a.splits;
+  const int64_t covered = kv.pair(bh).n_k - (a.n_q - 1 - a.q_first) + kQueries - 1;  // the CTAs' end
+  float m = kEmptyMax, l = 0.0f, o[1] = {0.0f};
+  for (int s = 0; s < a.splits && s * a.chunk < covered; ++s) {
+    const float os[1] = {a.part_o[(slot0 + s) * kHeadDim + d]};
+    merge_softmax_parts(m, l, o, a.part_ml[2 * (slot0 + s)], a.part_ml[2 * (slot0 + s) + 1], os);
+  }
+  a.out[(bh * a.n_q + a.q_first + qi) * kHeadDim + d] = __float2bfloat16(o[0] / l);
+}
+
+// Enqueues one decode pass of kQueries queries (from q_first) over `splits` chunks of the keys
+// (splits > 1: part_ml and part_o must hold bh x kQueries x splits partials).
+template <int kQueries, class Kv>
+void launch(Args a, Kv kv, int64_t bh, cudaStream_t stream) {
+  attention<kQueries, Kv><<<dim3(unsigned(a.splits), unsigned(bh)), kThreads, 0, stream>>>(a, kv);
+  BENCH_CHECK_LAUNCH();
+  if (a.splits > 1) {
+    merge_splits<kQueries, Kv><<<dim3(unsigned(kQueries), unsigned(bh)), kHeadDim, 0, stream>>>(a, kv);
+    BENCH_CHECK_LAUNCH();
+  }
+}
+
+// Keys per split for `splits` splits of n_k keys: a whole number of CTA steps (splits = 1: all
+// keys in one chunk).
+inline int64_t chunk_for(int64_t n_k, int splits, int queries) {
+  const int64_t step = keys_per_cta_step(queries), per = (n_k + splits - 1) / splits;
+  return (per + step - 1) / step * step;
+}
+
+}  // namespace kernels::decode

@@ -26,6 +26,7 @@
 
 #include <kernels/arch.cuh>
 #include <kernels/bf16_pack.cuh>
+#include <kernels/flash_attention_mma.cuh>
 #include <kernels/online_softmax.cuh>
 #include <kernels/tma.cuh>
 #include <kernels/wgmma.cuh>
@@ -131,19 +132,7 @@ __device__ __forceinline__ void consume(Smem& sm, int cw, int qb, int tiles, int
     wgmma::wait<0>();
     if (threadIdx.x % kWarpgroup == 0) tma::arrive(&sm.empty[s]);  // both products read stage s
   }
-  // O / l from the fragments: o[4i + e] is row row0 + 8 (e / 2), dim 8 i + 2 (lane % 4) + e % 2.
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    const int64_t row = row0 + 8 * h;
-    if (row >= seq) continue;
-    const float inv = 1.0f / l[h];
-#pragma unroll
-    for (int i = 0; i < 16; ++i)
-      *reinterpret_cast<__nv_bfloat162*>(out + row * kHeadDim + 8 * i + 2 * (lane % 4)) =
-          __floats2bfloat162_rn(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
-  }
+  kernels::flash_store_rows(l, row0, seq, out, [&](int j, int e) { return o[4 * j + e]; });
 }
 
 // Q, K, V as [batch * heads * seq][128] maps in 128 x 64 boxes: a head's last tile may run into

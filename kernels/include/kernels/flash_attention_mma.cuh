@@ -64,6 +64,28 @@ __device__ __forceinline__ void load_rows(__nv_bfloat16* tile, const __nv_bfloat
 
 }  // namespace flash_detail
 
+// The end of a pass, for one warp's 16 query rows: each thread's partial row sums l[h] (rows
+// row0 and row0 + 8) summed over its quad of lanes, then out[row] = O / l as BF16 straight from
+// the fragments, rows past seq not stored. acc(j, e) is the FP32 output of row row0 + 8 (e / 2),
+// column 8 j + 2 (lane % 4) + e % 2: the C fragment order of mma.sync and of wgmma alike.
+template <class Acc>
+__device__ __forceinline__ void flash_store_rows(float (&l)[2], int64_t row0, int64_t seq, __nv_bfloat16* out,
+                                                 Acc acc) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    const int64_t row = row0 + 8 * h;
+    if (row >= seq) continue;
+    const float inv = 1.0f / l[h];
+#pragma unroll
+    for (int j = 0; j < kFlashHeadDim / 8; ++j)
+      *reinterpret_cast<__nv_bfloat162*>(out + row * kFlashHeadDim + 8 * j + 2 * (lane % 4)) =
+          __floats2bfloat162_rn(acc(j, 2 * h) * inv, acc(j, 2 * h + 1) * inv);
+  }
+}
+
 // q, out: this head's [seq][128]; k, v: the same head's [seq][128]; qb: the query block.
 template <class Walk>
 __device__ __forceinline__ void flash_attention_block(const __nv_bfloat16* q, const __nv_bfloat16* k,
@@ -158,19 +180,7 @@ __device__ __forceinline__ void flash_attention_block(const __nv_bfloat16* q, co
     }
     __syncthreads();  // every warp is done with stage t % 2 before tile t + 2 is queued into it
   }
-  // The quad's partial sums, then O / l straight from the fragments (rows past seq not stored).
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    const int64_t row = row0 + 8 * h;
-    if (row >= seq) continue;
-    const float inv = 1.0f / l[h];
-#pragma unroll
-    for (int j = 0; j < kD / 8; ++j)
-      *reinterpret_cast<__nv_bfloat162*>(out + row * kD + 8 * j + 2 * (lane % 4)) =
-          __floats2bfloat162_rn(o[j][2 * h] * inv, o[j][2 * h + 1] * inv);
-  }
+  flash_store_rows(l, row0, seq, out, [&](int j, int e) { return o[j][e]; });
 }
 
 }  // namespace kernels

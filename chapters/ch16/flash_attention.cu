@@ -21,19 +21,24 @@
 //      walks only the key tiles at or below its last query (the rest are fully masked) and masks
 //      scores only by key <= query; blocks are launched longest first (the last query block
 //      walks 64 tiles, the first 2), so the short ones fill the tail.
+//   3. optimized "wgmma_ws" (sm_90a; flash_attention_wgmma.cuh): the Hopper form. A producer
+//      warpgroup's one thread loads Q once and 128-key K and V tiles by TMA into a 2-stage ring;
+//      two consumer warpgroups (64 query rows each) compute S = Q K^T by wgmma from shared memory,
+//      the online softmax in registers, and O += P V by wgmma with P straight from registers:
+//      no ldmatrix, no cp.async address arithmetic, and 64 x 128 x 16 per instruction instead of
+//      16 x 8 x 16. The two consumers overlap each other's softmax and GEMMs only as the warp
+//      schedulers let them (FlashAttention-3's enforced ping-pong is not done yet).
 // Flops: those attention needs, 4 x 128 per visible score: seq^2 per head non-causal,
 // seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric "computed_flops_ratio": the
 // tensor-core flops a variant actually executes over the declared ones (materialised causal ~2:
-// it computes every score; fa2 causal ~1.03 at s4096: whole diagonal tiles).
+// it computes every score; fused causal ~1.03 at s4096: whole diagonal tiles).
 // Bytes: Q, K, V read once and O written once (the fused kernel's traffic; the baseline's S and
 // P are its own cost, not the work's).
 // Tolerance: relative L2 5e-3 (as ch18: P and the output each rounded to BF16, ~1.1e-3 rms each).
-// Verification: batch 2 x 3 heads x 333 tokens (a ragged last query block of 77 rows and a ragged
-// last key tile of 13 keys) against the CPU reference in double; at the timing size against
-// kernels/reference_attention.cuh on the GPU.
-// Not here yet: head_dim 64 twins (the shared kernel and the references are head_dim 128), and
-// the Hopper rung (TMA producer warp, wgmma, two consumer warpgroups ping-ponging softmax and
-// GEMM): see the chapter README.
+// Verification: batch 2 x 3 heads x 333 tokens (a ragged last query block of 77 rows; ragged last
+// key tiles of 13 keys for fa2, 77 for wgmma_ws) against the CPU reference in double; at the
+// timing size against kernels/reference_attention.cuh on the GPU.
+// Not here yet: head_dim 64 twins (the kernels and the references are head_dim 128).
 //
 //   ./bench compare --chapter ch16 --example flash_attention_b4_s4096
 #include <bench/bench.hpp>
@@ -206,7 +211,7 @@ class Fa2MmaSync {
 template <class W>
 class WgmmaWs {
  public:
-  // Untimed: the 161 KiB shared-memory opt-in and the three tensor maps (fixed buffers).
+  // Untimed: the 162 KiB shared-memory opt-in and the three tensor maps (fixed buffers).
   WgmmaWs(const W& w, cudaStream_t)
       : map_q_(ch16_wgmma::tile_map(w.q.data(), w.bh * w.seq)),
         map_k_(ch16_wgmma::tile_map(w.k.data(), w.bh * w.seq)),

@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads) row_softmax(const float* __re
   const int64_t visible = kCausal ? qi + 1 : seq;
   float m = -INFINITY;
   for (int64_t j = threadIdx.x; j < visible; j += kSoftmaxThreads) m = fmaxf(m, row[j] = s[offset + j]);
-  m = kernels::group_reduce<kSoftmaxThreads>(m, kernels::Max{});  // its barriers publish row[]
+  m = kernels::group_reduce<kSoftmaxThreads>(m, kernels::Max{});  // each thread rereads only its own row[j]
   float l = 0.0f;
   for (int64_t j = threadIdx.x; j < visible; j += kSoftmaxThreads) l += row[j] = kernels::exp2_ftz(row[j] - m);
   const float inv = 1.0f / kernels::group_reduce<kSoftmaxThreads>(l, kernels::Sum{});

@@ -78,29 +78,29 @@ __device__ __forceinline__ void consume(Smem& sm, int cw, int qb, int tiles, int
     const int s = t % kStages;
     const uint32_t parity = (t / kStages) & 1;
     // S = Q K^T over head_dim in 8 k16 steps: +32 bytes along the swizzled rows, the next box at 4.
-    float sc[64];
-#pragma unroll
-    for (int i = 0; i < 64; ++i) sc[i] = 0.0f;
+    float sc[64];  // written by the first wgmma (accumulate = 0): no zeroing needed
     tma::wait_parity(&sm.k_full[s], parity);
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < kHeadDim / 16; ++kk)
       wgmma::mma_m64n128k16_bf16(sc, wgmma::descriptor_k_major_sw128(&sm.q[kk / 4][cw * 64 * kHalf + (kk % 4) * 16]),
-                                 wgmma::descriptor_k_major_sw128(&sm.k[s][kk / 4][(kk % 4) * 16]), 1);
+                                 wgmma::descriptor_k_major_sw128(&sm.k[s][kk / 4][(kk % 4) * 16]), kk > 0);
     wgmma::commit();
     wgmma::wait<0>();
     // Online softmax. sc[4i + e] is row row0 + 8 (e / 2), key t * 128 + 8 i + 2 (lane % 4) + e % 2.
-    const int64_t key0 = int64_t{t} * kKeys + 2 * (lane % 4);
+    // Only the last tile has masked scores (causal: the diagonal; else keys past seq): the others
+    // skip the 64 compares.
+    if (t == tiles - 1) {
+      const int64_t key0 = int64_t{t} * kKeys + 2 * (lane % 4);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) {
+        const int64_t key = key0 + 8 * (i / 4) + i % 2;
+        if (key >= seq || (kCausal && key > row0 + 8 * ((i % 4) / 2))) sc[i] = -INFINITY;
+      }
+    }
     float m_new[2] = {m[0], m[1]};
 #pragma unroll
-    for (int i = 0; i < 16; ++i)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t key = key0 + 8 * i + e % 2;
-        const bool seen = key < seq && (!kCausal || key <= row0 + 8 * (e / 2));
-        sc[4 * i + e] = seen ? sc[4 * i + e] * scale : -INFINITY;
-        m_new[e / 2] = fmaxf(m_new[e / 2], sc[4 * i + e]);
-      }
+    for (int i = 0; i < 64; ++i) sc[i] *= scale, m_new[(i % 4) / 2] = fmaxf(m_new[(i % 4) / 2], sc[i]);
     float c[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -21,13 +21,17 @@
 //      walks only the key tiles at or below its last query (the rest are fully masked) and masks
 //      scores only by key <= query; blocks are launched longest first (the last query block
 //      walks 64 tiles, the first 2), so the short ones fill the tail.
-//   3. optimized "wgmma_ws" (sm_90a; flash_attention_wgmma.cuh): the Hopper form. A producer
+//   3. step "wgmma_ws" (sm_90a; flash_attention_wgmma.cuh): the Hopper form. A producer
 //      warpgroup's one thread loads Q once and 128-key K and V tiles by TMA into a 2-stage ring;
 //      two consumer warpgroups (64 query rows each) compute S = Q K^T by wgmma from shared memory,
 //      the online softmax in registers, and O += P V by wgmma with P straight from registers:
 //      no ldmatrix, no cp.async address arithmetic, and 64 x 128 x 16 per instruction instead of
-//      16 x 8 x 16. The two consumers overlap each other's softmax and GEMMs only as the warp
-//      schedulers let them (FlashAttention-3's enforced ping-pong is not done yet).
+//      16 x 8 x 16. Each consumer waits for each GEMM before its softmax: the tensor cores idle
+//      through every softmax the other consumer does not happen to cover.
+//   4. optimized "wgmma_pingpong": FlashAttention-3's two overlaps on the same kernel. Within a
+//      consumer, S of tile t and P V of tile t - 1 are issued together and tile t's softmax runs
+//      while P V is on the tensor cores; between consumers, named barriers make them take turns
+//      issuing GEMMs, so one's softmax lines up with the other's GEMMs.
 // Flops: those attention needs, 4 x 128 per visible score: seq^2 per head non-causal,
 // seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric "computed_flops_ratio": the
 // tensor-core flops a variant actually executes over the declared ones (materialised causal ~2:
@@ -36,7 +40,7 @@
 // P are its own cost, not the work's).
 // Tolerance: relative L2 5e-3 (as ch18: P and the output each rounded to BF16, ~1.1e-3 rms each).
 // Verification: batch 2 x 3 heads x 333 tokens (a ragged last query block of 77 rows; ragged last
-// key tiles of 13 keys for fa2, 77 for wgmma_ws) against the CPU reference in double; at the
+// key tiles of 13 keys for fa2, 77 for the wgmma rungs; 3 tiles: the ring wraps) against the CPU reference in double; at the
 // timing size against kernels/reference_attention.cuh on the GPU.
 // Not here yet: head_dim 64 twins (the kernels and the references are head_dim 128).
 //
@@ -208,7 +212,7 @@ class Fa2MmaSync {
 
 // ---- Optimized: TMA producer, two wgmma consumer warpgroups (flash_attention_wgmma.cuh) -------
 
-template <class W>
+template <class W, bool kPingPong>
 class WgmmaWs {
  public:
   // Untimed: the 162 KiB shared-memory opt-in and the three tensor maps (fixed buffers).
@@ -217,14 +221,14 @@ class WgmmaWs {
         map_k_(ch16_wgmma::tile_map(w.k.data(), w.bh * w.seq)),
         map_v_(ch16_wgmma::tile_map(w.v.data(), w.bh * w.seq)),
         blocks_(int((w.seq + ch16_wgmma::kRows - 1) / ch16_wgmma::kRows)) {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch16_wgmma::wgmma_ws<W::causal>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch16_wgmma::wgmma_ws<W::causal, kPingPong>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(ch16_wgmma::kSmemBytes)));
     double tiles = 0;  // every tile is 128 rows x 128 keys
     for (int qb = 0; qb < blocks_; ++qb) tiles += ch16_wgmma::tiles_for<W::causal>(w.seq, qb);
     computed_ratio_ = tiles * double(w.bh) * ch16_wgmma::kRows * ch16_wgmma::kKeys * 4.0 * kHeadDim / w.declared_flops;
   }
   void operator()(const W& w, cudaStream_t stream) const {
-    ch16_wgmma::wgmma_ws<W::causal><<<dim3(unsigned(blocks_), unsigned(w.bh)), ch16_wgmma::kThreads,
+    ch16_wgmma::wgmma_ws<W::causal, kPingPong><<<dim3(unsigned(blocks_), unsigned(w.bh)), ch16_wgmma::kThreads,
                                       ch16_wgmma::kSmemBytes, stream>>>(map_q_, map_k_, map_v_, w.out.data(), w.seq);
     BENCH_CHECK_LAUNCH();
   }
@@ -257,7 +261,8 @@ void device_reference(const W& w, cudaStream_t stream) {
   BENCH_EXAMPLE(ch16, name, W)                                                \
       .stateful<Materialised<W>>(bench::Role::baseline, "materialised")       \
       .stateful<Fa2MmaSync<W>>(bench::Role::step, "fa2_mma_sync")            \
-      .stateful<WgmmaWs<W>>(bench::Role::optimized, "wgmma_ws", {.arch_specific = 90}) \
+      .stateful<WgmmaWs<W, false>>(bench::Role::step, "wgmma_ws", {.arch_specific = 90}) \
+      .stateful<WgmmaWs<W, true>>(bench::Role::optimized, "wgmma_pingpong", {.arch_specific = 90}) \
       .reference(reference<W>)                                                \
       .device_reference(device_reference<W>)                                  \
       .tolerance(bench::relative_l2(5e-3))                                    \

@@ -40,9 +40,9 @@
 // P are its own cost, not the work's).
 // Tolerance: relative L2 5e-3 (as ch18: P and the output each rounded to BF16, ~1.1e-3 rms each).
 // Verification: batch 2 x 3 heads x 333 tokens (a ragged last query block of 77 rows; ragged last
-// key tiles of 13 keys for fa2, 77 for the wgmma rungs; 3 tiles: the ring wraps) against the CPU reference in double; at the
-// timing size against kernels/reference_attention.cuh on the GPU.
-// Not here yet: head_dim 64 twins (the kernels and the references are head_dim 128).
+// key tiles of 13 keys for fa2, 77 for the wgmma rungs; 3 tiles: the ring wraps) against the CPU
+// reference in double; at the timing size against kernels/reference_attention.cuh on the GPU. Not
+// here yet: head_dim 64 twins (the kernels and the references are head_dim 128).
 //
 //   ./bench compare --chapter ch16 --example flash_attention_b4_s4096
 #include <bench/bench.hpp>
@@ -54,18 +54,19 @@
 #include <kernels/online_softmax.cuh>
 #include <kernels/reference_attention.cuh>
 
-#include "flash_attention_wgmma.cuh"
-
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "flash_attention_wgmma.cuh"
 
 namespace {
 
 using bf16 = __nv_bfloat16;
 constexpr int kHeadDim = kernels::kFlashHeadDim;  // 128
 constexpr int kSoftmaxThreads = 256;
-constexpr int64_t kMaxSoftmaxRow = 48 * 1024 / sizeof(float);  // a score row in default shared memory
+// row_softmax keeps a score row in default (48 KiB) shared memory.
+constexpr int64_t kMaxSoftmaxRow = 48 * 1024 / sizeof(float);
 
 template <int64_t kBatch, int64_t kSeq, bool kCausal>
 struct Attention {
@@ -85,10 +86,13 @@ struct Attention {
         out(s.output<bf16>("out", bh * seq * kHeadDim)),
         declared_flops(4.0 * kHeadDim * double(bh) * visible_scores(seq)) {
     s.param("causal", kCausal);
-    s.bytes(4.0 * double(bh) * double(seq) * kHeadDim * sizeof(bf16));  // q, k, v read once; out written once
+    // q, k, v read once; out written once.
+    s.bytes(4.0 * double(bh) * double(seq) * kHeadDim * sizeof(bf16));
     s.flops(declared_flops, bench::ceiling::bf16);
   }
-  static double visible_scores(int64_t n) { return kCausal ? 0.5 * double(n) * double(n + 1) : double(n) * double(n); }
+  static double visible_scores(int64_t n) {
+    return kCausal ? 0.5 * double(n) * double(n + 1) : double(n) * double(n);
+  }
 };
 
 // ---- Baseline: S = Q K^T (cuBLAS), softmax (below), O = P V (cuBLAS) --------------------------
@@ -97,16 +101,19 @@ struct Attention {
 // memory, its max and sum by block reduction, then P = 2^(s - max) / sum as BF16, zeros past the
 // last visible key (causal), so that P V can be a plain dense GEMM.
 template <bool kCausal>
-__global__ void __launch_bounds__(kSoftmaxThreads) row_softmax(const float* __restrict__ s, bf16* __restrict__ p,
-                                                              int64_t seq) {
+__global__ void __launch_bounds__(kSoftmaxThreads)
+    row_softmax(const float* __restrict__ s, bf16* __restrict__ p, int64_t seq) {
   extern __shared__ float row[];
   const int64_t qi = blockIdx.x, offset = (int64_t{blockIdx.y} * seq + qi) * seq;
   const int64_t visible = kCausal ? qi + 1 : seq;
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < visible; j += kSoftmaxThreads) m = fmaxf(m, row[j] = s[offset + j]);
-  m = kernels::group_reduce<kSoftmaxThreads>(m, kernels::Max{});  // each thread rereads only its own row[j]
+  for (int64_t j = threadIdx.x; j < visible; j += kSoftmaxThreads)
+    m = fmaxf(m, row[j] = s[offset + j]);
+  // (Each thread rereads only the row[j] it stored: no barrier is needed for row[].)
+  m = kernels::group_reduce<kSoftmaxThreads>(m, kernels::Max{});
   float l = 0.0f;
-  for (int64_t j = threadIdx.x; j < visible; j += kSoftmaxThreads) l += row[j] = kernels::exp2_ftz(row[j] - m);
+  for (int64_t j = threadIdx.x; j < visible; j += kSoftmaxThreads)
+    l += row[j] = kernels::exp2_ftz(row[j] - m);
   const float inv = 1.0f / kernels::group_reduce<kSoftmaxThreads>(l, kernels::Sum{});
   for (int64_t j = threadIdx.x; j < seq; j += kSoftmaxThreads)
     p[offset + j] = __float2bfloat16(j < visible ? row[j] * inv : 0.0f);
@@ -116,11 +123,16 @@ template <class W>
 class Materialised {
  public:
   Materialised(const W& w, cudaStream_t)
-      : scores_(w.bh * w.seq * w.seq), probs_(w.bh * w.seq * w.seq), workspace_(kWorkspaceBytes),
-        computed_ratio_(4.0 * kHeadDim * double(w.bh) * double(w.seq) * double(w.seq) / w.declared_flops) {
-    if (w.seq > kMaxSoftmaxRow) throw bench::Unsupported("row_softmax keeps a row of at most 12288 scores");
+      : scores_(w.bh * w.seq * w.seq),
+        probs_(w.bh * w.seq * w.seq),
+        workspace_(kWorkspaceBytes),
+        computed_ratio_(4.0 * kHeadDim * double(w.bh) * double(w.seq) * double(w.seq) /
+                        w.declared_flops) {
+    if (w.seq > kMaxSoftmaxRow)
+      throw bench::Unsupported("row_softmax keeps a row of at most 12288 scores");
     kernels::check_cublas(cublasCreate(&handle_), "cublasCreate");
-    kernels::check_cublas(cublasSetWorkspace(handle_, workspace_.data(), kWorkspaceBytes), "cublasSetWorkspace");
+    kernels::check_cublas(cublasSetWorkspace(handle_, workspace_.data(), kWorkspaceBytes),
+                          "cublasSetWorkspace");
   }
   Materialised(const Materialised&) = delete;
   Materialised& operator=(const Materialised&) = delete;
@@ -133,19 +145,22 @@ class Materialised {
     const int n = int(w.seq), d = kHeadDim;
     const long long qkv_stride = w.seq * kHeadDim, score_stride = w.seq * w.seq;
     const float scale = kernels::kLog2e / std::sqrt(float(kHeadDim)), one = 1.0f, zero = 0.0f;
-    kernels::check_cublas(cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, n, d, &scale, w.k.data(),
-                                                     CUDA_R_16BF, d, qkv_stride, w.q.data(), CUDA_R_16BF, d,
-                                                     qkv_stride, &zero, scores_.data(), CUDA_R_32F, n, score_stride,
-                                                     int(w.bh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                          "cublasGemmStridedBatchedEx(S = Q K^T)");
-    row_softmax<W::causal><<<dim3(unsigned(w.seq), unsigned(w.bh)), kSoftmaxThreads, w.seq * sizeof(float), stream>>>(
-        scores_.data(), probs_.data(), w.seq);
+    kernels::check_cublas(
+        cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, n, d, &scale, w.k.data(),
+                                   CUDA_R_16BF, d, qkv_stride, w.q.data(), CUDA_R_16BF, d,
+                                   qkv_stride, &zero, scores_.data(), CUDA_R_32F, n, score_stride,
+                                   int(w.bh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx(S = Q K^T)");
+    row_softmax<W::causal>
+        <<<dim3(unsigned(w.seq), unsigned(w.bh)), kSoftmaxThreads, w.seq * sizeof(float), stream>>>(
+            scores_.data(), probs_.data(), w.seq);
     BENCH_CHECK_LAUNCH();
-    kernels::check_cublas(cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, d, n, n, &one, w.v.data(),
-                                                     CUDA_R_16BF, d, qkv_stride, probs_.data(), CUDA_R_16BF, n,
-                                                     score_stride, &zero, w.out.data(), CUDA_R_16BF, d, qkv_stride,
-                                                     int(w.bh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                          "cublasGemmStridedBatchedEx(O = P V)");
+    kernels::check_cublas(
+        cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, d, n, n, &one, w.v.data(),
+                                   CUDA_R_16BF, d, qkv_stride, probs_.data(), CUDA_R_16BF, n,
+                                   score_stride, &zero, w.out.data(), CUDA_R_16BF, d, qkv_stride,
+                                   int(w.bh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx(O = P V)");
   }
   // Both GEMMs compute every score, whatever the mask.
   std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
@@ -168,7 +183,8 @@ struct DenseOrCausalWalk {
   int qb;
   __host__ __device__ int tiles() const {
     const int all = int((seq + kernels::kFlashKeyTile - 1) / kernels::kFlashKeyTile);
-    return kCausal ? std::min(all, (qb + 1) * (kernels::kFlashQueryRows / kernels::kFlashKeyTile)) : all;
+    return kCausal ? std::min(all, (qb + 1) * (kernels::kFlashQueryRows / kernels::kFlashKeyTile))
+                   : all;
   }
   __device__ int64_t first_key(int t) const { return int64_t{t} * kernels::kFlashKeyTile; }
   __device__ bool masked(int) const { return false; }
@@ -176,8 +192,8 @@ struct DenseOrCausalWalk {
 };
 
 template <bool kCausal>
-__global__ void __launch_bounds__(kernels::kFlashThreads) fa2_mma_sync(const bf16* q, const bf16* k, const bf16* v,
-                                                                      bf16* out, int64_t seq) {
+__global__ void __launch_bounds__(kernels::kFlashThreads)
+    fa2_mma_sync(const bf16* q, const bf16* k, const bf16* v, bf16* out, int64_t seq) {
   // Causal: the last query block walks the most tiles, so it goes first (blockIdx.x 0).
   const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
   const int64_t head = blockIdx.y * seq * kHeadDim;
@@ -189,18 +205,20 @@ __global__ void __launch_bounds__(kernels::kFlashThreads) fa2_mma_sync(const bf1
 template <class W>
 class Fa2MmaSync {
  public:
-  Fa2MmaSync(const W& w, cudaStream_t) : blocks_(int((w.seq + kernels::kFlashQueryRows - 1) / kernels::kFlashQueryRows)) {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(fa2_mma_sync<W::causal>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  Fa2MmaSync(const W& w, cudaStream_t)
+      : blocks_(int((w.seq + kernels::kFlashQueryRows - 1) / kernels::kFlashQueryRows)) {
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(fa2_mma_sync<W::causal>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(sizeof(kernels::FlashSmem))));
     double tiles = 0;  // every tile is 128 rows x 64 keys, 4 x 128 flops a score
     for (int qb = 0; qb < blocks_; ++qb) tiles += DenseOrCausalWalk<W::causal>{w.seq, qb}.tiles();
-    computed_ratio_ = tiles * double(w.bh) * kernels::kFlashQueryRows * kernels::kFlashKeyTile * 4.0 * kHeadDim /
-                      w.declared_flops;
+    computed_ratio_ = tiles * double(w.bh) * kernels::kFlashQueryRows * kernels::kFlashKeyTile *
+                      4.0 * kHeadDim / w.declared_flops;
   }
   void operator()(const W& w, cudaStream_t stream) const {
     fa2_mma_sync<W::causal><<<dim3(unsigned(blocks_), unsigned(w.bh)), kernels::kFlashThreads,
-                              sizeof(kernels::FlashSmem), stream>>>(w.q.data(), w.k.data(), w.v.data(), w.out.data(),
-                                                                    w.seq);
+                              sizeof(kernels::FlashSmem), stream>>>(
+        w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.seq);
     BENCH_CHECK_LAUNCH();
   }
   std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
@@ -221,15 +239,18 @@ class WgmmaWs {
         map_k_(ch16_wgmma::tile_map(w.k.data(), w.bh * w.seq)),
         map_v_(ch16_wgmma::tile_map(w.v.data(), w.bh * w.seq)),
         blocks_(int((w.seq + ch16_wgmma::kRows - 1) / ch16_wgmma::kRows)) {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch16_wgmma::wgmma_ws<W::causal, kPingPong>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch16_wgmma::wgmma_ws<W::causal, kPingPong>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(ch16_wgmma::kSmemBytes)));
     double tiles = 0;  // every tile is 128 rows x 128 keys
     for (int qb = 0; qb < blocks_; ++qb) tiles += ch16_wgmma::tiles_for<W::causal>(w.seq, qb);
-    computed_ratio_ = tiles * double(w.bh) * ch16_wgmma::kRows * ch16_wgmma::kKeys * 4.0 * kHeadDim / w.declared_flops;
+    computed_ratio_ = tiles * double(w.bh) * ch16_wgmma::kRows * ch16_wgmma::kKeys * 4.0 *
+                      kHeadDim / w.declared_flops;
   }
   void operator()(const W& w, cudaStream_t stream) const {
-    ch16_wgmma::wgmma_ws<W::causal, kPingPong><<<dim3(unsigned(blocks_), unsigned(w.bh)), ch16_wgmma::kThreads,
-                                      ch16_wgmma::kSmemBytes, stream>>>(map_q_, map_k_, map_v_, w.out.data(), w.seq);
+    ch16_wgmma::wgmma_ws<W::causal, kPingPong>
+        <<<dim3(unsigned(blocks_), unsigned(w.bh)), ch16_wgmma::kThreads, ch16_wgmma::kSmemBytes,
+           stream>>>(map_q_, map_k_, map_v_, w.out.data(), w.seq);
     BENCH_CHECK_LAUNCH();
   }
   std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
@@ -248,8 +269,8 @@ struct CausalMask {
 };
 template <class W>
 void reference(const W& w, bench::HostData& h) {
-  kernels::reference_attention(h.input<bf16>("q"), h.input<bf16>("k"), h.input<bf16>("v"), h.expected("out"), w.bh,
-                               w.seq, w.seq, CausalMask<W::causal>{});
+  kernels::reference_attention(h.input<bf16>("q"), h.input<bf16>("k"), h.input<bf16>("v"),
+                               h.expected("out"), w.bh, w.seq, w.seq, CausalMask<W::causal>{});
 }
 template <class W>
 void device_reference(const W& w, cudaStream_t stream) {
@@ -257,15 +278,15 @@ void device_reference(const W& w, cudaStream_t stream) {
                                CausalMask<W::causal>{}, stream);
 }
 
-#define CH16_FLASH_ATTENTION(name, W)                                         \
-  BENCH_EXAMPLE(ch16, name, W)                                                \
-      .stateful<Materialised<W>>(bench::Role::baseline, "materialised")       \
-      .stateful<Fa2MmaSync<W>>(bench::Role::step, "fa2_mma_sync")            \
-      .stateful<WgmmaWs<W, false>>(bench::Role::step, "wgmma_ws", {.arch_specific = 90}) \
+#define CH16_FLASH_ATTENTION(name, W)                                                              \
+  BENCH_EXAMPLE(ch16, name, W)                                                                     \
+      .stateful<Materialised<W>>(bench::Role::baseline, "materialised")                            \
+      .stateful<Fa2MmaSync<W>>(bench::Role::step, "fa2_mma_sync")                                  \
+      .stateful<WgmmaWs<W, false>>(bench::Role::step, "wgmma_ws", {.arch_specific = 90})           \
       .stateful<WgmmaWs<W, true>>(bench::Role::optimized, "wgmma_pingpong", {.arch_specific = 90}) \
-      .reference(reference<W>)                                                \
-      .device_reference(device_reference<W>)                                  \
-      .tolerance(bench::relative_l2(5e-3))                                    \
+      .reference(reference<W>)                                                                     \
+      .device_reference(device_reference<W>)                                                       \
+      .tolerance(bench::relative_l2(5e-3))                                                         \
       .mode(bench::Mode::sustained)
 
 using B4S4096 = Attention<4, 4096, false>;

@@ -43,20 +43,21 @@ namespace tma = kernels::tma;
 namespace wgmma = kernels::wgmma;
 
 constexpr int kHeadDim = 128;
-constexpr int kRows = 128;   // query rows per CTA: 2 consumers x 64
-constexpr int kKeys = 128;   // keys per tile
-constexpr int kHalf = 64;    // head-dim columns per 128-byte swizzle row (one TMA box)
+constexpr int kRows = 128;  // query rows per CTA: 2 consumers x 64
+constexpr int kKeys = 128;  // keys per tile
+constexpr int kHalf = 64;   // head-dim columns per 128-byte swizzle row (one TMA box)
 constexpr int kStages = 2;
 constexpr int kWarpgroup = 128, kConsumers = 2, kThreads = (1 + kConsumers) * kWarpgroup;
 constexpr uint32_t kTileBytes = kKeys * kHeadDim * sizeof(bf16);  // 32 KiB: Q, or a K or V tile
 constexpr uint32_t kHalfBytes = kTileBytes / 2;                   // one 64-column box
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
 static_assert(kRows == kKeys, "causal: query block qb ends inside key tile qb");
-static_assert(kProducerRegisters * kWarpgroup + kConsumerRegisters * kConsumers * kWarpgroup <= 65536);
+static_assert(kProducerRegisters * kWarpgroup + kConsumerRegisters * kConsumers * kWarpgroup <=
+              65536);
 
 struct alignas(1024) Smem {
-  bf16 q[2][kRows * kHalf];             // [half][row][64]
-  bf16 k[kStages][2][kKeys * kHalf];    // [stage][half][key][64]
+  bf16 q[2][kRows * kHalf];           // [half][row][64]
+  bf16 k[kStages][2][kKeys * kHalf];  // [stage][half][key][64]
   bf16 v[kStages][2][kKeys * kHalf];
   uint64_t q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
 };
@@ -75,18 +76,20 @@ __device__ __forceinline__ void issue_scores(float (&sc)[64], Smem& sm, int cw, 
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kHeadDim / 16; ++kk)
-    wgmma::mma_m64n128k16_bf16(sc, wgmma::descriptor_k_major_sw128(&sm.q[kk / 4][cw * 64 * kHalf + (kk % 4) * 16]),
-                               wgmma::descriptor_k_major_sw128(&sm.k[s][kk / 4][(kk % 4) * 16]), kk > 0);
+    wgmma::mma_m64n128k16_bf16(
+        sc, wgmma::descriptor_k_major_sw128(&sm.q[kk / 4][cw * 64 * kHalf + (kk % 4) * 16]),
+        wgmma::descriptor_k_major_sw128(&sm.k[s][kk / 4][(kk % 4) * 16]), kk > 0);
   wgmma::commit();
 }
 
 // O += P V from stage s, one wgmma group: 8 k16 steps of 16 keys (2048 bytes of each box).
-__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&pa)[kKeys / 16][4], Smem& sm, int s) {
+__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&pa)[kKeys / 16][4],
+                                         Smem& sm, int s) {
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk)
-    wgmma::mma_m64n128k16_bf16_a_regs(o, pa[kk], wgmma::descriptor_mn_major_sw128(&sm.v[s][0][kk * 16 * kHalf], kHalfBytes),
-                                      1);
+    wgmma::mma_m64n128k16_bf16_a_regs(
+        o, pa[kk], wgmma::descriptor_mn_major_sw128(&sm.v[s][0][kk * 16 * kHalf], kHalfBytes), 1);
   wgmma::commit();
 }
 
@@ -99,8 +102,9 @@ __device__ __forceinline__ void release(uint64_t* empty) {
 // l advance, and c is the factor O must be rescaled by before P V. sc[4i + e] is row
 // row0 + 8 (e / 2), key t * 128 + 8 i + 2 (lane % 4) + e % 2.
 template <bool kCausal>
-__device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], float (&l)[2], float (&c)[2], int t,
-                                             int tiles, int64_t seq, int64_t row0) {
+__device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], float (&l)[2],
+                                             float (&c)[2], int t, int tiles, int64_t seq,
+                                             int64_t row0) {
   // Only the last tile has masked scores (causal: the diagonal; else keys past seq): the others
   // skip the 64 compares.
   if (t == tiles - 1) {
@@ -114,7 +118,8 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], flo
   const float scale = kernels::kLog2e / sqrtf(float(kHeadDim));
   float m_new[2] = {m[0], m[1]};
 #pragma unroll
-  for (int i = 0; i < 64; ++i) sc[i] *= scale, m_new[(i % 4) / 2] = fmaxf(m_new[(i % 4) / 2], sc[i]);
+  for (int i = 0; i < 64; ++i)
+    sc[i] *= scale, m_new[(i % 4) / 2] = fmaxf(m_new[(i % 4) / 2], sc[i]);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(0xffffffffu, m_new[h], 1));
@@ -123,29 +128,37 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], flo
     l[h] *= c[h], m[h] = m_new[h];
   }
 #pragma unroll
-  for (int i = 0; i < 64; ++i) sc[i] = kernels::exp2_ftz(sc[i] - m[(i % 4) / 2]), l[(i % 4) / 2] += sc[i];
+  for (int i = 0; i < 64; ++i)
+    sc[i] = kernels::exp2_ftz(sc[i] - m[(i % 4) / 2]), l[(i % 4) / 2] += sc[i];
 }
 
 // Once no P V group is in flight: O *= c, and P packed to BF16 as the A operand of the next P V
 // (keys 16 kk .. 16 kk + 15 are column groups 2 kk and 2 kk + 1).
-__device__ __forceinline__ void rescale_and_pack(float (&o)[64], const float (&c)[2], const float (&sc)[64],
+__device__ __forceinline__ void rescale_and_pack(float (&o)[64], const float (&c)[2],
+                                                 const float (&sc)[64],
                                                  uint32_t (&pa)[kKeys / 16][4]) {
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] *= c[(i % 4) / 2];
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk)
 #pragma unroll
-    for (int r = 0; r < 4; ++r) pa[kk][r] = kernels::pack_bf16x2(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
+    for (int r = 0; r < 4; ++r)
+      pa[kk][r] = kernels::pack_bf16x2(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
 }
 
 // Named barriers 1 and 2 (0 is __syncthreads'): consumer cw waits on 1 + cw for its turn to issue
 // GEMMs (its own 128 threads plus the other consumer's 128 arrivals) and hands the turn over.
-__device__ __forceinline__ void wait_turn(int cw) { asm volatile("bar.sync %0, 256;" ::"r"(1 + cw) : "memory"); }
-__device__ __forceinline__ void pass_turn(int cw) { asm volatile("bar.arrive %0, 256;" ::"r"(2 - cw) : "memory"); }
+__device__ __forceinline__ void wait_turn(int cw) {
+  asm volatile("bar.sync %0, 256;" ::"r"(1 + cw) : "memory");
+}
+__device__ __forceinline__ void pass_turn(int cw) {
+  asm volatile("bar.arrive %0, 256;" ::"r"(2 - cw) : "memory");
+}
 
 // One consumer warpgroup (cw = 0, 1): rows qb * 128 + cw * 64 .. + 63 of this head.
 template <bool kCausal, bool kPingPong>
-__device__ __forceinline__ void consume(Smem& sm, int cw, int qb, int tiles, int64_t seq, bf16* out) {
+__device__ __forceinline__ void consume(Smem& sm, int cw, int qb, int tiles, int64_t seq,
+                                        bf16* out) {
   const int warp = (threadIdx.x % kWarpgroup) / 32, lane = threadIdx.x % 32;
   const int64_t row0 = int64_t{qb} * kRows + cw * 64 + warp * 16 + lane / 4;  // and row0 + 8
   float o[64], sc[64], m[2] = {kernels::kEmptyMax, kernels::kEmptyMax}, l[2] = {0.0f, 0.0f}, c[2];
@@ -212,8 +225,10 @@ __global__ void __launch_bounds__(kThreads, 1)
              const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq) {
 #if BENCH_SM90A_DEVICE
   extern __shared__ uint8_t wgmma_smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(wgmma_smem_raw) + 1023) & ~uintptr_t{1023});
-  const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);  // causal: longest first
+  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(wgmma_smem_raw) + 1023) &
+                                      ~uintptr_t{1023});
+  // Causal: the last query block walks the most tiles, so it goes first (blockIdx.x 0).
+  const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
   const int head_row = int(blockIdx.y * seq);  // this head's first row in the maps
   const int tiles = tiles_for<kCausal>(seq, qb);
   if (threadIdx.x == 0) {
@@ -231,29 +246,33 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma::shrink_registers<kProducerRegisters>();
     if (threadIdx.x == 0) {
       tma::arrive_expect_tx(&sm.q_full, kTileBytes);
-      for (int h = 0; h < 2; ++h) tma::load_2d(sm.q[h], &map_q, h * kHalf, head_row + qb * kRows, &sm.q_full);
+      for (int h = 0; h < 2; ++h)
+        tma::load_2d(sm.q[h], &map_q, h * kHalf, head_row + qb * kRows, &sm.q_full);
       for (int t = 0; t < tiles; ++t) {
         const int s = t % kStages, key_row = head_row + t * kKeys;
         const uint32_t reuse_parity = ((t / kStages) - 1) & 1;  // the release of tile t - kStages
         if (t >= kStages) tma::wait_parity(&sm.k_empty[s], reuse_parity);
         tma::arrive_expect_tx(&sm.k_full[s], kTileBytes);
-        for (int h = 0; h < 2; ++h) tma::load_2d(sm.k[s][h], &map_k, h * kHalf, key_row, &sm.k_full[s]);
+        for (int h = 0; h < 2; ++h)
+          tma::load_2d(sm.k[s][h], &map_k, h * kHalf, key_row, &sm.k_full[s]);
         if (t >= kStages) tma::wait_parity(&sm.v_empty[s], reuse_parity);
         tma::arrive_expect_tx(&sm.v_full[s], kTileBytes);
-        for (int h = 0; h < 2; ++h) tma::load_2d(sm.v[s][h], &map_v, h * kHalf, key_row, &sm.v_full[s]);
+        for (int h = 0; h < 2; ++h)
+          tma::load_2d(sm.v[s][h], &map_v, h * kHalf, key_row, &sm.v_full[s]);
       }
     }
   } else {
     wgmma::grow_registers<kConsumerRegisters>();
-    consume<kCausal, kPingPong>(sm, threadIdx.x / kWarpgroup - 1, qb, tiles, seq, out + int64_t{blockIdx.y} * seq * kHeadDim);
+    consume<kCausal, kPingPong>(sm, threadIdx.x / kWarpgroup - 1, qb, tiles, seq,
+                                out + int64_t{blockIdx.y} * seq * kHeadDim);
   }
 #endif
 }
 
 // Host: a [rows][128] BF16 matrix in 128-row x 64-column boxes, 128-byte swizzled.
 inline CUtensorMap tile_map(const bf16* base, int64_t rows) {
-  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), base, uint64_t(rows), kHeadDim, kKeys,
-                          kHalf, CU_TENSOR_MAP_SWIZZLE_128B);
+  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), base, uint64_t(rows),
+                          kHeadDim, kKeys, kHalf, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 }  // namespace ch16_wgmma

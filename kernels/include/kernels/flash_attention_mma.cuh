@@ -32,15 +32,15 @@
 namespace kernels {
 
 inline constexpr int kFlashHeadDim = 128;
-inline constexpr int kFlashQueryRows = 128;  // a CTA's query rows
-inline constexpr int kFlashKeyTile = 64;     // keys per pipeline stage
-inline constexpr int kFlashThreads = 256;    // 8 warps x 16 query rows
+inline constexpr int kFlashQueryRows = 128;                     // a CTA's query rows
+inline constexpr int kFlashKeyTile = 64;                        // keys per pipeline stage
+inline constexpr int kFlashThreads = 256;                       // 8 warps x 16 query rows
 inline constexpr int kFlashRowChunks = kFlashHeadDim * 2 / 16;  // 16-byte chunks per 256-byte row
 
 struct FlashSmem {
-  __nv_bfloat16 q[kFlashQueryRows * kFlashHeadDim];     // 32 KiB
-  __nv_bfloat16 k[2][kFlashKeyTile * kFlashHeadDim];    // 2 x 16 KiB
-  __nv_bfloat16 v[2][kFlashKeyTile * kFlashHeadDim];    // 2 x 16 KiB
+  __nv_bfloat16 q[kFlashQueryRows * kFlashHeadDim];   // 32 KiB
+  __nv_bfloat16 k[2][kFlashKeyTile * kFlashHeadDim];  // 2 x 16 KiB
+  __nv_bfloat16 v[2][kFlashKeyTile * kFlashHeadDim];  // 2 x 16 KiB
 };
 
 namespace flash_detail {
@@ -52,8 +52,8 @@ __device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
 
 // Queues rows [row0, row0 + rows) of a [seq][128] matrix into `tile`; rows past seq are zero-filled
 // (from an in-bounds source: kernels/async_copy.cuh).
-__device__ __forceinline__ void load_rows(__nv_bfloat16* tile, const __nv_bfloat16* src, int64_t row0, int rows,
-                                          int64_t seq) {
+__device__ __forceinline__ void load_rows(__nv_bfloat16* tile, const __nv_bfloat16* src,
+                                          int64_t row0, int rows, int64_t seq) {
   for (int i = threadIdx.x; i < rows * kFlashRowChunks; i += kFlashThreads) {
     const int r = i / kFlashRowChunks, c = i % kFlashRowChunks;
     const bool inside = row0 + r < seq;
@@ -69,8 +69,8 @@ __device__ __forceinline__ void load_rows(__nv_bfloat16* tile, const __nv_bfloat
 // the fragments, rows past seq not stored. acc(j, e) is the FP32 output of row row0 + 8 (e / 2),
 // column 8 j + 2 (lane % 4) + e % 2: the C fragment order of mma.sync and of wgmma alike.
 template <class Acc>
-__device__ __forceinline__ void flash_store_rows(float (&l)[2], int64_t row0, int64_t seq, __nv_bfloat16* out,
-                                                 Acc acc) {
+__device__ __forceinline__ void flash_store_rows(float (&l)[2], int64_t row0, int64_t seq,
+                                                 __nv_bfloat16* out, Acc acc) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -88,9 +88,10 @@ __device__ __forceinline__ void flash_store_rows(float (&l)[2], int64_t row0, in
 
 // q, out: this head's [seq][128]; k, v: the same head's [seq][128]; qb: the query block.
 template <class Walk>
-__device__ __forceinline__ void flash_attention_block(const __nv_bfloat16* q, const __nv_bfloat16* k,
-                                                      const __nv_bfloat16* v, __nv_bfloat16* out, int64_t seq,
-                                                      int qb, const Walk& walk) {
+__device__ __forceinline__ void flash_attention_block(const __nv_bfloat16* q,
+                                                      const __nv_bfloat16* k,
+                                                      const __nv_bfloat16* v, __nv_bfloat16* out,
+                                                      int64_t seq, int qb, const Walk& walk) {
   using flash_detail::load_rows;
   using flash_detail::swizzled;
   constexpr int kD = kFlashHeadDim, kKeys = kFlashKeyTile;
@@ -158,7 +159,8 @@ __device__ __forceinline__ void flash_attention_block(const __nv_bfloat16* q, co
       l[h] *= c[h], m[h] = m_new[h];
     }
 #pragma unroll
-    for (int j = 0; j < kD / 8; ++j) o[j][0] *= c[0], o[j][1] *= c[0], o[j][2] *= c[1], o[j][3] *= c[1];
+    for (int j = 0; j < kD / 8; ++j)
+      o[j][0] *= c[0], o[j][1] *= c[0], o[j][2] *= c[1], o[j][3] *= c[1];
 #pragma unroll
     for (int j = 0; j < kKeys / 8; ++j)
 #pragma unroll
@@ -167,8 +169,8 @@ __device__ __forceinline__ void flash_attention_block(const __nv_bfloat16* q, co
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {
       const float(&lo)[4] = s[2 * kk], (&hi)[4] = s[2 * kk + 1];  // keys 16kk + 0-7, 16kk + 8-15
-      const uint32_t pa[4] = {pack_bf16x2(lo[0], lo[1]), pack_bf16x2(lo[2], lo[3]), pack_bf16x2(hi[0], hi[1]),
-                              pack_bf16x2(hi[2], hi[3])};
+      const uint32_t pa[4] = {pack_bf16x2(lo[0], lo[1]), pack_bf16x2(lo[2], lo[3]),
+                              pack_bf16x2(hi[0], hi[1]), pack_bf16x2(hi[2], hi[3])};
 #pragma unroll
       for (int jj = 0; jj < kD / 16; ++jj) {
         uint32_t vf[4];

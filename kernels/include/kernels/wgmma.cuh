@@ -94,6 +94,66 @@ __device__ __forceinline__ void store_m64n256_bf16(const float (&acc)[128],
   }
 }
 
+// --- Attention's shapes (ch16/flash_attention): m64n128k16, FP32 accumulators d[64] ---------------
+// Fragment layout of d: as store_m64n256_bf16 says, with 16 column groups instead of 32.
+
+// The 64 FP32 accumulators of an m64n128 wgmma: their operand list (%0..%63) and constraints.
+#define BENCH_WGMMA_ACC64_REGS \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define BENCH_WGMMA_ACC64(d) \
+      "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+// Descriptor of an MN-major tile (the B operand of O += P V, V stored [key][dim]) written by TMA in
+// the 128-byte swizzle: each K row (key) holds 64 contiguous BF16 of N (dim), 8 K rows make one
+// 1024-byte swizzle atom (SBO = 1024: the next 8 keys), and the next 64 N values lie `lbo_bytes`
+// further on (LBO: the next 64-column box). PTX ISA, "Matrix Descriptor Format" / "Canonical
+// Layouts": MN-major 128B swizzling ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)). `tile` must start a
+// 1024-byte-aligned atom (a k16 step advances 16 keys: 2048 bytes).
+__device__ __forceinline__ uint64_t descriptor_mn_major_sw128(const void* tile, uint32_t lbo_bytes) {
+  const uint64_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(tile));
+  return ((addr & 0x3FFFF) >> 4) | (uint64_t{(lbo_bytes & 0x3FFFF) >> 4} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+
+// d (64 x 128 per warpgroup, FP32) += A (64 x 16) * B (128 x 16)^T, both K-major in shared memory
+// (descriptor_k_major_sw128); accumulate == 0: d = A B^T.
+__device__ __forceinline__ void mma_m64n128k16_bf16(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                    int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      BENCH_WGMMA_ACC64_REGS
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : BENCH_WGMMA_ACC64(d)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// d (64 x 128, FP32) += A (64 x 16, BF16, in registers) * B (16 x 128), B MN-major in shared memory
+// (descriptor_mn_major_sw128: imm-trans-b = 1). A's four registers per thread are the mma.sync
+// m16n8k16 A fragment of the thread's warp's 16 rows (rows 16 warp + lane / 4 and + 8, columns
+// 2 (lane % 4) + {0, 1, 8, 9}): two adjacent 8-column groups of an FP32 accumulator packed to BF16,
+// so a softmax computed on d's fragments feeds the next product without leaving registers.
+__device__ __forceinline__ void mma_m64n128k16_bf16_a_regs(float (&d)[64], const uint32_t (&a)[4],
+                                                           uint64_t desc_b_mn_major, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      BENCH_WGMMA_ACC64_REGS
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : BENCH_WGMMA_ACC64(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b_mn_major), "r"(accumulate));
+}
+
 // Register reallocation between warpgroups (setmaxnreg): every warp of a warpgroup executes the
 // same one. `shrink` hands registers above N back to the SM's pool; `grow` waits until the pool
 // holds enough and raises this warp's limit to N. N is a multiple of 8 in [24, 256]. ptxas honours

@@ -1,0 +1,301 @@
+// ch16/flash_attention: attention written as three library calls writes and re-reads a score
+// matrix seq/head_dim times larger than Q, K and V together; fused into one kernel with an online
+// softmax, the scores never leave registers and attention becomes tensor-core bound.
+//
+// The work: prefill attention forward, out = softmax(Q K^T / sqrt(128)) V, head_dim 128, BF16 in
+// and out, layout [batch][heads][seq][128]; non-causal and causal, at batch 4 x 32 heads x 4096
+// tokens and batch 1 x 32 heads x 8192 tokens (the issue's shapes; each is its own example).
+// The hardware: per (batch, head), S = Q K^T is seq x seq x 128 and O = P V the same: 4 x 128
+// flops per score, on the BF16 tensor cores (~990 TFLOP/s dense on an H100). The score matrix is
+// 4096^2 x 4 bytes = 64 MiB per head, 8.6 GB per call at b4 h32 s4096: far past the 50 MB L2.
+// The variants (same inputs, same output, same arithmetic per kept score):
+//   1. baseline "materialised": what a framework's math path does. cuBLAS batched GEMM writes
+//      S = Q K^T (FP32: BF16 scores would be off by up to 2^-9 x |s|, ~1% in p at |s| ~ 5, past
+//      the tolerance), a row-softmax kernel reads S and writes P (BF16, normalised, the masked
+//      part of a causal row written as zeros), and a second batched GEMM computes O = P V. Per
+//      call that is 8.6 GB + 4.3 GB written and read back through HBM at b4 h32 s4096. Causal
+//      changes nothing for the GEMMs: they compute the full square and the softmax zeroes half.
+//   2. step "fa2_mma_sync": FlashAttention-2 (kernels/flash_attention_mma.cuh, shared with
+//      ch18): a CTA per 128 queries and head walks 64-key tiles of K and V through a cp.async
+//      ring, S and the online softmax in registers, P V on mma.sync m16n8k16. Causal: a block
+//      walks only the key tiles at or below its last query (the rest are fully masked) and masks
+//      scores only by key <= query; blocks are launched longest first (the last query block
+//      walks 64 tiles, the first 2), so the short ones fill the tail.
+//   3. step "wgmma_ws" (sm_90a; flash_attention_wgmma.cuh): the Hopper form. A producer
+//      warpgroup's one thread loads Q once and 128-key K and V tiles by TMA into a 2-stage ring;
+//      two consumer warpgroups (64 query rows each) compute S = Q K^T by wgmma from shared memory,
+//      the online softmax in registers, and O += P V by wgmma with P straight from registers:
+//      no ldmatrix, no cp.async address arithmetic, and 64 x 128 x 16 per instruction instead of
+//      16 x 8 x 16. Each consumer waits for each GEMM before its softmax: the tensor cores idle
+//      through every softmax the other consumer does not happen to cover.
+//   4. optimized "wgmma_pingpong": FlashAttention-3's two overlaps on the same kernel. Within a
+//      consumer, S of tile t and P V of tile t - 1 are issued together and tile t's softmax runs
+//      while P V is on the tensor cores; between consumers, named barriers make them take turns
+//      issuing GEMMs, so one's softmax lines up with the other's GEMMs.
+// Flops: those attention needs, 4 x 128 per visible score: seq^2 per head non-causal,
+// seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric "computed_flops_ratio": the
+// tensor-core flops a variant actually executes over the declared ones (materialised causal ~2:
+// it computes every score; fused causal ~1.03 at s4096: whole diagonal tiles).
+// Bytes: Q, K, V read once and O written once (the fused kernel's traffic; the baseline's S and
+// P are its own cost, not the work's).
+// Tolerance: relative L2 5e-3 (as ch18: P and the output each rounded to BF16, ~1.1e-3 rms each).
+// Verification: batch 2 x 3 heads x 333 tokens (a ragged last query block of 77 rows; ragged last
+// key tiles of 13 keys for fa2, 77 for the wgmma rungs; 3 tiles: the ring wraps) against the CPU
+// reference in double; at the timing size against kernels/reference_attention.cuh on the GPU. Not
+// here yet: head_dim 64 twins (the kernels and the references are head_dim 128).
+//
+//   ./bench compare --chapter ch16 --example flash_attention_b4_s4096
+#include <bench/bench.hpp>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <kernels/cublas_check.hpp>
+#include <kernels/flash_attention_mma.cuh>
+#include <kernels/group_reduce.cuh>
+#include <kernels/online_softmax.cuh>
+#include <kernels/reference_attention.cuh>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "flash_attention_wgmma.cuh"
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+constexpr int kHeadDim = kernels::kFlashHeadDim;  // 128
+constexpr int kSoftmaxThreads = 256;
+// row_softmax keeps a score row in default (48 KiB) shared memory.
+constexpr int64_t kMaxSoftmaxRow = 48 * 1024 / sizeof(float);
+
+template <int64_t kBatch, int64_t kSeq, bool kCausal>
+struct Attention {
+  static constexpr bool causal = kCausal;
+  int64_t batch, heads, seq, bh;
+  bench::DeviceSpan<const bf16> q, k, v;
+  bench::DeviceSpan<bf16> out;
+  double declared_flops;
+  explicit Attention(bench::Setup& s)
+      : batch(s.size("batch", kBatch, 2)),
+        heads(s.size("heads", 32, 3)),
+        seq(s.size("seq", kSeq, 333)),
+        bh(batch * heads),
+        q(s.input<bf16>("q", bh * seq * kHeadDim, bench::normal(0, 4))),  // a peaked softmax
+        k(s.input<bf16>("k", bh * seq * kHeadDim, bench::uniform(-1, 1))),
+        v(s.input<bf16>("v", bh * seq * kHeadDim, bench::uniform(-1, 1))),
+        out(s.output<bf16>("out", bh * seq * kHeadDim)),
+        declared_flops(4.0 * kHeadDim * double(bh) * visible_scores(seq)) {
+    s.param("causal", kCausal);
+    // q, k, v read once; out written once.
+    s.bytes(4.0 * double(bh) * double(seq) * kHeadDim * sizeof(bf16));
+    s.flops(declared_flops, bench::ceiling::bf16);
+  }
+  static double visible_scores(int64_t n) {
+    return kCausal ? 0.5 * double(n) * double(n + 1) : double(n) * double(n);
+  }
+};
+
+// ---- Baseline: S = Q K^T (cuBLAS), softmax (below), O = P V (cuBLAS) --------------------------
+
+// One CTA per score row: the row's visible scores (log2 domain, scaled by the GEMM) into shared
+// memory, its max and sum by block reduction, then P = 2^(s - max) / sum as BF16, zeros past the
+// last visible key (causal), so that P V can be a plain dense GEMM.
+template <bool kCausal>
+__global__ void __launch_bounds__(kSoftmaxThreads)
+    row_softmax(const float* __restrict__ s, bf16* __restrict__ p, int64_t seq) {
+  extern __shared__ float row[];
+  const int64_t qi = blockIdx.x, offset = (int64_t{blockIdx.y} * seq + qi) * seq;
+  const int64_t visible = kCausal ? qi + 1 : seq;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < visible; j += kSoftmaxThreads)
+    m = fmaxf(m, row[j] = s[offset + j]);
+  // (Each thread rereads only the row[j] it stored: no barrier is needed for row[].)
+  m = kernels::group_reduce<kSoftmaxThreads>(m, kernels::Max{});
+  float l = 0.0f;
+  for (int64_t j = threadIdx.x; j < visible; j += kSoftmaxThreads)
+    l += row[j] = kernels::exp2_ftz(row[j] - m);
+  const float inv = 1.0f / kernels::group_reduce<kSoftmaxThreads>(l, kernels::Sum{});
+  for (int64_t j = threadIdx.x; j < seq; j += kSoftmaxThreads)
+    p[offset + j] = __float2bfloat16(j < visible ? row[j] * inv : 0.0f);
+}
+
+template <class W>
+class Materialised {
+ public:
+  Materialised(const W& w, cudaStream_t)
+      : scores_(w.bh * w.seq * w.seq),
+        probs_(w.bh * w.seq * w.seq),
+        workspace_(kWorkspaceBytes),
+        computed_ratio_(4.0 * kHeadDim * double(w.bh) * double(w.seq) * double(w.seq) /
+                        w.declared_flops) {
+    if (w.seq > kMaxSoftmaxRow)
+      throw bench::Unsupported("row_softmax keeps a row of at most 12288 scores");
+    kernels::check_cublas(cublasCreate(&handle_), "cublasCreate");
+    kernels::check_cublas(cublasSetWorkspace(handle_, workspace_.data(), kWorkspaceBytes),
+                          "cublasSetWorkspace");
+  }
+  Materialised(const Materialised&) = delete;
+  Materialised& operator=(const Materialised&) = delete;
+  ~Materialised() { cublasDestroy(handle_); }
+
+  // cuBLAS is column-major: a row-major [rows][cols] matrix is its transpose there, so
+  // S^T = K Q^T gives row-major S, and O^T = V^T P^T gives row-major O.
+  void operator()(const W& w, cudaStream_t stream) const {
+    kernels::check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
+    const int n = int(w.seq), d = kHeadDim;
+    const long long qkv_stride = w.seq * kHeadDim, score_stride = w.seq * w.seq;
+    const float scale = kernels::kLog2e / std::sqrt(float(kHeadDim)), one = 1.0f, zero = 0.0f;
+    kernels::check_cublas(
+        cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, n, d, &scale, w.k.data(),
+                                   CUDA_R_16BF, d, qkv_stride, w.q.data(), CUDA_R_16BF, d,
+                                   qkv_stride, &zero, scores_.data(), CUDA_R_32F, n, score_stride,
+                                   int(w.bh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx(S = Q K^T)");
+    row_softmax<W::causal>
+        <<<dim3(unsigned(w.seq), unsigned(w.bh)), kSoftmaxThreads, w.seq * sizeof(float), stream>>>(
+            scores_.data(), probs_.data(), w.seq);
+    BENCH_CHECK_LAUNCH();
+    kernels::check_cublas(
+        cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, d, n, n, &one, w.v.data(),
+                                   CUDA_R_16BF, d, qkv_stride, probs_.data(), CUDA_R_16BF, n,
+                                   score_stride, &zero, w.out.data(), CUDA_R_16BF, d, qkv_stride,
+                                   int(w.bh), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx(O = P V)");
+  }
+  // Both GEMMs compute every score, whatever the mask.
+  std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
+
+ private:
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  bench::DeviceBuffer<float> scores_;
+  bench::DeviceBuffer<bf16> probs_;
+  bench::DeviceBuffer<std::byte> workspace_;
+  double computed_ratio_;
+  cublasHandle_t handle_ = nullptr;
+};
+
+// ---- Step: FlashAttention-2 on mma.sync (kernels/flash_attention_mma.cuh) ----------------------
+
+// Every key tile (non-causal), or the tiles at or below the block's last query (causal).
+template <bool kCausal>
+struct DenseOrCausalWalk {
+  int64_t seq;
+  int qb;
+  __host__ __device__ int tiles() const {
+    const int all = int((seq + kernels::kFlashKeyTile - 1) / kernels::kFlashKeyTile);
+    return kCausal ? std::min(all, (qb + 1) * (kernels::kFlashQueryRows / kernels::kFlashKeyTile))
+                   : all;
+  }
+  __device__ int64_t first_key(int t) const { return int64_t{t} * kernels::kFlashKeyTile; }
+  __device__ bool masked(int) const { return false; }
+  __device__ bool visible(int64_t row, int64_t key) const { return !kCausal || key <= row; }
+};
+
+template <bool kCausal>
+__global__ void __launch_bounds__(kernels::kFlashThreads)
+    fa2_mma_sync(const bf16* q, const bf16* k, const bf16* v, bf16* out, int64_t seq) {
+  // Causal: the last query block walks the most tiles, so it goes first (blockIdx.x 0).
+  const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
+  const int64_t head = blockIdx.y * seq * kHeadDim;
+  kernels::flash_attention_block(q + head, k + head, v + head, out + head, seq, qb,
+                                 DenseOrCausalWalk<kCausal>{seq, qb});
+}
+
+// Untimed: the shared-memory opt-in (96 KiB) and the tile count the kernel will execute.
+template <class W>
+class Fa2MmaSync {
+ public:
+  Fa2MmaSync(const W& w, cudaStream_t)
+      : blocks_(int((w.seq + kernels::kFlashQueryRows - 1) / kernels::kFlashQueryRows)) {
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(fa2_mma_sync<W::causal>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(sizeof(kernels::FlashSmem))));
+    double tiles = 0;  // every tile is 128 rows x 64 keys, 4 x 128 flops a score
+    for (int qb = 0; qb < blocks_; ++qb) tiles += DenseOrCausalWalk<W::causal>{w.seq, qb}.tiles();
+    computed_ratio_ = tiles * double(w.bh) * kernels::kFlashQueryRows * kernels::kFlashKeyTile *
+                      4.0 * kHeadDim / w.declared_flops;
+  }
+  void operator()(const W& w, cudaStream_t stream) const {
+    fa2_mma_sync<W::causal><<<dim3(unsigned(blocks_), unsigned(w.bh)), kernels::kFlashThreads,
+                              sizeof(kernels::FlashSmem), stream>>>(
+        w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.seq);
+    BENCH_CHECK_LAUNCH();
+  }
+  std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
+
+ private:
+  int blocks_;
+  double computed_ratio_ = 0;
+};
+
+// ---- Optimized: TMA producer, two wgmma consumer warpgroups (flash_attention_wgmma.cuh) -------
+
+template <class W, bool kPingPong>
+class WgmmaWs {
+ public:
+  // Untimed: the 162 KiB shared-memory opt-in and the three tensor maps (fixed buffers).
+  WgmmaWs(const W& w, cudaStream_t)
+      : map_q_(ch16_wgmma::tile_map(w.q.data(), w.bh * w.seq)),
+        map_k_(ch16_wgmma::tile_map(w.k.data(), w.bh * w.seq)),
+        map_v_(ch16_wgmma::tile_map(w.v.data(), w.bh * w.seq)),
+        blocks_(int((w.seq + ch16_wgmma::kRows - 1) / ch16_wgmma::kRows)) {
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch16_wgmma::wgmma_ws<W::causal, kPingPong>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(ch16_wgmma::kSmemBytes)));
+    double tiles = 0;  // every tile is 128 rows x 128 keys
+    for (int qb = 0; qb < blocks_; ++qb) tiles += ch16_wgmma::tiles_for<W::causal>(w.seq, qb);
+    computed_ratio_ = tiles * double(w.bh) * ch16_wgmma::kRows * ch16_wgmma::kKeys * 4.0 *
+                      kHeadDim / w.declared_flops;
+  }
+  void operator()(const W& w, cudaStream_t stream) const {
+    ch16_wgmma::wgmma_ws<W::causal, kPingPong>
+        <<<dim3(unsigned(blocks_), unsigned(w.bh)), ch16_wgmma::kThreads, ch16_wgmma::kSmemBytes,
+           stream>>>(map_q_, map_k_, map_v_, w.out.data(), w.seq);
+    BENCH_CHECK_LAUNCH();
+  }
+  std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
+
+ private:
+  CUtensorMap map_q_, map_k_, map_v_;
+  int blocks_;
+  double computed_ratio_ = 0;
+};
+
+// ---- References and registration --------------------------------------------------------------
+
+template <bool kCausal>
+struct CausalMask {
+  __host__ __device__ bool operator()(int64_t qi, int64_t kj) const { return !kCausal || kj <= qi; }
+};
+template <class W>
+void reference(const W& w, bench::HostData& h) {
+  kernels::reference_attention(h.input<bf16>("q"), h.input<bf16>("k"), h.input<bf16>("v"),
+                               h.expected("out"), w.bh, w.seq, w.seq, CausalMask<W::causal>{});
+}
+template <class W>
+void device_reference(const W& w, cudaStream_t stream) {
+  kernels::reference_attention(w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.bh, w.seq, w.seq,
+                               CausalMask<W::causal>{}, stream);
+}
+
+#define CH16_FLASH_ATTENTION(name, W)                                                              \
+  BENCH_EXAMPLE(ch16, name, W)                                                                     \
+      .stateful<Materialised<W>>(bench::Role::baseline, "materialised")                            \
+      .stateful<Fa2MmaSync<W>>(bench::Role::step, "fa2_mma_sync")                                  \
+      .stateful<WgmmaWs<W, false>>(bench::Role::step, "wgmma_ws", {.arch_specific = 90})           \
+      .stateful<WgmmaWs<W, true>>(bench::Role::optimized, "wgmma_pingpong", {.arch_specific = 90}) \
+      .reference(reference<W>)                                                                     \
+      .device_reference(device_reference<W>)                                                       \
+      .tolerance(bench::relative_l2(5e-3))                                                         \
+      .mode(bench::Mode::sustained)
+
+using B4S4096 = Attention<4, 4096, false>;
+using B4S4096Causal = Attention<4, 4096, true>;
+using B1S8192 = Attention<1, 8192, false>;
+using B1S8192Causal = Attention<1, 8192, true>;
+CH16_FLASH_ATTENTION(flash_attention_b4_s4096, B4S4096);
+CH16_FLASH_ATTENTION(flash_attention_b4_s4096_causal, B4S4096Causal);
+CH16_FLASH_ATTENTION(flash_attention_b1_s8192, B1S8192);
+CH16_FLASH_ATTENTION(flash_attention_b1_s8192_causal, B1S8192Causal);
+
+}  // namespace

@@ -1,0 +1,278 @@
+// ch16/flash_attention_wgmma.cuh: the Hopper rungs of flash_attention.cu (sm_90a only), in a file
+// of their own to keep each under a screenful of ideas. Included by flash_attention.cu alone.
+//
+// A CTA: 128 query rows of one head, 3 warpgroups.
+//   producer (warpgroup 0, one thread): TMA loads Q once (128 x 128) and then, per 128-key tile,
+//     K and V into a 2-stage ring. K and V have barriers of their own both ways: S can start
+//     before V has landed, and a K stage is refilled as soon as both consumers' S = Q K^T is done
+//     with it, while V waits for P V.
+//   consumers (warpgroups 1, 2: 64 query rows each), per tile:
+//     S (64 x 128) = Q K^T: 8 wgmma m64n128k16, both operands from shared memory (K-major);
+//     the online softmax on S's fragments (the same quad-of-lanes row layout as mma.sync);
+//     P packed to BF16 in registers, which is wgmma's register A operand as it stands;
+//     O (64 x 128, FP32) += P V: 8 wgmma with A from registers, V from shared memory MN-major
+//     (V is stored [key][dim]: dim contiguous, so the descriptor says N-major, imm-trans-b = 1).
+//   setmaxnreg: 384 threads launch with 168 registers each; the producer drops to 24 and the
+//   consumers rise to 240 (24 x 128 + 240 x 256 = 64,512 of 65,536).
+// Shared memory, all in the 128-byte swizzle that TMA writes and wgmma reads: a 128-row x 128-dim
+// BF16 tile is two 64-column boxes ([half][row][64]), 16 KiB each, each row 128 bytes.
+// Q 32 KiB + 2 stages x (K 32 + V 32 KiB) = 160 KiB, one CTA per SM.
+// Two consumer schedules (kPingPong):
+//   false ("wgmma_ws"): S, wait, softmax, P V, wait, per tile. The tensor cores idle through each
+//     softmax unless the other warpgroup happens to be issuing then;
+//   true ("wgmma_pingpong", FlashAttention-3's two overlaps): (1) within a warpgroup, S of tile t
+//     and P V of tile t - 1 are issued together and the softmax of tile t runs while P V is on the
+//     tensor cores (O is rescaled and P repacked only once it completes); (2) between the two,
+//     named barriers make them take turns issuing those GEMMs, so one's softmax lines up with the
+//     other's GEMMs instead of both softmaxes colliding.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <kernels/arch.cuh>
+#include <kernels/bf16_pack.cuh>
+#include <kernels/flash_attention_mma.cuh>
+#include <kernels/online_softmax.cuh>
+#include <kernels/tma.cuh>
+#include <kernels/wgmma.cuh>
+
+namespace ch16_wgmma {
+
+using bf16 = __nv_bfloat16;
+namespace tma = kernels::tma;
+namespace wgmma = kernels::wgmma;
+
+constexpr int kHeadDim = 128;
+constexpr int kRows = 128;  // query rows per CTA: 2 consumers x 64
+constexpr int kKeys = 128;  // keys per tile
+constexpr int kHalf = 64;   // head-dim columns per 128-byte swizzle row (one TMA box)
+constexpr int kStages = 2;
+constexpr int kWarpgroup = 128, kConsumers = 2, kThreads = (1 + kConsumers) * kWarpgroup;
+constexpr uint32_t kTileBytes = kKeys * kHeadDim * sizeof(bf16);  // 32 KiB: Q, or a K or V tile
+constexpr uint32_t kHalfBytes = kTileBytes / 2;                   // one 64-column box
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
+static_assert(kRows == kKeys, "causal: query block qb ends inside key tile qb");
+static_assert(kProducerRegisters * kWarpgroup + kConsumerRegisters * kConsumers * kWarpgroup <=
+              65536);
+
+struct alignas(1024) Smem {
+  bf16 q[2][kRows * kHalf];           // [half][row][64]
+  bf16 k[kStages][2][kKeys * kHalf];  // [stage][half][key][64]
+  bf16 v[kStages][2][kKeys * kHalf];
+  uint64_t q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
+};
+constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the dynamic base
+
+// Key tiles query block qb walks: all, or (causal) those at or below its last row.
+template <bool kCausal>
+__host__ __device__ inline int tiles_for(int64_t seq, int qb) {
+  const int all = int((seq + kKeys - 1) / kKeys);
+  return kCausal ? (all < qb + 1 ? all : qb + 1) : all;
+}
+
+// S = Q K^T for consumer cw's 64 rows from stage s, queued as one wgmma group (not waited): over
+// head_dim in 8 k16 steps, +32 bytes along the swizzled rows, the second 64-column box from 4 on.
+__device__ __forceinline__ void issue_scores(float (&sc)[64], Smem& sm, int cw, int s) {
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kHeadDim / 16; ++kk)
+    wgmma::mma_m64n128k16_bf16(
+        sc, wgmma::descriptor_k_major_sw128(&sm.q[kk / 4][cw * 64 * kHalf + (kk % 4) * 16]),
+        wgmma::descriptor_k_major_sw128(&sm.k[s][kk / 4][(kk % 4) * 16]), kk > 0);
+  wgmma::commit();
+}
+
+// O += P V from stage s, one wgmma group: 8 k16 steps of 16 keys (2048 bytes of each box).
+__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&pa)[kKeys / 16][4],
+                                         Smem& sm, int s) {
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk)
+    wgmma::mma_m64n128k16_bf16_a_regs(
+        o, pa[kk], wgmma::descriptor_mn_major_sw128(&sm.v[s][0][kk * 16 * kHalf], kHalfBytes), 1);
+  wgmma::commit();
+}
+
+// The warpgroup's one arrival on a stage's empty barrier.
+__device__ __forceinline__ void release(uint64_t* empty) {
+  if (threadIdx.x % kWarpgroup == 0) tma::arrive(empty);
+}
+
+// Online softmax of tile t, in place: sc becomes P (FP32, relative to the new running max), m and
+// l advance, and c is the factor O must be rescaled by before P V. sc[4i + e] is row
+// row0 + 8 (e / 2), key t * 128 + 8 i + 2 (lane % 4) + e % 2.
+template <bool kCausal>
+__device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], float (&l)[2],
+                                             float (&c)[2], int t, int tiles, int64_t seq,
+                                             int64_t row0) {
+  // Only the last tile has masked scores (causal: the diagonal; else keys past seq): the others
+  // skip the 64 compares.
+  if (t == tiles - 1) {
+    const int64_t key0 = int64_t{t} * kKeys + 2 * (threadIdx.x % 4);
+#pragma unroll
+    for (int i = 0; i < 64; ++i) {
+      const int64_t key = key0 + 8 * (i / 4) + i % 2;
+      if (key >= seq || (kCausal && key > row0 + 8 * ((i % 4) / 2))) sc[i] = -INFINITY;
+    }
+  }
+  const float scale = kernels::kLog2e / sqrtf(float(kHeadDim));
+  float m_new[2] = {m[0], m[1]};
+#pragma unroll
+  for (int i = 0; i < 64; ++i)
+    sc[i] *= scale, m_new[(i % 4) / 2] = fmaxf(m_new[(i % 4) / 2], sc[i]);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(0xffffffffu, m_new[h], 1));
+    m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(0xffffffffu, m_new[h], 2));
+    c[h] = kernels::exp2_ftz(m[h] - m_new[h]);
+    l[h] *= c[h], m[h] = m_new[h];
+  }
+#pragma unroll
+  for (int i = 0; i < 64; ++i)
+    sc[i] = kernels::exp2_ftz(sc[i] - m[(i % 4) / 2]), l[(i % 4) / 2] += sc[i];
+}
+
+// Once no P V group is in flight: O *= c, and P packed to BF16 as the A operand of the next P V
+// (keys 16 kk .. 16 kk + 15 are column groups 2 kk and 2 kk + 1).
+__device__ __forceinline__ void rescale_and_pack(float (&o)[64], const float (&c)[2],
+                                                 const float (&sc)[64],
+                                                 uint32_t (&pa)[kKeys / 16][4]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] *= c[(i % 4) / 2];
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      pa[kk][r] = kernels::pack_bf16x2(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
+}
+
+// Named barriers 1 and 2 (0 is __syncthreads'): consumer cw waits on 1 + cw for its turn to issue
+// GEMMs (its own 128 threads plus the other consumer's 128 arrivals) and hands the turn over.
+__device__ __forceinline__ void wait_turn(int cw) {
+  asm volatile("bar.sync %0, 256;" ::"r"(1 + cw) : "memory");
+}
+__device__ __forceinline__ void pass_turn(int cw) {
+  asm volatile("bar.arrive %0, 256;" ::"r"(2 - cw) : "memory");
+}
+
+// One consumer warpgroup (cw = 0, 1): rows qb * 128 + cw * 64 .. + 63 of this head.
+template <bool kCausal, bool kPingPong>
+__device__ __forceinline__ void consume(Smem& sm, int cw, int qb, int tiles, int64_t seq,
+                                        bf16* out) {
+  const int warp = (threadIdx.x % kWarpgroup) / 32, lane = threadIdx.x % 32;
+  const int64_t row0 = int64_t{qb} * kRows + cw * 64 + warp * 16 + lane / 4;  // and row0 + 8
+  float o[64], sc[64], m[2] = {kernels::kEmptyMax, kernels::kEmptyMax}, l[2] = {0.0f, 0.0f}, c[2];
+  uint32_t pa[kKeys / 16][4];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  tma::wait_parity(&sm.q_full, 0);
+  if constexpr (!kPingPong) {
+    for (int t = 0; t < tiles; ++t) {
+      const int s = t % kStages;
+      const uint32_t parity = (t / kStages) & 1;
+      tma::wait_parity(&sm.k_full[s], parity);
+      issue_scores(sc, sm, cw, s);
+      wgmma::wait<0>();
+      release(&sm.k_empty[s]);
+      softmax_tile<kCausal>(sc, m, l, c, t, tiles, seq, row0);
+      rescale_and_pack(o, c, sc, pa);  // the previous P V group has completed
+      tma::wait_parity(&sm.v_full[s], parity);
+      issue_pv(o, pa, sm, s);
+      wgmma::wait<0>();
+      release(&sm.v_empty[s]);
+    }
+  } else {
+    // Consumer 0 issues first. Each pass is matched by one wait: consumer 1 skips its last pass,
+    // so no arrival is left pending on a barrier when the CTA exits.
+    if (cw == 1 && tiles > 1) pass_turn(cw);
+    // Tile 0's S and softmax alone; then tile t's S with tile t - 1's P V, and tile t's softmax
+    // while that P V runs; the last tile's P V alone.
+    tma::wait_parity(&sm.k_full[0], 0);
+    issue_scores(sc, sm, cw, 0);
+    wgmma::wait<0>();
+    release(&sm.k_empty[0]);
+    softmax_tile<kCausal>(sc, m, l, c, 0, tiles, seq, row0);
+    rescale_and_pack(o, c, sc, pa);
+    for (int t = 1; t < tiles; ++t) {
+      const int s = t % kStages, prev = (t - 1) % kStages;
+      wait_turn(cw);
+      tma::wait_parity(&sm.k_full[s], (t / kStages) & 1);
+      issue_scores(sc, sm, cw, s);
+      tma::wait_parity(&sm.v_full[prev], ((t - 1) / kStages) & 1);
+      issue_pv(o, pa, sm, prev);  // reads pa: left untouched until this group completes
+      if (cw == 0 || t + 1 < tiles) pass_turn(cw);
+      wgmma::wait<1>();  // S (the older group) is done; P V may still run
+      release(&sm.k_empty[s]);
+      softmax_tile<kCausal>(sc, m, l, c, t, tiles, seq, row0);
+      wgmma::wait<0>();
+      release(&sm.v_empty[prev]);
+      rescale_and_pack(o, c, sc, pa);
+    }
+    const int last = (tiles - 1) % kStages;
+    tma::wait_parity(&sm.v_full[last], ((tiles - 1) / kStages) & 1);
+    issue_pv(o, pa, sm, last);
+    wgmma::wait<0>();
+    release(&sm.v_empty[last]);
+  }
+  kernels::flash_store_rows(l, row0, seq, out, [&](int j, int e) { return o[4 * j + e]; });
+}
+
+// Q, K, V as [batch * heads * seq][128] maps in 128 x 64 boxes: a head's last tile may run into
+// the next head's rows, which the key < seq mask (scores) and the row < seq store (queries) ignore.
+template <bool kCausal, bool kPingPong>
+__global__ void __launch_bounds__(kThreads, 1)
+    wgmma_ws(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+             const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq) {
+#if BENCH_SM90A_DEVICE
+  extern __shared__ uint8_t wgmma_smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(wgmma_smem_raw) + 1023) &
+                                      ~uintptr_t{1023});
+  // Causal: the last query block walks the most tiles, so it goes first (blockIdx.x 0).
+  const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
+  const int head_row = int(blockIdx.y * seq);  // this head's first row in the maps
+  const int tiles = tiles_for<kCausal>(seq, qb);
+  if (threadIdx.x == 0) {
+    tma::mbarrier_init(&sm.q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      tma::mbarrier_init(&sm.k_full[s], 1);
+      tma::mbarrier_init(&sm.v_full[s], 1);
+      tma::mbarrier_init(&sm.k_empty[s], kConsumers);  // one arrival per consumer warpgroup
+      tma::mbarrier_init(&sm.v_empty[s], kConsumers);
+    }
+    tma::fence_barrier_init();
+  }
+  __syncthreads();
+  if (threadIdx.x / kWarpgroup == 0) {
+    wgmma::shrink_registers<kProducerRegisters>();
+    if (threadIdx.x == 0) {
+      tma::arrive_expect_tx(&sm.q_full, kTileBytes);
+      for (int h = 0; h < 2; ++h)
+        tma::load_2d(sm.q[h], &map_q, h * kHalf, head_row + qb * kRows, &sm.q_full);
+      for (int t = 0; t < tiles; ++t) {
+        const int s = t % kStages, key_row = head_row + t * kKeys;
+        const uint32_t reuse_parity = ((t / kStages) - 1) & 1;  // the release of tile t - kStages
+        if (t >= kStages) tma::wait_parity(&sm.k_empty[s], reuse_parity);
+        tma::arrive_expect_tx(&sm.k_full[s], kTileBytes);
+        for (int h = 0; h < 2; ++h)
+          tma::load_2d(sm.k[s][h], &map_k, h * kHalf, key_row, &sm.k_full[s]);
+        if (t >= kStages) tma::wait_parity(&sm.v_empty[s], reuse_parity);
+        tma::arrive_expect_tx(&sm.v_full[s], kTileBytes);
+        for (int h = 0; h < 2; ++h)
+          tma::load_2d(sm.v[s][h], &map_v, h * kHalf, key_row, &sm.v_full[s]);
+      }
+    }
+  } else {
+    wgmma::grow_registers<kConsumerRegisters>();
+    consume<kCausal, kPingPong>(sm, threadIdx.x / kWarpgroup - 1, qb, tiles, seq,
+                                out + int64_t{blockIdx.y} * seq * kHeadDim);
+  }
+#endif
+}
+
+// Host: a [rows][128] BF16 matrix in 128-row x 64-column boxes, 128-byte swizzled.
+inline CUtensorMap tile_map(const bf16* base, int64_t rows) {
+  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), base, uint64_t(rows),
+                          kHeadDim, kKeys, kHalf, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+}  // namespace ch16_wgmma

@@ -33,7 +33,9 @@
 //
 //   ./bench compare --chapter ch18 --example speculative_verify
 #include "decode_attention.cuh"
+#include "verify_mma.cuh"
 
+#include <kernels/occupancy.cuh>
 #include <kernels/reference_attention.cuh>
 
 #include <algorithm>
@@ -72,23 +74,76 @@ struct Verify {
   }
 };
 
-void step_by_step(const Verify& w, cudaStream_t stream) {
-  ch18::DecodeArgs a = w.args();
-  for (int i = 0; i < kDraft; ++i) {
-    a.q_first = i;  // one query: sees keys [0, n_k - (kDraft - 1 - i))
-    ch18::launch_decode<1>(a, w.pairs, stream);
+// 1. step_by_step: kDraft single-query launches, launch i for draft token i.
+struct StepByStep {
+  StepByStep(const Verify&, cudaStream_t) {}
+  void operator()(const Verify& w, cudaStream_t stream) const {
+    ch18::DecodeArgs a = w.args();
+    for (int i = 0; i < kDraft; ++i) {
+      a.q_first = i;  // one query: sees keys [0, n_k - (kDraft - 1 - i))
+      ch18::launch_decode<1>(a, w.pairs, stream);
+    }
   }
-}
-void one_pass(const Verify& w, cudaStream_t stream) { ch18::launch_decode<kDraft>(w.args(), w.pairs, stream); }
+};
+// 2. one_pass: one launch of the 8-query CUDA-core kernel.
+struct OnePass {
+  OnePass(const Verify&, cudaStream_t) {}
+  void operator()(const Verify& w, cudaStream_t stream) const { ch18::launch_decode<kDraft>(w.args(), w.pairs, stream); }
+};
+// 3. mma_pass: the tensor-core kernel (verify_mma.cuh). Untimed: the shared-memory opt-in, the
+// split count and the partials' scratch. Splits s (1..16, >= 4 tiles each) minimise the waves per
+// unit of work, ceil(pairs s / resident CTAs) / s, the smallest s on a tie: 1 at the timing size
+// (512 pairs, 264 resident CTAs on an H100: 2 waves whatever s), 4 at the verification size (64
+// pairs), so the check also covers partial chunks and merge_splits.
+struct MmaPass {
+  int splits = 1;
+  int64_t chunk;
+  bench::DeviceBuffer<float> part_ml, part_o;
+  MmaPass(const Verify& w, cudaStream_t) {
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch18::verify_mma_attention, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          ch18::kMmaSmemBytes));
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch18::verify_mma_attention, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          int(cudaSharedmemCarveoutMaxShared)));
+    const int64_t resident = int64_t{kernels::sm_count()} *
+                             std::max(1, kernels::blocks_per_sm(ch18::verify_mma_attention, ch18::kMmaThreads,
+                                                                ch18::kMmaSmemBytes));
+    const int64_t max_splits = std::clamp<int64_t>(w.n_k / (4 * ch18::kMmaTileKeys), 1, 16);
+    double best = 1e30;
+    for (int64_t s = 1; s <= max_splits; ++s) {
+      const double waves_per_work = double((w.pairs * s + resident - 1) / resident) / double(s);
+      if (waves_per_work < best - 1e-9) best = waves_per_work, splits = int(s);
+    }
+    const int64_t per = (w.n_k + splits - 1) / splits;
+    chunk = (per + ch18::kMmaTileKeys - 1) / ch18::kMmaTileKeys * ch18::kMmaTileKeys;  // whole tiles
+    splits = int((w.n_k + chunk - 1) / chunk);  // rounding the chunk up can leave fewer, never an empty one
+    if (splits > 1) {
+      part_ml = bench::DeviceBuffer<float>(w.pairs * kDraft * splits * 2);
+      part_o = bench::DeviceBuffer<float>(w.pairs * kDraft * splits * kHeadDim);
+    }
+  }
+  void operator()(const Verify& w, cudaStream_t stream) const {
+    ch18::DecodeArgs a = w.args();
+    a.part_ml = part_ml.data(), a.part_o = part_o.data(), a.chunk = chunk, a.splits = splits;
+    ch18::verify_mma_attention<<<dim3(unsigned(splits), unsigned(w.pairs)), ch18::kMmaThreads, ch18::kMmaSmemBytes,
+                                   stream>>>(a);
+    BENCH_CHECK_LAUNCH();
+    if (splits > 1) {  // the log-sum-exp combine of decode_attention.cuh, same partial layout
+      ch18::merge_splits<kDraft><<<dim3(unsigned(kDraft), unsigned(w.pairs)), kHeadDim, 0, stream>>>(a);
+      BENCH_CHECK_LAUNCH();
+    }
+  }
+  std::vector<bench::Metric> metrics() const { return {{"splits", double(splits)}}; }
+};
 
 // A variant that also reports tokens/s from CUDA events around its own launches (the last 32).
-template <void (*kLaunch)(const Verify&, cudaStream_t)>
+template <class Pass>
 struct TokensPerSecond {
   static constexpr int kKept = 32;
+  Pass pass;
   std::array<cudaEvent_t, kKept> start{}, stop{};
   int calls = 0;
   double tokens;
-  TokensPerSecond(const Verify& w, cudaStream_t) : tokens(double(w.batch) * kDraft) {
+  TokensPerSecond(const Verify& w, cudaStream_t stream) : pass(w, stream), tokens(double(w.batch) * kDraft) {
     for (int i = 0; i < kKept; ++i) {
       BENCH_CUDA_CHECK(cudaEventCreate(&start[i]));
       BENCH_CUDA_CHECK(cudaEventCreate(&stop[i]));
@@ -102,7 +157,7 @@ struct TokensPerSecond {
   void operator()(const Verify& w, cudaStream_t stream) {
     const int slot = calls++ % kKept;
     BENCH_CUDA_CHECK(cudaEventRecord(start[slot], stream));
-    kLaunch(w, stream);
+    pass(w, stream);
     BENCH_CUDA_CHECK(cudaEventRecord(stop[slot], stream));
   }
   std::vector<bench::Metric> metrics() {
@@ -113,9 +168,12 @@ struct TokensPerSecond {
       BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start[i], stop[i]));
       seconds.push_back(ms * 1e-3);
     }
-    if (seconds.empty()) return {};
+    std::vector<bench::Metric> out;
+    if constexpr (requires(const Pass& p) { p.metrics(); }) out = pass.metrics();
+    if (seconds.empty()) return out;
     std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
-    return {{"tokens_per_s", tokens / seconds[seconds.size() / 2]}};
+    out.push_back({"tokens_per_s", tokens / seconds[seconds.size() / 2]});
+    return out;
   }
 };
 
@@ -134,8 +192,9 @@ void device_reference(const Verify& w, cudaStream_t stream) {
 }
 
 BENCH_EXAMPLE(ch18, speculative_verify, Verify)
-    .stateful<TokensPerSecond<step_by_step>>(bench::Role::baseline, "step_by_step")
-    .stateful<TokensPerSecond<one_pass>>(bench::Role::optimized, "one_pass")
+    .stateful<TokensPerSecond<StepByStep>>(bench::Role::baseline, "step_by_step")
+    .stateful<TokensPerSecond<OnePass>>(bench::Role::step, "one_pass")
+    .stateful<TokensPerSecond<MmaPass>>(bench::Role::optimized, "mma_pass")
     .reference(reference)
     .device_reference(device_reference)
     .tolerance(bench::relative_l2(3e-3));

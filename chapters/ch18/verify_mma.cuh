@@ -36,7 +36,7 @@ constexpr int kMmaWarps = 4;
 constexpr int kMmaThreads = kMmaWarps * 32;
 constexpr int kMmaTileKeys = 16 * kMmaWarps;         // 64: one m16 tile of keys per warp
 constexpr int kMmaStages = 3;
-constexpr int kRowChunks = kHeadDim * 2 / 16;        // 16-byte chunks per 256-byte row
+constexpr int kMmaRowChunks = kHeadDim * 2 / 16;        // 16-byte chunks per 256-byte row
 constexpr int kMergeStride = kHeadDim + 4;           // floats; +4 spreads a fragment's stores over the banks
 
 struct MmaRing {
@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(kMmaThreads) verify_mma_attention(DecodeArgs a
     uint8_t* k_dst = reinterpret_cast<uint8_t*>(ring.k[i % kMmaStages]);
     uint8_t* v_dst = reinterpret_cast<uint8_t*>(ring.v[i % kMmaStages]);
 #pragma unroll
-    for (int u = 0; u < kMmaTileKeys * kRowChunks / kMmaThreads; ++u) {
-      const int idx = threadIdx.x + u * kMmaThreads, r = idx / kRowChunks, c = idx % kRowChunks;
+    for (int u = 0; u < kMmaTileKeys * kMmaRowChunks / kMmaThreads; ++u) {
+      const int idx = threadIdx.x + u * kMmaThreads, r = idx / kMmaRowChunks, c = idx % kMmaRowChunks;
       const bool inside = key0 + r < end;
       const int64_t src = (inside ? key0 + r : 0) * kHeadDim + c * 8;
       kernels::cp_async::copy16(k_dst + swizzle_256(r, c), k_pair + src, inside ? 16 : 0);

@@ -13,7 +13,8 @@
 //
 // The ladder, each rung one launch pattern over the same inputs:
 //   1. baseline "step_by_step": k launches of the single-query kernel (decode_attention.cuh),
-//      launch i computing draft token i over keys [0, 4097 + i): 8 full reads of the cache (8.6 GB);
+//      launch i computing draft token i over keys [0, 4097 + i): 8 full reads of the cache
+//      (8.6 GB);
 //   2. step "one_pass": one launch of the 8-query CUDA-core kernel (decode_attention.cuh): each
 //      lane loads its 16 bytes of a key's K and V once and uses them for all 8 queries (8 dot
 //      products, 8 online-softmax updates), masking key j for query i when j >= 4097 + i. One read
@@ -31,8 +32,8 @@
 // its second product (as FlashAttention does), which the tolerance below covers.
 // Expected: mma_pass near the read ceiling (~85-95%: ~360-400 us on the H100, ~240-270 us on the
 // H200), 1.8-2.6x over one_pass and 7-8x over the baseline. Not yet run on a GPU: verified by
-// reading and compiling only (sm_90a, 128 registers, no spills), and the fragment indexing (ldmatrix,
-// ldmatrix.trans, movmatrix, mma) by a CPU emulation of the documented layouts.
+// reading and compiling only (sm_90a, 128 registers, no spills), and the fragment indexing
+// (ldmatrix, ldmatrix.trans, movmatrix, mma) by a CPU emulation of the documented layouts.
 // Metric "tokens_per_s": batch x k / the median of the variant's own event-timed launches (the
 // last 32), the verification throughput of a serving step.
 // Bytes: K and V once, q read, out written (the one-pass minimum; the baseline moves 8x this,
@@ -100,7 +101,9 @@ struct StepByStep {
 // 2. one_pass: one launch of the 8-query CUDA-core kernel.
 struct OnePass {
   OnePass(const Verify&, cudaStream_t) {}
-  void operator()(const Verify& w, cudaStream_t stream) const { ch18::launch_decode<kDraft>(w.args(), w.pairs, stream); }
+  void operator()(const Verify& w, cudaStream_t stream) const {
+    ch18::launch_decode<kDraft>(w.args(), w.pairs, stream);
+  }
 };
 // 3. mma_pass: the tensor-core kernel (verify_mma.cuh). Untimed: the shared-memory opt-in, the
 // split count and the partials' scratch. Splits s (1..16, >= 4 tiles each) minimise the waves per
@@ -113,13 +116,16 @@ struct MmaPass {
   int64_t chunk;
   bench::DeviceBuffer<float> part_ml, part_o;
   MmaPass(const Verify& w, cudaStream_t) {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch18::verify_mma_attention, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch18::verify_mma_attention,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           ch18::kMmaSmemBytes));
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch18::verify_mma_attention, cudaFuncAttributePreferredSharedMemoryCarveout,
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch18::verify_mma_attention,
+                                          cudaFuncAttributePreferredSharedMemoryCarveout,
                                           int(cudaSharedmemCarveoutMaxShared)));
-    const int64_t resident = int64_t{kernels::sm_count()} *
-                             std::max(1, kernels::blocks_per_sm(ch18::verify_mma_attention, ch18::kMmaThreads,
-                                                                ch18::kMmaSmemBytes));
+    const int64_t resident =
+        int64_t{kernels::sm_count()} *
+        std::max(1, kernels::blocks_per_sm(ch18::verify_mma_attention, ch18::kMmaThreads,
+                                           ch18::kMmaSmemBytes));
     const int64_t max_splits = std::clamp<int64_t>(w.n_k / (4 * ch18::kMmaTileKeys), 1, 16);
     double best = 1e30;
     for (int64_t s = 1; s <= max_splits; ++s) {
@@ -127,8 +133,9 @@ struct MmaPass {
       if (waves_per_work < best - 1e-9) best = waves_per_work, splits = int(s);
     }
     const int64_t per = (w.n_k + splits - 1) / splits;
-    chunk = (per + ch18::kMmaTileKeys - 1) / ch18::kMmaTileKeys * ch18::kMmaTileKeys;  // whole tiles
-    splits = int((w.n_k + chunk - 1) / chunk);  // rounding the chunk up can leave fewer, never an empty one
+    // Whole tiles a chunk; rounding the chunk up can leave fewer splits, never an empty one.
+    chunk = (per + ch18::kMmaTileKeys - 1) / ch18::kMmaTileKeys * ch18::kMmaTileKeys;
+    splits = int((w.n_k + chunk - 1) / chunk);
     if (splits > 1) {
       part_ml = bench::DeviceBuffer<float>(w.pairs * kDraft * splits * 2);
       part_o = bench::DeviceBuffer<float>(w.pairs * kDraft * splits * kHeadDim);
@@ -137,11 +144,12 @@ struct MmaPass {
   void operator()(const Verify& w, cudaStream_t stream) const {
     ch18::DecodeArgs a = w.args();
     a.part_ml = part_ml.data(), a.part_o = part_o.data(), a.chunk = chunk, a.splits = splits;
-    ch18::verify_mma_attention<<<dim3(unsigned(splits), unsigned(w.pairs)), ch18::kMmaThreads, ch18::kMmaSmemBytes,
-                                   stream>>>(a);
+    ch18::verify_mma_attention<<<dim3(unsigned(splits), unsigned(w.pairs)), ch18::kMmaThreads,
+                                 ch18::kMmaSmemBytes, stream>>>(a);
     BENCH_CHECK_LAUNCH();
     if (splits > 1) {  // the log-sum-exp combine of decode_attention.cuh, same partial layout
-      ch18::merge_splits<kDraft><<<dim3(unsigned(kDraft), unsigned(w.pairs)), kHeadDim, 0, stream>>>(a);
+      ch18::merge_splits<kDraft>
+          <<<dim3(unsigned(kDraft), unsigned(w.pairs)), kHeadDim, 0, stream>>>(a);
       BENCH_CHECK_LAUNCH();
     }
   }
@@ -156,7 +164,8 @@ struct TokensPerSecond {
   std::array<cudaEvent_t, kKept> start{}, stop{};
   int calls = 0;
   double tokens;
-  TokensPerSecond(const Verify& w, cudaStream_t stream) : pass(w, stream), tokens(double(w.batch) * kDraft) {
+  TokensPerSecond(const Verify& w, cudaStream_t stream)
+      : pass(w, stream), tokens(double(w.batch) * kDraft) {
     for (int i = 0; i < kKept; ++i) {
       BENCH_CUDA_CHECK(cudaEventCreate(&start[i]));
       BENCH_CUDA_CHECK(cudaEventCreate(&stop[i]));

@@ -4,22 +4,24 @@
 // queries, exactly the N of mma.sync m16n8k16 (kernels/mma_bf16.cuh has the fragment layouts):
 //   S^T (16 keys x 8 queries)  = K (16 keys x 128)  . Q^T (128 x 8):   8 mma, k = the dimensions;
 //   O^T (128 x 8 queries)     += V^T (128 x 16 keys) . P^T (16 keys x 8): 8 mma, k = the keys.
-// K is the A operand as stored (ldmatrix), V^T the A operand of V stored key-major (ldmatrix.trans),
-// Q^T's B fragments are read once from global memory and stay in 16 registers. The one mismatch:
-// S^T comes out as a C fragment holding (key g, queries 2t, 2t+1) in lane 4g + t, and the second
-// mma wants P^T as a B fragment holding (keys 2t, 2t+1, query g): the transpose of each 8 x 8 half.
-// movmatrix.trans (sm_75+) transposes an 8 x 8 BF16 fragment across the warp in one instruction,
-// so P goes from the first mma to the second in registers: pack to BF16, 2 movmatrix per 16 keys.
+// K is the A operand as stored (ldmatrix), V^T the A operand of V stored key-major
+// (ldmatrix.trans), Q^T's B fragments are read once from global memory and stay in 16 registers.
+// The one mismatch: S^T comes out as a C fragment holding (key g, queries 2t, 2t+1) in lane
+// 4g + t, and the second mma wants P^T as a B fragment holding (keys 2t, 2t+1, query g): the
+// transpose of each 8 x 8 half. movmatrix.trans (sm_75+) transposes an 8 x 8 BF16 fragment across
+// the warp in one instruction, so P goes from the first mma to the second in registers: pack to
+// BF16, 2 movmatrix per 16 keys.
 //
 // One CTA: one pair and one chunk of its keys, 4 warps. K and V arrive in 64-key tiles (32 KB of
 // K and V) through a 3-stage cp.async ring (kernels/async_copy.cuh): two tiles, 64 KB, in flight
 // per CTA while it computes the third; 96 KB of shared memory lets 2 CTAs share an SM, 128 KB in
 // flight per SM against the ~24 KB+ Little's law asks for (3 TB/s x ~1 us / 132 SMs). Warp w
-// takes keys 16w..16w+15 of every tile and keeps its own online softmax (kernels/online_softmax.cuh)
-// per query column in FP32: lane 4g + t holds columns 2t and 2t+1 (m, l, and the O^T fragment of
-// 8 x 4 floats); a column's max runs over the 8 lanes that share t (3 shuffles). At the end the 4
-// warps merge through shared memory (the ring, drained), and the CTA writes o / l or, with several
-// splits, the partial (m, l, o) that ch18::merge_splits folds (decode_attention.cuh's layout).
+// takes keys 16w..16w+15 of every tile and keeps its own online softmax
+// (kernels/online_softmax.cuh) per query column in FP32: lane 4g + t holds columns 2t and 2t+1
+// (m, l, and the O^T fragment of 8 x 4 floats); a column's max runs over the 8 lanes that share t
+// (3 shuffles). At the end the 4 warps merge through shared memory (the ring, drained), and the
+// CTA writes o / l or, with several splits, the partial (m, l, o) that ch18::merge_splits folds
+// (decode_attention.cuh's layout).
 // Rows of the ring are 256 bytes; 16-byte chunk c of row r sits at c ^ (r % 8), so each ldmatrix
 // phase (8 rows, one logical chunk) touches 8 distinct chunks: all 32 banks, no conflict.
 #pragma once
@@ -31,13 +33,13 @@
 
 namespace ch18 {
 
-constexpr int kMmaQueries = 8;                       // = mma's N
+constexpr int kMmaQueries = 8;  // = mma's N
 constexpr int kMmaWarps = 4;
 constexpr int kMmaThreads = kMmaWarps * 32;
-constexpr int kMmaTileKeys = 16 * kMmaWarps;         // 64: one m16 tile of keys per warp
+constexpr int kMmaTileKeys = 16 * kMmaWarps;  // 64: one m16 tile of keys per warp
 constexpr int kMmaStages = 3;
-constexpr int kMmaRowChunks = kHeadDim * 2 / 16;        // 16-byte chunks per 256-byte row
-constexpr int kMergeStride = kHeadDim + 4;           // floats; +4 spreads a fragment's stores over the banks
+constexpr int kMmaRowChunks = kHeadDim * 2 / 16;  // 16-byte chunks per 256-byte row
+constexpr int kMergeStride = kHeadDim + 4;  // floats; +4 spreads a fragment's stores over the banks
 
 struct MmaRing {
   bf16 k[kMmaStages][kMmaTileKeys * kHeadDim];  // 3 x 16 KB
@@ -84,7 +86,8 @@ __global__ void __launch_bounds__(kMmaThreads) verify_mma_attention(DecodeArgs a
     uint8_t* v_dst = reinterpret_cast<uint8_t*>(ring.v[i % kMmaStages]);
 #pragma unroll
     for (int u = 0; u < kMmaTileKeys * kMmaRowChunks / kMmaThreads; ++u) {
-      const int idx = threadIdx.x + u * kMmaThreads, r = idx / kMmaRowChunks, c = idx % kMmaRowChunks;
+      const int idx = threadIdx.x + u * kMmaThreads, r = idx / kMmaRowChunks,
+                c = idx % kMmaRowChunks;
       const bool inside = key0 + r < end;
       const int64_t src = (inside ? key0 + r : 0) * kHeadDim + c * 8;
       kernels::cp_async::copy16(k_dst + swizzle_256(r, c), k_pair + src, inside ? 16 : 0);
@@ -101,19 +104,22 @@ __global__ void __launch_bounds__(kMmaThreads) verify_mma_attention(DecodeArgs a
   uint32_t qb[kHeadDim / 16][2];
   const auto* q_row = reinterpret_cast<const uint32_t*>(a.q + (bh * kMmaQueries + g) * kHeadDim);
 #pragma unroll
-  for (int kk = 0; kk < kHeadDim / 16; ++kk) qb[kk][0] = q_row[8 * kk + t], qb[kk][1] = q_row[8 * kk + 4 + t];
+  for (int kk = 0; kk < kHeadDim / 16; ++kk)
+    qb[kk][0] = q_row[8 * kk + t], qb[kk][1] = q_row[8 * kk + 4 + t];
 
   // Columns h = 0, 1 of this lane are queries 2t + h; query qi sees keys j < visible0 + qi.
   const int64_t visible0 = a.n_k - (kMmaQueries - 1);
   const float scale = kernels::kLog2e / sqrtf(float(kHeadDim));  // scores in log2 units
-  float o[kHeadDim / 16][4] = {}, m[2] = {kernels::kEmptyMax, kernels::kEmptyMax}, l[2] = {0.0f, 0.0f};
+  float o[kHeadDim / 16][4] = {}, m[2] = {kernels::kEmptyMax, kernels::kEmptyMax},
+                     l[2] = {0.0f, 0.0f};
   using kernels::cp_async::smem_addr;
   for (int i = 0; i < tiles; ++i) {
     kernels::cp_async::wait<kMmaStages - 2>();
     __syncthreads();  // tile i landed for every thread; every warp is done with tile i - 1's stage
     if (i + kMmaStages - 1 < tiles) load_tile(i + kMmaStages - 1);  // into tile i - 1's stage
     kernels::cp_async::commit();
-    const uint32_t k_tile = smem_addr(ring.k[i % kMmaStages]), v_tile = smem_addr(ring.v[i % kMmaStages]);
+    const uint32_t k_tile = smem_addr(ring.k[i % kMmaStages]),
+                   v_tile = smem_addr(ring.v[i % kMmaStages]);
     const int row0 = 16 * warp;  // this warp's 16 keys of the tile
 
     // S^T = K Q^T: c0, c1 = (key g; queries 2t, 2t+1), c2, c3 = (key g + 8; the same queries).
@@ -129,7 +135,8 @@ __global__ void __launch_bounds__(kMmaThreads) verify_mma_attention(DecodeArgs a
     float m_new[2] = {m[0], m[1]};
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const bool seen = key + 8 * (e / 2) < visible0 + 2 * t + e % 2;  // also false for keys past n_k
+      const bool seen =
+          key + 8 * (e / 2) < visible0 + 2 * t + e % 2;  // also false for keys past n_k
       s[e] = seen ? s[e] * scale : -INFINITY;
       m_new[e % 2] = fmaxf(m_new[e % 2], s[e]);
     }
@@ -137,23 +144,30 @@ __global__ void __launch_bounds__(kMmaThreads) verify_mma_attention(DecodeArgs a
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
 #pragma unroll
-      for (int mask = 4; mask < 32; mask *= 2) m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(0xffffffffu, m_new[h], mask));
+      for (int mask = 4; mask < 32; mask *= 2)
+        m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(0xffffffffu, m_new[h], mask));
       c[h] = kernels::exp2_ftz(m[h] - m_new[h]);
       m[h] = m_new[h], l[h] *= c[h];
     }
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[e] = kernels::exp2_ftz(s[e] - m[e % 2]), l[e % 2] += s[e];  // p; 0 if masked
+    for (int e = 0; e < 4; ++e)
+      s[e] = kernels::exp2_ftz(s[e] - m[e % 2]), l[e % 2] += s[e];  // p; 0 if masked
 #pragma unroll
-    for (int mt = 0; mt < kHeadDim / 16; ++mt) o[mt][0] *= c[0], o[mt][1] *= c[1], o[mt][2] *= c[0], o[mt][3] *= c[1];
+    for (int mt = 0; mt < kHeadDim / 16; ++mt)
+      o[mt][0] *= c[0], o[mt][1] *= c[1], o[mt][2] *= c[0], o[mt][3] *= c[1];
 
     // O^T += V^T P^T: P^T's B fragments are the transposes of S^T's two 8 x 8 halves, in BF16.
-    const uint32_t pb0 = transpose_8x8(kernels::pack_bf16x2(s[0], s[1]));  // (keys 2t, 2t+1; query g)
-    const uint32_t pb1 = transpose_8x8(kernels::pack_bf16x2(s[2], s[3]));  // (keys 2t + 8, 2t + 9; query g)
+    const uint32_t pb0 =
+        transpose_8x8(kernels::pack_bf16x2(s[0], s[1]));  // (keys 2t, 2t+1; query g)
+    const uint32_t pb1 =
+        transpose_8x8(kernels::pack_bf16x2(s[2], s[3]));  // (keys 2t + 8, 2t + 9; query g)
 #pragma unroll
     for (int mt = 0; mt < kHeadDim / 16; ++mt) {
-      // Matrices 0-3: (dims 0-7, keys 0-7), (dims 8-15, keys 0-7), (dims 0-7, keys 8-15), (8-15, 8-15).
+      // Matrices 0-3: (dims 0-7, keys 0-7), (dims 8-15, keys 0-7), (dims 0-7, keys 8-15), (8-15,
+      // 8-15).
       uint32_t va[4];
-      kernels::ldmatrix_x4_trans(va, v_tile + swizzle_256(row0 + lane % 8 + 8 * (lane / 16), 2 * mt + (lane / 8) % 2));
+      kernels::ldmatrix_x4_trans(
+          va, v_tile + swizzle_256(row0 + lane % 8 + 8 * (lane / 16), 2 * mt + (lane / 8) % 2));
       kernels::mma_bf16_m16n8k16(o[mt], va, pb0, pb1);
     }
   }
@@ -172,7 +186,8 @@ __global__ void __launch_bounds__(kMmaThreads) verify_mma_attention(DecodeArgs a
     for (int e = 0; e < 4; ++e) merge.o[warp][2 * t + e % 2][16 * mt + g + 8 * (e / 2)] = o[mt][e];
   if (g == 0)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) merge.ml[warp][2 * t + h][0] = m[h], merge.ml[warp][2 * t + h][1] = l[h];
+    for (int h = 0; h < 2; ++h)
+      merge.ml[warp][2 * t + h][0] = m[h], merge.ml[warp][2 * t + h][1] = l[h];
   __syncthreads();
   for (int idx = threadIdx.x; idx < kMmaQueries * kHeadDim; idx += kMmaThreads) {
     const int qi = idx / kHeadDim, d = idx % kHeadDim;

@@ -1,6 +1,6 @@
 // ch18/speculative_verify: verifying k draft tokens one decode step at a time reads the KV cache
-// k times; one pass with all k queries shares every K and V load among them, so the k tokens cost
-// about one step's bytes.
+// k times; one pass with all k queries shares every K and V load among them, and on the tensor
+// cores the k queries cost no more per byte than one, so the k tokens cost one read of the cache.
 //
 // The work: a speculative-decoding verification of k = 8 draft tokens for 16 sequences x 32 heads,
 // head_dim 128, 4096 cached keys per sequence. The drafts' own K/V rows are the last 8 rows of the
@@ -8,31 +8,47 @@
 // draft). Outputs: 8 attention outputs per (sequence, head). 1.08 GB of K and V: 21x the L2.
 // The hardware: a decode step is a stream of K and V with 2 FMAs per key and dimension, far below
 // what the SM can compute per byte; re-reading the cache for each draft token pays HBM k times.
+// With k queries the work per byte is k times larger: 16 FMAs per key and dimension at k = 8,
+// more than CUDA cores keep up with at HBM rate, while one mma.sync does 16 x 8 x 16 of them.
 //
-// What changes from baseline to optimized (the decode kernel of kernels/decode_attention.cuh):
-//   1. baseline "step_by_step": k launches of the single-query kernel, launch i computing draft
-//      token i over keys [0, 4097 + i): 8 full reads of the cache (8.6 GB);
-//   2. optimized "one_pass": one launch of the 8-query kernel: each lane loads its 16 bytes of a
-//      key's K and V once and uses them for all 8 queries (8 dot products, 8 online-softmax
-//      updates), masking key j for query i when j >= 4097 + i. One read of the cache.
-// Same arithmetic on both sides (FP32 scores, statistics and accumulators; the same per-key
-// order), so the outputs agree to rounding of the FP32 reassociation only.
-// Expected ratio: the baseline is bound by 8 HBM reads, the optimized one by one read plus 8x the
-// FP32 work and shuffles per byte (8 FMAs + 4 SHFL per query per 16 bytes of K, 8 FMAs per 16 of
-// V): ~4 instructions per byte of K and V in total, which an SM issues at about 2-3x the rate it
-// receives bytes at the HBM ceiling, so the pass should stay near memory-bound: 5-8x was the
-// estimate, not the full 8x. Measured (2026-11-23): 3.94x on the H100, 2.78x on the H200, the one
-// pass at 714 / 691 us on both, 48% / 33% of the read ceiling: not memory-bound, so the
-// estimate's 2-3x issue headroom is not there (what bounds it is not yet profiled).
+// The ladder, each rung one launch pattern over the same inputs:
+//   1. baseline "step_by_step": k launches of the single-query kernel (kernels/decode_attention.cuh),
+//      launch i computing draft token i over keys [0, 4097 + i): 8 full reads of the cache
+//      (8.6 GB);
+//   2. step "one_pass": one launch of the 8-query CUDA-core kernel (kernels/decode_attention.cuh): each
+//      lane loads its 16 bytes of a key's K and V once and uses them for all 8 queries (8 dot
+//      products, 8 online-softmax updates), masking key j for query i when j >= 4097 + i. One read
+//      of the cache, but ~4 instructions per byte and 182 registers (one CTA of 8 warps per SM,
+//      16 KB in flight): measured (2026-11-23) 714 / 691 us on H100 / H200, 48% / 33% of the read
+//      ceiling, not memory-bound (3.94x / 2.78x over the baseline; PyTorch SDPA with the draft mask
+//      takes 407 us on the H100);
+//   3. optimized "mma_pass": the same single read on the tensor cores (verify_mma.cuh): per 16
+//      keys S^T = K Q^T and O^T += V^T P^T are 8 + 8 mma.sync m16n8k16 with N = the 8 queries,
+//      P handed between them in registers by movmatrix.trans; K and V stream through a 3-stage
+//      cp.async ring of 64-key tiles (2 CTAs per SM, up to 128 KB in flight per SM), the causal
+//      mask and the online softmax per query column in FP32; keys split across CTAs when the pairs
+//      do not fill the GPU (metric "splits": 1 at the timing size), merged by log-sum-exp.
+// Scores, statistics and accumulators are FP32 on every rung; mma_pass alone rounds P to BF16 for
+// its second product (as FlashAttention does), which the tolerance below covers.
+// Expected: mma_pass near the read ceiling (~85-95%: ~360-400 us on the H100, ~240-270 us on the
+// H200), 1.8-2.6x over one_pass and 7-8x over the baseline. Not yet run on a GPU: verified by
+// reading and compiling only (sm_90a, 128 registers, no spills), and the fragment indexing
+// (ldmatrix, ldmatrix.trans, movmatrix, mma) by a CPU emulation of the documented layouts.
 // Metric "tokens_per_s": batch x k / the median of the variant's own event-timed launches (the
 // last 32), the verification throughput of a serving step.
-// Bytes: K and V once, q read, out written (the optimized side's minimum; the baseline moves 8x
-// this, which is the point). Held to the HBM read ceiling.
-// Tolerance: relative L2 3e-3, as ch18/flash_decoding: BF16 output rounding (<= 2^-9 relative)
-// plus FP32 sums of ~4100 terms (~1e-6).
+// Bytes: K and V once, q read, out written (the one-pass minimum; the baseline moves 8x this,
+// which is the point). Held to the HBM read ceiling. Flops: only the unmasked q.k and p v.
+// Tolerance: relative L2 3e-3, as ch18/flash_decoding: BF16 output rounding (<= 2^-9 relative,
+// RMS ~1.1e-3) plus FP32 sums of ~4100 terms (~1e-6); mma_pass adds P in BF16: each weight off
+// by <= 2^-9 of itself (RMS ~1.1e-3, the largest, p = 1, exact), independent across keys, so
+// ~1.1e-3 RMS of the output: ~1.6e-3 in all, an estimate rather than a bound (errors all of one
+// sign would reach 3.9e-3; with v of random sign they do not line up).
 //
 //   ./bench compare --chapter ch18 --example speculative_verify
+#include "verify_mma.cuh"
+
 #include <kernels/decode_attention.cuh>
+#include <kernels/occupancy.cuh>
 #include <kernels/reference_attention.cuh>
 
 #include <algorithm>
@@ -73,23 +89,85 @@ struct Verify {
   decode::ContiguousKv kv() const { return {k.data(), v.data(), n_k}; }
 };
 
-void step_by_step(const Verify& w, cudaStream_t stream) {
-  decode::Args a = w.args();
-  for (int i = 0; i < kDraft; ++i) {
-    a.q_first = i;  // one query: sees keys [0, n_k - (kDraft - 1 - i))
-    decode::launch<1>(a, w.kv(), w.pairs, stream);
+// 1. step_by_step: kDraft single-query launches, launch i for draft token i.
+struct StepByStep {
+  StepByStep(const Verify&, cudaStream_t) {}
+  void operator()(const Verify& w, cudaStream_t stream) const {
+    decode::Args a = w.args();
+    for (int i = 0; i < kDraft; ++i) {
+      a.q_first = i;  // one query: sees keys [0, n_k - (kDraft - 1 - i))
+      decode::launch<1>(a, w.kv(), w.pairs, stream);
+    }
   }
-}
-void one_pass(const Verify& w, cudaStream_t stream) { decode::launch<kDraft>(w.args(), w.kv(), w.pairs, stream); }
+};
+// 2. one_pass: one launch of the 8-query CUDA-core kernel.
+struct OnePass {
+  OnePass(const Verify&, cudaStream_t) {}
+  void operator()(const Verify& w, cudaStream_t stream) const {
+    decode::launch<kDraft>(w.args(), w.kv(), w.pairs, stream);
+  }
+};
+// 3. mma_pass: the tensor-core kernel (verify_mma.cuh). Untimed: the shared-memory opt-in, the
+// split count and the partials' scratch. Splits s (1..16, >= 4 tiles each) minimise the waves per
+// unit of work, ceil(pairs s / resident CTAs) / s, the smallest s on a tie: 1 at the timing size
+// (512 pairs, 264 resident CTAs on an H100: 2 waves whatever s), 3 at the verification size (64
+// pairs, 1007 keys: chunks of 384, 384, 239), so the check also covers a partial chunk and
+// merge_splits.
+struct MmaPass {
+  int splits = 1;
+  int64_t chunk;
+  bench::DeviceBuffer<float> part_ml, part_o;
+  MmaPass(const Verify& w, cudaStream_t) {
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch18::verify_mma_attention,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          ch18::kMmaSmemBytes));
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch18::verify_mma_attention,
+                                          cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          int(cudaSharedmemCarveoutMaxShared)));
+    const int64_t resident =
+        int64_t{kernels::sm_count()} *
+        std::max(1, kernels::blocks_per_sm(ch18::verify_mma_attention, ch18::kMmaThreads,
+                                           ch18::kMmaSmemBytes));
+    const int64_t max_splits = std::clamp<int64_t>(w.n_k / (4 * ch18::kMmaTileKeys), 1, 16);
+    double best = 1e30;
+    for (int64_t s = 1; s <= max_splits; ++s) {
+      const double waves_per_work = double((w.pairs * s + resident - 1) / resident) / double(s);
+      if (waves_per_work < best - 1e-9) best = waves_per_work, splits = int(s);
+    }
+    const int64_t per = (w.n_k + splits - 1) / splits;
+    // Whole tiles a chunk; rounding the chunk up can leave fewer splits, never an empty one.
+    chunk = (per + ch18::kMmaTileKeys - 1) / ch18::kMmaTileKeys * ch18::kMmaTileKeys;
+    splits = int((w.n_k + chunk - 1) / chunk);
+    if (splits > 1) {
+      part_ml = bench::DeviceBuffer<float>(w.pairs * kDraft * splits * 2);
+      part_o = bench::DeviceBuffer<float>(w.pairs * kDraft * splits * kHeadDim);
+    }
+  }
+  void operator()(const Verify& w, cudaStream_t stream) const {
+    decode::Args a = w.args();
+    a.part_ml = part_ml.data(), a.part_o = part_o.data(), a.chunk = chunk, a.splits = splits;
+    ch18::verify_mma_attention<<<dim3(unsigned(splits), unsigned(w.pairs)), ch18::kMmaThreads,
+                                 ch18::kMmaSmemBytes, stream>>>(a, w.kv());
+    BENCH_CHECK_LAUNCH();
+    if (splits > 1) {  // the log-sum-exp combine of kernels/decode_attention.cuh, same partial layout
+      decode::merge_splits<kDraft, decode::ContiguousKv>
+          <<<dim3(unsigned(kDraft), unsigned(w.pairs)), kHeadDim, 0, stream>>>(a, w.kv());
+      BENCH_CHECK_LAUNCH();
+    }
+  }
+  std::vector<bench::Metric> metrics() const { return {{"splits", double(splits)}}; }
+};
 
 // A variant that also reports tokens/s from CUDA events around its own launches (the last 32).
-template <void (*kLaunch)(const Verify&, cudaStream_t)>
+template <class Pass>
 struct TokensPerSecond {
   static constexpr int kKept = 32;
+  Pass pass;
   std::array<cudaEvent_t, kKept> start{}, stop{};
   int calls = 0;
   double tokens;
-  TokensPerSecond(const Verify& w, cudaStream_t) : tokens(double(w.batch) * kDraft) {
+  TokensPerSecond(const Verify& w, cudaStream_t stream)
+      : pass(w, stream), tokens(double(w.batch) * kDraft) {
     for (int i = 0; i < kKept; ++i) {
       BENCH_CUDA_CHECK(cudaEventCreate(&start[i]));
       BENCH_CUDA_CHECK(cudaEventCreate(&stop[i]));
@@ -103,7 +181,7 @@ struct TokensPerSecond {
   void operator()(const Verify& w, cudaStream_t stream) {
     const int slot = calls++ % kKept;
     BENCH_CUDA_CHECK(cudaEventRecord(start[slot], stream));
-    kLaunch(w, stream);
+    pass(w, stream);
     BENCH_CUDA_CHECK(cudaEventRecord(stop[slot], stream));
   }
   std::vector<bench::Metric> metrics() {
@@ -114,9 +192,12 @@ struct TokensPerSecond {
       BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start[i], stop[i]));
       seconds.push_back(ms * 1e-3);
     }
-    if (seconds.empty()) return {};
+    std::vector<bench::Metric> out;
+    if constexpr (requires(const Pass& p) { p.metrics(); }) out = pass.metrics();
+    if (seconds.empty()) return out;
     std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
-    return {{"tokens_per_s", tokens / seconds[seconds.size() / 2]}};
+    out.push_back({"tokens_per_s", tokens / seconds[seconds.size() / 2]});
+    return out;
   }
 };
 
@@ -135,8 +216,9 @@ void device_reference(const Verify& w, cudaStream_t stream) {
 }
 
 BENCH_EXAMPLE(ch18, speculative_verify, Verify)
-    .stateful<TokensPerSecond<step_by_step>>(bench::Role::baseline, "step_by_step")
-    .stateful<TokensPerSecond<one_pass>>(bench::Role::optimized, "one_pass")
+    .stateful<TokensPerSecond<StepByStep>>(bench::Role::baseline, "step_by_step")
+    .stateful<TokensPerSecond<OnePass>>(bench::Role::step, "one_pass")
+    .stateful<TokensPerSecond<MmaPass>>(bench::Role::optimized, "mma_pass")
     .reference(reference)
     .device_reference(device_reference)
     .tolerance(bench::relative_l2(3e-3));

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <chrono>
 #include <ctime>
@@ -134,9 +133,7 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
     x.device.l2_bytes = context_integer(context, "l2_bytes");
     x.device.memory_bus_bits = context_integer(context, "memory_bus_bits");
     x.device.memory_clock_khz = context_integer(context, "memory_clock_khz");
-    const auto x_at = card.hardware_key.find("x_");
-    x.device.device_count = x_at != std::string::npos && x_at > 0 && std::isdigit(card.hardware_key[0])
-                                ? std::stoll(card.hardware_key.substr(0, x_at)) : 1;
+    x.device.device_count = gpu_count_of_key(card.hardware_key);
   }
   const std::string date = policy.date.empty() ? now_utc_iso() : policy.date;
   const Provenance provenance{context_string(context, "git_sha"), date, policy.command,

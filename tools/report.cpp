@@ -22,9 +22,8 @@ std::string percent(double fraction) { return fmt::format("{:.1f}%", 100.0 * fra
 // read ceiling, not a TFLOP/s figure the % does not describe. Without a ceiling: flops first.
 std::string throughput(const CaseResult& c, const std::string& ceiling_name) {
   const bool by_bandwidth = !ceiling_name.empty() && ceiling_name == c.bw_ceiling;
-  const bool by_compute = !ceiling_name.empty() && ceiling_name == c.compute_ceiling;
   if (c.bytes > 0 && by_bandwidth) return fmt::format("{:.0f} GB/s", c.gbps);
-  if (c.flops > 0 && (by_compute || c.bytes <= 0 || c.compute_ceiling.size()))
+  if (c.flops > 0 && (c.bytes <= 0 || c.compute_ceiling.size()))
     return fmt::format("{:.1f} TFLOP/s", c.tflops);
   if (c.bytes > 0) return fmt::format("{:.0f} GB/s", c.gbps);
   return "";

@@ -213,9 +213,10 @@ class JitKernel {
 
 // A JitKernel for a stateful variant, with the first-call figures as bench::Metrics. It first
 // looks in the cache before this process has compiled anything: a hit there is a cubin an
-// earlier process left, and its load time is what a second process really pays. Then it
-// compiles once bypassing the cache (what a process with an empty cache pays), and loads the
-// kernel it will launch through the cache. Built in the variant's constructor, so none of it
+// earlier process left, and its load time is what a second process really pays; then it
+// compiles once bypassing the cache (what a process with an empty cache pays). A miss has just
+// compiled, which is that figure, so it does not compile again. Last it loads the kernel it
+// will launch through the cache. Built in the variant's constructor, so none of it
 // is timed.
 //   jit_compile_ms            NVRTC, source to cubin
 //   jit_load_ms               loading that cubin into the context
@@ -230,11 +231,12 @@ class MeasuredJitKernel {
                     const std::vector<std::string>& options) {
     {
       JitKernel first(source, kernel_name, options);
-      if (first.stats().cache_hit) later_process_ = first.stats();
-    }
-    {
-      JitKernel fresh(source, kernel_name, options, JitKernel::Cache::refresh);
-      cold_ = fresh.stats();
+      if (first.stats().cache_hit) {
+        later_process_ = first.stats();
+        cold_ = JitKernel(source, kernel_name, options, JitKernel::Cache::refresh).stats();
+      } else {
+        cold_ = first.stats();  // the miss compiled it (and stored it): already the cold figure
+      }
     }
     kernel_ = std::make_unique<JitKernel>(source, kernel_name, options);
   }

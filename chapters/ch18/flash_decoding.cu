@@ -7,8 +7,9 @@
 // 50 MB L2, so every byte comes from HBM). 32 (sequence, head) pairs is the point: fewer pairs
 // than SMs, the shape where the split pays. flash_decoding_batch2/4 repeat it at batch 2 and 4 to
 // show where it stops paying: at batch 4 the 128 pairs nearly cover the 132 SMs of an H100
-// (1.14x). At batch 8, measured on the H100, both sides read at 97.9% of the ceiling, 0.99x:
-// a pair that can only score NO_SPEEDUP, so it is in the README's table and not registered.
+// (1.14x). At batch 8, measured on the H100, the split side read at 97.9% of the ceiling and the
+// baseline, slightly faster, as close: 0.99x, a pair that can only score NO_SPEEDUP, so it is in
+// the README's table and not registered.
 // The hardware: one SM streams at most ~1/100 of HBM's bandwidth: its loads in flight (Little's
 // law: bytes in flight = bandwidth x latency) and its L1/L2 port cap it. 32 busy SMs of 132 read
 // at a fraction of the ceiling however well each one streams.

@@ -298,11 +298,22 @@ std::optional<Expectations> load_expectations(const std::filesystem::path& file)
   return parse_expectations(read_file(file), file.string());
 }
 
+namespace {
+// Where a machine key's "Nx_" prefix (hardware_key.cpp) ends: 0 for a one-GPU key.
+size_t gpu_count_prefix(const std::string& key) {
+  const auto x_at = key.find("x_");
+  const bool counted = x_at != std::string::npos && x_at > 0 && key.find_first_not_of("0123456789") == x_at;
+  return counted ? x_at + 2 : 0;
+}
+}  // namespace
+
 std::string single_gpu_key(const std::string& hardware_key) {
-  const auto x_at = hardware_key.find("x_");
-  const bool counted = x_at != std::string::npos && x_at > 0 &&
-                       hardware_key.find_first_not_of("0123456789") == x_at;
-  return counted ? hardware_key.substr(x_at + 2) : hardware_key;
+  return hardware_key.substr(gpu_count_prefix(hardware_key));
+}
+
+int64_t gpu_count_of_key(const std::string& hardware_key) {
+  const size_t prefix = gpu_count_prefix(hardware_key);
+  return prefix == 0 ? 1 : std::stoll(hardware_key.substr(0, prefix - 2));
 }
 
 std::optional<Expectations> load_expectations_for(const std::filesystem::path& dir, const std::string& hardware_key,

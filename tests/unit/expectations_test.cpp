@@ -150,6 +150,10 @@ TEST(Expectations, SingleGpuKeyDropsTheGpuCount) {
   EXPECT_EQ(bench::single_gpu_key("8x_h100_80gb_hbm3"), "h100_80gb_hbm3");
   EXPECT_EQ(bench::single_gpu_key("h200"), "h200");
   EXPECT_EQ(bench::single_gpu_key("rtx_4x_ada"), "rtx_4x_ada");  // "4x_" not at the start
+  EXPECT_EQ(bench::gpu_count_of_key("2x_h200"), 2);
+  EXPECT_EQ(bench::gpu_count_of_key("8x_h100_80gb_hbm3"), 8);
+  EXPECT_EQ(bench::gpu_count_of_key("h200"), 1);
+  EXPECT_EQ(bench::gpu_count_of_key("rtx_4x_ada"), 1);
 }
 
 TEST(Expectations, AMultiGpuMachineFallsBackToItsGpusOneGpuFile) {

@@ -88,6 +88,8 @@ Expectations parse_expectations(std::string_view text, const std::string& source
 std::optional<Expectations> load_expectations(const std::filesystem::path& file);
 // The one-GPU key of a machine's key: "2x_h200" -> "h200"; a one-GPU key comes back unchanged.
 std::string single_gpu_key(const std::string& hardware_key);
+// The GPU count a machine's key names: "2x_h200" -> 2, "h200" -> 1.
+int64_t gpu_count_of_key(const std::string& hardware_key);
 // What a run on `hardware_key` is scored against, from `dir`. A machine of N GPUs ("2x_h200")
 // has a file for what only it runs (multi-GPU examples, its link ceilings); an example or ceiling
 // that file lacks comes from the one-GPU file of the same GPU ("h200"), since a one-GPU example

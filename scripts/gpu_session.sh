@@ -10,6 +10,7 @@
 #                          [--no-readme] [--preset default|device] [--sanitize "ch07 ch02"]
 #                          [--peers "scripts/peers/torch_rowwise.py"] [--html]
 #                          [--profile "ch08/occupancy_tuning/baseline ..."] [--metrics "a,b"]
+#                          [--mpi "1073741824 67108868"]
 #
 # --all runs `bench compare --all` (every chapter in one report) instead of --chapters.
 # --sanitize runs `bench sanitize --chapter C` for each chapter named, last.
@@ -17,6 +18,8 @@
 # the compares, in the same session, with --json session/peer_<name>.json.
 # --profile runs `bench profile CASE --set basic` (ncu) for each case named, with --metrics added to
 # the basic set, and prints those metrics from each report into the summary.
+# --mpi runs ch04's MPI form on every GPU of the machine (mpirun -np <GPU count>) at each byte
+# count named, then once with the last rank planted wrong (it must report FAILED naming it).
 # --html adds `--html session/compare_<ch>_<i>.html` to every compare (the HTML report).
 # --preset picks the build the session uses after the README's commands: `default` (the
 # default) reuses build/default, which `./bench test` has just built and tested with every
@@ -43,6 +46,7 @@ export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on the lent machines
 cd "$(dirname "$0")/.."
 
 chapters="" repeats=1 update="" update_runs=1 targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
+mpi_bytes=""
 calibrate=0 calibrate_args="" readme=1 preset=default all=0 sanitize="" labels_given=0 peers="" html=0 profile="" metrics=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -61,6 +65,7 @@ while [ $# -gt 0 ]; do
     --html) html=1; shift ;;
     --profile) profile="$2"; shift 2 ;;
     --metrics) metrics="$2"; shift 2 ;;
+    --mpi) mpi_bytes="$2"; shift 2 ;;
     --no-ctest) run_ctest=0; shift ;;
     --extra) extra="$2"; shift 2 ;;
     --no-readme) readme=0; shift ;;
@@ -154,6 +159,17 @@ for script in $peers; do
   note "peer $name: exit $?, $(( $(date +%s) - t )) s"
   grep -v Warning "$out/peer_$name.log" | tail -n 40 >>"$summary"
 done
+if [ -n "$mpi_bytes" ]; then
+  gpus=$(nvidia-smi -L | grep -c '^GPU')
+  mpi=(mpirun --allow-run-as-root -np "$gpus" -x NCCL_NVLS_ENABLE=0 "build/$preset/chapters/ch04/ch04_mpi")
+  for b in $mpi_bytes; do
+    "${mpi[@]}" --bytes "$b" >"$out/mpi_$b.log" 2>&1
+    note "mpirun -np $gpus ch04_mpi --bytes $b: exit $?: $(grep 'ch04_mpi allreduce' "$out/mpi_$b.log")"
+  done
+  b=${mpi_bytes%% *}
+  "${mpi[@]}" --bytes "$b" --plant-wrong-rank $((gpus - 1)) >"$out/mpi_planted.log" 2>&1
+  note "mpirun -np $gpus ch04_mpi --bytes $b --plant-wrong-rank $((gpus - 1)): exit $?: $(grep 'ch04_mpi allreduce' "$out/mpi_planted.log")"
+fi
 for case in $profile; do
   report="$out/profile/${case//\//.}"
   mkdir -p "$out/profile"

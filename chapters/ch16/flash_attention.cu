@@ -2,12 +2,15 @@
 // matrix seq/head_dim times larger than Q, K and V together; fused into one kernel with an online
 // softmax, the scores never leave registers and attention becomes tensor-core bound.
 //
-// The work: prefill attention forward, out = softmax(Q K^T / sqrt(128)) V, head_dim 128, BF16 in
-// and out, layout [batch][heads][seq][128]; non-causal and causal, at batch 4 x 32 heads x 4096
-// tokens and batch 1 x 32 heads x 8192 tokens (the issue's shapes; each is its own example).
-// The hardware: per (batch, head), S = Q K^T is seq x seq x 128 and O = P V the same: 4 x 128
-// flops per score, on the BF16 tensor cores (~990 TFLOP/s dense on an H100). The score matrix is
-// 4096^2 x 4 bytes = 64 MiB per head, 8.6 GB per call at b4 h32 s4096: far past the 50 MB L2.
+// The work: prefill attention forward, out = softmax(Q K^T / sqrt(d)) V, BF16 in and out, layout
+// [batch][heads][seq][d]; head_dim d = 128, non-causal and causal, at batch 4 x 32 heads x 4096
+// tokens and batch 1 x 32 heads x 8192 tokens (the issue's shapes; each is its own example); and
+// the head_dim 64 twins at b4 h32 s4096 (`_d64`, `_d64_causal`): the same four variants, the
+// kernels templated on d (the tiles below hold at both; see each kernel's file).
+// The hardware: per (batch, head), S = Q K^T is seq x seq x d and O = P V the same: 4 x d flops
+// per score, on the BF16 tensor cores (~990 TFLOP/s dense on an H100). At d64 a score costs half
+// the tensor work and the same softmax work, so exp and max weigh twice as much. The score matrix
+// is 4096^2 x 4 bytes = 64 MiB per head, 8.6 GB per call at b4 h32 s4096: far past the 50 MB L2.
 // The variants (same inputs, same output, same arithmetic per kept score):
 //   1. baseline "materialised": what a framework's math path does. cuBLAS batched GEMM writes
 //      S = Q K^T (FP32: BF16 scores would be off by up to 2^-9 x |s|, ~1% in p at |s| ~ 5, past
@@ -20,31 +23,35 @@
 //      ring, S and the online softmax in registers, P V on mma.sync m16n8k16. Causal: a block
 //      walks only the key tiles at or below its last query (the rest are fully masked) and masks
 //      scores only by key <= query; blocks are launched longest first (the last query block
-//      walks 64 tiles, the first 2), so the short ones fill the tail.
+//      walks 64 tiles, the first 2), so the short ones fill the tail. d64 keeps the 64-key tiles
+//      (ch18's Walk counts them; S stays 32 registers a thread, O halves to 32).
 //   3. step "wgmma_ws" (sm_90a; flash_attention_wgmma.cuh): the Hopper form. A producer
 //      warpgroup's one thread loads Q once and 128-key K and V tiles by TMA into a 2-stage ring;
 //      two consumer warpgroups (64 query rows each) compute S = Q K^T by wgmma from shared memory,
 //      the online softmax in registers, and O += P V by wgmma with P straight from registers:
 //      no ldmatrix, no cp.async address arithmetic, and 64 x 128 x 16 per instruction instead of
-//      16 x 8 x 16. Each consumer waits for each GEMM before its softmax: the tensor cores idle
-//      through every softmax the other consumer does not happen to cover.
+//      16 x 8 x 16 (P V 64 x 64 x 16 at d64; the tiles stay 128 queries x 128 keys). Each
+//      consumer waits for each GEMM before its softmax: the tensor cores idle through every
+//      softmax the other consumer does not happen to cover.
 //   4. optimized "wgmma_pingpong": FlashAttention-3's two overlaps on the same kernel. Within a
 //      consumer, S of tile t and P V of tile t - 1 are issued together and tile t's softmax runs
 //      while P V is on the tensor cores; between consumers, named barriers make them take turns
 //      issuing GEMMs, so one's softmax lines up with the other's GEMMs.
-// Flops: those attention needs, 4 x 128 per visible score: seq^2 per head non-causal,
-// seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric "computed_flops_ratio": the
-// tensor-core flops a variant actually executes over the declared ones (materialised causal ~2:
-// it computes every score; fused causal ~1.03 at s4096: whole diagonal tiles).
+// Flops: those attention needs, 4 x d per visible score (4 x 64 for the twins): seq^2 per head
+// non-causal, seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric
+// "computed_flops_ratio": the tensor-core flops a variant actually executes over the declared
+// ones (materialised causal ~2: it computes every score; fused causal ~1.03 at s4096: whole
+// diagonal tiles; the same at d64, whose tiles are the same).
 // Bytes: Q, K, V read once and O written once (the fused kernel's traffic; the baseline's S and
 // P are its own cost, not the work's).
 // Tolerance: relative L2 5e-3 (as ch18: P and the output each rounded to BF16, ~1.1e-3 rms each).
 // Verification: batch 2 x 3 heads x 333 tokens (a ragged last query block of 77 rows; ragged last
 // key tiles of 13 keys for fa2, 77 for the wgmma rungs; 3 tiles: the ring wraps) against the CPU
-// reference in double; at the timing size against kernels/reference_attention.cuh on the GPU. Not
-// here yet: head_dim 64 twins (the kernels and the references are head_dim 128).
+// reference in double; at the timing size against kernels/reference_attention.cuh on the GPU
+// (reference_attention<64> for the twins).
 //
 //   ./bench compare --chapter ch16 --example flash_attention_b4_s4096
+//   ./bench compare --chapter ch16 --example flash_attention_b4_s4096_d64
 #include <bench/bench.hpp>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -63,13 +70,13 @@
 namespace {
 
 using bf16 = __nv_bfloat16;
-constexpr int kHeadDim = kernels::kFlashHeadDim;  // 128
 constexpr int kSoftmaxThreads = 256;
 // row_softmax keeps a score row in default (48 KiB) shared memory.
 constexpr int64_t kMaxSoftmaxRow = 48 * 1024 / sizeof(float);
 
-template <int64_t kBatch, int64_t kSeq, bool kCausal>
+template <int kD, int64_t kBatch, int64_t kSeq, bool kCausal>
 struct Attention {
+  static constexpr int head_dim = kD;
   static constexpr bool causal = kCausal;
   int64_t batch, heads, seq, bh;
   bench::DeviceSpan<const bf16> q, k, v;
@@ -80,14 +87,14 @@ struct Attention {
         heads(s.size("heads", 32, 3)),
         seq(s.size("seq", kSeq, 333)),
         bh(batch * heads),
-        q(s.input<bf16>("q", bh * seq * kHeadDim, bench::normal(0, 4))),  // a peaked softmax
-        k(s.input<bf16>("k", bh * seq * kHeadDim, bench::uniform(-1, 1))),
-        v(s.input<bf16>("v", bh * seq * kHeadDim, bench::uniform(-1, 1))),
-        out(s.output<bf16>("out", bh * seq * kHeadDim)),
-        declared_flops(4.0 * kHeadDim * double(bh) * visible_scores(seq)) {
+        q(s.input<bf16>("q", bh * seq * kD, bench::normal(0, 4))),  // a peaked softmax
+        k(s.input<bf16>("k", bh * seq * kD, bench::uniform(-1, 1))),
+        v(s.input<bf16>("v", bh * seq * kD, bench::uniform(-1, 1))),
+        out(s.output<bf16>("out", bh * seq * kD)),
+        declared_flops(4.0 * kD * double(bh) * visible_scores(seq)) {
     s.param("causal", kCausal);
     // q, k, v read once; out written once.
-    s.bytes(4.0 * double(bh) * double(seq) * kHeadDim * sizeof(bf16));
+    s.bytes(4.0 * double(bh) * double(seq) * kD * sizeof(bf16));
     s.flops(declared_flops, bench::ceiling::bf16);
   }
   static double visible_scores(int64_t n) {
@@ -126,7 +133,7 @@ class Materialised {
       : scores_(w.bh * w.seq * w.seq),
         probs_(w.bh * w.seq * w.seq),
         workspace_(kWorkspaceBytes),
-        computed_ratio_(4.0 * kHeadDim * double(w.bh) * double(w.seq) * double(w.seq) /
+        computed_ratio_(4.0 * W::head_dim * double(w.bh) * double(w.seq) * double(w.seq) /
                         w.declared_flops) {
     if (w.seq > kMaxSoftmaxRow)
       throw bench::Unsupported("row_softmax keeps a row of at most 12288 scores");
@@ -142,9 +149,9 @@ class Materialised {
   // S^T = K Q^T gives row-major S, and O^T = V^T P^T gives row-major O.
   void operator()(const W& w, cudaStream_t stream) const {
     kernels::check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
-    const int n = int(w.seq), d = kHeadDim;
-    const long long qkv_stride = w.seq * kHeadDim, score_stride = w.seq * w.seq;
-    const float scale = kernels::kLog2e / std::sqrt(float(kHeadDim)), one = 1.0f, zero = 0.0f;
+    const int n = int(w.seq), d = W::head_dim;
+    const long long qkv_stride = w.seq * d, score_stride = w.seq * w.seq;
+    const float scale = kernels::kLog2e / std::sqrt(float(d)), one = 1.0f, zero = 0.0f;
     kernels::check_cublas(
         cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, n, d, &scale, w.k.data(),
                                    CUDA_R_16BF, d, qkv_stride, w.q.data(), CUDA_R_16BF, d,
@@ -191,34 +198,38 @@ struct DenseOrCausalWalk {
   __device__ bool visible(int64_t row, int64_t key) const { return !kCausal || key <= row; }
 };
 
-template <bool kCausal>
+template <int kD, bool kCausal>
 __global__ void __launch_bounds__(kernels::kFlashThreads)
     fa2_mma_sync(const bf16* q, const bf16* k, const bf16* v, bf16* out, int64_t seq) {
   // Causal: the last query block walks the most tiles, so it goes first (blockIdx.x 0).
   const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
-  const int64_t head = blockIdx.y * seq * kHeadDim;
-  kernels::flash_attention_block(q + head, k + head, v + head, out + head, seq, qb,
-                                 DenseOrCausalWalk<kCausal>{seq, qb});
+  const int64_t head = blockIdx.y * seq * kD;
+  kernels::flash_attention_block<kD>(q + head, k + head, v + head, out + head, seq, qb,
+                                     DenseOrCausalWalk<kCausal>{seq, qb});
 }
 
-// Untimed: the shared-memory opt-in (96 KiB) and the tile count the kernel will execute.
+// Untimed: the shared-memory opt-in (96 KiB; 48 KiB at d64) and the tile count the kernel will
+// execute.
 template <class W>
 class Fa2MmaSync {
+  static constexpr int kD = W::head_dim;
+  using Smem = kernels::FlashSmemD<kD>;
+
  public:
   Fa2MmaSync(const W& w, cudaStream_t)
       : blocks_(int((w.seq + kernels::kFlashQueryRows - 1) / kernels::kFlashQueryRows)) {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(fa2_mma_sync<W::causal>,
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(fa2_mma_sync<kD, W::causal>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(sizeof(kernels::FlashSmem))));
-    double tiles = 0;  // every tile is 128 rows x 64 keys, 4 x 128 flops a score
+                                          int(sizeof(Smem))));
+    double tiles = 0;  // every tile is 128 rows x 64 keys, 4 x d flops a score
     for (int qb = 0; qb < blocks_; ++qb) tiles += DenseOrCausalWalk<W::causal>{w.seq, qb}.tiles();
     computed_ratio_ = tiles * double(w.bh) * kernels::kFlashQueryRows * kernels::kFlashKeyTile *
-                      4.0 * kHeadDim / w.declared_flops;
+                      4.0 * kD / w.declared_flops;
   }
   void operator()(const W& w, cudaStream_t stream) const {
-    fa2_mma_sync<W::causal><<<dim3(unsigned(blocks_), unsigned(w.bh)), kernels::kFlashThreads,
-                              sizeof(kernels::FlashSmem), stream>>>(
-        w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.seq);
+    fa2_mma_sync<kD, W::causal>
+        <<<dim3(unsigned(blocks_), unsigned(w.bh)), kernels::kFlashThreads, sizeof(Smem), stream>>>(
+            w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.seq);
     BENCH_CHECK_LAUNCH();
   }
   std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
@@ -232,25 +243,29 @@ class Fa2MmaSync {
 
 template <class W, bool kPingPong>
 class WgmmaWs {
+  static constexpr int kD = W::head_dim;
+  static constexpr size_t kSmemBytes = ch16_wgmma::kSmemBytes<kD>;
+
  public:
-  // Untimed: the 162 KiB shared-memory opt-in and the three tensor maps (fixed buffers).
+  // Untimed: the shared-memory opt-in (162 KiB; 82 KiB at d64) and the three tensor maps (fixed
+  // buffers).
   WgmmaWs(const W& w, cudaStream_t)
-      : map_q_(ch16_wgmma::tile_map(w.q.data(), w.bh * w.seq)),
-        map_k_(ch16_wgmma::tile_map(w.k.data(), w.bh * w.seq)),
-        map_v_(ch16_wgmma::tile_map(w.v.data(), w.bh * w.seq)),
+      : map_q_(ch16_wgmma::tile_map<kD>(w.q.data(), w.bh * w.seq)),
+        map_k_(ch16_wgmma::tile_map<kD>(w.k.data(), w.bh * w.seq)),
+        map_v_(ch16_wgmma::tile_map<kD>(w.v.data(), w.bh * w.seq)),
         blocks_(int((w.seq + ch16_wgmma::kRows - 1) / ch16_wgmma::kRows)) {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch16_wgmma::wgmma_ws<W::causal, kPingPong>,
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch16_wgmma::wgmma_ws<kD, W::causal, kPingPong>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(ch16_wgmma::kSmemBytes)));
+                                          int(kSmemBytes)));
     double tiles = 0;  // every tile is 128 rows x 128 keys
     for (int qb = 0; qb < blocks_; ++qb) tiles += ch16_wgmma::tiles_for<W::causal>(w.seq, qb);
-    computed_ratio_ = tiles * double(w.bh) * ch16_wgmma::kRows * ch16_wgmma::kKeys * 4.0 *
-                      kHeadDim / w.declared_flops;
+    computed_ratio_ =
+        tiles * double(w.bh) * ch16_wgmma::kRows * ch16_wgmma::kKeys * 4.0 * kD / w.declared_flops;
   }
   void operator()(const W& w, cudaStream_t stream) const {
-    ch16_wgmma::wgmma_ws<W::causal, kPingPong>
-        <<<dim3(unsigned(blocks_), unsigned(w.bh)), ch16_wgmma::kThreads, ch16_wgmma::kSmemBytes,
-           stream>>>(map_q_, map_k_, map_v_, w.out.data(), w.seq);
+    ch16_wgmma::wgmma_ws<kD, W::causal, kPingPong>
+        <<<dim3(unsigned(blocks_), unsigned(w.bh)), ch16_wgmma::kThreads, kSmemBytes, stream>>>(
+            map_q_, map_k_, map_v_, w.out.data(), w.seq);
     BENCH_CHECK_LAUNCH();
   }
   std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
@@ -269,13 +284,14 @@ struct CausalMask {
 };
 template <class W>
 void reference(const W& w, bench::HostData& h) {
-  kernels::reference_attention(h.input<bf16>("q"), h.input<bf16>("k"), h.input<bf16>("v"),
-                               h.expected("out"), w.bh, w.seq, w.seq, CausalMask<W::causal>{});
+  kernels::reference_attention<W::head_dim>(h.input<bf16>("q"), h.input<bf16>("k"),
+                                            h.input<bf16>("v"), h.expected("out"), w.bh, w.seq,
+                                            w.seq, CausalMask<W::causal>{});
 }
 template <class W>
 void device_reference(const W& w, cudaStream_t stream) {
-  kernels::reference_attention(w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.bh, w.seq, w.seq,
-                               CausalMask<W::causal>{}, stream);
+  kernels::reference_attention<W::head_dim>(w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.bh,
+                                            w.seq, w.seq, CausalMask<W::causal>{}, stream);
 }
 
 #define CH16_FLASH_ATTENTION(name, W)                                                              \
@@ -289,13 +305,17 @@ void device_reference(const W& w, cudaStream_t stream) {
       .tolerance(bench::relative_l2(5e-3))                                                         \
       .mode(bench::Mode::sustained)
 
-using B4S4096 = Attention<4, 4096, false>;
-using B4S4096Causal = Attention<4, 4096, true>;
-using B1S8192 = Attention<1, 8192, false>;
-using B1S8192Causal = Attention<1, 8192, true>;
+using B4S4096 = Attention<128, 4, 4096, false>;
+using B4S4096Causal = Attention<128, 4, 4096, true>;
+using B1S8192 = Attention<128, 1, 8192, false>;
+using B1S8192Causal = Attention<128, 1, 8192, true>;
+using B4S4096D64 = Attention<64, 4, 4096, false>;
+using B4S4096D64Causal = Attention<64, 4, 4096, true>;
 CH16_FLASH_ATTENTION(flash_attention_b4_s4096, B4S4096);
 CH16_FLASH_ATTENTION(flash_attention_b4_s4096_causal, B4S4096Causal);
 CH16_FLASH_ATTENTION(flash_attention_b1_s8192, B1S8192);
 CH16_FLASH_ATTENTION(flash_attention_b1_s8192_causal, B1S8192Causal);
+CH16_FLASH_ATTENTION(flash_attention_b4_s4096_d64, B4S4096D64);
+CH16_FLASH_ATTENTION(flash_attention_b4_s4096_d64_causal, B4S4096D64Causal);
 
 }  // namespace

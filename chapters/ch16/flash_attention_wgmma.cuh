@@ -1,22 +1,28 @@
 // ch16/flash_attention_wgmma.cuh: the Hopper rungs of flash_attention.cu (sm_90a only), in a file
 // of their own to keep each under a screenful of ideas. Included by flash_attention.cu alone.
 //
+// Templated on the head dim kD: 128, or 64 for the d64 twins (same tiles, same schedule).
 // A CTA: 128 query rows of one head, 3 warpgroups.
-//   producer (warpgroup 0, one thread): TMA loads Q once (128 x 128) and then, per 128-key tile,
+//   producer (warpgroup 0, one thread): TMA loads Q once (128 x kD) and then, per 128-key tile,
 //     K and V into a 2-stage ring. K and V have barriers of their own both ways: S can start
 //     before V has landed, and a K stage is refilled as soon as both consumers' S = Q K^T is done
 //     with it, while V waits for P V.
 //   consumers (warpgroups 1, 2: 64 query rows each), per tile:
-//     S (64 x 128) = Q K^T: 8 wgmma m64n128k16, both operands from shared memory (K-major);
+//     S (64 x 128) = Q K^T: kD / 16 wgmma m64n128k16, both operands from shared memory (K-major);
 //     the online softmax on S's fragments (the same quad-of-lanes row layout as mma.sync);
 //     P packed to BF16 in registers, which is wgmma's register A operand as it stands;
-//     O (64 x 128, FP32) += P V: 8 wgmma with A from registers, V from shared memory MN-major
-//     (V is stored [key][dim]: dim contiguous, so the descriptor says N-major, imm-trans-b = 1).
+//     O (64 x kD, FP32) += P V: 8 wgmma (m64n128k16; m64n64k16 at d64) with A from registers, V
+//     from shared memory MN-major (V is stored [key][dim]: dim contiguous, so the descriptor says
+//     N-major, imm-trans-b = 1).
 //   setmaxnreg: 384 threads launch with 168 registers each; the producer drops to 24 and the
-//   consumers rise to 240 (24 x 128 + 240 x 256 = 64,512 of 65,536).
-// Shared memory, all in the 128-byte swizzle that TMA writes and wgmma reads: a 128-row x 128-dim
-// BF16 tile is two 64-column boxes ([half][row][64]), 16 KiB each, each row 128 bytes.
-// Q 32 KiB + 2 stages x (K 32 + V 32 KiB) = 160 KiB, one CTA per SM.
+//   consumers rise to 240 (24 x 128 + 240 x 256 = 64,512 of 65,536; d64's consumers need fewer,
+//   but the 168 at launch keeps it at one CTA per SM all the same).
+// Shared memory, all in the 128-byte swizzle that TMA writes and wgmma reads: a 128-row x kD BF16
+// tile is kD / 64 boxes of 64 columns ([box][row][64]), 16 KiB each, each row 128 bytes: d128 two
+// boxes, d64 one (a d64 row is exactly one 128-byte swizzle row; the V descriptor's LBO, the
+// distance to the next box, then goes unused). Q 32 KiB + 2 stages x (K 32 + V 32 KiB) = 160 KiB
+// at d128; half that at d64 (still one CTA per SM, by registers; the tiles stay 128 x 128 so the
+// causal walk and the schedule are the d128 ones, and P V stays 8 k16 steps).
 // Two consumer schedules (kPingPong):
 //   false ("wgmma_ws"): S, wait, softmax, P V, wait, per tile. The tensor cores idle through each
 //     softmax unless the other warpgroup happens to be issuing then;
@@ -42,26 +48,29 @@ using bf16 = __nv_bfloat16;
 namespace tma = kernels::tma;
 namespace wgmma = kernels::wgmma;
 
-constexpr int kHeadDim = 128;
 constexpr int kRows = 128;  // query rows per CTA: 2 consumers x 64
 constexpr int kKeys = 128;  // keys per tile
 constexpr int kHalf = 64;   // head-dim columns per 128-byte swizzle row (one TMA box)
 constexpr int kStages = 2;
 constexpr int kWarpgroup = 128, kConsumers = 2, kThreads = (1 + kConsumers) * kWarpgroup;
-constexpr uint32_t kTileBytes = kKeys * kHeadDim * sizeof(bf16);  // 32 KiB: Q, or a K or V tile
-constexpr uint32_t kHalfBytes = kTileBytes / 2;                   // one 64-column box
+constexpr uint32_t kBoxBytes = kKeys * kHalf * sizeof(bf16);  // 16 KiB: one 64-column box
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
 static_assert(kRows == kKeys, "causal: query block qb ends inside key tile qb");
 static_assert(kProducerRegisters * kWarpgroup + kConsumerRegisters * kConsumers * kWarpgroup <=
               65536);
 
+template <int kD>
 struct alignas(1024) Smem {
-  bf16 q[2][kRows * kHalf];           // [half][row][64]
-  bf16 k[kStages][2][kKeys * kHalf];  // [stage][half][key][64]
-  bf16 v[kStages][2][kKeys * kHalf];
+  static_assert(kD == 64 || kD == 128, "one or two 64-column boxes a row");
+  static constexpr int kBoxes = kD / kHalf;                   // 64-column boxes per row
+  static constexpr uint32_t kTileBytes = kBoxes * kBoxBytes;  // Q, or a K or V tile
+  bf16 q[kBoxes][kRows * kHalf];                              // [box][row][64]
+  bf16 k[kStages][kBoxes][kKeys * kHalf];                     // [stage][box][key][64]
+  bf16 v[kStages][kBoxes][kKeys * kHalf];                     // the same
   uint64_t q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
 };
-constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the dynamic base
+template <int kD>
+constexpr size_t kSmemBytes = sizeof(Smem<kD>) + 1024;  // + room to align the dynamic base
 
 // Key tiles query block qb walks: all, or (causal) those at or below its last row.
 template <bool kCausal>
@@ -71,25 +80,33 @@ __host__ __device__ inline int tiles_for(int64_t seq, int qb) {
 }
 
 // S = Q K^T for consumer cw's 64 rows from stage s, queued as one wgmma group (not waited): over
-// head_dim in 8 k16 steps, +32 bytes along the swizzled rows, the second 64-column box from 4 on.
-__device__ __forceinline__ void issue_scores(float (&sc)[64], Smem& sm, int cw, int s) {
+// head_dim in kD / 16 k16 steps, +32 bytes along the swizzled rows, (d128) the second box from 4
+// on.
+template <int kD>
+__device__ __forceinline__ void issue_scores(float (&sc)[64], Smem<kD>& sm, int cw, int s) {
   wgmma::fence();
 #pragma unroll
-  for (int kk = 0; kk < kHeadDim / 16; ++kk)
+  for (int kk = 0; kk < kD / 16; ++kk)
     wgmma::mma_m64n128k16_bf16(
         sc, wgmma::descriptor_k_major_sw128(&sm.q[kk / 4][cw * 64 * kHalf + (kk % 4) * 16]),
         wgmma::descriptor_k_major_sw128(&sm.k[s][kk / 4][(kk % 4) * 16]), kk > 0);
   wgmma::commit();
 }
 
-// O += P V from stage s, one wgmma group: 8 k16 steps of 16 keys (2048 bytes of each box).
-__device__ __forceinline__ void issue_pv(float (&o)[64], const uint32_t (&pa)[kKeys / 16][4],
-                                         Smem& sm, int s) {
+// O += P V from stage s, one wgmma group: 8 k16 steps of 16 keys (2048 bytes of each box); N = kD
+// is one m64n128k16 (d128: LBO to the second box) or one m64n64k16 (d64).
+template <int kD>
+__device__ __forceinline__ void issue_pv(float (&o)[kD / 2], const uint32_t (&pa)[kKeys / 16][4],
+                                         Smem<kD>& sm, int s) {
   wgmma::fence();
 #pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk)
-    wgmma::mma_m64n128k16_bf16_a_regs(
-        o, pa[kk], wgmma::descriptor_mn_major_sw128(&sm.v[s][0][kk * 16 * kHalf], kHalfBytes), 1);
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    const uint64_t v = wgmma::descriptor_mn_major_sw128(&sm.v[s][0][kk * 16 * kHalf], kBoxBytes);
+    if constexpr (kD == 128)
+      wgmma::mma_m64n128k16_bf16_a_regs(o, pa[kk], v, 1);
+    else
+      wgmma::mma_m64n64k16_bf16_a_regs(o, pa[kk], v, 1);
+  }
   wgmma::commit();
 }
 
@@ -101,7 +118,7 @@ __device__ __forceinline__ void release(uint64_t* empty) {
 // Online softmax of tile t, in place: sc becomes P (FP32, relative to the new running max), m and
 // l advance, and c is the factor O must be rescaled by before P V. sc[4i + e] is row
 // row0 + 8 (e / 2), key t * 128 + 8 i + 2 (lane % 4) + e % 2.
-template <bool kCausal>
+template <int kD, bool kCausal>
 __device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], float (&l)[2],
                                              float (&c)[2], int t, int tiles, int64_t seq,
                                              int64_t row0) {
@@ -115,7 +132,7 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], flo
       if (key >= seq || (kCausal && key > row0 + 8 * ((i % 4) / 2))) sc[i] = -INFINITY;
     }
   }
-  const float scale = kernels::kLog2e / sqrtf(float(kHeadDim));
+  const float scale = kernels::kLog2e / sqrtf(float(kD));
   float m_new[2] = {m[0], m[1]};
 #pragma unroll
   for (int i = 0; i < 64; ++i)
@@ -134,11 +151,12 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], flo
 
 // Once no P V group is in flight: O *= c, and P packed to BF16 as the A operand of the next P V
 // (keys 16 kk .. 16 kk + 15 are column groups 2 kk and 2 kk + 1).
-__device__ __forceinline__ void rescale_and_pack(float (&o)[64], const float (&c)[2],
+template <int kD>
+__device__ __forceinline__ void rescale_and_pack(float (&o)[kD / 2], const float (&c)[2],
                                                  const float (&sc)[64],
                                                  uint32_t (&pa)[kKeys / 16][4]) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] *= c[(i % 4) / 2];
+  for (int i = 0; i < kD / 2; ++i) o[i] *= c[(i % 4) / 2];
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk)
 #pragma unroll
@@ -156,15 +174,16 @@ __device__ __forceinline__ void pass_turn(int cw) {
 }
 
 // One consumer warpgroup (cw = 0, 1): rows qb * 128 + cw * 64 .. + 63 of this head.
-template <bool kCausal, bool kPingPong>
-__device__ __forceinline__ void consume(Smem& sm, int cw, int qb, int tiles, int64_t seq,
+template <int kD, bool kCausal, bool kPingPong>
+__device__ __forceinline__ void consume(Smem<kD>& sm, int cw, int qb, int tiles, int64_t seq,
                                         bf16* out) {
   const int warp = (threadIdx.x % kWarpgroup) / 32, lane = threadIdx.x % 32;
   const int64_t row0 = int64_t{qb} * kRows + cw * 64 + warp * 16 + lane / 4;  // and row0 + 8
-  float o[64], sc[64], m[2] = {kernels::kEmptyMax, kernels::kEmptyMax}, l[2] = {0.0f, 0.0f}, c[2];
+  float o[kD / 2], sc[64];
+  float m[2] = {kernels::kEmptyMax, kernels::kEmptyMax}, l[2] = {0.0f, 0.0f}, c[2];
   uint32_t pa[kKeys / 16][4];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  for (int i = 0; i < kD / 2; ++i) o[i] = 0.0f;
   tma::wait_parity(&sm.q_full, 0);
   if constexpr (!kPingPong) {
     for (int t = 0; t < tiles; ++t) {
@@ -174,8 +193,8 @@ __device__ __forceinline__ void consume(Smem& sm, int cw, int qb, int tiles, int
       issue_scores(sc, sm, cw, s);
       wgmma::wait<0>();
       release(&sm.k_empty[s]);
-      softmax_tile<kCausal>(sc, m, l, c, t, tiles, seq, row0);
-      rescale_and_pack(o, c, sc, pa);  // the previous P V group has completed
+      softmax_tile<kD, kCausal>(sc, m, l, c, t, tiles, seq, row0);
+      rescale_and_pack<kD>(o, c, sc, pa);  // the previous P V group has completed
       tma::wait_parity(&sm.v_full[s], parity);
       issue_pv(o, pa, sm, s);
       wgmma::wait<0>();
@@ -191,8 +210,8 @@ __device__ __forceinline__ void consume(Smem& sm, int cw, int qb, int tiles, int
     issue_scores(sc, sm, cw, 0);
     wgmma::wait<0>();
     release(&sm.k_empty[0]);
-    softmax_tile<kCausal>(sc, m, l, c, 0, tiles, seq, row0);
-    rescale_and_pack(o, c, sc, pa);
+    softmax_tile<kD, kCausal>(sc, m, l, c, 0, tiles, seq, row0);
+    rescale_and_pack<kD>(o, c, sc, pa);
     for (int t = 1; t < tiles; ++t) {
       const int s = t % kStages, prev = (t - 1) % kStages;
       wait_turn(cw);
@@ -203,10 +222,10 @@ __device__ __forceinline__ void consume(Smem& sm, int cw, int qb, int tiles, int
       if (cw == 0 || t + 1 < tiles) pass_turn(cw);
       wgmma::wait<1>();  // S (the older group) is done; P V may still run
       release(&sm.k_empty[s]);
-      softmax_tile<kCausal>(sc, m, l, c, t, tiles, seq, row0);
+      softmax_tile<kD, kCausal>(sc, m, l, c, t, tiles, seq, row0);
       wgmma::wait<0>();
       release(&sm.v_empty[prev]);
-      rescale_and_pack(o, c, sc, pa);
+      rescale_and_pack<kD>(o, c, sc, pa);
     }
     const int last = (tiles - 1) % kStages;
     tma::wait_parity(&sm.v_full[last], ((tiles - 1) / kStages) & 1);
@@ -214,19 +233,19 @@ __device__ __forceinline__ void consume(Smem& sm, int cw, int qb, int tiles, int
     wgmma::wait<0>();
     release(&sm.v_empty[last]);
   }
-  kernels::flash_store_rows(l, row0, seq, out, [&](int j, int e) { return o[4 * j + e]; });
+  kernels::flash_store_rows<kD>(l, row0, seq, out, [&](int j, int e) { return o[4 * j + e]; });
 }
 
-// Q, K, V as [batch * heads * seq][128] maps in 128 x 64 boxes: a head's last tile may run into
+// Q, K, V as [batch * heads * seq][kD] maps in 128 x 64 boxes: a head's last tile may run into
 // the next head's rows, which the key < seq mask (scores) and the row < seq store (queries) ignore.
-template <bool kCausal, bool kPingPong>
+template <int kD, bool kCausal, bool kPingPong>
 __global__ void __launch_bounds__(kThreads, 1)
     wgmma_ws(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
              const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq) {
 #if BENCH_SM90A_DEVICE
   extern __shared__ uint8_t wgmma_smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(wgmma_smem_raw) + 1023) &
-                                      ~uintptr_t{1023});
+  Smem<kD>& sm = *reinterpret_cast<Smem<kD>*>((reinterpret_cast<uintptr_t>(wgmma_smem_raw) + 1023) &
+                                              ~uintptr_t{1023});
   // Causal: the last query block walks the most tiles, so it goes first (blockIdx.x 0).
   const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
   const int head_row = int(blockIdx.y * seq);  // this head's first row in the maps
@@ -245,34 +264,35 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x / kWarpgroup == 0) {
     wgmma::shrink_registers<kProducerRegisters>();
     if (threadIdx.x == 0) {
-      tma::arrive_expect_tx(&sm.q_full, kTileBytes);
-      for (int h = 0; h < 2; ++h)
+      tma::arrive_expect_tx(&sm.q_full, Smem<kD>::kTileBytes);
+      for (int h = 0; h < Smem<kD>::kBoxes; ++h)
         tma::load_2d(sm.q[h], &map_q, h * kHalf, head_row + qb * kRows, &sm.q_full);
       for (int t = 0; t < tiles; ++t) {
         const int s = t % kStages, key_row = head_row + t * kKeys;
         const uint32_t reuse_parity = ((t / kStages) - 1) & 1;  // the release of tile t - kStages
         if (t >= kStages) tma::wait_parity(&sm.k_empty[s], reuse_parity);
-        tma::arrive_expect_tx(&sm.k_full[s], kTileBytes);
-        for (int h = 0; h < 2; ++h)
+        tma::arrive_expect_tx(&sm.k_full[s], Smem<kD>::kTileBytes);
+        for (int h = 0; h < Smem<kD>::kBoxes; ++h)
           tma::load_2d(sm.k[s][h], &map_k, h * kHalf, key_row, &sm.k_full[s]);
         if (t >= kStages) tma::wait_parity(&sm.v_empty[s], reuse_parity);
-        tma::arrive_expect_tx(&sm.v_full[s], kTileBytes);
-        for (int h = 0; h < 2; ++h)
+        tma::arrive_expect_tx(&sm.v_full[s], Smem<kD>::kTileBytes);
+        for (int h = 0; h < Smem<kD>::kBoxes; ++h)
           tma::load_2d(sm.v[s][h], &map_v, h * kHalf, key_row, &sm.v_full[s]);
       }
     }
   } else {
     wgmma::grow_registers<kConsumerRegisters>();
-    consume<kCausal, kPingPong>(sm, threadIdx.x / kWarpgroup - 1, qb, tiles, seq,
-                                out + int64_t{blockIdx.y} * seq * kHeadDim);
+    consume<kD, kCausal, kPingPong>(sm, threadIdx.x / kWarpgroup - 1, qb, tiles, seq,
+                                    out + int64_t{blockIdx.y} * seq * kD);
   }
 #endif
 }
 
-// Host: a [rows][128] BF16 matrix in 128-row x 64-column boxes, 128-byte swizzled.
+// Host: a [rows][kD] BF16 matrix in 128-row x 64-column boxes, 128-byte swizzled.
+template <int kD>
 inline CUtensorMap tile_map(const bf16* base, int64_t rows) {
-  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), base, uint64_t(rows),
-                          kHeadDim, kKeys, kHalf, CU_TENSOR_MAP_SWIZZLE_128B);
+  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), base, uint64_t(rows), kD,
+                          kKeys, kHalf, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 }  // namespace ch16_wgmma

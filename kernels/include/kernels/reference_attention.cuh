@@ -1,11 +1,12 @@
 // kernels/reference_attention.cuh: plain, trusted attention out = softmax(q k^T / sqrt(d)) v with
 // any key mask, on the GPU (an example's .device_reference at its timing size) and on the CPU in
-// double (its .reference at the verification size). Head dimension 128.
+// double (its .reference at the verification size). Head dimension kDim: 128 unless named (ch16's
+// d64 twins call reference_attention<64>).
 //
-// Layout, per (batch, head) pair bh: q and out [bh][n_q][128], k and v [bh][n_k][128], BF16.
+// Layout, per (batch, head) pair bh: q and out [bh][n_q][kDim], k and v [bh][n_k][kDim], BF16.
 // `visible(qi, kj)` says whether query qi sees key kj (host and device callable); every query
 // must see at least one key. The GPU version: one CTA per (query, bh), a thread per output
-// dimension; keys in tiles of 128, one thread per key for the score (FP32 FMAs, accurate expf),
+// dimension; keys in tiles of kDim, one thread per key for the score (FP32 FMAs, accurate expf),
 // the tile's max and sum by block reduction. Slow (a few TFLOP/s) and plainly right.
 #pragma once
 
@@ -23,12 +24,12 @@ namespace kernels {
 inline constexpr int kRefHeadDim = 128;
 
 namespace detail {
-template <class Visible>
-__global__ void __launch_bounds__(kRefHeadDim)
+template <int kDim, class Visible>
+__global__ void __launch_bounds__(kDim)
     reference_attention(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
                         const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ out,
                         int64_t n_q, int64_t n_k, Visible visible) {
-  constexpr int d = kRefHeadDim;
+  constexpr int d = kDim;
   const int64_t qi = blockIdx.x, bh = blockIdx.y;
   const int t = threadIdx.x;
   __shared__ float q_row[d], p_tile[d];
@@ -61,21 +62,21 @@ __global__ void __launch_bounds__(kRefHeadDim)
 }
 }  // namespace detail
 
-template <class Visible>
+template <int kDim = kRefHeadDim, class Visible>
 void reference_attention(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                          __nv_bfloat16* out, int64_t bh, int64_t n_q, int64_t n_k, Visible visible,
                          cudaStream_t stream) {
-  detail::reference_attention<<<dim3(unsigned(n_q), unsigned(bh)), kRefHeadDim, 0, stream>>>(
-      q, k, v, out, n_q, n_k, visible);
+  detail::reference_attention<kDim>
+      <<<dim3(unsigned(n_q), unsigned(bh)), kDim, 0, stream>>>(q, k, v, out, n_q, n_k, visible);
   BENCH_CHECK_LAUNCH();
 }
 
-// The same in double from the BF16 inputs, into `out` [bh][n_q][128].
-template <class Visible>
+// The same in double from the BF16 inputs, into `out` [bh][n_q][kDim].
+template <int kDim = kRefHeadDim, class Visible>
 void reference_attention(std::span<const __nv_bfloat16> q, std::span<const __nv_bfloat16> k,
                          std::span<const __nv_bfloat16> v, std::span<double> out, int64_t bh,
                          int64_t n_q, int64_t n_k, Visible visible) {
-  constexpr int d = kRefHeadDim;
+  constexpr int d = kDim;
   std::vector<double> s(static_cast<std::size_t>(n_k));
   for (int64_t b = 0; b < bh; ++b)
     for (int64_t i = 0; i < n_q; ++i) {

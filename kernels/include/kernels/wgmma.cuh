@@ -97,21 +97,26 @@ __device__ __forceinline__ void store_m64n256_bf16(const float (&acc)[128],
 // --- Attention's shapes (ch16/flash_attention): m64n128k16, FP32 accumulators d[64] ---------------
 // Fragment layout of d: as store_m64n256_bf16 says, with 16 column groups instead of 32.
 
-// The 64 FP32 accumulators of an m64n128 wgmma: their operand list (%0..%63) and constraints.
-#define BENCH_WGMMA_ACC64_REGS \
+// The FP32 accumulators of an m64n64 wgmma (32) and of an m64n128 one (64, the first 32 the same):
+// their operand lists (%0..%31, %0..%63) and constraints, laid out by hand.
+// clang-format off
+#define BENCH_WGMMA_ACC32_REGS \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define BENCH_WGMMA_ACC64_REGS BENCH_WGMMA_ACC32_REGS ", " \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define BENCH_WGMMA_ACC64(d) \
+#define BENCH_WGMMA_ACC32(d) \
       "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define BENCH_WGMMA_ACC64(d) BENCH_WGMMA_ACC32(d), \
       "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+// clang-format on
 
 // Descriptor of an MN-major tile (the B operand of O += P V, V stored [key][dim]) written by TMA in
 // the 128-byte swizzle: each K row (key) holds 64 contiguous BF16 of N (dim), 8 K rows make one
@@ -152,6 +157,26 @@ __device__ __forceinline__ void mma_m64n128k16_bf16_a_regs(float (&d)[64], const
       "}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
       : BENCH_WGMMA_ACC64(d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b_mn_major), "r"(accumulate));
+}
+
+// --- head_dim 64 (ch16/flash_attention's d64 twins): O += P V is m64n64k16, d[32] -------------
+// Fragment layout of d: as above, with 8 column groups. S = Q K^T stays m64n128k16 (128 keys).
+
+// d (64 x 64, FP32) += A (64 x 16, BF16, in registers) * B (16 x 64), B MN-major in shared memory:
+// mma_m64n128k16_bf16_a_regs at half the width. With N = 64 a key row of B is one 128-byte swizzle
+// row, so the descriptor's LBO (the next 64 columns) is never used.
+__device__ __forceinline__ void mma_m64n64k16_bf16_a_regs(float (&d)[32], const uint32_t (&a)[4],
+                                                          uint64_t desc_b_mn_major,
+                                                          int accumulate) {
+  // clang-format off
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      BENCH_WGMMA_ACC32_REGS
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : BENCH_WGMMA_ACC32(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b_mn_major), "r"(accumulate));
+  // clang-format on
 }
 
 // Register reallocation between warpgroups (setmaxnreg): every warp of a warpgroup executes the

@@ -29,6 +29,10 @@ TEST(Cli, BadUsageExitsTwo) {
   EXPECT_EQ(run({"compare", "--from-results", "x.json", "--repetitions", "3"}), 2);  // a saved run is not rerun
   EXPECT_EQ(run({"run"}), 2);
   EXPECT_EQ(run({"run", "--chapter", "ch07", "--variant", "optimized"}), 2);
+  // An empty name used to select every example; now it is refused.
+  EXPECT_EQ(run({"compare", "--chapter", "ch07", "--example", ""}, &err), 2);
+  EXPECT_NE(err.find("an empty example name"), std::string::npos) << err;
+  EXPECT_EQ(run({"sanitize", "--chapter", "ch07", "--example", ""}), 2);
   EXPECT_EQ(run({"expectations"}), 2);
   EXPECT_EQ(run({"expectations", "diff", "only_one.json"}), 2);
 }

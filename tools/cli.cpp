@@ -96,10 +96,34 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   ExpectationsOptions expectations;
   auto* expectations_cmd = app.add_subcommand("expectations", "inspect expectations files");
   expectations_cmd->require_subcommand(1);
-  for (const char* action : {"show", "diff", "validate"}) {
-    auto* sub = expectations_cmd->add_subcommand(action, std::string(action) + " expectations files");
-    sub->add_option("files", expectations.files, "files (default: every file in the expectations folder)");
-    sub->callback([&expectations, action] { expectations.action = action; });
+  // What each action does (tools/expectations_command.cpp), and what its files are.
+  struct Action {
+    const char *name, *help, *files;
+  };
+  const Action actions[] = {
+      {"show",
+       "print each file's hardware key and device, its ceilings (value, unit, noise, date) and its "
+       "examples "
+       "(speedup +- tolerance, % of ceiling, provenance, each variant's median and noise)",
+       "files (default: every .json in the expectations folder)"},
+      {"diff",
+       "compare two files field by field and print each difference on a line: `+ path: value` only "
+       "in NEW, "
+       "`~ path: old -> new` changed, `- path: value` only in OLD (or `no differences`); exits 0 "
+       "either way, "
+       "2 when a file is missing or malformed",
+       "exactly two files: OLD NEW"},
+      {"validate",
+       "parse each file strictly (JSON syntax, format_version, required and unknown keys, value "
+       "types) and print "
+       "`ok FILE: N ceilings, M examples`, or FILE:LINE:COLUMN and what was expected; exits 2 if "
+       "any is not valid",
+       "files (default: every .json in the expectations folder)"},
+  };
+  for (const auto& action : actions) {
+    auto* sub = expectations_cmd->add_subcommand(action.name, action.help);
+    sub->add_option("files", expectations.files, action.files);
+    sub->callback([&expectations, name = action.name] { expectations.action = name; });
   }
 
   auto* env_cmd = app.add_subcommand("env", "hardware key, device facts, driver, build info");

@@ -39,6 +39,19 @@ TEST(Cli, BadUsageExitsTwo) {
 
 TEST(Cli, HelpIsNotAnError) { EXPECT_EQ(run({"--help"}), 0); }
 
+// `expectations diff` compares two files field by field; its help says so, not "diff expectations
+// files".
+TEST(Cli, ExpectationsActionsSayWhatTheyDo) {
+  std::string help;
+  EXPECT_EQ(run({"expectations", "diff", "--help"}, &help), 0);
+  EXPECT_NE(help.find("exactly two files: OLD NEW"), std::string::npos) << help;
+  EXPECT_NE(help.find("`~ path: old -> new` changed"), std::string::npos) << help;
+  EXPECT_EQ(run({"expectations", "validate", "--help"}, &help), 0);
+  EXPECT_NE(help.find("FILE:LINE:COLUMN"), std::string::npos) << help;
+  EXPECT_EQ(run({"expectations", "show", "--help"}, &help), 0);
+  EXPECT_NE(help.find("each variant's median and noise"), std::string::npos) << help;
+}
+
 TEST(Cli, UnreadableResultsFileExitsTwo) {
   std::string err;
   EXPECT_EQ(run({"compare", "--from-results", "/nonexistent/results.json"}, &err), 2);

@@ -129,7 +129,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   auto* env_cmd = app.add_subcommand("env", "hardware key, device facts, driver, build info");
 
   CalibrateOptions calibrate;
-  auto* calibrate_cmd = app.add_subcommand("calibrate", "measure this GPU's ceilings into expectations/<hardware_key>.json");
+  auto* calibrate_cmd =
+      app.add_subcommand("calibrate",
+                         "measure this GPU's ceilings into expectations/<hardware_key>.json (on "
+                         "several GPUs: the links there, one GPU's ceilings in the one-GPU file)");
   calibrate_cmd->add_flag("--dry-run", calibrate.dry_run, "list what would be measured and where it would be stored");
   calibrate_cmd->add_option("--only", calibrate.only, "only ceilings whose names start with these (e.g. hbm,bf16)")
       ->delimiter(',');

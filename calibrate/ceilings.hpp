@@ -22,6 +22,10 @@ struct CeilingSpec {
   std::string_view unit;    // "GB/s", "TFLOP/s", "us"
   double per;               // time_us only: the case's median is divided by this
   std::string_view method;  // stored with the figure
+  // GPUs the measurement needs. A ceiling of one GPU (1) is stored in the one-GPU file even when
+  // measured on a machine of several, one of the links between GPUs (2) in that machine's file
+  // (tools/calibrate_command.hpp, ceiling_files).
+  int gpus = 1;
 };
 
 inline constexpr std::array kCeilings = {
@@ -59,7 +63,7 @@ inline constexpr std::array kCeilings = {
     CeilingSpec{"d2h_pageable_gbps", Counter::gbps, "GB/s", 1,
                 "cudaMemcpyAsync 512 MiB device to pageable host, host clock"},
     CeilingSpec{"p2p_gbps", Counter::gbps, "GB/s", 1,
-                "cudaMemcpyPeerAsync 1 GiB GPU 0 to GPU 1, peer access on, cold"},
+                "cudaMemcpyPeerAsync 1 GiB GPU 0 to GPU 1, peer access on, cold", 2},
     CeilingSpec{"launch_us", Counter::time_us, "us", 1,
                 "back-to-back launches of a 1-thread kernel, hot, events, per launch"},
     CeilingSpec{"launch_sync_us", Counter::time_us, "us", 1,

@@ -4,7 +4,8 @@
 # build/default); then build with the `device` preset on all cores (build/device), run ctest with
 # the GPU labels, run `bench compare` for the chapters named, and leave logs and reports in $OUT.
 #
-#   scripts/gpu_session.sh [--chapters "ch07 ch02"] [--all] [--repeats N] [--update] [--update-runs N]
+#   scripts/gpu_session.sh [--chapters "ch07 ch02"] [--all] [--examples "a,b"] [--repeats N]
+#                          [--update] [--update-runs N]
 #                          [--calibrate] [--calibrate-args "..."] [--targets "..."]
 #                          [--ctest-labels REGEX] [--no-ctest] [--extra "compare args"]
 #                          [--no-readme] [--preset default|device] [--sanitize "ch07 ch02"]
@@ -13,6 +14,15 @@
 #                          [--mpi "1073741824 67108868"]
 #
 # --all runs `bench compare --all` (every chapter in one report) instead of --chapters.
+# --examples "a,b" adds `--example a,b` to every `bench compare` and `bench sanitize` the session
+# runs: only those examples (bare names or chNN/name, comma-separated). A name that matches no
+# example of the chapter compared is an error, and each of --chapters is a compare of its own: for
+# examples of several chapters, use --all --examples "ch16/a,ch10/b". It exists because a whole chapter's update no longer fits
+# in one device call: `--update --update-runs 3` of ch16 (12 examples when it was measured) took
+# more than 435 s for run 1 alone on an H100, and a call ends at 600 s. Update such a chapter a few
+# examples per call (the update keeps every other entry), e.g.
+#   scripts/gpu_session.sh --no-readme --chapters ch16 --update --update-runs 3 \
+#     --examples "flash_attention_b4_s4096,flash_attention_b4_s4096_causal"
 # --sanitize runs `bench sanitize --chapter C` for each chapter named, last.
 # --peers runs each named peer script (PyTorch timings of what a user would pick instead) after
 # the compares, in the same session, with --json session/peer_<name>.json.
@@ -45,12 +55,13 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on the lent machines
 cd "$(dirname "$0")/.."
 
-chapters="" repeats=1 update="" update_runs=1 targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
+chapters="" examples="" repeats=1 update="" update_runs=1 targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
 mpi_bytes=""
 calibrate=0 calibrate_args="" readme=1 preset=default all=0 sanitize="" labels_given=0 peers="" html=0 profile="" metrics=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --chapters) chapters="$2"; shift 2 ;;
+    --examples) examples="$2"; shift 2 ;;
     --repeats) repeats="$2"; shift 2 ;;
     --update) update="--update-expectations"; shift ;;
     --update-runs) update_runs="$2"; shift 2 ;;
@@ -141,6 +152,7 @@ for ch in $chapters; do
     flags=""
     [ "$i" = 1 ] && [ -n "$update" ] && flags="$update --repetitions $update_runs"
     [ "$html" = 1 ] && flags="$flags --html $out/compare_${ch}_$i.html"
+    [ -n "$examples" ] && flags="$flags --example $examples"
     $bench compare $which --json "$out/compare_${ch}_$i.json" --markdown "$out/compare_${ch}_$i.md" \
       --save-results "$out/results_${ch}_$i.json" \
       $flags $extra >"$out/compare_${ch}_$i.log" 2>&1 &
@@ -179,7 +191,7 @@ for case in $profile; do
 done
 for ch in $sanitize; do
   t=$(date +%s)
-  $bench sanitize --chapter "$ch" >"$out/sanitize_$ch.log" 2>&1
+  $bench sanitize --chapter "$ch" ${examples:+--example "$examples"} >"$out/sanitize_$ch.log" 2>&1
   note "sanitize $ch: exit $?, $(( $(date +%s) - t )) s"
   cat "$out/sanitize_$ch.log" >>"$summary"
 done

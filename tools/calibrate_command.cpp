@@ -93,7 +93,23 @@ std::string hardware_key_of(const ResultsFile& results) {
   return query_device(0).hardware_key;
 }
 
+// The key of the file a ceiling is stored in on `hardware_key` (ceiling_files).
+std::string file_key(const std::string& ceiling, const std::string& hardware_key) {
+  for (const auto& spec : calibration::kCeilings)
+    if (spec.name == ceiling && spec.gpus > 1) return hardware_key;
+  return single_gpu_key(hardware_key);
+}
+
 }  // namespace
+
+std::map<fs::path, std::map<std::string, Ceiling>> ceiling_files(
+    const fs::path& dir, const std::string& hardware_key,
+    const std::map<std::string, Ceiling>& measured) {
+  std::map<fs::path, std::map<std::string, Ceiling>> files;
+  for (const auto& [name, ceiling] : measured)
+    files[dir / (file_key(name, hardware_key) + ".json")][name] = ceiling;
+  return files;
+}
 
 int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::ostream& err) {
   std::string error;
@@ -108,10 +124,14 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
   if (options.dry_run) {
     std::string why, key = "<hardware_key>";
     if (gpu_available(&why) && cuda_device_count() > 0) key = query_device(0).hardware_key;
-    out << fmt::format("bench calibrate would run {} ({}) and write {} ceiling(s) to {}:\n", binary.string(),
-                       fs::is_regular_file(binary) ? "built" : "NOT BUILT", chosen.size(), (dir / (key + ".json")).string());
-    for (const auto& spec : chosen)
-      out << fmt::format("  {:<18} {:<8} {:<34} {}\n", spec.name, spec.unit, case_of(spec), spec.method);
+    out << fmt::format("bench calibrate would run {} ({}) and write {} ceiling(s) to {}:\n",
+                       binary.string(), fs::is_regular_file(binary) ? "built" : "NOT BUILT",
+                       chosen.size(), dir.string());
+    for (const auto& spec : chosen) {
+      const std::string file = file_key(std::string(spec.name), key) + ".json";
+      out << fmt::format("  {:<18} {:<8} {:<34} {:<20} {}\n", spec.name, spec.unit, case_of(spec),
+                         file, spec.method);
+    }
     return kExitOk;
   }
 
@@ -194,16 +214,24 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
     err << "bench calibrate: nothing measured, nothing written\n";
     return kExitFailed;
   }
-  const fs::path file = dir / (hardware_key + ".json");
-  try {
-    const std::optional<Expectations> before = load_expectations(file);
-    update_ceilings(file, measured);
-    out << fmt::format("\nwrote {} ceiling(s) to {}{}\n", measured.size(), file.string(), before ? "" : " (new file)");
-    if (before)
-      for (const auto& line : diff_expectations(*before, load_expectations(file).value())) out << "  " << line << "\n";
-  } catch (const std::exception& e) {
-    err << "bench calibrate: cannot update " << file.string() << ": " << e.what() << "\n";
-    return kExitFailed;
+  // On a machine of several GPUs, one GPU's ceilings go to that GPU's one-GPU file (ceiling_files).
+  for (const auto& [file, ceilings] : ceiling_files(dir, hardware_key, measured)) {
+    try {
+      const std::optional<Expectations> before = load_expectations(file);
+      update_ceilings(file, ceilings);
+      out << fmt::format("\nwrote {} ceiling(s) to {}{}\n", ceilings.size(), file.string(),
+                         before ? "" : " (new file)");
+      if (file.stem() != hardware_key)
+        out << fmt::format(
+            "  one GPU's ceilings, measured on one of {}'s GPUs: read from {} there too\n",
+            hardware_key, file.filename().string());
+      if (before)
+        for (const auto& line : diff_expectations(*before, load_expectations(file).value()))
+          out << "  " << line << "\n";
+    } catch (const std::exception& e) {
+      err << "bench calibrate: cannot update " << file.string() << ": " << e.what() << "\n";
+      return kExitFailed;
+    }
   }
   return status;
 }

@@ -1,13 +1,17 @@
 // tools/calibrate_command.hpp: `bench calibrate`: measures this GPU's ceilings with the
 // `calibrate` binary (<build>/calibrate/calibrate, one harness case per ceiling) and stores them
-// in the `ceilings` block of expectations/<hardware_key>.json, keeping every other entry.
+// in the `ceilings` block of expectations/<hardware_key>.json, keeping every other entry (on a
+// machine of several GPUs, only the links there: see ceiling_files).
 // The list of ceilings, their units and methods: calibrate/ceilings.hpp.
 #pragma once
 
+#include <filesystem>
 #include <iosfwd>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "bench/expectations.hpp"
 #include "commands.hpp"
 
 namespace bench::tools {
@@ -23,5 +27,15 @@ struct CalibrateOptions {
 // 0: every selected ceiling measured (or SKIPPED, e.g. p2p on one GPU) and stored;
 // 1: a case FAILED or was not verified (the others are still stored); 2: bad usage.
 int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::ostream& err);
+
+// Which file in `dir` each measured ceiling is stored in. On one GPU ("h200"): its file. On a
+// machine of N GPUs ("2x_h200"): a ceiling that needs several GPUs (p2p_gbps) in the machine's
+// file, every other one, measured on one of its GPUs, in that GPU's one-GPU file ("h200.json"),
+// which is where load_expectations_for reads one-GPU ceilings for both kinds of machine. Stored
+// in the machine's file, they would shadow the one-GPU file's from then on (a later, better
+// calibration of h200.json would never be seen on the 2x machine).
+std::map<std::filesystem::path, std::map<std::string, Ceiling>> ceiling_files(
+    const std::filesystem::path& dir, const std::string& hardware_key,
+    const std::map<std::string, Ceiling>& measured);
 
 }  // namespace bench::tools

@@ -9,6 +9,7 @@
 #include "bench/device_info.hpp"
 #include "chapter_process.hpp"
 #include "commands.hpp"
+#include "lookup.hpp"
 
 namespace bench::tools {
 
@@ -69,8 +70,22 @@ int run_command(const RunOptions& options, std::ostream& out, std::ostream& err)
     return kExitUsage;
   }
   std::vector<std::string> argv = {binary.string()};
-  if (!options.example.empty()) {
-    std::string filter = "--benchmark_filter=^" + options.chapter + "/" + options.example + "/";
+  if (!options.examples.empty()) {
+    // The names are checked against the binary's own list (as compare does) and the filter is
+    // built from the full names they matched: ^(ch07/a|ch07/b)/.
+    const auto [examples, cases_of, list_error] = chapter_examples(binary, options.examples);
+    if (!list_error.empty()) {
+      err << "bench run: " << list_error << "\n";
+      return kExitFailed;
+    }
+    if (const auto unmatched = unmatched_names(examples, options.examples); !unmatched.empty()) {
+      err << "bench run: " << no_such_examples(unmatched, options.chapter) << "\n";
+      return kExitUsage;
+    }
+    std::string alternatives;
+    for (const auto& example : examples)
+      alternatives += (alternatives.empty() ? "" : "|") + example;
+    std::string filter = "--benchmark_filter=^(" + alternatives + ")/";
     if (!options.variant.empty()) filter += options.variant + "(/|$)";
     argv.push_back(filter);
   }

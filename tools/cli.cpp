@@ -20,6 +20,20 @@ std::string check_chapter(const std::string& value) {
   return std::regex_match(value, chapter) ? std::string() : "expected a chapter like ch07, got " + value;
 }
 
+// --example a,b (or repeated): each name is "name" or "chNN/name". One value per --example, as
+// --chapter's, so that the `--` before the chapter binaries' flags is not taken for a name.
+void add_example_option(CLI::App* command, std::vector<std::string>& examples) {
+  command
+      ->add_option("--example", examples,
+                   "only these examples, comma-separated (name or chNN/name); a name that matches "
+                   "none is an error")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->check([](const std::string& name) {
+        return name.empty() ? std::string("an empty example name") : std::string();
+      });
+}
+
 std::string join(const std::vector<std::string>& args) {
   std::string out;
   for (const auto& a : args) out += (out.empty() ? "" : " ") + a;
@@ -43,8 +57,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   RunOptions run;
   auto* run_cmd = app.add_subcommand("run", "run a chapter binary (Google Benchmark output)");
   run_cmd->add_option("--chapter", run.chapter, "chapter (chNN)")->required()->check(check_chapter);
-  run_cmd->add_option("--example", run.example, "only this example");
-  run_cmd->add_option("--variant", run.variant, "only this variant (needs --example)");
+  add_example_option(run_cmd, run.examples);
+  run_cmd->add_option("--variant", run.variant,
+                      "only this variant of each example (needs --example)");
   run_cmd->add_option("harness_args", run.harness_args, "after --: flags for the chapter binary");
 
   CompareOptions compare;
@@ -59,7 +74,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                                            "rescore a saved results file (no GPU needed)");
   all_opt->excludes(chapter_opt);
   from_opt->excludes(chapter_opt)->excludes(all_opt);
-  compare_cmd->add_option("--example", compare.example, "only this example");
+  add_example_option(compare_cmd, compare.examples);
   compare_cmd->add_option("--json", compare.json_report, "write the JSON report here");
   compare_cmd->add_option("--markdown", compare.markdown_report, "write the Markdown report here");
   compare_cmd->add_option("--html", compare.html_report, "write a self-contained HTML report here (roofline, speedups)");
@@ -81,16 +96,43 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   ExpectationsOptions expectations;
   auto* expectations_cmd = app.add_subcommand("expectations", "inspect expectations files");
   expectations_cmd->require_subcommand(1);
-  for (const char* action : {"show", "diff", "validate"}) {
-    auto* sub = expectations_cmd->add_subcommand(action, std::string(action) + " expectations files");
-    sub->add_option("files", expectations.files, "files (default: every file in the expectations folder)");
-    sub->callback([&expectations, action] { expectations.action = action; });
+  // What each action does (tools/expectations_command.cpp), and what its files are.
+  struct Action {
+    const char *name, *help, *files;
+  };
+  const Action actions[] = {
+      {"show",
+       "print each file's hardware key and device, its ceilings (value, unit, noise, date) and its "
+       "examples "
+       "(speedup +- tolerance, % of ceiling, provenance, each variant's median and noise)",
+       "files (default: every .json in the expectations folder)"},
+      {"diff",
+       "compare two files field by field and print each difference on a line: `+ path: value` only "
+       "in NEW, "
+       "`~ path: old -> new` changed, `- path: value` only in OLD (or `no differences`); exits 0 "
+       "either way, "
+       "2 when a file is missing or malformed",
+       "exactly two files: OLD NEW"},
+      {"validate",
+       "parse each file strictly (JSON syntax, format_version, required and unknown keys, value "
+       "types) and print "
+       "`ok FILE: N ceilings, M examples`, or FILE:LINE:COLUMN and what was expected; exits 2 if "
+       "any is not valid",
+       "files (default: every .json in the expectations folder)"},
+  };
+  for (const auto& action : actions) {
+    auto* sub = expectations_cmd->add_subcommand(action.name, action.help);
+    sub->add_option("files", expectations.files, action.files);
+    sub->callback([&expectations, name = action.name] { expectations.action = name; });
   }
 
   auto* env_cmd = app.add_subcommand("env", "hardware key, device facts, driver, build info");
 
   CalibrateOptions calibrate;
-  auto* calibrate_cmd = app.add_subcommand("calibrate", "measure this GPU's ceilings into expectations/<hardware_key>.json");
+  auto* calibrate_cmd =
+      app.add_subcommand("calibrate",
+                         "measure this GPU's ceilings into expectations/<hardware_key>.json (on "
+                         "several GPUs: the links there, one GPU's ceilings in the one-GPU file)");
   calibrate_cmd->add_flag("--dry-run", calibrate.dry_run, "list what would be measured and where it would be stored");
   calibrate_cmd->add_option("--only", calibrate.only, "only ceilings whose names start with these (e.g. hbm,bf16)")
       ->delimiter(',');
@@ -114,7 +156,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                                    ->check(check_chapter)
                                    ->allow_extra_args(false);  // as compare's: keep `--` for the flags after it
   sanitize_cmd->add_flag("--all", sanitize.all, "every built chapter")->excludes(sanitize_chapter_opt);
-  sanitize_cmd->add_option("--example", sanitize.example, "only this example");
+  add_example_option(sanitize_cmd, sanitize.examples);
   sanitize_cmd->add_option("--tool", sanitize.tools, "only these tools, comma-separated (default: all four)")
       ->delimiter(',')
       ->check(CLI::IsMember(kSanitizerTools));
@@ -141,7 +183,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   if (*list_cmd) return list_command({where, list.chapter}, out, err);
   if (*run_cmd) {
-    if (!run.variant.empty() && run.example.empty()) {
+    if (!run.variant.empty() && run.examples.empty()) {
       err << "bench run: --variant needs --example\n";
       return kExitUsage;
     }

@@ -26,7 +26,8 @@ int list_command(const ListOptions& options, std::ostream& out, std::ostream& er
 
 struct RunOptions {
   Locations where;
-  std::string chapter, example, variant;
+  std::string chapter, variant;
+  std::vector<std::string> examples;      // --example a,b: "name" or "chNN/name"; empty: all
   std::vector<std::string> harness_args;  // after "--", passed to the chapter binary
 };
 int run_command(const RunOptions& options, std::ostream& out, std::ostream& err);
@@ -35,7 +36,7 @@ struct CompareOptions {
   Locations where;
   std::vector<std::string> chapters;
   bool all = false;
-  std::string example;
+  std::vector<std::string> examples;  // --example a,b: "name" or "chNN/name"; empty: all
   std::string json_report, markdown_report;
   std::string html_report, svg_roofline;  // --html FILE (self-contained page), --svg FILE (the roofline)
   std::string from_results, save_results;
@@ -78,7 +79,7 @@ struct SanitizeOptions {
   Locations where;
   std::vector<std::string> chapters;
   bool all = false;
-  std::string example;
+  std::vector<std::string> examples;         // --example a,b: "name" or "chNN/name"; empty: all
   std::vector<std::string> tools;            // empty: memcheck, racecheck, synccheck, initcheck
   std::string reports_dir;  // sanitize.json, sanitize.md and logs/ (empty: <build>/reports/sanitize)
   std::vector<std::string> sanitizer_args;   // after "--", passed to compute-sanitizer before the program

@@ -31,7 +31,8 @@ void write_text(const fs::path& file, const std::string& text) {
 }
 
 // Runs every selected example of every chapter, printing one progress line per example.
-// Returns false (after printing why) when a chapter binary is missing.
+// Returns false (after printing why) when a chapter binary is missing or an --example name
+// matches no example of the chapters; nothing has run then.
 bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostream& out,
                   std::ostream& err) {
   const fs::path build_dir = resolve_build_dir(options.where);
@@ -40,13 +41,33 @@ bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostr
     err << "bench compare: no chapter binaries under " << (build_dir / "chapters").string() << "\n";
     return false;
   }
+  // Every chapter is listed before anything runs, so that a misspelt --example is refused at
+  // once instead of after the chapters before it have run.
+  std::vector<std::pair<std::string, ChapterExamples>> listed;
+  std::vector<std::string> selected;
+  bool listed_all = true;
   for (const auto& chapter : chapters) {
     const fs::path binary = chapter_binary(build_dir, chapter);
     if (!fs::is_regular_file(binary)) {
       err << "bench compare: " << chapter << " is not built (no " << binary.string() << ")\n";
       return false;
     }
-    auto [examples, cases_of, list_error] = chapter_examples(binary, options.example);
+    listed.emplace_back(chapter, chapter_examples(binary, options.examples));
+    const auto& examples = listed.back().second.examples;
+    selected.insert(selected.end(), examples.begin(), examples.end());
+    listed_all = listed_all && listed.back().second.error.empty();
+  }
+  // A chapter that could not list its cases is a crash record below; a name may be one of its.
+  if (const auto unmatched = unmatched_names(selected, options.examples);
+      listed_all && !unmatched.empty()) {
+    std::string where;
+    for (const auto& chapter : chapters) where += (where.empty() ? "" : ", ") + chapter;
+    err << "bench compare: " << no_such_examples(unmatched, where) << "\n";
+    return false;
+  }
+  for (auto& [chapter, listing] : listed) {
+    auto& [examples, cases_of, list_error] = listing;
+    const fs::path binary = chapter_binary(build_dir, chapter);
     if (!list_error.empty()) {
       results.crashes.push_back({chapter + "/(list)", "could not list cases", list_error, {}});
       out << fmt::format("{}: could not list its cases: {}\n", chapter, list_error);
@@ -91,6 +112,12 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
       err << "bench compare: " << e.what() << "\n";
       return kExitUsage;
     }
+    std::vector<std::string> saved;
+    for (const auto& c : extract_cases(results)) saved.push_back(c.example);
+    if (const auto unmatched = unmatched_names(saved, options.examples); !unmatched.empty()) {
+      err << "bench compare: " << no_such_examples(unmatched, options.from_results) << "\n";
+      return kExitUsage;
+    }
   } else {
     std::string why;
     if (!gpu_available(&why)) {
@@ -115,8 +142,10 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
   }
 
   std::vector<CaseResult> cases = extract_cases(results);
-  if (!live && !options.example.empty())
-    std::erase_if(cases, [&](const CaseResult& c) { return !example_selected(c.example, options.example); });
+  // Only the selected examples are scored, so only they can be accepted by an update.
+  if (!live)
+    std::erase_if(
+        cases, [&](const CaseResult& c) { return !example_selected(c.example, options.examples); });
   const std::string key = results.context.value("hardware_key", std::string("unknown"));
   const fs::path expectations_dir = resolve_expectations_dir(options.where);
   const fs::path expectations_file = expectations_dir / (key + ".json");  // what an update writes

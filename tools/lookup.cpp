@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -9,15 +10,42 @@
 
 namespace bench::tools {
 
-bool example_selected(const std::string& example, const std::string& filter) {
-  return filter.empty() || example == filter || example.substr(example.find('/') + 1) == filter;
+namespace {
+
+bool names_example(const std::string& example, const std::string& name) {
+  return example == name || example.substr(example.find('/') + 1) == name;
 }
 
-ChapterExamples chapter_examples(const std::filesystem::path& binary, const std::string& filter) {
+}  // namespace
+
+bool example_selected(const std::string& example, const std::vector<std::string>& names) {
+  return names.empty() || std::any_of(names.begin(), names.end(),
+                                      [&](const auto& n) { return names_example(example, n); });
+}
+
+std::vector<std::string> unmatched_names(const std::vector<std::string>& examples,
+                                         const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const auto& name : names)
+    if (std::none_of(examples.begin(), examples.end(),
+                     [&](const auto& e) { return names_example(e, name); }))
+      out.push_back(name);
+  return out;
+}
+
+std::string no_such_examples(const std::vector<std::string>& unmatched, const std::string& where) {
+  std::string list;
+  for (const auto& name : unmatched) list += (list.empty() ? "" : ", ") + name;
+  return "--example " + list + (unmatched.size() == 1 ? " matches" : " match") + " no example of " +
+         where + " (`bench list` names them)";
+}
+
+ChapterExamples chapter_examples(const std::filesystem::path& binary,
+                                 const std::vector<std::string>& names) {
   ChapterExamples out;
   for (const auto& name : list_cases(binary, &out.error)) {
     const std::string example = example_of(name);
-    if (!example_selected(example, filter)) continue;
+    if (!example_selected(example, names)) continue;
     if (!out.cases_of.count(example)) out.examples.push_back(example);
     out.cases_of[example].push_back(name);
   }

@@ -9,8 +9,15 @@
 
 namespace bench::tools {
 
-// "copy" and "ch07/copy" both name the example ch07/copy; an empty filter selects every example.
-bool example_selected(const std::string& example, const std::string& filter);
+// `--example a,b`: each name is "copy" or "ch07/copy", both naming the example ch07/copy; an
+// empty list selects every example.
+bool example_selected(const std::string& example, const std::vector<std::string>& names);
+// The names that select none of `examples`, in the order given: `--example` refuses them, so a
+// typo is an error naming it rather than an empty run.
+std::vector<std::string> unmatched_names(const std::vector<std::string>& examples,
+                                         const std::vector<std::string>& names);
+// The error for them: "--example nope matches no example of ch07 (`bench list` names them)".
+std::string no_such_examples(const std::vector<std::string>& unmatched, const std::string& where);
 
 // A chapter binary's cases grouped by example, examples in the binary's order.
 struct ChapterExamples {
@@ -18,7 +25,8 @@ struct ChapterExamples {
   std::map<std::string, std::vector<std::string>> cases_of;  // example -> its cases
   std::string error;                                         // set when the cases could not be listed
 };
-ChapterExamples chapter_examples(const std::filesystem::path& binary, const std::string& filter);
+ChapterExamples chapter_examples(const std::filesystem::path& binary,
+                                 const std::vector<std::string>& names);
 
 bool is_executable(const std::filesystem::path& file);
 // The folders of $PATH, in order.

@@ -220,12 +220,28 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
         << (build_dir / "chapters").string() << ")\n";
     return kExitUsage;
   }
-  for (const auto& chapter : chapters)
+  // Every chapter is listed first, so that a misspelt --example is refused before anything runs.
+  std::vector<ChapterExamples> listed;
+  std::vector<std::string> selected;
+  for (const auto& chapter : chapters) {
     if (!fs::is_regular_file(chapter_binary(build_dir, chapter))) {
       err << "bench sanitize: " << chapter << " is not built (no " << chapter_binary(build_dir, chapter).string()
           << ")\n";
       return kExitUsage;
     }
+    listed.push_back(chapter_examples(chapter_binary(build_dir, chapter), options.examples));
+    if (!listed.back().error.empty()) {
+      err << "bench sanitize: " << listed.back().error << "\n";
+      return kExitFailed;
+    }
+    selected.insert(selected.end(), listed.back().examples.begin(), listed.back().examples.end());
+  }
+  if (const auto unmatched = unmatched_names(selected, options.examples); !unmatched.empty()) {
+    std::string where;
+    for (const auto& chapter : chapters) where += (where.empty() ? "" : ", ") + chapter;
+    err << "bench sanitize: " << no_such_examples(unmatched, where) << "\n";
+    return kExitUsage;
+  }
   const std::vector<std::string> tools = options.tools.empty() ? kSanitizerTools : options.tools;
   std::string error;
   const std::string sanitizer = find_sanitizer(&error);
@@ -250,15 +266,9 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
       << std::flush;
 
   std::vector<Run> runs;
-  for (const auto& chapter : chapters) {
-    const fs::path binary = chapter_binary(build_dir, chapter);
-    auto [examples, cases_of, list_error] = chapter_examples(binary, options.example);
-    if (!list_error.empty()) {
-      err << "bench sanitize: " << list_error << "\n";
-      return kExitFailed;
-    }
-    if (examples.empty() && !options.example.empty())
-      out << fmt::format("{}: no example {}\n", chapter, options.example);
+  for (std::size_t c = 0; c < chapters.size(); ++c) {
+    const fs::path binary = chapter_binary(build_dir, chapters[c]);
+    auto& [examples, cases_of, list_error] = listed[c];
     for (std::size_t i = 0; i < examples.size(); ++i) {
       const std::size_t cases = cases_of[examples[i]].size();
       out << fmt::format("[{}/{}] {} ({} case{})\n", i + 1, examples.size(), examples[i], cases, cases == 1 ? "" : "s")

@@ -391,9 +391,10 @@ std::vector<std::string> diff_expectations(const Expectations& before, const Exp
   return lines;
 }
 
-std::map<std::string, double> load_ceilings(const std::filesystem::path& file) {
+std::map<std::string, double> load_ceilings(const std::filesystem::path& dir,
+                                            const std::string& hardware_key) {
   std::map<std::string, double> out;
-  if (auto x = load_expectations(file))
+  if (auto x = load_expectations_for(dir, hardware_key))
     for (const auto& [name, c] : x->ceilings) out[name] = c.value;
   return out;
 }

@@ -188,7 +188,7 @@ int main(int argc, char** argv) {
     if (dir.empty()) dir = bench::build_info().source_dir + "/expectations";
     std::map<std::string, double> ceilings;
     try {
-      ceilings = bench::load_ceilings(std::filesystem::path(dir) / (device.hardware_key + ".json"));
+      ceilings = bench::load_ceilings(dir, device.hardware_key);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "warning: no percent-of-ceiling figures: %s\n", e.what());
     }

@@ -166,6 +166,94 @@ TEST(BenchCompareLive, WithoutAGpuSaysSoInOneLine) {
   EXPECT_NE(r.err.find("no CUDA device"), std::string::npos) << r.err;
 }
 
+// --example a,b: a list of examples, each bare or chNN/name; only they run, only they are scored,
+// and only their entries an update may change.
+TEST(BenchCompareLive, ExampleListRunsOnlyThoseExamples) {
+  const fs::path dir = scratch_dir("example_list");
+  ::setenv("BENCH_ASSUME_GPU", "1", 1);
+  const auto r =
+      bench({"compare", "--chapter", "ch99", "--example", "first,ch99/last", "--build-dir",
+             FAKE_BUILD_DIR, "--expectations-dir", kFixtures + "/expectations", "--json",
+             (dir / "report.json").string(), "--save-results", (dir / "results.json").string()});
+  ::unsetenv("BENCH_ASSUME_GPU");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;  // the crasher did not run
+  EXPECT_NE(r.out.find("[1/2] ch99/first: 2 of 2 cases"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[2/2] ch99/last: 2 of 2 cases"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("crasher"), std::string::npos) << r.out;
+  const auto status = status_by_row(read_json(dir / "report.json"));
+  EXPECT_EQ(status.size(), 2u);
+  EXPECT_EQ(status.at("ch99/first/optimized"), "PASS");
+  EXPECT_EQ(status.at("ch99/last/optimized"), "NEW");
+  fs::remove_all(dir);
+}
+
+// A name that matches no example is an error naming it, before anything runs: alone (which used
+// to be a silent empty run that exited 0) or in a list.
+TEST(BenchCompareLive, AnExampleNameThatMatchesNothingIsRefusedBeforeAnythingRuns) {
+  ::setenv("BENCH_ASSUME_GPU", "1", 1);
+  const auto one =
+      bench({"compare", "--chapter", "ch99", "--example", "frist", "--build-dir", FAKE_BUILD_DIR});
+  const auto listed = bench({"compare", "--chapter", "ch99", "--example", "first,ch98/last,lats",
+                             "--build-dir", FAKE_BUILD_DIR});
+  ::unsetenv("BENCH_ASSUME_GPU");
+  EXPECT_EQ(one.exit_code, 2) << one.out << one.err;
+  EXPECT_NE(one.err.find("--example frist matches no example of ch99"), std::string::npos)
+      << one.err;
+  EXPECT_EQ(listed.exit_code, 2) << listed.out << listed.err;
+  EXPECT_NE(listed.err.find("--example ch98/last, lats match no example of ch99"),
+            std::string::npos)
+      << listed.err;
+  EXPECT_EQ(listed.out.find("[1/"), std::string::npos)
+      << listed.out;  // ch99/first did not run either
+}
+
+TEST(BenchCompareFromResults, UpdateWithAnExampleListTouchesOnlyThoseEntries) {
+  const fs::path dir = scratch_dir("update_some");
+  fs::copy_file(kFixtures + "/expectations/test_gpu.json", dir / "test_gpu.json");
+  const auto before = read_json(dir / "test_gpu.json");
+  // Unfiltered, this run rewrites ch90/pass_example (see the test above); filtered, it may not.
+  const auto r =
+      bench({"compare", "--from-results", kFixtures + "/results_clean.json", "--expectations-dir",
+             dir.string(), "--update-expectations", "--example", "new_example,ch90/aa_example"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("refused ch90/aa_example: NO_SPEEDUP"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 example(s) accepted"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("pass_example"), std::string::npos) << r.out;  // not scored, not updated
+  auto updated = read_json(dir / "test_gpu.json");
+  EXPECT_TRUE(updated["examples"].contains("ch90/new_example"));
+  updated["examples"].erase("ch90/new_example");
+  // The writer spells out an absent provenance as empty strings; nothing else may differ.
+  for (auto& [name, entry] : updated["examples"].items())
+    if (entry["provenance"]["date"] == "" && entry["provenance"]["git_sha"] == "")
+      entry.erase("provenance");
+  EXPECT_EQ(updated, before);  // every other entry, the device and the ceilings as they were
+
+  const auto typo =
+      bench({"compare", "--from-results", kFixtures + "/results_clean.json", "--expectations-dir",
+             dir.string(), "--update-expectations", "--example", "new_exmaple"});
+  EXPECT_EQ(typo.exit_code, 2) << typo.out << typo.err;
+  EXPECT_NE(typo.err.find("--example new_exmaple matches no example of " + kFixtures +
+                          "/results_clean.json"),
+            std::string::npos)
+      << typo.err;
+  fs::remove_all(dir);
+}
+
+// `bench run --example a,b` runs the binary once with a filter for both; an unknown name is
+// refused as compare refuses it.
+TEST(BenchRun, AnExampleListBecomesOneFilterAndAnUnknownNameIsRefused) {
+  const auto r = bench({"run", "--chapter", "ch99", "--example", "first,ch99/last", "--variant",
+                        "optimized", "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("filter ^(ch99/first|ch99/last)/optimized(/|$)"), std::string::npos)
+      << r.out;
+  const auto typo =
+      bench({"run", "--chapter", "ch99", "--example", "first,lats", "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(typo.exit_code, 2) << typo.out << typo.err;
+  EXPECT_NE(typo.err.find("--example lats matches no example of ch99"), std::string::npos)
+      << typo.err;
+  EXPECT_EQ(typo.out.find("filter"), std::string::npos) << typo.out;
+}
 
 // docs/expectations.md, host-bound examples: real results of one H100 run (ch12/cuda_graphs,
 // whose eager baseline is host-bound, and ch07/transpose, device-bound on both sides) against

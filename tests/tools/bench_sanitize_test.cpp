@@ -139,6 +139,32 @@ TEST_F(BenchSanitize, OneExampleOneToolCleanExitsZero) {
   fs::remove_all(dir);
 }
 
+TEST_F(BenchSanitize, AnExampleListChecksThoseAndAnUnknownNameIsRefusedBeforeAnyRun) {
+  const fs::path dir = scratch_dir("sanitize_list");
+  const fs::path tool = fake_sanitizer(dir);
+  ::setenv("BENCH_COMPUTE_SANITIZER", tool.c_str(), 1);
+  const auto r = bench({"sanitize", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99", "--example",
+                        "ch99/last,first", "--tool", "initcheck", "--reports-dir",
+                        (dir / "reports").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto runs = recorded_runs(tool);
+  ASSERT_EQ(runs.size(), 2u) << r.out;
+  EXPECT_NE(std::find(runs[0].begin(), runs[0].end(), "--benchmark_filter=^ch99/first/"),
+            runs[0].end());
+  EXPECT_NE(std::find(runs[1].begin(), runs[1].end(), "--benchmark_filter=^ch99/last/"),
+            runs[1].end());
+
+  // Once "ch99: no example X" and a failed run that checked nothing; now a usage error, as
+  // compare's.
+  const auto typo = bench({"sanitize", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99",
+                           "--example", "last,lats", "--reports-dir", (dir / "reports").string()});
+  EXPECT_EQ(typo.exit_code, 2) << typo.out << typo.err;
+  EXPECT_NE(typo.err.find("--example lats matches no example of ch99"), std::string::npos)
+      << typo.err;
+  EXPECT_EQ(recorded_runs(tool).size(), 2u);  // nothing more ran
+  fs::remove_all(dir);
+}
+
 TEST_F(BenchSanitize, OnlyRefusalsCheckNothingAndFail) {
   const fs::path dir = scratch_dir("sanitize_refused");
   ::setenv("BENCH_COMPUTE_SANITIZER", fake_sanitizer(dir).c_str(), 1);

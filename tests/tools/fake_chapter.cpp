@@ -1,7 +1,7 @@
 // A stand-in for a chapter binary, host-only, for the crash-isolation test (VALIDITY row 13):
 // it answers --benchmark_list_tests, writes Google Benchmark JSON and sample files for the
 // example its filter names, and aborts for ch99/crasher as a sticky CUDA error or a segfault
-// would end a real one.
+// would end a real one. Asked for no JSON (`bench run`), it prints the filter it was given.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -52,6 +52,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::string filter = flag(argc, argv, "--benchmark_filter");  // "^ch99/<example>/"
+  if (flag(argc, argv, "--benchmark_out").empty()) {  // `bench run`: show what it was asked to run
+    std::cout << "filter " << filter << "\n";
+    return 0;
+  }
   const std::string example = filter.substr(1, filter.size() - 2);
   if (example == "ch99/crasher") {
     std::cerr << "FATAL: sticky CUDA error: an illegal memory access was encountered\n";

@@ -29,11 +29,28 @@ TEST(Cli, BadUsageExitsTwo) {
   EXPECT_EQ(run({"compare", "--from-results", "x.json", "--repetitions", "3"}), 2);  // a saved run is not rerun
   EXPECT_EQ(run({"run"}), 2);
   EXPECT_EQ(run({"run", "--chapter", "ch07", "--variant", "optimized"}), 2);
+  // An empty name used to select every example; now it is refused.
+  EXPECT_EQ(run({"compare", "--chapter", "ch07", "--example", ""}, &err), 2);
+  EXPECT_NE(err.find("an empty example name"), std::string::npos) << err;
+  EXPECT_EQ(run({"sanitize", "--chapter", "ch07", "--example", ""}), 2);
   EXPECT_EQ(run({"expectations"}), 2);
   EXPECT_EQ(run({"expectations", "diff", "only_one.json"}), 2);
 }
 
 TEST(Cli, HelpIsNotAnError) { EXPECT_EQ(run({"--help"}), 0); }
+
+// `expectations diff` compares two files field by field; its help says so, not "diff expectations
+// files".
+TEST(Cli, ExpectationsActionsSayWhatTheyDo) {
+  std::string help;
+  EXPECT_EQ(run({"expectations", "diff", "--help"}, &help), 0);
+  EXPECT_NE(help.find("exactly two files: OLD NEW"), std::string::npos) << help;
+  EXPECT_NE(help.find("`~ path: old -> new` changed"), std::string::npos) << help;
+  EXPECT_EQ(run({"expectations", "validate", "--help"}, &help), 0);
+  EXPECT_NE(help.find("FILE:LINE:COLUMN"), std::string::npos) << help;
+  EXPECT_EQ(run({"expectations", "show", "--help"}, &help), 0);
+  EXPECT_NE(help.find("each variant's median and noise"), std::string::npos) << help;
+}
 
 TEST(Cli, UnreadableResultsFileExitsTwo) {
   std::string err;

@@ -100,12 +100,12 @@ TEST(Expectations, TwoCeilingUpdatesInARowKeepEverythingElse) {
   EXPECT_EQ(x.ceilings.size(), 3u);
   EXPECT_DOUBLE_EQ(x.ceilings.at("hbm_copy_gbps").value, 3000.0);
   EXPECT_DOUBLE_EQ(x.examples.at("ch07/copy").speedup, 3.0);
-  EXPECT_DOUBLE_EQ(bench::load_ceilings(file).at("bf16_tflops"), 801.0);
+  EXPECT_DOUBLE_EQ(bench::load_ceilings(dir.path, "test_gpu").at("bf16_tflops"), 801.0);
 }
 
 TEST(Expectations, MissingFileIsNoExpectationsNotAnError) {
   EXPECT_FALSE(bench::load_expectations("/nonexistent/x.json").has_value());
-  EXPECT_TRUE(bench::load_ceilings("/nonexistent/x.json").empty());
+  EXPECT_TRUE(bench::load_ceilings("/nonexistent", "x").empty());
 }
 
 TEST(Expectations, DiffListsAddedChangedAndRemovedEntries) {
@@ -181,4 +181,17 @@ TEST(Expectations, AMultiGpuMachineFallsBackToItsGpusOneGpuFile) {
   fs::remove(dir.path / "2x_h200.json");
   EXPECT_EQ(bench::load_expectations_for(dir.path, "2x_h200")->hardware_key, "2x_h200");
   EXPECT_FALSE(bench::load_expectations_for(dir.path, "4x_h100_80gb_hbm3").has_value());
+}
+
+// A chapter binary's pct_ceiling reads the ceilings so too: on a 2x H200 its HBM ceiling is
+// h200.json's (2x_h200.json holds only p2p_gbps), as `bench compare` has it. It read only
+// 2x_h200.json, so the binary reported no percent of ceiling for any one-GPU example there.
+TEST(Expectations, AChapterBinarysCeilingsFallBackAsCompareDoes) {
+  ScratchDir dir;
+  write(dir.path / "2x_h200.json", file_with("2x_h200", "ch04/allreduce", 1.95, "p2p_gbps", 395));
+  write(dir.path / "h200.json", file_with("h200", "ch07/copy", 3.0, "hbm_copy_gbps", 4300));
+  const auto ceilings = bench::load_ceilings(dir.path, "2x_h200");
+  EXPECT_EQ(ceilings, (std::map<std::string, double>{{"hbm_copy_gbps", 4300}, {"p2p_gbps", 395}}));
+  EXPECT_EQ(bench::load_ceilings(dir.path, "h200"),
+            (std::map<std::string, double>{{"hbm_copy_gbps", 4300}}));
 }

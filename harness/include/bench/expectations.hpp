@@ -109,9 +109,12 @@ void update_ceilings(const std::filesystem::path& file,
 // Human-readable differences, one line each ("+ ceilings.hbm_copy_gbps: 3010.5 GB/s", "~ ...").
 std::vector<std::string> diff_expectations(const Expectations& before, const Expectations& after);
 
-// The `ceilings` block only, as name -> value (e.g. "hbm_copy_gbps" -> 3010.5). A missing file
-// gives an empty map; a malformed one throws ExpectationsError.
-std::map<std::string, double> load_ceilings(const std::filesystem::path& file);
+// The ceilings a run on `hardware_key` sees, as name -> value (e.g. "hbm_copy_gbps" -> 3010.5),
+// read as load_expectations_for reads them: on a machine of N GPUs its own file's (the links),
+// then the one-GPU file's, so a chapter binary's pct_ceiling matches the one `bench compare`
+// computes. No file gives an empty map; a malformed one throws ExpectationsError.
+std::map<std::string, double> load_ceilings(const std::filesystem::path& dir,
+                                            const std::string& hardware_key);
 
 // Line and column (both 1-based) of a byte offset into `text`, for error messages about JSON
 // files ("file:line:column: ...").

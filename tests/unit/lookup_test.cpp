@@ -1,0 +1,45 @@
+// Tests tools/lookup.cpp: which examples `--example a,b` selects, and the names it refuses.
+#include "lookup.hpp"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+using bench::tools::example_selected;
+using bench::tools::no_such_examples;
+using bench::tools::unmatched_names;
+
+TEST(ExampleSelected, EachNameIsBareOrFull) {
+  EXPECT_TRUE(example_selected("ch07/copy", {}));  // no --example: every example
+  EXPECT_TRUE(example_selected("ch07/copy", {"copy"}));
+  EXPECT_TRUE(example_selected("ch07/copy", {"ch07/copy"}));
+  EXPECT_FALSE(example_selected("ch07/copy", {"ch08/copy"}));
+  EXPECT_FALSE(example_selected("ch07/copy_coalescing", {"copy"}));  // whole names, not prefixes
+  EXPECT_FALSE(example_selected("ch07/copy", {"cop"}));
+}
+
+TEST(ExampleSelected, AListSelectsTheUnionOfItsNames) {
+  const std::vector<std::string> names = {"flash_attention_b4_s4096_d64",
+                                          "ch16/flash_attention_b4_s4096_d64_causal"};
+  EXPECT_TRUE(example_selected("ch16/flash_attention_b4_s4096_d64", names));
+  EXPECT_TRUE(example_selected("ch16/flash_attention_b4_s4096_d64_causal", names));
+  EXPECT_FALSE(example_selected("ch16/flash_attention_b4_s1024_d64", names));
+}
+
+TEST(UnmatchedNames, NamesThatSelectNothingInTheOrderGiven) {
+  const std::vector<std::string> examples = {"ch07/copy", "ch07/transpose", "ch08/copy"};
+  EXPECT_TRUE(unmatched_names(examples, {}).empty());
+  EXPECT_TRUE(unmatched_names(examples, {"copy", "ch07/transpose"}).empty());
+  EXPECT_EQ(unmatched_names(examples, {"tranpose", "copy", "ch09/copy"}),
+            (std::vector<std::string>{"tranpose", "ch09/copy"}));
+  EXPECT_EQ(unmatched_names({}, {"copy"}), std::vector<std::string>{"copy"});
+}
+
+TEST(UnmatchedNames, TheErrorNamesEveryOne) {
+  EXPECT_EQ(no_such_examples({"tranpose"}, "ch07"),
+            "--example tranpose matches no example of ch07 (`bench list` names them)");
+  EXPECT_EQ(no_such_examples({"a", "b"}, "ch07, ch08"),
+            "--example a, b match no example of ch07, ch08 (`bench list` names them)");
+}
+
+}  // namespace

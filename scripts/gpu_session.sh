@@ -17,12 +17,13 @@
 # --examples "a,b" adds `--example a,b` to every `bench compare` and `bench sanitize` the session
 # runs: only those examples (bare names or chNN/name, comma-separated). A name that matches no
 # example of the chapter compared is an error, and each of --chapters is a compare of its own: for
-# examples of several chapters, use --all --examples "ch16/a,ch10/b". It exists because a whole chapter's update no longer fits
-# in one device call: `--update --update-runs 3` of ch16 (12 examples when it was measured) took
-# more than 435 s for run 1 alone on an H100, and a call ends at 600 s. Update such a chapter a few
-# examples per call (the update keeps every other entry), e.g.
+# examples of several chapters, use --all --examples "ch16/a,ch10/b". It exists because a whole
+# chapter's update no longer fits in one device call: `--update --update-runs 3 --repeats 2` of
+# ch16 (12 examples, ~145 s a run on an H100) was still in its third run when a 450 s limit
+# stopped it, and a call ends at 600 s. Update such a chapter a few examples per call (the update
+# keeps every other entry), e.g.
 #   scripts/gpu_session.sh --no-readme --chapters ch16 --update --update-runs 3 \
-#     --examples "flash_attention_b4_s4096,flash_attention_b4_s4096_causal"
+#     --examples "flash_attention_b4_s4096_d64,flash_attention_b4_s4096_d64_causal"
 # --sanitize runs `bench sanitize --chapter C` for each chapter named, last.
 # --peers runs each named peer script (PyTorch timings of what a user would pick instead) after
 # the compares, in the same session, with --json session/peer_<name>.json.

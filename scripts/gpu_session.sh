@@ -19,7 +19,7 @@
 # example of the chapter compared is an error, and each of --chapters is a compare of its own: for
 # examples of several chapters, use --all --examples "ch16/a,ch10/b". It exists because a whole
 # chapter's update no longer fits in one device call: `--update --update-runs 3 --repeats 2` of
-# ch16 (12 examples, ~145 s a run on an H100) was still in its third run when a 450 s limit
+# ch16 (12 examples, ~165 s a run on an H100) was still in its third run when a 450 s limit
 # stopped it, and a call ends at 600 s. Update such a chapter a few examples per call (the update
 # keeps every other entry), e.g.
 #   scripts/gpu_session.sh --no-readme --chapters ch16 --update --update-runs 3 \

@@ -17,7 +17,7 @@ struct Options {
   std::optional<uint64_t> seed;
   std::string samples_out;        // --bench_samples_out=DIR: raw samples per case
   std::string expectations_dir;   // --bench_expectations_dir (default <source>/expectations)
-  bool smoke = false;             // --bench_smoke: few samples, every check still made
+  bool smoke = false;             // --bench_smoke: few samples, no sustained soak, every check made
   bool profile = false;           // --bench_profile: one untimed launch under cudaProfilerStart/Stop
   bool verify_only = false;       // --bench_verify_only: the verification runs only (bench sanitize)
   double throttle_tolerance = 0.10;

@@ -111,6 +111,25 @@ TEST(Timing, SustainedModeSoaksThenSamplesForItsWholeWindow) {
   EXPECT_TRUE(r.dropped.empty()) << r.dropped.size() << " samples dropped: sustained keeps every clock";
 }
 
+TEST(Timing, ASmokeRunOfASustainedCaseSkipsTheSoakAndStillChecks) {
+  detail::options().mode = Mode::sustained;
+  detail::options().smoke = true;
+  const auto r = run_case("spin_100us", "baseline", 3);
+  detail::options().smoke = false;
+  detail::options().mode.reset();
+  ASSERT_EQ(outcome(r), "measured");
+  double sampling = -1;
+  bool final_check = false;  // measured + this phase: the last timed sample was verified
+  for (const auto& [phase, seconds] : r.phase_seconds) {
+    EXPECT_NE(phase, "soak") << "a smoke run soaked";
+    if (phase == "samples") sampling = seconds;
+    final_check = final_check || phase == "final_check";
+  }
+  EXPECT_GE(sampling, 0.0) << "no sampling phase";
+  EXPECT_LT(sampling, kSustainedSampleSeconds) << "a smoke run sampled for the whole sustained window";
+  EXPECT_TRUE(final_check) << "a smoke run must still check its last timed sample";
+}
+
 TEST(Timing, Row14_AnAAPairIsNotASpeedup) {
   const auto a = run_case("small_copy", "baseline", 50);
   const auto b = run_case("small_copy", "optimized", 50);

@@ -55,7 +55,7 @@ std::string options_help() {
          "                            each variant and each sample still draws its own inputs\n"
          "  --bench_samples_out=DIR   write each case's raw samples to DIR/<case>.json\n"
          "  --bench_expectations_dir=DIR  where <hardware_key>.json ceilings are read from\n"
-         "  --bench_smoke             a quick run: few samples, no sustained soak, every check made\n"
+         "  --bench_smoke             a quick run: few samples, no soak, every check made\n"
          "  --bench_profile           verify and warm up, then ONE untimed launch between\n"
          "                            cudaProfilerStart/Stop for ncu or nsys (bench profile)\n"
          "  --bench_verify_only       only the two checked runs at the verification size, then\n"

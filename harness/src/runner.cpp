@@ -322,10 +322,10 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     return Sample{};
   };
   stats::StopRule stop = opt.stop;
-  // A smoke run (--bench_smoke, ctest's chapter tests) makes every check and scores nothing, so
-  // a sustained case skips the soak and the long window: 3 s a variant was most of a GPU's
-  // `./bench test`.
-  if (r.mode == Mode::sustained && !opt.smoke) {  // bring the board to its power limit's steady state first
+  // Bring the board to its power limit's steady state first. Not in a smoke run (--bench_smoke,
+  // ctest's chapter tests), which makes every check and scores nothing: 3 s a sustained variant
+  // was most of a GPU's `./bench test`.
+  if (r.mode == Mode::sustained && !opt.smoke) {
     Phase phase("soak", r);
     double ignored = 0;
     const double start = host_seconds();

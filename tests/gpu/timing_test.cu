@@ -126,7 +126,8 @@ TEST(Timing, ASmokeRunOfASustainedCaseSkipsTheSoakAndStillChecks) {
     final_check = final_check || phase == "final_check";
   }
   EXPECT_GE(sampling, 0.0) << "no sampling phase";
-  EXPECT_LT(sampling, kSustainedSampleSeconds) << "a smoke run sampled for the whole sustained window";
+  EXPECT_LT(sampling, kSustainedSampleSeconds)
+      << "a smoke run sampled for the whole sustained window";
   EXPECT_TRUE(final_check) << "a smoke run must still check its last timed sample";
 }
 

@@ -51,7 +51,9 @@
 // Measured (H200, bench compare, 2026-11-23): 4096^3 baseline 193.7 us, persistent 191.8 us,
 // persistent_tma_store 170.8 us, cuBLASLt 172.9 us (ours 1.01x the vendor's), multicast 284.2 us;
 // 8192^3 1.698 / 1.698 / 1.603 ms, cuBLASLt 1.573 ms, multicast 2.259 ms. At 8192^3 timed
-// sustained, as ch09. Why multicast loses is not yet profiled (README).
+// sustained, as ch09. H100 (56aac1a): 195.8 / 190.4 / 171.2 us, cuBLASLt 173.0 us, multicast
+// 352.3 us; 8192^3 1.641 / 1.644 / 1.519 ms, cuBLASLt 1.513 ms, multicast 2.819 ms. Why multicast
+// loses is not yet profiled (README).
 // Verification: relative L2 <= 1e-2 (ch09's GEMM bound: BF16 output, FP32 sums in another order)
 // against a double CPU reference at 2816 x 1792 x 320: 11 x 14 = 154 tiles (77 pairs), more
 // than the persistent grid and not a multiple of it (on 132 SMs 22 CTAs run 2 tiles, and 11 of

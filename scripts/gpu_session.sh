@@ -11,7 +11,7 @@
 #                          [--no-readme] [--preset default|device] [--sanitize "ch07 ch02"]
 #                          [--peers "scripts/peers/torch_rowwise.py"] [--html]
 #                          [--profile "ch08/occupancy_tuning/baseline ..."] [--metrics "a,b"]
-#                          [--mpi "1073741824 67108868"]
+#                          [--mpi "1073741824 67108868"] [--sass "ch10 ch16"]
 #
 # --all runs `bench compare --all` (every chapter in one report) instead of --chapters.
 # --examples "a,b" adds `--example a,b` to every `bench compare` and `bench sanitize` the session
@@ -31,6 +31,10 @@
 # the basic set, and prints those metrics from each report into the summary.
 # --mpi runs ch04's MPI form on every GPU of the machine (mpirun -np <GPU count>) at each byte
 # count named, then once with the last rank planted wrong (it must report FAILED naming it).
+# --sass runs scripts/sass_summary.py on each chapter binary named (build/<preset>/chapters/C/C):
+# per kernel, the HGMMA (shape, A from registers or shared memory), TMA (UTMALDG/UTMASTG, with
+# their modifiers), SYNCS, USETMAXREG, mma.sync and local-memory (LDL/STL) counts a README quotes
+# as its SASS evidence; a markdown table per chapter in session/sass_<C>.md.
 # --html adds `--html session/compare_<ch>_<i>.html` to every compare (the HTML report).
 # --preset picks the build the session uses after the README's commands: `default` (the
 # default) reuses build/default, which `./bench test` has just built and tested with every
@@ -58,7 +62,7 @@ cd "$(dirname "$0")/.."
 
 chapters="" examples="" repeats=1 update="" update_runs=1 targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
 mpi_bytes=""
-calibrate=0 calibrate_args="" readme=1 preset=default all=0 sanitize="" labels_given=0 peers="" html=0 profile="" metrics=""
+calibrate=0 calibrate_args="" readme=1 preset=default all=0 sanitize="" sass="" labels_given=0 peers="" html=0 profile="" metrics=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --chapters) chapters="$2"; shift 2 ;;
@@ -78,6 +82,7 @@ while [ $# -gt 0 ]; do
     --profile) profile="$2"; shift 2 ;;
     --metrics) metrics="$2"; shift 2 ;;
     --mpi) mpi_bytes="$2"; shift 2 ;;
+    --sass) sass="$2"; shift 2 ;;
     --no-ctest) run_ctest=0; shift ;;
     --extra) extra="$2"; shift 2 ;;
     --no-readme) readme=0; shift ;;
@@ -189,6 +194,11 @@ for case in $profile; do
   $bench profile "$case" --set basic -o "$report" ${metrics:+-- --metrics "$metrics"} >"$report.log" 2>&1
   note "profile $case: exit $?"
   ncu --import "$report.ncu-rep" --page raw --csv ${metrics:+--metrics "$metrics"} 2>&1 | tail -n 2 | tee -a "$summary"
+done
+for ch in $sass; do
+  python3 scripts/sass_summary.py --markdown "build/$preset/chapters/$ch/$ch" >"$out/sass_$ch.md" 2>&1
+  note "sass $ch: exit $? (session/sass_$ch.md)"
+  cat "$out/sass_$ch.md" >>"$summary"
 done
 for ch in $sanitize; do
   t=$(date +%s)

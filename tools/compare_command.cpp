@@ -60,9 +60,7 @@ bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostr
   // A chapter that could not list its cases is a crash record below; a name may be one of its.
   if (const auto unmatched = unmatched_names(selected, options.examples);
       listed_all && !unmatched.empty()) {
-    std::string where;
-    for (const auto& chapter : chapters) where += (where.empty() ? "" : ", ") + chapter;
-    err << "bench compare: " << no_such_examples(unmatched, where) << "\n";
+    err << "bench compare: " << no_such_examples(unmatched, chapters) << "\n";
     return false;
   }
   for (auto& [chapter, listing] : listed) {
@@ -115,7 +113,7 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
     std::vector<std::string> saved;
     for (const auto& c : extract_cases(results)) saved.push_back(c.example);
     if (const auto unmatched = unmatched_names(saved, options.examples); !unmatched.empty()) {
-      err << "bench compare: " << no_such_examples(unmatched, options.from_results) << "\n";
+      err << "bench compare: " << no_such_examples(unmatched, {options.from_results}) << "\n";
       return kExitUsage;
     }
   } else {

@@ -33,11 +33,15 @@ std::vector<std::string> unmatched_names(const std::vector<std::string>& example
   return out;
 }
 
-std::string no_such_examples(const std::vector<std::string>& unmatched, const std::string& where) {
-  std::string list;
-  for (const auto& name : unmatched) list += (list.empty() ? "" : ", ") + name;
-  return "--example " + list + (unmatched.size() == 1 ? " matches" : " match") + " no example of " +
-         where + " (`bench list` names them)";
+std::string no_such_examples(const std::vector<std::string>& unmatched,
+                             const std::vector<std::string>& places) {
+  auto join = [](const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+    return out;
+  };
+  return "--example " + join(unmatched) + (unmatched.size() == 1 ? " matches" : " match") +
+         " no example of " + join(places) + " (`bench list` names them)";
 }
 
 ChapterExamples chapter_examples(const std::filesystem::path& binary,

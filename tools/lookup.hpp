@@ -16,8 +16,10 @@ bool example_selected(const std::string& example, const std::vector<std::string>
 // typo is an error naming it rather than an empty run.
 std::vector<std::string> unmatched_names(const std::vector<std::string>& examples,
                                          const std::vector<std::string>& names);
-// The error for them: "--example nope matches no example of ch07 (`bench list` names them)".
-std::string no_such_examples(const std::vector<std::string>& unmatched, const std::string& where);
+// The error for them, `places` being where they were looked for (chapters, or a results file):
+// "--example nope matches no example of ch07 (`bench list` names them)".
+std::string no_such_examples(const std::vector<std::string>& unmatched,
+                             const std::vector<std::string>& places);
 
 // A chapter binary's cases grouped by example, examples in the binary's order.
 struct ChapterExamples {

@@ -237,9 +237,7 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
     selected.insert(selected.end(), listed.back().examples.begin(), listed.back().examples.end());
   }
   if (const auto unmatched = unmatched_names(selected, options.examples); !unmatched.empty()) {
-    std::string where;
-    for (const auto& chapter : chapters) where += (where.empty() ? "" : ", ") + chapter;
-    err << "bench sanitize: " << no_such_examples(unmatched, where) << "\n";
+    err << "bench sanitize: " << no_such_examples(unmatched, chapters) << "\n";
     return kExitUsage;
   }
   const std::vector<std::string> tools = options.tools.empty() ? kSanitizerTools : options.tools;

@@ -36,9 +36,9 @@ TEST(UnmatchedNames, NamesThatSelectNothingInTheOrderGiven) {
 }
 
 TEST(UnmatchedNames, TheErrorNamesEveryOne) {
-  EXPECT_EQ(no_such_examples({"tranpose"}, "ch07"),
+  EXPECT_EQ(no_such_examples({"tranpose"}, {"ch07"}),
             "--example tranpose matches no example of ch07 (`bench list` names them)");
-  EXPECT_EQ(no_such_examples({"a", "b"}, "ch07, ch08"),
+  EXPECT_EQ(no_such_examples({"a", "b"}, {"ch07", "ch08"}),
             "--example a, b match no example of ch07, ch08 (`bench list` names them)");
 }
 

@@ -193,7 +193,7 @@ for case in $profile; do
   mkdir -p "$out/profile"
   $bench profile "$case" --set basic -o "$report" ${metrics:+-- --metrics "$metrics"} >"$report.log" 2>&1
   note "profile $case: exit $?"
-  ncu --import "$report.ncu-rep" --page raw --csv ${metrics:+--metrics "$metrics"} 2>&1 | tail -n 2 | tee -a "$summary"
+  ncu --import "$report.ncu-rep" --page raw --csv ${metrics:+--metrics "$metrics"} 2>&1 | tail -n 3 | tee -a "$summary"
 done
 for ch in $sass; do
   python3 scripts/sass_summary.py --markdown "build/$preset/chapters/$ch/$ch" >"$out/sass_$ch.md" 2>&1

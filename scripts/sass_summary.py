@@ -8,7 +8,7 @@ barriers and register hand-over (SYNCS, USETMAXREG, BAR), and local memory (LDL/
 stack array, which the README must explain or remove). Run on the GPU machine, where cuobjdump
 is; scripts/gpu_session.sh --sass "ch10 ch16" runs it on the session's build.
 
-  scripts/sass_summary.py build/default/chapters/ch16/ch16 [--kernels REGEX] [--markdown]
+  scripts/sass_summary.py build/default/chapters/ch16/ch16 [--kernels REGEX] [--markdown] [--with-harness]
   scripts/sass_summary.py --self-test
 """
 import argparse
@@ -32,6 +32,11 @@ COLUMNS = [
     ("BAR", re.compile(r"^BAR\.")),
     ("LDL/STL", re.compile(r"^(LDL|STL)\b")),
 ]
+# Shown even when every kernel counts 0: "no spills" is evidence a README quotes.
+ALWAYS_SHOWN = ("LDL/STL",)
+# The harness's own kernels (fills, the L2 flush, the timer probes) are in every chapter binary;
+# a chapter's table leaves them out unless --with-harness.
+HARNESS = re.compile(r"^((void )?bench::|_ZN5bench)")  # demangled, or mangled where no c++filt
 # Columns whose distinct full opcodes are listed too (HGMMA's shape and types, UTMALDG's
 # dimensionality and any multicast modifier).
 FORMS = ("HGMMA", "UTMALDG", "UTMASTG", "UBLKCP")
@@ -75,7 +80,7 @@ def demangle(names):
 
 
 def table(kernels, names, markdown):
-    shown = [c for c, _ in COLUMNS if any(k[c] for k in kernels.values())]
+    shown = [c for c, _ in COLUMNS if c in ALWAYS_SHOWN or any(k[c] for k in kernels.values())]
     forms = sorted({key for k in kernels.values() for key in k if key.startswith("form ")})
     header = ["kernel"] + shown + [f[len("form "):] for f in forms]
     rows = [[names[n]] + [str(k[c]) for c in shown] + [str(k[f]) for f in forms] for n, k in kernels.items()]
@@ -113,6 +118,14 @@ def self_test():
                 "form UTMALDG.2D": 1}
     wrong = {c: (first[c], n) for c, n in expected.items() if first[c] != n}
     wrong.update({"plain " + c: (k["plain"][c], 1) for c in ("HMMA", "LDSM") if k["plain"][c] != 1})
+    header = table({"plain": k["plain"]}, {"plain": "plain"}, markdown=False).splitlines()[0]
+    if "LDL/STL" not in header.split("\t"):
+        wrong["LDL/STL column shown at 0"] = (header, "LDL/STL")
+    for name, harness in (("void bench::detail::(anonymous namespace)::fill_kernel<float>(float*)", True),
+                          ("bench::detail::(anonymous namespace)::empty_kernel()", True),
+                          ("void ch16_wgmma::wgmma_ws<64, true, true>(CUtensorMap_st)", False)):
+        if bool(HARNESS.match(name)) != harness:
+            wrong["harness " + name] = (not harness, harness)
     if wrong:
         print("self-test FAILED (column: got, expected):", wrong)
         return 1
@@ -125,6 +138,7 @@ def main():
     p.add_argument("binaries", nargs="*")
     p.add_argument("--kernels", default="", help="only kernels whose demangled name matches this regex")
     p.add_argument("--markdown", action="store_true", help="a markdown table (for a README)")
+    p.add_argument("--with-harness", action="store_true", help="keep the harness's kernels (bench::...)")
     p.add_argument("--self-test", action="store_true", help="check the parser on a built-in listing")
     a = p.parse_args()
     if a.self_test:
@@ -143,8 +157,9 @@ def main():
             continue
         kernels = parse(run.stdout)
         names = demangle(list(kernels))
-        if a.kernels:
-            kernels = collections.OrderedDict((n, k) for n, k in kernels.items() if re.search(a.kernels, names[n]))
+        kernels = collections.OrderedDict(
+            (n, k) for n, k in kernels.items()
+            if (a.with_harness or not HARNESS.match(names[n])) and (not a.kernels or re.search(a.kernels, names[n])))
         print(f"## {binary}: {len(kernels)} kernels")
         print(table(kernels, names, a.markdown))
     return status

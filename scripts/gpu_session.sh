@@ -24,7 +24,8 @@
 # keeps every other entry), e.g.
 #   scripts/gpu_session.sh --no-readme --chapters ch16 --update --update-runs 3 \
 #     --examples "flash_attention_b4_s4096_d64,flash_attention_b4_s4096_d64_causal"
-# --sanitize runs `bench sanitize --chapter C` for each chapter named, last.
+# --sanitize runs `bench sanitize --chapter C --timeout 240` for each chapter named, last (a hung
+# run is killed at 240 s and reported, so it cannot take the rest of the device call with it).
 # --peers runs each named peer script (PyTorch timings of what a user would pick instead) after
 # the compares, in the same session, with --json session/peer_<name>.json.
 # --profile runs `bench profile CASE --set basic` (ncu) for each case named, with --metrics added to
@@ -202,7 +203,7 @@ for ch in $sass; do
 done
 for ch in $sanitize; do
   t=$(date +%s)
-  $bench sanitize --chapter "$ch" ${examples:+--example "$examples"} >"$out/sanitize_$ch.log" 2>&1
+  $bench sanitize --chapter "$ch" --timeout 240 ${examples:+--example "$examples"} >"$out/sanitize_$ch.log" 2>&1
   note "sanitize $ch: exit $?, $(( $(date +%s) - t )) s"
   cat "$out/sanitize_$ch.log" >>"$summary"
 done

@@ -3,12 +3,15 @@
 #include "chapter_process.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -31,15 +34,51 @@ std::string slurp(const fs::path& file) {
   return text.str();
 }
 
+// An interrupt or termination that arrives while a time-limited child runs in its own process
+// group (where the terminal's Ctrl-C no longer reaches it): remembered, acted on by the wait loop.
+std::atomic<int> pending_signal{0};
+extern "C" void remember_signal(int signal) { pending_signal = signal; }
+
+// Waits for `pid`, the leader of its own process group, for at most `timeout_s`; then, or on an
+// interrupt, terminates the group. Returns waitpid's status.
+int wait_with_timeout(pid_t pid, double timeout_s, bool* timed_out) {
+  struct sigaction forward {}, old_int {}, old_term {};
+  forward.sa_handler = remember_signal;
+  ::sigemptyset(&forward.sa_mask);
+  pending_signal = 0;
+  ::sigaction(SIGINT, &forward, &old_int);
+  ::sigaction(SIGTERM, &forward, &old_term);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  int status = 0;
+  pid_t done = 0;
+  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && pending_signal == 0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (done == 0) {  // still running: the time ran out, or we were interrupted
+    *timed_out = pending_signal == 0;
+    ::kill(-pid, SIGTERM);
+    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < grace)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ::kill(-pid, SIGKILL);  // whatever of the group is left, the leader included
+    if (done == 0) done = ::waitpid(pid, &status, 0);
+  }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+  if (const int signal = pending_signal.exchange(0)) ::raise(signal);  // end as the signal would have
+  return done < 0 ? -1 : status;
+}
+
 }  // namespace
 
 std::string ProcessResult::describe() const {
+  if (timed_out) return "did not finish in time (killed)";
   if (!started) return "could not be started: " + err;
   if (signaled) return "killed by signal " + std::to_string(signal) + " (" + ::strsignal(signal) + ")";
   return "exit code " + std::to_string(exit_code);
 }
 
-ProcessResult run_process(const std::vector<std::string>& argv, bool capture) {
+ProcessResult run_process(const std::vector<std::string>& argv, bool capture, double timeout_s) {
   ProcessResult result;
   fs::path dir;
   if (capture) dir = make_temp_dir("bench-proc-");
@@ -48,6 +87,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, bool capture) {
   args.push_back(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) {
+    if (timeout_s > 0) ::setpgid(0, 0);  // a group of its own, so a kill reaches its children too
     if (capture) {
       const int out = ::open((dir / "out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       const int err = ::open((dir / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -59,7 +99,13 @@ ProcessResult run_process(const std::vector<std::string>& argv, bool capture) {
     ::_exit(127);
   }
   int status = 0;
-  if (pid < 0 || ::waitpid(pid, &status, 0) < 0) {
+  if (pid > 0 && timeout_s > 0) {
+    ::setpgid(pid, pid);  // also here, so the group exists before any kill (whichever runs first)
+    status = wait_with_timeout(pid, timeout_s, &result.timed_out);
+  } else if (pid > 0 && ::waitpid(pid, &status, 0) < 0) {
+    status = -1;
+  }
+  if (pid < 0 || status < 0) {
     result.started = false;
     result.err = std::strerror(errno);
     return result;

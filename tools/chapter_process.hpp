@@ -15,14 +15,18 @@ struct ProcessResult {
   int signal = 0;        // valid when signaled
   bool signaled = false;
   bool started = true;   // false: the program could not be executed at all
+  bool timed_out = false;  // killed, with its process group, when the time limit ran out
   std::string out, err;  // captured standard output and error (empty when inherited)
   std::string describe() const;  // "exit code 3", "killed by signal 6 (Aborted)"
   bool ok() const { return started && !signaled && exit_code == 0; }
 };
 
 // Runs argv[0] with the arguments; `capture` redirects stdout/stderr to buffers, otherwise the
-// child shares this process's terminal.
-ProcessResult run_process(const std::vector<std::string>& argv, bool capture);
+// child shares this process's terminal. With `timeout_s` > 0 the child runs in a process group of
+// its own, and when the time runs out the whole group (a tool and the program it runs) gets
+// SIGTERM, then SIGKILL 5 s later; an interrupt of this process kills the group too, then ends
+// this process as the signal would have.
+ProcessResult run_process(const std::vector<std::string>& argv, bool capture, double timeout_s = 0);
 
 // The last `lines` lines of `text`, joined with " | " so they fit a table's reason column.
 std::string tail_lines(const std::string& text, int lines);

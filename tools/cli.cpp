@@ -160,6 +160,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   sanitize_cmd->add_option("--tool", sanitize.tools, "only these tools, comma-separated (default: all four)")
       ->delimiter(',')
       ->check(CLI::IsMember(kSanitizerTools));
+  sanitize_cmd->add_option("--timeout", sanitize.timeout_s,
+                           "seconds one sanitizer process may run before it is killed and reported (default 600)")
+      ->check(CLI::PositiveNumber);
   sanitize_cmd->add_option("--reports-dir", sanitize.reports_dir,
                            "where sanitize.json, sanitize.md and the logs go (default <build>/reports/sanitize)");
   sanitize_cmd->add_option("sanitizer_args", sanitize.sanitizer_args,

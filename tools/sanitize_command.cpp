@@ -113,11 +113,12 @@ Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs
                      {binary.string(), "--benchmark_filter=^" + example + "/", "--benchmark_out=" + results.string(),
                       "--benchmark_out_format=json", "--bench_verify_only"});
   const auto start = std::chrono::steady_clock::now();
-  const ProcessResult p = run_process(run.command, true);
+  const ProcessResult p = run_process(run.command, true, options.timeout_s);
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   SanitizeEvidence e;
   e.started = p.started, e.signaled = p.signaled, e.exit_code = p.exit_code, e.how = p.describe();
+  e.timed_out = p.timed_out, e.timeout_s = options.timeout_s;
   e.error_exit_code = kFoundExitCode;
   e.stderr_tail = tail_lines(p.err, 2);
   e.output = parse_sanitizer_output(read_text(run.log) + "\n" + sanitizer_lines(p.out) + sanitizer_lines(p.err));
@@ -275,7 +276,10 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
         runs.push_back(sanitize_one(sanitizer, tool, binary, examples[i], cases_of[examples[i]], options, logs));
         const Run& run = runs.back();
         out << fmt::format("  {:<10} {} ({:.1f} s)\n", tool, describe(run.result), run.seconds);
-        if (run.result.verdict == SanitizeVerdict::found || run.result.verdict == SanitizeVerdict::failed)
+        const bool reported = run.result.verdict == SanitizeVerdict::found ||
+                              run.result.verdict == SanitizeVerdict::library;
+        if (reported && !run.result.reason.empty()) out << fmt::format("  {:<10} {}\n", "", run.result.reason);
+        if (reported || run.result.verdict == SanitizeVerdict::failed)
           out << fmt::format("  {:<10} log: {}\n", "", run.log.string());
         out << std::flush;
       }
@@ -285,11 +289,16 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
   std::map<SanitizeVerdict, int> count;
   for (const auto& run : runs) ++count[run.result.verdict];
   const int bad = count[SanitizeVerdict::found] + count[SanitizeVerdict::failed];
-  const bool checked_nothing = count[SanitizeVerdict::clean] == 0 && bad == 0;
+  // A library-only run checked the example's kernels too, and found nothing in them.
+  const bool checked_nothing = count[SanitizeVerdict::clean] + count[SanitizeVerdict::library] == 0 && bad == 0;
   const int exit_code = bad > 0 || checked_nothing ? kExitFailed : kExitOk;
   out << fmt::format("\nsanitize: {} runs: {} clean, {} found, {} failed, {} refused, {} skipped\n", runs.size(),
                      count[SanitizeVerdict::clean], count[SanitizeVerdict::found], count[SanitizeVerdict::failed],
                      count[SanitizeVerdict::refused], count[SanitizeVerdict::skipped]);
+  if (const int library = count[SanitizeVerdict::library]; library > 0)
+    out << fmt::format("  {} run(s) reported errors in library code only (no line information: not code this tree "
+                       "compiled), not counted against the examples; their logs say what\n",
+                       library);
   std::map<std::string, std::pair<int, std::string>> refused;  // by tool: how often, the first reason
   for (const auto& run : runs)
     if (run.result.verdict == SanitizeVerdict::refused && refused[run.tool].first++ == 0)

@@ -98,6 +98,7 @@ std::string SanitizerFinding::where() const {
 
 SanitizerOutput parse_sanitizer_output(std::string_view text) {
   static const std::regex summary(R"(^(\w+) SUMMARY:\s*(\d+)?)");  // ERROR, RACECHECK, LEAK
+  static const std::regex racecheck_totals(R"(\((\d+) errors?, (\d+) warnings?\))");
   SanitizerOutput out;
   SanitizerFinding* open = nullptr;  // the report the indented lines belong to
   std::istringstream in{std::string(text)};
@@ -123,7 +124,12 @@ SanitizerOutput parse_sanitizer_output(std::string_view text) {
       // "ERROR SUMMARY: 96 errors were not printed ..." follows the count past --print-limit.
       if (content.find("not printed") != std::string::npos) continue;
       if (m[2].matched && m.str(1) == "ERROR") out.error_count = std::stol(m.str(2));
-      if (m[2].matched && m.str(1) == "RACECHECK") out.hazard_count = std::stol(m.str(2));
+      if (m[2].matched && m.str(1) == "RACECHECK") {
+        std::smatch totals;  // past --print-limit, more were found than displayed
+        out.hazard_count = std::regex_search(content, totals, racecheck_totals)
+                               ? std::stol(totals.str(1)) + std::stol(totals.str(2))
+                               : std::stol(m.str(2));
+      }
       continue;
     }
     std::string severity;
@@ -178,6 +184,8 @@ const char* to_string(SanitizeVerdict verdict) {
       return "clean";
     case SanitizeVerdict::found:
       return "found";
+    case SanitizeVerdict::library:
+      return "library";
     case SanitizeVerdict::refused:
       return "refused";
     case SanitizeVerdict::failed:
@@ -211,7 +219,17 @@ SanitizeResult judge(const SanitizeEvidence& e) {
       o.unsupported.empty() ? std::string() : "device code not checked: " + o.unsupported.front();
   if (!o.findings.empty()) {
     r.finding = o.findings.front();
-    r.errors = std::max<long>(r.errors, 1);
+    r.errors = std::max<long>(r.errors, static_cast<long>(o.findings.size()));
+    const bool shown_in_libraries = std::all_of(o.findings.begin(), o.findings.end(),
+                                                [](const SanitizerFinding& f) { return f.in_library_code(); });
+    const long shown = static_cast<long>(o.findings.size());
+    if (shown_in_libraries && r.errors <= shown)
+      return verdict(SanitizeVerdict::library, unchecked);
+    if (shown_in_libraries)  // the rest may be anyone's: still a finding, and how to see them
+      return verdict(SanitizeVerdict::found,
+                     fmt::format("the {} shown are in library code (no line information); {} more were not printed "
+                                 "(`-- --print-limit {}` prints them)",
+                                 shown, r.errors - shown, std::max<long>(1000, r.errors)));
     return verdict(SanitizeVerdict::found, unchecked);
   }
   // Counted or signalled by the exit code, but printed in a form this parser does not know:
@@ -227,6 +245,12 @@ SanitizeResult judge(const SanitizeEvidence& e) {
     r.errors = std::max<long>(r.errors, 1);
     return verdict(SanitizeVerdict::found, unchecked);
   }
+  // Killed: what it printed before found nothing, and nothing after the kill can be trusted.
+  if (e.timed_out)
+    return verdict(SanitizeVerdict::failed,
+                   fmt::format("did not finish in {:g} s and was killed: a hang under this tool, or a run slower "
+                               "than the limit (--timeout)",
+                               e.timeout_s));
   if (auto why = refusal_reason(o); !why.empty()) return verdict(SanitizeVerdict::refused, why);
   if (exited && e.exit_code == kNoDeviceExitCode) return verdict(SanitizeVerdict::skipped, "no CUDA device");
   if (!o.tool_errors.empty()) return verdict(SanitizeVerdict::failed, "compute-sanitizer: " + o.tool_errors.front());
@@ -260,8 +284,9 @@ std::string describe(const SanitizeResult& r) {
   switch (r.verdict) {
     case SanitizeVerdict::clean:
       return r.reason.empty() ? "clean" : "clean (" + r.reason + ")";
-    case SanitizeVerdict::found: {
-      std::string line = "FOUND " + r.finding->what;
+    case SanitizeVerdict::found:
+    case SanitizeVerdict::library: {
+      std::string line = (r.verdict == SanitizeVerdict::found ? "FOUND " : "in library code only: ") + r.finding->what;
       if (const std::string where = r.finding->where(); !where.empty()) line += " " + where;
       if (r.errors > 1) line += fmt::format(" ({} errors)", r.errors);
       return line;

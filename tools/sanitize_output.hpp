@@ -24,13 +24,19 @@ struct SanitizerFinding {
   std::vector<std::string> details;  // the indented lines under the report ("by thread ...", "Address ...")
   // "in kernel(...) at file.cu:12", "in kernel(...) (no line information)", or "" for a host API error.
   std::string where() const;
+  // In device code with no line information. Everything this tree compiles has -lineinfo
+  // (cmake/BenchChapter.cmake), so that is code it did not compile: a prebuilt library's kernel
+  // (cuBLASLt's nvjet_*, cuDNN's, NCCL's).
+  bool in_library_code() const { return !function.empty() && file.empty(); }
 };
 
 // What one compute-sanitizer run printed.
 struct SanitizerOutput {
   std::vector<SanitizerFinding> findings;  // in the order printed (at most --print-limit of them)
   std::optional<long> error_count;         // "ERROR SUMMARY: N errors"
-  std::optional<long> hazard_count;        // "RACECHECK SUMMARY: N hazards displayed (...)"
+  // "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)": E + W, every hazard the tool
+  // found; only the first --print-limit of them are displayed (and parsed into findings).
+  std::optional<long> hazard_count;
   std::vector<std::string> tool_errors;    // the sanitizer's own errors ("Error: Device not supported")
   // Warnings that the tool cannot check this program ("Warning: CUDA Dynamic Parallelism is not
   // supported by the selected tool": racecheck, synccheck and initcheck on a binary built for
@@ -50,14 +56,18 @@ SanitizerOutput parse_sanitizer_output(std::string_view text);
 // the tool does not support the program (SanitizerOutput::unsupported).
 std::string refusal_reason(const SanitizerOutput& output);
 
-enum class SanitizeVerdict { clean, found, refused, failed, skipped };
-const char* to_string(SanitizeVerdict verdict);  // "clean", "found", "refused", "failed", "skipped"
+// library: every error the tool counted is displayed, and every one is in library code (no line
+// information): reported, but not a finding against the example's own kernels.
+enum class SanitizeVerdict { clean, found, library, refused, failed, skipped };
+const char* to_string(SanitizeVerdict verdict);  // "clean", "found", "library", "refused", "failed", "skipped"
 
 // What is known about one sanitizer process that ran one example's cases with --bench_verify_only.
 struct SanitizeEvidence {
   SanitizerOutput output;  // parsed from its log and the prefixed lines of its console
   bool started = true;     // false: compute-sanitizer could not be executed
   bool signaled = false;
+  bool timed_out = false;                   // killed when its time limit (timeout_s) ran out
+  double timeout_s = 0;
   int exit_code = 0;                        // compute-sanitizer's exit code (the program's, unless errors were found)
   int error_exit_code = 0;                  // what --error-exitcode was set to
   std::string how;                          // "exit code 3", "killed by signal 9 (Killed)"

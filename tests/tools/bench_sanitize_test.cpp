@@ -3,13 +3,16 @@
 // per example and tool, the verify-only command line, a finding, a refusal, a crash, the reports
 // and the exit code. No GPU needed (BENCH_ASSUME_GPU=1).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "chapter_process.hpp"
@@ -22,7 +25,9 @@ using bench::tools::testing::bench;
 using bench::tools::testing::scratch_dir;
 
 // memcheck finds an out-of-bounds read in ch99/first; racecheck is refused by the "device";
-// everything else runs the program and reports no errors.
+// the tool named by $FAKE_SANITIZER_HANG hangs (after starting a child of its own, as the real one
+// runs the program); the tool named by $FAKE_SANITIZER_LIBRARY reports a race in a library's kernel
+// (no line information, as cuBLASLt's); everything else runs the program and reports no errors.
 fs::path fake_sanitizer(const fs::path& dir) {
   const fs::path tool = dir / "compute-sanitizer";
   std::ofstream script(tool);
@@ -33,6 +38,21 @@ while [ "${1#--}" != "$1" ]; do
   case "$1" in --tool) tool=$2 ;; --log-file) log=$2 ;; esac
   shift 2
 done
+if [ "$tool" = "$FAKE_SANITIZER_HANG" ]; then
+  printf '========= COMPUTE-SANITIZER\n' > "$log"
+  sleep 120 &
+  echo $! > "$0.hung_child"
+  wait
+  exit 0
+fi
+if [ "$tool" = "$FAKE_SANITIZER_LIBRARY" ]; then
+  "$@"
+  printf '%s\n' '========= COMPUTE-SANITIZER' \
+    '========= Error: Race reported between Read access at nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_TNN+0x980' \
+    '=========     and Write access at nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_TNN+0x37c0 [704 hazards]' \
+    '=========' '========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)' > "$log"
+  exit 86
+fi
 if [ "$tool" = racecheck ]; then
   printf '========= COMPUTE-SANITIZER\n========= Error: Device not supported\n' > "$log"
   exit 1
@@ -52,6 +72,16 @@ exit $code
   script.close();
   fs::permissions(tool, fs::perms::owner_all);
   return tool;
+}
+
+// Gone: no such process, or a zombie nobody has reaped yet (it runs nothing).
+bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
 }
 
 std::vector<std::vector<std::string>> recorded_runs(const fs::path& tool) {
@@ -162,6 +192,59 @@ TEST_F(BenchSanitize, AnExampleListChecksThoseAndAnUnknownNameIsRefusedBeforeAny
   EXPECT_NE(typo.err.find("--example lats matches no example of ch99"), std::string::npos)
       << typo.err;
   EXPECT_EQ(recorded_runs(tool).size(), 2u);  // nothing more ran
+  fs::remove_all(dir);
+}
+
+// A tool that hangs is killed at --timeout, with the child it started (the program, for the real
+// sanitizer), reported as FAILED with the limit, and the runs after it still happen.
+TEST_F(BenchSanitize, AHungToolIsKilledAtTheTimeoutAndTheOthersStillRun) {
+  const fs::path dir = scratch_dir("sanitize_hang");
+  const fs::path tool = fake_sanitizer(dir);
+  ::setenv("BENCH_COMPUTE_SANITIZER", tool.c_str(), 1);
+  ::setenv("FAKE_SANITIZER_HANG", "synccheck", 1);
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = bench({"sanitize", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99", "--example", "last", "--tool",
+                        "synccheck,memcheck", "--timeout", "1", "--reports-dir", (dir / "reports").string()});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::unsetenv("FAKE_SANITIZER_HANG");
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_LT(seconds, 30) << "the hung tool was waited for, not killed";
+  EXPECT_NE(r.out.find("synccheck  FAILED: did not finish in 1 s and was killed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("memcheck   clean"), std::string::npos) << r.out;
+  EXPECT_EQ(recorded_runs(tool).size(), 2u);
+  // The hung tool's own child went with it: its process group was killed, not just its leader.
+  std::ifstream child_file(tool.string() + ".hung_child");
+  pid_t child = 0;
+  ASSERT_TRUE(child_file >> child) << "the fake never started its child";
+  bool child_gone = false;
+  for (int i = 0; i < 100 && !child_gone; ++i) {  // a killed orphan may take a moment to be reaped
+    child_gone = process_gone(child);
+    if (!child_gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(child_gone) << "pid " << child << " still runs";
+  if (!child_gone) ::kill(child, SIGKILL);
+  fs::remove_all(dir);
+}
+
+// Errors only in a library's kernels (every one displayed, none with line information) are
+// reported, with the log, and do not fail the example: its own kernels ran under the tool clean.
+TEST_F(BenchSanitize, ErrorsOnlyInLibraryCodeAreReportedButDoNotFail) {
+  const fs::path dir = scratch_dir("sanitize_library");
+  ::setenv("BENCH_COMPUTE_SANITIZER", fake_sanitizer(dir).c_str(), 1);
+  ::setenv("FAKE_SANITIZER_LIBRARY", "synccheck", 1);
+  const auto r = bench({"sanitize", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99", "--example", "last", "--tool",
+                        "synccheck", "--reports-dir", (dir / "reports").string()});
+  ::unsetenv("FAKE_SANITIZER_LIBRARY");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("synccheck  in library code only: Error: Race reported between Read access and Write access "
+                       "in nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_TNN (no line information)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("1 run(s) reported errors in library code only"), std::string::npos) << r.out;
+  std::ifstream in(dir / "reports" / "sanitize.json");
+  const auto report = nlohmann::json::parse(in);
+  EXPECT_EQ(report["runs"][0]["verdict"], "library");
+  EXPECT_EQ(report["runs"][0]["finding"]["function"], "nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_TNN");
   fs::remove_all(dir);
 }
 

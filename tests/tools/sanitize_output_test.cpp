@@ -263,6 +263,51 @@ TEST(SanitizeJudge, DynamicParallelismIsRefusedNotFound) {
   EXPECT_EQ(judge(unknown).errors, 1);
 }
 
+// racecheck on ch10/persistent_gemm (H200, compute-sanitizer 2025.3.1), cut to two reports: races
+// inside cuBLASLt's kernels (the vendor variant), which carry no line information.
+const char* kLibraryRaces = R"(========= COMPUTE-SANITIZER
+========= Error: Race reported between Read access at nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_TNN+0x980
+=========     and Write access at nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_TNN+0x37c0 [704 hazards]
+=========
+========= Error: Race reported between Read access at nvjet_sm90_tst_320x64_64x4_1x2_h_bz_TNT+0xa40
+=========     and Write access at nvjet_sm90_tst_320x64_64x4_1x2_h_bz_TNT+0x4dd0 [480 hazards]
+=========
+========= RACECHECK SUMMARY: 2 hazards displayed (2 errors, 0 warnings)
+)";
+
+TEST(SanitizeJudge, ErrorsAllShownAndAllInLibraryCodeAreNotTheExamples) {
+  SanitizeEvidence e = ran_cleanly(kLibraryRaces);
+  e.exit_code = 86;
+  ASSERT_EQ(e.output.findings.size(), 2u);
+  EXPECT_TRUE(e.output.findings[0].in_library_code());
+  EXPECT_EQ(e.output.findings[0].function, "nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_TNN");
+  const SanitizeResult r = judge(e);
+  EXPECT_EQ(r.verdict, SanitizeVerdict::library);
+  EXPECT_EQ(describe(r),
+            "in library code only: Error: Race reported between Read access and Write access in "
+            "nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_TNN (no line information) (2 errors)");
+
+  // The run it was cut from: 10 displayed of 79 (--print-limit 10). The 69 not shown may be in
+  // the example's own kernels: still found, and the reason says how to see them.
+  std::string cut_off = kLibraryRaces;
+  cut_off.replace(cut_off.find("2 hazards displayed (2 errors"), 29, "10 hazards displayed (79 errors");
+  SanitizeEvidence more = ran_cleanly(cut_off);
+  more.exit_code = 86;
+  EXPECT_EQ(more.output.hazard_count, 79);
+  const SanitizeResult m = judge(more);
+  EXPECT_EQ(m.verdict, SanitizeVerdict::found);
+  EXPECT_EQ(m.errors, 79);
+  EXPECT_EQ(m.reason,
+            "the 2 shown are in library code (no line information); 77 more were not printed "
+            "(`-- --print-limit 1000` prints them)");
+
+  // One report with line information among them: a finding like any other.
+  SanitizeEvidence mixed = ran_cleanly(std::string(kMemcheckFinding) + kLibraryRaces);
+  mixed.exit_code = 86;
+  EXPECT_EQ(judge(mixed).verdict, SanitizeVerdict::found);
+  EXPECT_EQ(judge(mixed).reason, "");
+}
+
 TEST(SanitizeJudge, FindingsTheParserCannotReadStillCount) {
   SanitizeEvidence e = ran_cleanly("========= Some report in a new shape\n=========     at k()+0x10 in k.cu:3\n");
   e.exit_code = 86;  // --error-exitcode: the sanitizer counted errors
@@ -301,6 +346,18 @@ TEST(SanitizeJudge, FailuresAndSkips) {
   tool_error.exit_code = 1;
   EXPECT_EQ(describe(judge(tool_error)),
             "FAILED: compute-sanitizer: Error: Target application terminated before first instrumented API call");
+
+  // Killed at its time limit: failed, with the limit in the reason, even though half the log is
+  // a clean start; a finding printed before the kill is still found.
+  SanitizeEvidence hung = ran_cleanly("========= COMPUTE-SANITIZER\n");
+  hung.signaled = true, hung.timed_out = true, hung.timeout_s = 240, hung.verified_cases.clear();
+  hung.how = "did not finish in time (killed)";
+  EXPECT_EQ(describe(judge(hung)),
+            "FAILED: did not finish in 240 s and was killed: a hang under this tool, or a run slower than the "
+            "limit (--timeout)");
+  SanitizeEvidence found_then_hung = ran_cleanly(kMemcheckFinding);
+  found_then_hung.signaled = true, found_then_hung.timed_out = true, found_then_hung.timeout_s = 240;
+  EXPECT_EQ(judge(found_then_hung).verdict, SanitizeVerdict::found);
 
   SanitizeEvidence skipped = ran_cleanly("========= ERROR SUMMARY: 0 errors\n");
   skipped.verified_cases = {"ch07/copy/baseline"};

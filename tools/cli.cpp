@@ -163,6 +163,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   sanitize_cmd->add_option("--timeout", sanitize.timeout_s,
                            "seconds one sanitizer process may run before it is killed and reported (default 600)")
       ->check(CLI::PositiveNumber);
+  sanitize_cmd->add_option("--print-limit", sanitize.print_limit,
+                           "reports the sanitizer prints per run, the rest only counted (default 100)")
+      ->check(CLI::PositiveNumber);
   sanitize_cmd->add_option("--reports-dir", sanitize.reports_dir,
                            "where sanitize.json, sanitize.md and the logs go (default <build>/reports/sanitize)");
   sanitize_cmd->add_option("sanitizer_args", sanitize.sanitizer_args,

@@ -87,6 +87,10 @@ struct SanitizeOptions {
   // killed and reported, and the other runs still happen. The longest clean run measured so far,
   // racecheck of ch10/persistent_gemm on an H200, took 43 s.
   double timeout_s = 600;
+  // How many reports the sanitizer prints (--print-limit): enough that a run whose reports are all
+  // in library code can be told apart from one that also has ours (ch10/persistent_gemm's
+  // racecheck counted 79 in cuBLASLt's kernels).
+  int print_limit = 100;
 };
 int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ostream& err);
 

@@ -101,7 +101,7 @@ Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs
                  "--log-file",
                  run.log.string(),
                  "--print-limit",
-                 "10",
+                 std::to_string(options.print_limit),
                  "--show-backtrace",
                  "no",
                  "--check-exit-code",

@@ -228,7 +228,7 @@ SanitizeResult judge(const SanitizeEvidence& e) {
     if (shown_in_libraries)  // the rest may be anyone's: still a finding, and how to see them
       return verdict(SanitizeVerdict::found,
                      fmt::format("the {} shown are in library code (no line information); {} more were not printed "
-                                 "(`-- --print-limit {}` prints them)",
+                                 "(`bench sanitize --print-limit {}` prints them)",
                                  shown, r.errors - shown, std::max<long>(1000, r.errors)));
     return verdict(SanitizeVerdict::found, unchecked);
   }

@@ -299,7 +299,7 @@ TEST(SanitizeJudge, ErrorsAllShownAndAllInLibraryCodeAreNotTheExamples) {
   EXPECT_EQ(m.errors, 79);
   EXPECT_EQ(m.reason,
             "the 2 shown are in library code (no line information); 77 more were not printed "
-            "(`-- --print-limit 1000` prints them)");
+            "(`bench sanitize --print-limit 1000` prints them)");
 
   // One report with line information among them: a finding like any other.
   SanitizeEvidence mixed = ran_cleanly(std::string(kMemcheckFinding) + kLibraryRaces);

@@ -1,5 +1,6 @@
 // Device facts for the run context and the hardware key.
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <fstream>
 #include <regex>
@@ -34,7 +35,27 @@ std::string read_driver_release() {
   const std::string s = text.str();
   return std::regex_search(s, m, std::regex(R"(Kernel Module\s+([0-9][0-9.]*))")) ? m[1].str() : "";
 }
+
 }  // namespace
+
+// NVML's library is loaded at run time, so nothing links against it and a machine without it
+// just gets "".
+std::string driver_release_from_nvml(const std::string& library) {
+  void* nvml = ::dlopen(library.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (nvml == nullptr) return "";
+  using Status = int;  // nvmlReturn_t: 0 is NVML_SUCCESS
+  const auto init = reinterpret_cast<Status (*)()>(::dlsym(nvml, "nvmlInit_v2"));
+  const auto version = reinterpret_cast<Status (*)(char*, unsigned)>(::dlsym(nvml, "nvmlSystemGetDriverVersion"));
+  const auto shutdown = reinterpret_cast<Status (*)()>(::dlsym(nvml, "nvmlShutdown"));
+  std::string release;
+  if (init != nullptr && version != nullptr && shutdown != nullptr && init() == 0) {
+    char text[96] = {};  // NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE is 80
+    if (version(text, sizeof text) == 0) release = text;
+    shutdown();
+  }
+  ::dlclose(nvml);
+  return release;
+}
 
 MeasuredClock measure_sm_clock(int index, double load_ms) {
   BENCH_CUDA_CHECK(cudaSetDevice(index));
@@ -78,6 +99,9 @@ DeviceInfo query_device(int index) {
   BENCH_CUDA_CHECK(cudaDriverGetVersion(&info.driver_version));
   BENCH_CUDA_CHECK(cudaRuntimeGetVersion(&info.runtime_version));
   info.driver_release = read_driver_release();
+  // A container often has no /proc/driver/nvidia (the lent GPU machines do not); NVML, which
+  // nvidia-smi uses, comes with the driver and answers there.
+  if (info.driver_release.empty()) info.driver_release = driver_release_from_nvml();
   char bus[32] = {};
   if (cudaDeviceGetPCIBusId(bus, sizeof bus, index) == cudaSuccess) info.pci_bus_id = bus;
   return info;

@@ -36,6 +36,10 @@ std::string hardware_key(const std::string& device_name, int device_count);
 
 // Queries the CUDA runtime. Throws bench::CudaError when there is no usable device.
 DeviceInfo query_device(int index = 0);
+// The driver release ("580.159.04") as NVML reports it (nvmlSystemGetDriverVersion), from the
+// NVML library named; "" when it cannot be loaded or does not answer. query_device's fallback
+// where /proc/driver/nvidia/version is missing.
+std::string driver_release_from_nvml(const std::string& library = "libnvidia-ml.so.1");
 // The SM clock as a timestamp kernel measures it (clock64 against %globaltimer), in MHz: once
 // at whatever state the GPU is in, and once after `load_ms` of spinning, when an idle GPU has
 // ramped up to its running clock.

@@ -45,15 +45,23 @@
 //   6. the coupling that costs: a stage is refilled only when the consumers of both CTAs have
 //      released it (empty barriers of 4 arrivals, released in both CTAs), a cluster barrier
 //      after the inits, and each producer drains the ring before its CTA may exit.
+//   step "persistent_stream_k", persistent_tma_store's CTA with the last wave split
+//   (stream_k_plan.hpp, stream_k.cuh), not yet run on a GPU:
+//   7. each CTA runs its whole tiles (8192^3: 15 of 2048 over 132 CTAs), then a contiguous range
+//      of the last 68 tiles' k-blocks (~66 of 128): at most the end of one tile, which it writes
+//      out in FP32, and the head of the next, which it finishes: its producer waits for the other
+//      parts' flags, its consumers add those parts and store the tile. The last wave shrinks
+//      from a whole tile's time, half the SMs idle, to ~half of it on every SM (3% estimated at
+//      8192^3, the gap to cuBLASLt on the H200).
 // Vendor "cublaslt": cuBLASLt BF16 on the same buffers, its heuristic's fastest, same run.
 // Not done here: ping-pong consumers (the tensor cores still idle while both consumers write the
-// staging); stream-K for the last wave (512 tiles over 132 CTAs: 116 run a 4th tile).
-// Measured (H200, bench compare, 2026-11-23): 4096^3 baseline 193.7 us, persistent 191.8 us,
-// persistent_tma_store 170.8 us, cuBLASLt 172.9 us (ours 1.01x the vendor's), multicast 284.2 us;
-// 8192^3 1.698 / 1.698 / 1.603 ms, cuBLASLt 1.573 ms, multicast 2.259 ms. At 8192^3 timed
-// sustained, as ch09. H100 (56aac1a): 195.8 / 190.4 / 171.2 us, cuBLASLt 173.0 us, multicast
-// 352.3 us; 8192^3 1.641 / 1.644 / 1.519 ms, cuBLASLt 1.513 ms, multicast 2.819 ms. Why multicast
-// loses is not yet profiled (README).
+// staging).
+// Measured (H200, bench compare, 2026-11-23, 2903d31): 4096^3 baseline 192.7 us, persistent
+// 189.2 us, persistent_tma_store 170.1 us, cuBLASLt 171.5 us (ours 1.01x the vendor's),
+// multicast 285.8 us; 8192^3 1.688 / 1.706 / 1.589 ms, cuBLASLt 1.579 ms (0.99x), multicast
+// 2.271 ms. At 8192^3 timed sustained, as ch09. H100 (56aac1a): 195.8 / 190.4 / 171.2 us,
+// cuBLASLt 173.0 us, multicast 352.3 us; 8192^3 1.641 / 1.644 / 1.519 ms, cuBLASLt 1.513 ms,
+// multicast 2.819 ms. Multicast loses to the coupling of its two CTAs (ncu: README).
 // Verification: relative L2 <= 1e-2 (ch09's GEMM bound: BF16 output, FP32 sums in another order)
 // against a double CPU reference at 2816 x 1792 x 320: 11 x 14 = 154 tiles (77 pairs), more
 // than the persistent grid and not a multiple of it (on 132 SMs 22 CTAs run 2 tiles, and 11 of
@@ -62,7 +70,7 @@
 // kernels/reference_gemm.cuh at the timing size (3-4 tiles a CTA, 16 at 8192^3). Whole tiles only
 // (m % 256, n % 128, k % 64; pairs: n % 256); sm_90a only.
 // Checked without a GPU: ptxas (sm_90a) 168 registers, no spills, no C7508 (setmaxnreg
-// honoured), no C7515; the PTX order of each kernel's barriers, fences, copies and waits; the
+// honoured), no C7515 (persistent_stream_k: its producer on 48 registers, not 40, to stay so); the PTX order of each kernel's barriers, fences, copies and waits; the
 // ring, multicast, drain and staging protocol by reading and by host models (README). Only a
 // GPU run can say whether it is right and how fast.
 //
@@ -74,12 +82,14 @@
 #include <algorithm>
 
 #include "cluster_multicast.cuh"
+#include "stream_k.cuh"
 #include "tma_store_epilogue.cuh"
 #include "ws_gemm.cuh"
 
 namespace {
 
 using namespace ch10::ws;
+namespace stream_k = ch10::stream_k;
 
 // ---- Baseline: ws::producer_consumer (ws_gemm.cuh), one tile per CTA, grid = tile count.
 
@@ -173,6 +183,75 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kSpeciali
 #endif
 }
 
+// ---- Step: persistent_tma_store's CTA with the last wave split over every CTA by k-blocks
+// (stream-K; stream_k_plan.hpp says who runs what, stream_k.cuh how a split tile is added up).
+// Each CTA runs its whole tiles, then its range of the remaining tiles' k-blocks: a part that is
+// not a tile's head writes its sums to the workspace and moves on; a head adds the others' parts
+// to its own and stores the tile like any other.
+__global__ void __launch_bounds__(kSpecialisedThreads, 1)
+    persistent_stream_k(const __grid_constant__ CUtensorMap map_x,
+                        const __grid_constant__ CUtensorMap map_y, bf16* /* D: through map_d */,
+                        int rows, int cols, int k, const __grid_constant__ CUtensorMap map_d,
+                        float* __restrict__ workspace, unsigned* __restrict__ flags) {
+#if BENCH_SM90A_DEVICE
+  extern __shared__ uint8_t raw[];
+  auto& all = *reinterpret_cast<stream_k::Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) &
+                                                 ~uintptr_t{1023});
+  if (threadIdx.x == 0)  // before init_ring's barrier makes every init visible
+    for (int cw = 0; cw < kConsumers; ++cw) tma::mbarrier_init(&all.ready[cw], 1);
+  TmaStoreSmem& sm = reinterpret_cast<TmaStoreSmem&>(init_ring(raw, 1));  // == all.base
+  const stream_k::Plan plan{(rows / kBM) * (cols / kBN), k / kBK, int(gridDim.x)};
+  const int cta = int(blockIdx.x);
+  const int range_begin = plan.begin(cta), range_end = plan.begin(cta + 1);
+  uint32_t slot = 0;
+  if (threadIdx.x / kWarpgroup == 0) {
+    wgmma::shrink_registers<stream_k::kProducerRegisters>();
+    if (threadIdx.x == 0) {
+      for (int tile = cta; tile < plan.first_split_tile(); tile += int(gridDim.x))
+        produce_tile(sm.ring, &map_x, &map_y, grouped_tile(tile, rows, cols), plan.kblocks, slot);
+      for (int at = range_begin; at < range_end;) {
+        const stream_k::Unit unit = plan.unit_at(at, range_end);
+        produce_k_blocks(sm.ring, &map_x, &map_y, grouped_tile(unit.tile, rows, cols),
+                         unit.kb_begin, unit.kb_end, slot);
+        at += unit.kb_end - unit.kb_begin;
+        // A head that is not the whole tile (always this CTA's last unit): wait for the tile's
+        // other parts, published by the later CTAs whose ranges start before the tile ends.
+        if (unit.head() && !unit.whole(plan.kblocks)) {
+          for (int other = cta + 1; other < plan.ctas && plan.begin(other) < plan.tile_end(unit.tile);
+               ++other)
+            if (plan.writes_partial(other)) stream_k::wait_for_partials(flags, other);
+          for (int cw = 0; cw < kConsumers; ++cw) tma::arrive(&all.ready[cw]);
+        }
+      }
+    }
+  } else {
+    float acc[128];
+    const int cw = start_consumer(acc);
+    for (int tile = cta; tile < plan.first_split_tile(); tile += int(gridDim.x)) {
+      mma_tile(acc, sm.ring, cw, plan.kblocks, slot);
+      store_tile_tma(acc, sm.staging[cw], &map_d, cw, grouped_tile(tile, rows, cols));
+    }
+    for (int at = range_begin; at < range_end;) {
+      const stream_k::Unit unit = plan.unit_at(at, range_end);
+      at += unit.kb_end - unit.kb_begin;
+      mma_tile(acc, sm.ring, cw, unit.kb_end - unit.kb_begin, slot);
+      if (!unit.head()) {  // only ever this CTA's first unit
+        stream_k::publish_partial(acc, workspace, flags, cta, cw);
+        continue;
+      }
+      if (!unit.whole(plan.kblocks)) {
+        tma::wait_parity(&all.ready[cw], 0);  // the producer saw every part published
+        for (int other = cta + 1; other < plan.ctas && plan.begin(other) < plan.tile_end(unit.tile);
+             ++other)
+          if (plan.writes_partial(other)) stream_k::add_partial(acc, workspace, other, cw);
+      }
+      store_tile_tma(acc, sm.staging[cw], &map_d, cw, grouped_tile(unit.tile, rows, cols));
+    }
+    if (threadIdx.x % kWarpgroup == 0) tma::wait_all<0>();
+  }
+#endif
+}
+
 // ---- Host side.
 // Grid of a persistent kernel: the CTAs resident at once (one per SM), at most one per tile.
 // Asked once, after the shared-memory limit is raised (before it the calculator fits no CTA of
@@ -219,6 +298,28 @@ void launch_persistent_multicast(const kernels::GemmBf16& w, cudaStream_t stream
       w, unsigned(kClusterCtas * std::min(resident_clusters, pairs)), stream, output_map(w));
 }
 
+// persistent_stream_k's state: the grid, and its workspace (a slot of partial sums per CTA, both
+// consumers' accumulators: 17 MB on 132 SMs) and flags (one per CTA and consumer, zeroed once
+// here; each launch leaves them at zero).
+class StreamKGemm {
+ public:
+  StreamKGemm(const kernels::GemmBf16& w, cudaStream_t stream)
+      : grid_(persistent_grid<persistent_stream_k, stream_k::kSmemBytes>(w)),
+        workspace_(int64_t{grid_} * stream_k::kSlotFloats),
+        flags_(int64_t{grid_} * kConsumers) {
+    BENCH_CUDA_CHECK(cudaMemsetAsync(flags_.data(), 0, flags_.bytes(), stream));
+  }
+  void operator()(const kernels::GemmBf16& w, cudaStream_t stream) {
+    launch<persistent_stream_k, kSpecialisedThreads, stream_k::kSmemBytes>(
+        w, grid_, stream, output_map(w), workspace_.data(), flags_.data());
+  }
+
+ private:
+  unsigned grid_;
+  bench::DeviceBuffer<float> workspace_;
+  bench::DeviceBuffer<unsigned> flags_;
+};
+
 template <class W>
 void register_ladder(bench::Example<W>& e) {
   e.baseline("one_tile_per_cta", launch_per_tile<producer_consumer, kSpecialisedThreads>,
@@ -230,6 +331,12 @@ void register_ladder(bench::Example<W>& e) {
       .step("persistent_multicast", launch_persistent_multicast, {.arch_specific = 90})
       .variant_requires([](const kernels::GemmBf16& w) {
         return w.n % kPairRows == 0 ? std::string() : "pairs of tiles: needs n % 256 == 0";
+      })
+      // Written and checked without a GPU (README): a step until a GPU run measures it.
+      .template stateful<StreamKGemm>(bench::Role::step, "persistent_stream_k", {.arch_specific = 90})
+      .variant_requires([](const kernels::GemmBf16& w) {
+        return w.k / kBK < stream_k::kMaxKBlocks ? std::string()
+                                                 : "its plan counts k-blocks in 32 bits: needs k < 131072";
       })
       .template stateful<kernels::CublasltGemmBf16>(bench::Role::vendor, "cublaslt")
       .requires_that(requirements)

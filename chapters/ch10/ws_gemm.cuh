@@ -123,17 +123,23 @@ constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;     // setmaxnr
 static_assert(kConsumerRegisters * kConsumers * kWarpgroup + kProducerRegisters * kWarpgroup <=
               65536);
 
-// The producer's one thread: for each k-block of tile t, wait until both consumers released the
-// stage's previous use (slot - kStages), then one expect_tx for the whole stage and its 4 copies.
-__device__ __forceinline__ void produce_tile(Smem& sm, const CUtensorMap* map_x,
-                                             const CUtensorMap* map_y, Tile t, int kblocks,
-                                             uint32_t& slot) {
-  for (int kb = 0; kb < kblocks; ++kb, ++slot) {
+// The producer's one thread: for each k-block kb_begin..kb_end-1 of tile t, wait until both
+// consumers released the stage's previous use (slot - kStages), then one expect_tx for the whole
+// stage and its 4 copies.
+__device__ __forceinline__ void produce_k_blocks(Smem& sm, const CUtensorMap* map_x,
+                                                 const CUtensorMap* map_y, Tile t, int kb_begin,
+                                                 int kb_end, uint32_t& slot) {
+  for (int kb = kb_begin; kb < kb_end; ++kb, ++slot) {
     const int s = int(slot % kStages);
     if (slot >= kStages) tma::wait_parity(&sm.empty[s], ((slot / kStages) - 1) & 1);
     tma::arrive_expect_tx(&sm.full[s], kStageBytes);
     for (int part = 0; part < kConsumers; ++part) load_share(sm, map_x, map_y, t, kb, s, part);
   }
+}
+__device__ __forceinline__ void produce_tile(Smem& sm, const CUtensorMap* map_x,
+                                             const CUtensorMap* map_y, Tile t, int kblocks,
+                                             uint32_t& slot) {
+  produce_k_blocks(sm, map_x, map_y, t, 0, kblocks, slot);
 }
 
 // Releases ring stage s: one arrival on its empty barrier in every CTA whose producer writes into

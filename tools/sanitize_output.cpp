@@ -217,27 +217,30 @@ SanitizeResult judge(const SanitizeEvidence& e) {
   const bool exited = !e.signaled;
   const std::string unchecked =
       o.unsupported.empty() ? std::string() : "device code not checked: " + o.unsupported.front();
+  // Every error counted is displayed and in library code: not a finding against the example. The
+  // run is then judged as if clean (a timeout, a failed case, a crash still fail it), and what
+  // would be `clean` is `library`.
+  bool library_only = false;
   if (!o.findings.empty()) {
     r.finding = o.findings.front();
     r.errors = std::max<long>(r.errors, static_cast<long>(o.findings.size()));
     const bool shown_in_libraries = std::all_of(o.findings.begin(), o.findings.end(),
                                                 [](const SanitizerFinding& f) { return f.in_library_code(); });
     const long shown = static_cast<long>(o.findings.size());
-    if (shown_in_libraries && r.errors <= shown)
-      return verdict(SanitizeVerdict::library, unchecked);
-    if (shown_in_libraries)  // the rest may be anyone's: still a finding, and how to see them
+    library_only = shown_in_libraries && r.errors <= shown;
+    if (shown_in_libraries && !library_only)  // the rest may be anyone's: a finding, and how to see them
       return verdict(SanitizeVerdict::found,
                      fmt::format("the {} shown are in library code (no line information); {} more were not printed "
                                  "(`bench sanitize --print-limit {}` prints them)",
                                  shown, r.errors - shown, std::max<long>(1000, r.errors)));
-    return verdict(SanitizeVerdict::found, unchecked);
+    if (!library_only) return verdict(SanitizeVerdict::found, unchecked);
   }
   // Counted or signalled by the exit code, but printed in a form this parser does not know:
   // still a finding, named by the first line it did not recognise. After an unsupported-program
   // warning the exit code says nothing (the warning counts): the summary's counts decide.
   const bool exit_says_found = exited && e.error_exit_code != 0 && e.exit_code == e.error_exit_code &&
                                (excused == 0 || (!error_count && !hazard_count));
-  if (exit_says_found || error_count.value_or(0) > 0 || hazard_count.value_or(0) > 0) {
+  if (!library_only && (exit_says_found || error_count.value_or(0) > 0 || hazard_count.value_or(0) > 0)) {
     SanitizerFinding f;
     f.what = o.unrecognised.empty() ? std::string("compute-sanitizer reported errors; the log says what")
                                     : o.unrecognised.front();
@@ -257,7 +260,8 @@ SanitizeResult judge(const SanitizeEvidence& e) {
   if (!e.failed_cases.empty())
     return verdict(SanitizeVerdict::failed,
                    fmt::format("{} failed: {}", e.failed_cases.front().first, e.failed_cases.front().second));
-  if (!exited || e.exit_code != 0)
+  const bool exit_ok = exited && (e.exit_code == 0 || (library_only && e.exit_code == e.error_exit_code));
+  if (!exit_ok)
     return verdict(SanitizeVerdict::failed, e.how + (e.stderr_tail.empty() ? "" : ": " + e.stderr_tail));
   // A sanitizer that exits 0 without running the program would pass everything: every case must
   // have reported.
@@ -274,10 +278,11 @@ SanitizeResult judge(const SanitizeEvidence& e) {
                                                         missing.size(), e.expected_cases.size(), missing.front()));
   if (e.verified_cases.empty() && !e.skipped_cases.empty())
     return verdict(SanitizeVerdict::skipped, e.skipped_cases.front().second);
+  const SanitizeVerdict clean = library_only ? SanitizeVerdict::library : SanitizeVerdict::clean;
   if (!e.skipped_cases.empty())
-    return verdict(SanitizeVerdict::clean, fmt::format("{} of {} cases skipped: {}", e.skipped_cases.size(),
-                                                       e.expected_cases.size(), e.skipped_cases.front().second));
-  return verdict(SanitizeVerdict::clean, {});
+    return verdict(clean, fmt::format("{} of {} cases skipped: {}", e.skipped_cases.size(),
+                                      e.expected_cases.size(), e.skipped_cases.front().second));
+  return verdict(clean, unchecked);
 }
 
 std::string describe(const SanitizeResult& r) {

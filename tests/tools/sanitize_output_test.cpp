@@ -301,6 +301,19 @@ TEST(SanitizeJudge, ErrorsAllShownAndAllInLibraryCodeAreNotTheExamples) {
             "the 2 shown are in library code (no line information); 77 more were not printed "
             "(`bench sanitize --print-limit 1000` prints them)");
 
+  // Library-only reports do not excuse the rest: a timeout or a failed case still fails the run.
+  SanitizeEvidence hung = ran_cleanly(kLibraryRaces);
+  hung.signaled = true, hung.timed_out = true, hung.timeout_s = 240, hung.verified_cases.clear();
+  EXPECT_EQ(judge(hung).verdict, SanitizeVerdict::failed);
+  SanitizeEvidence failed_case = ran_cleanly(kLibraryRaces);
+  failed_case.exit_code = 86;
+  failed_case.verified_cases = {"ch07/copy/baseline"};
+  failed_case.failed_cases = {{"ch07/copy/optimized", "verification run 1: 3 of 100 elements differ"}};
+  EXPECT_EQ(judge(failed_case).verdict, SanitizeVerdict::failed);
+  SanitizeEvidence other_exit = ran_cleanly(kLibraryRaces);
+  other_exit.exit_code = 3, other_exit.how = "exit code 3";
+  EXPECT_EQ(judge(other_exit).verdict, SanitizeVerdict::failed);
+
   // One report with line information among them: a finding like any other.
   SanitizeEvidence mixed = ran_cleanly(std::string(kMemcheckFinding) + kLibraryRaces);
   mixed.exit_code = 86;

@@ -189,6 +189,13 @@ if [ -n "$mpi_bytes" ]; then
   "${mpi[@]}" --bytes "$b" --plant-wrong-rank $((gpus - 1)) >"$out/mpi_planted.log" 2>&1
   note "mpirun -np $gpus ch04_mpi --bytes $b --plant-wrong-rank $((gpus - 1)): exit $?: $(grep 'ch04_mpi allreduce' "$out/mpi_planted.log")"
 fi
+# The tensor-pipe metric names differ by GPU and ncu version (Hopper's wgmma is "gmma"): list
+# them once, so a later --metrics can name the right ones.
+if [ -n "$profile" ]; then
+  mkdir -p "$out/profile"
+  ncu --query-metrics 2>/dev/null | grep -Ei 'gmma|pipe_tensor' >"$out/profile/tensor_metrics.txt"
+  note "ncu tensor-pipe metrics: $(wc -l <"$out/profile/tensor_metrics.txt") (session/profile/tensor_metrics.txt)"
+fi
 for case in $profile; do
   report="$out/profile/${case//\//.}"
   mkdir -p "$out/profile"

@@ -80,7 +80,7 @@ __device__ __forceinline__ Tile grouped_tile(int tile, int rows, int cols) {
 // cluster, when a stage is filled by multicast).
 __device__ __forceinline__ Smem& init_ring(uint8_t* raw, uint32_t full_arrivals,
                                            uint32_t empty_arrivals = kConsumers) {
-  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
+  Smem& sm = tma::aligned_1024<Smem>(raw);
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&sm.full[s], full_arrivals);

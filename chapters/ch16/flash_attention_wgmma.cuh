@@ -244,8 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1)
              const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq) {
 #if BENCH_SM90A_DEVICE
   extern __shared__ uint8_t wgmma_smem_raw[];
-  Smem<kD>& sm = *reinterpret_cast<Smem<kD>*>((reinterpret_cast<uintptr_t>(wgmma_smem_raw) + 1023) &
-                                              ~uintptr_t{1023});
+  Smem<kD>& sm = tma::aligned_1024<Smem<kD>>(wgmma_smem_raw);
   // Causal: the last query block walks the most tiles, so it goes first (blockIdx.x 0).
   const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
   const int head_row = int(blockIdx.y * seq);  // this head's first row in the maps

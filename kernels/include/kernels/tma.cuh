@@ -23,6 +23,14 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// The dynamic shared memory `raw` as a T at the next 1024-byte boundary. A 128-byte swizzle
+// repeats every 1024 bytes and is the address bits only from such a boundary, and dynamic shared
+// memory promises less: a kernel asks for sizeof(T) + 1024 bytes and takes its layout from here.
+template <class T>
+__device__ __forceinline__ T& aligned_1024(uint8_t* raw) {
+  return *reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
+}
+
 // --- mbarrier -------------------------------------------------------------------------------
 __device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals)

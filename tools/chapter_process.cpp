@@ -11,10 +11,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <thread>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace bench::tools {
 namespace {

@@ -195,8 +195,7 @@ __global__ void __launch_bounds__(kSpecialisedThreads, 1)
                         float* __restrict__ workspace, unsigned* __restrict__ flags) {
 #if BENCH_SM90A_DEVICE
   extern __shared__ uint8_t raw[];
-  auto& all = *reinterpret_cast<stream_k::Smem*>((reinterpret_cast<uintptr_t>(raw) + 1023) &
-                                                 ~uintptr_t{1023});
+  auto& all = tma::aligned_1024<stream_k::Smem>(raw);
   if (threadIdx.x == 0)  // before init_ring's barrier makes every init visible
     for (int cw = 0; cw < kConsumers; ++cw) tma::mbarrier_init(&all.ready[cw], 1);
   TmaStoreSmem& sm = reinterpret_cast<TmaStoreSmem&>(init_ring(raw, 1));  // == all.base
@@ -217,9 +216,9 @@ __global__ void __launch_bounds__(kSpecialisedThreads, 1)
         // A head that is not the whole tile (always this CTA's last unit): wait for the tile's
         // other parts, published by the later CTAs whose ranges start before the tile ends.
         if (unit.head() && !unit.whole(plan.kblocks)) {
-          for (int other = cta + 1; other < plan.ctas && plan.begin(other) < plan.tile_end(unit.tile);
-               ++other)
-            if (plan.writes_partial(other)) stream_k::wait_for_partials(flags, other);
+          for (int part = plan.next_part(cta, unit.tile); part < plan.ctas;
+               part = plan.next_part(part, unit.tile))
+            stream_k::wait_for_partials(flags, part);
           for (int cw = 0; cw < kConsumers; ++cw) tma::arrive(&all.ready[cw]);
         }
       }
@@ -241,9 +240,9 @@ __global__ void __launch_bounds__(kSpecialisedThreads, 1)
       }
       if (!unit.whole(plan.kblocks)) {
         tma::wait_parity(&all.ready[cw], 0);  // the producer saw every part published
-        for (int other = cta + 1; other < plan.ctas && plan.begin(other) < plan.tile_end(unit.tile);
-             ++other)
-          if (plan.writes_partial(other)) stream_k::add_partial(acc, workspace, other, cw);
+        for (int part = plan.next_part(cta, unit.tile); part < plan.ctas;
+             part = plan.next_part(part, unit.tile))
+          stream_k::add_partial(acc, workspace, part, cw);
       }
       store_tile_tma(acc, sm.staging[cw], &map_d, cw, grouped_tile(unit.tile, rows, cols));
     }

@@ -57,12 +57,17 @@ __device__ __forceinline__ unsigned load_acquire(const unsigned* flag) {
   return value;
 }
 
+// Consumer `cw`'s half of CTA `cta`'s workspace slot, as float4: [group of 4 floats][thread].
+__device__ __forceinline__ float4* part_of(float* workspace, int cta, int cw) {
+  return reinterpret_cast<float4*>(workspace + cta * kSlotFloats) +
+         cw * kFloat4PerThread * ws::kWarpgroup;
+}
+
 // Consumer `cw` writes its accumulators to CTA `cta`'s slot and publishes them.
 __device__ __forceinline__ void publish_partial(const float (&acc)[128], float* workspace,
                                                 unsigned* flags, int cta, int cw) {
   const int thread = threadIdx.x % ws::kWarpgroup;
-  float4* slot = reinterpret_cast<float4*>(workspace + cta * kSlotFloats) +
-                 cw * kFloat4PerThread * ws::kWarpgroup;
+  float4* slot = part_of(workspace, cta, cw);
 #pragma unroll
   for (int g = 0; g < kFloat4PerThread; ++g)
     slot[g * ws::kWarpgroup + thread] =
@@ -83,11 +88,9 @@ __device__ __forceinline__ void wait_for_partials(unsigned* flags, int cta) {
 }
 
 // Consumer `cw` of the finishing CTA adds CTA `cta`'s published partial to its own.
-__device__ __forceinline__ void add_partial(float (&acc)[128], const float* workspace, int cta,
-                                            int cw) {
+__device__ __forceinline__ void add_partial(float (&acc)[128], float* workspace, int cta, int cw) {
   const int thread = threadIdx.x % ws::kWarpgroup;
-  const float4* slot = reinterpret_cast<const float4*>(workspace + cta * kSlotFloats) +
-                       cw * kFloat4PerThread * ws::kWarpgroup;
+  const float4* slot = part_of(workspace, cta, cw);
 #pragma unroll
   for (int g = 0; g < kFloat4PerThread; ++g) {
     const float4 v = __ldcg(&slot[g * ws::kWarpgroup + thread]);  // past L1: another SM wrote it

@@ -65,10 +65,17 @@ struct Plan {
   // Where split tile `tile`'s k-blocks end, in the numbering of begin().
   CH10_HOST_DEVICE int tile_end(int tile) const { return (tile - first_split_tile() + 1) * kblocks; }
   // CTA `cta`'s first unit is not a head: it writes that unit's sums out for the tile's head.
-  // The CTA finishing a tile reads them from every later CTA whose range starts before the
-  // tile's end (those ranges start inside the tile) and writes a partial (is not empty).
   CH10_HOST_DEVICE bool writes_partial(int cta) const {
     return begin(cta + 1) > begin(cta) && begin(cta) % kblocks != 0;
+  }
+  // The parts the head of split tile `tile` adds: the next CTA after `cta` whose range starts
+  // before the tile's end (so inside the tile: a later range) and writes a part; `ctas` when there
+  // is none. The head's CTA walks them with
+  //   for (int c = next_part(head, tile); c < ctas; c = next_part(c, tile))
+  CH10_HOST_DEVICE int next_part(int cta, int tile) const {
+    for (int c = cta + 1; c < ctas && begin(c) < tile_end(tile); ++c)
+      if (writes_partial(c)) return c;
+    return ctas;
   }
 };
 

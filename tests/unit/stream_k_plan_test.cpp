@@ -62,9 +62,8 @@ void check_plan(const Shape& s) {
   for (int tile = plan.first_split_tile(); tile < s.tiles; ++tile) {
     ASSERT_TRUE(finisher.count(tile)) << "tile " << tile << " has no head";
     std::set<int> read;
-    for (int other = finisher[tile] + 1; other < plan.ctas && plan.begin(other) < plan.tile_end(tile);
-         ++other)
-      if (plan.writes_partial(other)) read.insert(other);
+    for (int c = plan.next_part(finisher[tile], tile); c < plan.ctas; c = plan.next_part(c, tile))
+      read.insert(c);
     EXPECT_EQ(read, writers[tile]) << "tile " << tile;
     for (int writer : read) EXPECT_GT(writer, finisher[tile]);
   }

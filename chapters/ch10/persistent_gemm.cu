@@ -70,7 +70,7 @@
 // kernels/reference_gemm.cuh at the timing size (3-4 tiles a CTA, 16 at 8192^3). Whole tiles only
 // (m % 256, n % 128, k % 64; pairs: n % 256); sm_90a only.
 // Checked without a GPU: ptxas (sm_90a) 168 registers, no spills, no C7508 (setmaxnreg
-// honoured), no C7515 (persistent_stream_k: its producer on 48 registers, not 40, to stay so); the PTX order of each kernel's barriers, fences, copies and waits; the
+// honoured), no C7515; the PTX order of each kernel's barriers, fences, copies and waits; the
 // ring, multicast, drain and staging protocol by reading and by host models (README). Only a
 // GPU run can say whether it is right and how fast.
 //
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kSpecialisedThreads, 1)
   const int range_begin = plan.begin(cta), range_end = plan.begin(cta + 1);
   uint32_t slot = 0;
   if (threadIdx.x / kWarpgroup == 0) {
-    wgmma::shrink_registers<stream_k::kProducerRegisters>();
+    wgmma::shrink_registers<kProducerRegisters>();
     if (threadIdx.x == 0) {
       for (int tile = cta; tile < plan.first_split_tile(); tile += int(gridDim.x))
         produce_tile(sm.ring, &map_x, &map_y, grouped_tile(tile, rows, cols), plan.kblocks, slot);

@@ -41,11 +41,6 @@ struct alignas(1024) Smem {
   uint64_t ready[ws::kConsumers];
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;
-// The producer's registers: the other kernels' 40 spilled once it also walks the parts to wait
-// for (32-bit divisions); 48 is what the consumers' 232 leave of the SM's 64 Ki.
-constexpr int kProducerRegisters = 48;
-static_assert(ws::kConsumerRegisters * ws::kConsumers * ws::kWarpgroup +
-                  kProducerRegisters * ws::kWarpgroup <= 65536);
 static_assert(kSmemBytes <= 227 * 1024, "one CTA per SM: at most 227 KiB");
 
 __device__ __forceinline__ void store_release(unsigned* flag, unsigned value) {

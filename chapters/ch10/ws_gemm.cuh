@@ -120,8 +120,7 @@ __device__ __forceinline__ void mma_k_block(float (&acc)[128], Smem& sm, int cw,
 // ---- The producer/consumer roles, one tile at a time; `slot` is the role's running ring slot.
 constexpr int kSpecialisedThreads = (1 + kConsumers) * kWarpgroup;  // producer + 2 consumers
 constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;     // setmaxnreg, per thread
-static_assert(kConsumerRegisters * kConsumers * kWarpgroup + kProducerRegisters * kWarpgroup <=
-              65536);
+static_assert(wgmma::fits_register_pool(kProducerRegisters, kConsumerRegisters, kConsumers));
 
 // The producer's one thread: for each k-block kb_begin..kb_end-1 of tile t, wait until both
 // consumers released the stage's previous use (slot - kStages), then one expect_tx for the whole

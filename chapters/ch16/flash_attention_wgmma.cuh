@@ -56,8 +56,7 @@ constexpr int kWarpgroup = 128, kConsumers = 2, kThreads = (1 + kConsumers) * kW
 constexpr uint32_t kBoxBytes = kKeys * kHalf * sizeof(bf16);  // 16 KiB: one 64-column box
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
 static_assert(kRows == kKeys, "causal: query block qb ends inside key tile qb");
-static_assert(kProducerRegisters * kWarpgroup + kConsumerRegisters * kConsumers * kWarpgroup <=
-              65536);
+static_assert(wgmma::fits_register_pool(kProducerRegisters, kConsumerRegisters, kConsumers));
 
 template <int kD>
 struct alignas(1024) Smem {

@@ -185,6 +185,20 @@ __device__ __forceinline__ void mma_m64n64k16_bf16_a_regs(float (&d)[32], const 
 // it only when the kernel's register count at entry is fixed (__launch_bounds__(threads, 1) or
 // -maxrregcount) and each role is one branch of an if/else; otherwise it warns (C7508) and
 // ignores it.
+//
+// The pool is the CTA's own registers, what it was launched with, not the SM's 64 Ki: ptxas gives
+// a kernel that uses setmaxnreg the most __launch_bounds__(threads, 1) allows, 65536 / threads
+// rounded down to a multiple of 8 (168 at 384 threads, 64,512 registers). A split that asks for
+// more than that makes `grow` wait forever: ch10's persistent_stream_k hung so on its first run
+// (one 48-register producer and two 232-register consumers: 65,536). Check a split with
+// static_assert(fits_register_pool(...)).
+constexpr int register_pool(int threads) { return (65536 / threads) / 8 * 8 * threads; }
+constexpr bool fits_register_pool(int producer_registers, int consumer_registers, int consumers,
+                                  int warpgroup_threads = 128) {
+  return (producer_registers + consumer_registers * consumers) * warpgroup_threads <=
+         register_pool((1 + consumers) * warpgroup_threads);
+}
+
 template <int N>
 __device__ __forceinline__ void shrink_registers() {
   static_assert(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg takes a multiple of 8 in [24, 256]");

@@ -46,7 +46,8 @@
 //      released it (empty barriers of 4 arrivals, released in both CTAs), a cluster barrier
 //      after the inits, and each producer drains the ring before its CTA may exit.
 //   step "persistent_stream_k", persistent_tma_store's CTA with the last wave split
-//   (stream_k_plan.hpp, stream_k.cuh), not yet run on a GPU:
+//   (stream_k_plan.hpp, stream_k.cuh); verified, and no faster where the GPU is at its power
+//   limit (8192^3 sustained: a tie; 4096^3: 5-9% slower; README):
 //   7. each CTA runs its whole tiles (8192^3: 15 of 2048 over 132 CTAs), then a contiguous range
 //      of the last 68 tiles' k-blocks (~66 of 128): at most the end of one tile, which it writes
 //      out in FP32, and the head of the next, which it finishes: its producer waits for the other

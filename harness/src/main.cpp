@@ -16,6 +16,7 @@
 #include "options.hpp"
 #include "registry.hpp"
 #include "runner.hpp"
+#include "watchdog.hpp"
 
 namespace {
 
@@ -196,11 +197,17 @@ int main(int argc, char** argv) {
     runner = std::make_unique<bench::detail::Runner>(device, std::move(ceilings));
   }
 
+  // A case that hangs names itself and ends the process (watchdog.hpp), where ctest or bench
+  // compare would otherwise wait on it without a word.
+  bench::detail::CaseWatchdog watchdog(bench::detail::case_time_limit_s());
   for (const auto* example : bench::detail::sorted_examples()) {
     for (const auto& variant : example->variants) {
       const std::string name = case_name(*example, variant);
-      benchmark::RegisterBenchmark(name.c_str(), [example, &variant, name, &runner](benchmark::State& state) {
-        const CaseResult r = runner->run(*example, variant);
+      benchmark::RegisterBenchmark(name.c_str(), [example, &variant, name, &runner, &watchdog](benchmark::State& state) {
+        const CaseResult r = [&] {
+          const auto watching = watchdog.watch(name);
+          return runner->run(*example, variant);
+        }();
         if (r.outcome != CaseResult::Outcome::measured) {
           const char* tag = r.outcome == CaseResult::Outcome::skipped ? "SKIPPED: " : "FAILED: ";
           state.SkipWithError((tag + r.message).c_str());

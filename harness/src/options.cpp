@@ -44,6 +44,13 @@ bool under_cuda_tool(std::string* what) {
   return false;
 }
 
+double case_time_limit_s() {
+  const Options& o = options();
+  if (o.case_timeout_s) return *o.case_timeout_s;
+  if (under_cuda_tool()) return 0;
+  return o.smoke ? 60 : 300;
+}
+
 std::string options_help() {
   return "cudabench harness flags:\n"
          "  --bench_min_samples=N     fewest kept samples per case (default 20)\n"
@@ -59,7 +66,10 @@ std::string options_help() {
          "  --bench_profile           verify and warm up, then ONE untimed launch between\n"
          "                            cudaProfilerStart/Stop for ncu or nsys (bench profile)\n"
          "  --bench_verify_only       only the two checked runs at the verification size, then\n"
-         "                            report the case verified, untimed (bench sanitize)\n";
+         "                            report the case verified, untimed (bench sanitize)\n"
+         "  --bench_case_timeout=S    end the process, naming the case, when one case runs longer\n"
+         "                            than S seconds (a hung kernel); 0: no limit (default 300,\n"
+         "                            60 with --bench_smoke, none under a profiler or sanitizer)\n";
 }
 
 namespace {
@@ -118,6 +128,8 @@ std::string parse_options(int* argc, char** argv) {
       o.profile = true;
     } else if (key == "bench_verify_only") {
       o.verify_only = true;
+    } else if (key == "bench_case_timeout") {
+      if ((error = need_number(0)).empty()) o.case_timeout_s = number;
     } else if (key == "bench_help") {
       error = options_help();
     } else {

@@ -20,6 +20,7 @@ struct Options {
   bool smoke = false;             // --bench_smoke: few samples, no sustained soak, every check made
   bool profile = false;           // --bench_profile: one untimed launch under cudaProfilerStart/Stop
   bool verify_only = false;       // --bench_verify_only: the verification runs only (bench sanitize)
+  std::optional<double> case_timeout_s;  // --bench_case_timeout=S: a case's wall-time limit, 0 none
   double throttle_tolerance = 0.10;
 };
 
@@ -30,6 +31,11 @@ uint64_t process_seed();
 // process: such tools serialise kernels, so a cold sample cannot hold its launch behind the
 // blocking kernel. `what` receives the evidence (the variable that names the tool).
 bool under_cuda_tool(std::string* what = nullptr);
+// The wall-time limit on one case (verification, sampling and checks), past which the process
+// names the case and ends (watchdog.hpp): --bench_case_timeout if given, else none under a CUDA
+// tool (a profiler replays kernels, a sanitizer slows them 10-100x; bench sanitize keeps its own
+// limit), else 60 s in a smoke run and 300 s otherwise. The longest honest cases take ~10 s.
+double case_time_limit_s();
 // Consumes the --bench_* flags from argv. Returns an error message for a malformed or unknown
 // --bench_ flag, else an empty string.
 std::string parse_options(int* argc, char** argv);

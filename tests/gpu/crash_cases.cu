@@ -1,6 +1,7 @@
 // A chapter-like binary whose cases fail on purpose (VALIDITY row 12), run by timing_test.cu in
-// a process of its own: an invalid launch configuration (not sticky) and an out-of-bounds write
-// (sticky: the context is lost, later cases fail with that reason and the process exits 3).
+// a process of its own: an invalid launch configuration (not sticky), an out-of-bounds write
+// (sticky: the context is lost, later cases fail with that reason and the process exits 3), and
+// a kernel that never ends (the case watchdog names it and the process exits 4).
 #include <bench/bench.hpp>
 
 namespace {
@@ -26,6 +27,14 @@ void out_of_bounds(const Tiny& w, cudaStream_t s) {
   copy<<<16, 256, 0, s>>>(w.in.data(), w.out.data(), w.n, int64_t{1} << 40);
   BENCH_CHECK_LAUNCH();
 }
+// Waits for something that never happens, as a deadlocked kernel does (no CUDA error, ever).
+__global__ void spin_forever() {
+  for (;;) __nanosleep(1000);
+}
+void hang(const Tiny&, cudaStream_t s) {
+  spin_forever<<<1, 32, 0, s>>>();
+  BENCH_CHECK_LAUNCH();
+}
 void honest(const Tiny& w, cudaStream_t s) {
   copy<<<16, 256, 0, s>>>(w.in.data(), w.out.data(), w.n, 0);
   BENCH_CHECK_LAUNCH();
@@ -39,5 +48,6 @@ void reference(const Tiny& w, bench::HostData& h) {
 BENCH_EXAMPLE(crash, bad_launch, Tiny).baseline("too_many_threads", bad_launch).reference(reference);
 BENCH_EXAMPLE(crash, out_of_bounds, Tiny).baseline("far_write", out_of_bounds).reference(reference);
 BENCH_EXAMPLE(crash, out_of_bounds_then_after, Tiny).baseline("honest", honest).reference(reference);
+BENCH_EXAMPLE(crash, hang, Tiny).baseline("spin_forever", hang).reference(reference);
 
 }  // namespace

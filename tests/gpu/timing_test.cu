@@ -3,6 +3,7 @@
 // must not look like a speedup; CUDA errors must fail the case with the CUDA message.
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -146,9 +147,10 @@ struct Process {
   std::string output;
   int exit_code = -1;
 };
-Process run_crash_cases(const std::string& filter) {
-  const std::string command = std::string(BENCH_CRASH_CASES) + " --benchmark_filter='" + filter +
-                              "' --bench_min_samples=3 --bench_timeout=0.1 2>&1";
+Process run_crash_cases(const std::string& filter, const std::string& extra = "") {
+  // Under timeout(1): should the harness itself hang, the test fails instead of stalling ctest.
+  const std::string command = "timeout -k 5 120 " + std::string(BENCH_CRASH_CASES) + " --benchmark_filter='" +
+                              filter + "' --bench_min_samples=3 --bench_timeout=0.1 " + extra + " 2>&1";
   Process p;
   FILE* pipe = popen(command.c_str(), "r");
   std::array<char, 4096> buffer{};
@@ -171,6 +173,19 @@ TEST(Errors, Row12_OutOfBoundsWriteFailsAndEndsTheProcessAfterReporting) {
   EXPECT_NE(p.output.find("sticky"), std::string::npos) << p.output;
   EXPECT_NE(p.output.find("FAILED: CUDA context lost in an earlier case"), std::string::npos) << p.output;
   EXPECT_EQ(p.exit_code, 3) << p.output;
+}
+
+// A kernel that never ends: no CUDA error will ever say so, and cudaStreamSynchronize waits
+// forever. The case watchdog names the case and ends the process with its own exit code, and the
+// cases after it never start.
+TEST(Errors, AHungKernelIsNamedAndEndsTheProcess) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto p = run_crash_cases("crash/(hang|out_of_bounds_then_after)", "--bench_case_timeout=3");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(p.output.find("FATAL: crash/hang/baseline did not finish in 3 s"), std::string::npos) << p.output;
+  EXPECT_EQ(p.exit_code, 4) << p.output;  // not 124: timeout(1) did not have to step in
+  EXPECT_EQ(p.output.find("crash/out_of_bounds_then_after/baseline"), std::string::npos) << p.output;
+  EXPECT_LT(seconds, 60) << p.output;
 }
 
 }  // namespace

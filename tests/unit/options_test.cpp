@@ -52,6 +52,20 @@ TEST_F(HarnessOptions, BadValuesAndUnknownFlagsAreErrors) {
   EXPECT_NE(parse({"--bench_help"}).find("--bench_profile"), std::string::npos);
 }
 
+// The case time limit (watchdog.hpp): the flag wins, 0 turns it off, a smoke run gets less.
+// (Run outside any CUDA tool, as ctest runs it; under one the default is no limit.)
+TEST_F(HarnessOptions, CaseTimeLimitDefaultsAndFlag) {
+  EXPECT_EQ(parse({}), "");
+  EXPECT_EQ(bench::detail::case_time_limit_s(), 300);
+  EXPECT_EQ(parse({"--bench_smoke"}), "");
+  EXPECT_EQ(bench::detail::case_time_limit_s(), 60);
+  EXPECT_EQ(parse({"--bench_case_timeout=2.5"}), "");
+  EXPECT_EQ(bench::detail::case_time_limit_s(), 2.5);
+  EXPECT_EQ(parse({"--bench_case_timeout=0"}), "");
+  EXPECT_EQ(bench::detail::case_time_limit_s(), 0);
+  EXPECT_NE(parse({"--bench_case_timeout=-1"}).find("expected a number >= 0"), std::string::npos);
+}
+
 }  // namespace
 
 // Running a chapter binary under ncu or compute-sanitizer directly: the harness must notice (the

@@ -31,9 +31,11 @@
 // Scores, statistics and accumulators are FP32 on every rung; mma_pass alone rounds P to BF16 for
 // its second product (as FlashAttention does), which the tolerance below covers.
 // Expected: mma_pass near the read ceiling (~85-95%: ~360-400 us on the H100, ~240-270 us on the
-// H200), 1.8-2.6x over one_pass and 7-8x over the baseline. Not yet run on a GPU: verified by
-// reading and compiling only (sm_90a, 128 registers, no spills), and the fragment indexing
-// (ldmatrix, ldmatrix.trans, movmatrix, mma) by a CPU emulation of the documented layouts.
+// H200), 1.8-2.6x over one_pass and 7-8x over the baseline. Measured (bench compare, 2026-11-23):
+// 354.2 us on the H100 (96.5% of the read ceiling, 7.94x, rerun PASS at 95bfffc), 244.9 us on the
+// H200 (93.3%, 7.85x); one_pass now 823 / 801 us (15% slower on the H100 since it moved onto
+// decode_attention.cuh's API; README). sm_90a, 128 registers, no spills; the fragment indexing
+// (ldmatrix, ldmatrix.trans, movmatrix, mma) also checked by a CPU emulation of the layouts.
 // Metric "tokens_per_s": batch x k / the median of the variant's own event-timed launches (the
 // last 32), the verification throughput of a serving step.
 // Bytes: K and V once, q read, out written (the one-pass minimum; the baseline moves 8x this,

@@ -45,8 +45,6 @@ class CaseWatchdog {
   };
   [[nodiscard]] Guard watch(const std::string& name);
 
-  double limit_s() const { return limit_s_; }
-
  private:
   void stop_watching();
   void loop();

@@ -18,10 +18,10 @@
 //   2. step "one_pass": one launch of the 8-query CUDA-core kernel (kernels/decode_attention.cuh): each
 //      lane loads its 16 bytes of a key's K and V once and uses them for all 8 queries (8 dot
 //      products, 8 online-softmax updates), masking key j for query i when j >= 4097 + i. One read
-//      of the cache, but ~4 instructions per byte and 182 registers (one CTA of 8 warps per SM,
-//      16 KB in flight): measured (2026-11-23) 714 / 691 us on H100 / H200, 48% / 33% of the read
-//      ceiling, not memory-bound (3.94x / 2.78x over the baseline; PyTorch SDPA with the draft mask
-//      takes 407 us on the H100);
+//      of the cache, but ~4 instructions per byte and 175 registers (one CTA of 8 warps per SM,
+//      the next step's loads issued before this step's math): measured (2026-11-23) 716 / 721 us
+//      on H100 / H200, 48% / 32% of the read ceiling, not memory-bound (3.93x / 2.66x over the
+//      baseline; PyTorch SDPA with the draft mask takes 378-416 us);
 //   3. optimized "mma_pass": the same single read on the tensor cores (verify_mma.cuh): per 16
 //      keys S^T = K Q^T and O^T += V^T P^T are 8 + 8 mma.sync m16n8k16 with N = the 8 queries,
 //      P handed between them in registers by movmatrix.trans; K and V stream through a 3-stage
@@ -33,8 +33,8 @@
 // Expected: mma_pass near the read ceiling (~85-95%: ~360-400 us on the H100, ~240-270 us on the
 // H200), 1.8-2.6x over one_pass and 7-8x over the baseline. Measured (bench compare, 2026-11-23):
 // 354.2 us on the H100 (96.5% of the read ceiling, 7.94x, rerun PASS at 95bfffc), 244.9 us on the
-// H200 (93.3%, 7.85x); one_pass now 823 / 801 us (15% slower on the H100 since it moved onto
-// decode_attention.cuh's API; README). sm_90a, 128 registers, no spills; the fragment indexing
+// H200 (93.3%, 7.85x); 1.18x / 1.54x faster than SDPA with the draft mask in the same lease.
+// sm_90a, 128 registers, no spills; the fragment indexing
 // (ldmatrix, ldmatrix.trans, movmatrix, mma) also checked by a CPU emulation of the layouts.
 // Metric "tokens_per_s": batch x k / the median of the variant's own event-timed launches (the
 // last 32), the verification throughput of a serving step.

@@ -16,9 +16,10 @@
 // One CTA: one bh and one chunk of keys (split s of `splits`), 256 threads = 8 warps. A half-warp
 // holds one key: lane l % 16 loads its 8 of the 128 dimensions of K and of V as one 16-byte
 // streaming load each (kernels/vector_access.cuh), so a warp reads 2 keys per load instruction, and
-// kKeysPerLane keys' K and V loads are all issued before the first is used (bytes in flight). The
-// score is 8 FMAs per lane and a 4-step butterfly over the 16 lanes; each half-warp keeps its own
-// online-softmax state (kernels/online_softmax.cuh) for every query: m, l and its 8 dimensions of o.
+// kKeysPerLane keys' K and V loads are all issued before the first is used (bytes in flight; with
+// several queries, a step ahead). The score is 8 FMAs per lane and a 4-step butterfly over the
+// 16 lanes; each half-warp keeps its own online-softmax state (kernels/online_softmax.cuh) for
+// every query: m, l and its 8 dimensions of o.
 // At the end the two halves, then the 8 warps (through shared memory) merge; with one split the CTA
 // writes o / l, else the partial (m, l, o) for merge_splits, the log-sum-exp combine. Keys per
 // split (`chunk`) are the same for every pair; a CTA whose chunk starts past its pair's last key
@@ -45,8 +46,8 @@ constexpr int kLanesPerKey = kHeadDim / kBf16PerVector;  // 16: a half-warp per 
 // accumulators per lane leave fewer registers for loads. Registers (ptxas, sm_90a, CUDA 13.0): 63
 // for one query over a contiguous cache (4 CTAs of 256 per SM), 73 through a block table and 80
 // over ch16's packed cache (3 CTAs: a launch bound of 4 CTAs makes even the contiguous one spill);
-// 179 for eight (1 CTA per SM: 8 warps, 16 KB in flight per SM; capping it at 128 for 2 CTAs
-// spills ~200 bytes a thread).
+// 175 for eight, with the next step's loads in flight too (1 CTA per SM: 8 warps, up to 32 KB in
+// flight per SM; capping it at 128 for 2 CTAs spills ~200 bytes a thread).
 constexpr int keys_per_lane(int queries) { return queries == 1 ? 4 : 2; }
 constexpr int keys_per_warp_step(int queries) { return 2 * keys_per_lane(queries); }
 constexpr int keys_per_cta_step(int queries) { return kWarps * keys_per_warp_step(queries); }
@@ -143,19 +144,37 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
     for (int e = 0; e < 8; ++e) o[qi][e] = 0.0f;
   }
 
-  for (int64_t step = begin + warp * keys_per_warp_step(kQueries); step < end; step += keys_per_cta_step(kQueries)) {
-    // All K and V loads of this step first: kKeys keys per half-warp, 2 x kKeys x 16 bytes a lane.
-    // Key step + i lies at row row0 + i (i < 2 x kKeys: one page).
-    const int64_t row0 = keys.row(step);
-    uint4 k_raw[kKeys], v_raw[kKeys];
+  // A step's K and V loads, kKeys keys per half-warp, 2 x kKeys x 16 bytes a lane. Key at + i
+  // lies at row row0 + i (i < 2 x kKeys: one page).
+  auto load_step = [&](int64_t at, uint4 (&k_raw)[kKeys], uint4 (&v_raw)[kKeys]) {
+    const int64_t row0 = keys.row(at);
 #pragma unroll
     for (int u = 0; u < kKeys; ++u) {
-      const int64_t j = step + 2 * u + half;
       k_raw[u] = v_raw[u] = make_uint4(0, 0, 0, 0);  // absent keys: zeros, never NaN bits (p * v must be 0)
-      if (j < end) {
+      if (at + 2 * u + half < end) {
         k_raw[u] = load_stream(k_rows + (row0 + 2 * u + half) * kLanesPerKey);
         v_raw[u] = load_stream(v_rows + (row0 + 2 * u + half) * kLanesPerKey);
       }
+    }
+  };
+  // With several queries the next step's loads are issued before this step's math: with one CTA
+  // per SM each warp must keep its own bytes in flight, and the loads' addresses (the policy's
+  // bases and key count, which ptxas re-reads from the parameter bank each step, LDC then IMAD,
+  // rather than hold in registers) no longer delay them. Without it the 8-query kernel took 831
+  // against 726 us (H100, ch18's verify shape). With one query, 4 CTAs per SM already cover the
+  // latency, and 32 more registers a thread would halve them.
+  constexpr bool kPrefetch = kQueries > 1;
+  const int64_t first = begin + warp * keys_per_warp_step(kQueries);
+  uint4 k_next[kKeys], v_next[kKeys];
+  if (kPrefetch && first < end) load_step(first, k_next, v_next);
+  for (int64_t step = first; step < end; step += keys_per_cta_step(kQueries)) {
+    uint4 k_raw[kKeys], v_raw[kKeys];
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) k_raw[u] = k_next[u], v_raw[u] = v_next[u];
+      if (step + keys_per_cta_step(kQueries) < end) load_step(step + keys_per_cta_step(kQueries), k_next, v_next);
+    } else {
+      load_step(step, k_raw, v_raw);
     }
 #pragma unroll
     for (int qi = 0; qi < kQueries; ++qi) {

@@ -25,7 +25,7 @@
 //      scores only by key <= query; blocks are launched longest first (the last query block
 //      walks 64 tiles, the first 2), so the short ones fill the tail. d64 keeps the 64-key tiles
 //      (ch18's Walk counts them; S stays 32 registers a thread, O halves to 32).
-//   3. step "wgmma_ws" (sm_90a; flash_attention_wgmma.cuh): the Hopper form. A producer
+//   3. step "wgmma_ws" (sm_90a; kernels/flash_attention_wgmma.cuh, shared with ch18): the Hopper form. A producer
 //      warpgroup's one thread loads Q once and 128-key K and V tiles by TMA into a 2-stage ring;
 //      two consumer warpgroups (64 query rows each) compute S = Q K^T by wgmma from shared memory,
 //      the online softmax in registers, and O += P V by wgmma with P straight from registers:
@@ -57,6 +57,7 @@
 #include <cuda_bf16.h>
 #include <kernels/cublas_check.hpp>
 #include <kernels/flash_attention_mma.cuh>
+#include <kernels/flash_attention_wgmma.cuh>
 #include <kernels/group_reduce.cuh>
 #include <kernels/online_softmax.cuh>
 #include <kernels/reference_attention.cuh>
@@ -65,7 +66,6 @@
 #include <cmath>
 #include <vector>
 
-#include "flash_attention_wgmma.cuh"
 
 namespace {
 
@@ -239,32 +239,62 @@ class Fa2MmaSync {
   double computed_ratio_ = 0;
 };
 
-// ---- Optimized: TMA producer, two wgmma consumer warpgroups (flash_attention_wgmma.cuh) -------
+// ---- Optimized: TMA producer, two wgmma consumer warpgroups (kernels/flash_attention_wgmma.cuh) -
+
+namespace fw = kernels::flash_wgmma;
+
+// Every 128-key tile (non-causal), or those at or below the block's last query (causal); only the
+// last tile can hold masked scores (the diagonal, or keys past seq).
+template <bool kCausal>
+struct WgmmaWalk {
+  int64_t seq;
+  int qb;
+  __host__ __device__ int tiles() const {
+    const int all = int((seq + fw::kKeys - 1) / fw::kKeys);
+    return kCausal ? std::min(all, qb + 1) : all;
+  }
+  __device__ int key_tile(int t) const { return t; }
+  __device__ bool masks(int t) const { return t == tiles() - 1; }
+  __device__ bool visible(int64_t row, int64_t key) const { return !kCausal || key <= row; }
+};
+static_assert(fw::kRows == fw::kKeys, "causal: query block qb ends inside key tile qb");
+
+template <int kD, bool kCausal, bool kPingPong>
+__global__ void __launch_bounds__(fw::kThreads, 1)
+    wgmma_ws(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+             const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq) {
+#if BENCH_SM90A_DEVICE
+  // Causal: the last query block walks the most tiles, so it goes first (blockIdx.x 0).
+  const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
+  fw::block<kD, kPingPong>(map_q, map_k, map_v, out + int64_t{blockIdx.y} * seq * kD, seq,
+                           int(blockIdx.y * seq), qb, WgmmaWalk<kCausal>{seq, qb});
+#endif
+}
 
 template <class W, bool kPingPong>
 class WgmmaWs {
   static constexpr int kD = W::head_dim;
-  static constexpr size_t kSmemBytes = ch16_wgmma::kSmemBytes<kD>;
+  static constexpr size_t kSmemBytes = fw::kSmemBytes<kD>;
 
  public:
   // Untimed: the shared-memory opt-in (162 KiB; 82 KiB at d64) and the three tensor maps (fixed
   // buffers).
   WgmmaWs(const W& w, cudaStream_t)
-      : map_q_(ch16_wgmma::tile_map<kD>(w.q.data(), w.bh * w.seq)),
-        map_k_(ch16_wgmma::tile_map<kD>(w.k.data(), w.bh * w.seq)),
-        map_v_(ch16_wgmma::tile_map<kD>(w.v.data(), w.bh * w.seq)),
-        blocks_(int((w.seq + ch16_wgmma::kRows - 1) / ch16_wgmma::kRows)) {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(ch16_wgmma::wgmma_ws<kD, W::causal, kPingPong>,
+      : map_q_(fw::tile_map<kD>(w.q.data(), w.bh * w.seq)),
+        map_k_(fw::tile_map<kD>(w.k.data(), w.bh * w.seq)),
+        map_v_(fw::tile_map<kD>(w.v.data(), w.bh * w.seq)),
+        blocks_(int((w.seq + fw::kRows - 1) / fw::kRows)) {
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_ws<kD, W::causal, kPingPong>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(kSmemBytes)));
     double tiles = 0;  // every tile is 128 rows x 128 keys
-    for (int qb = 0; qb < blocks_; ++qb) tiles += ch16_wgmma::tiles_for<W::causal>(w.seq, qb);
+    for (int qb = 0; qb < blocks_; ++qb) tiles += WgmmaWalk<W::causal>{w.seq, qb}.tiles();
     computed_ratio_ =
-        tiles * double(w.bh) * ch16_wgmma::kRows * ch16_wgmma::kKeys * 4.0 * kD / w.declared_flops;
+        tiles * double(w.bh) * fw::kRows * fw::kKeys * 4.0 * kD / w.declared_flops;
   }
   void operator()(const W& w, cudaStream_t stream) const {
-    ch16_wgmma::wgmma_ws<kD, W::causal, kPingPong>
-        <<<dim3(unsigned(blocks_), unsigned(w.bh)), ch16_wgmma::kThreads, kSmemBytes, stream>>>(
+    wgmma_ws<kD, W::causal, kPingPong>
+        <<<dim3(unsigned(blocks_), unsigned(w.bh)), fw::kThreads, kSmemBytes, stream>>>(
             map_q_, map_k_, map_v_, w.out.data(), w.seq);
     BENCH_CHECK_LAUNCH();
   }

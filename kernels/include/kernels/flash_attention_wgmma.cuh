@@ -1,7 +1,9 @@
-// ch16/flash_attention_wgmma.cuh: the Hopper rungs of flash_attention.cu (sm_90a only), in a file
-// of their own to keep each under a screenful of ideas. Included by flash_attention.cu alone.
+// kernels/flash_attention_wgmma.cuh: the Hopper FlashAttention forward block (sm_90a only): TMA
+// loads by a producer, wgmma for both products, two consumer warpgroups; ch16's `wgmma_ws` and
+// `wgmma_pingpong` rungs and ch18's block-sparse `skip_masked_wgmma`. Which 128-key tiles a block
+// walks, and which scores it masks, is a policy (`Walk`, below), as in flash_attention_mma.cuh.
 //
-// Templated on the head dim kD: 128, or 64 for the d64 twins (same tiles, same schedule).
+// Templated on the head dim kD: 128, or 64 (ch16's d64 twins: same tiles, same schedule).
 // A CTA: 128 query rows of one head, 3 warpgroups.
 //   producer (warpgroup 0, one thread): TMA loads Q once (128 x kD) and then, per 128-key tile,
 //     K and V into a 2-stage ring. K and V have barriers of their own both ways: S can start
@@ -31,6 +33,20 @@
 //     tensor cores (O is rescaled and P repacked only once it completes); (2) between the two,
 //     named barriers make them take turns issuing those GEMMs, so one's softmax lines up with the
 //     other's GEMMs instead of both softmaxes colliding.
+//
+// A Walk is a small struct with these device members (t counts the block's 128-key tiles, at
+// least one):
+//   int tiles() const;                          how many tiles this block walks
+//   int key_tile(int t) const;                  which 128-key tile of the head tile t is
+//   bool masks(int t) const;                    tile t may hold masked scores: check them
+//   bool visible(int64_t row, int64_t key) const;  the per-score mask (keys < seq are checked too)
+// Usage: a kernel of kThreads threads, __launch_bounds__(kThreads, 1), kSmemBytes<kD> bytes of
+// dynamic shared memory (the opt-in is the caller's) and Q, K, V as [heads * seq][kD] tensor maps
+// (tile_map<kD>, passed as __grid_constant__ parameters) calls, under #if BENCH_SM90A_DEVICE,
+//   kernels::flash_wgmma::block<kD, kPingPong>(map_q, map_k, map_v, out + head * seq * kD, seq,
+//                                              head * seq, qb, walk);
+// A head's last tile may run into the next head's rows (or past the tensor: TMA fills zeros),
+// which the key < seq mask and the row < seq store ignore.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -42,11 +58,9 @@
 #include <kernels/tma.cuh>
 #include <kernels/wgmma.cuh>
 
-namespace ch16_wgmma {
+namespace kernels::flash_wgmma {
 
 using bf16 = __nv_bfloat16;
-namespace tma = kernels::tma;
-namespace wgmma = kernels::wgmma;
 
 constexpr int kRows = 128;  // query rows per CTA: 2 consumers x 64
 constexpr int kKeys = 128;  // keys per tile
@@ -55,7 +69,6 @@ constexpr int kStages = 2;
 constexpr int kWarpgroup = 128, kConsumers = 2, kThreads = (1 + kConsumers) * kWarpgroup;
 constexpr uint32_t kBoxBytes = kKeys * kHalf * sizeof(bf16);  // 16 KiB: one 64-column box
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
-static_assert(kRows == kKeys, "causal: query block qb ends inside key tile qb");
 static_assert(wgmma::fits_register_pool(kProducerRegisters, kConsumerRegisters, kConsumers));
 
 template <int kD>
@@ -70,13 +83,6 @@ struct alignas(1024) Smem {
 };
 template <int kD>
 constexpr size_t kSmemBytes = sizeof(Smem<kD>) + 1024;  // + room to align the dynamic base
-
-// Key tiles query block qb walks: all, or (causal) those at or below its last row.
-template <bool kCausal>
-__host__ __device__ inline int tiles_for(int64_t seq, int qb) {
-  const int all = int((seq + kKeys - 1) / kKeys);
-  return kCausal ? (all < qb + 1 ? all : qb + 1) : all;
-}
 
 // S = Q K^T for consumer cw's 64 rows from stage s, queued as one wgmma group (not waited): over
 // head_dim in kD / 16 k16 steps, +32 bytes along the swizzled rows, (d128) the second box from 4
@@ -116,19 +122,19 @@ __device__ __forceinline__ void release(uint64_t* empty) {
 
 // Online softmax of tile t, in place: sc becomes P (FP32, relative to the new running max), m and
 // l advance, and c is the factor O must be rescaled by before P V. sc[4i + e] is row
-// row0 + 8 (e / 2), key t * 128 + 8 i + 2 (lane % 4) + e % 2.
-template <int kD, bool kCausal>
+// row0 + 8 (e / 2), key key_tile(t) * 128 + 8 i + 2 (lane % 4) + e % 2.
+template <int kD, class Walk>
 __device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], float (&l)[2],
-                                             float (&c)[2], int t, int tiles, int64_t seq,
+                                             float (&c)[2], const Walk& walk, int t, int64_t seq,
                                              int64_t row0) {
-  // Only the last tile has masked scores (causal: the diagonal; else keys past seq): the others
-  // skip the 64 compares.
-  if (t == tiles - 1) {
-    const int64_t key0 = int64_t{t} * kKeys + 2 * (threadIdx.x % 4);
+  // Only the tiles the walk names have masked scores (the causal diagonal, keys past seq): the
+  // others skip the 64 compares.
+  if (walk.masks(t)) {
+    const int64_t key0 = int64_t{walk.key_tile(t)} * kKeys + 2 * (threadIdx.x % 4);
 #pragma unroll
     for (int i = 0; i < 64; ++i) {
       const int64_t key = key0 + 8 * (i / 4) + i % 2;
-      if (key >= seq || (kCausal && key > row0 + 8 * ((i % 4) / 2))) sc[i] = -INFINITY;
+      if (key >= seq || !walk.visible(row0 + 8 * ((i % 4) / 2), key)) sc[i] = -INFINITY;
     }
   }
   const float scale = kernels::kLog2e / sqrtf(float(kD));
@@ -173,9 +179,10 @@ __device__ __forceinline__ void pass_turn(int cw) {
 }
 
 // One consumer warpgroup (cw = 0, 1): rows qb * 128 + cw * 64 .. + 63 of this head.
-template <int kD, bool kCausal, bool kPingPong>
-__device__ __forceinline__ void consume(Smem<kD>& sm, int cw, int qb, int tiles, int64_t seq,
+template <int kD, bool kPingPong, class Walk>
+__device__ __forceinline__ void consume(Smem<kD>& sm, int cw, int qb, const Walk& walk, int64_t seq,
                                         bf16* out) {
+  const int tiles = walk.tiles();
   const int warp = (threadIdx.x % kWarpgroup) / 32, lane = threadIdx.x % 32;
   const int64_t row0 = int64_t{qb} * kRows + cw * 64 + warp * 16 + lane / 4;  // and row0 + 8
   float o[kD / 2], sc[64];
@@ -192,7 +199,7 @@ __device__ __forceinline__ void consume(Smem<kD>& sm, int cw, int qb, int tiles,
       issue_scores(sc, sm, cw, s);
       wgmma::wait<0>();
       release(&sm.k_empty[s]);
-      softmax_tile<kD, kCausal>(sc, m, l, c, t, tiles, seq, row0);
+      softmax_tile<kD>(sc, m, l, c, walk, t, seq, row0);
       rescale_and_pack<kD>(o, c, sc, pa);  // the previous P V group has completed
       tma::wait_parity(&sm.v_full[s], parity);
       issue_pv(o, pa, sm, s);
@@ -209,7 +216,7 @@ __device__ __forceinline__ void consume(Smem<kD>& sm, int cw, int qb, int tiles,
     issue_scores(sc, sm, cw, 0);
     wgmma::wait<0>();
     release(&sm.k_empty[0]);
-    softmax_tile<kD, kCausal>(sc, m, l, c, 0, tiles, seq, row0);
+    softmax_tile<kD>(sc, m, l, c, walk, 0, seq, row0);
     rescale_and_pack<kD>(o, c, sc, pa);
     for (int t = 1; t < tiles; ++t) {
       const int s = t % kStages, prev = (t - 1) % kStages;
@@ -221,7 +228,7 @@ __device__ __forceinline__ void consume(Smem<kD>& sm, int cw, int qb, int tiles,
       if (cw == 0 || t + 1 < tiles) pass_turn(cw);
       wgmma::wait<1>();  // S (the older group) is done; P V may still run
       release(&sm.k_empty[s]);
-      softmax_tile<kD, kCausal>(sc, m, l, c, t, tiles, seq, row0);
+      softmax_tile<kD>(sc, m, l, c, walk, t, seq, row0);
       wgmma::wait<0>();
       release(&sm.v_empty[prev]);
       rescale_and_pack<kD>(o, c, sc, pa);
@@ -235,19 +242,15 @@ __device__ __forceinline__ void consume(Smem<kD>& sm, int cw, int qb, int tiles,
   kernels::flash_store_rows<kD>(l, row0, seq, out, [&](int j, int e) { return o[4 * j + e]; });
 }
 
-// Q, K, V as [batch * heads * seq][kD] maps in 128 x 64 boxes: a head's last tile may run into
-// the next head's rows, which the key < seq mask (scores) and the row < seq store (queries) ignore.
-template <int kD, bool kCausal, bool kPingPong>
-__global__ void __launch_bounds__(kThreads, 1)
-    wgmma_ws(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-             const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq) {
-#if BENCH_SM90A_DEVICE
+// The block: query rows qb * 128 .. + 127 of one head, whose rows start at head_row in the maps
+// and whose output is `out` ([seq][kD]). sm_90a device code only: call it under
+// #if BENCH_SM90A_DEVICE.
+template <int kD, bool kPingPong, class Walk>
+__device__ __forceinline__ void block(const CUtensorMap& map_q, const CUtensorMap& map_k,
+                                      const CUtensorMap& map_v, bf16* out, int64_t seq,
+                                      int head_row, int qb, const Walk& walk) {
   extern __shared__ uint8_t wgmma_smem_raw[];
   Smem<kD>& sm = tma::aligned_1024<Smem<kD>>(wgmma_smem_raw);
-  // Causal: the last query block walks the most tiles, so it goes first (blockIdx.x 0).
-  const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
-  const int head_row = int(blockIdx.y * seq);  // this head's first row in the maps
-  const int tiles = tiles_for<kCausal>(seq, qb);
   if (threadIdx.x == 0) {
     tma::mbarrier_init(&sm.q_full, 1);
     for (int s = 0; s < kStages; ++s) {
@@ -265,8 +268,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       tma::arrive_expect_tx(&sm.q_full, Smem<kD>::kTileBytes);
       for (int h = 0; h < Smem<kD>::kBoxes; ++h)
         tma::load_2d(sm.q[h], &map_q, h * kHalf, head_row + qb * kRows, &sm.q_full);
+      const int tiles = walk.tiles();
       for (int t = 0; t < tiles; ++t) {
-        const int s = t % kStages, key_row = head_row + t * kKeys;
+        const int s = t % kStages, key_row = head_row + walk.key_tile(t) * kKeys;
         const uint32_t reuse_parity = ((t / kStages) - 1) & 1;  // the release of tile t - kStages
         if (t >= kStages) tma::wait_parity(&sm.k_empty[s], reuse_parity);
         tma::arrive_expect_tx(&sm.k_full[s], Smem<kD>::kTileBytes);
@@ -280,10 +284,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     wgmma::grow_registers<kConsumerRegisters>();
-    consume<kD, kCausal, kPingPong>(sm, threadIdx.x / kWarpgroup - 1, qb, tiles, seq,
-                                    out + int64_t{blockIdx.y} * seq * kD);
+    consume<kD, kPingPong>(sm, threadIdx.x / kWarpgroup - 1, qb, walk, seq, out);
   }
-#endif
 }
 
 // Host: a [rows][kD] BF16 matrix in 128-row x 64-column boxes, 128-byte swizzled.
@@ -293,4 +295,4 @@ inline CUtensorMap tile_map(const bf16* base, int64_t rows) {
                           kKeys, kHalf, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
-}  // namespace ch16_wgmma
+}  // namespace kernels::flash_wgmma

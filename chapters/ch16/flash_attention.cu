@@ -183,20 +183,26 @@ class Materialised {
 
 // ---- Step: FlashAttention-2 on mma.sync (kernels/flash_attention_mma.cuh) ----------------------
 
-// Every key tile (non-causal), or the tiles at or below the block's last query (causal).
-template <bool kCausal>
+// Every key tile (non-causal), or the tiles at or below the block's last query (causal), in tiles
+// of kTileKeys: one walk for both fused kernels, with the members each one's Walk contract asks
+// for (kernels/flash_attention_mma.cuh: 64-key tiles, first_key and masked; the wgmma kernel:
+// 128-key tiles, key_tile and masks, only the last tile holding masked scores).
+template <bool kCausal, int kTileKeys>
 struct DenseOrCausalWalk {
   int64_t seq;
   int qb;
   __host__ __device__ int tiles() const {
-    const int all = int((seq + kernels::kFlashKeyTile - 1) / kernels::kFlashKeyTile);
-    return kCausal ? std::min(all, (qb + 1) * (kernels::kFlashQueryRows / kernels::kFlashKeyTile))
-                   : all;
+    const int all = int((seq + kTileKeys - 1) / kTileKeys);
+    return kCausal ? std::min(all, (qb + 1) * (kernels::kFlashQueryRows / kTileKeys)) : all;
   }
-  __device__ int64_t first_key(int t) const { return int64_t{t} * kernels::kFlashKeyTile; }
+  __device__ int64_t first_key(int t) const { return int64_t{t} * kTileKeys; }
   __device__ bool masked(int) const { return false; }
+  __device__ int key_tile(int t) const { return t; }
+  __device__ bool masks(int t) const { return t == tiles() - 1; }
   __device__ bool visible(int64_t row, int64_t key) const { return !kCausal || key <= row; }
 };
+template <bool kCausal>
+using Fa2Walk = DenseOrCausalWalk<kCausal, kernels::kFlashKeyTile>;
 
 template <int kD, bool kCausal>
 __global__ void __launch_bounds__(kernels::kFlashThreads)
@@ -205,7 +211,7 @@ __global__ void __launch_bounds__(kernels::kFlashThreads)
   const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
   const int64_t head = blockIdx.y * seq * kD;
   kernels::flash_attention_block<kD>(q + head, k + head, v + head, out + head, seq, qb,
-                                     DenseOrCausalWalk<kCausal>{seq, qb});
+                                     Fa2Walk<kCausal>{seq, qb});
 }
 
 // Untimed: the shared-memory opt-in (96 KiB; 48 KiB at d64) and the tile count the kernel will
@@ -222,7 +228,7 @@ class Fa2MmaSync {
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(sizeof(Smem))));
     double tiles = 0;  // every tile is 128 rows x 64 keys, 4 x d flops a score
-    for (int qb = 0; qb < blocks_; ++qb) tiles += DenseOrCausalWalk<W::causal>{w.seq, qb}.tiles();
+    for (int qb = 0; qb < blocks_; ++qb) tiles += Fa2Walk<W::causal>{w.seq, qb}.tiles();
     computed_ratio_ = tiles * double(w.bh) * kernels::kFlashQueryRows * kernels::kFlashKeyTile *
                       4.0 * kD / w.declared_flops;
   }
@@ -243,21 +249,10 @@ class Fa2MmaSync {
 
 namespace fw = kernels::flash_wgmma;
 
-// Every 128-key tile (non-causal), or those at or below the block's last query (causal); only the
-// last tile can hold masked scores (the diagonal, or keys past seq).
 template <bool kCausal>
-struct WgmmaWalk {
-  int64_t seq;
-  int qb;
-  __host__ __device__ int tiles() const {
-    const int all = int((seq + fw::kKeys - 1) / fw::kKeys);
-    return kCausal ? std::min(all, qb + 1) : all;
-  }
-  __device__ int key_tile(int t) const { return t; }
-  __device__ bool masks(int t) const { return t == tiles() - 1; }
-  __device__ bool visible(int64_t row, int64_t key) const { return !kCausal || key <= row; }
-};
-static_assert(fw::kRows == fw::kKeys, "causal: query block qb ends inside key tile qb");
+using WgmmaWalk = DenseOrCausalWalk<kCausal, fw::kKeys>;
+static_assert(fw::kRows == kernels::kFlashQueryRows && fw::kRows == fw::kKeys,
+              "causal: query block qb ends inside key tile qb");
 
 template <int kD, bool kCausal, bool kPingPong>
 __global__ void __launch_bounds__(fw::kThreads, 1)

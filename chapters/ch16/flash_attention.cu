@@ -272,7 +272,7 @@ class WgmmaWs {
   static constexpr size_t kSmemBytes = fw::kSmemBytes<kD>;
 
  public:
-  // Untimed: the shared-memory opt-in (162 KiB; 114 KiB at d64) and the three tensor maps (fixed
+  // Untimed: the shared-memory opt-in (162 KiB; 82 KiB at d64) and the three tensor maps (fixed
   // buffers).
   WgmmaWs(const W& w, cudaStream_t)
       : map_q_(fw::tile_map<kD>(w.q.data(), w.bh * w.seq)),

@@ -6,9 +6,9 @@
 // Templated on the head dim kD: 128, or 64 (ch16's d64 twins: same tiles, same schedule).
 // A CTA: 128 query rows of one head, 3 warpgroups.
 //   producer (warpgroup 0, one thread): TMA loads Q once (128 x kD) and then, per 128-key tile,
-//     K and V into a ring (2 stages; 3 at d64). K and V have barriers of their own both ways: S
-//     can start before V has landed, and a K stage is refilled as soon as both consumers' S = Q K^T
-//     is done with it, while V waits for P V.
+//     K and V into a 2-stage ring. K and V have barriers of their own both ways: S can start
+//     before V has landed, and a K stage is refilled as soon as both consumers' S = Q K^T is done
+//     with it, while V waits for P V.
 //   consumers (warpgroups 1, 2: 64 query rows each), per tile:
 //     S (64 x 128) = Q K^T: kD / 16 wgmma m64n128k16, both operands from shared memory (K-major);
 //     the online softmax on S's fragments (the same quad-of-lanes row layout as mma.sync);
@@ -23,8 +23,8 @@
 // tile is kD / 64 boxes of 64 columns ([box][row][64]), 16 KiB each, each row 128 bytes: d128 two
 // boxes, d64 one (a d64 row is exactly one 128-byte swizzle row; the V descriptor's LBO, the
 // distance to the next box, then goes unused). Q 32 KiB + 2 stages x (K 32 + V 32 KiB) = 160 KiB
-// at d128; 16 + 3 x 32 = 112 KiB at d64 (still one CTA per SM, by registers; the tiles stay
-// 128 x 128 so the causal walk and the schedule are the d128 ones, and P V stays 8 k16 steps).
+// at d128; half that at d64 (still one CTA per SM, by registers; the tiles stay 128 x 128 so the
+// causal walk and the schedule are the d128 ones, and P V stays 8 k16 steps).
 // Two consumer schedules (kPingPong):
 //   false ("wgmma_ws"): S, wait, softmax, P V, wait, per tile. The tensor cores idle through each
 //     softmax unless the other warpgroup happens to be issuing then;
@@ -65,11 +65,7 @@ using bf16 = __nv_bfloat16;
 constexpr int kRows = 128;  // query rows per CTA: 2 consumers x 64
 constexpr int kKeys = 128;  // keys per tile
 constexpr int kHalf = 64;   // head-dim columns per 128-byte swizzle row (one TMA box)
-// K/V ring depth: 2 stages at d128 (Q 32 + 2 x 64 KiB = 160 KiB), 3 at d64, whose tiles are half
-// the size (Q 16 + 3 x 32 = 112 KiB): the producer runs a tile further ahead in shared memory one
-// CTA per SM leaves free anyway (cuDNN's d64 kernel uses 131 KiB).
-template <int kD>
-inline constexpr int kStages = kD == 64 ? 3 : 2;
+constexpr int kStages = 2;
 constexpr int kWarpgroup = 128, kConsumers = 2, kThreads = (1 + kConsumers) * kWarpgroup;
 constexpr uint32_t kBoxBytes = kKeys * kHalf * sizeof(bf16);  // 16 KiB: one 64-column box
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;
@@ -81,29 +77,24 @@ struct alignas(1024) Smem {
   static constexpr int kBoxes = kD / kHalf;                   // 64-column boxes per row
   static constexpr uint32_t kTileBytes = kBoxes * kBoxBytes;  // Q, or a K or V tile
   bf16 q[kBoxes][kRows * kHalf];                              // [box][row][64]
-  static constexpr int kRing = kStages<kD>;
-  bf16 k[kRing][kBoxes][kKeys * kHalf];                       // [stage][box][key][64]
-  bf16 v[kRing][kBoxes][kKeys * kHalf];                       // the same
-  uint64_t q_full, k_full[kRing], v_full[kRing], k_empty[kRing], v_empty[kRing];
+  bf16 k[kStages][kBoxes][kKeys * kHalf];                     // [stage][box][key][64]
+  bf16 v[kStages][kBoxes][kKeys * kHalf];                     // the same
+  uint64_t q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
 };
 template <int kD>
 constexpr size_t kSmemBytes = sizeof(Smem<kD>) + 1024;  // + room to align the dynamic base
 
 // S = Q K^T for consumer cw's 64 rows from stage s, queued as one wgmma group (not waited): over
 // head_dim in kD / 16 k16 steps, +32 bytes along the swizzled rows, (d128) the second box from 4
-// on. One descriptor each for Q and K, advanced by constants (ncu showed the per-wgmma encoding
-// busy on the uniform datapath).
-static_assert(kRows == kKeys, "a Q box is a K box: one step advances both descriptors");
+// on.
 template <int kD>
 __device__ __forceinline__ void issue_scores(float (&sc)[64], Smem<kD>& sm, int cw, int s) {
-  const uint64_t q = wgmma::descriptor_k_major_sw128(&sm.q[0][cw * 64 * kHalf]);
-  const uint64_t k = wgmma::descriptor_k_major_sw128(&sm.k[s][0][0]);
   wgmma::fence();
 #pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    const uint32_t step = (kk / 4) * kBoxBytes + (kk % 4) * 16 * sizeof(bf16);
-    wgmma::mma_m64n128k16_bf16(sc, wgmma::advance(q, step), wgmma::advance(k, step), kk > 0);
-  }
+  for (int kk = 0; kk < kD / 16; ++kk)
+    wgmma::mma_m64n128k16_bf16(
+        sc, wgmma::descriptor_k_major_sw128(&sm.q[kk / 4][cw * 64 * kHalf + (kk % 4) * 16]),
+        wgmma::descriptor_k_major_sw128(&sm.k[s][kk / 4][(kk % 4) * 16]), kk > 0);
   wgmma::commit();
 }
 
@@ -112,11 +103,10 @@ __device__ __forceinline__ void issue_scores(float (&sc)[64], Smem<kD>& sm, int 
 template <int kD>
 __device__ __forceinline__ void issue_pv(float (&o)[kD / 2], const uint32_t (&pa)[kKeys / 16][4],
                                          Smem<kD>& sm, int s) {
-  const uint64_t v0 = wgmma::descriptor_mn_major_sw128(&sm.v[s][0][0], kBoxBytes);
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
-    const uint64_t v = wgmma::advance(v0, kk * 16 * kHalf * sizeof(bf16));
+    const uint64_t v = wgmma::descriptor_mn_major_sw128(&sm.v[s][0][kk * 16 * kHalf], kBoxBytes);
     if constexpr (kD == 128)
       wgmma::mma_m64n128k16_bf16_a_regs(o, pa[kk], v, 1);
     else
@@ -192,7 +182,6 @@ __device__ __forceinline__ void pass_turn(int cw) {
 template <int kD, bool kPingPong, class Walk>
 __device__ __forceinline__ void consume(Smem<kD>& sm, int cw, int qb, const Walk& walk, int64_t seq,
                                         bf16* out) {
-  constexpr int kRing = kStages<kD>;
   const int tiles = walk.tiles();
   const int warp = (threadIdx.x % kWarpgroup) / 32, lane = threadIdx.x % 32;
   const int64_t row0 = int64_t{qb} * kRows + cw * 64 + warp * 16 + lane / 4;  // and row0 + 8
@@ -204,8 +193,8 @@ __device__ __forceinline__ void consume(Smem<kD>& sm, int cw, int qb, const Walk
   tma::wait_parity(&sm.q_full, 0);
   if constexpr (!kPingPong) {
     for (int t = 0; t < tiles; ++t) {
-      const int s = t % kRing;
-      const uint32_t parity = (t / kRing) & 1;
+      const int s = t % kStages;
+      const uint32_t parity = (t / kStages) & 1;
       tma::wait_parity(&sm.k_full[s], parity);
       issue_scores(sc, sm, cw, s);
       wgmma::wait<0>();
@@ -230,11 +219,11 @@ __device__ __forceinline__ void consume(Smem<kD>& sm, int cw, int qb, const Walk
     softmax_tile<kD>(sc, m, l, c, walk, 0, seq, row0);
     rescale_and_pack<kD>(o, c, sc, pa);
     for (int t = 1; t < tiles; ++t) {
-      const int s = t % kRing, prev = (t - 1) % kRing;
+      const int s = t % kStages, prev = (t - 1) % kStages;
       wait_turn(cw);
-      tma::wait_parity(&sm.k_full[s], (t / kRing) & 1);
+      tma::wait_parity(&sm.k_full[s], (t / kStages) & 1);
       issue_scores(sc, sm, cw, s);
-      tma::wait_parity(&sm.v_full[prev], ((t - 1) / kRing) & 1);
+      tma::wait_parity(&sm.v_full[prev], ((t - 1) / kStages) & 1);
       issue_pv(o, pa, sm, prev);  // reads pa: left untouched until this group completes
       if (cw == 0 || t + 1 < tiles) pass_turn(cw);
       wgmma::wait<1>();  // S (the older group) is done; P V may still run
@@ -244,8 +233,8 @@ __device__ __forceinline__ void consume(Smem<kD>& sm, int cw, int qb, const Walk
       release(&sm.v_empty[prev]);
       rescale_and_pack<kD>(o, c, sc, pa);
     }
-    const int last = (tiles - 1) % kRing;
-    tma::wait_parity(&sm.v_full[last], ((tiles - 1) / kRing) & 1);
+    const int last = (tiles - 1) % kStages;
+    tma::wait_parity(&sm.v_full[last], ((tiles - 1) / kStages) & 1);
     issue_pv(o, pa, sm, last);
     wgmma::wait<0>();
     release(&sm.v_empty[last]);
@@ -260,12 +249,11 @@ template <int kD, bool kPingPong, class Walk>
 __device__ __forceinline__ void block(const CUtensorMap& map_q, const CUtensorMap& map_k,
                                       const CUtensorMap& map_v, bf16* out, int64_t seq,
                                       int head_row, int qb, const Walk& walk) {
-  constexpr int kRing = kStages<kD>;
   extern __shared__ uint8_t wgmma_smem_raw[];
   Smem<kD>& sm = tma::aligned_1024<Smem<kD>>(wgmma_smem_raw);
   if (threadIdx.x == 0) {
     tma::mbarrier_init(&sm.q_full, 1);
-    for (int s = 0; s < kRing; ++s) {
+    for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&sm.k_full[s], 1);
       tma::mbarrier_init(&sm.v_full[s], 1);
       tma::mbarrier_init(&sm.k_empty[s], kConsumers);  // one arrival per consumer warpgroup
@@ -282,13 +270,13 @@ __device__ __forceinline__ void block(const CUtensorMap& map_q, const CUtensorMa
         tma::load_2d(sm.q[h], &map_q, h * kHalf, head_row + qb * kRows, &sm.q_full);
       const int tiles = walk.tiles();
       for (int t = 0; t < tiles; ++t) {
-        const int s = t % kRing, key_row = head_row + walk.key_tile(t) * kKeys;
-        const uint32_t reuse_parity = ((t / kRing) - 1) & 1;  // the release of tile t - kRing
-        if (t >= kRing) tma::wait_parity(&sm.k_empty[s], reuse_parity);
+        const int s = t % kStages, key_row = head_row + walk.key_tile(t) * kKeys;
+        const uint32_t reuse_parity = ((t / kStages) - 1) & 1;  // the release of tile t - kStages
+        if (t >= kStages) tma::wait_parity(&sm.k_empty[s], reuse_parity);
         tma::arrive_expect_tx(&sm.k_full[s], Smem<kD>::kTileBytes);
         for (int h = 0; h < Smem<kD>::kBoxes; ++h)
           tma::load_2d(sm.k[s][h], &map_k, h * kHalf, key_row, &sm.k_full[s]);
-        if (t >= kRing) tma::wait_parity(&sm.v_empty[s], reuse_parity);
+        if (t >= kStages) tma::wait_parity(&sm.v_empty[s], reuse_parity);
         tma::arrive_expect_tx(&sm.v_full[s], Smem<kD>::kTileBytes);
         for (int h = 0; h < Smem<kD>::kBoxes; ++h)
           tma::load_2d(sm.v[s][h], &map_v, h * kHalf, key_row, &sm.v_full[s]);

@@ -28,12 +28,6 @@ __device__ __forceinline__ uint64_t descriptor_k_major_sw128(const void* tile) {
          (uint64_t{1} << 62);
 }
 
-// The descriptor of the tile `bytes` further on: the start-address field counts 16-byte units and
-// a shared-memory address (< 256 KiB) never carries out of it, so adding to the descriptor is
-// adding to the address. A loop then builds one descriptor per tile and steps through the tile
-// with constants, instead of re-encoding an address for every wgmma.
-__device__ __forceinline__ uint64_t advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
-
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void commit() {
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");

@@ -123,7 +123,7 @@ def self_test():
         wrong["LDL/STL column shown at 0"] = (header, "LDL/STL")
     for name, harness in (("void bench::detail::(anonymous namespace)::fill_kernel<float>(float*)", True),
                           ("bench::detail::(anonymous namespace)::empty_kernel()", True),
-                          ("void ch16_wgmma::wgmma_ws<64, true, true>(CUtensorMap_st)", False)):
+                          ("void <unnamed>::wgmma_ws<64, true, true>(CUtensorMap_st, CUtensorMap_st)", False)):
         if bool(HARNESS.match(name)) != harness:
             wrong["harness " + name] = (not harness, harness)
     if wrong:

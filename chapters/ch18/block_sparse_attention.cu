@@ -32,7 +32,9 @@
 // Flops: only what the pattern needs, 4 x 128 per kept score (q.k and p v), for every variant,
 // against the BF16 tensor ceiling; the baseline's reported TFLOP/s is thus its useful rate.
 // Metric "density": kept blocks / all blocks. Expected: the step ~1 / density (4x), a little less
-// for the fixed per-CTA costs; the top rung that times the Hopper body's gain (~2x). Sampling: sustained (seconds of tensor-core work at the power limit).
+// for the fixed per-CTA costs; the top rung ~2x more on the same blocks, the Hopper body's gain
+// (ch16's wgmma_pingpong against fa2_mma_sync). Sampling: sustained (seconds of tensor-core work at
+// the power limit).
 // Tolerance: relative L2 5e-3. P is rounded to BF16 for the P V product (RMS 2^-8/sqrt(12) =
 // 1.1e-3 of each p) and the output to BF16 (the same RMS); FP32 sums add ~1e-5: ~2e-3 in all.
 // Verification: 4 heads, 1000 tokens: 8 blocks, the last one 104 rows and keys (zero-filled

@@ -116,6 +116,12 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
       err << "did you mean:\n";
       for (const auto& c : near) err << "  " << c << "\n";
     }
+    // The example exists but not the variant: perhaps the optimized or baseline side was named by
+    // the label its README uses (ch16's wgmma_pingpong), where the case is named by its role.
+    const std::string example = example_of(options.case_name);
+    if (std::any_of(cases.begin(), cases.end(), [&](const auto& c) { return example_of(c) == example; }))
+      err << "the baseline and optimized sides are named by their role (" << example << "/baseline, "
+          << example << "/optimized); a step by its own name\n";
     err << "`bench list --chapter " << chapter << "` lists every case of " << chapter << "\n";
     return kExitUsage;
   }

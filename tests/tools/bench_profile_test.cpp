@@ -128,6 +128,15 @@ TEST_F(BenchProfile, UnknownCaseNamesTheNearestAndHowToList) {
   EXPECT_NE(r.err.find("  ch99/first/optimized"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("bench list --chapter ch99"), std::string::npos) << r.err;
 
+  // A known example, its optimized side named by a README's label: the roles are spelled out.
+  const auto by_label = bench({"profile", "ch99/first/wgmma_pingpong", "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(by_label.exit_code, 2);
+  EXPECT_NE(by_label.err.find("named by their role (ch99/first/baseline, ch99/first/optimized)"), std::string::npos)
+      << by_label.err;
+  // An unknown example gets no such line: nothing says the role is what was wrong.
+  const auto unknown = bench({"profile", "ch99/nonexistent_example/optimized", "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(unknown.err.find("named by their role"), std::string::npos) << unknown.err;
+
   const auto malformed = bench({"profile", "first/optimized", "--build-dir", FAKE_BUILD_DIR});
   EXPECT_EQ(malformed.exit_code, 2);
   EXPECT_NE(malformed.err.find("expected one case like ch07/copy_coalescing/optimized"), std::string::npos)

@@ -228,12 +228,13 @@ SanitizeResult judge(const SanitizeEvidence& e) {
                                                 [](const SanitizerFinding& f) { return f.in_library_code(); });
     const long shown = static_cast<long>(o.findings.size());
     library_only = shown_in_libraries && r.errors <= shown;
-    if (shown_in_libraries && !library_only)  // the rest may be anyone's: a finding, and how to see them
+    if (!library_only)  // shown only in libraries, the rest may be anyone's: say how to see them
       return verdict(SanitizeVerdict::found,
-                     fmt::format("the {} shown are in library code (no line information); {} more were not printed "
-                                 "(`bench sanitize --print-limit {}` prints them)",
-                                 shown, r.errors - shown, std::max<long>(1000, r.errors)));
-    if (!library_only) return verdict(SanitizeVerdict::found, unchecked);
+                     shown_in_libraries
+                         ? fmt::format("the {} shown are in library code (no line information); {} more were not "
+                                       "printed (`bench sanitize --print-limit {}` prints them)",
+                                       shown, r.errors - shown, std::max<long>(1000, r.errors))
+                         : unchecked);
   }
   // Counted or signalled by the exit code, but printed in a form this parser does not know:
   // still a finding, named by the first line it did not recognise. After an unsupported-program

@@ -22,6 +22,7 @@
 #include <cuda_bf16.h>
 #include <kernels/async_copy.cuh>
 #include <kernels/gemm_bf16.cuh>
+#include <kernels/tma.cuh>
 
 #include <cstdint>
 #include <string>
@@ -57,7 +58,7 @@ constexpr size_t ring_bytes(int stages, size_t extra = 0) {
   return stages * sizeof(Stage) + extra + 1024;
 }
 __device__ __forceinline__ Stage* align_ring(uint8_t* raw) {
-  return reinterpret_cast<Stage*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t{1023});
+  return &kernels::tma::aligned_1024<Stage>(raw);
 }
 
 // Byte offset of 16-byte chunk `chunk` (0..3) of row `row` in an X or Y block.

@@ -20,8 +20,10 @@
 // ~6-8 us, so the few microseconds the second kernel costs are a real share (H100: 1.22x). At
 // 1 GiB the same microseconds are ~1.6% of ~340 us: a 1 GiB twin of this pair, measured on the
 // H100 (2026-11-23), ran both sides at 99.5% of the HBM read ceiling, 347.9 -> 342.2 us, 1.02x
-// [1.02, 1.02], NO_SPEEDUP every run; it was retired (README) since a pair that cannot clear the
-// bar only ever reports that. A two-pass reduction of a big array is already as fast as HBM.
+// [1.02, 1.02], NO_SPEEDUP every run; on the H200 it ran 235.0 -> 248.5 us, 0.95x, because each
+// block's ticket holds its SM slot while the HBM stream needs every slot (ncu: README). It was
+// retired (README), since a pair that cannot clear the bar only ever reports that. A two-pass
+// reduction of a big array is already as fast as HBM.
 //
 // What changes from baseline to optimized:
 //   1. baseline `two_pass`: chunk_partials<<<chunks, 256>>> then sum_partials<<<1, 1024>>>;

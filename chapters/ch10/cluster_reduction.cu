@@ -25,8 +25,9 @@
 // The size, as atomic_reduction's (global_sum.cuh): 2^22 floats (16 MiB, 256 blocks = 32
 // clusters, cold: read from HBM), where the saved second kernel is a real share. A 1 GiB twin
 // (2,048 clusters) measured on the H100 ran both sides at 99.6% of the HBM read ceiling, 1.02x,
-// NO_SPEEDUP, resident_clusters 124, and was retired (README): at that size the mechanism is
-// worth ~1.6%, and the file says so rather than slowing the baseline down.
+// NO_SPEEDUP, resident_clusters 124 (on the H200 0.98x: README), and was retired (README): at
+// that size the mechanism is worth ~1.6% at best, and the file says so rather than slowing the
+// baseline down.
 //
 // What changes from baseline to optimized:
 //   1. baseline `two_pass`: chunk_partials<<<chunks, 256>>> then sum_partials<<<1, 1024>>>;

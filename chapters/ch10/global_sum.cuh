@@ -5,8 +5,8 @@
 //
 // The timing size, 2^22 floats (16 MiB, 256 chunks; an odd 1,000,003 when verifying): the stream
 // takes ~6 us, so what the two-pass form adds (a second kernel behind a drained first one, its
-// one-block run, the partials' round trip) is a real share. (At 1 GiB both forms run at the read
-// ceiling and the difference is ~1.6%: measured, then retired; the chapter's README.)
+// one-block run, the partials' round trip) is a real share. (At 1 GiB the difference is ~1.6% on
+// the H100, and on the H200 the single pass loses: measured, then retired; the chapter's README.)
 //
 // Each block sums one 64 KB chunk (kChunk floats, 16 float4 per thread, 4 of them in flight:
 // ch08/hbm_streaming's recipe for reaching HBM's read rate; short-lived blocks, because a

@@ -12,11 +12,12 @@
 // The price is the coupling: a producer writes into its peer's stage too, so it may refill a
 // stage only once the consumers of both CTAs have released it. Each empty barrier therefore
 // counts 4 arrivals (2 consumers x 2 CTAs) and a consumer releases a stage in both CTAs
-// (ws::release_stage<2>: mapa + a cluster-scope arrive); the producer waits on it with acquire
-// at cluster scope. Two more rules keep the shared memory alive while the peer uses it: a cluster
-// barrier after the barrier inits (nothing is multicast to, or arrives on, a barrier before it
-// exists), and drain_ring before a CTA exits (every arrival and every multicast this CTA takes
-// part in is complete once both CTAs' consumers have released its last stages).
+// (ws::release_stage<2>: mapa + a remote arrive at CTA scope; kernels/tma.cuh's arrive_cluster
+// says why no cluster-scope release is needed, and what one cost). Two more rules keep the shared
+// memory alive while the peer uses it: a cluster barrier after the barrier inits (nothing is
+// multicast to, or arrives on, a barrier before it exists), and drain_ring before a CTA exits
+// (every arrival and every multicast this CTA takes part in is complete once both CTAs'
+// consumers have released its last stages).
 //
 // sm_90a device code, like ws_gemm.cuh: call it only under BENCH_SM90A_DEVICE.
 #pragma once
@@ -44,7 +45,7 @@ __device__ __forceinline__ void produce_tile_multicast(Smem& sm, const CUtensorM
                                                        int kblocks, uint32_t rank, uint32_t& slot) {
   for (int kb = 0; kb < kblocks; ++kb, ++slot) {
     const int s = int(slot % kStages);
-    if (slot >= kStages) tma::wait_parity_cluster(&sm.empty[s], ((slot / kStages) - 1) & 1);
+    if (slot >= kStages) tma::wait_parity(&sm.empty[s], ((slot / kStages) - 1) & 1);
     tma::arrive_expect_tx(&sm.full[s], kStageBytes);
     for (int part = 0; part < kConsumers; ++part)
       tma::load_2d(&sm.x[s][part * kXShare * kBK], map_x, kb * kBK, t.r0 + part * kXShare,
@@ -61,7 +62,7 @@ __device__ __forceinline__ void produce_tile_multicast(Smem& sm, const CUtensorM
 __device__ __forceinline__ void drain_ring(Smem& sm, uint32_t slot) {
   for (const uint32_t end = slot + kStages; slot < end; ++slot)
     if (slot >= kStages)
-      tma::wait_parity_cluster(&sm.empty[slot % kStages], ((slot / kStages) - 1) & 1);
+      tma::wait_parity(&sm.empty[slot % kStages], ((slot / kStages) - 1) & 1);
 }
 
 }  // namespace ch10::ws

@@ -37,14 +37,16 @@
 //      the store two chunks back has read it; the global writes are waited for only at exit.
 //      2 buffers per consumer (32 KiB) keep the 4-stage ring: tma_store_epilogue.cuh says why.
 //   step "persistent_multicast", clusters of 2 of that CTA (cluster_multicast.cuh), registered
-//   after the optimized rung because it measured slower (H200: 284 us against 171 us at 4096^3):
+//   after the optimized rung because it measures the same (H200 4096^3: 174.1 against 172.5 us):
 //   5. the CTAs of a cluster take stacked tiles (a 256 x 256 pair) that need the same Y block;
 //      each loads its own X and multicasts half of Y to both: 32 KiB of L2 reads per 48 KiB stage
 //      instead of 48 (at ~700 TFLOP/s the ring moves ~8 TB/s from L2 across 132 SMs: a likely
 //      limit of the steps above);
-//   6. the coupling that costs: a stage is refilled only when the consumers of both CTAs have
-//      released it (empty barriers of 4 arrivals, released in both CTAs), a cluster barrier
-//      after the inits, and each producer drains the ring before its CTA may exit.
+//   6. the coupling: a stage is refilled only when the consumers of both CTAs have released it
+//      (empty barriers of 4 arrivals, released in both CTAs, at CTA scope: with cluster-scope
+//      release/acquire the step ran 1.6-2.1x slower, kernels/tma.cuh's arrive_cluster says
+//      why), a cluster barrier after the inits, and each producer drains the ring before its
+//      CTA may exit.
 //   step "persistent_stream_k", persistent_tma_store's CTA with the last wave split
 //   (stream_k_plan.hpp, stream_k.cuh); verified, and no faster where the GPU is at its power
 //   limit (8192^3 sustained: a tie; 4096^3: 5-9% slower; README):
@@ -62,7 +64,9 @@
 // multicast 285.8 us; 8192^3 1.688 / 1.706 / 1.589 ms, cuBLASLt 1.579 ms (0.99x), multicast
 // 2.271 ms. At 8192^3 timed sustained, as ch09. H100 (56aac1a): 195.8 / 190.4 / 171.2 us,
 // cuBLASLt 173.0 us, multicast 352.3 us; 8192^3 1.641 / 1.644 / 1.519 ms, cuBLASLt 1.513 ms,
-// multicast 2.819 ms. Multicast loses to the coupling of its two CTAs (ncu: README).
+// multicast 2.819 ms. Those multicast times are from before the barrier-scope fix; after it
+// (a5fabab + fix): H200 174.1 us / 1.620 ms, H100 169.5 us / 1.552 ms, the optimized rung's
+// time: at this tile L2 -> shared bandwidth does not limit (README).
 // Verification: relative L2 <= 1e-2 (ch09's GEMM bound: BF16 output, FP32 sums in another order)
 // against a double CPU reference at 2816 x 1792 x 320: 11 x 14 = 154 tiles (77 pairs), more
 // than the persistent grid and not a multiple of it (on 132 SMs 22 CTAs run 2 tiles, and 11 of
@@ -326,8 +330,8 @@ void register_ladder(bench::Example<W>& e) {
              {.arch_specific = 90})
       .step("persistent", launch_persistent, {.arch_specific = 90})
       .optimized("persistent_tma_store", launch_persistent_tma_store, {.arch_specific = 90})
-      // Measured slower than persistent_tma_store (H200, README): kept as a step, the lesson
-      // being that the coupling it adds can cost more than the L2 traffic it saves.
+      // Measured at persistent_tma_store's time on the H100 and the H200 (README): at this tile
+      // the L2 traffic it saves was not the limit, so it is a step.
       .step("persistent_multicast", launch_persistent_multicast, {.arch_specific = 90})
       .variant_requires([](const kernels::GemmBf16& w) {
         return w.n % kPairRows == 0 ? std::string() : "pairs of tiles: needs n % 256 == 0";

@@ -5,7 +5,7 @@
 // shared -> global (bulk async group, waited with wait_read<N>()). Host side: a 2D tensor map
 // built with cuTensorMapEncodeTiled, reached through the runtime's driver entry point so the
 // program needs no -lcuda. For clusters (sm_90): a load multicast to several CTAs of a cluster,
-// an arrival on another CTA's mbarrier, a cluster-scope parity wait, the cluster barrier.
+// an arrival on another CTA's mbarrier, the cluster barrier.
 #pragma once
 
 #include <cuda.h>
@@ -178,27 +178,21 @@ __device__ __forceinline__ void cluster_sync() {
       "barrier.cluster.arrive.release.aligned;\n"
       "barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-// One arrival, release at cluster scope, on the barrier at `bar`'s offset in the shared memory of
-// CTA `rank` of the cluster (this CTA's own rank included).
+// One arrival on the barrier at `bar`'s offset in the shared memory of CTA `rank` of the cluster
+// (this CTA's own rank included), with mbarrier.arrive's default semantics: release at CTA scope.
+// That is all a ring stage's release needs when its readers are wgmma (complete at
+// wgmma.wait_group, before the arrive) and its writer is the copy engine: neither touches the
+// stage through the generic proxy, so a cluster-scope release has nothing to order. And it is not
+// free: `.release.cluster` waits for the thread's outstanding memory operations (ERRBAR in SASS),
+// and the matching `.acquire.cluster` wait invalidates L1 (CCTL.IVALL). On a GEMM's consumers
+// that made ch10's multicast step 1.6x (H200) to 2.1x (H100) slower at 4096^3 (ch10/README.md).
+// The waiting side uses wait_parity.
 __device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
                : "=r"(remote)
                : "r"(smem_addr(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
-               : "memory");
-}
-// wait_parity with acquire at cluster scope: for a barrier that CTAs of the cluster arrive on.
-__device__ __forceinline__ void wait_parity_cluster(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 // load_2d into every CTA of the cluster named in `cta_mask` (bit r: rank r): one read of global
 // memory, the box written at `dst`'s offset in each of their shared memories, and each one's

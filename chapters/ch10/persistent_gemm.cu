@@ -36,7 +36,7 @@
 //      barrier, before the store is issued; before a buffer is rewritten, wait_group.read until
 //      the store two chunks back has read it; the global writes are waited for only at exit.
 //      2 buffers per consumer (32 KiB) keep the 4-stage ring: tma_store_epilogue.cuh says why.
-//   step "persistent_multicast", clusters of 2 of that CTA (cluster_multicast.cuh), registered
+//   step "persistent_multicast", clusters of 2 of that CTA (multicast_producer.cuh), registered
 //   after the optimized rung because it measures the same (H200 4096^3: 174.1 against 172.5 us):
 //   5. the CTAs of a cluster take stacked tiles (a 256 x 256 pair) that need the same Y block;
 //      each loads its own X and multicasts half of Y to both: 32 KiB of L2 reads per 48 KiB stage
@@ -86,7 +86,7 @@
 
 #include <algorithm>
 
-#include "cluster_multicast.cuh"
+#include "multicast_producer.cuh"
 #include "stream_k.cuh"
 #include "tma_store_epilogue.cuh"
 #include "ws_gemm.cuh"
@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(kSpecialisedThreads, 1)
 }
 
 // ---- Optimized: clusters of 2 persistent CTAs, each with the TMA-store epilogue, that share
-// the Y operand by multicast (cluster_multicast.cuh: the pairing, the producer, the drain).
+// the Y operand by multicast (multicast_producer.cuh: the pairing, the producer, the drain).
 // A cluster walks pairs of tiles; both CTAs run the same pairs, hence the same slots.
 __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kSpecialisedThreads, 1)
     persistent_multicast(const __grid_constant__ CUtensorMap map_x,

@@ -75,17 +75,18 @@ __device__ __forceinline__ void mma_m64n256k16_bf16(float (&d)[128], uint64_t de
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
-// Stores a warpgroup's 64 x 256 accumulators as BF16 into rows row0.. and columns col0.. of a
+// Stores a warpgroup's 64 x kN accumulators as BF16 into rows row0.. and columns col0.. of a
 // row-major matrix `cols` wide. Fragment layout: register 4i + {0,1,2,3} holds (row, col),
 // (row, col+1), (row+8, col), (row+8, col+1) with row = 16 warp + lane / 4, col = 8 i + 2 (lane %
 // 4); each pair is one bf16x2 store.
-__device__ __forceinline__ void store_m64n256_bf16(const float (&acc)[128],
-                                                   __nv_bfloat16* __restrict__ out, int64_t cols,
-                                                   int64_t row0, int64_t col0) {
+template <int kN>
+__device__ __forceinline__ void store_m64n_bf16(const float (&acc)[kN / 2],
+                                                __nv_bfloat16* __restrict__ out, int64_t cols,
+                                                int64_t row0, int64_t col0) {
   const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int64_t row = row0 + warp * 16 + lane / 4;
 #pragma unroll
-  for (int i = 0; i < 32; ++i) {
+  for (int i = 0; i < kN / 8; ++i) {
     const int64_t col = col0 + i * 8 + 2 * (lane % 4);
     *reinterpret_cast<__nv_bfloat162*>(out + row * cols + col) =
         __floats2bfloat162_rn(acc[4 * i], acc[4 * i + 1]);
@@ -93,9 +94,14 @@ __device__ __forceinline__ void store_m64n256_bf16(const float (&acc)[128],
         __floats2bfloat162_rn(acc[4 * i + 2], acc[4 * i + 3]);
   }
 }
+__device__ __forceinline__ void store_m64n256_bf16(const float (&acc)[128],
+                                                   __nv_bfloat16* __restrict__ out, int64_t cols,
+                                                   int64_t row0, int64_t col0) {
+  store_m64n_bf16<256>(acc, out, cols, row0, col0);
+}
 
 // --- Attention's shapes (ch16/flash_attention): m64n128k16, FP32 accumulators d[64] ---------------
-// Fragment layout of d: as store_m64n256_bf16 says, with 16 column groups instead of 32.
+// Fragment layout of d: as store_m64n_bf16 says, with kN = 128 (16 column groups).
 
 // The FP32 accumulators of an m64n64 wgmma (32) and of an m64n128 one (64, the first 32 the same):
 // their operand lists (%0..%31, %0..%63) and constraints, laid out by hand.

@@ -1,4 +1,4 @@
-// ch10/cluster_multicast.cuh: ws_gemm.cuh's producer role for a cluster of 2 CTAs that share an
+// ch10/multicast_producer.cuh: ws_gemm.cuh's producer role for a cluster of 2 CTAs that share an
 // operand: persistent_gemm's "persistent_multicast".
 //
 // The two CTAs of a cluster compute two tiles stacked in D^T's rows (a 256 x 256 pair: rows

@@ -22,9 +22,9 @@
 // What changes from baseline to optimized:
 //   1. baseline `each_cta_loads`: each CTA loads its X block and the whole Y block itself: 32 KiB
 //      of L2 reads per stage, the pair's Y read twice;
-//   2. optimized `pair_multicast`: the pair is a cluster of 2 (cudaLaunchAttributeClusterDimension);
-//      each CTA loads its X block and half of Y (64 rows) multicast to both: 24 KiB of L2 reads
-//      per stage, a quarter less. A stage still brings 32 KiB into each CTA, so the full barrier's
+//   2. optimized `pair_multicast`: the pair is a cluster of 2 (a cluster-dimension launch
+//      attribute); each CTA loads its X block and half of Y (64 rows) multicast to both: 24 KiB
+//      of L2 reads per stage, a quarter less. A stage still brings 32 KiB into each CTA, so the full barrier's
 //      expect_tx is unchanged (the peer's half may land before this CTA's expect_tx; the
 //      tx-count allows that).
 //   3. the coupling multicast brings: a producer writes into its peer's stage, so it may refill a
@@ -39,7 +39,8 @@
 //
 // Verification: m = 2816, n = 1792, k = 320 (D^T 1792 x 2816: 7 x 22 = 154 pairs over 66
 // clusters, more than one wave and not a multiple of one; 5 k-blocks), against the CPU
-// reference; at the timing size against the device reference GEMM. Relative L2 1e-2, as every ch10 GEMM (BF16 output).
+// reference; at the timing size against the device reference GEMM. Relative L2 1e-2, as every
+// ch10 GEMM (BF16 output).
 //
 //   ./bench compare --chapter ch10 --example cluster_multicast
 #include <algorithm>
@@ -85,7 +86,7 @@ __device__ __forceinline__ Tile pair_tile(int pair, int rows, int cols, int half
 // A consumer's release of ring stage s: to its own CTA's producer, or to both producers of the
 // cluster, since both write into this CTA's copy of the stage.
 template <bool kMulticast>
-__device__ __forceinline__ void release_stage(Smem& sm, uint32_t s) {
+__device__ __forceinline__ void release_stage(Smem& sm, int s) {
   if constexpr (kMulticast) {
     for (uint32_t rank = 0; rank < kPair; ++rank) tma::arrive_cluster(&sm.empty[s], rank);
   } else {
@@ -93,8 +94,22 @@ __device__ __forceinline__ void release_stage(Smem& sm, uint32_t s) {
   }
 }
 
-// The slot is the running count of k-blocks a role has put through the ring: slot s lives in
-// stage s % kStages, and its barriers' phase parity is (s / kStages) & 1.
+// Where a role is in the ring: the stage of its next k-block and the parity of that stage's
+// current use (its barriers' phase), advanced per k-block without dividing by kStages, which is
+// not a power of two. A producer waits for the stage's previous use to be released: parity
+// phase ^ 1, which a fresh barrier counts as complete, so the first pass through the ring does
+// not wait.
+struct RingPosition {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+};
+
 template <bool kMulticast>
 __global__ void __launch_bounds__(kThreads, 1)
     pair_gemm(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_y,
@@ -114,14 +129,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int half = int(blockIdx.x) % kPair;  // the cluster rank, when the pair is a cluster
   const int pairs = (rows / (kPair * kTile)) * (cols / kTile), kblocks = k / kBK;
   const int first_pair = int(blockIdx.x) / kPair, pair_stride = int(gridDim.x) / kPair;
-  uint32_t slot = 0;
+  RingPosition at;
   if (threadIdx.x / kWarpgroup == 0) {
     if (threadIdx.x != 0) return;
     for (int pair = first_pair; pair < pairs; pair += pair_stride) {
       const Tile t = pair_tile(pair, rows, cols, half);
-      for (int kb = 0; kb < kblocks; ++kb, ++slot) {
-        const int s = int(slot % kStages);
-        if (slot >= kStages) tma::wait_parity(&sm.empty[s], ((slot / kStages) - 1) & 1);
+      for (int kb = 0; kb < kblocks; ++kb, at.advance()) {
+        const int s = at.stage;
+        tma::wait_parity(&sm.empty[s], at.phase ^ 1);
         tma::arrive_expect_tx(&sm.full[s], kStageBytes);
         tma::load_2d(sm.x[s], &map_x, kb * kBK, t.r0, &sm.full[s]);
         if constexpr (kMulticast)
@@ -131,21 +146,21 @@ __global__ void __launch_bounds__(kThreads, 1)
           tma::load_2d(sm.y[s], &map_y, kb * kBK, t.c0, &sm.full[s]);
       }
     }
-    // Drain: once all 4 consumers have released the last kStages slots, no peer arrival or
-    // multicast into this CTA is pending, and it may exit.
+    // Drain: once all 4 consumers have released the last use of every stage, no peer arrival
+    // or multicast into this CTA is pending, and it may exit.
     if constexpr (kMulticast)
-      for (const uint32_t end = slot + kStages; slot < end; ++slot)
-        if (slot >= kStages)
-          tma::wait_parity(&sm.empty[slot % kStages], ((slot / kStages) - 1) & 1);
+      for (int s = 0; s < kStages; ++s, at.advance())
+        tma::wait_parity(&sm.empty[at.stage], at.phase ^ 1);
   } else {
     const int cw = int(threadIdx.x) / kWarpgroup - 1;
     const bool leader = threadIdx.x % kWarpgroup == 0;
     float acc[kTile / 2];
     for (float& a : acc) a = 0.0f;  // the first wgmma overwrites them; never left undefined
+    int previous = 0;  // the stage of the k-block before this one
     for (int pair = first_pair; pair < pairs; pair += pair_stride) {
-      for (int kb = 0; kb < kblocks; ++kb, ++slot) {
-        const int s = int(slot % kStages);
-        tma::wait_parity(&sm.full[s], (slot / kStages) & 1);
+      for (int kb = 0; kb < kblocks; ++kb, previous = at.stage, at.advance()) {
+        const int s = at.stage;
+        tma::wait_parity(&sm.full[s], at.phase);
         wgmma::fence();
 #pragma unroll
         for (int kk = 0; kk < kBK / 16; ++kk)  // +32 bytes along the swizzled rows per k16 step
@@ -154,10 +169,10 @@ __global__ void __launch_bounds__(kThreads, 1)
               wgmma::descriptor_k_major_sw128(&sm.y[s][kk * 16]), kb > 0 || kk > 0);
         wgmma::commit();
         wgmma::wait<1>();  // the previous k-block's group is done: release its stage
-        if (kb > 0 && leader) release_stage<kMulticast>(sm, (slot - 1) % kStages);
+        if (kb > 0 && leader) release_stage<kMulticast>(sm, previous);
       }
       wgmma::wait<0>();
-      if (leader) release_stage<kMulticast>(sm, (slot - 1) % kStages);
+      if (leader) release_stage<kMulticast>(sm, previous);
       const Tile t = pair_tile(pair, rows, cols, half);
       wgmma::store_m64n_bf16<kTile>(acc, out, cols, t.r0 + cw * kConsumerRows, t.c0);
     }
@@ -206,7 +221,8 @@ void launch_pair_gemm(const kernels::GemmBf16& w, cudaStream_t stream) {
   ch10::ws::allow_smem<pair_gemm<kMulticast>, kSmemBytes>();
   // D^T (n x m, row-major) = B A^T: X = B gives the tile rows, Y = A the columns.
   const CUtensorMap map_x = ch10::ws::operand_map(w.b.data(), w.n, w.k, kTile);
-  const CUtensorMap map_y = ch10::ws::operand_map(w.a.data(), w.m, w.k, kMulticast ? kHalfY : kTile);
+  const CUtensorMap map_y =
+      ch10::ws::operand_map(w.a.data(), w.m, w.k, kMulticast ? kHalfY : kTile);
   cudaLaunchAttribute cluster = pair_cluster();
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(pair_grid(w));

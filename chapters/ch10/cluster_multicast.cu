@@ -88,17 +88,6 @@ __device__ __forceinline__ Tile pair_tile(int pair, int rows, int cols, int half
   return {((first + in_band % band_rows) * kPair + half) * kTile, (in_band / band_rows) * kTile};
 }
 
-// A consumer's release of ring stage s: to its own CTA's producer, or to both producers of the
-// cluster, since both write into this CTA's copy of the stage.
-template <bool kMulticast>
-__device__ __forceinline__ void release_stage(Smem& sm, int s) {
-  if constexpr (kMulticast) {
-    for (uint32_t rank = 0; rank < kPair; ++rank) tma::arrive_cluster(&sm.empty[s], rank);
-  } else {
-    tma::arrive(&sm.empty[s]);
-  }
-}
-
 // Where a role is in the ring: the stage of its next k-block and the parity of that stage's
 // current use (its barriers' phase), advanced per k-block without dividing by kStages, which is
 // not a power of two. A producer waits for the stage's previous use to be released: parity
@@ -122,10 +111,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if BENCH_SM90A_DEVICE
   extern __shared__ uint8_t raw[];
   Smem& sm = tma::aligned_1024<Smem>(raw);
+  constexpr int kWriters = kMulticast ? kPair : 1;  // the CTAs whose producers fill our stages
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&sm.full[s], 1);  // the producer's expect_tx
-      tma::mbarrier_init(&sm.empty[s], kConsumers * (kMulticast ? kPair : 1));
+      tma::mbarrier_init(&sm.empty[s], kConsumers * kWriters);
     }
     tma::fence_barrier_init();
   }
@@ -174,10 +164,10 @@ __global__ void __launch_bounds__(kThreads, 1)
               wgmma::descriptor_k_major_sw128(&sm.y[s][kk * 16]), kb > 0 || kk > 0);
         wgmma::commit();
         wgmma::wait<1>();  // the previous k-block's group is done: release its stage
-        if (kb > 0 && leader) release_stage<kMulticast>(sm, previous);
+        if (kb > 0 && leader) tma::arrive_each_cta<kWriters>(&sm.empty[previous]);
       }
       wgmma::wait<0>();
-      if (leader) release_stage<kMulticast>(sm, previous);
+      if (leader) tma::arrive_each_cta<kWriters>(&sm.empty[previous]);
       const Tile t = pair_tile(pair, rows, cols, half);
       wgmma::store_m64n_bf16<kTile>(acc, out, cols, t.r0 + cw * kConsumerRows, t.c0);
     }

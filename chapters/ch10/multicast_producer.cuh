@@ -12,7 +12,7 @@
 // The price is the coupling: a producer writes into its peer's stage too, so it may refill a
 // stage only once the consumers of both CTAs have released it. Each empty barrier therefore
 // counts 4 arrivals (2 consumers x 2 CTAs) and a consumer releases a stage in both CTAs
-// (ws::release_stage<2>: mapa + a remote arrive at CTA scope; kernels/tma.cuh's arrive_cluster
+// (tma::arrive_each_cta<2>: mapa + a remote arrive at CTA scope; kernels/tma.cuh's arrive_cluster
 // says why no cluster-scope release is needed, and what one cost). Two more rules keep the shared
 // memory alive while the peer uses it: a cluster barrier after the barrier inits (nothing is
 // multicast to, or arrives on, a barrier before it exists), and drain_ring before a CTA exits

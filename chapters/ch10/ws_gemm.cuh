@@ -141,22 +141,11 @@ __device__ __forceinline__ void produce_tile(Smem& sm, const CUtensorMap* map_x,
   produce_k_blocks(sm, map_x, map_y, t, 0, kblocks, slot);
 }
 
-// Releases ring stage s: one arrival on its empty barrier in every CTA whose producer writes into
-// this CTA's copy of the stage: this CTA's alone, or all kCtas of a cluster that multicasts.
-template <int kCtas>
-__device__ __forceinline__ void release_stage(Smem& sm, uint32_t s) {
-  if constexpr (kCtas == 1) {
-    tma::arrive(&sm.empty[s]);
-  } else {
-#pragma unroll
-    for (uint32_t rank = 0; rank < kCtas; ++rank) tma::arrive_cluster(&sm.empty[s], rank);
-  }
-}
-
 // Consumer `cw` (0 or 1): the k-blocks of its 64 x 256 of a tile, into `acc`. A stage is
 // released (by the warpgroup's first thread) once the wgmma group that read it has finished:
 // k-block kb - 1's after kb's group is queued, and the tile's last one after the final wait,
-// before the epilogue, so the producer may refill it while this warpgroup stores.
+// before the epilogue, so the producer may refill it while this warpgroup stores. kCtas: the
+// CTAs whose producers write into this CTA's stages (2 when a cluster multicasts), each told.
 template <int kCtas = 1>
 __device__ __forceinline__ void mma_tile(float (&acc)[128], Smem& sm, int cw, int kblocks,
                                          uint32_t& slot) {
@@ -164,10 +153,10 @@ __device__ __forceinline__ void mma_tile(float (&acc)[128], Smem& sm, int cw, in
   for (int kb = 0; kb < kblocks; ++kb, ++slot) {
     mma_k_block(acc, sm, cw, slot, kb == 0);
     wgmma::wait<1>();
-    if (kb > 0 && leader) release_stage<kCtas>(sm, (slot - 1) % kStages);
+    if (kb > 0 && leader) tma::arrive_each_cta<kCtas>(&sm.empty[(slot - 1) % kStages]);
   }
   wgmma::wait<0>();
-  if (leader) release_stage<kCtas>(sm, (slot - 1) % kStages);
+  if (leader) tma::arrive_each_cta<kCtas>(&sm.empty[(slot - 1) % kStages]);
 }
 
 // Consumer `cw`'s whole share of tile t: the k-blocks, then the bf16x2 stores from registers.

@@ -194,6 +194,18 @@ __device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t rank) {
                : "r"(smem_addr(bar)), "r"(rank));
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
+// A ring stage's release where kCtas producers write into it: one arrival (arrive_cluster's CTA
+// scope) on the barrier at `bar`'s offset in each of the cluster's first kCtas CTAs, or, with
+// kCtas == 1, on this CTA's own barrier (no cluster needed).
+template <int kCtas>
+__device__ __forceinline__ void arrive_each_cta(uint64_t* bar) {
+  if constexpr (kCtas == 1) {
+    arrive(bar);
+  } else {
+#pragma unroll
+    for (uint32_t rank = 0; rank < kCtas; ++rank) arrive_cluster(bar, rank);
+  }
+}
 // load_2d into every CTA of the cluster named in `cta_mask` (bit r: rank r): one read of global
 // memory, the box written at `dst`'s offset in each of their shared memories, and each one's
 // barrier at `bar`'s offset told the box's byte count.

@@ -48,7 +48,6 @@ __global__ void sum_gradients(Operands in, int gpus, int64_t n, float* __restric
   }
 }
 
-// What both variants share: the streams, and the size sweep reported after the timed samples.
 // What both variants share: the timed call (the whole buffer, then the check) and the busbw sweep,
 // each over the variant's own enqueue(count, stream).
 template <class Variant>

@@ -36,7 +36,12 @@
 //   4. optimized "wgmma_pingpong": FlashAttention-3's two overlaps on the same kernel. Within a
 //      consumer, S of tile t and P V of tile t - 1 are issued together and tile t's softmax runs
 //      while P V is on the tensor cores; between consumers, named barriers make them take turns
-//      issuing GEMMs, so one's softmax lines up with the other's GEMMs.
+//      issuing GEMMs, so one's softmax lines up with the other's GEMMs. (A step at d64.)
+//   5. optimized at d64 only, "wgmma_pingpong_192": three consumer warpgroups, 192-query blocks
+//      (FlashAttention-3's shape at head dim 64). At d64 a tile's exponentials take the SFU
+//      about as long as its two GEMMs take the tensor cores, so two warpgroups taking turns leave
+//      gaps in both; a third keeps one GEMM queued while the other two do softmax. 160 registers
+//      a consumer (the 64 K pool shared four ways) hold d64's accumulators, not d128's.
 // Flops: those attention needs, 4 x d per visible score (4 x 64 for the twins): seq^2 per head
 // non-causal, seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric
 // "computed_flops_ratio": the tensor-core flops a variant actually executes over the declared
@@ -187,18 +192,24 @@ class Materialised {
 // of kTileKeys: one walk for both fused kernels, with the members each one's Walk contract asks
 // for (kernels/flash_attention_mma.cuh: 64-key tiles, first_key and masked; the wgmma kernel:
 // 128-key tiles, key_tile and masks, only the last tile holding masked scores).
-template <bool kCausal, int kTileKeys>
+// A block holds kQueryRows queries; causal, the tiles past its first query hold masked scores.
+template <bool kCausal, int kTileKeys, int kQueryRows = kernels::kFlashQueryRows>
 struct DenseOrCausalWalk {
   int64_t seq;
   int qb;
   __host__ __device__ int tiles() const {
     const int all = int((seq + kTileKeys - 1) / kTileKeys);
-    return kCausal ? std::min(all, (qb + 1) * (kernels::kFlashQueryRows / kTileKeys)) : all;
+    return kCausal ? std::min(all, ((qb + 1) * kQueryRows + kTileKeys - 1) / kTileKeys) : all;
   }
   __device__ int64_t first_key(int t) const { return int64_t{t} * kTileKeys; }
   __device__ bool masked(int) const { return false; }
   __device__ int key_tile(int t) const { return t; }
-  __device__ bool masks(int t) const { return t == tiles() - 1; }
+  __device__ bool masks(int t) const {
+    return t == tiles() - 1 || (kCausal && (t + 1) * kTileKeys > qb * kQueryRows + 1);
+  }
+  __host__ __device__ int tiles_for(int64_t last_row) const {
+    return kCausal ? std::min(tiles(), int(last_row / kTileKeys) + 1) : tiles();
+  }
   __device__ bool visible(int64_t row, int64_t key) const { return !kCausal || key <= row; }
 };
 template <bool kCausal>
@@ -249,48 +260,55 @@ class Fa2MmaSync {
 
 namespace fw = kernels::flash_wgmma;
 
-template <bool kCausal>
-using WgmmaWalk = DenseOrCausalWalk<kCausal, fw::kKeys>;
-static_assert(fw::kRows == kernels::kFlashQueryRows && fw::kRows == fw::kKeys,
-              "causal: query block qb ends inside key tile qb");
+template <bool kCausal, int kConsumers>
+using WgmmaWalk = DenseOrCausalWalk<kCausal, fw::kKeys, fw::Team<kConsumers>::kRows>;
 
-template <int kD, bool kCausal, bool kPingPong>
-__global__ void __launch_bounds__(fw::kThreads, 1)
+template <int kD, bool kCausal, fw::Schedule kSchedule, int kConsumers>
+__global__ void __launch_bounds__(fw::Team<kConsumers>::kThreads, 1)
     wgmma_ws(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
              const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq) {
 #if BENCH_SM90A_DEVICE
   // Causal: the last query block walks the most tiles, so it goes first (blockIdx.x 0).
   const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
-  fw::block<kD, kPingPong>(map_q, map_k, map_v, out + int64_t{blockIdx.y} * seq * kD, seq,
-                           int(blockIdx.y * seq), qb, WgmmaWalk<kCausal>{seq, qb});
+  fw::block<kD, kConsumers, kSchedule>(map_q, map_k, map_v, out + int64_t{blockIdx.y} * seq * kD,
+                                       seq, int(blockIdx.y * seq), qb,
+                                       WgmmaWalk<kCausal, kConsumers>{seq, qb});
 #endif
 }
 
-template <class W, bool kPingPong>
+// kConsumers = 2: 128-query blocks; 3: 192-query blocks (a third consumer warpgroup).
+template <class W, fw::Schedule kSchedule, int kConsumers = 2>
 class WgmmaWs {
   static constexpr int kD = W::head_dim;
-  static constexpr size_t kSmemBytes = fw::kSmemBytes<kD>;
+  static constexpr int kRows = fw::Team<kConsumers>::kRows;
+  static constexpr size_t kSmemBytes = fw::kSmemBytes<kD, kConsumers>;
 
  public:
-  // Untimed: the shared-memory opt-in (162 KiB; 82 KiB at d64) and the three tensor maps (fixed
-  // buffers).
+  // Untimed: the shared-memory opt-in (162 KiB; 82 KiB at d64, 90 KiB with 3 consumers) and the
+  // three tensor maps (fixed buffers).
   WgmmaWs(const W& w, cudaStream_t)
-      : map_q_(fw::tile_map<kD>(w.q.data(), w.bh * w.seq)),
+      : map_q_(fw::query_map<kD>(w.q.data(), w.bh * w.seq)),
         map_k_(fw::tile_map<kD>(w.k.data(), w.bh * w.seq)),
         map_v_(fw::tile_map<kD>(w.v.data(), w.bh * w.seq)),
-        blocks_(int((w.seq + fw::kRows - 1) / fw::kRows)) {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_ws<kD, W::causal, kPingPong>,
+        blocks_(int((w.seq + kRows - 1) / kRows)) {
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_ws<kD, W::causal, kSchedule, kConsumers>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(kSmemBytes)));
-    double tiles = 0;  // every tile is 128 rows x 128 keys
-    for (int qb = 0; qb < blocks_; ++qb) tiles += WgmmaWalk<W::causal>{w.seq, qb}.tiles();
+    double tiles = 0;  // what each consumer computes (fw::consume): 64 rows x 128 keys a tile
+    for (int qb = 0; qb < blocks_; ++qb)
+      for (int c = 0; c < kConsumers; ++c) {
+        const int64_t first_row = int64_t{qb} * kRows + c * fw::kConsumerRows;
+        if (first_row < w.seq)
+          tiles += WgmmaWalk<W::causal, kConsumers>{w.seq, qb}.tiles_for(first_row +
+                                                                         fw::kConsumerRows - 1);
+      }
     computed_ratio_ =
-        tiles * double(w.bh) * fw::kRows * fw::kKeys * 4.0 * kD / w.declared_flops;
+        tiles * double(w.bh) * fw::kConsumerRows * fw::kKeys * 4.0 * kD / w.declared_flops;
   }
   void operator()(const W& w, cudaStream_t stream) const {
-    wgmma_ws<kD, W::causal, kPingPong>
-        <<<dim3(unsigned(blocks_), unsigned(w.bh)), fw::kThreads, kSmemBytes, stream>>>(
-            map_q_, map_k_, map_v_, w.out.data(), w.seq);
+    wgmma_ws<kD, W::causal, kSchedule, kConsumers>
+        <<<dim3(unsigned(blocks_), unsigned(w.bh)), fw::Team<kConsumers>::kThreads, kSmemBytes,
+           stream>>>(map_q_, map_k_, map_v_, w.out.data(), w.seq);
     BENCH_CHECK_LAUNCH();
   }
   std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
@@ -319,16 +337,26 @@ void device_reference(const W& w, cudaStream_t stream) {
                                             w.seq, w.seq, CausalMask<W::causal>{}, stream);
 }
 
-#define CH16_FLASH_ATTENTION(name, W)                                                              \
-  BENCH_EXAMPLE(ch16, name, W)                                                                     \
-      .stateful<Materialised<W>>(bench::Role::baseline, "materialised")                            \
-      .stateful<Fa2MmaSync<W>>(bench::Role::step, "fa2_mma_sync")                                  \
-      .stateful<WgmmaWs<W, false>>(bench::Role::step, "wgmma_ws", {.arch_specific = 90})           \
-      .stateful<WgmmaWs<W, true>>(bench::Role::optimized, "wgmma_pingpong", {.arch_specific = 90}) \
-      .reference(reference<W>)                                                                     \
-      .device_reference(device_reference<W>)                                                       \
-      .tolerance(bench::relative_l2(5e-3))                                                         \
+// The ladder every shape shares, up to the last Hopper rung.
+#define CH16_FLASH_LADDER(name, W)                                               \
+  BENCH_EXAMPLE(ch16, name, W)                                                   \
+      .stateful<Materialised<W>>(bench::Role::baseline, "materialised")          \
+      .stateful<Fa2MmaSync<W>>(bench::Role::step, "fa2_mma_sync")                \
+      .stateful<WgmmaWs<W, fw::Schedule::serial>>(bench::Role::step, "wgmma_ws", \
+                                                  {.arch_specific = 90})         \
+      .reference(reference<W>)                                                   \
+      .device_reference(device_reference<W>)                                     \
+      .tolerance(bench::relative_l2(5e-3))                                       \
       .mode(bench::Mode::sustained)
+#define CH16_FLASH_ATTENTION(name, W)                                      \
+  CH16_FLASH_LADDER(name, W).stateful<WgmmaWs<W, fw::Schedule::pingpong>>( \
+      bench::Role::optimized, "wgmma_pingpong", {.arch_specific = 90})
+#define CH16_FLASH_ATTENTION_D64(name, W)                                                \
+  CH16_FLASH_LADDER(name, W)                                                             \
+      .stateful<WgmmaWs<W, fw::Schedule::pingpong>>(bench::Role::step, "wgmma_pingpong", \
+                                                    {.arch_specific = 90})               \
+      .stateful<WgmmaWs<W, fw::Schedule::pingpong, 3>>(                                  \
+          bench::Role::optimized, "wgmma_pingpong_192", {.arch_specific = 90})
 
 using B4S4096 = Attention<128, 4, 4096, false>;
 using B4S4096Causal = Attention<128, 4, 4096, true>;
@@ -340,7 +368,7 @@ CH16_FLASH_ATTENTION(flash_attention_b4_s4096, B4S4096);
 CH16_FLASH_ATTENTION(flash_attention_b4_s4096_causal, B4S4096Causal);
 CH16_FLASH_ATTENTION(flash_attention_b1_s8192, B1S8192);
 CH16_FLASH_ATTENTION(flash_attention_b1_s8192_causal, B1S8192Causal);
-CH16_FLASH_ATTENTION(flash_attention_b4_s4096_d64, B4S4096D64);
-CH16_FLASH_ATTENTION(flash_attention_b4_s4096_d64_causal, B4S4096D64Causal);
+CH16_FLASH_ATTENTION_D64(flash_attention_b4_s4096_d64, B4S4096D64);
+CH16_FLASH_ATTENTION_D64(flash_attention_b4_s4096_d64_causal, B4S4096D64Causal);
 
 }  // namespace

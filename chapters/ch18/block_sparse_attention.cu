@@ -165,7 +165,7 @@ struct BlockFlash {
 // ---- Optimized: the kept blocks on the Hopper kernel (kernels/flash_attention_wgmma.cuh) --------
 
 namespace fw = kernels::flash_wgmma;
-static_assert(fw::kRows == kBlock && fw::kKeys == kBlock, "one wgmma tile per mask block");
+static_assert(fw::Team<2>::kRows == kBlock && fw::kKeys == kBlock, "one wgmma tile per mask block");
 
 // Query block qb's kept blocks, from the CSR: one 128-key tile each. No score inside a kept block
 // is masked; only a head's last block can be partial (keys past seq), so only it is checked.
@@ -179,13 +179,13 @@ struct KeptTiles {
   __device__ bool visible(int64_t, int64_t) const { return true; }
 };
 
-__global__ void __launch_bounds__(fw::kThreads, 1)
+__global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
     block_sparse_wgmma(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                        const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq,
                        const int* row_start, const int* cols, int partial_last) {
 #if BENCH_SM90A_DEVICE
   const int qb = blockIdx.x, first = row_start[qb];
-  fw::block<kHeadDim, true>(map_q, map_k, map_v, out + int64_t{blockIdx.y} * seq * kHeadDim, seq,
+  fw::block<kHeadDim, 2, fw::Schedule::pingpong>(map_q, map_k, map_v, out + int64_t{blockIdx.y} * seq * kHeadDim, seq,
                             int(blockIdx.y * seq), qb,
                             KeptTiles{cols + first, row_start[qb + 1] - first, partial_last});
 #endif
@@ -197,7 +197,7 @@ struct BlockWgmma {
   CUtensorMap map_q, map_k, map_v;
   explicit BlockWgmma(const BlockSparse& w, cudaStream_t)
       : density(w.density),
-        map_q(fw::tile_map<kHeadDim>(w.q.data(), w.heads * w.seq)),
+        map_q(fw::query_map<kHeadDim>(w.q.data(), w.heads * w.seq)),
         map_k(fw::tile_map<kHeadDim>(w.k.data(), w.heads * w.seq)),
         map_v(fw::tile_map<kHeadDim>(w.v.data(), w.heads * w.seq)) {
     BENCH_CUDA_CHECK(cudaFuncSetAttribute(block_sparse_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -205,7 +205,7 @@ struct BlockWgmma {
   }
   void operator()(const BlockSparse& w, cudaStream_t stream) const {
     const int partial_last = w.seq % kBlock != 0 ? w.nb - 1 : -1;
-    block_sparse_wgmma<<<dim3(unsigned(w.nb), unsigned(w.heads)), fw::kThreads, fw::kSmemBytes<kHeadDim>, stream>>>(
+    block_sparse_wgmma<<<dim3(unsigned(w.nb), unsigned(w.heads)), fw::Team<2>::kThreads, fw::kSmemBytes<kHeadDim>, stream>>>(
         map_q, map_k, map_v, w.out.data(), w.seq, w.row_start_d.data(), w.cols_d.data(), partial_last);
     BENCH_CHECK_LAUNCH();
   }

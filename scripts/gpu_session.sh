@@ -12,6 +12,7 @@
 #                          [--peers "scripts/peers/torch_rowwise.py"] [--html]
 #                          [--profile "ch08/occupancy_tuning/baseline ..."] [--metrics "a,b"]
 #                          [--mpi "1073741824 67108868"] [--sass "ch10 ch16"]
+#                          [--nccl-sweep "default;NCCL_PROTO=Simple;NCCL_MIN_NCHANNELS=32"]
 #
 # --all runs `bench compare --all` (every chapter in one report) instead of --chapters.
 # --examples "a,b" adds `--example a,b` to every `bench compare` and `bench sanitize` the session
@@ -32,6 +33,11 @@
 # the basic set, and prints those metrics from each report into the summary.
 # --mpi runs ch04's MPI form on every GPU of the machine (mpirun -np <GPU count>) at each byte
 # count named, then once with the last rank planted wrong (it must report FAILED naming it).
+# --nccl-sweep runs `bench compare --chapter ch04 --example allreduce` once per setting named
+# (';'-separated; each a list of VAR=value for NCCL, or "default") with NCCL_DEBUG=INFO, and puts
+# the 1 GiB busbw of both variants and the channel and protocol lines NCCL printed into the
+# summary: where NCCL's all-reduce leaves the link's bandwidth, before any setting is adopted in
+# code (ncclConfig_t) and said so in the chapter README. NCCL_NVLS_ENABLE stays 0 in every run.
 # --sass runs scripts/sass_summary.py on each chapter binary named (build/<preset>/chapters/C/C):
 # per kernel, the HGMMA (shape, A from registers or shared memory), TMA (UTMALDG/UTMASTG, with
 # their modifiers), SYNCS, USETMAXREG, mma.sync and local-memory (LDL/STL) counts a README quotes
@@ -62,7 +68,7 @@ export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on the lent machines
 cd "$(dirname "$0")/.."
 
 chapters="" examples="" repeats=1 update="" update_runs=1 targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
-mpi_bytes=""
+mpi_bytes="" nccl_sweep=""
 calibrate=0 calibrate_args="" readme=1 preset=default all=0 sanitize="" sass="" labels_given=0 peers="" html=0 profile="" metrics=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -83,6 +89,7 @@ while [ $# -gt 0 ]; do
     --profile) profile="$2"; shift 2 ;;
     --metrics) metrics="$2"; shift 2 ;;
     --mpi) mpi_bytes="$2"; shift 2 ;;
+    --nccl-sweep) nccl_sweep="$2"; shift 2 ;;
     --sass) sass="$2"; shift 2 ;;
     --no-ctest) run_ctest=0; shift ;;
     --extra) extra="$2"; shift 2 ;;
@@ -188,6 +195,21 @@ if [ -n "$mpi_bytes" ]; then
   b=${mpi_bytes%% *}
   "${mpi[@]}" --bytes "$b" --plant-wrong-rank $((gpus - 1)) >"$out/mpi_planted.log" 2>&1
   note "mpirun -np $gpus ch04_mpi --bytes $b --plant-wrong-rank $((gpus - 1)): exit $?: $(grep 'ch04_mpi allreduce' "$out/mpi_planted.log")"
+fi
+if [ -n "$nccl_sweep" ]; then
+  i=0
+  IFS=';' read -ra nccl_settings <<<"$nccl_sweep"
+  for setting in "${nccl_settings[@]}"; do
+    i=$((i + 1))
+    vars=()
+    [ "$setting" != default ] && read -ra vars <<<"$setting"
+    log="$out/nccl_sweep_$i.log"
+    env "${vars[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING NCCL_NVLS_ENABLE=0 \
+      $bench compare --chapter ch04 --example allreduce --json "$out/nccl_sweep_$i.json" >"$log" 2>&1
+    note "nccl sweep [$setting]: exit $?: $(grep -E 'busbw_gbps_1GiB' "$log" | head -1)"
+    grep -E "ch04/allreduce +optimized" "$log" | head -1 | tee -a "$summary"
+    grep -E "coll channels|nChannels|[Pp]rotocol|Algo|Channel 00/" "$log" | sort | uniq -c | head -8 | tee -a "$summary"
+  done
 fi
 # The tensor-pipe metric names differ by GPU and ncu version (Hopper's wgmma is "gmma"): list
 # them once, so a later --metrics can name the right ones.

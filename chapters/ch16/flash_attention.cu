@@ -294,14 +294,10 @@ class WgmmaWs {
     BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_ws<kD, W::causal, kSchedule, kConsumers>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(kSmemBytes)));
-    double tiles = 0;  // what each consumer computes (fw::consume): 64 rows x 128 keys a tile
+    double tiles = 0;  // what each consumer computes: 64 rows x 128 keys a tile
     for (int qb = 0; qb < blocks_; ++qb)
-      for (int c = 0; c < kConsumers; ++c) {
-        const int64_t first_row = int64_t{qb} * kRows + c * fw::kConsumerRows;
-        if (first_row < w.seq)
-          tiles += WgmmaWalk<W::causal, kConsumers>{w.seq, qb}.tiles_for(first_row +
-                                                                         fw::kConsumerRows - 1);
-      }
+      for (int c = 0; c < kConsumers; ++c)
+        tiles += fw::consumer_tiles<kConsumers>(WgmmaWalk<W::causal, kConsumers>{w.seq, qb}, qb, c, w.seq);
     computed_ratio_ =
         tiles * double(w.bh) * fw::kConsumerRows * fw::kKeys * 4.0 * kD / w.declared_flops;
   }

@@ -92,6 +92,26 @@ struct Team {
   static_assert(wgmma::fits_register_pool(kProducerRegisters, kConsumerRegisters, kConsumers));
 };
 
+// Consumer cw of query block qb: its first row, and how many of the block's tiles it computes
+// (consume, below). In a block taller than a key tile (192 rows) only those its own 64 rows need
+// (the walk's tiles_for its last row), and tile 0 alone when its rows start past seq: a causal
+// walk's last tile is often past a warpgroup's rows, and a head's last block often ends past seq.
+// In a 128-row block every warpgroup needs every tile, and the count is tiles() at compile time.
+// Host and device: a chapter counts the work the kernel does (ch16's computed_flops_ratio).
+template <int kConsumers>
+__host__ __device__ inline int64_t consumer_first_row(int qb, int cw) {
+  return int64_t{qb} * Team<kConsumers>::kRows + cw * kConsumerRows;
+}
+template <int kConsumers, class Walk>
+__host__ __device__ inline int consumer_tiles(const Walk& walk, int qb, int cw, int64_t seq) {
+  if constexpr (Team<kConsumers>::kRows > kKeys) {
+    const int64_t first_row = consumer_first_row<kConsumers>(qb, cw);
+    return first_row >= seq ? 1 : walk.tiles_for(first_row + kConsumerRows - 1);
+  } else {
+    return walk.tiles();
+  }
+}
+
 template <int kD, int kConsumers = 2>
 struct alignas(1024) Smem {
   static_assert(kD == 64 || kD == 128, "one or two 64-column boxes a row");
@@ -215,30 +235,31 @@ __device__ __forceinline__ void pass_turn(int cw) {
   asm volatile("bar.arrive %0, 256;" ::"r"(1 + (cw + 1) % kConsumers) : "memory");
 }
 
-// A tile this warpgroup does not compute still owes its stage one release, and only once the
-// stage holds that tile: an arrival made earlier would count towards the stage's previous use.
-__device__ __forceinline__ void pass_over(uint64_t* full, uint64_t* empty, int t) {
-  tma::wait_parity(full, (t / kStages) & 1);
-  release(empty);
+// A tile this warpgroup does not compute still owes its K and V stages one release each, and
+// only once the stage holds that tile: an arrival made earlier would count towards the stage's
+// previous use.
+template <int kD, int kC>
+__device__ __forceinline__ void pass_over(Smem<kD, kC>& sm, int t) {
+  const int s = t % kStages;
+  const uint32_t parity = (t / kStages) & 1;
+  tma::wait_parity(&sm.k_full[s], parity);
+  release(&sm.k_empty[s]);
+  tma::wait_parity(&sm.v_full[s], parity);
+  release(&sm.v_empty[s]);
 }
 
 // One consumer warpgroup (cw = 0 .. kC - 1): rows qb * kRows + cw * 64 .. + 63 of this head.
-// In a block taller than a key tile (192 rows), it computes only the first `mine` of the block's
-// tiles (the walk's tiles_for its last row) and then passes over the rest: a causal walk's last
-// tile is often past a warpgroup's rows, and a head's last block often ends past seq (such a
-// warpgroup computes tile 0 only, and stores nothing). The tiles it computes and those it passes
-// over are two loops, not a branch per tile: a wgmma inside a branch the compiler cannot prove
-// warpgroup-uniform is serialised (ptxas C7518), which cost 1.4x on the H100. In a 128-row block
-// every warpgroup needs every tile, and mine = tiles at compile time: the per-warpgroup count
-// measured 3% slower there (H100, d128, non-causal and causal alike), for nothing to skip.
+// It computes the first `mine` of the block's tiles (consumer_tiles) and passes over the rest.
+// The two are two loops, not a branch per tile: a wgmma inside a branch the compiler cannot prove
+// warpgroup-uniform is serialised (ptxas C7518, cmake/wgmma_guard.sh), which cost d64 1.55x on
+// the H100. In a 128-row block mine = tiles at compile time: a per-warpgroup count measured 3%
+// slower there (H100, d128, non-causal and causal alike), for nothing to skip.
 template <int kD, int kC, Schedule kSchedule, class Walk>
 __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const Walk& walk,
                                         int64_t seq, bf16* out) {
   const int tiles = walk.tiles();
-  const int64_t first_row = int64_t{qb} * Team<kC>::kRows + cw * kConsumerRows;
-  int mine = tiles;
-  if constexpr (Team<kC>::kRows > kKeys)
-    mine = first_row >= seq ? 1 : walk.tiles_for(first_row + kConsumerRows - 1);
+  const int64_t first_row = consumer_first_row<kC>(qb, cw);
+  const int mine = consumer_tiles<kC>(walk, qb, cw, seq);
   const int warp = (threadIdx.x % kWarpgroup) / 32, lane = threadIdx.x % 32;
   const int row0 = int(first_row) + warp * 16 + lane / 4;  // and row0 + 8
   float o[kD / 2], sc[64];
@@ -262,10 +283,7 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
       wgmma::wait<0>();
       release(&sm.v_empty[s]);
     }
-    for (int t = mine; t < tiles; ++t) {
-      pass_over(&sm.k_full[t % kStages], &sm.k_empty[t % kStages], t);
-      pass_over(&sm.v_full[t % kStages], &sm.v_empty[t % kStages], t);
-    }
+    for (int t = mine; t < tiles; ++t) pass_over(sm, t);
   } else {
     // Consumer 0 issues first (the last consumer's pass opens its first turn). Each pass is
     // matched by one wait: the last consumer skips its last pass, so no arrival is left pending
@@ -302,8 +320,7 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
     for (int t = mine; t < tiles; ++t) {
       wait_turn(cw);
       if (cw != kC - 1 || t + 1 < tiles) pass_turn<kC>(cw);
-      pass_over(&sm.k_full[t % kStages], &sm.k_empty[t % kStages], t);
-      pass_over(&sm.v_full[t % kStages], &sm.v_empty[t % kStages], t);
+      pass_over(sm, t);
     }
   }
   kernels::flash_store_rows<kD>(l, row0, seq, out, [&](int j, int e) { return o[4 * j + e]; });

@@ -23,7 +23,8 @@
 //      ring, S and the online softmax in registers, P V on mma.sync m16n8k16. Causal: a block
 //      walks only the key tiles at or below its last query (the rest are fully masked) and masks
 //      scores only by key <= query; blocks are launched longest first (the last query block
-//      walks 64 tiles, the first 2), so the short ones fill the tail. d64 keeps the 64-key tiles
+//      walks 64 tiles, the first 2) across a group of heads whose K and V fit in half the L2, so
+//      the short ones fill the tail (launch_order.hpp; every fused rung launches so). d64 keeps the 64-key tiles
 //      (ch18's Walk counts them; S stays 32 registers a thread, O halves to 32).
 //   3. step "wgmma_ws" (sm_90a; kernels/flash_attention_wgmma.cuh, shared with ch18): the Hopper form. A producer
 //      warpgroup's one thread loads Q once and 128-key K and V tiles by TMA into a 2-stage ring;
@@ -70,6 +71,8 @@
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "launch_order.hpp"
 
 
 namespace {
@@ -217,12 +220,25 @@ using Fa2Walk = DenseOrCausalWalk<kCausal, kernels::kFlashKeyTile>;
 
 template <int kD, bool kCausal>
 __global__ void __launch_bounds__(kernels::kFlashThreads)
-    fa2_mma_sync(const bf16* q, const bf16* k, const bf16* v, bf16* out, int64_t seq) {
-  // Causal: the last query block walks the most tiles, so it goes first (blockIdx.x 0).
-  const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
-  const int64_t head = blockIdx.y * seq * kD;
+    fa2_mma_sync(const bf16* q, const bf16* k, const bf16* v, bf16* out, int64_t seq,
+                 ch16::LaunchOrder order) {
+  const auto [h, qb] = order.at(int(blockIdx.x));
+  const int64_t head = h * seq * kD;
   kernels::flash_attention_block<kD>(q + head, k + head, v + head, out + head, seq, qb,
                                      Fa2Walk<kCausal>{seq, qb});
+}
+
+// Causal grids run heads in groups whose K and V fit in half the L2 (the other half for Q, O and
+// what the previous group leaves), longest block first across a group; non-causal ones head by
+// head (launch_order.hpp says why).
+template <class W>
+ch16::LaunchOrder launch_order(const W& w, int blocks) {
+  if (!W::causal) return ch16::LaunchOrder::head_major(blocks, int(w.bh));
+  const int64_t kv_bytes = 2 * w.seq * W::head_dim * int64_t{sizeof(bf16)};
+  int device = 0, l2_bytes = 0;
+  BENCH_CUDA_CHECK(cudaGetDevice(&device));
+  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+  return ch16::LaunchOrder::causal(blocks, int(w.bh), kv_bytes, l2_bytes / 2);
 }
 
 // Untimed: the shared-memory opt-in (96 KiB; 48 KiB at d64) and the tile count the kernel will
@@ -234,7 +250,8 @@ class Fa2MmaSync {
 
  public:
   Fa2MmaSync(const W& w, cudaStream_t)
-      : blocks_(int((w.seq + kernels::kFlashQueryRows - 1) / kernels::kFlashQueryRows)) {
+      : blocks_(int((w.seq + kernels::kFlashQueryRows - 1) / kernels::kFlashQueryRows)),
+        order_(launch_order(w, blocks_)) {
     BENCH_CUDA_CHECK(cudaFuncSetAttribute(fa2_mma_sync<kD, W::causal>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(sizeof(Smem))));
@@ -244,15 +261,15 @@ class Fa2MmaSync {
                       4.0 * kD / w.declared_flops;
   }
   void operator()(const W& w, cudaStream_t stream) const {
-    fa2_mma_sync<kD, W::causal>
-        <<<dim3(unsigned(blocks_), unsigned(w.bh)), kernels::kFlashThreads, sizeof(Smem), stream>>>(
-            w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.seq);
+    fa2_mma_sync<kD, W::causal><<<order_.ctas(), kernels::kFlashThreads, sizeof(Smem), stream>>>(
+        w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.seq, order_);
     BENCH_CHECK_LAUNCH();
   }
   std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
 
  private:
   int blocks_;
+  ch16::LaunchOrder order_;
   double computed_ratio_ = 0;
 };
 
@@ -266,13 +283,12 @@ using WgmmaWalk = DenseOrCausalWalk<kCausal, fw::kKeys, fw::Team<kConsumers>::kR
 template <int kD, bool kCausal, fw::Schedule kSchedule, int kConsumers>
 __global__ void __launch_bounds__(fw::Team<kConsumers>::kThreads, 1)
     wgmma_ws(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-             const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq) {
+             const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq,
+             ch16::LaunchOrder order) {
 #if BENCH_SM90A_DEVICE
-  // Causal: the last query block walks the most tiles, so it goes first (blockIdx.x 0).
-  const int qb = kCausal ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
-  fw::block<kD, kConsumers, kSchedule>(map_q, map_k, map_v, out + int64_t{blockIdx.y} * seq * kD,
-                                       seq, int(blockIdx.y * seq), qb,
-                                       WgmmaWalk<kCausal, kConsumers>{seq, qb});
+  const auto [head, qb] = order.at(int(blockIdx.x));
+  fw::block<kD, kConsumers, kSchedule>(map_q, map_k, map_v, out + head * seq * kD, seq,
+                                       int(head * seq), qb, WgmmaWalk<kCausal, kConsumers>{seq, qb});
 #endif
 }
 
@@ -290,7 +306,8 @@ class WgmmaWs {
       : map_q_(fw::query_map<kD>(w.q.data(), w.bh * w.seq)),
         map_k_(fw::tile_map<kD>(w.k.data(), w.bh * w.seq)),
         map_v_(fw::tile_map<kD>(w.v.data(), w.bh * w.seq)),
-        blocks_(int((w.seq + kRows - 1) / kRows)) {
+        blocks_(int((w.seq + kRows - 1) / kRows)),
+        order_(launch_order(w, blocks_)) {
     BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_ws<kD, W::causal, kSchedule, kConsumers>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(kSmemBytes)));
@@ -303,8 +320,8 @@ class WgmmaWs {
   }
   void operator()(const W& w, cudaStream_t stream) const {
     wgmma_ws<kD, W::causal, kSchedule, kConsumers>
-        <<<dim3(unsigned(blocks_), unsigned(w.bh)), fw::Team<kConsumers>::kThreads, kSmemBytes,
-           stream>>>(map_q_, map_k_, map_v_, w.out.data(), w.seq);
+        <<<order_.ctas(), fw::Team<kConsumers>::kThreads, kSmemBytes, stream>>>(
+            map_q_, map_k_, map_v_, w.out.data(), w.seq, order_);
     BENCH_CHECK_LAUNCH();
   }
   std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
@@ -312,6 +329,7 @@ class WgmmaWs {
  private:
   CUtensorMap map_q_, map_k_, map_v_;
   int blocks_;
+  ch16::LaunchOrder order_;
   double computed_ratio_ = 0;
 };
 

@@ -1,0 +1,151 @@
+// Tests chapters/ch16/launch_order.hpp, the order in which ch16's fused attention kernels launch
+// their (head, query block) CTAs, without a GPU: every block runs exactly once; head_major is the
+// plain head-by-head order; causal groups are contiguous, differ in size by at most one, hold
+// their K and V within the budget and run longest first; and, in a model of the GPU handing
+// CTAs to free SMs in launch order, the grouped order ends within 1.5% of an even split of the
+// work at ch16's causal shapes, where head-by-head longest-first ends 3% or more past it (the
+// reason the chapter changed orders).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <queue>
+#include <set>
+#include <vector>
+
+#include "../../chapters/ch16/launch_order.hpp"
+
+namespace {
+
+using ch16::BlockIndex;
+using ch16::LaunchOrder;
+
+std::vector<BlockIndex> launch_sequence(const LaunchOrder& order) {
+  std::vector<BlockIndex> blocks;
+  for (int i = 0; i < order.ctas(); ++i) blocks.push_back(order.at(i));
+  return blocks;
+}
+
+void expect_every_block_once(const LaunchOrder& order) {
+  std::set<std::pair<int, int>> seen;
+  for (const BlockIndex& b : launch_sequence(order)) {
+    ASSERT_GE(b.head, 0);
+    ASSERT_LT(b.head, order.heads);
+    ASSERT_GE(b.qb, 0);
+    ASSERT_LT(b.qb, order.blocks);
+    EXPECT_TRUE(seen.insert({b.head, b.qb}).second) << "head " << b.head << " block " << b.qb;
+  }
+  EXPECT_EQ(int(seen.size()), order.blocks * order.heads);
+}
+
+TEST(LaunchOrder, OneBlockAHead) {
+  for (int groups : {1, 2, 5}) expect_every_block_once(LaunchOrder{1, 5, groups, true});
+}
+
+TEST(LaunchOrder, HeadMajorIsHeadByHeadInOrder) {
+  const LaunchOrder order = LaunchOrder::head_major(7, 5);
+  for (int i = 0; i < order.ctas(); ++i) {
+    EXPECT_EQ(order.at(i).head, i / 7);
+    EXPECT_EQ(order.at(i).qb, i % 7);
+  }
+}
+
+TEST(LaunchOrder, GroupsAreContiguousBalancedAndLongestFirst) {
+  for (int heads : {1, 2, 5, 32, 128})
+    for (int blocks : {2, 3, 22, 32, 64})  // (one block a head leaves no spans to overlap)
+      for (int groups = 1; groups <= std::min(heads, 13); ++groups) {
+        const LaunchOrder order{blocks, heads, groups, true};
+        SCOPED_TRACE(testing::Message() << heads << " heads x " << blocks << " blocks in "
+                                        << groups << " groups");
+        expect_every_block_once(order);
+        // A group is a run of heads whose launch spans overlap; groups' spans do not.
+        const std::vector<BlockIndex> seq = launch_sequence(order);
+        std::vector<int> first(heads, order.ctas()), last(heads, -1);
+        for (int i = 0; i < order.ctas(); ++i)
+          first[seq[i].head] = std::min(first[seq[i].head], i), last[seq[i].head] = i;
+        std::vector<std::set<int>> group_heads;
+        int span_end = -1;
+        for (int h = 0; h < heads; ++h) {  // heads in order of first launch, as the check below
+          if (h > 0) EXPECT_GT(first[h], first[h - 1]) << "head " << h;
+          if (first[h] > span_end) group_heads.emplace_back();
+          group_heads.back().insert(h);
+          span_end = std::max(span_end, last[h]);
+        }
+        ASSERT_EQ(int(group_heads.size()), groups);
+        size_t smallest = heads, largest = 0;
+        for (const auto& g : group_heads)
+          smallest = std::min(smallest, g.size()), largest = std::max(largest, g.size());
+        EXPECT_LE(largest - smallest, 1u);
+        // Longest first within a group: query blocks never increase until the next group.
+        for (size_t i = 1; i < seq.size(); ++i) {
+          const bool same_group = std::any_of(group_heads.begin(), group_heads.end(),
+                                              [&](const std::set<int>& g) {
+                                                return g.count(seq[i].head) > 0 &&
+                                                       g.count(seq[i - 1].head) > 0;
+                                              });
+          if (same_group) EXPECT_LE(seq[i].qb, seq[i - 1].qb) << "at CTA " << i;
+        }
+      }
+}
+
+TEST(LaunchOrder, CausalGroupsFitTheBudgetWithAsFewGroupsAsPossible) {
+  const int64_t mib = 1 << 20;
+  // d128 s4096: 2 MiB of K and V a head; 25 MiB (half an H100's L2) holds 12 heads.
+  EXPECT_EQ(LaunchOrder::causal(32, 128, 2 * mib, 25 * mib).groups, 11);
+  EXPECT_EQ(LaunchOrder::causal(32, 128, 2 * mib, 1024 * mib).groups, 1);
+  EXPECT_EQ(LaunchOrder::causal(32, 128, 2 * mib, mib).groups, 128);  // one head a group at least
+  for (int64_t budget : {mib, 3 * mib, 25 * mib, 40 * mib}) {
+    const LaunchOrder order = LaunchOrder::causal(32, 100, 2 * mib, budget);
+    const int largest = (order.heads + order.groups - 1) / order.groups;
+    EXPECT_TRUE(largest == 1 || largest * 2 * mib <= budget) << budget;
+    const int64_t largest_with_one_group_fewer =
+        order.groups == 1 ? 0 : (order.heads + order.groups - 2) / (order.groups - 1);
+    EXPECT_TRUE(order.groups == 1 || largest_with_one_group_fewer * 2 * mib > budget)
+        << "one group fewer would still fit " << budget;
+  }
+}
+
+// The model: kSms SMs, one CTA each at a time, each taking the next CTA in launch order when it
+// frees; a causal block costs its key tiles plus one for loading Q and storing O. Returns the end
+// over an even split of the same work.
+double tail_over_even_split(const LaunchOrder& order, int64_t seq, int rows, int key_tile) {
+  constexpr int kSms = 132;
+  auto cost = [&](int qb) {
+    const int64_t last_row = std::min<int64_t>(seq, int64_t{qb + 1} * rows) - 1;
+    return double(last_row / key_tile + 1) + 1.0;
+  };
+  std::priority_queue<double, std::vector<double>, std::greater<>> free_at;
+  for (int s = 0; s < kSms; ++s) free_at.push(0.0);
+  double end = 0, work = 0;
+  for (int i = 0; i < order.ctas(); ++i) {
+    const double start = free_at.top();
+    free_at.pop();
+    const double c = cost(order.at(i).qb);
+    work += c, end = std::max(end, start + c);
+    free_at.push(start + c);
+  }
+  return end / (work / kSms);
+}
+
+TEST(LaunchOrder, GroupedLongestFirstLeavesASmallTail) {
+  struct Shape {
+    int heads;
+    int64_t seq;
+    int head_dim, rows;
+  };
+  const int64_t budget = 25 << 20;  // half an H100's or H200's 50 MiB L2
+  for (const Shape s : {Shape{128, 4096, 128, 128}, Shape{32, 8192, 128, 128},
+                        Shape{128, 4096, 64, 192}, Shape{128, 4096, 64, 128}}) {
+    SCOPED_TRACE(testing::Message() << s.heads << " heads, seq " << s.seq << ", d" << s.head_dim
+                                    << ", " << s.rows << "-row blocks");
+    const int blocks = int((s.seq + s.rows - 1) / s.rows);
+    const LaunchOrder grouped =
+        LaunchOrder::causal(blocks, s.heads, 2 * s.seq * s.head_dim * 2, budget);
+    const LaunchOrder head_by_head{blocks, s.heads, s.heads, true};  // the order before
+    EXPECT_LT(tail_over_even_split(grouped, s.seq, s.rows, 128), 1.015);
+    EXPECT_GT(tail_over_even_split(head_by_head, s.seq, s.rows, 128), 1.03);
+  }
+}
+
+}  // namespace

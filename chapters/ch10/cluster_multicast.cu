@@ -48,6 +48,8 @@
 // ch10 GEMM (BF16 output).
 //
 //   ./bench compare --chapter ch10 --example cluster_multicast
+#include <kernels/occupancy.cuh>
+
 #include <algorithm>
 #include <string>
 
@@ -76,16 +78,13 @@ struct alignas(1024) Smem {
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the dynamic base
 
-struct Tile {
-  int r0, c0;  // first X row and first Y row of the tile
-};
-// Tile `half` (0 or 1) of pair number `pair`: pairs walk kGroupPairs pair rows of one column band
-// at a time, so the pairs running together share Y blocks and re-read X from L2.
+using ch10::ws::Tile;  // first X row and first Y row of the tile
+// Tile `half` (0 or 1) of pair number `pair`: ws_gemm.cuh's grouped rasterisation over pairs
+// (256 x 128 units of D^T, kGroupPairs pair rows per column band), then the half's 128 rows.
 __device__ __forceinline__ Tile pair_tile(int pair, int rows, int cols, int half) {
-  const int pair_rows = rows / (kPair * kTile), per_band = kGroupPairs * (cols / kTile);
-  const int band = pair / per_band, in_band = pair % per_band;
-  const int first = band * kGroupPairs, band_rows = min(pair_rows - first, kGroupPairs);
-  return {((first + in_band % band_rows) * kPair + half) * kTile, (in_band / band_rows) * kTile};
+  const ch10::ws::UnitCoord at =
+      ch10::ws::grouped_raster<kGroupPairs>(pair, rows / (kPair * kTile), cols / kTile);
+  return {(at.row * kPair + half) * kTile, at.col * kTile};
 }
 
 // Where a role is in the ring: the stage of its next k-block and the parity of that stage's
@@ -196,15 +195,9 @@ cudaLaunchAttribute pair_cluster() {
 unsigned pair_grid(const kernels::GemmBf16& w) {
   static const int resident_pairs = [] {
     ch10::ws::allow_smem<pair_gemm<true>, kSmemBytes>();
-    cudaLaunchAttribute cluster = pair_cluster();
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(kPair);
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = kSmemBytes;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    int clusters = 0;
-    BENCH_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, pair_gemm<true>, &config));
+    // One cluster's grid; the cluster size is a launch attribute, as launch_pair_gemm gives it.
+    const int clusters =
+        kernels::resident_clusters(pair_gemm<true>, kPair, kThreads, kSmemBytes, kPair);
     return std::max(clusters, 1);
   }();
   const int pairs = int((w.n / (kPair * kTile)) * (w.m / kTile));

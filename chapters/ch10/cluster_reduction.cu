@@ -44,6 +44,8 @@
 //   ./bench compare --chapter ch10 --example cluster_reduction
 #include <cooperative_groups.h>
 
+#include <kernels/occupancy.cuh>
+
 #include "global_sum.cuh"
 
 namespace {
@@ -81,10 +83,8 @@ struct ClusterLaunch {
   int resident_clusters = -1;
   ClusterLaunch(const ch10::GlobalSum& w, cudaStream_t)
       : blocks((w.chunks + kCluster - 1) / kCluster * kCluster) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(blocks);
-    config.blockDim = dim3(ch10::kBlock);
-    if (cudaOccupancyMaxActiveClusters(&resident_clusters, cluster_dsmem, &config) != cudaSuccess) {
+    if (kernels::query_resident_clusters(resident_clusters, cluster_dsmem, blocks, ch10::kBlock) !=
+        cudaSuccess) {
       resident_clusters = -1;
       (void)cudaGetLastError();  // not sticky: clear it so the next check does not see it
     }

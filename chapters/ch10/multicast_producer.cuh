@@ -30,11 +30,11 @@ constexpr int kClusterCtas = 2;
 constexpr uint16_t kBothCtas = 0b11;  // multicast mask: ranks 0 and 1
 constexpr int kPairRows = kClusterCtas * kBM;
 
-// CTA `rank`'s tile of pair number `pair` (256 x 256 of D^T): grouped_tile's rasterisation over
-// pairs (a rows x cols matrix seen as rows / 2 x cols of 128-row units), then the rank's half.
+// CTA `rank`'s tile of pair number `pair`: the grouped rasterisation (ws_gemm.cuh) over pairs
+// (256 x 256 units of D^T, kGroupRows pair rows per column band), then the rank's 128 rows.
 __device__ __forceinline__ Tile pair_tile(int pair, int rows, int cols, uint32_t rank) {
-  const Tile unit = grouped_tile(pair, rows / kClusterCtas, cols);
-  return {unit.r0 * kClusterCtas + int(rank) * kBM, unit.c0};
+  const UnitCoord at = grouped_raster<kGroupRows>(pair, rows / kPairRows, cols / kBN);
+  return {at.row * kPairRows + int(rank) * kBM, at.col * kBN};
 }
 
 // The producer's one thread, CTA `rank`: for each k-block of tile t, wait until all 4 consumers

@@ -289,12 +289,9 @@ void launch_persistent_tma_store(const kernels::GemmBf16& w, cudaStream_t stream
 void launch_persistent_multicast(const kernels::GemmBf16& w, cudaStream_t stream) {
   static const int resident_clusters = [] {
     allow_smem<persistent_multicast, kTmaStoreSmemBytes>();
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(kClusterCtas);  // the cluster shape comes from __cluster_dims__
-    config.blockDim = dim3(kSpecialisedThreads);
-    config.dynamicSmemBytes = kTmaStoreSmemBytes;
-    int clusters = 0;
-    BENCH_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, persistent_multicast, &config));
+    // One cluster's grid; the cluster shape comes from __cluster_dims__.
+    const int clusters = kernels::resident_clusters(persistent_multicast, kClusterCtas,
+                                                    kSpecialisedThreads, kTmaStoreSmemBytes);
     return std::max(clusters, 1);
   }();
   const int pairs = int((w.n / kPairRows) * (w.m / kBN));

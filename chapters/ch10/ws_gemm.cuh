@@ -65,13 +65,25 @@ struct SizedGemm : kernels::GemmBf16 {
 struct Tile {
   int r0, c0;  // first row (of X) and column (of Y) of the tile of D^T
 };
-// Tile number `tile` of a rows x cols D^T: consecutive numbers walk kGroupRows row-tiles of one
-// column band, so the tiles running at one time share their Y blocks and re-read X from L2.
+// Grouped rasterisation, in one place so that every ch10 GEMM orders its work the same way (this
+// tile; multicast_producer's and cluster_multicast's pairs of tiles). Unit number `unit` of a
+// units_r x units_c grid of units (tiles, or pairs of them), as a row and column in units that
+// the caller scales. Consecutive numbers walk kGroup unit rows of one column band (fewer in the
+// last band), so the units running at one time share their Y blocks and re-read X from L2.
+struct UnitCoord {
+  int row, col;
+};
+template <int kGroup>
+__device__ __forceinline__ UnitCoord grouped_raster(int unit, int units_r, int units_c) {
+  const int per_band = kGroup * units_c;
+  const int band = unit / per_band, in_band = unit % per_band;
+  const int first_r = band * kGroup, band_rows = min(units_r - first_r, kGroup);
+  return {first_r + in_band % band_rows, in_band / band_rows};
+}
+// Tile number `tile` of a rows x cols D^T, in kGroupRows row-tiles per column band.
 __device__ __forceinline__ Tile grouped_tile(int tile, int rows, int cols) {
-  const int tiles_r = rows / kBM, per_band = kGroupRows * (cols / kBN);
-  const int band = tile / per_band, in_band = tile % per_band;
-  const int first_r = band * kGroupRows, band_rows = min(tiles_r - first_r, kGroupRows);
-  return {(first_r + in_band % band_rows) * kBM, (in_band / band_rows) * kBN};
+  const UnitCoord at = grouped_raster<kGroupRows>(tile, rows / kBM, cols / kBN);
+  return {at.row * kBM, at.col * kBN};
 }
 
 // The dynamic shared memory, aligned, with its barriers initialised and visible to the copy

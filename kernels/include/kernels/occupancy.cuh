@@ -1,6 +1,6 @@
 // kernels/occupancy.cuh: what the occupancy calculator says about a kernel at a block size (host
-// side): the blocks and warps that fit on one SM, the theoretical occupancy, and the grid of a
-// persistent kernel sized to the machine.
+// side): the blocks and warps that fit on one SM, the theoretical occupancy, the grid of a
+// persistent kernel sized to the machine, and the clusters of a cluster kernel resident at once.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -53,6 +53,39 @@ double theoretical_occupancy(Kernel kernel, int block, size_t dynamic_smem = 0) 
 template <class Kernel>
 unsigned resident_grid(Kernel kernel, int block, size_t dynamic_smem = 0) {
   return static_cast<unsigned>(sm_count() * std::max(blocks_per_sm(kernel, block, dynamic_smem), 1));
+}
+
+// Clusters of `kernel` resident on the whole device at once (cudaOccupancyMaxActiveClusters): a
+// cluster's blocks must share one GPC, so this can be fewer than the SMs / the cluster size; a
+// persistent cluster kernel sizes its grid by it. The cluster is the kernel's own
+// __cluster_dims__ when `cluster_size` is 0, else `cluster_size` blocks along x given as a launch
+// attribute. `grid` is the launch asked about: any multiple of the cluster size (the count does
+// not depend on it). The error is returned unchecked, for a caller that can go on without the
+// count; that caller clears it (cudaGetLastError).
+template <class Kernel>
+cudaError_t query_resident_clusters(int& clusters, Kernel kernel, unsigned grid, int block,
+                                    size_t dynamic_smem = 0, int cluster_size = 0) {
+  cudaLaunchAttribute cluster = {};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(cluster_size);
+  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(block);
+  config.dynamicSmemBytes = dynamic_smem;
+  config.attrs = cluster_size > 0 ? &cluster : nullptr;
+  config.numAttrs = cluster_size > 0 ? 1 : 0;
+  return cudaOccupancyMaxActiveClusters(&clusters, kernel, &config);
+}
+
+// The same count, checked: for a caller that cannot go on without it.
+template <class Kernel>
+int resident_clusters(Kernel kernel, unsigned grid, int block, size_t dynamic_smem = 0,
+                      int cluster_size = 0) {
+  int clusters = 0;
+  BENCH_CUDA_CHECK(
+      query_resident_clusters(clusters, kernel, grid, block, dynamic_smem, cluster_size));
+  return clusters;
 }
 
 }  // namespace kernels

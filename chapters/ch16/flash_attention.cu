@@ -24,8 +24,8 @@
 //      walks only the key tiles at or below its last query (the rest are fully masked) and masks
 //      scores only by key <= query; blocks are launched longest first (the last query block
 //      walks 64 tiles, the first 2) across a group of heads whose K and V fit in half the L2, so
-//      the short ones fill the tail (launch_order.hpp; every fused rung launches so). d64 keeps the 64-key tiles
-//      (ch18's Walk counts them; S stays 32 registers a thread, O halves to 32).
+//      the short ones fill the tail (launch_order.hpp; every fused rung launches so). d64 keeps
+//      the 64-key tiles (ch18's Walk counts them; S stays 32 registers a thread, O halves to 32).
 //   3. step "wgmma_ws" (sm_90a; kernels/flash_attention_wgmma.cuh, shared with ch18): the Hopper form. A producer
 //      warpgroup's one thread loads Q once and 128-key K and V tiles by TMA into a 2-stage ring;
 //      two consumer warpgroups (64 query rows each) compute S = Q K^T by wgmma from shared memory,
@@ -314,7 +314,8 @@ class WgmmaWs {
     double tiles = 0;  // what each consumer computes: 64 rows x 128 keys a tile
     for (int qb = 0; qb < blocks_; ++qb)
       for (int c = 0; c < kConsumers; ++c)
-        tiles += fw::consumer_tiles<kConsumers>(WgmmaWalk<W::causal, kConsumers>{w.seq, qb}, qb, c, w.seq);
+        tiles += fw::consumer_tiles<kConsumers>(WgmmaWalk<W::causal, kConsumers>{w.seq, qb}, qb,
+                                                c, w.seq);
     computed_ratio_ =
         tiles * double(w.bh) * fw::kConsumerRows * fw::kKeys * 4.0 * kD / w.declared_flops;
   }

@@ -64,28 +64,21 @@ TEST(LaunchOrder, GroupsAreContiguousBalancedAndLongestFirst) {
         std::vector<int> first(heads, order.ctas()), last(heads, -1);
         for (int i = 0; i < order.ctas(); ++i)
           first[seq[i].head] = std::min(first[seq[i].head], i), last[seq[i].head] = i;
-        std::vector<std::set<int>> group_heads;
+        std::vector<int> group_of(heads), group_size;
         int span_end = -1;
         for (int h = 0; h < heads; ++h) {  // heads in order of first launch, as the check below
           if (h > 0) EXPECT_GT(first[h], first[h - 1]) << "head " << h;
-          if (first[h] > span_end) group_heads.emplace_back();
-          group_heads.back().insert(h);
+          if (first[h] > span_end) group_size.push_back(0);
+          group_of[h] = int(group_size.size()) - 1, ++group_size.back();
           span_end = std::max(span_end, last[h]);
         }
-        ASSERT_EQ(int(group_heads.size()), groups);
-        size_t smallest = heads, largest = 0;
-        for (const auto& g : group_heads)
-          smallest = std::min(smallest, g.size()), largest = std::max(largest, g.size());
-        EXPECT_LE(largest - smallest, 1u);
+        ASSERT_EQ(int(group_size.size()), groups);
+        const auto [smallest, largest] = std::minmax_element(group_size.begin(), group_size.end());
+        EXPECT_LE(*largest - *smallest, 1);
         // Longest first within a group: query blocks never increase until the next group.
-        for (size_t i = 1; i < seq.size(); ++i) {
-          const bool same_group = std::any_of(group_heads.begin(), group_heads.end(),
-                                              [&](const std::set<int>& g) {
-                                                return g.count(seq[i].head) > 0 &&
-                                                       g.count(seq[i - 1].head) > 0;
-                                              });
-          if (same_group) EXPECT_LE(seq[i].qb, seq[i - 1].qb) << "at CTA " << i;
-        }
+        for (size_t i = 1; i < seq.size(); ++i)
+          if (group_of[seq[i].head] == group_of[seq[i - 1].head])
+            EXPECT_LE(seq[i].qb, seq[i - 1].qb) << "at CTA " << i;
       }
 }
 

@@ -34,15 +34,21 @@
 //      16 x 8 x 16 (P V 64 x 64 x 16 at d64; the tiles stay 128 queries x 128 keys). Each
 //      consumer waits for each GEMM before its softmax: the tensor cores idle through every
 //      softmax the other consumer does not happen to cover.
-//   4. optimized "wgmma_pingpong": FlashAttention-3's two overlaps on the same kernel. Within a
-//      consumer, S of tile t and P V of tile t - 1 are issued together and tile t's softmax runs
-//      while P V is on the tensor cores; between consumers, named barriers make them take turns
-//      issuing GEMMs, so one's softmax lines up with the other's GEMMs. (A step at d64.)
+//   4. optimized "wgmma_pingpong" (causal, d128): FlashAttention-3's two overlaps on the same
+//      kernel. Within a consumer, S of tile t and P V of tile t - 1 are issued together and tile
+//      t's softmax runs while P V is on the tensor cores; between consumers, named barriers make
+//      them take turns issuing GEMMs, so one's softmax lines up with the other's GEMMs. (A step
+//      at d64 and in the non-causal d128 examples.)
 //   5. optimized at d64 only, "wgmma_pingpong_192": three consumer warpgroups, 192-query blocks
 //      (FlashAttention-3's shape at head dim 64). At d64 a tile's exponentials take the SFU
 //      about as long as its two GEMMs take the tensor cores, so two warpgroups taking turns leave
 //      gaps in both; a third keeps one GEMM queued while the other two do softmax. 160 registers
 //      a consumer (the 64 K pool shared four ways) hold d64's accumulators, not d128's.
+//   6. optimized in the non-causal d128 examples, "wgmma_persistent": the ping-pong kernel
+//      persistent, one CTA an SM walking the launch order at a fixed stride, the next block's Q
+//      and first K and V loaded while the consumers finish P V and store O (fw::persistent).
+//      Non-causal blocks are equal, so a fixed stride loses nothing to balance; causal and d64
+//      stay on the plain grid (README: "A persistent kernel").
 // Flops: those attention needs, 4 x d per visible score (4 x 64 for the twins): seq^2 per head
 // non-causal, seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric
 // "computed_flops_ratio": the tensor-core flops a variant actually executes over the declared
@@ -65,6 +71,7 @@
 #include <kernels/flash_attention_mma.cuh>
 #include <kernels/flash_attention_wgmma.cuh>
 #include <kernels/group_reduce.cuh>
+#include <kernels/occupancy.cuh>
 #include <kernels/online_softmax.cuh>
 #include <kernels/reference_attention.cuh>
 
@@ -292,9 +299,40 @@ __global__ void __launch_bounds__(fw::Team<kConsumers>::kThreads, 1)
 #endif
 }
 
+// The persistent form (fw::persistent), non-causal only: one CTA an SM walking the launch order
+// at a fixed stride (equal blocks, so nothing to balance), the next block's Q and first K and V
+// loaded while the consumers finish P V and store O; the ping-pong schedule, two consumers.
+struct LocateNonCausalBlock {
+  ch16::LaunchOrder order;
+  int64_t seq;
+  struct Block {
+    int head, qb;
+    WgmmaWalk<false, 2> walk;
+  };
+  __device__ Block operator()(int item) const {
+    const auto [head, qb] = order.at(item);
+    return {head, qb, {seq, qb}};
+  }
+};
+template <int kD>
+__global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
+    wgmma_persistent(const __grid_constant__ CUtensorMap map_q,
+                     const __grid_constant__ CUtensorMap map_k,
+                     const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out,
+                     int64_t seq, ch16::LaunchOrder order) {
+#if BENCH_SM90A_DEVICE
+  fw::persistent<kD, 2, fw::Schedule::pingpong>(map_q, map_k, map_v, out, seq, order.ctas(),
+                                                LocateNonCausalBlock{order, seq});
+#endif
+}
+
 // kConsumers = 2: 128-query blocks; 3: 192-query blocks (a third consumer warpgroup).
-template <class W, fw::Schedule kSchedule, int kConsumers = 2>
+// kPersistent: the persistent kernel (ping-pong schedule, non-causal, two consumers).
+template <class W, fw::Schedule kSchedule, int kConsumers = 2, bool kPersistent = false>
 class WgmmaWs {
+  static_assert(!kPersistent || (!W::causal && kConsumers == 2 &&
+                                 kSchedule == fw::Schedule::pingpong),
+                "the persistent kernel walks equal (non-causal) blocks, ping-pong, 2 consumers");
   static constexpr int kD = W::head_dim;
   static constexpr int kRows = fw::Team<kConsumers>::kRows;
   static constexpr size_t kSmemBytes = fw::kSmemBytes<kD, kConsumers>;
@@ -308,9 +346,19 @@ class WgmmaWs {
         map_v_(fw::tile_map<kD>(w.v.data(), w.bh * w.seq)),
         blocks_(int((w.seq + kRows - 1) / kRows)),
         order_(launch_order(w, blocks_)) {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_ws<kD, W::causal, kSchedule, kConsumers>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(kSmemBytes)));
+    if constexpr (kPersistent) {
+      BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_persistent<kD>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            int(kSmemBytes)));
+      // A CTA an SM; at least two blocks a CTA where there are fewer than twice the SMs (the
+      // verification size: so it and `bench sanitize` run the hand-over from block to block).
+      grid_ = std::min(kernels::sm_count(), (order_.ctas() + 1) / 2);
+    } else {
+      BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_ws<kD, W::causal, kSchedule, kConsumers>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            int(kSmemBytes)));
+      grid_ = order_.ctas();
+    }
     double tiles = 0;  // what each consumer computes: 64 rows x 128 keys a tile
     for (int qb = 0; qb < blocks_; ++qb)
       for (int c = 0; c < kConsumers; ++c)
@@ -320,9 +368,14 @@ class WgmmaWs {
         tiles * double(w.bh) * fw::kConsumerRows * fw::kKeys * 4.0 * kD / w.declared_flops;
   }
   void operator()(const W& w, cudaStream_t stream) const {
-    wgmma_ws<kD, W::causal, kSchedule, kConsumers>
-        <<<order_.ctas(), fw::Team<kConsumers>::kThreads, kSmemBytes, stream>>>(
-            map_q_, map_k_, map_v_, w.out.data(), w.seq, order_);
+    if constexpr (kPersistent)
+      wgmma_persistent<kD>
+          <<<grid_, fw::Team<kConsumers>::kThreads, kSmemBytes, stream>>>(
+              map_q_, map_k_, map_v_, w.out.data(), w.seq, order_);
+    else
+      wgmma_ws<kD, W::causal, kSchedule, kConsumers>
+          <<<grid_, fw::Team<kConsumers>::kThreads, kSmemBytes, stream>>>(
+              map_q_, map_k_, map_v_, w.out.data(), w.seq, order_);
     BENCH_CHECK_LAUNCH();
   }
   std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
@@ -331,6 +384,7 @@ class WgmmaWs {
   CUtensorMap map_q_, map_k_, map_v_;
   int blocks_;
   ch16::LaunchOrder order_;
+  int grid_ = 0;
   double computed_ratio_ = 0;
 };
 
@@ -363,7 +417,13 @@ void device_reference(const W& w, cudaStream_t stream) {
       .device_reference(device_reference<W>)                                     \
       .tolerance(bench::relative_l2(5e-3))                                       \
       .mode(bench::Mode::sustained)
-#define CH16_FLASH_ATTENTION(name, W)                                      \
+#define CH16_FLASH_ATTENTION(name, W)                                                  \
+  CH16_FLASH_LADDER(name, W)                                                           \
+      .stateful<WgmmaWs<W, fw::Schedule::pingpong>>(bench::Role::step, "wgmma_pingpong", \
+                                                    {.arch_specific = 90})             \
+      .stateful<WgmmaWs<W, fw::Schedule::pingpong, 2, true>>(                           \
+          bench::Role::optimized, "wgmma_persistent", {.arch_specific = 90})
+#define CH16_FLASH_ATTENTION_CAUSAL(name, W)                                    \
   CH16_FLASH_LADDER(name, W).stateful<WgmmaWs<W, fw::Schedule::pingpong>>( \
       bench::Role::optimized, "wgmma_pingpong", {.arch_specific = 90})
 #define CH16_FLASH_ATTENTION_D64(name, W)                                                \
@@ -380,9 +440,9 @@ using B1S8192Causal = Attention<128, 1, 8192, true>;
 using B4S4096D64 = Attention<64, 4, 4096, false>;
 using B4S4096D64Causal = Attention<64, 4, 4096, true>;
 CH16_FLASH_ATTENTION(flash_attention_b4_s4096, B4S4096);
-CH16_FLASH_ATTENTION(flash_attention_b4_s4096_causal, B4S4096Causal);
+CH16_FLASH_ATTENTION_CAUSAL(flash_attention_b4_s4096_causal, B4S4096Causal);
 CH16_FLASH_ATTENTION(flash_attention_b1_s8192, B1S8192);
-CH16_FLASH_ATTENTION(flash_attention_b1_s8192_causal, B1S8192Causal);
+CH16_FLASH_ATTENTION_CAUSAL(flash_attention_b1_s8192_causal, B1S8192Causal);
 CH16_FLASH_ATTENTION_D64(flash_attention_b4_s4096_d64, B4S4096D64);
 CH16_FLASH_ATTENTION_D64(flash_attention_b4_s4096_d64_causal, B4S4096D64Causal);
 

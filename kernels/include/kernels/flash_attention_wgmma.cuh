@@ -55,6 +55,9 @@
 // __grid_constant__ parameters) calls, under #if BENCH_SM90A_DEVICE,
 //   kernels::flash_wgmma::block<kD, kConsumers, Schedule::pingpong>(
 //       map_q, map_k, map_v, out + head * seq * kD, seq, head * seq, qb, walk);
+// Or, persistent (at most one CTA an SM, two consumers), over `items` blocks:
+//   kernels::flash_wgmma::persistent<kD, 2, Schedule::pingpong>(
+//       map_q, map_k, map_v, out, seq, items, locate);  (see persistent, below)
 // A head's last tile may run into the next head's rows (or past the tensor: TMA fills zeros),
 // which the key < seq mask and the row < seq store ignore.
 #pragma once
@@ -123,6 +126,7 @@ struct alignas(1024) Smem {
   bf16 k[kStages][kBoxes][kKeys * kHalf];  // [stage][box][key][64]
   bf16 v[kStages][kBoxes][kKeys * kHalf];  // the same
   uint64_t q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
+  uint64_t q_empty;  // every consumer's S done with Q: the next block's may be loaded
 };
 template <int kD, int kConsumers = 2>
 constexpr size_t kSmemBytes = sizeof(Smem<kD, kConsumers>) + 1024;  // + room to align the base
@@ -239,9 +243,9 @@ __device__ __forceinline__ void pass_turn(int cw) {
 // only once the stage holds that tile: an arrival made earlier would count towards the stage's
 // previous use.
 template <int kD, int kC>
-__device__ __forceinline__ void pass_over(Smem<kD, kC>& sm, int t) {
-  const int s = t % kStages;
-  const uint32_t parity = (t / kStages) & 1;
+__device__ __forceinline__ void pass_over(Smem<kD, kC>& sm, uint32_t n) {
+  const int s = int(n % kStages);
+  const uint32_t parity = (n / kStages) & 1;
   tma::wait_parity(&sm.k_full[s], parity);
   release(&sm.k_empty[s]);
   tma::wait_parity(&sm.v_full[s], parity);
@@ -250,13 +254,16 @@ __device__ __forceinline__ void pass_over(Smem<kD, kC>& sm, int t) {
 
 // One consumer warpgroup (cw = 0 .. kC - 1): rows qb * kRows + cw * 64 .. + 63 of this head.
 // It computes the first `mine` of the block's tiles (consumer_tiles) and passes over the rest.
+// The block's tile t is the ring's tile ring0 + t (tiles before it: earlier blocks of a persistent
+// CTA), and its Q is the q_full barrier's phase q_phase; once its last S is done it releases Q.
 // The two are two loops, not a branch per tile: a wgmma inside a branch the compiler cannot prove
 // warpgroup-uniform is serialised (ptxas C7518, cmake/wgmma_guard.sh), which cost d64 1.55x on
 // the H100. In a 128-row block mine = tiles at compile time: a per-warpgroup count measured 3%
 // slower there (H100, d128, non-causal and causal alike), for nothing to skip.
 template <int kD, int kC, Schedule kSchedule, class Walk>
 __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const Walk& walk,
-                                        int64_t seq, bf16* out) {
+                                        int64_t seq, bf16* out, uint32_t ring0 = 0,
+                                        uint32_t q_phase = 0) {
   const int tiles = walk.tiles();
   const int64_t first_row = consumer_first_row<kC>(qb, cw);
   const int mine = consumer_tiles<kC>(walk, qb, cw, seq);
@@ -267,11 +274,12 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
   uint32_t pa[kKeys / 16][4];
 #pragma unroll
   for (int i = 0; i < kD / 2; ++i) o[i] = 0.0f;
-  tma::wait_parity(&sm.q_full, 0);
+  tma::wait_parity(&sm.q_full, q_phase);
   if constexpr (kSchedule == Schedule::serial) {
     for (int t = 0; t < mine; ++t) {
-      const int s = t % kStages;
-      const uint32_t parity = (t / kStages) & 1;
+      const uint32_t n = ring0 + t;
+      const int s = int(n % kStages);
+      const uint32_t parity = (n / kStages) & 1;
       tma::wait_parity(&sm.k_full[s], parity);
       issue_scores(sc, sm, cw, s);
       wgmma::wait<0>();
@@ -283,7 +291,8 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
       wgmma::wait<0>();
       release(&sm.v_empty[s]);
     }
-    for (int t = mine; t < tiles; ++t) pass_over(sm, t);
+    release(&sm.q_empty);
+    for (int t = mine; t < tiles; ++t) pass_over(sm, ring0 + t);
   } else {
     // Consumer 0 issues first (the last consumer's pass opens its first turn). Each pass is
     // matched by one wait: the last consumer skips its last pass, so no arrival is left pending
@@ -291,18 +300,20 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
     if (cw == kC - 1 && tiles > 1) pass_turn<kC>(cw);
     // Tile 0's S and softmax alone; then tile t's S with tile t - 1's P V, and tile t's softmax
     // while that P V runs; the last tile's P V alone.
-    tma::wait_parity(&sm.k_full[0], 0);
-    issue_scores(sc, sm, cw, 0);
+    const int s0 = int(ring0 % kStages);
+    tma::wait_parity(&sm.k_full[s0], (ring0 / kStages) & 1);
+    issue_scores(sc, sm, cw, s0);
     wgmma::wait<0>();
-    release(&sm.k_empty[0]);
+    release(&sm.k_empty[s0]);
     softmax_tile<kD>(sc, m, l, c, walk, 0, seq, row0);
     rescale_and_pack<kD>(o, c, sc, pa);
     for (int t = 1; t < mine; ++t) {
-      const int s = t % kStages, prev = (t - 1) % kStages;
+      const uint32_t n = ring0 + t;
+      const int s = int(n % kStages), prev = int((n - 1) % kStages);
       wait_turn(cw);
-      tma::wait_parity(&sm.k_full[s], (t / kStages) & 1);
+      tma::wait_parity(&sm.k_full[s], (n / kStages) & 1);
       issue_scores(sc, sm, cw, s);
-      tma::wait_parity(&sm.v_full[prev], ((t - 1) / kStages) & 1);
+      tma::wait_parity(&sm.v_full[prev], ((n - 1) / kStages) & 1);
       issue_pv(o, pa, sm, prev);  // reads pa: left untouched until this group completes
       if (cw != kC - 1 || t + 1 < tiles) pass_turn<kC>(cw);
       wgmma::wait<1>();  // S (the older group) is done; P V may still run
@@ -312,32 +323,31 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
       release(&sm.v_empty[prev]);
       rescale_and_pack<kD>(o, c, sc, pa);
     }
-    const int last = (mine - 1) % kStages;
-    tma::wait_parity(&sm.v_full[last], ((mine - 1) / kStages) & 1);
+    release(&sm.q_empty);  // every S is done: Q may be refilled while P V finishes
+    const uint32_t last_n = ring0 + mine - 1;
+    const int last = int(last_n % kStages);
+    tma::wait_parity(&sm.v_full[last], (last_n / kStages) & 1);
     issue_pv(o, pa, sm, last);
     wgmma::wait<0>();
     release(&sm.v_empty[last]);
     for (int t = mine; t < tiles; ++t) {
       wait_turn(cw);
       if (cw != kC - 1 || t + 1 < tiles) pass_turn<kC>(cw);
-      pass_over(sm, t);
+      pass_over(sm, ring0 + t);
     }
   }
   kernels::flash_store_rows<kD>(l, row0, seq, out, [&](int j, int e) { return o[4 * j + e]; });
 }
 
-// The block: query rows qb * kRows .. + kRows - 1 of one head (kRows = 64 x kConsumers), whose
-// rows start at head_row in the maps and whose output is `out` ([seq][kD]). sm_90a device code
-// only: call it under #if BENCH_SM90A_DEVICE.
-template <int kD, int kConsumers, Schedule kSchedule, class Walk>
-__device__ __forceinline__ void block(const CUtensorMap& map_q, const CUtensorMap& map_k,
-                                      const CUtensorMap& map_v, bf16* out, int64_t seq,
-                                      int head_row, int qb, const Walk& walk) {
+// The shared memory, aligned, with every barrier initialised and visible to the copy engine.
+template <int kD, int kConsumers>
+__device__ __forceinline__ Smem<kD, kConsumers>& init_smem() {
   using Sm = Smem<kD, kConsumers>;
   extern __shared__ uint8_t wgmma_smem_raw[];
   Sm& sm = tma::aligned_1024<Sm>(wgmma_smem_raw);
   if (threadIdx.x == 0) {
     tma::mbarrier_init(&sm.q_full, 1);
+    tma::mbarrier_init(&sm.q_empty, kConsumers);  // one arrival per consumer warpgroup
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&sm.k_full[s], 1);
       tma::mbarrier_init(&sm.v_full[s], 1);
@@ -347,33 +357,91 @@ __device__ __forceinline__ void block(const CUtensorMap& map_q, const CUtensorMa
     tma::fence_barrier_init();
   }
   __syncthreads();
+  return sm;
+}
+
+// The producer's thread, one block: Q as 64-row boxes (query_map), one per consumer and 64
+// columns (a 64-row box is a whole number of 8-row swizzle periods, so they stack into the same
+// layout one tall box writes), then the block's K and V tiles into the ring, whose tile ring0 is
+// the block's first.
+template <int kD, int kConsumers, class Walk>
+__device__ __forceinline__ void produce(Smem<kD, kConsumers>& sm, const CUtensorMap& map_q,
+                                        const CUtensorMap& map_k, const CUtensorMap& map_v,
+                                        int head_row, int qb, const Walk& walk, uint32_t ring0) {
+  using Sm = Smem<kD, kConsumers>;
+  tma::arrive_expect_tx(&sm.q_full, Sm::kQueryBytes);
+  for (int h = 0; h < Sm::kBoxes; ++h)
+    for (int c = 0; c < kConsumers; ++c)
+      tma::load_2d(&sm.q[h][c * kConsumerRows * kHalf], &map_q, h * kHalf,
+                   head_row + qb * Sm::kRows + c * kConsumerRows, &sm.q_full);
+  const int tiles = walk.tiles();
+  for (int t = 0; t < tiles; ++t) {
+    const uint32_t n = ring0 + t;
+    const int s = int(n % kStages), key_row = head_row + walk.key_tile(t) * kKeys;
+    const uint32_t reuse_parity = ((n / kStages) - 1) & 1;  // the release of tile n - kStages
+    if (n >= kStages) tma::wait_parity(&sm.k_empty[s], reuse_parity);
+    tma::arrive_expect_tx(&sm.k_full[s], Sm::kTileBytes);
+    for (int h = 0; h < Sm::kBoxes; ++h)
+      tma::load_2d(sm.k[s][h], &map_k, h * kHalf, key_row, &sm.k_full[s]);
+    if (n >= kStages) tma::wait_parity(&sm.v_empty[s], reuse_parity);
+    tma::arrive_expect_tx(&sm.v_full[s], Sm::kTileBytes);
+    for (int h = 0; h < Sm::kBoxes; ++h)
+      tma::load_2d(sm.v[s][h], &map_v, h * kHalf, key_row, &sm.v_full[s]);
+  }
+}
+
+// The block: query rows qb * kRows .. + kRows - 1 of one head (kRows = 64 x kConsumers), whose
+// rows start at head_row in the maps and whose output is `out` ([seq][kD]). sm_90a device code
+// only: call it under #if BENCH_SM90A_DEVICE.
+template <int kD, int kConsumers, Schedule kSchedule, class Walk>
+__device__ __forceinline__ void block(const CUtensorMap& map_q, const CUtensorMap& map_k,
+                                      const CUtensorMap& map_v, bf16* out, int64_t seq,
+                                      int head_row, int qb, const Walk& walk) {
+  auto& sm = init_smem<kD, kConsumers>();
   if (threadIdx.x / kWarpgroup == 0) {
     wgmma::shrink_registers<kProducerRegisters>();
-    if (threadIdx.x == 0) {
-      // Q as 64-row boxes (query_map), one per consumer and 64 columns: a 64-row box is a whole
-      // number of 8-row swizzle periods, so they stack into the same layout one tall box writes.
-      tma::arrive_expect_tx(&sm.q_full, Sm::kQueryBytes);
-      for (int h = 0; h < Sm::kBoxes; ++h)
-        for (int c = 0; c < kConsumers; ++c)
-          tma::load_2d(&sm.q[h][c * kConsumerRows * kHalf], &map_q, h * kHalf,
-                       head_row + qb * Sm::kRows + c * kConsumerRows, &sm.q_full);
-      const int tiles = walk.tiles();
-      for (int t = 0; t < tiles; ++t) {
-        const int s = t % kStages, key_row = head_row + walk.key_tile(t) * kKeys;
-        const uint32_t reuse_parity = ((t / kStages) - 1) & 1;  // the release of tile t - kStages
-        if (t >= kStages) tma::wait_parity(&sm.k_empty[s], reuse_parity);
-        tma::arrive_expect_tx(&sm.k_full[s], Sm::kTileBytes);
-        for (int h = 0; h < Sm::kBoxes; ++h)
-          tma::load_2d(sm.k[s][h], &map_k, h * kHalf, key_row, &sm.k_full[s]);
-        if (t >= kStages) tma::wait_parity(&sm.v_empty[s], reuse_parity);
-        tma::arrive_expect_tx(&sm.v_full[s], Sm::kTileBytes);
-        for (int h = 0; h < Sm::kBoxes; ++h)
-          tma::load_2d(sm.v[s][h], &map_v, h * kHalf, key_row, &sm.v_full[s]);
-      }
-    }
+    if (threadIdx.x == 0) produce(sm, map_q, map_k, map_v, head_row, qb, walk, 0);
   } else {
     wgmma::grow_registers<Team<kConsumers>::kConsumerRegisters>();
     consume<kD, kConsumers, kSchedule>(sm, threadIdx.x / kWarpgroup - 1, qb, walk, seq, out);
+  }
+}
+
+// A persistent CTA (one an SM): blocks one after another, item blockIdx.x, then every
+// gridDim.x-th after it, so the CTAs walk the launch order together as the waves of a
+// non-persistent grid would. What it saves is each block's fill: the producer loads the next
+// block's Q as soon as every consumer's last S is done and its first K and V tiles as soon as
+// ring stages free, while the consumers finish P V and store O; the ring and its barrier phases
+// run on across blocks. Every thread computes the same item sequence, so nothing is handed over
+// through shared memory (a slot the producer writes and the consumers read needs every reading
+// thread's arrival before the next write, or racecheck reports it: docs/writing-an-example.md).
+// A fixed stride suits blocks of equal length (non-causal): for a causal walk's unequal blocks
+// the hardware's dispatch of a plain grid balances better (ch16's model: a fixed stride ends
+// 7-15% past an even split).
+//   items: how many blocks; locate(i) gives block i as {head, qb, walk} (the launch order).
+template <int kD, int kConsumers, Schedule kSchedule, class Locate>
+__device__ __forceinline__ void persistent(const CUtensorMap& map_q, const CUtensorMap& map_k,
+                                           const CUtensorMap& map_v, bf16* out, int64_t seq,
+                                           int items, const Locate& locate) {
+  auto& sm = init_smem<kD, kConsumers>();
+  uint32_t ring = 0, k = 0;  // tiles through the ring so far; blocks so far (q_full's phase)
+  if (threadIdx.x / kWarpgroup == 0) {
+    wgmma::shrink_registers<kProducerRegisters>();
+    if (threadIdx.x != 0) return;
+    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x), ++k) {
+      if (k > 0) tma::wait_parity(&sm.q_empty, (k - 1) & 1);  // the consumers are done with Q
+      const auto b = locate(item);
+      produce(sm, map_q, map_k, map_v, int(b.head * seq), b.qb, b.walk, ring);
+      ring += b.walk.tiles();
+    }
+  } else {
+    wgmma::grow_registers<Team<kConsumers>::kConsumerRegisters>();
+    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x), ++k) {
+      const auto b = locate(item);
+      consume<kD, kConsumers, kSchedule>(sm, threadIdx.x / kWarpgroup - 1, b.qb, b.walk, seq,
+                                         out + b.head * seq * kD, ring, k & 1);
+      ring += b.walk.tiles();
+    }
   }
 }
 

@@ -213,40 +213,44 @@ struct LocateKeptRow {
     return {item / nb, qb, KeptTiles{cols + first, row_start[qb + 1] - first, partial_last}};
   }
 };
+template <fw::Deal kDeal>
 __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
     block_sparse_persistent(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                             const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq,
-                            int heads, const int* row_start, const int* cols, int nb, int partial_last) {
+                            int heads, const int* row_start, const int* cols, int nb, int partial_last,
+                            unsigned* claims) {
 #if BENCH_SM90A_DEVICE
-  fw::persistent<kHeadDim, 2, fw::Schedule::pingpong>(map_q, map_k, map_v, out, seq, heads * nb,
-                                                      LocateKeptRow{row_start, cols, nb, partial_last});
+  fw::persistent<kHeadDim, 2, fw::Schedule::pingpong, kDeal>(map_q, map_k, map_v, out, seq, heads * nb,
+                                                             LocateKeptRow{row_start, cols, nb, partial_last}, claims);
 #endif
 }
 
 // Untimed: the shared-memory opt-in (162 KiB) and the three tensor maps (fixed buffers).
 // kPersistent: one CTA an SM (at most; two blocks a CTA at least, so the verification size runs
 // the hand-over from block to block), else one CTA a block.
-template <bool kPersistent>
+template <bool kPersistent, fw::Deal kDeal = fw::Deal::stride>
 struct BlockWgmma {
   double density;
   CUtensorMap map_q, map_k, map_v;
+  bench::DeviceBuffer<unsigned> claims{2};
   int grid = 0;
   explicit BlockWgmma(const BlockSparse& w, cudaStream_t)
       : density(w.density),
         map_q(fw::query_map<kHeadDim>(w.q.data(), w.heads * w.seq)),
         map_k(fw::tile_map<kHeadDim>(w.k.data(), w.heads * w.seq)),
         map_v(fw::tile_map<kHeadDim>(w.v.data(), w.heads * w.seq)) {
-    const auto kernel = kPersistent ? (const void*)block_sparse_persistent : (const void*)block_sparse_wgmma;
+    const auto kernel = kPersistent ? (const void*)block_sparse_persistent<kDeal> : (const void*)block_sparse_wgmma;
     BENCH_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(fw::kSmemBytes<kHeadDim>)));
     if constexpr (kPersistent) grid = std::min(kernels::sm_count(), int(w.heads * w.nb + 1) / 2);
+    BENCH_CUDA_CHECK(cudaMemset(claims.data(), 0, claims.bytes()));  // each launch leaves them 0
   }
   void operator()(const BlockSparse& w, cudaStream_t stream) const {
     const int partial_last = w.seq % kBlock != 0 ? w.nb - 1 : -1;
     if constexpr (kPersistent)
-      block_sparse_persistent<<<grid, fw::Team<2>::kThreads, fw::kSmemBytes<kHeadDim>, stream>>>(
+      block_sparse_persistent<kDeal><<<grid, fw::Team<2>::kThreads, fw::kSmemBytes<kHeadDim>, stream>>>(
           map_q, map_k, map_v, w.out.data(), w.seq, int(w.heads), w.row_start_d.data(), w.cols_d.data(), w.nb,
-          partial_last);
+          partial_last, claims.data());
     else
       block_sparse_wgmma<<<dim3(unsigned(w.nb), unsigned(w.heads)), fw::Team<2>::kThreads, fw::kSmemBytes<kHeadDim>,
                            stream>>>(map_q, map_k, map_v, w.out.data(), w.seq, w.row_start_d.data(), w.cols_d.data(),
@@ -278,7 +282,9 @@ BENCH_EXAMPLE(ch18, block_sparse_attention, BlockSparse)
     .stateful<BlockFlash<false>>(bench::Role::baseline, "dense_masked")
     .stateful<BlockFlash<true>>(bench::Role::step, "skip_masked")
     .stateful<BlockWgmma<false>>(bench::Role::step, "skip_masked_wgmma", {.arch_specific = 90})
-    .stateful<BlockWgmma<true>>(bench::Role::optimized, "skip_masked_persistent", {.arch_specific = 90})
+    .stateful<BlockWgmma<true, fw::Deal::stride>>(bench::Role::step, "persistent_stride", {.arch_specific = 90})
+    .stateful<BlockWgmma<true, fw::Deal::claims>>(bench::Role::optimized, "skip_masked_persistent",
+                                                  {.arch_specific = 90})
     .reference(reference)
     .device_reference(device_reference)
     .tolerance(bench::relative_l2(5e-3))

@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
                      const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out,
                      int64_t seq, ch16::LaunchOrder order) {
 #if BENCH_SM90A_DEVICE
-  fw::persistent<kD, 2, fw::Schedule::pingpong, fw::Deal::stride>(map_q, map_k, map_v, out, seq, order.ctas(),
+  fw::persistent<kD, 2, fw::Schedule::pingpong>(map_q, map_k, map_v, out, seq, order.ctas(),
                                                 LocateNonCausalBlock{order, seq});
 #endif
 }

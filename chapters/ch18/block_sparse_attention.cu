@@ -23,16 +23,12 @@
 //   2. step "skip_masked": walks only the kept blocks, from a per-row list (CSR), in the same
 //      ascending order: the kept blocks' arithmetic is identical, so the outputs are bit-identical.
 //      This is the lesson: the time follows the kept blocks (measured 4.22x at 25%);
-//   3. step "skip_masked_wgmma" (sm_90a): the same walk of the kept blocks on ch16's Hopper
+//   3. optimized "skip_masked_wgmma" (sm_90a): the same walk of the kept blocks on ch16's Hopper
 //      kernel (kernels/flash_attention_wgmma.cuh: a TMA producer warpgroup, two wgmma consumer
 //      warpgroups in ping-pong), whose 128-key tiles are exactly the mask's blocks: the CSR row is
 //      its Walk. Measured (2026-11-23): 541.9 / 540.6 us on the H100 / H200, 507 TFLOP/s on the
 //      kept blocks against skip_masked's 236-239 and compiled FlexAttention's 364-373 (1.36-1.39x
-//      faster than it, same lease);
-//   4. optimized "skip_masked_persistent" (sm_90a): that kernel persistent (fw::persistent), one
-//      CTA an SM walking the blocks at a fixed stride, each block's Q and first K and V tiles
-//      loaded while the previous block's last P V and store run. A block here is only 16 tiles,
-//      so its fill and drain weigh twice what they do in ch16's non-causal s8192 blocks.
+//      faster than it, same lease).
 // Flops: only what the pattern needs, 4 x 128 per kept score (q.k and p v), for every variant,
 // against the BF16 tensor ceiling; the baseline's reported TFLOP/s is thus its useful rate.
 // Metric "density": kept blocks / all blocks. Expected: the step ~1 / density (4x), a little less
@@ -49,7 +45,6 @@
 #include <cuda_bf16.h>
 #include <kernels/flash_attention_mma.cuh>
 #include <kernels/flash_attention_wgmma.cuh>
-#include <kernels/occupancy.cuh>
 #include <kernels/reference_attention.cuh>
 
 #include <algorithm>
@@ -196,65 +191,22 @@ __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
 #endif
 }
 
-// The persistent form (fw::persistent): one CTA an SM walking the same (head, query block) order at
-// a fixed stride. Every row keeps the same number of blocks, so the CTAs' shares are equal; what it
-// saves is each block's fill (Q, the first K and V tiles) and drain (the last P V, the store), which
-// weigh more here than in ch16: a block is 16 tiles, not 32-64.
-struct LocateKeptRow {
-  const int* row_start;
-  const int* cols;
-  int nb, partial_last;
-  struct Block {
-    int head, qb;
-    KeptTiles walk;
-  };
-  __device__ Block operator()(int item) const {
-    const int qb = item % nb, first = row_start[qb];
-    return {item / nb, qb, KeptTiles{cols + first, row_start[qb + 1] - first, partial_last}};
-  }
-};
-template <fw::Deal kDeal>
-__global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
-    block_sparse_persistent(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-                            const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq,
-                            int heads, const int* row_start, const int* cols, int nb, int partial_last,
-                            unsigned* claims) {
-#if BENCH_SM90A_DEVICE
-  fw::persistent<kHeadDim, 2, fw::Schedule::pingpong, kDeal>(map_q, map_k, map_v, out, seq, heads * nb,
-                                                             LocateKeptRow{row_start, cols, nb, partial_last}, claims);
-#endif
-}
-
 // Untimed: the shared-memory opt-in (162 KiB) and the three tensor maps (fixed buffers).
-// kPersistent: one CTA an SM (at most; two blocks a CTA at least, so the verification size runs
-// the hand-over from block to block), else one CTA a block.
-template <bool kPersistent, fw::Deal kDeal = fw::Deal::stride>
 struct BlockWgmma {
   double density;
   CUtensorMap map_q, map_k, map_v;
-  bench::DeviceBuffer<unsigned> claims{2};
-  int grid = 0;
   explicit BlockWgmma(const BlockSparse& w, cudaStream_t)
       : density(w.density),
         map_q(fw::query_map<kHeadDim>(w.q.data(), w.heads * w.seq)),
         map_k(fw::tile_map<kHeadDim>(w.k.data(), w.heads * w.seq)),
         map_v(fw::tile_map<kHeadDim>(w.v.data(), w.heads * w.seq)) {
-    const auto kernel = kPersistent ? (const void*)block_sparse_persistent<kDeal> : (const void*)block_sparse_wgmma;
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(block_sparse_wgmma, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(fw::kSmemBytes<kHeadDim>)));
-    if constexpr (kPersistent) grid = std::min(kernels::sm_count(), int(w.heads * w.nb + 1) / 2);
-    BENCH_CUDA_CHECK(cudaMemset(claims.data(), 0, claims.bytes()));  // each launch leaves them 0
   }
   void operator()(const BlockSparse& w, cudaStream_t stream) const {
     const int partial_last = w.seq % kBlock != 0 ? w.nb - 1 : -1;
-    if constexpr (kPersistent)
-      block_sparse_persistent<kDeal><<<grid, fw::Team<2>::kThreads, fw::kSmemBytes<kHeadDim>, stream>>>(
-          map_q, map_k, map_v, w.out.data(), w.seq, int(w.heads), w.row_start_d.data(), w.cols_d.data(), w.nb,
-          partial_last, claims.data());
-    else
-      block_sparse_wgmma<<<dim3(unsigned(w.nb), unsigned(w.heads)), fw::Team<2>::kThreads, fw::kSmemBytes<kHeadDim>,
-                           stream>>>(map_q, map_k, map_v, w.out.data(), w.seq, w.row_start_d.data(), w.cols_d.data(),
-                                     partial_last);
+    block_sparse_wgmma<<<dim3(unsigned(w.nb), unsigned(w.heads)), fw::Team<2>::kThreads, fw::kSmemBytes<kHeadDim>, stream>>>(
+        map_q, map_k, map_v, w.out.data(), w.seq, w.row_start_d.data(), w.cols_d.data(), partial_last);
     BENCH_CHECK_LAUNCH();
   }
   std::vector<bench::Metric> metrics() const { return {{"density", density}}; }
@@ -281,10 +233,7 @@ void device_reference(const BlockSparse& w, cudaStream_t stream) {
 BENCH_EXAMPLE(ch18, block_sparse_attention, BlockSparse)
     .stateful<BlockFlash<false>>(bench::Role::baseline, "dense_masked")
     .stateful<BlockFlash<true>>(bench::Role::step, "skip_masked")
-    .stateful<BlockWgmma<false>>(bench::Role::step, "skip_masked_wgmma", {.arch_specific = 90})
-    .stateful<BlockWgmma<true, fw::Deal::stride>>(bench::Role::step, "persistent_stride", {.arch_specific = 90})
-    .stateful<BlockWgmma<true, fw::Deal::claims>>(bench::Role::optimized, "skip_masked_persistent",
-                                                  {.arch_specific = 90})
+    .stateful<BlockWgmma>(bench::Role::optimized, "skip_masked_wgmma", {.arch_specific = 90})
     .reference(reference)
     .device_reference(device_reference)
     .tolerance(bench::relative_l2(5e-3))

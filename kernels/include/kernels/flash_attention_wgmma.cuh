@@ -55,10 +55,9 @@
 // __grid_constant__ parameters) calls, under #if BENCH_SM90A_DEVICE,
 //   kernels::flash_wgmma::block<kD, kConsumers, Schedule::pingpong>(
 //       map_q, map_k, map_v, out + head * seq * kD, seq, head * seq, qb, walk);
-// Or, persistent (at most one CTA an SM, two consumers), over `items` blocks, dealt at a fixed
-// stride or claimed from two zeroed counters:
-//   kernels::flash_wgmma::persistent<kD, 2, Schedule::pingpong, Deal::stride>(
-//       map_q, map_k, map_v, out, seq, items, locate);  (Deal::claims: + claims)  (see persistent, below)
+// Or, persistent (at most one CTA an SM, two consumers), over `items` blocks:
+//   kernels::flash_wgmma::persistent<kD, 2, Schedule::pingpong>(
+//       map_q, map_k, map_v, out, seq, items, locate);  (see persistent, below)
 // A head's last tile may run into the next head's rows (or past the tensor: TMA fills zeros),
 // which the key < seq mask and the row < seq store ignore.
 #pragma once
@@ -127,8 +126,7 @@ struct alignas(1024) Smem {
   bf16 k[kStages][kBoxes][kKeys * kHalf];  // [stage][box][key][64]
   bf16 v[kStages][kBoxes][kKeys * kHalf];  // the same
   uint64_t q_full, k_full[kStages], v_full[kStages], k_empty[kStages], v_empty[kStages];
-  uint64_t q_empty;  // every consumer thread done with Q and item: the next ones may be written
-  int item;          // the persistent kernel's current block, when claimed (the producer writes it)
+  uint64_t q_empty;  // every consumer's S done with Q: the next block's may be loaded
 };
 template <int kD, int kConsumers = 2>
 constexpr size_t kSmemBytes = sizeof(Smem<kD, kConsumers>) + 1024;  // + room to align the base
@@ -293,7 +291,7 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
       wgmma::wait<0>();
       release(&sm.v_empty[s]);
     }
-    tma::arrive(&sm.q_empty);
+    release(&sm.q_empty);
     for (int t = mine; t < tiles; ++t) pass_over(sm, ring0 + t);
   } else {
     // Consumer 0 issues first (the last consumer's pass opens its first turn). Each pass is
@@ -325,7 +323,7 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
       release(&sm.v_empty[prev]);
       rescale_and_pack<kD>(o, c, sc, pa);
     }
-    tma::arrive(&sm.q_empty);  // every S is done: Q may be refilled while P V finishes
+    release(&sm.q_empty);  // every S is done: Q may be refilled while P V finishes
     const uint32_t last_n = ring0 + mine - 1;
     const int last = int(last_n % kStages);
     tma::wait_parity(&sm.v_full[last], (last_n / kStages) & 1);
@@ -349,7 +347,7 @@ __device__ __forceinline__ Smem<kD, kConsumers>& init_smem() {
   Sm& sm = tma::aligned_1024<Sm>(wgmma_smem_raw);
   if (threadIdx.x == 0) {
     tma::mbarrier_init(&sm.q_full, 1);
-    tma::mbarrier_init(&sm.q_empty, kConsumers * kWarpgroup);  // every consumer thread arrives
+    tma::mbarrier_init(&sm.q_empty, kConsumers);  // one arrival per consumer warpgroup
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&sm.k_full[s], 1);
       tma::mbarrier_init(&sm.v_full[s], 1);
@@ -409,76 +407,40 @@ __device__ __forceinline__ void block(const CUtensorMap& map_q, const CUtensorMa
   }
 }
 
-// A persistent CTA (one an SM): blocks one after another. What it saves is each block's fill:
-// the producer loads the next block's Q as soon as every consumer's last S is done and its first K
-// and V tiles as soon as ring stages free, while the consumers finish P V and store O; the ring
-// and its barrier phases run on across blocks. Two ways to deal the blocks (Deal):
-//   stride: block blockIdx.x and every gridDim.x-th after it, which every thread computes for
-//     itself. Right where every block takes the same time.
-//   claims: the first block is blockIdx.x; each later one is claimed from claims[0] when the
-//     producer is ready for it, as the hardware deals a plain grid's CTAs, so a CTA whose blocks
-//     ran long takes fewer. claims: two zeroed counters, which the last CTA to finish claiming
-//     resets, so every launch leaves them at zero (launches sharing them must not overlap: one
-//     stream). The producer hands the block's number to the consumers in sm.item, written before
-//     its arrival on q_full (release) that they wait on (acquire); every consumer thread arrives
-//     on q_empty after its own read, so the next write is ordered after all of them (one arrival
-//     a warpgroup would leave the other threads' reads unordered: racecheck reports that).
+// A persistent CTA (one an SM): blocks one after another, item blockIdx.x, then every
+// gridDim.x-th after it, so the CTAs walk the launch order together as the waves of a
+// non-persistent grid would. What it saves is each block's fill: the producer loads the next
+// block's Q as soon as every consumer's last S is done and its first K and V tiles as soon as
+// ring stages free, while the consumers finish P V and store O; the ring and its barrier phases
+// run on across blocks. Every thread computes the same item sequence, so nothing is handed over
+// through shared memory (a slot the producer writes and the consumers read needs every reading
+// thread's arrival before the next write, or racecheck reports it: docs/writing-an-example.md).
+// A fixed stride suits blocks of equal length (non-causal): for a causal walk's unequal blocks
+// the hardware's dispatch of a plain grid balances better (ch16's model: a fixed stride ends
+// 7-15% past an even split).
 //   items: how many blocks; locate(i) gives block i as {head, qb, walk} (the launch order).
-enum class Deal { stride, claims };
-template <int kD, int kConsumers, Schedule kSchedule, Deal kDeal, class Locate>
+template <int kD, int kConsumers, Schedule kSchedule, class Locate>
 __device__ __forceinline__ void persistent(const CUtensorMap& map_q, const CUtensorMap& map_k,
                                            const CUtensorMap& map_v, bf16* out, int64_t seq,
-                                           int items, const Locate& locate,
-                                           unsigned* claims = nullptr) {
-  constexpr bool kClaims = kDeal == Deal::claims;
-  // The claiming producer spills in 24 registers (ptxas: ~120 bytes), and still 24 bytes in 40
-  // (ch18's walk): it gets 56, two consumers 224 (no spill either).
-  constexpr int kProducer = kClaims ? 56 : kProducerRegisters;
-  constexpr int kConsumer = kClaims ? 224 : Team<kConsumers>::kConsumerRegisters;
-  static_assert(wgmma::fits_register_pool(kProducer, kConsumer, kConsumers));
+                                           int items, const Locate& locate) {
   auto& sm = init_smem<kD, kConsumers>();
   uint32_t ring = 0, k = 0;  // tiles through the ring so far; blocks so far (q_full's phase)
   if (threadIdx.x / kWarpgroup == 0) {
-    wgmma::shrink_registers<kProducer>();
+    wgmma::shrink_registers<kProducerRegisters>();
     if (threadIdx.x != 0) return;
-    if constexpr (kClaims) {
-      for (int item = int(blockIdx.x);; ++k) {
-        if (k > 0) {
-          tma::wait_parity(&sm.q_empty, (k - 1) & 1);  // the consumers are done with Q and item
-          item = int(gridDim.x + atomicAdd(&claims[0], 1u));
-        }
-        sm.item = min(item, items);
-        if (item >= items) break;
-        const auto b = locate(item);
-        produce(sm, map_q, map_k, map_v, int(b.head * seq), b.qb, b.walk, ring);
-        ring += b.walk.tiles();
-      }
-    } else {
-      for (int item = int(blockIdx.x); item < items; item += int(gridDim.x), ++k) {
-        if (k > 0) tma::wait_parity(&sm.q_empty, (k - 1) & 1);  // the consumers are done with Q
-        const auto b = locate(item);
-        produce(sm, map_q, map_k, map_v, int(b.head * seq), b.qb, b.walk, ring);
-        ring += b.walk.tiles();
-      }
-    }
-    if constexpr (kClaims) {
-      tma::arrive(&sm.q_full);  // no Q: the consumers read `items` and stop
-      __threadfence();          // this CTA's claims before its count
-      if (atomicAdd(&claims[1], 1u) == gridDim.x - 1) claims[0] = 0, claims[1] = 0;
+    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x), ++k) {
+      if (k > 0) tma::wait_parity(&sm.q_empty, (k - 1) & 1);  // the consumers are done with Q
+      const auto b = locate(item);
+      produce(sm, map_q, map_k, map_v, int(b.head * seq), b.qb, b.walk, ring);
+      ring += b.walk.tiles();
     }
   } else {
-    wgmma::grow_registers<kConsumer>();
-    for (int item = int(blockIdx.x);; ++k) {
-      if constexpr (kClaims) {
-        tma::wait_parity(&sm.q_full, k & 1);
-        item = *static_cast<volatile int*>(&sm.item);
-      }
-      if (item >= items) break;
+    wgmma::grow_registers<Team<kConsumers>::kConsumerRegisters>();
+    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x), ++k) {
       const auto b = locate(item);
       consume<kD, kConsumers, kSchedule>(sm, threadIdx.x / kWarpgroup - 1, b.qb, b.walk, seq,
                                          out + b.head * seq * kD, ring, k & 1);
       ring += b.walk.tiles();
-      if constexpr (!kClaims) item += int(gridDim.x);
     }
   }
 }

@@ -242,10 +242,7 @@ template <class W>
 ch16::LaunchOrder launch_order(const W& w, int blocks) {
   if (!W::causal) return ch16::LaunchOrder::head_major(blocks, int(w.bh));
   const int64_t kv_bytes = 2 * w.seq * W::head_dim * int64_t{sizeof(bf16)};
-  int device = 0, l2_bytes = 0;
-  BENCH_CUDA_CHECK(cudaGetDevice(&device));
-  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
-  return ch16::LaunchOrder::causal(blocks, int(w.bh), kv_bytes, l2_bytes / 2);
+  return ch16::LaunchOrder::causal(blocks, int(w.bh), kv_bytes, kernels::l2_cache_bytes() / 2);
 }
 
 // Untimed: the shared-memory opt-in (96 KiB; 48 KiB at d64) and the tile count the kernel will

@@ -1,6 +1,7 @@
 // kernels/occupancy.cuh: what the occupancy calculator says about a kernel at a block size (host
 // side): the blocks and warps that fit on one SM, the theoretical occupancy, the grid of a
-// persistent kernel sized to the machine, and the clusters of a cluster kernel resident at once.
+// persistent kernel sized to the machine, and the clusters of a cluster kernel resident at once;
+// and the device figures those rest on (SM count, warps an SM, L2 size).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,21 +12,24 @@
 
 namespace kernels {
 
-// The current device's multiprocessor count.
-inline int sm_count() {
-  int device = 0, count = 0;
+// One attribute of the current device.
+inline int device_attribute(cudaDeviceAttr attribute) {
+  int device = 0, value = 0;
   BENCH_CUDA_CHECK(cudaGetDevice(&device));
-  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-  return count;
+  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+  return value;
 }
+
+// The current device's multiprocessor count.
+inline int sm_count() { return device_attribute(cudaDevAttrMultiProcessorCount); }
 
 // The most warps one SM of the current device can hold (64 on Hopper).
 inline int max_warps_per_sm() {
-  int device = 0, threads = 0;
-  BENCH_CUDA_CHECK(cudaGetDevice(&device));
-  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device));
-  return threads / 32;
+  return device_attribute(cudaDevAttrMaxThreadsPerMultiProcessor) / 32;
 }
+
+// The current device's L2 cache in bytes.
+inline int l2_cache_bytes() { return device_attribute(cudaDevAttrL2CacheSize); }
 
 // Blocks of `kernel` with `block` threads that reside on one SM at once, as the occupancy
 // calculator counts them: limited by registers, shared memory, the block count per SM, threads.

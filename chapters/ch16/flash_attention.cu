@@ -254,13 +254,13 @@ class Fa2MmaSync {
 
  public:
   Fa2MmaSync(const W& w, cudaStream_t)
-      : blocks_(int((w.seq + kernels::kFlashQueryRows - 1) / kernels::kFlashQueryRows)),
-        order_(launch_order(w, blocks_)) {
+      : order_(launch_order(
+            w, int((w.seq + kernels::kFlashQueryRows - 1) / kernels::kFlashQueryRows))) {
     BENCH_CUDA_CHECK(cudaFuncSetAttribute(fa2_mma_sync<kD, W::causal>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(sizeof(Smem))));
     double tiles = 0;  // every tile is 128 rows x 64 keys, 4 x d flops a score
-    for (int qb = 0; qb < blocks_; ++qb) tiles += Fa2Walk<W::causal>{w.seq, qb}.tiles();
+    for (int qb = 0; qb < order_.blocks; ++qb) tiles += Fa2Walk<W::causal>{w.seq, qb}.tiles();
     computed_ratio_ = tiles * double(w.bh) * kernels::kFlashQueryRows * kernels::kFlashKeyTile *
                       4.0 * kD / w.declared_flops;
   }
@@ -272,8 +272,7 @@ class Fa2MmaSync {
   std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
 
  private:
-  int blocks_;
-  ch16::LaunchOrder order_;
+  ch16::LaunchOrder order_;  // its `blocks`: query blocks a head
   double computed_ratio_ = 0;
 };
 
@@ -341,8 +340,7 @@ class WgmmaWs {
       : map_q_(fw::query_map<kD>(w.q.data(), w.bh * w.seq)),
         map_k_(fw::tile_map<kD>(w.k.data(), w.bh * w.seq)),
         map_v_(fw::tile_map<kD>(w.v.data(), w.bh * w.seq)),
-        blocks_(int((w.seq + kRows - 1) / kRows)),
-        order_(launch_order(w, blocks_)) {
+        order_(launch_order(w, int((w.seq + kRows - 1) / kRows))) {
     if constexpr (kPersistent) {
       BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_persistent<kD>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -357,7 +355,7 @@ class WgmmaWs {
       grid_ = order_.ctas();
     }
     double tiles = 0;  // what each consumer computes: 64 rows x 128 keys a tile
-    for (int qb = 0; qb < blocks_; ++qb)
+    for (int qb = 0; qb < order_.blocks; ++qb)
       for (int c = 0; c < kConsumers; ++c)
         tiles += fw::consumer_tiles<kConsumers>(WgmmaWalk<W::causal, kConsumers>{w.seq, qb}, qb,
                                                 c, w.seq);
@@ -379,8 +377,7 @@ class WgmmaWs {
 
  private:
   CUtensorMap map_q_, map_k_, map_v_;
-  int blocks_;
-  ch16::LaunchOrder order_;
+  ch16::LaunchOrder order_;  // its `blocks`: query blocks a head
   int grid_ = 0;
   double computed_ratio_ = 0;
 };

@@ -11,7 +11,8 @@
 //      every peer copies the sum back: (N-1) x n bytes in through one GPU, then (N-1) x n out;
 //   2. optimized: one ncclAllReduce per GPU in a group: NCCL splits the buffer into chunks and
 //      pipelines reduce-scatter then all-gather over all links at once, each GPU reducing its
-//      chunk as it arrives.
+//      chunk as it arrives, on at least 32 blocks (ch04::kBandwidthCtas: NCCL's own choice left
+//      4% of the busbw at 1 GiB on 2x H200).
 // Same inputs (shard i is GPU i's gradient), same result on every GPU, every GPU checked (see
 // multi_gpu.cuh). Declared bytes: 2(N-1)/N x 4n per GPU against the `p2p` ceiling, so the
 // achieved GB/s is busbw. Both variants also report a size sweep (4 KiB to 1 GiB) as metrics
@@ -107,7 +108,7 @@ class GatherReduceBroadcast : public Sweep<GatherReduceBroadcast> {
 
 class NcclAllReduce : public Sweep<NcclAllReduce> {
  public:
-  NcclAllReduce(const AllReduce& w, cudaStream_t s) : Sweep(w, s), comms_(w.io.gpus) {}
+  NcclAllReduce(const AllReduce& w, cudaStream_t s) : Sweep(w, s), comms_(w.io.gpus, ch04::kBandwidthCtas) {}
   void enqueue(int64_t count, cudaStream_t s) const {
     const auto& io = w_.io;
     fan_.fork(s);

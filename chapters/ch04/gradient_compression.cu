@@ -8,7 +8,8 @@
 //   2. optimized: each GPU rounds its gradient to BF16 (one pass over HBM), ncclAllReduce sums
 //      the BF16 buffers (2 bytes an element on the links; NCCL adds in FP32 and rounds each
 //      partial sum to BF16), and each GPU widens the sum back into its FP32 result (exact).
-// Both leave the FP32 sum on every GPU; every GPU is checked (multi_gpu.cuh).
+// Both leave the FP32 sum on every GPU; every GPU is checked (multi_gpu.cuh). Both all-reduce on
+// communicators of at least 32 blocks (ch04::kBandwidthCtas), as ch04/allreduce's optimized does.
 //
 // Error bound (checked): each GPU's gradient is drawn in [-1/N, 1/N] (the 1/N of the average
 // already applied, as data-parallel training does), so sum|x_g| <= 1. BF16 keeps 8 significant
@@ -51,7 +52,7 @@ __global__ void to_f32(const unsigned short* __restrict__ in, int64_t n, float* 
 
 class Fp32AllReduce {
  public:
-  Fp32AllReduce(const Gradients& w, cudaStream_t) : fan_(w.io.gpus), comms_(w.io.gpus) {}
+  Fp32AllReduce(const Gradients& w, cudaStream_t) : fan_(w.io.gpus), comms_(w.io.gpus, ch04::kBandwidthCtas) {}
   void operator()(const Gradients& w, cudaStream_t s) const {
     const auto& io = w.io;
     fan_.fork(s);
@@ -68,7 +69,7 @@ class Fp32AllReduce {
 
 class Bf16AllReduce {
  public:
-  Bf16AllReduce(const Gradients& w, cudaStream_t) : fan_(w.io.gpus), comms_(w.io.gpus), packed_(w.io.gpus, w.io.n, 0) {}
+  Bf16AllReduce(const Gradients& w, cudaStream_t) : fan_(w.io.gpus), comms_(w.io.gpus, ch04::kBandwidthCtas), packed_(w.io.gpus, w.io.n, 0) {}
   void operator()(const Gradients& w, cudaStream_t s) const {
     const auto& io = w.io;
     const int blocks = 132 * 8;  // grid-stride: a few waves of the largest GPU

@@ -13,8 +13,9 @@
 //      it: the case's stop event is recorded only after every GPU's work, so the timed region
 //      spans all of them (cross-GPU cudaStreamWaitEvent; the harness's cold mode holds GPU 0's
 //      stream behind its blocking kernel, and the fork holds the peers behind it too).
-//   3. Communicators: one NCCL communicator per GPU in this process (ncclCommInitAll), created
-//      with NVLink multicast (NVLS) forced off: NCCL_NVLS_ENABLE=0, overwriting any other value.
+//   3. Communicators: one NCCL communicator per GPU in this process, created with NVLink
+//      multicast (NVLS) forced off (NCCL_NVLS_ENABLE=0, overwriting any other value) and the
+//      block count the example asks for (CtaRange).
 #pragma once
 
 #include <bench/bench.hpp>
@@ -209,20 +210,33 @@ class Fan {
   cudaEvent_t forked_ = nullptr;
 };
 
-// One NCCL communicator per GPU of this process, NVLink multicast off. max_ctas > 0 caps the
-// thread blocks (hence SMs) each NCCL kernel may occupy (ncclConfig_t::maxCTAs, the per-
-// communicator form of NCCL_MAX_CTAS), for work that must leave SMs to kernels running beside it.
+// The thread blocks (NCCL channels) each NCCL kernel of a communicator may use: ncclConfig_t's
+// minCTAs and maxCTAs, the per-communicator forms of NCCL_MIN_CTAS and NCCL_MAX_CTAS (which, when
+// exported, override them). 0 leaves the bound to NCCL.
+struct CtaRange {
+  int min = 0;
+  int max = 0;
+};
+// For an all-reduce that has the GPUs to itself and is bound by the links: at least 32 blocks.
+// NCCL's own choice on 2x H200 (NVLink, NVLS off) reached 330 GB/s busbw at 1 GiB; 32 blocks
+// 343.5 GB/s (the NCCL_MIN_NCHANNELS sweep in this chapter's README; 24 gave 330.6).
+inline constexpr CtaRange kBandwidthCtas{.min = 32};
+
+// One NCCL communicator per GPU of this process, NVLink multicast off, each kernel using `ctas`
+// blocks: kBandwidthCtas for a lone bandwidth-bound call; a max for work that must leave SMs to
+// kernels running beside it.
 class Communicators {
  public:
-  explicit Communicators(const std::vector<int>& gpus, int max_ctas = 0) : comms_(gpus.size()) {
+  explicit Communicators(const std::vector<int>& gpus, CtaRange ctas = {}) : comms_(gpus.size()) {
     force_nvls_off();
     OnDevice keep(gpus[0]);  // both initialisations switch devices
-    if (max_ctas <= 0) {
+    if (ctas.min <= 0 && ctas.max <= 0) {
       check_nccl(ncclCommInitAll(comms_.data(), int(gpus.size()), gpus.data()), "ncclCommInitAll");
       return;
     }
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.maxCTAs = max_ctas;
+    if (ctas.min > 0) config.minCTAs = ctas.min;
+    if (ctas.max > 0) config.maxCTAs = ctas.max;
     ncclUniqueId id;
     check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
     check_nccl(ncclGroupStart(), "ncclGroupStart");  // one thread creating every rank: a group

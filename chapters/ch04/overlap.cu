@@ -19,7 +19,8 @@
 //
 // What changes from baseline to optimized:
 //   1. baseline (compute_then_allreduce): every layer's backward kernel, then one ncclAllReduce
-//      over all 512 MiB of gradients (NCCL picks its own block count: nothing else is running);
+//      over all 512 MiB of gradients, on at least 32 blocks (ch04::kBandwidthCtas, the block
+//      count of ch04/allreduce: nothing else is running);
 //   2. optimized (bucketed_overlap): after each layer's kernel an event hands its bucket to a
 //      highest-priority communication stream, which all-reduces it (one call per bucket, a
 //      communicator capped at kOverlapMaxCtas blocks) while the compute stream goes on to the
@@ -84,8 +85,8 @@ __global__ void __launch_bounds__(kThreads)
 // of every GPU's stream from the case's stream and their join back into it.
 class Step {
  public:
-  Step(const Backward& w, cudaStream_t s, int max_ctas)
-      : w_(w), s_(s), fan_(w.io.gpus), comms_(w.io.gpus, max_ctas) {}
+  Step(const Backward& w, cudaStream_t s, ch04::CtaRange ctas)
+      : w_(w), s_(s), fan_(w.io.gpus), comms_(w.io.gpus, ctas) {}
   virtual ~Step() = default;
   void operator()(const Backward& w, cudaStream_t s) const {
     enqueue(s, true, true);
@@ -128,7 +129,7 @@ class Step {
 
 class ComputeThenAllReduce : public Step {
  public:
-  ComputeThenAllReduce(const Backward& w, cudaStream_t s) : Step(w, s, 0) {}
+  ComputeThenAllReduce(const Backward& w, cudaStream_t s) : Step(w, s, ch04::kBandwidthCtas) {}
 
  private:
   void body(cudaStream_t s, bool compute, bool comm) const override {
@@ -190,7 +191,7 @@ class CommStreams {
 class BucketedOverlap : public Step {
  public:
   BucketedOverlap(const Backward& w, cudaStream_t s)
-      : Step(w, s, kOverlapMaxCtas), comm_(w.io.gpus) {}
+      : Step(w, s, {.max = kOverlapMaxCtas}), comm_(w.io.gpus) {}
 
  private:
   void body(cudaStream_t s, bool compute, bool comm) const override {

@@ -2,13 +2,15 @@
 //
 // This is how multi-node jobs run: mpirun starts one rank per GPU (on one host or many), rank 0
 // creates NCCL's unique id and MPI_Bcast hands it to every rank, each rank joins the
-// communicator with ncclCommInitRank on its own GPU (its rank among the ranks of its host), and
-// from then on NCCL, not MPI, moves the data. NVLink multicast is forced off (NCCL_NVLS_ENABLE=0).
+// communicator with ncclCommInitRankConfig on its own GPU (its rank among the ranks of its
+// host), and from then on NCCL, not MPI, moves the data. NVLink multicast is forced off (NCCL_NVLS_ENABLE=0).
 //
 // Every rank verifies its own whole output, exactly: rank r's input element i is a multiple of
 // 1/1024 in [-1, 1] chosen by a hash of (r, i), so every partial sum is exact in FP32 and the
 // sum in any order equals the reference. The verdicts meet in MPI_Allreduce; rank 0 prints one
 // line, PASS or FAILED with the failing ranks, and every rank exits 0 (PASS) or 1 (FAILED).
+// --min-ctas N (default 32, as the one-process example; 0: NCCL's own choice) is the least number
+// of thread blocks (channels) NCCL's kernel uses (ncclConfig_t::minCTAs).
 // --plant-wrong-rank R makes rank R corrupt one element of its result before checking: the run
 // must then be FAILED naming rank R (ctest ch04.mpi.planted_wrong_rank). --host-only replaces
 // NCCL by MPI_Allreduce on host memory: the verdict path, testable without a GPU (CI).
@@ -74,10 +76,12 @@ int main(int argc, char** argv) {
   MPI_Comm_size(host, &ranks_on_host);
   int64_t bytes = int64_t{1} << 30, planted = -1;
   int iters = 20;
+  int min_ctas = 32;  // as ch04::kBandwidthCtas (multi_gpu.cuh): NCCL's own choice is 0
   bool host_only = false;
   for (int a = 1; a < argc; ++a) {
     if (!std::strcmp(argv[a], "--bytes") && a + 1 < argc) bytes = std::atoll(argv[++a]);
     else if (!std::strcmp(argv[a], "--iters") && a + 1 < argc) iters = std::atoi(argv[++a]);
+    else if (!std::strcmp(argv[a], "--min-ctas") && a + 1 < argc) min_ctas = std::atoi(argv[++a]);
     else if (!std::strcmp(argv[a], "--plant-wrong-rank") && a + 1 < argc) planted = std::atoll(argv[++a]);
     else if (!std::strcmp(argv[a], "--host-only")) host_only = true;
   }
@@ -114,11 +118,13 @@ int main(int argc, char** argv) {
     cudaStream_t s = nullptr;
     cudaEvent_t start = nullptr, stop = nullptr;
     ncclComm_t comm = nullptr;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    if (min_ctas > 0) config.minCTAs = min_ctas;
     bool ok = ok_cuda(cudaSetDevice(local), "cudaSetDevice") &&
               ok_cuda(cudaMalloc(&x, bytes), "cudaMalloc") && ok_cuda(cudaMalloc(&y, bytes), "cudaMalloc") &&
               ok_cuda(cudaStreamCreate(&s), "cudaStreamCreate") && ok_cuda(cudaEventCreate(&start), "cudaEventCreate") &&
               ok_cuda(cudaEventCreate(&stop), "cudaEventCreate") &&
-              ok_nccl(ncclCommInitRank(&comm, ranks, id, rank), "ncclCommInitRank");
+              ok_nccl(ncclCommInitRankConfig(&comm, ranks, id, rank, &config), "ncclCommInitRankConfig");
     if (ok) {
       fill_input<<<1024, 256, 0, s>>>(x, n, rank);
       ok = ok_nccl(ncclAllReduce(x, y, n, ncclFloat, ncclSum, comm, s), "ncclAllReduce (warm-up)") &&
@@ -153,9 +159,11 @@ int main(int argc, char** argv) {
       failing += " rank " + std::to_string(r) + " (" + std::to_string(all[r]) + " wrong)";
     }
   if (rank == 0) {
+    const std::string nccl_label =
+        "ncclAllReduce (" + (min_ctas > 0 ? ">= " + std::to_string(min_ctas) : std::string("NCCL's own")) + " blocks)";
     const double algbw = slowest > 0 ? double(bytes) / slowest * 1e-9 : 0;
     std::printf("ch04_mpi allreduce: %d ranks, %lld bytes, %s, %.3f ms, algbw %.1f GB/s, busbw %.1f GB/s: %s%s\n",
-                ranks, (long long)bytes, host_only ? "host (MPI_Allreduce)" : "ncclAllReduce", slowest * 1e3, algbw,
+                ranks, (long long)bytes, host_only ? "host (MPI_Allreduce)" : nccl_label.c_str(), slowest * 1e3, algbw,
                 algbw * 2.0 * (ranks - 1) / ranks, pass ? "PASS" : "FAILED:", failing.c_str());
   }
   MPI_Comm_free(&host);

@@ -9,8 +9,8 @@
 // 1/1024 in [-1, 1] chosen by a hash of (r, i), so every partial sum is exact in FP32 and the
 // sum in any order equals the reference. The verdicts meet in MPI_Allreduce; rank 0 prints one
 // line, PASS or FAILED with the failing ranks, and every rank exits 0 (PASS) or 1 (FAILED).
-// --min-ctas N (default 32, as the one-process example; 0: NCCL's own choice) is the least number
-// of thread blocks (channels) NCCL's kernel uses (ncclConfig_t::minCTAs).
+// --ctas N (default 32, as the one-process example; 0: NCCL's own choice) is the number of thread
+// blocks (channels) NCCL's kernel uses (ncclConfig_t::minCTAs = maxCTAs = N).
 // --plant-wrong-rank R makes rank R corrupt one element of its result before checking: the run
 // must then be FAILED naming rank R (ctest ch04.mpi.planted_wrong_rank). --host-only replaces
 // NCCL by MPI_Allreduce on host memory: the verdict path, testable without a GPU (CI).
@@ -76,12 +76,12 @@ int main(int argc, char** argv) {
   MPI_Comm_size(host, &ranks_on_host);
   int64_t bytes = int64_t{1} << 30, planted = -1;
   int iters = 20;
-  int min_ctas = 32;  // as ch04::kBandwidthCtas (multi_gpu.cuh): NCCL's own choice is 0
+  int ctas = 32;  // as ch04::kBandwidthCtas (multi_gpu.cuh); 0: NCCL's own choice
   bool host_only = false;
   for (int a = 1; a < argc; ++a) {
     if (!std::strcmp(argv[a], "--bytes") && a + 1 < argc) bytes = std::atoll(argv[++a]);
     else if (!std::strcmp(argv[a], "--iters") && a + 1 < argc) iters = std::atoi(argv[++a]);
-    else if (!std::strcmp(argv[a], "--min-ctas") && a + 1 < argc) min_ctas = std::atoi(argv[++a]);
+    else if (!std::strcmp(argv[a], "--ctas") && a + 1 < argc) ctas = std::atoi(argv[++a]);
     else if (!std::strcmp(argv[a], "--plant-wrong-rank") && a + 1 < argc) planted = std::atoll(argv[++a]);
     else if (!std::strcmp(argv[a], "--host-only")) host_only = true;
   }
@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
     cudaEvent_t start = nullptr, stop = nullptr;
     ncclComm_t comm = nullptr;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    if (min_ctas > 0) config.minCTAs = min_ctas;
+    if (ctas > 0) config.minCTAs = config.maxCTAs = ctas;  // NCCL refuses a min without a max
     bool ok = ok_cuda(cudaSetDevice(local), "cudaSetDevice") &&
               ok_cuda(cudaMalloc(&x, bytes), "cudaMalloc") && ok_cuda(cudaMalloc(&y, bytes), "cudaMalloc") &&
               ok_cuda(cudaStreamCreate(&s), "cudaStreamCreate") && ok_cuda(cudaEventCreate(&start), "cudaEventCreate") &&
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
     }
   if (rank == 0) {
     const std::string nccl_label =
-        "ncclAllReduce (" + (min_ctas > 0 ? ">= " + std::to_string(min_ctas) : std::string("NCCL's own")) + " blocks)";
+        "ncclAllReduce (" + (ctas > 0 ? std::to_string(ctas) : std::string("NCCL's own")) + " blocks)";
     const double algbw = slowest > 0 ? double(bytes) / slowest * 1e-9 : 0;
     std::printf("ch04_mpi allreduce: %d ranks, %lld bytes, %s, %.3f ms, algbw %.1f GB/s, busbw %.1f GB/s: %s%s\n",
                 ranks, (long long)bytes, host_only ? "host (MPI_Allreduce)" : nccl_label.c_str(), slowest * 1e3, algbw,

@@ -34,10 +34,14 @@
 # --mpi runs ch04's MPI form on every GPU of the machine (mpirun -np <GPU count>) at each byte
 # count named, then once with the last rank planted wrong (it must report FAILED naming it).
 # --nccl-sweep runs `bench compare --chapter ch04 --example allreduce` once per setting named
-# (';'-separated; each a list of VAR=value for NCCL, or "default") with NCCL_DEBUG=INFO, and puts
-# the 1 GiB busbw of both variants and the channel and protocol lines NCCL printed into the
+# (';'-separated; each a list of VAR=value for NCCL, or "default"), and puts the 1 GiB busbw of
+# both variants and the channel and protocol lines NCCL printed into the
 # summary: where NCCL's all-reduce leaves the link's bandwidth, before any setting is adopted in
 # code (ncclConfig_t) and said so in the chapter README. NCCL_NVLS_ENABLE stays 0 in every run.
+# The example's communicator asks for 32 blocks (ch04::kBandwidthCtas, minCTAs = maxCTAs); of
+# the variables, NCCL_MIN_CTAS and NCCL_MAX_CTAS override that (NCCL's documentation); what
+# NCCL_MIN_NCHANNELS does beside it has not been tried. The channel count and the algorithm and
+# protocol NCCL chose come from a direct run of the variant with NCCL_DEBUG=INFO.
 # --sass runs scripts/sass_summary.py on each chapter binary named (build/<preset>/chapters/C/C):
 # per kernel, the HGMMA (shape, A from registers or shared memory), TMA (UTMALDG/UTMASTG, with
 # their modifiers), SYNCS, USETMAXREG, mma.sync and local-memory (LDL/STL) counts a README quotes
@@ -204,11 +208,16 @@ if [ -n "$nccl_sweep" ]; then
     vars=()
     [ "$setting" != default ] && read -ra vars <<<"$setting"
     log="$out/nccl_sweep_$i.log"
-    env "${vars[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING NCCL_NVLS_ENABLE=0 \
+    env "${vars[@]}" NCCL_NVLS_ENABLE=0 \
       $bench compare --chapter ch04 --example allreduce --json "$out/nccl_sweep_$i.json" >"$log" 2>&1
     note "nccl sweep [$setting]: exit $?: $(grep -E 'busbw_gbps_1GiB' "$log" | head -1)"
     grep -E "ch04/allreduce +optimized" "$log" | head -1 | tee -a "$summary"
-    grep -E "coll channels|nChannels|[Pp]rotocol|Algo|Channel 00/" "$log" | sort | uniq -c | head -8 | tee -a "$summary"
+    # bench compare keeps a chapter's stderr to itself (a crash's last lines only), so NCCL's own
+    # account of its choice comes from one direct run of the optimized variant.
+    env "${vars[@]}" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING NCCL_NVLS_ENABLE=0 \
+      "build/$preset/chapters/ch04/ch04" "--benchmark_filter=^ch04/allreduce/optimized/" >"$out/nccl_sweep_${i}_nccl.log" 2>&1
+    grep -E "coll channels|Algo [A-Z]+ proto" "$out/nccl_sweep_${i}_nccl.log" | sed 's/.*NCCL INFO//' | sort | uniq -c |
+      sort -rn | head -4 | tee -a "$summary"
   done
 fi
 # The tensor-pipe metric names differ by GPU and ncu version (Hopper's wgmma is "gmma"): list

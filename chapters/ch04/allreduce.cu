@@ -16,8 +16,10 @@
 // Same inputs (shard i is GPU i's gradient), same result on every GPU, every GPU checked (see
 // multi_gpu.cuh). Declared bytes: 2(N-1)/N x 4n per GPU against the `p2p` ceiling, so the
 // achieved GB/s is busbw. Both variants also report a size sweep (4 KiB to 1 GiB) as metrics
-// busbw_gbps_<size>: the README's table. Timing joins every GPU's stream into the case's
-// stream before the stop event (multi_gpu.cuh, Fan). Cold mode: 1 GiB takes milliseconds.
+// busbw_gbps_<size>: the README's table. Each point is a batch of calls back to back, as
+// nccl-tests and PyTorch users time them (Sweep::enqueue_calls); the scored time is one call.
+// Timing joins every GPU's stream into the case's stream before the stop event (multi_gpu.cuh,
+// Fan). Cold mode: 1 GiB takes milliseconds.
 //
 //   ./bench compare --chapter ch04 --example allreduce
 #include "multi_gpu.cuh"
@@ -50,7 +52,7 @@ __global__ void sum_gradients(Operands in, int gpus, int64_t n, float* __restric
 }
 
 // What both variants share: the timed call (the whole buffer, then the check) and the busbw sweep,
-// each over the variant's own enqueue(count, stream).
+// each over the variant's own enqueue(count, stream) or enqueue_calls(count, stream, calls).
 template <class Variant>
 class Sweep {
  public:
@@ -64,13 +66,20 @@ class Sweep {
     for (int64_t bytes = 4096; bytes <= w_.io.n * int64_t(sizeof(float)); bytes *= 4) {
       const int64_t count = bytes / sizeof(float);
       const int reps = bytes <= (int64_t{16} << 20) ? 50 : 10;
-      const double seconds = 1e-6 * ch04::mean_us(s_, reps, [&](cudaStream_t s) { variant().enqueue(count, s); });
+      const double seconds =
+          1e-6 * ch04::mean_us(s_, 1, [&](cudaStream_t s) { variant().enqueue_calls(count, s, reps); }) / reps;
       const std::string size = bytes >= (1 << 30) ? std::to_string(bytes >> 30) + "GiB"
                                : bytes >= (1 << 20) ? std::to_string(bytes >> 20) + "MiB"
                                                     : std::to_string(bytes >> 10) + "KiB";
       out.push_back({"busbw_gbps_" + size, ch04::busbw_factor(w_.io.size()) * double(bytes) / seconds * 1e-9});
     }
     return out;
+  }
+  // `calls` all-reduces back to back, as nccl-tests times them. The baseline's forks and joins are
+  // part of its algorithm (GPU 0 reduces only what every peer has delivered), so each call keeps
+  // them; NcclAllReduce hides this with one fork and one join around all the calls.
+  void enqueue_calls(int64_t count, cudaStream_t s, int calls) const {
+    for (int c = 0; c < calls; ++c) variant().enqueue(count, s);
   }
 
  protected:
@@ -109,11 +118,15 @@ class GatherReduceBroadcast : public Sweep<GatherReduceBroadcast> {
 class NcclAllReduce : public Sweep<NcclAllReduce> {
  public:
   NcclAllReduce(const AllReduce& w, cudaStream_t s) : Sweep(w, s), comms_(w.io.gpus, ch04::kBandwidthCtas) {}
-  void enqueue(int64_t count, cudaStream_t s) const {
+  void enqueue(int64_t count, cudaStream_t s) const { enqueue_calls(count, s, 1); }
+  // Every GPU's stream joins the case's stream once, after the last call: NCCL orders its own
+  // calls on each GPU's stream and across GPUs, so joins between them would only add bubbles.
+  void enqueue_calls(int64_t count, cudaStream_t s, int calls) const {
     const auto& io = w_.io;
     fan_.fork(s);
-    ch04::all_reduce(comms_, fan_, io.size(), s, [&](size_t i) { return io.input(i); },
-                     [&](size_t i) { return io.output(i); }, size_t(count), ncclFloat);
+    for (int c = 0; c < calls; ++c)
+      ch04::all_reduce(comms_, fan_, io.size(), s, [&](size_t i) { return io.input(i); },
+                       [&](size_t i) { return io.output(i); }, size_t(count), ncclFloat);
     fan_.join(s);
   }
 

@@ -210,6 +210,53 @@ class Fan {
   cudaEvent_t forked_ = nullptr;
 };
 
+// A highest-priority stream on every GPU beside that GPU's main stream, and the events between
+// them: for work that runs while the main stream goes on (ch04/overlap's all-reduces, the
+// stages of ch04/gradient_compression's pipeline).
+class SideStreams {
+ public:
+  explicit SideStreams(const std::vector<int>& gpus)
+      : gpus_(gpus), streams_(gpus.size()), ready_(gpus.size()), done_(gpus.size()) {
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      OnDevice on(gpus[i]);
+      int least = 0, greatest = 0;
+      BENCH_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      BENCH_CUDA_CHECK(cudaStreamCreateWithPriority(&streams_[i], cudaStreamNonBlocking, greatest));
+      BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&ready_[i], cudaEventDisableTiming));
+      BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
+    }
+  }
+  SideStreams(const SideStreams&) = delete;
+  SideStreams& operator=(const SideStreams&) = delete;
+  ~SideStreams() {
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      OnDevice on(gpus_[i]);
+      cudaEventDestroy(done_[i]);
+      cudaEventDestroy(ready_[i]);
+      cudaStreamDestroy(streams_[i]);
+    }
+  }
+  cudaStream_t operator[](size_t i) const { return streams_[i]; }
+  // GPU i's side stream waits for what is queued so far on `from` (a stream of GPU i). The
+  // event is re-recorded every time: a wait takes the record made just before it.
+  void follow(size_t i, cudaStream_t from) const {
+    OnDevice on(gpus_[i]);
+    BENCH_CUDA_CHECK(cudaEventRecord(ready_[i], from));
+    BENCH_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], ready_[i], 0));
+  }
+  // `into` (a stream of GPU i) waits for everything queued on GPU i's side stream.
+  void join_into(size_t i, cudaStream_t into) const {
+    OnDevice on(gpus_[i]);
+    BENCH_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i]));
+    BENCH_CUDA_CHECK(cudaStreamWaitEvent(into, done_[i], 0));
+  }
+
+ private:
+  std::vector<int> gpus_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<cudaEvent_t> ready_, done_;
+};
+
 // The thread blocks (NCCL channels) each NCCL kernel of a communicator may use: ncclConfig_t's
 // minCTAs and maxCTAs, the per-communicator forms of NCCL_MIN_CTAS and NCCL_MAX_CTAS (which, when
 // exported, override them). {0, 0} leaves both to NCCL; a max alone caps; a min needs a max too

@@ -143,52 +143,6 @@ class ComputeThenAllReduce : public Step {
   }
 };
 
-// A highest-priority stream on every GPU for the all-reduces, and the events between it and
-// that GPU's compute stream.
-class CommStreams {
- public:
-  explicit CommStreams(const std::vector<int>& gpus)
-      : gpus_(gpus), streams_(gpus.size()), ready_(gpus.size()), done_(gpus.size()) {
-    for (size_t i = 0; i < gpus.size(); ++i) {
-      ch04::OnDevice on(gpus[i]);
-      int least = 0, greatest = 0;
-      BENCH_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-      BENCH_CUDA_CHECK(cudaStreamCreateWithPriority(&streams_[i], cudaStreamNonBlocking, greatest));
-      BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&ready_[i], cudaEventDisableTiming));
-      BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
-    }
-  }
-  CommStreams(const CommStreams&) = delete;
-  CommStreams& operator=(const CommStreams&) = delete;
-  ~CommStreams() {
-    for (size_t i = 0; i < streams_.size(); ++i) {
-      ch04::OnDevice on(gpus_[i]);
-      cudaEventDestroy(done_[i]);
-      cudaEventDestroy(ready_[i]);
-      cudaStreamDestroy(streams_[i]);
-    }
-  }
-  cudaStream_t operator[](size_t i) const { return streams_[i]; }
-  // GPU i's communication stream waits for what is queued so far on `compute` (GPU i's). The
-  // event is re-recorded for every bucket: a wait takes the record made just before it.
-  void follow(size_t i, cudaStream_t compute) const {
-    ch04::OnDevice on(gpus_[i]);
-    BENCH_CUDA_CHECK(cudaEventRecord(ready_[i], compute));
-    BENCH_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], ready_[i], 0));
-  }
-  // `compute` (GPU i's) waits for everything queued on GPU i's communication stream.
-  void join_into(size_t i, cudaStream_t compute) const {
-    ch04::OnDevice on(gpus_[i]);
-    BENCH_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i]));
-    BENCH_CUDA_CHECK(cudaStreamWaitEvent(compute, done_[i], 0));
-  }
-
- private:
-  std::vector<int> gpus_;
-  std::vector<cudaStream_t> streams_;
-  std::vector<cudaEvent_t> ready_, done_;
-};
-
 class BucketedOverlap : public Step {
  public:
   BucketedOverlap(const Backward& w, cudaStream_t s)
@@ -208,7 +162,7 @@ class BucketedOverlap : public Step {
     }
     for (size_t i = 0; comm && i < gpus; ++i) comm_.join_into(i, fan_.stream(i, s));
   }
-  CommStreams comm_;
+  ch04::SideStreams comm_;
 };
 
 // Element j of the sum on every GPU: sum over GPUs g of layer_backward(shard g's element j).

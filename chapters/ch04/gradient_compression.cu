@@ -59,11 +59,13 @@ unsigned convert_blocks(int64_t n) {
 __global__ void to_bf16(const float* __restrict__ in, int64_t n, unsigned short* __restrict__ out) {
   const int64_t i = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) * kernels::kBf16PerVector;
   if (i + kernels::kBf16PerVector <= n) {
-    const float4 lo = reinterpret_cast<const float4*>(in + i)[0], hi = reinterpret_cast<const float4*>(in + i)[1];
+    const float4 lo = reinterpret_cast<const float4*>(in + i)[0],
+                 hi = reinterpret_cast<const float4*>(in + i)[1];
     const float v[kernels::kBf16PerVector] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
     *reinterpret_cast<uint4*>(out + i) = kernels::pack_bf16x8(v);
   } else {
-    for (int64_t j = i; j < n; ++j) out[j] = static_cast<unsigned short>(kernels::pack_bf16x2(in[j], 0.0f) & 0xffffu);
+    for (int64_t j = i; j < n; ++j)
+      out[j] = static_cast<unsigned short>(kernels::pack_bf16x2(in[j], 0.0f) & 0xffffu);
   }
 }
 __global__ void to_f32(const unsigned short* __restrict__ in, int64_t n, float* __restrict__ out) {
@@ -106,8 +108,13 @@ template <int Chunks>
 class Bf16AllReduce {
  public:
   Bf16AllReduce(const Gradients& w, cudaStream_t s)
-      : w_(w), s_(s), fan_(w.io.gpus), reduce_(w.io.gpus), widen_(w.io.gpus),
-        comms_(w.io.gpus, ch04::kBandwidthCtas), packed_(w.io.gpus, w.io.n, 0) {}
+      : w_(w),
+        s_(s),
+        fan_(w.io.gpus),
+        reduce_(w.io.gpus),
+        widen_(w.io.gpus),
+        comms_(w.io.gpus, ch04::kBandwidthCtas),
+        packed_(w.io.gpus, w.io.n, 0) {}
   void operator()(const Gradients& w, cudaStream_t s) const {
     enqueue(s, true, true);
     w.io.check(s);
@@ -116,7 +123,8 @@ class Bf16AllReduce {
     auto mean_us = [this](bool convert, bool reduce) {
       return ch04::mean_us(s_, 5, [&](cudaStream_t s) { enqueue(s, convert, reduce); });
     };
-    const double convert = mean_us(true, false), reduce = mean_us(false, true), total = mean_us(true, true);
+    const double convert = mean_us(true, false), reduce = mean_us(false, true),
+                 total = mean_us(true, true);
     return {{"convert_us", convert},
             {"allreduce_us", reduce},
             {"total_us", total},
@@ -126,28 +134,33 @@ class Bf16AllReduce {
  private:
   void enqueue(cudaStream_t s, bool convert, bool reduce) const {
     const auto& io = w_.io;
-    const int64_t piece = ((io.n + Chunks - 1) / Chunks + 255) / 256 * 256;  // keeps pieces 16-byte aligned
+    const int64_t piece =
+        ((io.n + Chunks - 1) / Chunks + 255) / 256 * 256;  // keeps pieces 16-byte aligned
     fan_.fork(s);
     for (int64_t first = 0; first < io.n; first += piece) {
       const int64_t count = std::min(piece, io.n - first);
       for (size_t i = 0; convert && i < io.size(); ++i) {
         ch04::OnDevice on(io.gpus[i]);
-        to_bf16<<<convert_blocks(count), kConvertThreads, 0, fan_.stream(i, s)>>>(io.input(i) + first, count, packed_[i] + first);
+        to_bf16<<<convert_blocks(count), kConvertThreads, 0, fan_.stream(i, s)>>>(
+            io.input(i) + first, count, packed_[i] + first);
         BENCH_CHECK_LAUNCH();
       }
       for (size_t i = 0; i < io.size(); ++i) reduce_.follow(i, fan_.stream(i, s));
       auto bits = [&](size_t i) { return packed_[i] + first; };  // in place
       if (reduce)
-        ch04::all_reduce_on(comms_, io.size(), [&](size_t i) { return reduce_[i]; }, bits, bits, size_t(count),
-                            ncclBfloat16);
+        ch04::all_reduce_on(
+            comms_, io.size(), [&](size_t i) { return reduce_[i]; }, bits, bits, size_t(count),
+            ncclBfloat16);
       for (size_t i = 0; i < io.size(); ++i) widen_.follow(i, reduce_[i]);
       for (size_t i = 0; convert && i < io.size(); ++i) {
         ch04::OnDevice on(io.gpus[i]);
-        to_f32<<<convert_blocks(count), kConvertThreads, 0, widen_[i]>>>(packed_[i] + first, count, io.output(i) + first);
+        to_f32<<<convert_blocks(count), kConvertThreads, 0, widen_[i]>>>(packed_[i] + first, count,
+                                                                         io.output(i) + first);
         BENCH_CHECK_LAUNCH();
       }
     }
-    for (size_t i = 0; i < io.size(); ++i) widen_.join_into(i, fan_.stream(i, s));  // widen_ follows reduce_
+    for (size_t i = 0; i < io.size(); ++i)
+      widen_.join_into(i, fan_.stream(i, s));  // widen_ follows reduce_
     fan_.join(s);
   }
 

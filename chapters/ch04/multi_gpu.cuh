@@ -16,6 +16,9 @@
 //   3. Communicators: one NCCL communicator per GPU in this process, created with NVLink
 //      multicast (NVLS) forced off (NCCL_NVLS_ENABLE=0, overwriting any other value) and the
 //      block count the example asks for (CtaRange).
+// Beside them: SideStreams (a highest-priority stream on every GPU, for work that runs beside
+// the main stream: overlap's all-reduces, gradient_compression's pipeline stages), the
+// all_reduce helpers (one grouped call per GPU) and mean_us (the metrics' timer).
 #pragma once
 
 #include <bench/bench.hpp>

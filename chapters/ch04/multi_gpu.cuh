@@ -25,6 +25,8 @@
 #include <kernels/peer_access.hpp>
 #include <nccl.h>
 
+#include "nccl_ctas.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -259,20 +261,6 @@ class SideStreams {
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> ready_, done_;
 };
-
-// The thread blocks (NCCL channels) each NCCL kernel of a communicator may use: ncclConfig_t's
-// minCTAs and maxCTAs, the per-communicator forms of NCCL_MIN_CTAS and NCCL_MAX_CTAS (which, when
-// exported, override them). {0, 0} leaves both to NCCL; a max alone caps; a min needs a max too
-// (NCCL 2.28 compares minCTAs with maxCTAs before filling in its default for an unset max, and
-// refuses the config as an invalid argument).
-struct CtaRange {
-  int min = 0;
-  int max = 0;
-};
-// For an all-reduce that has the GPUs to itself and is bound by the links: 32 blocks. NCCL's own
-// choice on 2x H200 (NVLink, NVLS off) is 24 channels, 330 GB/s busbw at 1 GiB; 32 gave
-// 343.5 GB/s (the NCCL_MIN_NCHANNELS sweep in this chapter's README).
-inline constexpr CtaRange kBandwidthCtas{.min = 32, .max = 32};
 
 // One NCCL communicator per GPU of this process, NVLink multicast off, each kernel using `ctas`
 // blocks: kBandwidthCtas for a lone bandwidth-bound call; a max for work that must leave SMs to

@@ -72,7 +72,7 @@ def main():
     if world < 2:
         print(f"SKIPPED: needs 2 or more GPUs, this machine has {world}")
         return 0
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29533", NCCL_NVLS_ENABLE="0")
+    os.environ.update(MASTER_ADDR="127.0.0.1", NCCL_NVLS_ENABLE="0")
     ctx = mp.get_context("spawn")
     rows, nccl = [], "?"
     for port, setting in enumerate(SETTINGS):

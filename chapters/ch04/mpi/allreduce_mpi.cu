@@ -21,6 +21,8 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include "../nccl_ctas.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -76,7 +78,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(host, &ranks_on_host);
   int64_t bytes = int64_t{1} << 30, planted = -1;
   int iters = 20;
-  int ctas = 32;  // as ch04::kBandwidthCtas (multi_gpu.cuh); 0: NCCL's own choice
+  int ctas = ch04::kBandwidthCtas.min;  // 0: NCCL's own choice
   bool host_only = false;
   for (int a = 1; a < argc; ++a) {
     if (!std::strcmp(argv[a], "--bytes") && a + 1 < argc) bytes = std::atoll(argv[++a]);

@@ -54,6 +54,18 @@ inline constexpr std::array kCeilings = {
                 "cuBLASLt FP16 in/out, FP32 accumulate, 8192^3 TN, random data, fastest of 8 heuristics, sustained at the power limit"},
     CeilingSpec{"fp8_tflops", Counter::tflops, "TFLOP/s", 1,
                 "cuBLASLt FP8 E4M3 in, BF16 out, FP32 accumulate, unit scales, 8192^3 TN, random data, fastest of 8 heuristics, sustained at the power limit"},
+    // The burst figures: the same GEMMs timed cold (L2 flushed, a gap before each launch), which
+    // is how a short or single GEMM runs before the power limiter acts. Cases in cold, hot and
+    // host mode are scored against these; cases in sustained mode against the figures above
+    // (bench::ceiling_for_mode).
+    CeilingSpec{"tf32_burst_tflops", Counter::tflops, "TFLOP/s", 1,
+                "as tf32_tflops, timed cold: the burst before the power limit"},
+    CeilingSpec{"bf16_burst_tflops", Counter::tflops, "TFLOP/s", 1,
+                "as bf16_tflops, timed cold: the burst before the power limit"},
+    CeilingSpec{"fp16_burst_tflops", Counter::tflops, "TFLOP/s", 1,
+                "as fp16_tflops, timed cold: the burst before the power limit"},
+    CeilingSpec{"fp8_burst_tflops", Counter::tflops, "TFLOP/s", 1,
+                "as fp8_tflops, timed cold: the burst before the power limit"},
     CeilingSpec{"h2d_pinned_gbps", Counter::gbps, "GB/s", 1,
                 "cudaMemcpyAsync 512 MiB pinned host to device, cold"},
     CeilingSpec{"d2h_pinned_gbps", Counter::gbps, "GB/s", 1,

@@ -10,6 +10,9 @@
 // reaches its power limit within the first second and holds it, so the figure is what the tensor cores do
 // under that limit, repeatable from run to run. Cold samples with gaps between them caught the
 // clock higher by a varying amount (H100 BF16: 781 in one cold run, ~686 sustained).
+// That burst is what a single or short GEMM sees, so it is a ceiling of its own: the same cases
+// timed cold are `<dtype>_burst_tflops`, and a case is scored against the figure of its mode
+// (bench::ceiling_for_mode): sustained against sustained, everything else against the burst.
 //
 //   build/<preset>/calibrate/calibrate --benchmark_filter='tf32|bf16|fp16|fp8'
 #include <bench/bench.hpp>
@@ -123,5 +126,25 @@ BENCH_EXAMPLE(calibrate, fp8_tflops, Fp8)
     .device_reference(device_reference<Fp8>)
     .min_compute_capability(89)
     .mode(bench::Mode::sustained);
+
+// The burst ceilings: the same plans and checks, timed cold.
+BENCH_EXAMPLE(calibrate, tf32_burst_tflops, Tf32)
+    .stateful<LtMatmul<Tf32>>(bench::Role::baseline, "cublaslt_tf32")
+    .reference(reference<Tf32>)
+    .device_reference(device_reference<Tf32>)
+    .tolerance(bench::relative_l2(2e-3));
+BENCH_EXAMPLE(calibrate, bf16_burst_tflops, Bf16)
+    .stateful<LtMatmul<Bf16>>(bench::Role::baseline, "cublaslt_bf16")
+    .reference(reference<Bf16>)
+    .device_reference(device_reference<Bf16>);
+BENCH_EXAMPLE(calibrate, fp16_burst_tflops, Fp16)
+    .stateful<LtMatmul<Fp16>>(bench::Role::baseline, "cublaslt_fp16")
+    .reference(reference<Fp16>)
+    .device_reference(device_reference<Fp16>);
+BENCH_EXAMPLE(calibrate, fp8_burst_tflops, Fp8)
+    .stateful<LtMatmul<Fp8>>(bench::Role::baseline, "cublaslt_fp8_e4m3")
+    .reference(reference<Fp8>)
+    .device_reference(device_reference<Fp8>)
+    .min_compute_capability(89);
 
 }  // namespace

@@ -169,7 +169,9 @@ std::vector<Roof> roofs(const Expectations& x) {
   for (const char* name : {"hbm_copy_gbps", "l2_gbps", "smem_gbps"})
     if (auto it = x.ceilings.find(name); it != x.ceilings.end() && it->second.value > 0)
       out.push_back({name, it->second.value, true});
-  for (const char* name : {"fp32_tflops", "tf32_tflops", "bf16_tflops", "fp8_tflops"})
+  // Tensor-core roofs twice: the burst (short or gapped GEMMs) and the power-limited level.
+  for (const char* name : {"fp32_tflops", "tf32_tflops", "tf32_burst_tflops", "bf16_tflops", "bf16_burst_tflops",
+                           "fp8_tflops", "fp8_burst_tflops"})
     if (auto it = x.ceilings.find(name); it != x.ceilings.end() && it->second.value > 0)
       out.push_back({name, it->second.value, false});
   return out;

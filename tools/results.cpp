@@ -51,6 +51,8 @@ void apply_label(CaseResult& c, const std::string& label) {
     else if (key == "compute") c.compute_ceiling = value;
     else if (key == "host_bound") c.host_bound = value == "1";
     else if (key == "throttled") c.throttled_all = value == "all";
+    else if (key == "suspect") c.suspect = value;
+    else if (key == "escape") c.escape_method = value;
     else if (key == "metrics")
       for (std::istringstream names(value); std::getline(names, part, ',');) c.metric_names.push_back(part);
   }

@@ -42,6 +42,10 @@ struct CaseResult {
   bool throttled_all = false;
   std::string fingerprint, mode, stop, bw_ceiling, compute_ceiling;
   bool host_bound = false;  // the variant's time is set by the host (label "host_bound=1")
+  // docs/validity.md rows 1 and 2: how escaped work was looked for ("cupti" or "ratio"), and,
+  // when the samples fell in two clusters, what they were (label "suspect=...").
+  std::string escape_method;
+  std::string suspect;
   std::string input_seed;   // the case's secret input seed, from its samples file ("" if none)
   std::vector<double> samples;  // raw kept samples, microseconds; empty when not saved
   // One median per run, in run order, when the case ran more than once (bench compare

@@ -207,6 +207,10 @@ void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
     score_speedup(row, expected);
   if (row.speedup_from_medians_only && row.status != Status::pass)
     row.reason += " (no raw samples: interval from medians only)";
+  // docs/validity.md row 2: a side whose samples fall in two clusters is named, whatever the status.
+  for (const auto* side : {&*row.baseline, &*row.subject})
+    if (!side->suspect.empty())
+      row.reason = fmt::format("SUSPECT {}: {}{}{}", side->variant, side->suspect, row.reason.empty() ? "" : "; ", row.reason);
 }
 
 void score_rung(ScoredRow& row, const std::optional<Expectations>& x) {
@@ -247,14 +251,20 @@ const char* to_string(Status status) {
 
 // At least 2%: on an H100 four honest copy kernels and cudaMemcpyAsync, each with under 0.2%
 // noise, spread over 3016-3061 GB/s (1.5%) in one run; a ceiling is one method's figure.
-// Tensor-core ceilings get 15%: they are measured sustained, at the board's power limit
+// Sustained tensor-core ceilings get 15%: they are measured sustained, at the board's power limit
 // (Mode::sustained), but a short GEMM timed cold runs in the burst before the limiter acts (H100:
 // cuBLASLt BF16 at 4096^3 cold reached up to 110.5% of the sustained ceiling; cold 8192^3 calibrate
 // runs once read 781 and 796 TFLOP/s against 695-737 sustained). An over-counted cost model is
 // off by far more (2x for a multiply-add counted as two flops twice).
+// The burst twins (`bf16_burst_tflops`, timed cold like the cases scored against them) get 5%:
+// a GEMM smaller than the calibration's 8192^3 can run a little cooler than it. The 15% stays
+// for a sustained name, which a non-sustained case still meets in a file calibrated before the
+// burst ceilings existed.
 double ceiling_allowance(const std::string& name, const Ceiling& ceiling) {
   for (const char* tensor : {"tf32_tflops", "bf16_tflops", "fp16_tflops", "fp8_tflops"})
     if (name == tensor) return 0.15;
+  for (const char* tensor : {"tf32_burst_tflops", "bf16_burst_tflops", "fp16_burst_tflops", "fp8_burst_tflops"})
+    if (name == tensor) return 0.05;
   return std::clamp(2.0 * ceiling.noise, 0.02, 0.05);
 }
 

@@ -183,4 +183,11 @@ void launch_spin(uint64_t ns, unsigned long long* measured_ns, cudaStream_t stre
   BENCH_CHECK_LAUNCH();
 }
 
+__global__ void bench_trace_marker() {}
+
+void launch_trace_marker(cudaStream_t stream) {
+  bench_trace_marker<<<1, 1, 0, stream>>>();
+  BENCH_CHECK_LAUNCH();
+}
+
 }  // namespace bench::detail

@@ -31,5 +31,9 @@ void launch_clock_probe(long long cycles, float* mhz, cudaStream_t stream);
 void launch_empty(cudaStream_t stream);
 // Spins for `ns` nanoseconds of global time (one block) and writes the time it measured.
 void launch_spin(uint64_t ns, unsigned long long* measured_ns, cudaStream_t stream);
+// The work tracer's marker (work_tracer.hpp): an empty kernel CUPTI's records name with
+// kTraceMarkerName, so the tracer can tell it from the variant's own kernels.
+inline constexpr const char* kTraceMarkerName = "bench_trace_marker";
+void launch_trace_marker(cudaStream_t stream);
 
 }  // namespace bench::detail

@@ -391,6 +391,19 @@ std::vector<std::string> diff_expectations(const Expectations& before, const Exp
   return lines;
 }
 
+std::string ceiling_for_mode(const std::string& declared, bool sustained,
+                             const std::function<bool(const std::string&)>& has) {
+  constexpr std::string_view suffix = "_tflops";
+  for (const char* dtype : {"tf32", "bf16", "fp16", "fp8"}) {
+    const std::string sustained_name = std::string(dtype) + std::string(suffix);
+    const std::string burst_name = std::string(dtype) + "_burst" + std::string(suffix);
+    if (declared != sustained_name && declared != burst_name) continue;
+    if (sustained) return sustained_name;
+    return has(burst_name) ? burst_name : declared;
+  }
+  return declared;
+}
+
 std::map<std::string, double> load_ceilings(const std::filesystem::path& dir,
                                             const std::string& hardware_key) {
   std::map<std::string, double> out;

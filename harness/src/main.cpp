@@ -80,6 +80,12 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   c["max_abs_err"] = r.max_abs_err;
   c["rel_l2_err"] = r.rel_l2_err;
   c["wall_event_ratio"] = r.wall_event_ratio;
+  c["traced_calls"] = r.traced_calls;
+  c["verified_samples"] = r.verified_samples;
+  c["fast_samples_verified"] = r.fast_samples_verified;
+  c["verify_s"] = r.verify_seconds;
+  c["probed_repeats"] = r.probed_repeats;
+  c["fast_repeats"] = r.fast_repeats;
   c["timer_floor_us"] = r.timer_floor_s * 1e6;
   // Percent of the binding ceiling: the larger of the bandwidth and compute fractions.
   double pct = -1;
@@ -96,6 +102,8 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   if (r.bytes > 0) label += ";bw=" + r.bandwidth_ceiling;
   if (r.flops > 0) label += ";compute=" + r.compute_ceiling;
   if (r.throttle_kept_all) label += ";throttled=all";
+  label += r.escape_method == "cupti" ? ";escape=cupti" : ";escape=ratio";
+  if (!r.suspect.empty()) label += ";suspect=" + r.suspect;
   if (v.options.host_bound) label += ";host_bound=1";
   if (!r.metrics.empty()) {  // which counters are the variant's own figures (bench::Metric)
     label += ";metrics=";

@@ -12,10 +12,13 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <random>
 
 #include "arch_support.hpp"
+#include "bench/expectations.hpp"
 #include "options.hpp"
 #include "verify.hpp"
+#include "work_tracer.hpp"
 #include "workload.hpp"
 
 namespace bench::detail {
@@ -65,6 +68,24 @@ constexpr int kFirstSampleRun = 3;
 // flags only a first launch more than 1.5x the repeats and 20 us over them.
 constexpr double kMemoRatio = 1.5;
 constexpr double kMemoSlackSeconds = 20e-6;
+
+// VALIDITY row 18, hot batches, probed: a few batches with an event after every launch. Honest
+// repeats of one launch on one input take about the same time; a variant that skips some of its
+// repeats (it has seen their inputs) shows them as launches under half the median repeat. A
+// batch of 1-in-8 skips fails with 4 x 63 repeats probed (31 fast against a bar of 10).
+constexpr int kProbeBatches = 4;
+constexpr int kProbeLaunches = 64;
+constexpr double kFastFraction = 0.5;         // "fast": under half the median
+constexpr double kFastRepeatShare = 0.04;     // FAILED at 4% of repeats fast (and at least 2)
+constexpr double kProbeFloorSeconds = 5e-6;   // under this a repeat is launch-bound: nothing to skip
+
+// VALIDITY row 2, checked samples: every timed sample under half the median so far is checked on
+// the spot, and others at random (secretly chosen, rate min(1, 8 / sample number)) while
+// checking has cost no more than half the sampling time (at least 0.25 s).
+constexpr double kRandomChecks = 8;
+constexpr double kCheckBudgetShare = 0.5;
+constexpr double kCheckBudgetFloorSeconds = 0.25;
+constexpr int kTracedCalls = 3;  // row 1: calls traced before and after the timed samples
 
 bool cuda_tool_present() {
   static const bool present = [] {
@@ -194,6 +215,25 @@ void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& 
   end_checked_run(e, w, c, 2, s, "profiled launch", r);
 }
 
+// VALIDITY row 1 with CUPTI: every kernel, copy and memset these calls start, on any stream of any
+// GPU, must be done when the case's stream reaches the point where a timed call's stop event is.
+void trace_calls(const Launch& launch, cudaStream_t s, int calls, CaseResult& r) {
+  WorkTracer& tracer = WorkTracer::get();
+  tracer.start();
+  for (int i = 0; i < calls; ++i) {
+    tracer.mark(s);
+    launch(s);
+    tracer.mark(s);
+  }
+  const int seen = tracer.stop();
+  if (!tracer.escaped().empty())
+    throw CheckFailure("work escaped the timed stream: " + tracer.escaped() +
+                       "; join every stream the variant uses back to the case's stream");
+  if (seen != calls)
+    throw std::runtime_error(fmt::format("the work tracer saw {} of the {} calls it traced", seen, calls));
+  r.traced_calls += seen;
+}
+
 }  // namespace
 
 Runner::Runner(DeviceInfo device, std::map<std::string, double> ceilings)
@@ -268,7 +308,10 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   r.bytes = w.setup->bytes;
   r.flops = w.setup->flops;
   r.bandwidth_ceiling = w.setup->bandwidth_ceiling;
-  r.compute_ceiling = v.options.compute_ceiling ? v.options.compute_ceiling : w.setup->compute_ceiling;
+  // A tensor-core ceiling is the burst figure or the power-limited one, by the case's mode.
+  r.compute_ceiling = ceiling_for_mode(
+      v.options.compute_ceiling ? v.options.compute_ceiling : w.setup->compute_ceiling,
+      r.mode == Mode::sustained, [&](const std::string& name) { return ceilings_.count(name) > 0; });
   fill_inputs(w, seed, s);
   r.fingerprint = fingerprint_json(w);
   r.fingerprint_hash = fingerprint_hash(r.fingerprint);
@@ -296,17 +339,51 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     double events = 0;
     const double wall = sampler_->wall_seconds(launch, s, launches, &events);
     r.wall_event_ratio = events > 0 ? wall / events : INFINITY;
-    if (wall - events > std::max(200e-6, 0.25 * wall))
-      throw CheckFailure(fmt::format(
-          "work escaped the timed stream: {} launches took {:.3f} ms of device-synchronised wall "
-          "time but only {:.3f} ms between the case's events",
-          launches, wall * 1e3, events * 1e3));
+    // Exactly, where CUPTI can be had; else (under Nsight or compute-sanitizer, which hold it) by
+    // the ratio of wall time to event time, which misses escapes under a quarter of the work.
+    // Under a tool CUPTI is never touched: the tool owns it.
+    const bool tool = cuda_tool_present();
+    if (!tool && WorkTracer::get().available()) {
+      r.escape_method = "cupti";
+      trace_calls(launch, s, kTracedCalls, r);
+    } else {
+      r.escape_method = fmt::format("wall-clock ratio ({})", tool ? "a CUDA tool is injected"
+                                                                  : WorkTracer::get().why_unavailable());
+      if (wall - events > std::max(200e-6, 0.25 * wall))
+        throw CheckFailure(fmt::format(
+            "work escaped the timed stream: {} launches took {:.3f} ms of device-synchronised wall "
+            "time but only {:.3f} ms between the case's events",
+            launches, wall * 1e3, events * 1e3));
+    }
     // A hot batch spans ~1 ms. A sustained one spans kSustainedBatchSeconds: the untimed refill,
     // poison and output check before each batch (row 18) leave the GPU a few hundred us at low
     // power, and over a 1.5 ms batch that let the clock recover by up to 14% (H100, 8192^3
     // BF16); over 20 ms they are about the gap the host's own sync left before.
     const double batch_seconds = r.mode == Mode::sustained ? kSustainedBatchSeconds : 1e-3;
     r.batch = std::clamp(static_cast<int>(std::ceil(batch_seconds * launches / std::max(events, 1e-9))), 1, 1000);
+  }
+
+  if (r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained)) {
+    Phase phase("memo_probe", r);
+    const int launches = std::min(r.batch, kProbeLaunches);
+    std::vector<double> repeats;
+    for (int b = 0; b < kProbeBatches; ++b) {
+      fill_inputs(w, run_seed(~seed, b), s);  // inputs no sample or check draws
+      poison_outputs(w, b, s);
+      const std::vector<double> each = sampler_->per_launch(launch, s, launches);
+      repeats.insert(repeats.end(), each.begin() + 1, each.end());
+    }
+    const double median_repeat = stats::median(repeats);
+    const auto fast = std::count_if(repeats.begin(), repeats.end(),
+                                    [&](double t) { return t < kFastFraction * median_repeat; });
+    r.probed_repeats = static_cast<int>(repeats.size());
+    r.fast_repeats = static_cast<int>(fast);
+    if (median_repeat >= kProbeFloorSeconds &&
+        fast >= std::max<double>(2, std::ceil(kFastRepeatShare * static_cast<double>(repeats.size()))))
+      throw CheckFailure(fmt::format(
+          "the variant skips work on inputs it has already seen: {} of {} repeats in probed hot "
+          "batches ran under half the median repeat ({:.2f} us) (memoisation)",
+          fast, repeats.size(), median_repeat * 1e6));
   }
 
   if (r.mode == Mode::cold) r.timer_floor_s = sampler_->timer_floor(s);
@@ -347,17 +424,41 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     // case's secret seed) into freshly poisoned outputs, and must write them. A variant that
     // skips work on inputs it has seen, or serves an answer memoised by another variant or
     // process, has nothing to skip or serve. Filling and poisoning are untimed.
+    //
+    // VALIDITY row 2 on timed samples: a sample that runs under half the median so far is checked
+    // against the reference on the spot (its inputs are still there, their checksum proves them
+    // unchanged), so a variant whose skipped samples run fast is caught on the first one; others
+    // are checked at random, chosen by a generator the variant cannot see.
     Phase phase("samples", r);
+    std::mt19937_64 pick(std::random_device{}());
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
     const double start = host_seconds();
     for (int i = 0;; ++i) {
       fill_inputs(w, run_seed(seed, kFirstSampleRun + i), s);
+      const uint64_t inputs = input_checksum(w, s);
       poison_outputs(w, kFirstSampleRun + i, s);
+      const double median_before = seconds.size() >= 4 ? stats::median(seconds) : 0;
       samples.push_back(take());
       seconds.push_back(samples.back().seconds);
       if (output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % kPoisonPatterns])
         throw CheckFailure(fmt::format("timed sample {} wrote none of its outputs (they still hold "
                                        "the poison written before it)", i + 1));
-      r.stop = stats::should_stop(stop, seconds, host_seconds() - start);
+      const bool fast = median_before >= 1e-6 && seconds.back() < kFastFraction * median_before;
+      const double budget = std::max(kCheckBudgetFloorSeconds, kCheckBudgetShare * (host_seconds() - start - r.verify_seconds));
+      const bool chosen = unit(pick) < std::min(1.0, kRandomChecks / (i + 1)) && r.verify_seconds < budget;
+      if (fast || chosen) {
+        const double check_start = host_seconds();
+        CheckedRun c{inputs, {}};
+        if (!uses_device_reference(e, w) && input_checksum(w, s) == inputs) c.host = copy_inputs_to_host(w, s);
+        end_checked_run(e, w, c, kFirstSampleRun + i, s,
+                        fmt::format("timed sample {}{}", i + 1, fast ? " (under half the median so far)" : "")
+                            .c_str(),
+                        r);
+        ++r.verified_samples;
+        r.fast_samples_verified += fast;
+        r.verify_seconds += host_seconds() - check_start;
+      }
+      r.stop = stats::should_stop(stop, seconds, host_seconds() - start - r.verify_seconds);
       if (r.stop != stats::StopReason::none) break;
     }
   }
@@ -385,6 +486,9 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     samples.push_back(take());
     seconds.push_back(samples.back().seconds);
     end_checked_run(e, w, c, 2, s, "last timed sample", r);
+    ++r.verified_samples;
+    // Row 1 again after the samples: a variant that behaves only for its first calls.
+    if (r.escape_method == "cupti") trace_calls(launch, s, kTracedCalls, r);
   }
 
   if (prepared.metrics) {
@@ -411,6 +515,12 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   r.sm_mhz = mhz;
   for (auto i : throttle.kept) r.samples.push_back(samples[i].seconds);
   for (auto i : throttle.dropped) r.dropped.push_back(samples[i].seconds);
+  // A variant that does its work on some samples only gives two clusters of times: reported as
+  // suspect with the figures (the driver shows it), never scored as if it were one distribution.
+  if (const auto clusters = stats::two_clusters(r.samples))
+    r.suspect = fmt::format("two clusters of sample times: {:.0f}% near {:.2f} us, {:.0f}% near {:.2f} us",
+                            100 * clusters->fast_share, clusters->fast_median * 1e6,
+                            100 * (1 - clusters->fast_share), clusters->slow_median * 1e6);
 }
 
 }  // namespace bench::detail

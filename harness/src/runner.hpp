@@ -28,6 +28,16 @@ struct CaseResult {
   double timer_floor_s = 0;           // subtracted from cold samples
   uint64_t seed = 0;                   // the case's input seed (each sample derives its own)
   double fresh_repeat_ratio = 0;       // hot batches: first launch / a repeat (memoisation check)
+  // How escaped work was looked for: "cupti" (every activity of the traced calls accounted for)
+  // or "wall-clock ratio (<why CUPTI was not available>)".
+  std::string escape_method;
+  int traced_calls = 0;                // calls whose every kernel, copy and memset was accounted for
+  int verified_samples = 0;            // timed samples whose output was checked (the last included)
+  int fast_samples_verified = 0;       // of those, checked because they ran under half the median
+  double verify_seconds = 0;           // host time spent checking timed samples
+  int probed_repeats = 0;              // hot batches: repeats timed one by one (memoisation probe)
+  int fast_repeats = 0;                // of those, under half the median repeat
+  std::string suspect;                 // non-empty: two separate clusters of sample times
   double max_abs_err = 0, rel_l2_err = 0;
   std::string fingerprint, fingerprint_hash;
   double bytes = 0, flops = 0;

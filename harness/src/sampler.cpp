@@ -47,6 +47,7 @@ Sampler::~Sampler() {
   cudaEventDestroy(start_);
   cudaEventDestroy(first_);
   cudaEventDestroy(stop_);
+  for (auto e : launch_events_) cudaEventDestroy(e);
   cudaFreeHost(release_host_);
   cudaFreeHost(timed_out_host_);
   cudaFreeHost(mhz_host_);
@@ -126,6 +127,29 @@ Sample Sampler::hot(const Launch& launch, cudaStream_t stream, int batch) {
   }
   s.sm_mhz = probed_mhz();
   return s;
+}
+
+std::vector<double> Sampler::per_launch(const Launch& launch, cudaStream_t stream, int batch) {
+  while (static_cast<int>(launch_events_.size()) < batch) {
+    cudaEvent_t e = nullptr;
+    BENCH_CUDA_CHECK(cudaEventCreate(&e));
+    launch_events_.push_back(e);
+  }
+  BENCH_CUDA_CHECK(cudaEventRecord(start_, stream));
+  for (int i = 0; i < batch; ++i) {
+    launch(stream);
+    BENCH_CUDA_CHECK(cudaEventRecord(launch_events_[i], stream));
+  }
+  BENCH_CUDA_CHECK(cudaEventSynchronize(launch_events_[batch - 1]));
+  std::vector<double> seconds;
+  cudaEvent_t before = start_;
+  for (int i = 0; i < batch; ++i) {
+    float ms = 0;
+    BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, before, launch_events_[i]));
+    seconds.push_back(ms * 1e-3);
+    before = launch_events_[i];
+  }
+  return seconds;
 }
 
 Sample Sampler::host(const Launch& launch, cudaStream_t stream) {

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <vector>
+
 #include "bench/bench.hpp"
 #include "bench/device_info.hpp"
 
@@ -37,6 +39,10 @@ class Sampler {
   // `batch` back-to-back launches between two events, divided by `batch`; with batch >= 2 an
   // event after the first launch also times that launch alone (Sample::first_seconds).
   Sample hot(const Launch& launch, cudaStream_t stream, int batch);
+  // VALIDITY row 18's probe of hot batches: `batch` back-to-back launches with an event after
+  // each, so every launch's own time comes back (the first on fresh inputs, the rest repeats).
+  // Untimed for scoring: the events between launches are what a timed batch leaves out.
+  std::vector<double> per_launch(const Launch& launch, cudaStream_t stream, int batch);
   // Host clock around launch + cudaDeviceSynchronize, L2 flushed first.
   Sample host(const Launch& launch, cudaStream_t stream);
 
@@ -62,6 +68,7 @@ class Sampler {
   float* mhz_host_ = nullptr;       // mapped pinned: the clock probe's result
   float* mhz_device_ = nullptr;
   cudaEvent_t start_ = nullptr, first_ = nullptr, stop_ = nullptr;
+  std::vector<cudaEvent_t> launch_events_;  // per_launch(): one after each launch, made on first use
 };
 
 }  // namespace bench::detail

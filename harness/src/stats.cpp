@@ -91,4 +91,21 @@ Interval speedup_interval(std::span<const double> baseline, std::span<const doub
   return out;
 }
 
+std::optional<Clusters> two_clusters(std::span<const double> samples) {
+  std::vector<double> x(samples.begin(), samples.end());
+  std::sort(x.begin(), x.end());
+  const std::size_t n = x.size();
+  const std::size_t least = std::max<std::size_t>(2, static_cast<std::size_t>(std::ceil(kClusterMinShare * n)));
+  if (n < 2 * least) return std::nullopt;
+  std::size_t split = 0;
+  double widest = 0;
+  for (std::size_t j = least; j + least <= n; ++j) {
+    if (x[j - 1] <= 0) continue;
+    if (const double gap = x[j] / x[j - 1]; gap > widest) widest = gap, split = j;
+  }
+  if (widest < kClusterGap) return std::nullopt;
+  const std::span<const double> fast(x.data(), split), slow(x.data() + split, n - split);
+  return Clusters{static_cast<double>(split) / n, median(fast), median(slow)};
+}
+
 }  // namespace bench::stats

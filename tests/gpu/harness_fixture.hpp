@@ -47,6 +47,13 @@ inline detail::Runner& runner() {
   return r;
 }
 
+inline const detail::ExampleDef* find_example(const std::string& example) {
+  for (const auto* e : detail::sorted_examples())
+    if (e->chapter == "test" && e->name == example) return e;
+  ADD_FAILURE() << "no example test/" << example;
+  return nullptr;
+}
+
 // Runs chapter/example/variant, registered with BENCH_EXAMPLE in a test file, with a short
 // sampling budget.
 inline detail::CaseResult run_case(const std::string& example, const std::string& variant,

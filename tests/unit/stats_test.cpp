@@ -130,3 +130,44 @@ TEST(SpeedupInterval, IsDeterministicForASeed) {
 }
 
 }  // namespace
+
+namespace {
+
+std::vector<double> normal_samples(int n, double mean, double sd, uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> d(mean, sd);
+  std::vector<double> x;
+  for (int i = 0; i < n; ++i) x.push_back(d(gen));
+  return x;
+}
+
+TEST(TwoClusters, OneHonestDistributionIsNotSuspect) {
+  EXPECT_FALSE(bench::stats::two_clusters(normal_samples(200, 100e-6, 2e-6, 1)));
+}
+
+TEST(TwoClusters, AFewSlowOutliersAreNotSuspect) {
+  auto x = normal_samples(100, 100e-6, 1e-6, 2);
+  for (int i = 0; i < 8; ++i) x[i] = 250e-6;  // 8% of samples hit a hiccup: under the 10% share
+  EXPECT_FALSE(bench::stats::two_clusters(x));
+}
+
+TEST(TwoClusters, SkippingHalfTheSamplesIsSuspect) {
+  auto x = normal_samples(100, 200e-6, 2e-6, 3);
+  for (int i = 0; i < 100; i += 2) x[i] = 45e-6;
+  const auto c = bench::stats::two_clusters(x);
+  ASSERT_TRUE(c);
+  EXPECT_NEAR(c->fast_share, 0.5, 1e-9);
+  EXPECT_NEAR(c->fast_median, 45e-6, 1e-9);
+  EXPECT_NEAR(c->slow_median, 200e-6, 5e-6);
+}
+
+TEST(TwoClusters, AtTheThresholdTenPercentApartByOneAndAHalfIsSuspect) {
+  std::vector<double> x(90, 150e-6);
+  x.insert(x.end(), 10, 99e-6);  // 10% of samples, 1.515x faster
+  EXPECT_TRUE(bench::stats::two_clusters(x));
+  std::vector<double> y(90, 150e-6);
+  y.insert(y.end(), 10, 101e-6);  // 1.485x: under the gap
+  EXPECT_FALSE(bench::stats::two_clusters(y));
+}
+
+}  // namespace

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -115,6 +116,14 @@ std::vector<std::string> diff_expectations(const Expectations& before, const Exp
 // computes. No file gives an empty map; a malformed one throws ExpectationsError.
 std::map<std::string, double> load_ceilings(const std::filesystem::path& dir,
                                             const std::string& hardware_key);
+
+// The ceiling a case is measured against. Tensor-core peaks come twice: the burst a short or
+// gapped GEMM runs at before the board's power limiter acts ("bf16_burst_tflops", timed cold) and
+// the figure at that limit ("bf16_tflops", timed sustained). A sustained case gets the sustained
+// name; every other mode gets the burst name when `has` says the ceilings hold it, else the name
+// it declared. Names without a burst twin come back unchanged.
+std::string ceiling_for_mode(const std::string& declared, bool sustained,
+                             const std::function<bool(const std::string&)>& has);
 
 // Line and column (both 1-based) of a byte offset into `text`, for error messages about JSON
 // files ("file:line:column: ...").

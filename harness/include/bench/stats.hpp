@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,6 +45,18 @@ struct ThrottleResult {
 };
 ThrottleResult apply_throttle_rule(std::span<const double> sm_mhz, double tolerance = 0.10,
                                    std::size_t min_keep = 5);
+
+// Two clearly separate clusters of sample times: the sorted samples split at their widest gap
+// (ratio of neighbours), with at least 10% of them and 2 samples on each side and the slower
+// side's fastest at least 1.5x the faster side's slowest. A variant that does its work on some
+// samples only looks like this; one honest distribution, with a tail of outliers, does not.
+struct Clusters {
+  double fast_share = 0;   // fraction of samples in the faster cluster
+  double fast_median = 0, slow_median = 0;
+};
+inline constexpr double kClusterGap = 1.5;
+inline constexpr double kClusterMinShare = 0.10;
+std::optional<Clusters> two_clusters(std::span<const double> samples);
 
 // Speedup of `optimized` over `baseline` as the ratio of medians, with a percentile bootstrap
 // 95% confidence interval from resampling both sample sets (deterministic for a given seed).

@@ -1,0 +1,174 @@
+// The exact escaped-work check (work_tracer.hpp). CUPTI hands activity records over in buffers
+// it asks the process for; they arrive complete after a flush, each with the correlation id of
+// the API call that started the work, its device, stream and start/end timestamps (one clock for
+// every GPU). The calls the runner traces are bracketed by two marker kernels on the case's
+// stream: the work a traced call started is every record whose correlation id lies between its
+// markers', and none of it may end after the closing marker has started.
+#include "work_tracer.hpp"
+
+#include <cupti.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "bench/check.hpp"
+#include "device_kernels.hpp"
+
+namespace bench::detail {
+namespace {
+
+// The newest record layouts of the toolkit in use (CUPTI fills those of its own version).
+#if CUPTI_API_VERSION >= 130000
+using KernelRecord = CUpti_ActivityKernel10;
+using MemcpyRecord = CUpti_ActivityMemcpy6;
+#else
+using KernelRecord = CUpti_ActivityKernel9;
+using MemcpyRecord = CUpti_ActivityMemcpy5;
+#endif
+using MemsetRecord = CUpti_ActivityMemset4;
+using PeerCopyRecord = CUpti_ActivityMemcpyPtoP4;
+
+struct Activity {
+  uint32_t correlation = 0;
+  uint64_t start = 0, end = 0;
+  uint32_t device = 0, stream = 0;
+  std::string what;  // "kernel 'name'", "copy of 4096 bytes", "memset of ..."
+  bool marker = false;
+};
+
+std::mutex records_mutex;
+std::vector<Activity> records;
+constexpr std::size_t kBufferBytes = 4 << 20;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+  *size = kBufferBytes;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* record = nullptr;
+  std::vector<Activity> batch;
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    Activity a;
+    switch (record->kind) {
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      case CUPTI_ACTIVITY_KIND_KERNEL: {
+        const auto* k = reinterpret_cast<const KernelRecord*>(record);
+        a = {k->correlationId, k->start, k->end, k->deviceId, k->streamId,
+             fmt::format("kernel '{}'", k->name ? k->name : "?")};
+        a.marker = k->name != nullptr && std::string_view(k->name).find(kTraceMarkerName) != std::string_view::npos;
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const auto* m = reinterpret_cast<const MemcpyRecord*>(record);
+        a = {m->correlationId, m->start, m->end, m->deviceId, m->streamId,
+             fmt::format("copy of {} bytes", m->bytes)};
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+        const auto* m = reinterpret_cast<const PeerCopyRecord*>(record);
+        a = {m->correlationId, m->start, m->end, m->deviceId, m->streamId,
+             fmt::format("peer copy of {} bytes", m->bytes)};
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto* m = reinterpret_cast<const MemsetRecord*>(record);
+        a = {m->correlationId, m->start, m->end, m->deviceId, m->streamId,
+             fmt::format("memset of {} bytes", m->bytes)};
+        break;
+      }
+      default: continue;
+    }
+    batch.push_back(std::move(a));
+  }
+  std::free(buffer);
+  std::lock_guard lock(records_mutex);
+  records.insert(records.end(), batch.begin(), batch.end());
+}
+
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_ACTIVITY_KIND_MEMCPY2, CUPTI_ACTIVITY_KIND_MEMSET};
+
+std::string cupti_text(CUptiResult r) {
+  const char* text = nullptr;
+  cuptiGetResultString(r, &text);
+  return text ? text : fmt::format("CUPTI error {}", static_cast<int>(r));
+}
+
+}  // namespace
+
+WorkTracer& WorkTracer::get() {
+  static WorkTracer tracer;
+  return tracer;
+}
+
+WorkTracer::WorkTracer() {
+  if (const char* off = std::getenv("BENCH_NO_CUPTI"); off != nullptr && *off != '\0' && *off != '0') {
+    why_ = "BENCH_NO_CUPTI is set";
+    return;
+  }
+  if (const CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed); r != CUPTI_SUCCESS) {
+    why_ = "CUPTI's activity API is not available (" + cupti_text(r) + ")";
+    return;
+  }
+  // Probe once: under Nsight or compute-sanitizer enabling fails, as the tool holds CUPTI.
+  for (const auto kind : kKinds) {
+    if (const CUptiResult r = cuptiActivityEnable(kind); r != CUPTI_SUCCESS) {
+      why_ = "CUPTI is held by another tool (" + cupti_text(r) + ")";
+      for (const auto k : kKinds) cuptiActivityDisable(k);
+      return;
+    }
+  }
+  for (const auto kind : kKinds) cuptiActivityDisable(kind);
+  available_ = true;
+}
+
+void WorkTracer::start() {
+  BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  cuptiActivityFlushAll(1);
+  {
+    std::lock_guard lock(records_mutex);
+    records.clear();
+  }
+  for (const auto kind : kKinds)
+    if (const CUptiResult r = cuptiActivityEnable(kind); r != CUPTI_SUCCESS)
+      throw std::runtime_error("cuptiActivityEnable: " + cupti_text(r));
+}
+
+void WorkTracer::mark(cudaStream_t stream) { launch_trace_marker(stream); }
+
+int WorkTracer::stop() {
+  BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  cuptiActivityFlushAll(1);
+  for (const auto kind : kKinds) cuptiActivityDisable(kind);
+  std::vector<Activity> seen;
+  {
+    std::lock_guard lock(records_mutex);
+    seen.swap(records);
+  }
+  std::sort(seen.begin(), seen.end(), [](const Activity& a, const Activity& b) { return a.correlation < b.correlation; });
+  std::vector<const Activity*> markers;
+  for (const auto& a : seen)
+    if (a.marker) markers.push_back(&a);
+  escaped_.clear();
+  activities_ = 0;
+  const int calls = static_cast<int>(markers.size() / 2);
+  for (int call = 0; call < calls; ++call) {
+    const Activity& open = *markers[2 * call];
+    const Activity& close = *markers[2 * call + 1];
+    for (const auto& a : seen) {
+      if (a.marker || a.correlation <= open.correlation || a.correlation >= close.correlation) continue;
+      ++activities_;
+      if (a.end > close.start && escaped_.empty())
+        escaped_ = fmt::format("{} (device {}, stream {}) ended {:.1f} us after the call's stop, in traced call {} of {}",
+                               a.what, a.device, a.stream, (a.end - close.start) * 1e-3, call + 1, calls);
+    }
+  }
+  return calls;
+}
+
+}  // namespace bench::detail

@@ -1,0 +1,49 @@
+// Internal: VALIDITY row 1 without a margin. Every kernel, copy and memset a timed call starts,
+// on any stream of any GPU, is recorded through CUPTI's activity API; a call leaves work running
+// past its stop when one of them ends after a marker kernel the harness queues on the case's
+// stream behind the call (that marker runs only once everything joined to the stream is done).
+//
+//   WorkTracer& t = WorkTracer::get();
+//   if (t.available()) { t.start(); t.mark(s); launch(s); t.mark(s); ...; t.stop(); t.escaped(); }
+//
+// CUPTI allows one activity client per process: under Nsight or compute-sanitizer it is taken,
+// `available()` is false and `why_unavailable()` says so; the runner then falls back to the
+// wall-clock ratio check and says that it did.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace bench::detail {
+
+class WorkTracer {
+ public:
+  static WorkTracer& get();
+
+  bool available() const { return available_; }
+  const std::string& why_unavailable() const { return why_; }
+
+  // Starts recording (kernels, copies, memsets of every context).
+  void start();
+  // Queues the marker kernel on `stream`. Calls alternate: the opening marker of a traced call,
+  // then its closing one.
+  void mark(cudaStream_t stream);
+  // Synchronises the device, flushes the records and stops recording. Returns the number of
+  // traced calls it saw (pairs of markers).
+  int stop();
+  // After stop(): empty, or what escaped ("kernel 'spin' (device 0, stream 13) ended 412.3 us
+  // after the call's stop, in traced call 2 of 3").
+  std::string escaped() const { return escaped_; }
+  // Activities (kernels, copies, memsets) the traced calls started, markers excluded.
+  long long activities() const { return activities_; }
+
+ private:
+  WorkTracer();
+  bool available_ = false;
+  std::string why_;
+  std::string escaped_;
+  long long activities_ = 0;
+};
+
+}  // namespace bench::detail

@@ -11,7 +11,7 @@
 #                          [--no-readme] [--preset default|device] [--sanitize "ch07 ch02"]
 #                          [--peers "scripts/peers/torch_rowwise.py"] [--html]
 #                          [--profile "ch08/occupancy_tuning/baseline ..."] [--metrics "a,b"]
-#                          [--mpi "1073741824 67108868"] [--sass "ch10 ch16"]
+#                          [--mpi "1073741824 67108868"] [--mpi-sweep] [--sass "ch10 ch16"]
 #                          [--nccl-sweep "default;NCCL_PROTO=Simple;NCCL_MIN_NCHANNELS=32"]
 #
 # --all runs `bench compare --all` (every chapter in one report) instead of --chapters.
@@ -33,6 +33,11 @@
 # the basic set, and prints those metrics from each report into the summary.
 # --mpi runs ch04's MPI form on every GPU of the machine (mpirun -np <GPU count>) at each byte
 # count named, then once with the last rank planted wrong (it must report FAILED naming it).
+# --mpi-sweep runs it once more over ch04's sweep sizes (4 KiB to 1 GiB, `ch04_mpi --sweep`), into
+# session/mpi_sweep.json. When the session has ch04's compare results and the MPI sweep or the
+# PyTorch peer (torch_allreduce.py), scripts/ch04_busbw_table.py puts them side by side in one
+# table, session/ch04_busbw.md (and the summary). On a machine of several GPUs the summary
+# starts with `nvidia-smi topo -m`: how the GPUs are joined decides what busbw can reach.
 # --nccl-sweep runs `bench compare --chapter ch04 --example allreduce` once per setting named
 # (';'-separated; each a list of VAR=value for NCCL, or "default"), and puts the 1 GiB busbw of
 # both variants and the channel and protocol lines NCCL printed into the
@@ -72,7 +77,7 @@ export NCCL_NVLS_ENABLE=0  # NVLink multicast stays off on the lent machines
 cd "$(dirname "$0")/.."
 
 chapters="" examples="" repeats=1 update="" update_runs=1 targets="" labels="gpu|chapter|unit|tools" run_ctest=1 extra=""
-mpi_bytes="" nccl_sweep=""
+mpi_bytes="" mpi_sweep=0 nccl_sweep=""
 calibrate=0 calibrate_args="" readme=1 preset=default all=0 sanitize="" sass="" labels_given=0 peers="" html=0 profile="" metrics=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -93,6 +98,7 @@ while [ $# -gt 0 ]; do
     --profile) profile="$2"; shift 2 ;;
     --metrics) metrics="$2"; shift 2 ;;
     --mpi) mpi_bytes="$2"; shift 2 ;;
+    --mpi-sweep) mpi_sweep=1; shift ;;
     --nccl-sweep) nccl_sweep="$2"; shift 2 ;;
     --sass) sass="$2"; shift 2 ;;
     --no-ctest) run_ctest=0; shift ;;
@@ -134,6 +140,7 @@ if [ "$readme" = 1 ]; then
 fi
 
 note "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader)"
+[ "$(nvidia-smi -L | grep -c '^GPU')" -gt 1 ] && nvidia-smi topo -m 2>&1 | tee -a "$summary"
 start=$(date +%s)
 # build/default was just built and tested in full by `./bench test` (this call, or the call
 # before it on a warm machine, with --no-readme): reuse it as it is unless --ctest-labels asks.
@@ -189,9 +196,9 @@ for script in $peers; do
   note "peer $name: exit $?, $(( $(date +%s) - t )) s"
   grep -v Warning "$out/peer_$name.log" | tail -n 40 >>"$summary"
 done
+gpus=$(nvidia-smi -L | grep -c '^GPU')
+mpi=(mpirun --allow-run-as-root -np "$gpus" -x NCCL_NVLS_ENABLE=0 "build/$preset/chapters/ch04/ch04_mpi")
 if [ -n "$mpi_bytes" ]; then
-  gpus=$(nvidia-smi -L | grep -c '^GPU')
-  mpi=(mpirun --allow-run-as-root -np "$gpus" -x NCCL_NVLS_ENABLE=0 "build/$preset/chapters/ch04/ch04_mpi")
   for b in $mpi_bytes; do
     "${mpi[@]}" --bytes "$b" >"$out/mpi_$b.log" 2>&1
     note "mpirun -np $gpus ch04_mpi --bytes $b: exit $?: $(grep 'ch04_mpi allreduce' "$out/mpi_$b.log")"
@@ -199,6 +206,21 @@ if [ -n "$mpi_bytes" ]; then
   b=${mpi_bytes%% *}
   "${mpi[@]}" --bytes "$b" --plant-wrong-rank $((gpus - 1)) >"$out/mpi_planted.log" 2>&1
   note "mpirun -np $gpus ch04_mpi --bytes $b --plant-wrong-rank $((gpus - 1)): exit $?: $(grep 'ch04_mpi allreduce' "$out/mpi_planted.log")"
+fi
+if [ "$mpi_sweep" = 1 ]; then
+  t=$(date +%s)
+  "${mpi[@]}" --sweep --json "$out/mpi_sweep.json" >"$out/mpi_sweep.log" 2>&1
+  note "mpirun -np $gpus ch04_mpi --sweep: exit $?, $(( $(date +%s) - t )) s"
+  grep -E 'ch04_mpi allreduce' "$out/mpi_sweep.log" | tee -a "$summary"
+fi
+table_args=()
+for f in "$out"/results_ch04_*.json; do [ -f "$f" ] && table_args+=(--results "$f"); done
+[ -f "$out/mpi_sweep.json" ] && table_args+=(--mpi "$out/mpi_sweep.json")
+[ -f "$out/peer_torch_allreduce.json" ] && table_args+=(--torch "$out/peer_torch_allreduce.json")
+if [ ${#table_args[@]} -gt 2 ]; then  # our sweep and at least one thing to set beside it
+  python3 scripts/ch04_busbw_table.py "${table_args[@]}" >"$out/ch04_busbw.md" 2>&1
+  note "ch04 busbw table: exit $? (session/ch04_busbw.md)"
+  cat "$out/ch04_busbw.md" >>"$summary"
 fi
 if [ -n "$nccl_sweep" ]; then
   i=0

@@ -14,18 +14,19 @@
 //      chunk as it arrives, on at least 32 blocks (ch04::kBandwidthCtas: NCCL's own choice left
 //      4% of the busbw at 1 GiB on 2x H200).
 // Same inputs (shard i is GPU i's gradient), same result on every GPU, every GPU checked (see
-// multi_gpu.cuh). Declared bytes: 2(N-1)/N x 4n per GPU against the `p2p` ceiling, so the
-// achieved GB/s is busbw. Both variants also report a size sweep (4 KiB to 1 GiB) as metrics
+// multi_gpu.cuh). Declared: only bytes, 2(N-1)/N x 4n per GPU against the `p2p` ceiling, so
+// the report's GB/s is busbw and its % is of the peer link. The (N-1) x n additions are not
+// declared as flops: a collective is bound by its links, and a flop count beside the bytes would
+// have the report show a meaningless fraction of the FP32 peak instead (it showed "0.2 TFLOP/s
+// 0.3%" on 4x H100). Both variants also report a size sweep (4 KiB to 1 GiB) as metrics
 // busbw_gbps_<size>: the README's table. Each point is a batch of calls back to back, as
-// nccl-tests and PyTorch users time them (Sweep::enqueue_calls); the scored time is one call.
+// nccl-tests and PyTorch users time them (ch04::busbw_sweep); the scored time is one call.
+// Messages of 1 MiB and less: ch04/allreduce_small.
 // Timing joins every GPU's stream into the case's stream before the stop event (multi_gpu.cuh,
 // Fan). Cold mode: 1 GiB takes milliseconds.
 //
 //   ./bench compare --chapter ch04 --example allreduce
 #include "multi_gpu.cuh"
-
-#include <cmath>
-#include <string>
 
 namespace {
 
@@ -34,16 +35,13 @@ struct AllReduce {
   AllReduce(bench::Setup& s, const std::vector<int>& gpus)
       : io(s, gpus, s.size("n", int64_t{1} << 28, 100'003), bench::uniform(-1, 1), "sum") {
     s.bytes(ch04::busbw_factor(gpus.size()) * double(io.n) * sizeof(float), "p2p_gbps");
-    s.flops(double(gpus.size() - 1) * double(io.n));
   }
   explicit AllReduce(bench::Setup& s) : AllReduce(s, ch04::all_gpus()) {}
   void inputs_filled(cudaStream_t s) const { io.refresh(s); }
 };
 
-struct Operands {  // up to kMaxGpus device pointers, passed by value to the kernel
-  const float* p[ch04::kMaxGpus];
-};
-__global__ void sum_gradients(Operands in, int gpus, int64_t n, float* __restrict__ out) {
+__global__ void sum_gradients(ch04::GpuPointers<const float> in, int gpus, int64_t n,
+                              float* __restrict__ out) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     float acc = in.p[0][i];
     for (int g = 1; g < gpus; ++g) acc += in.p[g][i];
@@ -62,18 +60,10 @@ class Sweep {
     w.io.check(s);
   }
   std::vector<bench::Metric> metrics() const {
-    std::vector<bench::Metric> out;
-    for (int64_t bytes = 4096; bytes <= w_.io.n * int64_t(sizeof(float)); bytes *= 4) {
-      const int64_t count = bytes / sizeof(float);
-      const int reps = bytes <= (int64_t{16} << 20) ? 50 : 10;
-      const double seconds =
-          1e-6 * ch04::mean_us(s_, 1, [&](cudaStream_t s) { variant().enqueue_calls(count, s, reps); }) / reps;
-      const std::string size = bytes >= (1 << 30) ? std::to_string(bytes >> 30) + "GiB"
-                               : bytes >= (1 << 20) ? std::to_string(bytes >> 20) + "MiB"
-                                                    : std::to_string(bytes >> 10) + "KiB";
-      out.push_back({"busbw_gbps_" + size, ch04::busbw_factor(w_.io.size()) * double(bytes) / seconds * 1e-9});
-    }
-    return out;
+    return ch04::busbw_sweep(s_, w_.io.size(), w_.io.n * int64_t(sizeof(float)),
+                             [&](int64_t count, cudaStream_t s, int calls) {
+                               variant().enqueue_calls(count, s, calls);
+                             });
   }
   // `calls` all-reduces back to back, as nccl-tests times them. The baseline's forks and joins are
   // part of its algorithm (GPU 0 reduces only what every peer has delivered), so each call keeps
@@ -94,7 +84,7 @@ class GatherReduceBroadcast : public Sweep<GatherReduceBroadcast> {
   GatherReduceBroadcast(const AllReduce& w, cudaStream_t s) : Sweep(w, s), staged_((int64_t(w.io.size()) - 1) * w.io.n) {}
   void enqueue(int64_t count, cudaStream_t s) const {
     const auto& io = w_.io;
-    Operands in{};
+    ch04::GpuPointers<const float> in;
     in.p[0] = io.input(0);
     fan_.fork(s);
     for (size_t i = 1; i < io.size(); ++i) {  // gather: each peer pushes to GPU 0, all at once

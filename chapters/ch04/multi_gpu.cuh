@@ -18,7 +18,8 @@
 //      block count the example asks for (CtaRange).
 // Beside them: SideStreams (a highest-priority stream on every GPU, for work that runs beside
 // the main stream: overlap's all-reduces, gradient_compression's pipeline stages), the
-// all_reduce helpers (one grouped call per GPU) and mean_us (the metrics' timer).
+// all_reduce helpers (one grouped call per GPU), mean_us (the metrics' timer) and busbw_sweep
+// (the all-reduce examples' 4 KiB-and-up busbw metrics).
 #pragma once
 
 #include <bench/bench.hpp>
@@ -100,13 +101,24 @@ __global__ void fill_value(T* __restrict__ p, int64_t n, T value) {
     p[i] = value;
 }
 
-// to[j] = from[index(j)] for k evenly spaced indices of [0, n) (every index when k == n).
+// One pointer per GPU (slot i: GPU i's buffer), passed to a kernel by value.
+template <class T>
+struct GpuPointers {
+  T* p[kMaxGpus] = {};
+};
+
+// Element index(j) for k evenly spaced indices of [0, n) (every index when k == n).
 __host__ __device__ inline int64_t sampled_index(int64_t j, int64_t k, int64_t n) {
   return k == n ? j : j * (n - 1) / (k - 1);
 }
-static __global__ void gather_samples(const float* __restrict__ from, int64_t n, float* __restrict__ to, int64_t k) {
+// to[(g - 1) k + j] = from.p[g][sampled_index(j)] for every peer g = blockIdx.y + 1: all peers
+// in one launch, so the check a timed call ends with is one short kernel whatever N is.
+static __global__ void gather_peer_samples(GpuPointers<const float> from, int64_t n,
+                                           float* __restrict__ to, int64_t k) {
+  const float* __restrict__ peer = from.p[blockIdx.y + 1];
+  float* __restrict__ slot = to + blockIdx.y * k;
   for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < k; j += int64_t(gridDim.x) * blockDim.x)
-    to[j] = from[sampled_index(j, k, n)];
+    slot[j] = peer[sampled_index(j, k, n)];
 }
 
 // Per-GPU FP32 inputs (n each) and outputs (n each), as described at the top of this file.
@@ -145,13 +157,14 @@ struct Sharded {
       BENCH_CHECK_LAUNCH();
     }
   }
-  // Timed (microseconds): after the join, so it reads every peer's finished result.
+  // Timed (a few microseconds, one kernel on GPU 0): after the join, so it reads every peer's
+  // finished result.
   void check(cudaStream_t s) const {
-    for (size_t i = 1; i < size(); ++i) {
-      gather_samples<<<int((k + 255) / 256 < 1024 ? (k + 255) / 256 : 1024), 256, 0, s>>>(
-          peer_out[i], n, peer_samples.data() + (i - 1) * k, k);
-      BENCH_CHECK_LAUNCH();
-    }
+    GpuPointers<const float> from;
+    for (size_t i = 1; i < size(); ++i) from.p[i] = peer_out[i];
+    const dim3 grid(unsigned(std::min<int64_t>((k + 255) / 256, 1024)), unsigned(size() - 1));
+    gather_peer_samples<<<grid, 256, 0, s>>>(from, n, peer_samples.data(), k);
+    BENCH_CHECK_LAUNCH();
   }
   // For the CPU reference: fills `result` and `peer_samples` from value(gpu, index).
   template <class F>
@@ -338,5 +351,32 @@ double mean_us(cudaStream_t s, int reps, Enqueue enqueue) {
 // nccl-tests' figures for an all-reduce of `bytes` per GPU over `gpus` GPUs in `seconds`:
 // algbw = bytes / time; busbw = algbw x 2(N-1)/N, the bytes each GPU's link must carry.
 inline double busbw_factor(size_t gpus) { return 2.0 * double(gpus - 1) / double(gpus); }
+
+// "4KiB", "16MiB", "1GiB": the suffix of a sweep's metric names.
+inline std::string size_label(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 30)) return std::to_string(bytes >> 30) + "GiB";
+  if (bytes >= (int64_t{1} << 20)) return std::to_string(bytes >> 20) + "MiB";
+  return std::to_string(bytes >> 10) + "KiB";
+}
+
+// The busbw sweep every all-reduce variant reports as metrics busbw_gbps_<size>: FP32 messages
+// of 4 KiB, 16 KiB, ... up to `max_bytes` per GPU, each point a batch of calls back to back (50
+// up to 16 MiB, 10 above), as nccl-tests and PyTorch users time them, after one warm-up batch.
+// enqueue_calls(count, s, calls) enqueues `calls` all-reduces of `count` floats; it forks the
+// other GPUs from the case's stream `s` and joins them back as its algorithm needs.
+template <class EnqueueCalls>
+std::vector<bench::Metric> busbw_sweep(cudaStream_t s, size_t gpus, int64_t max_bytes,
+                                       EnqueueCalls enqueue_calls) {
+  std::vector<bench::Metric> out;
+  for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
+    const int64_t count = bytes / int64_t(sizeof(float));
+    const int calls = bytes <= (int64_t{16} << 20) ? 50 : 10;
+    const double seconds =
+        1e-6 * mean_us(s, 1, [&](cudaStream_t st) { enqueue_calls(count, st, calls); }) / calls;
+    out.push_back(
+        {"busbw_gbps_" + size_label(bytes), busbw_factor(gpus) * double(bytes) / seconds * 1e-9});
+  }
+  return out;
+}
 
 }  // namespace ch04

@@ -8,7 +8,9 @@ PyTorch users can without code: the environment). busbw as nccl-tests and the ch
 bytes per GPU / time x 2(N-1)/N. NVLink multicast stays off (NCCL_NVLS_ENABLE=0) in every process.
 Run it in the same GPU session as `bench compare --chapter ch04`, so the two are comparable.
 
-  python3 scripts/peers/torch_allreduce.py [--json FILE]
+  python3 scripts/peers/torch_allreduce.py [--json FILE] [--gpus N]
+
+--gpus N uses the first N GPUs (default: all of them), to set 2 beside 4 on one machine.
 
 Timing: rank 0's CUDA events around `reps` back-to-back all_reduce calls (50 up to 16 MiB, 10
 above, as the chapter's sweep), after 5 warm-up calls and a barrier; the mean per call. A machine
@@ -67,8 +69,14 @@ def worker(rank, world, setting, queue):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the rows to this file too")
+    parser.add_argument("--gpus", type=int, default=0, help="use the first N GPUs (default: all)")
     args = parser.parse_args()
     world = torch.cuda.device_count()
+    if args.gpus:
+        if args.gpus > world:
+            print(f"SKIPPED: --gpus {args.gpus}, this machine has {world}")
+            return 0
+        world = args.gpus
     if world < 2:
         print(f"SKIPPED: needs 2 or more GPUs, this machine has {world}")
         return 0

@@ -1,0 +1,274 @@
+// ch04/allreduce_small: summing a small FP32 message on every GPU (256 KiB per GPU, N >= 2 GPUs),
+// where an all-reduce costs steps and synchronisation, not link bandwidth.
+//
+// Lesson: NCCL's ring takes 2(N-1) steps, each a hop to the next GPU and a wait for its data (its
+// LL protocol sends a flag with every 4 bytes of data, so a step needs no separate handshake, at
+// the price of half the link's bytes), behind a general kernel's setup. Under ~1 MiB that, not the links, sets the time. A one-shot all-reduce takes one
+// step: every GPU reads all N inputs straight from its peers' memory through peer pointers (NVLink
+// loads; no staging copies, no NCCL), sums them and writes its own output. Each GPU then pulls
+// (N-1) x n over its links instead of 2(N-1)/N x n, so the one-shot loses once the message is
+// large enough to be bandwidth-bound: the busbw sweep (metrics, beside NCCL's) shows where.
+//
+// What changes from baseline to optimized:
+//   1. baseline (ncclAllReduce): one grouped ncclAllReduce per GPU on 32 blocks
+//      (ch04::kBandwidthCtas, as ch04/allreduce's optimized);
+//   2. step (ncclAllReduce_own_ctas): the same with NCCL's own block count (PyTorch's default);
+//   3. optimized (one_shot_peer): one kernel per GPU: a flag exchange with every peer, then each
+//      thread sums 16 bytes of all N inputs in GPU order (every GPU gets the same bits) and writes
+//      them, then a second flag exchange.
+// The protocol (PeerAllReduce): every GPU's memory holds a flag slot per (block, peer) that the
+// peer's block writes, and each block's count of calls (its epoch, kept on the GPU: no host
+// counter, so a captured graph would stay correct). Block b of GPU r starts by storing epoch e
+// into slot (b, r) of every GPU (st.release.sys) and waits (ld.acquire.sys, then __syncthreads)
+// until block b of every peer has stored e into its slots: no GPU reads a peer's input before that
+// peer's kernel has started, that is before the earlier work on the peer's stream (whatever wrote
+// the input) has finished. At its end the block exchanges e the same way in a second set of
+// slots, after all its threads' reads: no GPU's kernel ends, and lets later work on its stream
+// overwrite its input, while a peer still reads it. Block b reads the same elements on every GPU,
+// so pairing blocks across GPUs covers every read. A grid has at most as many blocks as the GPU has
+// SMs (512 threads: one fits on any SM), so all of it is resident at once and no block waits on one
+// that cannot start. Out of place only: a GPU writing
+// its output over its input would race with its peers' reads. A wait over 5 s traps, so a broken
+// exchange fails the case instead of hanging it (it also traps under a tool that serialises the
+// GPUs' kernels: the exchange needs all N running at once).
+// Declared bytes: busbw's, 2(N-1)/N x 4n, against the `p2p` ceiling, as ch04/allreduce. Hot mode:
+// a call takes microseconds, most of it launch and synchronisation. Every GPU is checked.
+//
+//   ./bench compare --chapter ch04 --example allreduce_small
+#include <cstdio>
+
+#include "multi_gpu.cuh"
+
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kMaxBlocks = 256;                    // flag slots per GPU; grids use min(SMs, this)
+constexpr int64_t kSweepBytes = int64_t{1} << 20;  // the sweep's largest message
+constexpr uint64_t kWaitLimitNs = uint64_t{5'000'000'000};
+
+struct SmallAllReduce {
+  ch04::Sharded io;
+  SmallAllReduce(bench::Setup& s, const std::vector<int>& gpus)
+      : io(s, gpus, s.size("n", int64_t{1} << 16, 10'007), bench::uniform(-1, 1), "sum") {
+    s.bytes(ch04::busbw_factor(gpus.size()) * double(io.n) * sizeof(float), "p2p_gbps");
+  }
+  explicit SmallAllReduce(bench::Setup& s) : SmallAllReduce(s, ch04::all_gpus()) {}
+  void inputs_filled(cudaStream_t s) const { io.refresh(s); }
+};
+
+// In every GPU's memory, zeroed once. start[b][j] / end[b][j]: the last call in which block b of
+// GPU j started / finished reading (written by GPU j); calls[b]: this GPU's block b's calls so far.
+struct Signals {
+  uint32_t start[kMaxBlocks][ch04::kMaxGpus];
+  uint32_t end[kMaxBlocks][ch04::kMaxGpus];
+  uint32_t calls[kMaxBlocks];
+};
+struct OneShotArgs {
+  ch04::GpuPointers<const float> in;   // every GPU's input (a peer's through its peer pointer)
+  ch04::GpuPointers<Signals> signals;  // every GPU's flags
+  float* out;                          // this GPU's output
+  int rank;                            // this GPU's index
+  int64_t n, n4;                       // floats; float4s read as vectors (0: none)
+};
+
+__device__ void store_release_sys(uint32_t* flag, uint32_t value) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
+}
+__device__ uint32_t load_acquire_sys(const uint32_t* flag) {
+  uint32_t value;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(value) : "l"(flag) : "memory");
+  return value;
+}
+__device__ uint64_t globaltimer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Thread j < N of the block tells GPU j that this block reached `epoch`, then waits until block
+// blockIdx.x of GPU j has said the same (its own slot included: j == rank returns at once).
+template <int N>
+__device__ void exchange(const OneShotArgs& a, bool at_end, uint32_t epoch) {
+  const int j = threadIdx.x, b = blockIdx.x;
+  if (j >= N) return;
+  Signals* peer = a.signals.p[j];
+  store_release_sys(at_end ? &peer->end[b][a.rank] : &peer->start[b][a.rank], epoch);
+  Signals* self = a.signals.p[a.rank];
+  const uint32_t* mine = at_end ? &self->end[b][j] : &self->start[b][j];
+  const uint64_t since = globaltimer_ns();
+  while (int32_t(load_acquire_sys(mine) - epoch) < 0)  // wrap-safe: epochs only grow
+    if (globaltimer_ns() - since > kWaitLimitNs) {
+      printf("ch04/allreduce_small: GPU %d block %d waited 5 s for GPU %d (%s, call %u)\n", a.rank,
+             b, j, at_end ? "end" : "start", epoch);
+      __trap();
+    }
+}
+
+template <int N>
+__global__ void __launch_bounds__(kThreads) one_shot_sum(OneShotArgs a) {
+  const uint32_t epoch = a.signals.p[a.rank]->calls[blockIdx.x] + 1;
+  exchange<N>(a, false, epoch);
+  __syncthreads();  // the acquire above orders every thread's reads below
+  const int64_t first = blockIdx.x * int64_t(kThreads) + threadIdx.x,
+                stride = int64_t(gridDim.x) * kThreads;
+  for (int64_t i = first; i < a.n4; i += stride) {
+    float4 v[N];
+#pragma unroll
+    for (int g = 0; g < N; ++g)
+      v[g] = __ldcg(reinterpret_cast<const float4*>(a.in.p[g]) + i);  // all in flight
+    float4 sum = v[0];
+#pragma unroll
+    for (int g = 1; g < N; ++g)
+      sum = make_float4(sum.x + v[g].x, sum.y + v[g].y, sum.z + v[g].z, sum.w + v[g].w);
+    reinterpret_cast<float4*>(a.out)[i] = sum;
+  }
+  for (int64_t i = 4 * a.n4 + first; i < a.n; i += stride) {  // the tail (or all, when unaligned)
+    float sum = __ldcg(a.in.p[0] + i);
+#pragma unroll
+    for (int g = 1; g < N; ++g) sum += __ldcg(a.in.p[g] + i);
+    a.out[i] = sum;
+  }
+  __syncthreads();  // every thread of the block has read its share of every peer
+  exchange<N>(a, true, epoch);
+  if (threadIdx.x == 0)
+    a.signals.p[a.rank]->calls[blockIdx.x] = epoch;  // every thread read it above
+}
+using OneShotKernel = void (*)(OneShotArgs);
+const OneShotKernel kOneShot[ch04::kMaxGpus + 1] = {
+    nullptr,         nullptr,         one_shot_sum<2>, one_shot_sum<3>, one_shot_sum<4>,
+    one_shot_sum<5>, one_shot_sum<6>, one_shot_sum<7>, one_shot_sum<8>};
+
+// The one-shot all-reduce over `gpus`: flags on every GPU, peer access between every pair.
+class PeerAllReduce {
+ public:
+  explicit PeerAllReduce(const std::vector<int>& gpus) : gpus_(gpus), signals_(gpus, 1, 0) {
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      int sms = 0;
+      BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpus[i]));
+      max_blocks_ = std::min(max_blocks_, sms);
+      for (size_t j = 0; j < gpus.size(); ++j)
+        if (j != i) kernels::enable_peer_access(gpus[i], gpus[j]);
+      ch04::OnDevice on(gpus[i]);
+      BENCH_CUDA_CHECK(cudaMemset(signals_[i], 0, sizeof(Signals)));
+      BENCH_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream of any GPU uses them
+    }
+  }
+  // One all-reduce of `count` floats from in(i) into out(i) (GPU i's buffers) on stream(i).
+  template <class Stream, class In, class Out>
+  void operator()(Stream stream, In in, Out out, int64_t count) const {
+    OneShotArgs a{};
+    bool aligned = true;
+    for (size_t i = 0; i < gpus_.size(); ++i) {
+      a.in.p[i] = in(i);
+      a.signals.p[i] = signals_[i];
+      aligned = aligned && reinterpret_cast<uintptr_t>(in(i)) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(out(i)) % 16 == 0;
+    }
+    a.n = count;
+    a.n4 = aligned ? count / 4 : 0;
+    const int64_t items = a.n4 + (count - 4 * a.n4);
+    const int blocks = int(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, max_blocks_));
+    for (size_t i = 0; i < gpus_.size(); ++i) {
+      ch04::OnDevice on(gpus_[i]);
+      a.out = out(i);
+      a.rank = int(i);
+      kOneShot[gpus_.size()]<<<blocks, kThreads, 0, stream(i)>>>(a);
+      BENCH_CHECK_LAUNCH();
+    }
+  }
+
+ private:
+  std::vector<int> gpus_;
+  ch04::PerGpu<Signals> signals_;  // one Signals on every GPU, GPU 0 included
+  int max_blocks_ = kMaxBlocks;
+};
+
+// What every variant shares: the timed call (one all-reduce of the workload's buffers, then the
+// check) and the busbw sweep up to 1 MiB, on buffers of its own on every GPU (the workload's hold
+// 256 KiB). Each variant's enqueue_calls(in, out, count, s, calls) forks every GPU's stream from
+// `s`, enqueues `calls` all-reduces and joins them back once: NCCL orders its calls across GPUs,
+// and the one-shot's end exchange keeps call c+1 on any GPU from overwriting what call c reads.
+template <class Variant>
+class Small {
+ public:
+  Small(const SmallAllReduce& w, cudaStream_t s)
+      : w_(w),
+        s_(s),
+        fan_(w.io.gpus),
+        sweep_in_(w.io.gpus, kSweepBytes / 4, 0),
+        sweep_out_(w.io.gpus, kSweepBytes / 4, 0) {
+    for (size_t i = 0; i < w.io.size(); ++i) {  // the sweep sums numbers, not what was there
+      ch04::OnDevice on(w.io.gpus[i]);
+      ch04::fill_value<<<64, 256>>>(sweep_in_[i], kSweepBytes / 4, 1.0f);
+      BENCH_CHECK_LAUNCH();
+      BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+  }
+  void operator()(const SmallAllReduce& w, cudaStream_t s) const {
+    variant().enqueue_calls([&](size_t i) { return w.io.input(i); },
+                            [&](size_t i) { return w.io.output(i); }, w.io.n, s, 1);
+    w.io.check(s);
+  }
+  std::vector<bench::Metric> metrics() const {
+    return ch04::busbw_sweep(
+        s_, w_.io.size(), kSweepBytes, [&](int64_t count, cudaStream_t s, int calls) {
+          variant().enqueue_calls([&](size_t i) { return sweep_in_[i]; },
+                                  [&](size_t i) { return sweep_out_[i]; }, count, s, calls);
+        });
+  }
+
+ protected:
+  const Variant& variant() const { return static_cast<const Variant&>(*this); }
+  const SmallAllReduce& w_;
+  cudaStream_t s_;
+  ch04::Fan fan_;
+  ch04::PerGpu<float> sweep_in_, sweep_out_;
+};
+
+class NcclAllReduce : public Small<NcclAllReduce> {
+ public:
+  NcclAllReduce(const SmallAllReduce& w, cudaStream_t s, ch04::CtaRange ctas = ch04::kBandwidthCtas)
+      : Small(w, s), comms_(w.io.gpus, ctas) {}
+  template <class In, class Out>
+  void enqueue_calls(In in, Out out, int64_t count, cudaStream_t s, int calls) const {
+    fan_.fork(s);
+    for (int c = 0; c < calls; ++c)
+      ch04::all_reduce(comms_, fan_, w_.io.size(), s, in, out, size_t(count), ncclFloat);
+    fan_.join(s);
+  }
+
+ private:
+  ch04::Communicators comms_;
+};
+struct NcclOwnCtas : NcclAllReduce {
+  NcclOwnCtas(const SmallAllReduce& w, cudaStream_t s) : NcclAllReduce(w, s, {}) {}
+};
+
+class OneShot : public Small<OneShot> {
+ public:
+  OneShot(const SmallAllReduce& w, cudaStream_t s) : Small(w, s), reduce_(w.io.gpus) {}
+  template <class In, class Out>
+  void enqueue_calls(In in, Out out, int64_t count, cudaStream_t s, int calls) const {
+    fan_.fork(s);
+    for (int c = 0; c < calls; ++c)
+      reduce_([&](size_t i) { return fan_.stream(i, s); }, in, out, count);
+    fan_.join(s);
+  }
+
+ private:
+  PeerAllReduce reduce_;
+};
+
+void reference(const SmallAllReduce& w, bench::HostData& h) { w.io.expect_sum(h, "sum"); }
+
+// As ch04/allreduce: N <= 8 terms in [-1, 1] summed in FP32 in any order, |error| <= 3.34e-6.
+BENCH_EXAMPLE(ch04, allreduce_small, SmallAllReduce)
+    .stateful<NcclAllReduce>(bench::Role::baseline, "ncclAllReduce")
+    .stateful<NcclOwnCtas>(bench::Role::step, "ncclAllReduce_own_ctas")
+    .stateful<OneShot>(bench::Role::optimized, "one_shot_peer")
+    .reference(reference)
+    .tolerance(bench::allclose(3.4e-6, 0))
+    .mode(bench::Mode::hot)
+    .min_gpus(2);
+
+}  // namespace

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""One markdown table of all-reduce busbw (GB/s) against message size, from one GPU session's outputs.
+
+Columns, each where its file gives it (a dash where not):
+  ours, one process   ch04/allreduce/optimized's busbw_gbps_<size> metrics (ncclAllReduce, 32 blocks)
+  ours, MPI           ch04_mpi --sweep --json (one process per GPU, 32 blocks)
+  one-shot            ch04/allreduce_small/optimized's metrics (peer-memory kernel, sizes <= 1 MiB)
+  NCCL own blocks     ch04/allreduce_small/ncclAllReduce_own_ctas's metrics (sizes <= 1 MiB)
+  PyTorch default, PyTorch 32 CTAs   scripts/peers/torch_allreduce.py --json
+  ours / PyTorch      the best of our columns over the better of PyTorch's two
+Every figure is busbw = bytes per GPU / time x 2(N-1)/N, each a batch of back-to-back calls.
+
+  python3 scripts/ch04_busbw_table.py --results session/results_ch04_1.json \\
+      --mpi session/mpi_sweep.json --torch session/peer_torch_allreduce.json
+--results takes `bench compare --save-results` files or the chapter binary's Google Benchmark JSON;
+where a case has several rows (repetitions, several files), the median is shown.
+"""
+import argparse
+import json
+import statistics
+import sys
+
+SIZES = [4096 * 4**k for k in range(10)]  # 4 KiB .. 1 GiB, as the chapter's sweep
+CASES = {  # column -> case name prefix in the chapter's results
+    "ours, one process": "ch04/allreduce/optimized",
+    "one-shot": "ch04/allreduce_small/optimized",
+    "NCCL own blocks": "ch04/allreduce_small/ncclAllReduce_own_ctas",
+}
+OURS = ["ours, one process", "ours, MPI", "one-shot", "NCCL own blocks"]
+TORCH = {"PyTorch default": "default", "PyTorch 32 CTAs": "ctas32"}
+
+
+def label(nbytes):
+    if nbytes >= 1 << 30:
+        return f"{nbytes >> 30}GiB"
+    return f"{nbytes >> 20}MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10}KiB"
+
+
+def from_results(files):
+    values = {column: {} for column in CASES}  # column -> size -> [GB/s]
+    for name in files:
+        with open(name) as f:
+            rows = json.load(f).get("benchmarks", [])
+        for row in rows:
+            case = row.get("name", "")
+            for column, prefix in CASES.items():
+                if case != prefix and not case.startswith(prefix + "/"):
+                    continue
+                for size in SIZES:
+                    value = row.get(f"busbw_gbps_{label(size)}")
+                    if isinstance(value, (int, float)) and value > 0:
+                        values[column].setdefault(size, []).append(value)
+    return {c: {s: statistics.median(v) for s, v in sizes.items()} for c, sizes in values.items()}
+
+
+def from_mpi(name):
+    with open(name) as f:
+        data = json.load(f)
+    return {row["bytes"]: row["busbw_gbps"] for row in data["rows"] if row.get("pass") and row["busbw_gbps"] > 0}
+
+
+def from_torch(name):
+    with open(name) as f:
+        data = json.load(f)
+    out = {column: {} for column in TORCH}
+    for column, setting in TORCH.items():
+        for row in data["rows"]:
+            if row["setting"] == setting:
+                out[column][row["bytes"]] = row["busbw_gbps"]
+    return out, data
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", nargs="+", action="extend", default=[], help="bench compare --save-results file(s)")
+    parser.add_argument("--mpi", help="ch04_mpi --json file")
+    parser.add_argument("--torch", help="scripts/peers/torch_allreduce.py --json file")
+    args = parser.parse_args()
+    columns = from_results(args.results)
+    columns["ours, MPI"] = from_mpi(args.mpi) if args.mpi else {}
+    about = []
+    if args.torch:
+        torch_columns, data = from_torch(args.torch)
+        columns.update(torch_columns)
+        about.append(f"PyTorch: {data.get('gpus')}x {data.get('device')}, torch {data.get('torch')}, "
+                     f"NCCL {data.get('nccl')}")
+    else:
+        columns.update({column: {} for column in TORCH})
+    shown = [c for c in OURS + list(TORCH) if columns[c]]
+    if not shown:
+        print("ch04_busbw_table: no busbw figures in the files given", file=sys.stderr)
+        return 1
+    if any(columns[c] for c in TORCH) and any(columns[c] for c in OURS):
+        shown.append("ours / PyTorch")
+    for line in about:
+        print(f"<!-- {line} -->")
+    print("| size | " + " | ".join(shown) + " |")
+    print("| --- |" + " ---: |" * len(shown))
+    for size in SIZES:
+        ours = [columns[c][size] for c in OURS if size in columns[c]]
+        theirs = [columns[c][size] for c in TORCH if size in columns[c]]
+        cells = []
+        for c in shown:
+            if c == "ours / PyTorch":
+                cells.append(f"{max(ours) / max(theirs):.2f}" if ours and theirs else "—")
+            else:
+                cells.append(f"{columns[c][size]:.4g}" if size in columns[c] else "—")
+        print(f"| {label(size)} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

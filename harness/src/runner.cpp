@@ -81,10 +81,12 @@ constexpr double kProbeFloorSeconds = 5e-6;   // under this a repeat is launch-b
 
 // VALIDITY row 2, checked samples: every timed sample under half the median so far is checked on
 // the spot, and others at random (secretly chosen, rate min(1, 8 / sample number)) while
-// checking has cost no more than half the sampling time (at least 0.25 s).
+// checking has cost no more than a quarter of the sampling time (at least 0.05 s). A smoke run
+// (ctest's chapter tests: 3 samples) checks its fast samples and its last one only: a reference
+// at the timing size per sample was most of its time.
 constexpr double kRandomChecks = 8;
-constexpr double kCheckBudgetShare = 0.5;
-constexpr double kCheckBudgetFloorSeconds = 0.25;
+constexpr double kCheckBudgetShare = 0.25;
+constexpr double kCheckBudgetFloorSeconds = 0.05;
 constexpr int kTracedCalls = 3;  // row 1: calls traced before and after the timed samples
 
 bool cuda_tool_present() {
@@ -445,7 +447,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
                                        "the poison written before it)", i + 1));
       const bool fast = median_before >= 1e-6 && seconds.back() < kFastFraction * median_before;
       const double budget = std::max(kCheckBudgetFloorSeconds, kCheckBudgetShare * (host_seconds() - start - r.verify_seconds));
-      const bool chosen = unit(pick) < std::min(1.0, kRandomChecks / (i + 1)) && r.verify_seconds < budget;
+      const bool chosen = !opt.smoke && unit(pick) < std::min(1.0, kRandomChecks / (i + 1)) && r.verify_seconds < budget;
       if (fast || chosen) {
         const double check_start = host_seconds();
         CheckedRun c{inputs, {}};

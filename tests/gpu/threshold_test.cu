@@ -198,7 +198,7 @@ TEST(Thresholds, Row18_SkippingOneRepeatInEightFails) {
 TEST(Thresholds, Row2_HonestColdVariantIsMeasuredWithCheckedSamples) {
   const auto r = run_case("cold_sample_skips", "honest", 40);
   ASSERT_EQ(outcome(r), "measured");
-  EXPECT_GE(r.verified_samples, 9);  // the random checks (8 expected in the first samples) and the last
+  EXPECT_GE(r.verified_samples, 2);  // at least the first random check and the last sample
   EXPECT_TRUE(r.suspect.empty()) << r.suspect;
 }
 

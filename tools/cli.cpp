@@ -86,6 +86,13 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                         "append this machine's figures to the `machines` of every host-dependent example "
                         "(a variant declared host_bound), whose band is their spread; nothing else changes")
       ->excludes("--update-expectations");
+  compare_cmd->add_option("--record-outcome", compare.record_outcomes,
+                          "with --update-expectations: for these examples (comma-separated), record an honest "
+                          "NO_SPEEDUP, or an optimized side SKIPPED by design, as this GPU's expected outcome "
+                          "(docs/expectations.md)")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->needs("--update-expectations");
   compare_cmd->add_option("--repetitions", compare.repetitions,
                           "run each example N times, each in a fresh process (interleaved), and pool the samples; "
                           "with --update-expectations every run must reproduce the speedup within the tolerance written")
@@ -114,9 +121,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
        "2 when a file is missing or malformed",
        "exactly two files: OLD NEW"},
       {"validate",
-       "parse each file strictly (JSON syntax, format_version, required and unknown keys, value "
-       "types) and print "
-       "`ok FILE: N ceilings, M examples`, or FILE:LINE:COLUMN and what was expected; exits 2 if "
+       "parse each file strictly (JSON syntax, duplicate keys, format_version, required and unknown "
+       "keys, value types and ranges, hardware_key against the file name, example keys against the "
+       "built chapters' examples) and print `ok FILE: N ceilings, M examples` (naming any chapter whose "
+       "keys could not be checked, as not built), or FILE:LINE:COLUMN and what was expected; exits 2 if "
        "any is not valid",
        "files (default: every .json in the expectations folder)"},
   };
@@ -178,6 +186,19 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   report_cmd->add_option("--html", report.html, "the HTML file to write")->required();
   report_cmd->add_option("--svg", report.svg, "also write the latest run's roofline as an SVG file");
 
+  // An unknown first word is named, with the subcommands (CLI11 would say only that one is required).
+  if (args.size() > 1 && !args[1].empty() && args[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const auto* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : " ") + sub->get_name();
+      known |= sub->get_name() == args[1];
+    }
+    if (!known) {
+      err << "bench: unknown subcommand '" << args[1] << "' (subcommands: " << names << "; bench --help)\n";
+      return kExitUsage;
+    }
+  }
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   try {

@@ -3,6 +3,7 @@
 // parses the command line into these option structs.
 #pragma once
 
+#include <filesystem>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@ struct CompareOptions {
   std::string from_results, save_results;
   bool update_expectations = false;
   bool add_machine = false;  // --add-machine: append this machine to host-dependent entries
+  std::vector<std::string> record_outcomes;  // --record-outcome a,b: NO_SPEEDUP/SKIPPED written as expected
   int repetitions = 1;  // each example run this often, each time in a fresh process; samples pooled
   std::vector<std::string> harness_args;
   std::string command_line;  // for provenance
@@ -100,5 +102,9 @@ std::string resolve_expectations_dir(const Locations& where);
 // True when a CUDA device is present, or BENCH_ASSUME_GPU=1 is set (tests only: it lets the
 // fake chapter binary be driven on a machine with no GPU). `why` gets the reason otherwise.
 bool gpu_available(std::string* why);
+// Why `chapter` (already of the form chNN) has no binary in `build_dir`: not a chapter of the
+// suite (no chapters/chNN in the source tree; the message lists those there), or not built
+// (with its NOT_BUILT reason when its CMakeLists wrote one).
+std::string no_such_chapter(const std::string& chapter, const std::filesystem::path& build_dir);
 
 }  // namespace bench::tools

@@ -30,32 +30,35 @@ void write_text(const fs::path& file, const std::string& text) {
   if (!out) throw std::runtime_error(file.string() + ": cannot be written");
 }
 
-// Runs every selected example of every chapter, printing one progress line per example.
-// Returns false (after printing why) when a chapter binary is missing or an --example name
-// matches no example of the chapters; nothing has run then.
-bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostream& out,
-                  std::ostream& err) {
+// The chapters to run, each with its selected examples, listed before anything runs: every
+// chapter must exist and be built, and every --example name must match, or nothing runs (and
+// on a machine without a GPU, a bad name is reported before the missing GPU is).
+struct Plan {
+  std::vector<std::pair<std::string, ChapterExamples>> listed;
+};
+
+// Returns false (after printing why) when a chapter is not in the suite or not built, or an
+// --example name matches no example of the chapters.
+bool plan_chapters(const CompareOptions& options, ExampleCatalog& catalog, Plan& plan, std::ostream& err) {
   const fs::path build_dir = resolve_build_dir(options.where);
   const std::vector<std::string> chapters = options.all ? built_chapters(build_dir) : options.chapters;
   if (chapters.empty()) {
     err << "bench compare: no chapter binaries under " << (build_dir / "chapters").string() << "\n";
     return false;
   }
-  // Every chapter is listed before anything runs, so that a misspelt --example is refused at
-  // once instead of after the chapters before it have run.
-  std::vector<std::pair<std::string, ChapterExamples>> listed;
   std::vector<std::string> selected;
   bool listed_all = true;
   for (const auto& chapter : chapters) {
     const fs::path binary = chapter_binary(build_dir, chapter);
     if (!fs::is_regular_file(binary)) {
-      err << "bench compare: " << chapter << " is not built (no " << binary.string() << ")\n";
+      err << "bench compare: " << no_such_chapter(chapter, build_dir) << "\n";
       return false;
     }
-    listed.emplace_back(chapter, chapter_examples(binary, options.examples));
-    const auto& examples = listed.back().second.examples;
+    plan.listed.emplace_back(chapter, chapter_examples(binary, options.examples));
+    const auto& examples = plan.listed.back().second.examples;
     selected.insert(selected.end(), examples.begin(), examples.end());
-    listed_all = listed_all && listed.back().second.error.empty();
+    listed_all = listed_all && plan.listed.back().second.error.empty();
+    if (options.examples.empty() && plan.listed.back().second.error.empty()) catalog.add(chapter, examples);
   }
   // A chapter that could not list its cases is a crash record below; a name may be one of its.
   if (const auto unmatched = unmatched_names(selected, options.examples);
@@ -63,8 +66,14 @@ bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostr
     err << "bench compare: " << no_such_examples(unmatched, chapters) << "\n";
     return false;
   }
-  for (auto& [chapter, listing] : listed) {
-    auto& [examples, cases_of, list_error] = listing;
+  return true;
+}
+
+// Runs every selected example of every planned chapter, printing one progress line per example.
+void run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& results, std::ostream& out) {
+  const fs::path build_dir = resolve_build_dir(options.where);
+  for (const auto& [chapter, listing] : plan.listed) {
+    const auto& [examples, cases_of, list_error] = listing;
     const fs::path binary = chapter_binary(build_dir, chapter);
     if (!list_error.empty()) {
       results.crashes.push_back({chapter + "/(list)", "could not list cases", list_error, {}});
@@ -76,16 +85,15 @@ bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostr
     // runs, where the update's reproduction check sees them.
     for (int rep = 1; rep <= options.repetitions; ++rep)
       for (std::size_t i = 0; i < examples.size(); ++i) {
-        const auto summary = run_example(binary, examples[i], cases_of[examples[i]], options.harness_args, results);
+        const auto summary = run_example(binary, examples[i], cases_of.at(examples[i]), options.harness_args, results);
         const std::string how = summary.process.ok() ? "" : fmt::format(", {}: {}", summary.process.describe(),
                                                                         tail_lines(summary.process.err, 1));
         const std::string run = options.repetitions > 1 ? fmt::format(" (run {}/{})", rep, options.repetitions) : "";
         out << fmt::format("[{}/{}] {}{}: {} of {} cases in {:.1f} s{}\n", i + 1, examples.size(), examples[i], run,
-                           summary.cases_reported, cases_of[examples[i]].size(), summary.seconds, how)
+                           summary.cases_reported, cases_of.at(examples[i]).size(), summary.seconds, how)
             << std::flush;
       }
   }
-  return true;
 }
 
 void report_update(const UpdateResult& update, const fs::path& file, std::ostream& out) {
@@ -103,9 +111,11 @@ void report_update(const UpdateResult& update, const fs::path& file, std::ostrea
 int compare_command(const CompareOptions& options, std::ostream& out, std::ostream& err) {
   ResultsFile results;
   const bool live = options.from_results.empty();
+  // Every example key of the expectations read below must name an example of the suite.
+  ExampleCatalog catalog(resolve_build_dir(options.where));
   if (!live) {
     try {
-      results = load_results(options.from_results);
+      results = load_results_to_score(options.from_results);
     } catch (const ResultsError& e) {
       err << "bench compare: " << e.what() << "\n";
       return kExitUsage;
@@ -117,12 +127,15 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
       return kExitUsage;
     }
   } else {
+    // Bad names first (exit 2), then the GPU (exit 1): listing needs no GPU.
+    Plan plan;
+    if (!plan_chapters(options, catalog, plan, err)) return kExitUsage;
     std::string why;
     if (!gpu_available(&why)) {
-      err << "bench compare: no CUDA device (" << why << "); score a saved run with --from-results FILE\n";
+      err << "bench compare: no CUDA device: " << why << "; score a saved run with --from-results FILE\n";
       return kExitFailed;
     }
-    if (!run_chapters(options, results, out, err)) return kExitUsage;
+    run_chapters(options, plan, results, out);
     // The context is the first chapter binary's: the run's own command is what a reader needs.
     results.context["bench_command"] = options.command_line;
   }
@@ -150,7 +163,7 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
   std::optional<Expectations> expectations;
   std::vector<fs::path> sources;
   try {
-    expectations = load_expectations_for(expectations_dir, key, &sources);
+    expectations = load_expectations_for(expectations_dir, key, &sources, catalog.check());
   } catch (const ExpectationsError& e) {
     err << "bench compare: " << e.what() << "\n";
     return kExitUsage;
@@ -188,7 +201,8 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
       UpdatePolicy policy;
       policy.command = options.command_line;
       policy.add_machine = options.add_machine;
-      report_update(update_expectations_file(expectations_file, card, results.context, policy),
+      policy.record_outcomes = options.record_outcomes;
+      report_update(update_expectations_file(expectations_file, card, results.context, policy, catalog.check()),
                     expectations_file, out);
     }
   } catch (const std::exception& e) {

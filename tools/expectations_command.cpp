@@ -7,6 +7,7 @@
 
 #include "bench/expectations.hpp"
 #include "commands.hpp"
+#include "lookup.hpp"
 
 namespace bench::tools {
 namespace {
@@ -23,8 +24,8 @@ std::vector<std::string> files_or_all(const ExpectationsOptions& options) {
   return files;
 }
 
-Expectations load_existing(const std::string& file) {
-  auto x = load_expectations(file);
+Expectations load_existing(const std::string& file, const ExampleCheck& example = {}) {
+  auto x = load_expectations(file, example);
   if (!x) throw ExpectationsError(file + ": no such file");
   return *x;
 }
@@ -69,12 +70,23 @@ int expectations_command(const ExpectationsOptions& options, std::ostream& out, 
     return options.action == "validate" ? kExitOk : kExitFailed;
   }
   int status = kExitOk;
+  // validate checks every example key against the examples the built chapters list.
+  ExampleCatalog catalog(resolve_build_dir(options.where));
   for (const auto& file : files) {
     try {
-      const Expectations x = load_existing(file);
-      if (options.action == "show") show(file, x, out);
-      else out << fmt::format("ok {}: {} ceilings, {} examples\n", file, x.ceilings.size(), x.examples.size());
+      const bool validate = options.action == "validate";
+      const Expectations x = load_existing(file, validate ? catalog.check() : ExampleCheck{});
+      if (!validate) {
+        show(file, x, out);
+        continue;
+      }
+      out << fmt::format("ok {}: {} ceilings, {} examples", file, x.ceilings.size(), x.examples.size());
+      // A check that could not be made is said, not passed over.
+      if (const auto unchecked = catalog.take_unchecked(); !unchecked.empty())
+        out << "; example keys not checked against the suite for " << describe_unchecked(unchecked);
+      out << "\n";
     } catch (const ExpectationsError& e) {
+      catalog.take_unchecked();
       err << e.what() << "\n";
       status = kExitUsage;
     }

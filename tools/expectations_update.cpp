@@ -10,6 +10,8 @@
 #include <chrono>
 #include <ctime>
 
+#include "lookup.hpp"
+
 namespace bench::tools {
 namespace {
 
@@ -85,17 +87,37 @@ MachineRun machine_run(const ScoredRow& row, const json& context, const std::str
           run_date.empty() ? date : run_date};
 }
 
+// The outcome (NO_SPEEDUP or SKIPPED) a row may be recorded with, as its entry's
+// expected_status: named by --record-outcome, or already the entry's record. Empty: none.
+std::string recordable_outcome(const ScoredRow& row, const UpdatePolicy& policy) {
+  if (policy.add_machine || row.kind != RowKind::pair) return {};
+  if (!row.as_recorded && (policy.record_outcomes.empty() || !example_selected(row.example, policy.record_outcomes)))
+    return {};
+  if (row.status == Status::no_speedup) return kExpectedNoSpeedup;
+  // Only the optimized side skipped, by the harness (a requirement unmet here), next to a clean baseline.
+  if (row.status == Status::skipped && row.subject->outcome == Outcome::skipped &&
+      row.baseline->outcome == Outcome::measured && row.baseline->verified)
+    return kExpectedSkipped;
+  return {};
+}
+
 // Why a row may not become an expectation; empty when it may. Adding a machine to a
 // host-dependent entry is the one way a figure outside its band can be recorded: the band is
 // the machines' spread, and a new machine is new evidence of it, printed in the diff.
 std::string refusal(const ScoredRow& row, const UpdatePolicy& policy) {
+  const std::string outcome = recordable_outcome(row, policy);
+  if (outcome == kExpectedSkipped) return {};
   switch (row.status) {
     case Status::failed: return "FAILED: " + row.reason;
-    case Status::skipped: return "SKIPPED: " + row.reason;
+    case Status::skipped:
+      return "SKIPPED: " + row.reason + " (--record-outcome " + row.example + " records it as this GPU's outcome)";
     case Status::regressed:
       if (policy.add_machine) break;
       return "REGRESSED: a regression is not accepted as the new reference";
-    case Status::no_speedup: return "NO_SPEEDUP: optimized is not clearly faster";
+    case Status::no_speedup:
+      if (outcome == kExpectedNoSpeedup) break;
+      return "NO_SPEEDUP: optimized is not clearly faster (--record-outcome " + row.example +
+             " records an honest no-speedup as this GPU's outcome)";
     default: break;
   }
   for (const auto* side : {&*row.baseline, &*row.subject}) {
@@ -163,7 +185,29 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
       continue;
     }
     ExampleExpectation entry;
-    if (auto it = x.examples.find(row.example); it != x.examples.end()) entry.tolerance = it->second.tolerance;
+    const auto existing = x.examples.find(row.example);
+    entry.expected_status = recordable_outcome(row, policy);
+    if (!entry.expected_status.empty()) {
+      // A reason already written (by hand, saying why) is kept while the outcome stays the same.
+      if (existing != x.examples.end() && existing->second.expected_status == entry.expected_status &&
+          entry.expected_status == kExpectedNoSpeedup)
+        entry.reason = existing->second.reason;
+      else if (entry.expected_status == kExpectedSkipped)
+        entry.reason = row.subject->message;  // the harness's; a run must repeat it
+      else
+        entry.reason = fmt::format("measured {:.2f}x [{:.2f}, {:.2f}]: the optimized side is not clearly faster here",
+                                   row.speedup->estimate, row.speedup->low, row.speedup->high);
+    }
+    if (entry.expected_status == kExpectedSkipped) {
+      entry.provenance = provenance;
+      if (noise_refusal(*row.baseline, policy).empty())
+        entry.variants[row.baseline->variant] = {row.baseline->median_us, row.baseline->noise};
+      x.examples[row.example] = std::move(entry);
+      result.accepted.push_back(row.example);
+      continue;
+    }
+    if (existing != x.examples.end() && existing->second.expected_status != kExpectedSkipped)
+      entry.tolerance = existing->second.tolerance;
     else entry.tolerance = policy.default_tolerance;
     // A jittery side's figure moves with the host: the band is at least twice its noise. When
     // the pair is scored by the optimized side's time, the baseline's jitter does not enter it.
@@ -193,8 +237,9 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
 }
 
 UpdateResult update_expectations_file(const std::filesystem::path& file, const Scorecard& card,
-                                      const json& context, const UpdatePolicy& policy) {
-  const std::optional<Expectations> before = load_expectations(file);
+                                      const json& context, const UpdatePolicy& policy,
+                                      const ExampleCheck& example) {
+  const std::optional<Expectations> before = load_expectations(file, example);
   UpdateResult result = plan_update(before, card, context, policy);
   if (!result.accepted.empty()) save_expectations(file, result.updated);
   return result;

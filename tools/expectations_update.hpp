@@ -34,6 +34,11 @@ struct UpdatePolicy {
   // --add-machine: instead of replacing entries, append this machine's figures to the
   // `machines` of each host-dependent example (docs/expectations.md); nothing else changes.
   bool add_machine = false;
+  // --record-outcome a,b: for these examples (bare or chNN/ names) an honest NO_SPEEDUP, or an
+  // optimized side SKIPPED with its reason while the baseline ran clean, is written as the
+  // entry's `expected_status` instead of refused. An entry that already records the outcome
+  // seen is refreshed without being named here.
+  std::vector<std::string> record_outcomes;
   std::string command;                // the bench command line, for provenance
   std::string date;                   // ISO 8601 UTC; empty: now
 };
@@ -50,7 +55,9 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
                          const json& context, const UpdatePolicy& policy);
 
 // Loads `file`, plans, and saves atomically when anything was accepted.
+// The file is read as compare and validate read it (load_expectations, `example` checking its keys).
 UpdateResult update_expectations_file(const std::filesystem::path& file, const Scorecard& card,
-                                      const json& context, const UpdatePolicy& policy);
+                                      const json& context, const UpdatePolicy& policy,
+                                      const ExampleCheck& example = {});
 
 }  // namespace bench::tools

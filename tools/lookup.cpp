@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
 #include "chapter_process.hpp"
 
@@ -54,6 +55,55 @@ ChapterExamples chapter_examples(const std::filesystem::path& binary,
     out.cases_of[example].push_back(name);
   }
   return out;
+}
+
+void ExampleCatalog::add(const std::string& chapter, const std::vector<std::string>& examples) {
+  Listing& l = chapters_[chapter];
+  l.examples.insert(examples.begin(), examples.end());
+  l.unchecked.clear();
+}
+
+const ExampleCatalog::Listing& ExampleCatalog::listing(const std::string& chapter) {
+  if (auto it = chapters_.find(chapter); it != chapters_.end()) return it->second;
+  Listing& l = chapters_[chapter];
+  const std::filesystem::path binary = chapter_binary(build_dir_, chapter);
+  if (!is_executable(binary)) {
+    l.unchecked = "not built: no " + binary.string();
+    return l;
+  }
+  const ChapterExamples listed = chapter_examples(binary, {});
+  if (!listed.error.empty()) l.unchecked = "could not list its cases: " + listed.error;
+  l.examples.insert(listed.examples.begin(), listed.examples.end());
+  return l;
+}
+
+ExampleCheck ExampleCatalog::check() {
+  return [this](const std::string& example) -> std::string {
+    const std::string chapter = example.substr(0, example.find('/'));
+    const Listing& l = listing(chapter);
+    if (!l.unchecked.empty()) {
+      unchecked_.emplace(chapter, l.unchecked);
+      return {};
+    }
+    if (l.examples.count(example)) return {};
+    return "\"" + example + "\" names no example of the suite: " + chapter + " (" +
+           chapter_binary(build_dir_, chapter).string() + ") has " + std::to_string(l.examples.size()) +
+           " examples and not this one (`bench list --chapter " + chapter +
+           "` names them); a renamed or removed example's entry must go too";
+  };
+}
+
+std::map<std::string, std::string> ExampleCatalog::take_unchecked() {
+  return std::exchange(unchecked_, {});
+}
+
+std::string describe_unchecked(const std::map<std::string, std::string>& unchecked) {
+  std::string chapters, why;
+  for (const auto& [chapter, reason] : unchecked) {
+    chapters += (chapters.empty() ? "" : ", ") + chapter;
+    why += (why.empty() ? "" : "; ") + chapter + ": " + reason;
+  }
+  return chapters + " (" + why + ")";
 }
 
 bool is_executable(const std::filesystem::path& file) {

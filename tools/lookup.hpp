@@ -4,8 +4,11 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "bench/expectations.hpp"
 
 namespace bench::tools {
 
@@ -29,6 +32,33 @@ struct ChapterExamples {
 };
 ChapterExamples chapter_examples(const std::filesystem::path& binary,
                                  const std::vector<std::string>& names);
+
+// The suite's examples as the built chapter binaries list them (--benchmark_list_tests, no GPU
+// needed), for the example keys of expectations files: `check()` is the ExampleCheck that
+// validate, compare and the update read files with. Each chapter is listed once, when a key
+// first names it. A key of a chapter with no binary in the build (not built, or no such chapter)
+// cannot be checked: it passes, and `take_unchecked()` says which chapters those were.
+class ExampleCatalog {
+ public:
+  explicit ExampleCatalog(std::filesystem::path build_dir) : build_dir_(std::move(build_dir)) {}
+  // A chapter already listed (compare lists the chapters it runs): not listed again.
+  void add(const std::string& chapter, const std::vector<std::string>& examples);
+  ExampleCheck check();
+  // The chapters whose keys could not be checked since the last call, with why.
+  std::map<std::string, std::string> take_unchecked();
+
+ private:
+  struct Listing {
+    std::set<std::string> examples;
+    std::string unchecked;  // non-empty: why this chapter's keys cannot be checked
+  };
+  const Listing& listing(const std::string& chapter);
+  std::filesystem::path build_dir_;
+  std::map<std::string, Listing> chapters_;
+  std::map<std::string, std::string> unchecked_;
+};
+// "ch04, ch99 (not built: no <build>/chapters/ch04/ch04)": what take_unchecked() returned, in a line.
+std::string describe_unchecked(const std::map<std::string, std::string>& unchecked);
 
 bool is_executable(const std::filesystem::path& file);
 // The folders of $PATH, in order.

@@ -133,7 +133,7 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
   }
   std::string why;
   if (!gpu_available(&why)) {
-    err << "bench profile: no CUDA device (" << why << ")\n";
+    err << "bench profile: no CUDA device: " << why << "\n";
     return kExitFailed;
   }
 

@@ -49,6 +49,10 @@ std::array<std::string, 11> cells(const ScoredRow& row) {
   else if (row.expected_speedup)
     out[5] = fmt::format("{:.2f}x +-{:.0f}%", *row.expected_speedup, 100 * row.tolerance.value_or(0));
   out[6] = to_string(row.status);
+  if (row.as_recorded) {
+    if (out[5].empty()) out[5] = "(recorded)";
+    out[6] += " (recorded)";
+  }
   if (row.subject && row.subject->outcome == Outcome::measured) {
     out[7] = throughput(*row.subject, row.ceiling_name);
     if (row.pct_ceiling) out[8] = fmt::format("{:.1f}%", *row.pct_ceiling);
@@ -166,6 +170,7 @@ nlohmann::json report_json(const Scorecard& card) {
     if (row.expected_us) j["expected"]["optimized_us"] = *row.expected_us;
     if (row.pct_ceiling) j["pct_ceiling"] = {{"value", *row.pct_ceiling}, {"ceiling", row.ceiling_name}};
     if (row.versus_vendor) j["optimized_vs_vendor"] = *row.versus_vendor;
+    if (row.as_recorded) j["as_recorded"] = true;
     rows.push_back(std::move(j));
   }
   nlohmann::json counts = nlohmann::json::object();

@@ -19,7 +19,7 @@ int report_command(const ReportOptions& options, std::ostream& out, std::ostream
     ReportRun run;
     run.source = file;
     try {
-      const ResultsFile results = load_results(file);
+      const ResultsFile results = load_results_to_score(file);
       run.context = results.context;
       const std::string key = results.context.value("hardware_key", std::string("unknown"));
       run.expectations = load_expectations_for(resolve_expectations_dir(options.where), key);

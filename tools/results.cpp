@@ -243,6 +243,14 @@ ResultsFile load_results(const std::filesystem::path& file) {
   return parse_results(text.str(), file.string());
 }
 
+ResultsFile load_results_to_score(const std::filesystem::path& file) {
+  ResultsFile results = load_results(file);
+  if (results.benchmarks.empty() && results.crashes.empty())
+    throw ResultsError(file.string() + ": holds no results (its \"benchmarks\" array is empty and it records no "
+                                       "crash): nothing to score");
+  return results;
+}
+
 json to_json(const ResultsFile& results) {
   json crashes = json::array();
   for (const auto& c : results.crashes)

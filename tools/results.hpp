@@ -90,6 +90,10 @@ std::string example_of(std::string_view case_name);
 std::string null_non_finite(std::string_view gb_json);
 ResultsFile parse_results(std::string_view text, const std::string& source_name);
 ResultsFile load_results(const std::filesystem::path& file);
+// load_results for a file to be scored (`compare --from-results`, `report`): one with no
+// benchmark row and no crash record ({"benchmarks": []}) is refused, since a score of nothing
+// would read as a clean run.
+ResultsFile load_results_to_score(const std::filesystem::path& file);
 json to_json(const ResultsFile& results);
 void save_results(const std::filesystem::path& file, const ResultsFile& results);
 

@@ -226,8 +226,7 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
   std::vector<std::string> selected;
   for (const auto& chapter : chapters) {
     if (!fs::is_regular_file(chapter_binary(build_dir, chapter))) {
-      err << "bench sanitize: " << chapter << " is not built (no " << chapter_binary(build_dir, chapter).string()
-          << ")\n";
+      err << "bench sanitize: " << no_such_chapter(chapter, build_dir) << "\n";
       return kExitUsage;
     }
     listed.push_back(chapter_examples(chapter_binary(build_dir, chapter), options.examples));
@@ -249,7 +248,7 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
     return kExitUsage;
   }
   if (!gpu_available(&error)) {
-    err << "bench sanitize: no CUDA device (" << error << ")\n";
+    err << "bench sanitize: no CUDA device: " << error << "\n";
     return kExitFailed;
   }
   const fs::path reports =

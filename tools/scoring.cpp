@@ -191,12 +191,47 @@ void score_speedup(ScoredRow& row, const ExampleExpectation* expected) {
   }
 }
 
+// A pair whose entry records an outcome (docs/expectations.md, "Recorded outcomes"): the
+// outcome seen again is marked as recorded; anything else says how it departs from the record.
+void apply_recorded_outcome(ScoredRow& row, const ExampleExpectation& expected) {
+  if (expected.expected_status == kExpectedSkipped) {
+    const CaseResult& s = *row.subject;
+    if (row.status == Status::skipped && s.outcome == Outcome::skipped) {
+      if (s.message == expected.reason) {
+        row.as_recorded = true;
+        row.reason += " (recorded as this GPU's outcome)";
+      } else {
+        row.reason += "; recorded skip reason was: " + expected.reason;
+      }
+    } else if (row.speedup) {  // it ran: the record no longer holds
+      row.reason += (row.reason.empty() ? "" : "; ") + std::string("recorded as skipped here (") + expected.reason +
+                    "), but it ran: record it with --update-expectations";
+    }
+    return;
+  }
+  if (expected.expected_status == kExpectedNoSpeedup && row.status == Status::no_speedup) {
+    row.as_recorded = true;
+    row.reason += "; recorded as this GPU's outcome: " + expected.reason;
+  } else if (expected.expected_status == kExpectedNoSpeedup && row.status == Status::improved) {
+    row.reason += "; recorded as no speedup (" + expected.reason + "), now clearly faster";
+  }
+}
+
 void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
-  if (!compare_sides(row, x)) return;
-  row.basis = basis_of(*row.baseline, *row.subject);
   const ExampleExpectation* expected = nullptr;
   if (x)
     if (auto it = x->examples.find(row.example); it != x->examples.end()) expected = &it->second;
+  const bool recorded_skip = expected && expected->expected_status == kExpectedSkipped;
+  if (!compare_sides(row, x)) {
+    if (recorded_skip) apply_recorded_outcome(row, *expected);
+    return;
+  }
+  row.basis = basis_of(*row.baseline, *row.subject);
+  if (recorded_skip) {  // no speedup was recorded: scored as if new
+    score_speedup(row, nullptr);
+    apply_recorded_outcome(row, *expected);
+    return;
+  }
   if (expected) {
     row.expected_speedup = expected->speedup;
     row.tolerance = expected->tolerance;
@@ -207,6 +242,7 @@ void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
     score_speedup(row, expected);
   if (row.speedup_from_medians_only && row.status != Status::pass)
     row.reason += " (no raw samples: interval from medians only)";
+  if (expected && !expected->expected_status.empty()) apply_recorded_outcome(row, *expected);
   // docs/validity.md row 2: a side whose samples fall in two clusters is named, whatever the status.
   for (const auto* side : {&*row.baseline, &*row.subject})
     if (!side->suspect.empty())

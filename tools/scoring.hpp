@@ -48,6 +48,10 @@ struct ScoredRow {
   std::optional<double> pct_ceiling;       // of the subject, against the file's ceilings
   std::string ceiling_name;
   std::optional<double> versus_vendor;     // vendor rows: vendor median / optimized median
+  // The status is the outcome the expectations record for this example on this GPU
+  // (`expected_status`: an honest NO_SPEEDUP inside its recorded band, or an optimized side
+  // SKIPPED with the recorded reason): expected, not news.
+  bool as_recorded = false;
 };
 
 struct Scorecard {

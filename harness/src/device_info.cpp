@@ -13,11 +13,18 @@
 
 namespace bench {
 
+std::string no_device_reason(int cuda_error, const std::string& cuda_name, const std::string& cuda_text) {
+  const std::string cuda = cuda_name + ": " + cuda_text;
+  if (cuda_error == cudaErrorInsufficientDriver || cuda_error == cudaErrorNoDevice)
+    return "no NVIDIA driver or GPU found (" + cuda + ")";
+  return cuda;
+}
+
 int cuda_device_count(std::string* why) {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
-    if (why != nullptr) *why = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+    if (why != nullptr) *why = no_device_reason(err, cudaGetErrorName(err), cudaGetErrorString(err));
     cudaGetLastError();  // not sticky: clear it
     return 0;
   }

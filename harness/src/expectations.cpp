@@ -5,11 +5,15 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 #include <sstream>
 
 namespace bench {
@@ -23,9 +27,17 @@ std::string escape_pointer_token(const std::string& token) {
   return out;
 }
 
+// A key that appears twice in one object: nlohmann::json keeps the last silently.
+struct DuplicateKey {
+  std::string pointer;          // of the object holding it
+  std::string key;
+  std::size_t first = 0, second = 0;  // byte offsets of the two keys
+};
+
 // nlohmann::json keeps no source positions, so a second, tiny scanner walks the (already
 // validated) text and records where each value starts, keyed by its JSON pointer. That lets a
-// wrong type or an unknown key be reported at its line and column.
+// wrong type or an unknown key be reported at its line and column. It also finds the first key
+// repeated within an object, which the parser would have let the last one win.
 class OffsetScanner {
  public:
   explicit OffsetScanner(std::string_view text) : text_(text) {}
@@ -33,6 +45,7 @@ class OffsetScanner {
     value("");
     return std::move(offsets_);
   }
+  const std::optional<DuplicateKey>& duplicate() const { return duplicate_; }
 
  private:
   void skip_space() {
@@ -55,12 +68,16 @@ class OffsetScanner {
     if (c == '{' || c == '[') {
       const bool object = c == '{';
       ++pos_;
+      std::map<std::string, std::size_t> keys;  // this object's keys, where each first appeared
       for (int index = 0;; ++index) {
         skip_space();
         if (pos_ >= text_.size() || text_[pos_] == '}' || text_[pos_] == ']') break;
         std::string token = std::to_string(index);
         if (object) {
+          const std::size_t at = pos_;
           token = string_token();
+          if (auto [it, fresh] = keys.emplace(token, at); !fresh && !duplicate_)
+            duplicate_ = DuplicateKey{path, token, it->second, at};
           skip_space();
           ++pos_;  // ':'
         }
@@ -78,6 +95,7 @@ class OffsetScanner {
   std::string_view text_;
   std::size_t pos_ = 0;
   std::map<std::string, std::size_t> offsets_;
+  std::optional<DuplicateKey> duplicate_;
 };
 
 struct Source {
@@ -87,12 +105,49 @@ struct Source {
 
   [[noreturn]] void fail(const std::string& pointer, const std::string& what) const {
     auto it = offsets.find(pointer);
-    const TextPosition at = text_position(text, it == offsets.end() ? 0 : it->second);
+    fail_at(it == offsets.end() ? 0 : it->second, pointer, what);
+  }
+  [[noreturn]] void fail_at(std::size_t offset, const std::string& pointer, const std::string& what) const {
+    const TextPosition at = text_position(text, offset);
     std::string where = pointer.empty() ? "the top level" : pointer;
     throw ExpectationsError(name + ":" + std::to_string(at.line) + ":" +
                             std::to_string(at.column) + ": at " + where + ": " + what);
   }
 };
+
+std::string fmt_duplicate(const std::string& key, std::size_t line, std::size_t column) {
+  return "duplicate key \"" + key + "\" (first at line " + std::to_string(line) + ", column " +
+         std::to_string(column) + "); JSON keeps only the last, so one of them would be silently ignored";
+}
+
+// The range a number must lie in: every numeric field of the format has one (docs/expectations.md).
+enum class Range {
+  positive,      // > 0: medians, speedups, ceilings, counts that must be at least one
+  non_negative,  // >= 0: device sizes (0: not recorded)
+  fraction,      // [0, 1]: relative noise
+  tolerance,     // (0, 1): a band of +-100% or more would accept anything
+};
+
+bool in_range(double v, Range range) {
+  if (!std::isfinite(v)) return false;
+  switch (range) {
+    case Range::positive: return v > 0;
+    case Range::non_negative: return v >= 0;
+    case Range::fraction: return v >= 0 && v <= 1;
+    case Range::tolerance: return v > 0 && v < 1;
+  }
+  return false;
+}
+
+const char* range_text(Range range) {
+  switch (range) {
+    case Range::positive: return "a positive number";
+    case Range::non_negative: return "a number >= 0";
+    case Range::fraction: return "a relative figure in [0, 1] (0.01 = 1%)";
+    case Range::tolerance: return "a relative tolerance in (0, 1) (0.10 = +-10%)";
+  }
+  return "?";
+}
 
 // One JSON object read strictly: only known keys, each with the type asked for.
 class StrictObject {
@@ -126,11 +181,22 @@ class StrictObject {
     if (!v->is_number()) source_.fail(child_pointer(key), type_error("a number", *v));
     return v->get<double>();
   }
-  int64_t integer(const std::string& key) const {
+  // A number that must lie in `range` (when present).
+  double number(const std::string& key, bool required, Range range, double fallback = 0.0) const {
+    const json* v = find(key, required);
+    if (!v) return fallback;
+    const double x = number(key, required, fallback);
+    if (!in_range(x, range)) source_.fail(child_pointer(key), type_error(range_text(range), *v));
+    return x;
+  }
+  int64_t integer(const std::string& key, Range range = Range::non_negative, int64_t fallback = 0) const {
     const json* v = find(key, false);
-    if (!v) return 0;
+    if (!v) return fallback;
     if (!v->is_number_integer()) source_.fail(child_pointer(key), type_error("an integer", *v));
-    return v->get<int64_t>();
+    const int64_t x = v->get<int64_t>();
+    if (!in_range(double(x), range))
+      source_.fail(child_pointer(key), type_error(range == Range::positive ? "a positive integer" : "an integer >= 0", *v));
+    return x;
   }
   std::string string(const std::string& key, bool required = false) const {
     const json* v = find(key, required);
@@ -157,17 +223,36 @@ class StrictObject {
 };
 
 ExampleExpectation read_example(const StrictObject& o) {
-  o.allow_only({"variants", "speedup", "tolerance", "pct_ceiling", "provenance", "machines"});
   ExampleExpectation e;
-  const StrictObject variants = o.object("variants", "variant name -> {median_us, noise}");
-  for (const auto& [name, v] : variants.value().items()) {
-    StrictObject variant(o.source(), v, variants.child_pointer(name), "{median_us, noise}");
-    variant.allow_only({"median_us", "noise"});
-    e.variants[name] = {variant.number("median_us", true), variant.number("noise", false)};
+  e.expected_status = o.string("expected_status");
+  if (!e.expected_status.empty() && e.expected_status != kExpectedNoSpeedup && e.expected_status != kExpectedSkipped)
+    o.source().fail(o.child_pointer("expected_status"),
+                    "expected \"no_speedup\" or \"skipped\", found \"" + e.expected_status + "\"");
+  const bool skipped = e.expected_status == kExpectedSkipped;
+  if (e.expected_status.empty())
+    o.allow_only({"variants", "speedup", "tolerance", "pct_ceiling", "provenance", "machines"});
+  else if (!skipped)
+    o.allow_only({"expected_status", "reason", "variants", "speedup", "tolerance", "pct_ceiling", "provenance", "machines"});
+  else  // the optimized side never runs here: nothing to hold a speedup to
+    o.allow_only({"expected_status", "reason", "variants", "provenance"});
+  if (!e.expected_status.empty()) {
+    e.reason = o.string("reason", true);
+    if (e.reason.empty()) o.source().fail(o.child_pointer("reason"), "expected a non-empty string saying why");
   }
-  e.speedup = o.number("speedup", true);
-  e.tolerance = o.number("tolerance", true);
-  if (o.find("pct_ceiling", false)) e.pct_ceiling = o.number("pct_ceiling", true);
+  if (!skipped || o.find("variants", false)) {
+    const StrictObject variants = o.object("variants", "variant name -> {median_us, noise}");
+    for (const auto& [name, v] : variants.value().items()) {
+      StrictObject variant(o.source(), v, variants.child_pointer(name), "{median_us, noise}");
+      variant.allow_only({"median_us", "noise"});
+      e.variants[name] = {variant.number("median_us", true, Range::positive),
+                          variant.number("noise", false, Range::fraction)};
+    }
+  }
+  if (!skipped) {
+    e.speedup = o.number("speedup", true, Range::positive);
+    e.tolerance = o.number("tolerance", true, Range::tolerance);
+  }
+  if (o.find("pct_ceiling", false)) e.pct_ceiling = o.number("pct_ceiling", true, Range::positive);
   if (o.find("provenance", false)) {
     const StrictObject p = o.object("provenance", "git_sha, date, command, driver, cuda, gpu");
     p.allow_only({"git_sha", "date", "command", "driver", "cuda", "gpu"});
@@ -182,7 +267,8 @@ ExampleExpectation read_example(const StrictObject& o) {
     for (std::size_t i = 0; i < machines->size(); ++i) {
       StrictObject m(o.source(), (*machines)[i], pointer + "/" + std::to_string(i), "{speedup, optimized_us, host, date}");
       m.allow_only({"speedup", "optimized_us", "host", "date"});
-      e.machines.push_back({m.number("speedup", true), m.number("optimized_us", true), m.string("host"), m.string("date")});
+      e.machines.push_back({m.number("speedup", true, Range::positive), m.number("optimized_us", true, Range::positive),
+                            m.string("host"), m.string("date")});
     }
   }
   return e;
@@ -207,11 +293,18 @@ json to_json(const Expectations& x) {
                              {"method", c.method}, {"date", c.date}};
   for (const auto& [name, e] : x.examples) {
     json& j = doc["examples"][name];
-    j["variants"] = json::object();
+    if (!e.expected_status.empty()) {
+      j["expected_status"] = e.expected_status;
+      j["reason"] = e.reason;
+    }
+    const bool skipped = e.expected_status == kExpectedSkipped;
+    if (!skipped || !e.variants.empty()) j["variants"] = json::object();
     for (const auto& [variant, v] : e.variants)
       j["variants"][variant] = {{"median_us", v.median_us}, {"noise", v.noise}};
-    j["speedup"] = e.speedup;
-    j["tolerance"] = e.tolerance;
+    if (!skipped) {
+      j["speedup"] = e.speedup;
+      j["tolerance"] = e.tolerance;
+    }
     if (e.pct_ceiling) j["pct_ceiling"] = *e.pct_ceiling;
     const Provenance& p = e.provenance;
     j["provenance"] = {{"git_sha", p.git_sha}, {"date", p.date},     {"command", p.command},
@@ -246,7 +339,8 @@ TextPosition text_position(std::string_view text, std::size_t byte_offset) {
   return at;
 }
 
-Expectations parse_expectations(std::string_view text, const std::string& source_name) {
+Expectations parse_expectations(std::string_view text, const std::string& source_name,
+                                const ExpectationsChecks& checks) {
   json doc;
   try {
     doc = json::parse(text);
@@ -256,7 +350,13 @@ Expectations parse_expectations(std::string_view text, const std::string& source
     throw ExpectationsError(source_name + ":" + std::to_string(at.line) + ":" +
                             std::to_string(at.column) + ": not valid JSON: " + e.what());
   }
-  const Source source{text, source_name, OffsetScanner(text).scan()};
+  OffsetScanner scanner(text);
+  const Source source{text, source_name, scanner.scan()};
+  if (const auto& d = scanner.duplicate()) {
+    const TextPosition first = text_position(text, d->first);
+    source.fail_at(d->second, d->pointer,
+                   fmt_duplicate(d->key, first.line, first.column));
+  }
   const StrictObject top(source, doc, "", "an expectations file");
   top.allow_only({"format_version", "hardware_key", "device", "ceilings", "examples"});
   const double version = top.number("format_version", true);
@@ -265,6 +365,10 @@ Expectations parse_expectations(std::string_view text, const std::string& source
                                        " (this build reads 1)");
   Expectations x;
   x.hardware_key = top.string("hardware_key", true);
+  if (!checks.hardware_key.empty() && x.hardware_key != checks.hardware_key)
+    source.fail("/hardware_key", "hardware_key \"" + x.hardware_key + "\" does not match the file's name (" +
+                                     checks.hardware_key + ".json): a file is read for the GPU its name says, so "
+                                     "rename the file or fix the key");
   if (top.find("device", false)) {
     const StrictObject d = top.object("device", "the device description");
     d.allow_only({"name", "compute_capability", "sm_count", "l2_bytes", "memory_bytes",
@@ -272,30 +376,36 @@ Expectations parse_expectations(std::string_view text, const std::string& source
     x.device = {d.string("name"),          d.string("compute_capability"), d.integer("sm_count"),
                 d.integer("l2_bytes"),     d.integer("memory_bytes"),
                 d.integer("memory_bus_bits"), d.integer("memory_clock_khz"),
-                d.integer("device_count")};
+                d.integer("device_count", Range::positive, 1)};
   }
   if (top.find("ceilings", false)) {
     const StrictObject ceilings = top.object("ceilings", "ceiling name -> {value, unit, ...}");
     for (const auto& [name, v] : ceilings.value().items()) {
       StrictObject c(source, v, ceilings.child_pointer(name), "{value, unit, noise, method, date}");
       c.allow_only({"value", "unit", "noise", "method", "date"});
-      x.ceilings[name] = {c.number("value", true), c.string("unit", true), c.number("noise", false),
-                          c.string("method"), c.string("date")};
+      x.ceilings[name] = {c.number("value", true, Range::positive), c.string("unit", true),
+                          c.number("noise", false, Range::fraction), c.string("method"), c.string("date")};
     }
   }
   if (top.find("examples", false)) {
     const StrictObject examples = top.object("examples", "\"chNN/example\" -> expectation");
-    for (const auto& [name, v] : examples.value().items())
-      x.examples[name] = read_example(
-          StrictObject(source, v, examples.child_pointer(name), "an example's expectation"));
+    static const std::regex example_key("ch[0-9]{2}/[A-Za-z0-9_]+");
+    for (const auto& [name, v] : examples.value().items()) {
+      const std::string pointer = examples.child_pointer(name);
+      if (!std::regex_match(name, example_key))
+        source.fail(pointer, "example key \"" + name + "\" is not of the form chNN/name");
+      if (checks.example)
+        if (const std::string why = checks.example(name); !why.empty()) source.fail(pointer, why);
+      x.examples[name] = read_example(StrictObject(source, v, pointer, "an example's expectation"));
+    }
   }
   return x;
 }
 
-std::optional<Expectations> load_expectations(const std::filesystem::path& file) {
+std::optional<Expectations> load_expectations(const std::filesystem::path& file, const ExampleCheck& example) {
   std::error_code ec;
   if (!std::filesystem::exists(file, ec)) return std::nullopt;
-  return parse_expectations(read_file(file), file.string());
+  return parse_expectations(read_file(file), file.string(), {file.stem().string(), example});
 }
 
 namespace {
@@ -317,14 +427,15 @@ int64_t gpu_count_of_key(const std::string& hardware_key) {
 }
 
 std::optional<Expectations> load_expectations_for(const std::filesystem::path& dir, const std::string& hardware_key,
-                                                  std::vector<std::filesystem::path>* sources) {
+                                                  std::vector<std::filesystem::path>* sources,
+                                                  const ExampleCheck& example) {
   const std::filesystem::path machine_file = dir / (hardware_key + ".json");
-  std::optional<Expectations> machine = load_expectations(machine_file);
+  std::optional<Expectations> machine = load_expectations(machine_file, example);
   if (machine && sources) sources->push_back(machine_file);
   const std::string one_gpu = single_gpu_key(hardware_key);
   if (one_gpu == hardware_key) return machine;
   const std::filesystem::path one_gpu_file = dir / (one_gpu + ".json");
-  std::optional<Expectations> single = load_expectations(one_gpu_file);
+  std::optional<Expectations> single = load_expectations(one_gpu_file, example);
   if (!single) return machine;
   if (sources) sources->push_back(one_gpu_file);
   if (!machine) {
@@ -346,15 +457,26 @@ void save_expectations(const std::filesystem::path& file, const Expectations& ex
   std::filesystem::path temp = file;
   temp += ".tmp." + std::to_string(::getpid());
   std::FILE* out = std::fopen(temp.c_str(), "wb");
-  if (!out) throw ExpectationsError(temp.string() + ": cannot be created");
-  const bool written = std::fwrite(text.data(), 1, text.size(), out) == text.size() &&
-                       std::fflush(out) == 0 && ::fsync(::fileno(out)) == 0;
-  std::fclose(out);
-  if (!written) {
-    std::filesystem::remove(temp);
-    throw ExpectationsError(temp.string() + ": write failed");
+  if (!out) throw ExpectationsError(temp.string() + ": cannot be created: " + std::strerror(errno));
+  // The first failing step's errno (a full disk: ENOSPC from the write, the flush or the fsync).
+  int error = 0;
+  if (std::fwrite(text.data(), 1, text.size(), out) != text.size() || std::fflush(out) != 0 ||
+      ::fsync(::fileno(out)) != 0)
+    error = errno;
+  if (std::fclose(out) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw ExpectationsError(temp.string() + ": write failed: " + std::strerror(error) + " (" + file.string() +
+                            " is unchanged)");
   }
-  std::filesystem::rename(temp, file);  // atomic on POSIX: readers see old or new, never half
+  std::error_code ec;
+  std::filesystem::rename(temp, file, ec);  // atomic on POSIX: readers see old or new, never half
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw ExpectationsError(temp.string() + ": cannot be renamed to " + file.string() + ": " + ec.message());
+  }
 }
 
 void update_ceilings(const std::filesystem::path& file,

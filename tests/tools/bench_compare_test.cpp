@@ -320,4 +320,164 @@ TEST(BenchReport, SavedResultsBecomeOneHtmlPageAndABadFileIsNamed) {
   fs::remove_all(dir);
 }
 
+// Issue 38: expectations files `validate` said ok to, each of which compare then scored into
+// nonsense. validate, compare and the update read them through one parser and refuse each with
+// FILE:LINE:COLUMN and the reason, exit 2.
+TEST(BenchExpectations, ValidateCompareAndUpdateRefuseTheSameBadFiles) {
+  const fs::path dir = scratch_dir("bad_expectations");
+  const std::string entry = R"({"variants": {"baseline": {"median_us": 300.0}, "optimized": {"median_us": 100.0}},
+      "speedup": 3.0, "tolerance": 0.1})";
+  auto file = [&](const std::string& key, const std::string& examples) {
+    return R"({"format_version": 1, "hardware_key": ")" + key + "\",\n  \"examples\": {" + examples + "}}\n";
+  };
+  struct Bad {
+    std::string name, text, expected;
+  };
+  const Bad bad[] = {
+      {"duplicate", file("test_gpu", "\"ch99/first\": " + entry + ",\n \"ch99/first\": " + entry),
+       "test_gpu.json:4:2: at /examples: duplicate key \"ch99/first\""},
+      {"negative_speedup", file("test_gpu", "\"ch99/first\": {\"variants\": {}, \"speedup\": -1, \"tolerance\": 0.1}"),
+       "test_gpu.json:2:58: at /examples/ch99~1first/speedup: expected a positive number, found number -1"},
+      {"negative_tolerance", file("test_gpu", "\"ch99/first\": {\"variants\": {}, \"speedup\": 2, \"tolerance\": -0.5}"),
+       "test_gpu.json:2:74: at /examples/ch99~1first/tolerance: expected a relative tolerance in (0, 1) (0.10 = "
+       "+-10%), found number -0.5"},
+      {"zero_median", file("test_gpu", "\"ch99/first\": {\"variants\": {\"b\": {\"median_us\": 0}}, \"speedup\": 2, "
+                                       "\"tolerance\": 0.1}"),
+       "test_gpu.json:2:63: at /examples/ch99~1first/variants/b/median_us: expected a positive number, found number 0"},
+      {"wrong_key", file("h100_80gb_hbm3", ""),
+       "test_gpu.json:1:39: at /hardware_key: hardware_key \"h100_80gb_hbm3\" does not match the file's name"},
+      {"unknown_example", file("test_gpu", "\"ch99/nosuch\": " + entry),
+       "test_gpu.json:2:31: at /examples/ch99~1nosuch: \"ch99/nosuch\" names no example of the suite: ch99"},
+  };
+  for (const auto& [name, text, expected] : bad) {
+    const fs::path case_dir = dir / name;
+    fs::create_directories(case_dir);
+    std::ofstream(case_dir / "test_gpu.json") << text;
+    const std::string path = (case_dir / "test_gpu.json").string();
+    const auto validate = bench({"--build-dir", FAKE_BUILD_DIR, "expectations", "validate", path});
+    const auto compare = bench({"--build-dir", FAKE_BUILD_DIR, "compare", "--from-results",
+                                kFixtures + "/results_clean.json", "--expectations-dir", case_dir.string()});
+    const auto update = bench({"--build-dir", FAKE_BUILD_DIR, "compare", "--from-results",
+                               kFixtures + "/results_clean.json", "--expectations-dir", case_dir.string(),
+                               "--update-expectations"});
+    for (const auto* r : {&validate, &compare, &update}) {
+      EXPECT_EQ(r->exit_code, 2) << name << ": " << r->out << r->err;
+      EXPECT_NE(r->err.find((case_dir / expected).string()), std::string::npos)
+          << name << ": " << r->err;
+    }
+    EXPECT_EQ(validate.out.find("ok "), std::string::npos) << name << ": " << validate.out;
+  }
+  // A chapter that is not built cannot be checked: validate says so instead of passing it over.
+  std::ofstream(dir / "test_gpu.json") << file("test_gpu", "\"ch99/first\": " + entry + ",\n\"ch98/other\": " + entry);
+  const auto unchecked = bench({"--build-dir", FAKE_BUILD_DIR, "expectations", "validate", (dir / "test_gpu.json").string()});
+  EXPECT_EQ(unchecked.exit_code, 0) << unchecked.out << unchecked.err;
+  EXPECT_NE(unchecked.out.find("ok " + (dir / "test_gpu.json").string() + ": 0 ceilings, 2 examples; example keys not "
+                               "checked against the suite for ch98 (ch98: not built: no "),
+            std::string::npos)
+      << unchecked.out;
+  fs::remove_all(dir);
+}
+
+// Bad names come before the missing GPU: a machine without one is told about the typo (exit 2).
+TEST(BenchCompareLive, BadNamesAreReportedBeforeTheMissingGpu) {
+  if (bench::cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
+  const auto typo = bench({"compare", "--chapter", "ch99", "--example", "nosuch", "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(typo.exit_code, 2) << typo.out << typo.err;
+  EXPECT_NE(typo.err.find("--example nosuch matches no example of ch99"), std::string::npos) << typo.err;
+  EXPECT_EQ(typo.err.find("no CUDA device"), std::string::npos) << typo.err;
+  const auto chapter = bench({"compare", "--chapter", "ch77", "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(chapter.exit_code, 2) << chapter.out << chapter.err;
+  EXPECT_NE(chapter.err.find("ch77 is not a chapter of the suite"), std::string::npos) << chapter.err;
+  const auto run = bench({"run", "--chapter", "ch77", "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(run.exit_code, 2) << run.out << run.err;
+  EXPECT_NE(run.err.find("ch77 is not a chapter of the suite"), std::string::npos) << run.err;
+}
+
+// A results file with no results is bad input, not a clean run: compare and report exit 2.
+TEST(BenchCompareFromResults, AnEmptyResultsFileIsRefused) {
+  const fs::path dir = scratch_dir("empty_results");
+  std::ofstream(dir / "empty.json") << R"({"benchmarks": []})";
+  const auto compare = bench({"compare", "--from-results", (dir / "empty.json").string()});
+  EXPECT_EQ(compare.exit_code, 2) << compare.out << compare.err;
+  EXPECT_NE(compare.err.find("empty.json: holds no results"), std::string::npos) << compare.err;
+  const auto report = bench({"report", (dir / "empty.json").string(), "--html", (dir / "x.html").string()});
+  EXPECT_EQ(report.exit_code, 2) << report.out << report.err;
+  EXPECT_NE(report.err.find("empty.json: holds no results"), std::string::npos) << report.err;
+  EXPECT_FALSE(fs::exists(dir / "x.html"));
+  fs::remove_all(dir);
+}
+
+// docs/expectations.md, "Recorded outcomes": an honest NO_SPEEDUP and an optimized side skipped
+// by design are recordable, and a run that repeats them scores them as recorded.
+TEST(BenchCompareFromResults, RecordedOutcomesAreWrittenByTheUpdateAndHonouredByScoring) {
+  const fs::path dir = scratch_dir("recorded");
+  // ch90/aa_example is an A/A pair (NO_SPEEDUP); ch90/ragged_example's optimized side is
+  // skipped by a requirement while its baseline ran clean.
+  nlohmann::json results = read_json(kFixtures + "/results_every_status.json");
+  nlohmann::json kept = nlohmann::json::array();
+  const std::string skip = "needs m % 256 == 0 (the wgmma tile)";
+  for (const auto& row : results["benchmarks"]) {
+    const std::string name = row["name"];
+    if (name.rfind("ch90/aa_example/", 0) != 0) continue;
+    kept.push_back(row);
+    nlohmann::json ragged = row;
+    const std::string renamed = "ch90/ragged_example/" + name.substr(16);
+    ragged["name"] = ragged["run_name"] = renamed;
+    if (ragged.contains("bench_samples")) ragged["bench_samples"]["name"] = "ch90/ragged_example/" +
+                                                                              name.substr(16, name.find('/', 16) - 16);
+    if (name.find("/optimized/") != std::string::npos)
+      ragged = {{"name", renamed},         {"run_name", renamed},          {"run_type", "iteration"},
+                {"repetitions", 1},        {"repetition_index", 0},        {"threads", 1},
+                {"iterations", 1},         {"time_unit", "us"},            {"error_occurred", true},
+                {"error_message", "SKIPPED: " + skip}, {"real_time", 0},   {"cpu_time", 0}};
+    kept.push_back(ragged);
+  }
+  results["benchmarks"] = kept;
+  results.erase("crashes");
+  std::ofstream(dir / "results.json") << results.dump(1);
+
+  // Without --record-outcome both are refused, and the refusal says how to record them.
+  const auto refused = bench({"compare", "--from-results", (dir / "results.json").string(), "--expectations-dir",
+                              dir.string(), "--update-expectations"});
+  EXPECT_EQ(refused.exit_code, 0) << refused.out << refused.err;
+  EXPECT_NE(refused.out.find("refused ch90/aa_example: NO_SPEEDUP: optimized is not clearly faster (--record-outcome"),
+            std::string::npos)
+      << refused.out;
+  EXPECT_NE(refused.out.find("refused ch90/ragged_example: SKIPPED"), std::string::npos) << refused.out;
+  EXPECT_FALSE(fs::exists(dir / "test_gpu.json"));
+
+  const auto recorded = bench({"compare", "--from-results", (dir / "results.json").string(), "--expectations-dir",
+                               dir.string(), "--update-expectations", "--record-outcome", "aa_example,ragged_example"});
+  EXPECT_EQ(recorded.exit_code, 0) << recorded.out << recorded.err;
+  EXPECT_NE(recorded.out.find("2 example(s) accepted"), std::string::npos) << recorded.out;
+  const auto written = read_json(dir / "test_gpu.json")["examples"];
+  EXPECT_EQ(written["ch90/aa_example"]["expected_status"], "no_speedup") << written.dump(1);
+  EXPECT_TRUE(written["ch90/aa_example"].contains("speedup"));
+  EXPECT_EQ(written["ch90/ragged_example"]["expected_status"], "skipped") << written.dump(1);
+  EXPECT_EQ(written["ch90/ragged_example"]["reason"], skip);
+  EXPECT_FALSE(written["ch90/ragged_example"].contains("speedup"));
+  EXPECT_TRUE(written["ch90/ragged_example"]["variants"].contains("baseline"));
+
+  // The next run: both as recorded (the table and the report say so), still exit 0; the file validates.
+  const auto rerun = bench({"compare", "--from-results", (dir / "results.json").string(), "--expectations-dir",
+                            dir.string(), "--json", (dir / "report.json").string()});
+  EXPECT_EQ(rerun.exit_code, 0) << rerun.out << rerun.err;
+  EXPECT_NE(rerun.out.find("NO_SPEEDUP (recorded)"), std::string::npos) << rerun.out;
+  EXPECT_NE(rerun.out.find("SKIPPED (recorded)"), std::string::npos) << rerun.out;
+  for (const auto& row : read_json(dir / "report.json")["rows"])
+    EXPECT_TRUE(row.value("as_recorded", false)) << row.dump();
+  const auto validate = bench({"expectations", "validate", (dir / "test_gpu.json").string()});
+  EXPECT_EQ(validate.exit_code, 0) << validate.out << validate.err;
+
+  // A skip for another reason is not the recorded one.
+  std::string text = results.dump(1);
+  text.replace(text.find(skip), skip.size(), "requires 2 GPUs");
+  std::ofstream(dir / "other.json") << text;
+  const auto other = bench({"compare", "--from-results", (dir / "other.json").string(), "--expectations-dir",
+                            dir.string()});
+  EXPECT_NE(other.out.find("recorded skip reason was: " + skip), std::string::npos) << other.out;
+  EXPECT_EQ(other.out.find("SKIPPED (recorded)"), std::string::npos) << other.out;
+  fs::remove_all(dir);
+}
+
 }  // namespace

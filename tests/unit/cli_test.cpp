@@ -19,6 +19,9 @@ TEST(Cli, BadUsageExitsTwo) {
   std::string err;
   EXPECT_EQ(run({}, &err), 2);
   EXPECT_EQ(run({"frobnicate"}, &err), 2);
+  EXPECT_NE(err.find("unknown subcommand 'frobnicate' (subcommands: list run compare"), std::string::npos) << err;
+  EXPECT_EQ(run({"compare", "--chapter", ".."}, &err), 2);  // the launcher refuses it too
+  EXPECT_NE(err.find("expected a chapter like ch07, got .."), std::string::npos) << err;
   EXPECT_EQ(run({"compare"}, &err), 2);
   EXPECT_NE(err.find("--chapter chNN, --all or --from-results"), std::string::npos) << err;
   EXPECT_EQ(run({"compare", "--chapter", "7"}, &err), 2);

@@ -19,4 +19,26 @@ TEST(DriverRelease, NoNvmlOrNoAnswerIsUnknown) {
   ::unsetenv("FAKE_NVML_INIT_FAILS");
 }
 
+// Without a driver the runtime says "CUDA driver version is insufficient" (issue 38), which sends
+// a user to upgrade a driver that is not there: the reason names what is missing, the CUDA text
+// kept. 35 is cudaErrorInsufficientDriver, 100 cudaErrorNoDevice.
+TEST(NoDeviceReason, NoDriverOrNoGpuIsSaidPlainly) {
+  EXPECT_EQ(bench::no_device_reason(35, "cudaErrorInsufficientDriver",
+                                    "CUDA driver version is insufficient for CUDA runtime version"),
+            "no NVIDIA driver or GPU found (cudaErrorInsufficientDriver: CUDA driver version is insufficient for "
+            "CUDA runtime version)");
+  EXPECT_EQ(bench::no_device_reason(100, "cudaErrorNoDevice", "no CUDA-capable device is detected"),
+            "no NVIDIA driver or GPU found (cudaErrorNoDevice: no CUDA-capable device is detected)");
+  EXPECT_EQ(bench::no_device_reason(3, "cudaErrorInitializationError", "initialization error"),
+            "cudaErrorInitializationError: initialization error");
+}
+
+// This machine's own answer, when it has no GPU: the same words.
+TEST(NoDeviceReason, ThisMachinesAnswerWithoutAGpu) {
+  std::string why;
+  if (bench::cuda_device_count(&why) > 0) GTEST_SKIP() << "this machine has a GPU";
+  if (why.find("cudaErrorInsufficientDriver") != std::string::npos || why.find("cudaErrorNoDevice") != std::string::npos)
+    EXPECT_EQ(why.rfind("no NVIDIA driver or GPU found (", 0), 0u) << why;
+}
+
 }  // namespace

@@ -3,8 +3,12 @@
 #include "bench/expectations.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -121,6 +125,146 @@ TEST(Expectations, DiffListsAddedChangedAndRemovedEntries) {
   EXPECT_TRUE(has("~ examples.ch07/copy.speedup: 3.0 -> 3.2"));
   EXPECT_TRUE(has("+ ceilings.l2_gbps.value"));
   EXPECT_TRUE(has("- ceilings.hbm_copy_gbps.value"));
+}
+
+// Issue 38: files `validate` said ok to, each of which `compare` scored into nonsense.
+TEST(Expectations, ADuplicateKeyIsRefusedAtItsSecondPosition) {
+  std::string text = kValid;
+  text.replace(text.find("\"speedup\": 3.0"), 14, "\"speedup\": 3.0, \"speedup\": 6.9");
+  const std::string message = error_of(text);
+  EXPECT_NE(message.find("dir/test_gpu.json:8:35: at /examples/ch07~1copy: duplicate key \"speedup\" "
+                         "(first at line 8, column 19)"),
+            std::string::npos)
+      << message;
+  // Two example entries of one name: the first would be silently dropped.
+  text = kValid;
+  text.replace(text.find("\"ch07/copy\""), 11, "\"ch07/copy\": {}, \"ch07/copy\"");
+  EXPECT_NE(error_of(text).find("dir/test_gpu.json:6:22: at /examples: duplicate key \"ch07/copy\" (first at line 6, column 5)"), std::string::npos)
+      << error_of(text);
+}
+
+TEST(Expectations, ANumberOutsideItsRangeIsRefused) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"\"speedup\": 3.0", "\"speedup\": -1"},
+      {"\"tolerance\": 0.1", "\"tolerance\": -0.5"},
+      {"\"tolerance\": 0.1", "\"tolerance\": 1.5"},
+      {"\"median_us\": 300.0", "\"median_us\": 0"},
+      {"\"noise\": 0.01", "\"noise\": -0.01"},
+      {"\"value\": 3000.0", "\"value\": 0"},
+  };
+  for (const auto& [from, to] : cases) {
+    std::string text = kValid;
+    text.replace(text.find(from), from.size(), to);
+    const std::string message = error_of(text);
+    EXPECT_NE(message.find("dir/test_gpu.json:"), std::string::npos) << to << ": " << message;
+    EXPECT_NE(message.find(", found number " + to.substr(to.find(": ") + 2)), std::string::npos) << to << ": " << message;
+    EXPECT_TRUE(message.find("expected a positive number") != std::string::npos ||
+                message.find("expected a relative") != std::string::npos)
+        << to << ": " << message;
+  }
+  std::string text = kValid;
+  text.replace(text.find("\"speedup\": 3.0"), 14, "\"speedup\": -1");
+  EXPECT_NE(error_of(text).find(":8:30: at /examples/ch07~1copy/speedup: expected a positive number, found number -1"),
+            std::string::npos)
+      << error_of(text);
+}
+
+TEST(Expectations, AFileWhoseNameIsNotItsHardwareKeyIsRefused) {
+  ScratchDir dir;
+  std::ofstream(dir.path / "h200.json") << std::string(kValid);  // holds "test_gpu"
+  try {
+    bench::load_expectations(dir.path / "h200.json");
+    ADD_FAILURE() << "h200.json holding hardware_key test_gpu was read";
+  } catch (const bench::ExpectationsError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("h200.json:3:19: at /hardware_key: hardware_key \"test_gpu\" does not match the file's "
+                           "name (h200.json)"),
+              std::string::npos)
+        << message;
+  }
+  std::ofstream(dir.path / "test_gpu.json") << std::string(kValid);
+  EXPECT_TRUE(bench::load_expectations(dir.path / "test_gpu.json").has_value());
+}
+
+TEST(Expectations, AnExampleKeyMustNameAnExample) {
+  std::string text = kValid;
+  text.replace(text.find("\"ch07/copy\""), 11, "\"copy\"");
+  EXPECT_NE(error_of(text).find("dir/test_gpu.json:6:13: at /examples/copy: example key \"copy\" is not of the form chNN/name"),
+            std::string::npos)
+      << error_of(text);
+  // What the suite knows is the tools' to say (ExampleCatalog); the error is placed at the key.
+  const bench::ExampleCheck check = [](const std::string& example) {
+    return example == "ch07/copy" ? std::string("no such example") : std::string();
+  };
+  try {
+    bench::parse_expectations(kValid, "dir/test_gpu.json", {"", check});
+    ADD_FAILURE() << "an unknown example was read";
+  } catch (const bench::ExpectationsError& e) {
+    EXPECT_NE(std::string(e.what()).find("dir/test_gpu.json:6:18: at /examples/ch07~1copy: no such example"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// docs/expectations.md, "Recorded outcomes".
+TEST(Expectations, ARecordedOutcomeIsReadStrictlyAndRoundTrips) {
+  std::string text = kValid;
+  text.replace(text.find("\"speedup\": 3.0"), 14,
+               "\"expected_status\": \"no_speedup\", \"reason\": \"loads already hidden\", \"speedup\": 1.0");
+  auto x = bench::parse_expectations(text, "x.json");
+  EXPECT_EQ(x.examples.at("ch07/copy").expected_status, "no_speedup");
+  EXPECT_EQ(x.examples.at("ch07/copy").reason, "loads already hidden");
+  EXPECT_EQ(bench::serialize_expectations(bench::parse_expectations(bench::serialize_expectations(x), "y.json")),
+            bench::serialize_expectations(x));
+
+  const char* skipped = R"({"format_version": 1, "hardware_key": "test_gpu", "examples": {
+    "ch09/ragged": {"expected_status": "skipped", "reason": "needs m % 256 == 0",
+                    "variants": {"baseline": {"median_us": 300.0, "noise": 0.01}}}}})";
+  x = bench::parse_expectations(skipped, "x.json");
+  EXPECT_EQ(x.examples.at("ch09/ragged").expected_status, "skipped");
+  const std::string written = bench::serialize_expectations(x);
+  EXPECT_EQ(written.find("\"speedup\""), std::string::npos) << written;
+  EXPECT_EQ(bench::serialize_expectations(bench::parse_expectations(written, "y.json")), written);
+
+  // Strict: an unknown status, a missing reason, a speedup for a side that never runs.
+  text = kValid;
+  text.replace(text.find("\"speedup\": 3.0"), 14, "\"expected_status\": \"slow\", \"reason\": \"r\", \"speedup\": 1.0");
+  EXPECT_NE(error_of(text).find("expected \"no_speedup\" or \"skipped\", found \"slow\""), std::string::npos)
+      << error_of(text);
+  text = kValid;
+  text.replace(text.find("\"speedup\": 3.0"), 14, "\"expected_status\": \"no_speedup\", \"speedup\": 1.0");
+  EXPECT_NE(error_of(text).find("missing required key \"reason\""), std::string::npos) << error_of(text);
+  text = kValid;
+  text.replace(text.find("\"speedup\": 3.0"), 14, "\"expected_status\": \"skipped\", \"reason\": \"r\", \"speedup\": 1.0");
+  EXPECT_NE(error_of(text).find("unknown key \"speedup\""), std::string::npos) << error_of(text);
+}
+
+// A write that fails (a full disk) says why and where: ENOSPC's text, or here EFBIG's, under
+// a file-size limit that stands in for the full disk.
+TEST(Expectations, AFailedSaveNamesThePathAndTheSystemsReason) {
+  ScratchDir dir;
+  const fs::path file = dir.path / "test_gpu.json";
+  const auto x = bench::parse_expectations(kValid, "x.json");
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit tiny = before;
+  tiny.rlim_cur = 16;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &tiny), 0);
+  std::string message = "no error";
+  try {
+    bench::save_expectations(file, x);
+  } catch (const bench::ExpectationsError& e) {
+    message = e.what();
+  }
+  ::setrlimit(RLIMIT_FSIZE, &before);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_NE(message.find(file.string() + ".tmp."), std::string::npos) << message;
+  EXPECT_NE(message.find(std::string("write failed: ") + std::strerror(EFBIG)), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(file));
+  int entries = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir.path)) ++entries;
+  EXPECT_EQ(entries, 0) << "the temporary file is removed";
 }
 
 TEST(Expectations, TextPositionCountsLinesAndColumns) {

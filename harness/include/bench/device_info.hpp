@@ -48,8 +48,14 @@ struct MeasuredClock {
   double loaded_mhz = 0;
 };
 MeasuredClock measure_sm_clock(int index = 0, double load_ms = 200);
-// Number of CUDA devices, 0 when there is none or no driver; `why` receives the reason.
+// Number of CUDA devices, 0 when there is none or no driver; `why` receives the reason
+// (no_device_reason's words).
 int cuda_device_count(std::string* why = nullptr);
+// Why cudaGetDeviceCount found no device, in a user's words, the CUDA runtime's own text kept in
+// parentheses: cudaErrorInsufficientDriver (35), which the runtime also returns when no NVIDIA
+// driver is loaded at all, and cudaErrorNoDevice (100) both mean "no NVIDIA driver or GPU found";
+// any other error is given as CUDA names it.
+std::string no_device_reason(int cuda_error, const std::string& cuda_name, const std::string& cuda_text);
 
 // Build facts captured at configure time.
 struct BuildInfo {

@@ -59,7 +59,16 @@ struct ExampleExpectation {
   std::optional<double> pct_ceiling;                   // optimized side, percent
   Provenance provenance;
   std::vector<MachineRun> machines;                    // host-dependent examples (docs/expectations.md)
+  // An outcome recorded as this example's own on this GPU (docs/expectations.md, "Recorded
+  // outcomes"): empty when a speedup is expected; "no_speedup" (an honest 1.00x: speedup and
+  // tolerance are the measured band it must stay in) or "skipped" (the optimized side is
+  // refused here by design: no speedup, no tolerance). `reason` says why; for "skipped" it is
+  // the harness's skip message, which a run must repeat.
+  std::string expected_status;
+  std::string reason;
 };
+inline constexpr const char* kExpectedNoSpeedup = "no_speedup";
+inline constexpr const char* kExpectedSkipped = "skipped";
 
 // The device the file describes (informative; the file name is the key).
 struct DeviceDescription {
@@ -81,12 +90,26 @@ struct Expectations {
   std::map<std::string, ExampleExpectation> examples;   // by "chNN/<example>"
 };
 
-// Strict parse: unknown keys, wrong types, missing required keys and malformed JSON throw
+// Why an example key ("ch07/copy") names no example of the suite; empty when it names one, or
+// when it cannot be told (the tools know the suite's examples, the harness does not).
+using ExampleCheck = std::function<std::string(const std::string& example)>;
+
+// What a parse checks beyond the format.
+struct ExpectationsChecks {
+  std::string hardware_key;  // non-empty: the file's `hardware_key` must be this (its file name)
+  ExampleCheck example;      // set: every example key must name an example of the suite
+};
+
+// Strict parse: unknown keys, duplicate keys, wrong types, numbers out of their range (a
+// non-positive speedup, median or tolerance, a noise outside [0, 1]), missing required keys,
+// example keys not of the form chNN/name and malformed JSON throw
 // ExpectationsError "<source>:<line>:<column>: <what was expected>".
-Expectations parse_expectations(std::string_view text, const std::string& source_name);
-// Reads and parses a file. A missing file gives std::nullopt; an unreadable or malformed one
-// throws ExpectationsError.
-std::optional<Expectations> load_expectations(const std::filesystem::path& file);
+Expectations parse_expectations(std::string_view text, const std::string& source_name,
+                                const ExpectationsChecks& checks = {});
+// Reads and parses a file, whose name must be its hardware key ("h200.json" holds "h200"). A
+// missing file gives std::nullopt; an unreadable or malformed one throws ExpectationsError.
+// `validate`, `compare` and the update all read files through here.
+std::optional<Expectations> load_expectations(const std::filesystem::path& file, const ExampleCheck& example = {});
 // The one-GPU key of a machine's key: "2x_h200" -> "h200"; a one-GPU key comes back unchanged.
 std::string single_gpu_key(const std::string& hardware_key);
 // The GPU count a machine's key names: "2x_h200" -> 2, "h200" -> 1.
@@ -97,11 +120,13 @@ int64_t gpu_count_of_key(const std::string& hardware_key);
 // runs on one of its GPUs. The machine's own entries win. std::nullopt when neither file exists.
 // `sources` (if given) receives the files read, the machine's first.
 std::optional<Expectations> load_expectations_for(const std::filesystem::path& dir, const std::string& hardware_key,
-                                                  std::vector<std::filesystem::path>* sources = nullptr);
+                                                  std::vector<std::filesystem::path>* sources = nullptr,
+                                                  const ExampleCheck& example = {});
 // Canonical text (sorted keys, two-space indent, trailing newline).
 std::string serialize_expectations(const Expectations& expectations);
 // Atomic: writes "<file>.tmp.<pid>" next to the file, flushes it, then renames it over `file`,
-// so a crash leaves either the old or the new file, never half of one.
+// so a crash leaves either the old or the new file, never half of one. A failure (a full disk)
+// throws ExpectationsError naming the path and the system's reason (strerror).
 void save_expectations(const std::filesystem::path& file, const Expectations& expectations);
 // Read-modify-write of the ceilings block only (for `bench calibrate`): every other entry is
 // kept. Creates the file when missing, with `hardware_key` set from the file name.

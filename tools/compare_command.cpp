@@ -45,6 +45,9 @@ bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostr
   // once instead of after the chapters before it have run.
   std::vector<std::pair<std::string, ChapterExamples>> listed;
   std::vector<std::string> selected;
+  const std::vector<std::string> points = point_args(options.points.axes, options.points.sweep);
+  std::vector<std::string> args = points;  // the points, then the flags given after --
+  args.insert(args.end(), options.harness_args.begin(), options.harness_args.end());
   bool listed_all = true;
   for (const auto& chapter : chapters) {
     const fs::path binary = chapter_binary(build_dir, chapter);
@@ -52,7 +55,7 @@ bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostr
       err << "bench compare: " << chapter << " is not built (no " << binary.string() << ")\n";
       return false;
     }
-    listed.emplace_back(chapter, chapter_examples(binary, options.examples));
+    listed.emplace_back(chapter, chapter_examples(binary, options.examples, points));
     const auto& examples = listed.back().second.examples;
     selected.insert(selected.end(), examples.begin(), examples.end());
     listed_all = listed_all && listed.back().second.error.empty();
@@ -61,6 +64,11 @@ bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostr
   if (const auto unmatched = unmatched_names(selected, options.examples);
       listed_all && !unmatched.empty()) {
     err << "bench compare: " << no_such_examples(unmatched, chapters) << "\n";
+    return false;
+  }
+  if (listed_all && selected.empty() && !options.points.axes.empty()) {
+    err << "bench compare: --axis selects no case of " << chapters.front() << (chapters.size() > 1 ? "..." : "")
+        << " (`bench list --sweep` names every point; add --sweep for points that are not defaults)\n";
     return false;
   }
   for (auto& [chapter, listing] : listed) {
@@ -76,7 +84,7 @@ bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostr
     // runs, where the update's reproduction check sees them.
     for (int rep = 1; rep <= options.repetitions; ++rep)
       for (std::size_t i = 0; i < examples.size(); ++i) {
-        const auto summary = run_example(binary, examples[i], cases_of[examples[i]], options.harness_args, results);
+        const auto summary = run_example(binary, examples[i], cases_of[examples[i]], args, results);
         const std::string how = summary.process.ok() ? "" : fmt::format(", {}: {}", summary.process.describe(),
                                                                         tail_lines(summary.process.err, 1));
         const std::string run = options.repetitions > 1 ? fmt::format(" (run {}/{})", rep, options.repetitions) : "";
@@ -142,8 +150,9 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
   std::vector<CaseResult> cases = extract_cases(results);
   // Only the selected examples are scored, so only they can be accepted by an update.
   if (!live)
-    std::erase_if(
-        cases, [&](const CaseResult& c) { return !example_selected(c.example, options.examples); });
+    std::erase_if(cases, [&](const CaseResult& c) {
+      return !example_selected(c.example, options.examples) || !point_selected(c.example, options.points.axes);
+    });
   const std::string key = results.context.value("hardware_key", std::string("unknown"));
   const fs::path expectations_dir = resolve_expectations_dir(options.where);
   const fs::path expectations_file = expectations_dir / (key + ".json");  // what an update writes

@@ -80,7 +80,8 @@ std::string shell_quote(const std::string& arg) {
 }  // namespace
 
 int profile_command(const ProfileOptions& options, std::ostream& out, std::ostream& err) {
-  static const std::regex case_pattern("(ch[0-9]{2})/[^/]+/[^/]+");
+  // chNN/<example>/<variant>, then the axis point if the example has axes (any point: --bench_sweep).
+  static const std::regex case_pattern("(ch[0-9]{2})/[^/]+/[^/]+(/[^/:]+:[^/:]+)*");
   std::smatch m;
   if (!std::regex_match(options.case_name, m, case_pattern)) {
     err << "bench profile: expected one case like ch07/copy_coalescing/optimized, got '"
@@ -104,7 +105,8 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
     return kExitUsage;
   }
   std::string list_error;
-  const auto cases = list_cases(binary, &list_error);
+  const bool has_point = !point_of(example_of(options.case_name)).empty();
+  const auto cases = list_cases(binary, &list_error, {"--bench_sweep"});
   if (!list_error.empty()) {
     err << "bench profile: " << list_error << "\n";
     return kExitFailed;
@@ -157,6 +159,7 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
   argv.insert(argv.end(), options.tool_args.begin(), options.tool_args.end());
   argv.insert(argv.end(), {binary.string(), "--benchmark_filter=^" + options.case_name + "(/|$)",
                            "--bench_profile"});
+  if (has_point) argv.push_back("--bench_sweep");  // the point may not be a default one
 
   std::string command;
   for (const auto& a : argv) command += (command.empty() ? "" : " ") + shell_quote(a);

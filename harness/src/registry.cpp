@@ -30,6 +30,16 @@ const char* to_string(Mode mode) {
   return "unknown";
 }
 
+Point::Point(const std::string& text) : text_(text), values_(detail::parse_point(text)) {}
+
+std::string Point::string_axis(std::string_view name) const {
+  for (const auto& [axis, value] : values_)
+    if (axis == name) return value;
+  throw std::invalid_argument(fmt::format("point '{}' has no axis '{}'", text_, name));
+}
+int64_t Point::axis(std::string_view name) const { return std::stoll(string_axis(name)); }
+double Point::float_axis(std::string_view name) const { return std::stod(string_axis(name)); }
+
 namespace detail {
 
 std::vector<std::unique_ptr<ExampleDef>>& registry() {
@@ -100,6 +110,9 @@ void check_axes(const ExampleDef& e) {
   std::vector<std::string> names;
   for (const auto& axis : e.axes) {
     check_word(axis.name, "axis name");
+    // Google Benchmark's own name suffixes, which the tools strip from a case name.
+    for (const char* reserved : {"iterations", "repeats", "min_time", "min_warmup_time", "threads"})
+      if (axis.name == reserved) fail(fmt::format("axis name '{}' is one of Google Benchmark's", reserved));
     if (contains(names, axis.name)) fail(fmt::format("axis '{}' declared twice", axis.name));
     names.push_back(axis.name);
     if (axis.values.empty()) fail(fmt::format("axis '{}' has no values", axis.name));
@@ -179,8 +192,13 @@ std::vector<const ExampleDef*> expand_points(const std::vector<const ExampleDef*
   std::vector<const ExampleDef*> out;
   for (const ExampleDef* e : examples)
     for (const auto& point : select_points(*e, selection)) {
-      copies.push_back(std::make_unique<ExampleDef>(*e));
-      copies.back()->point = point;
+      auto copy = std::make_unique<ExampleDef>(*e);
+      copy->point = point;
+      const Point at(point);
+      std::erase_if(copy->variants, [&](const VariantDef& v) { return v.where && !v.where(at); });
+      for (const auto& [where, mode] : e->modes_where)
+        if (where(at)) copy->mode = mode;
+      copies.push_back(std::move(copy));
       out.push_back(copies.back().get());
     }
   return out;

@@ -81,6 +81,9 @@ TEST(Points, BadDeclarationsAreRefusedNamingTheExample) {
   e.axes[2].name = "b";
   EXPECT_NE(refused(e).find("declared twice"), std::string::npos);
   e = attention();
+  e.axes[2].name = "threads";
+  EXPECT_NE(refused(e).find("Google Benchmark's"), std::string::npos);
+  e = attention();
   e.axes[0].values.clear();
   EXPECT_NE(refused(e).find("no values"), std::string::npos);
   e = attention();
@@ -100,6 +103,22 @@ TEST(Points, CaseNamesPutThePointAfterTheVariant) {
   const auto expanded = bench::detail::expand_points({&e}, {});
   ASSERT_EQ(expanded.size(), 2u);
   EXPECT_EQ(bench::detail::case_name(*expanded[1], v), "ch16/flash_attention/optimized/b:4/s:8192/causal:1");
+}
+
+TEST(Points, AVariantOrAModeCanHoldAtSomePointsOnly) {
+  ExampleDef e = attention();
+  e.variants.resize(2);
+  e.variants[1].name = "pingpong";
+  e.variants[1].where = [](const bench::Point& p) { return p.axis("causal") == 1 && p.axis("s") == 8192; };
+  e.modes_where.emplace_back([](const bench::Point& p) { return p.string_axis("s") == "8192"; },
+                             bench::Mode::sustained);
+  const auto expanded = bench::detail::expand_points({&e}, {});
+  ASSERT_EQ(expanded.size(), 2u);
+  EXPECT_EQ(expanded[0]->variants.size(), 1u);
+  EXPECT_EQ(expanded[0]->mode, bench::Mode::cold);
+  EXPECT_EQ(expanded[1]->variants.size(), 2u);
+  EXPECT_EQ(expanded[1]->mode, bench::Mode::sustained);
+  EXPECT_THROW(bench::Point("b:4").axis("s"), std::invalid_argument);
 }
 
 TEST(Points, ValuesAreWrittenAsTheyReadBack) {

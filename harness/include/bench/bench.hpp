@@ -44,6 +44,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "bench/check.hpp"
@@ -254,6 +255,22 @@ struct Metric {
   double value = 0;
 };
 
+// One point of an example's axes, as registration predicates see it (variant_where,
+// mode_where): "b:4/s:4096/causal:1". An unknown axis throws std::invalid_argument.
+class Point {
+ public:
+  explicit Point(const std::string& text);
+  int64_t axis(std::string_view name) const;  // an integer or bool axis's value
+  double float_axis(std::string_view name) const;
+  std::string string_axis(std::string_view name) const;
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+  std::vector<std::pair<std::string, std::string>> values_;
+};
+using PointPredicate = std::function<bool(const Point&)>;
+
 namespace detail {
 
 using Launch = std::function<void(cudaStream_t)>;
@@ -275,6 +292,7 @@ struct VariantDef {
   Prepare prepare;
   VariantOptions options;
   Support support;
+  PointPredicate where;  // empty: at every point; else only where it holds (variant_where)
 };
 
 // One axis of an example. Values are kept as the text they show in case names and --axis
@@ -307,6 +325,7 @@ struct ExampleDef {
   // ("b:4/s:4096", every axis named; empty: the product of each axis's defaults).
   std::vector<AxisDef> axes;
   std::vector<std::string> default_points;
+  std::vector<std::pair<PointPredicate, Mode>> modes_where;  // mode_where, the last match wins
   // Set on the per-point copies the harness makes of an example (registry.hpp): "b:4/s:4096",
   // or "" for an example without axes.
   std::string point;
@@ -397,6 +416,19 @@ class Example {
     def_.axes.push_back({detail::AxisDef::Kind::string, std::move(name), std::move(values), std::move(defaults)});
     return *this;
   }
+  // The most recently added variant is a case only at the points where `where(point)` holds
+  // (a rung that exists for one head_dim, a role that changes with the shape): elsewhere it is
+  // not registered at all, rather than SKIPPED.
+  Example& variant_where(PointPredicate where) {
+    def_.variants.back().where = std::move(where);
+    return *this;
+  }
+  // Sampling mode `m` at the points where `where(point)` holds (the 8192^3 GEMM is sustained,
+  // the 4096^3 one cold); mode() sets every other point's.
+  Example& mode_where(PointPredicate where, Mode m) {
+    def_.modes_where.emplace_back(std::move(where), m);
+    return *this;
+  }
   // The points a default run takes when they are not a product of per-axis defaults, each
   // written as in a case name: {"b:4/s:4096/d:64/causal:1", "b:1/s:8192/d:128/causal:0"}.
   Example& default_points(std::vector<std::string> points) {
@@ -459,7 +491,7 @@ class Example {
   Example& add(std::string name, Role role, detail::Prepare prepare, VariantOptions o) {
     const bool fixed = role == Role::baseline || role == Role::optimized;
     std::string case_name = fixed ? to_string(role) : name;
-    def_.variants.push_back({std::move(case_name), std::move(name), role, std::move(prepare), o, {}});
+    def_.variants.push_back({std::move(case_name), std::move(name), role, std::move(prepare), o, {}, {}});
     return *this;
   }
   detail::ExampleDef& def_;

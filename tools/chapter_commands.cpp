@@ -76,7 +76,8 @@ int run_command(const RunOptions& options, std::ostream& out, std::ostream& err)
   if (!options.examples.empty()) {
     // The names are checked against the binary's own list (as compare does) and the filter is
     // built from the full names they matched: ^(ch07/a|ch07/b)/.
-    const auto [examples, cases_of, list_error] = chapter_examples(binary, options.examples, points);
+    const auto [examples, cases_of, list_error] =
+        chapter_examples(binary, options.examples, points);
     if (!list_error.empty()) {
       err << "bench run: " << list_error << "\n";
       return kExitFailed;

@@ -37,16 +37,19 @@ void add_example_option(CLI::App* command, std::vector<std::string>& examples) {
 // --axis NAME=V[,V] (repeatable) and --sweep: which points of the examples' axes.
 void add_point_options(CLI::App* command, PointOptions& points) {
   command
-      ->add_option("--axis", points.axes,
-                   "only points whose axis NAME is one of the values: NAME=V[,V] (repeat for more axes); "
-                   "examples without that axis are left out")
+      ->add_option(
+          "--axis", points.axes,
+          "only points whose axis NAME is one of the values: NAME=V[,V] (repeat for more axes); "
+          "examples without that axis are left out")
       ->allow_extra_args(false)
       ->check([](const std::string& v) {
         const auto eq = v.find('=');
-        return eq == std::string::npos || eq == 0 || eq + 1 == v.size() ? "expected NAME=VALUE[,VALUE...], got " + v
-                                                                         : std::string();
+        return eq == std::string::npos || eq == 0 || eq + 1 == v.size()
+                   ? "expected NAME=VALUE[,VALUE...], got " + v
+                   : std::string();
       });
-  command->add_flag("--sweep", points.sweep, "every point of each example's axes, not only its default points");
+  command->add_flag("--sweep", points.sweep,
+                    "every point of each example's axes, not only its default points");
 }
 
 std::string join(const std::vector<std::string>& args) {

@@ -67,8 +67,10 @@ bool run_chapters(const CompareOptions& options, ResultsFile& results, std::ostr
     return false;
   }
   if (listed_all && selected.empty() && !options.points.axes.empty()) {
-    err << "bench compare: --axis selects no case of " << chapters.front() << (chapters.size() > 1 ? "..." : "")
-        << " (`bench list --sweep` names every point; add --sweep for points that are not defaults)\n";
+    err << "bench compare: --axis selects no case of " << chapters.front()
+        << (chapters.size() > 1 ? "..." : "")
+        << " (`bench list --sweep` names every point; add --sweep for points that are not "
+           "defaults)\n";
     return false;
   }
   for (auto& [chapter, listing] : listed) {
@@ -151,7 +153,8 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
   // Only the selected examples are scored, so only they can be accepted by an update.
   if (!live)
     std::erase_if(cases, [&](const CaseResult& c) {
-      return !example_selected(c.example, options.examples) || !point_selected(c.example, options.points.axes);
+      return !example_selected(c.example, options.examples) ||
+             !point_selected(c.example, options.points.axes);
     });
   const std::string key = results.context.value("hardware_key", std::string("unknown"));
   const fs::path expectations_dir = resolve_expectations_dir(options.where);

@@ -16,13 +16,16 @@ bool CurvePoint::pays() const { return row->speedup && row->speedup->low > kMini
 std::string CurvePoint::rate() const {
   if (!row->subject) return {};
   const CaseResult& c = *row->subject;
-  const bool compute = row->ceiling_name.find("tflops") != std::string::npos || (c.bytes <= 0 && c.flops > 0);
+  const bool compute =
+      row->ceiling_name.find("tflops") != std::string::npos || (c.bytes <= 0 && c.flops > 0);
   if (compute && c.flops > 0) return fmt::format("{:.1f} TFLOP/s", c.tflops);
   if (c.bytes > 0) return fmt::format("{:.0f} GB/s", c.gbps);
   return {};
 }
 
-std::string Curve::title() const { return example + " against " + axis + (fixed.empty() ? "" : " at " + fixed); }
+std::string Curve::title() const {
+  return example + " against " + axis + (fixed.empty() ? "" : " at " + fixed);
+}
 
 namespace {
 
@@ -40,8 +43,9 @@ std::string find_crossover(const Curve& c) {
   for (std::size_t i = 1; i < c.points.size(); ++i) {
     const CurvePoint &a = c.points[i - 1], &b = c.points[i];
     if (!a.row->speedup || !b.row->speedup || a.pays() == b.pays()) continue;
-    return fmt::format("{} paying between {}:{} ({}) and {}:{} ({})", a.pays() ? "stops" : "starts", c.axis, a.value,
-                       speedup_text(*a.row), c.axis, b.value, speedup_text(*b.row));
+    return fmt::format("{} paying between {}:{} ({}) and {}:{} ({})", a.pays() ? "stops" : "starts",
+                       c.axis, a.value, speedup_text(*a.row), c.axis, b.value,
+                       speedup_text(*b.row));
   }
   return {};
 }
@@ -51,7 +55,10 @@ std::string find_crossover(const Curve& c) {
 std::vector<Curve> curves(const Scorecard& card) {
   // Each example's pairs, in the card's order, with their points parsed.
   std::vector<std::string> examples;
-  std::map<std::string, std::vector<std::pair<const ScoredRow*, std::vector<std::pair<std::string, std::string>>>>> of;
+  std::map<
+      std::string,
+      std::vector<std::pair<const ScoredRow*, std::vector<std::pair<std::string, std::string>>>>>
+      of;
   for (const auto& row : card.rows) {
     if (row.kind != RowKind::pair) continue;
     const std::string point = point_of(row.example);
@@ -83,10 +90,11 @@ std::vector<Curve> curves(const Scorecard& card) {
         const bool numbers = std::all_of(c.points.begin(), c.points.end(),
                                          [&](const CurvePoint& p) { return numeric(p.value, &x); });
         if (numbers)
-          std::stable_sort(c.points.begin(), c.points.end(), [&](const CurvePoint& p, const CurvePoint& q) {
-            numeric(p.value, &x), numeric(q.value, &y);
-            return x < y;
-          });
+          std::stable_sort(c.points.begin(), c.points.end(),
+                           [&](const CurvePoint& p, const CurvePoint& q) {
+                             numeric(p.value, &x), numeric(q.value, &y);
+                             return x < y;
+                           });
         c.crossover = find_crossover(c);
         out.push_back(std::move(c));
       }
@@ -99,20 +107,27 @@ std::string curves_markdown(const std::vector<Curve>& curves) {
   if (curves.empty()) return {};
   std::string out = "\n## Curves\n";
   for (const auto& c : curves) {
-    out += fmt::format("\n### {}\n\n| {} | speedup [95% CI] | optimized | % of ceiling | status |\n| --- | --- | --- | --- | --- |\n",
-                       c.title(), c.axis);
+    out += fmt::format(
+        "\n### {}\n\n| {} | speedup [95% CI] | optimized | % of ceiling | status |\n| --- | --- | "
+        "--- | --- | --- |\n",
+        c.title(), c.axis);
     for (const auto& p : c.points) {
       const ScoredRow& r = *p.row;
-      const std::string speedup =
-          r.speedup ? fmt::format("{:.2f}x [{:.2f}, {:.2f}]", r.speedup->estimate, r.speedup->low, r.speedup->high) : "-";
-      const std::string pct = r.pct_ceiling ? fmt::format("{:.1f}% of {}", *r.pct_ceiling, r.ceiling_name) : "-";
+      const std::string speedup = r.speedup
+                                      ? fmt::format("{:.2f}x [{:.2f}, {:.2f}]", r.speedup->estimate,
+                                                    r.speedup->low, r.speedup->high)
+                                      : "-";
+      const std::string pct =
+          r.pct_ceiling ? fmt::format("{:.1f}% of {}", *r.pct_ceiling, r.ceiling_name) : "-";
       const std::string rate = p.rate();
-      out += fmt::format("| {} | {} | {} | {} | {} |\n", p.value, speedup, rate.empty() ? "-" : rate, pct,
-                         to_string(r.status));
+      out += fmt::format("| {} | {} | {} | {} | {} |\n", p.value, speedup,
+                         rate.empty() ? "-" : rate, pct, to_string(r.status));
     }
-    out += "\n" + (c.crossover.empty() ? std::string("No crossover: the optimization ") +
-                                             (c.points.front().pays() ? "pays at every point." : "pays at no point.")
-                                       : "Crossover: the optimization " + c.crossover + ".") +
+    out += "\n" +
+           (c.crossover.empty()
+                ? std::string("No crossover: the optimization ") +
+                      (c.points.front().pays() ? "pays at every point." : "pays at no point.")
+                : "Crossover: the optimization " + c.crossover + ".") +
            "\n";
   }
   return out;

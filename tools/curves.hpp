@@ -12,10 +12,11 @@
 namespace bench::tools {
 
 struct CurvePoint {
-  std::string value;          // the axis value, as in the case name
-  const ScoredRow* row;       // the point's baseline/optimized pair
-  bool pays() const;          // the speedup's whole interval is above kMinimumClearSpeedup
-  std::string rate() const;   // the optimized side's GB/s or TFLOP/s (what its ceiling counts), "" if none
+  std::string value;     // the axis value, as in the case name
+  const ScoredRow* row;  // the point's baseline/optimized pair
+  bool pays() const;     // the speedup's whole interval is above kMinimumClearSpeedup
+  std::string rate()
+      const;  // the optimized side's GB/s or TFLOP/s (what its ceiling counts), "" if none
 };
 
 // One example's pairs along one axis, the other axes held at `fixed` ("s:4096/d:64", "" when the

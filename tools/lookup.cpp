@@ -74,8 +74,10 @@ bool point_selected(const std::string& point_key, const std::vector<std::string>
     std::vector<std::string> wanted;
     std::istringstream values(eq == std::string::npos ? "" : filter.substr(eq + 1));
     for (std::string v; std::getline(values, v, ',');) wanted.push_back(v);
-    auto it = std::find_if(point.begin(), point.end(), [&](const auto& kv) { return kv.first == name; });
-    if (it == point.end() || std::find(wanted.begin(), wanted.end(), it->second) == wanted.end()) return false;
+    auto it =
+        std::find_if(point.begin(), point.end(), [&](const auto& kv) { return kv.first == name; });
+    if (it == point.end() || std::find(wanted.begin(), wanted.end(), it->second) == wanted.end())
+      return false;
   }
   return true;
 }

@@ -80,7 +80,8 @@ std::string shell_quote(const std::string& arg) {
 }  // namespace
 
 int profile_command(const ProfileOptions& options, std::ostream& out, std::ostream& err) {
-  // chNN/<example>/<variant>, then the axis point if the example has axes (any point: --bench_sweep).
+  // chNN/<example>/<variant>, then the axis point if the example has axes (any point:
+  // --bench_sweep).
   static const std::regex case_pattern("(ch[0-9]{2})/[^/]+/[^/]+(/[^/:]+:[^/:]+)*");
   std::smatch m;
   if (!std::regex_match(options.case_name, m, case_pattern)) {
@@ -168,8 +169,8 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
                              "--trace=cuda,nvtx", "--force-overwrite=true", "-o", output.string()});
   }
   argv.insert(argv.end(), options.tool_args.begin(), options.tool_args.end());
-  argv.insert(argv.end(), {binary.string(), "--benchmark_filter=^" + case_name + "(/|$)",
-                           "--bench_profile"});
+  argv.insert(argv.end(),
+              {binary.string(), "--benchmark_filter=^" + case_name + "(/|$)", "--bench_profile"});
   if (has_point) argv.push_back("--bench_sweep");  // the point may not be a default one
 
   std::string command;

@@ -173,7 +173,8 @@ std::vector<std::string_view> parts_of(std::string_view name) {
     start = end + 1;
   }
 }
-std::string join_parts(const std::vector<std::string_view>& parts, std::size_t from, std::size_t skip) {
+std::string join_parts(const std::vector<std::string_view>& parts, std::size_t from,
+                       std::size_t skip) {
   std::string out;
   for (std::size_t i = from; i < parts.size(); ++i)
     if (i != skip) out += std::string(out.empty() ? "" : "/") + std::string(parts[i]);
@@ -194,7 +195,8 @@ std::string variant_of(std::string_view case_name) {
 
 std::string base_example_of(std::string_view name) {
   const auto parts = parts_of(name);
-  return parts.size() >= 2 ? std::string(parts[0]) + "/" + std::string(parts[1]) : std::string(name);
+  return parts.size() >= 2 ? std::string(parts[0]) + "/" + std::string(parts[1])
+                           : std::string(name);
 }
 
 std::string point_of(std::string_view point_key) {

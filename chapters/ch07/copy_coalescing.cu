@@ -21,7 +21,8 @@ struct Copy {
   bench::DeviceSpan<const float> src;
   bench::DeviceSpan<float> dst;
   explicit Copy(bench::Setup& s)
-      : n(s.size("n", s.axis("mib") << 18, 1'000'003)),  // MiB per buffer, in floats; odd size to verify
+      // The axis: MiB per buffer, in floats; an odd size to verify.
+      : n(s.size("n", s.axis("mib") << 18, 1'000'003)),
         src(s.input<float>("src", n, bench::uniform(-1, 1))),
         dst(s.output<float>("dst", n)) {
     s.bytes(2.0 * n * sizeof(float));
@@ -76,7 +77,7 @@ void reference(const Copy& w, bench::HostData& h) {
 }
 
 BENCH_EXAMPLE(ch07, copy_coalescing, Copy)
-    .int_axis("mib", {4, 16, 64, 256, 1024}, /*defaults=*/{1024})  // L2-resident to 1 GiB per buffer
+    .int_axis("mib", {4, 16, 64, 256, 1024}, /*defaults=*/{1024})  // L2-resident to 1 GiB
     .baseline("strided", launch_strided)
     .optimized("coalesced", launch_coalesced)
     .reference(reference)

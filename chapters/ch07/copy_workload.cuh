@@ -1,6 +1,7 @@
 // ch07/copy_workload.cuh: the workload that copy_vectorized and hbm_copy share: dst = src over
-// n floats (the axis `mib` per buffer when timing, an odd size when verifying), its CPU reference and the
-// plain one-float-per-thread copy both start from, and the one-float4-per-thread copy both use.
+// n floats (the axis `mib` MiB per buffer when timing, an odd size when verifying), its CPU
+// reference and the plain one-float-per-thread copy both start from, and the one-float4-per-thread
+// copy both use.
 #pragma once
 
 #include <bench/bench.hpp>

@@ -4,11 +4,11 @@
 //
 // The work: out = softmax(q K^T / sqrt(128)) V for one query per (sequence, head): batch 1 (the
 // axis), 32 heads, head_dim 128, 65536 cached keys (a long-context decode step; 1 GiB of K and V
-// per sequence, 20x the 50 MB L2, so every byte comes from HBM). 32 (sequence, head) pairs is the point: fewer pairs
-// than SMs, the shape where the split pays. The batch axis shows where it stops paying: by batch 4
-// the 128 pairs nearly cover the SMs, and from batch 8 the baseline fills the GPU itself, so the
-// pair can only score NO_SPEEDUP. A default run takes batch 1, 2 and 4; `--sweep` adds 8 and 16,
-// the far side of the crossover (README).
+// per sequence, 20x the 50 MB L2, so every byte comes from HBM). 32 (sequence, head) pairs is the
+// point: fewer pairs than SMs, the shape where the split pays. The batch axis shows where it stops
+// paying: by batch 4 the 128 pairs nearly cover the SMs, and from batch 8 the baseline fills the
+// GPU itself, so the pair can only score NO_SPEEDUP. A default run takes batch 1, 2 and 4;
+// `--sweep` adds 8 and 16, the far side of the crossover (README).
 // The hardware: one SM streams at most ~1/100 of HBM's bandwidth: its loads in flight (Little's
 // law: bytes in flight = bandwidth x latency) and its L1/L2 port cap it. 32 busy SMs of 132 read
 // at a fraction of the ceiling however well each one streams.

@@ -1,5 +1,6 @@
 // main() of every chapter binary: turns each registered variant, at each selected point of the
-// example's axes, into a Google Benchmark case chNN/<example>/<variant>[/<axis>:<value>...], runs it through the Runner and reports counters, label and context.
+// example's axes, into a Google Benchmark case chNN/<example>/<variant>[/<axis>:<value>...], runs
+// it through the Runner and reports counters, label and context.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -199,7 +200,8 @@ int main(int argc, char** argv) {
   // Each selected point of an example's axes is an example of its own (registry.hpp).
   std::vector<const bench::detail::ExampleDef*> points;
   try {
-    points = bench::detail::expand_points(bench::detail::sorted_examples(), bench::detail::options().points);
+    points = bench::detail::expand_points(bench::detail::sorted_examples(),
+                                          bench::detail::options().points);
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "bad axes: %s\n", e.what());
     return 2;

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string_view>

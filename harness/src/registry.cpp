@@ -112,22 +112,26 @@ void check_axes(const ExampleDef& e) {
     check_word(axis.name, "axis name");
     // Google Benchmark's own name suffixes, which the tools strip from a case name.
     for (const char* reserved : {"iterations", "repeats", "min_time", "min_warmup_time", "threads"})
-      if (axis.name == reserved) fail(fmt::format("axis name '{}' is one of Google Benchmark's", reserved));
+      if (axis.name == reserved)
+        fail(fmt::format("axis name '{}' is one of Google Benchmark's", reserved));
     if (contains(names, axis.name)) fail(fmt::format("axis '{}' declared twice", axis.name));
     names.push_back(axis.name);
     if (axis.values.empty()) fail(fmt::format("axis '{}' has no values", axis.name));
     for (std::size_t i = 0; i < axis.values.size(); ++i) {
       check_word(axis.values[i], "axis value");
-      if (std::find(axis.values.begin(), axis.values.begin() + i, axis.values[i]) != axis.values.begin() + i)
+      if (std::find(axis.values.begin(), axis.values.begin() + i, axis.values[i]) !=
+          axis.values.begin() + i)
         fail(fmt::format("axis '{}' lists {} twice", axis.name, axis.values[i]));
     }
     for (const auto& d : axis.defaults)
-      if (!contains(axis.values, d)) fail(fmt::format("axis '{}': default {} is not one of its values", axis.name, d));
+      if (!contains(axis.values, d))
+        fail(fmt::format("axis '{}': default {} is not one of its values", axis.name, d));
   }
 }
 
 // Every combination of `values_of` (one list per axis), first axis outermost.
-std::vector<std::string> product(const ExampleDef& e, const std::vector<std::vector<std::string>>& values_of) {
+std::vector<std::string> product(const ExampleDef& e,
+                                 const std::vector<std::vector<std::string>>& values_of) {
   std::vector<std::string> points{""};
   for (std::size_t a = 0; a < e.axes.size(); ++a) {
     std::vector<std::string> next;
@@ -144,16 +148,18 @@ std::string canonical_point(const ExampleDef& e, const std::string& point) {
   auto parsed = parse_point(point);
   std::string out;
   for (const auto& axis : e.axes) {
-    auto it = std::find_if(parsed.begin(), parsed.end(), [&](const auto& kv) { return kv.first == axis.name; });
+    auto it = std::find_if(parsed.begin(), parsed.end(),
+                           [&](const auto& kv) { return kv.first == axis.name; });
     if (it == parsed.end() || !contains(axis.values, it->second))
-      throw std::invalid_argument(fmt::format("{}/{}: default point '{}' needs {} set to one of its values",
-                                              e.chapter, e.name, point, axis.name));
+      throw std::invalid_argument(
+          fmt::format("{}/{}: default point '{}' needs {} set to one of its values", e.chapter,
+                      e.name, point, axis.name));
     out += (out.empty() ? "" : "/") + axis.name + ":" + it->second;
     parsed.erase(it);
   }
   if (!parsed.empty())
-    throw std::invalid_argument(
-        fmt::format("{}/{}: default point '{}' names '{}', not an axis", e.chapter, e.name, point, parsed[0].first));
+    throw std::invalid_argument(fmt::format("{}/{}: default point '{}' names '{}', not an axis",
+                                            e.chapter, e.name, point, parsed[0].first));
   return out;
 }
 
@@ -176,7 +182,9 @@ std::vector<std::string> select_points(const ExampleDef& e, const PointSelection
     points = product(e, values_of);
   }
   for (const auto& [name, wanted] : selection.filters) {
-    if (std::none_of(e.axes.begin(), e.axes.end(), [&](const AxisDef& a) { return a.name == name; })) return {};
+    if (std::none_of(e.axes.begin(), e.axes.end(),
+                     [&](const AxisDef& a) { return a.name == name; }))
+      return {};
     std::erase_if(points, [&](const std::string& point) {
       for (const auto& [axis, value] : parse_point(point))
         if (axis == name) return !contains(wanted, value);

@@ -31,14 +31,17 @@ void Setup::param(std::string_view name, int64_t value) {
 
 namespace {
 const std::string& axis_value(const detail::SetupImpl& impl, std::string_view name,
-                              std::initializer_list<detail::AxisDef::Kind> kinds, const char* reader) {
+                              std::initializer_list<detail::AxisDef::Kind> kinds,
+                              const char* reader) {
   for (const auto& a : impl.axis_values) {
     if (a.name != name) continue;
     if (std::find(kinds.begin(), kinds.end(), a.kind) == kinds.end())
-      throw std::invalid_argument(fmt::format("axis '{}' cannot be read with Setup::{}", name, reader));
+      throw std::invalid_argument(
+          fmt::format("axis '{}' cannot be read with Setup::{}", name, reader));
     return a.text;
   }
-  throw std::invalid_argument(fmt::format("the workload reads axis '{}', which the example does not declare", name));
+  throw std::invalid_argument(
+      fmt::format("the workload reads axis '{}', which the example does not declare", name));
 }
 }  // namespace
 

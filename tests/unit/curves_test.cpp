@@ -18,8 +18,10 @@ using bench::tools::testing::normal_samples;
 using bench::tools::testing::verified_case;
 
 // A pair at `point` whose optimized side takes `optimized_us` against a 1000 us baseline.
-void add_pair(std::vector<CaseResult>& cases, const std::string& example, double optimized_us, unsigned seed) {
-  for (const auto& [role, us] : {std::pair<std::string, double>{"baseline", 1000}, {"optimized", optimized_us}}) {
+void add_pair(std::vector<CaseResult>& cases, const std::string& example, double optimized_us,
+              unsigned seed) {
+  for (const auto& [role, us] :
+       {std::pair<std::string, double>{"baseline", 1000}, {"optimized", optimized_us}}) {
     CaseResult c = verified_case(example, role, role, us);
     c.samples = normal_samples(us, 0.005, 40, seed++);
     c.noise = 0.005;
@@ -64,8 +66,9 @@ TEST(Curves, EachAxisWithTheOthersHeld) {
   const auto all = bench::tools::curves(bench::tools::score(cases, std::nullopt, "h100_80gb_hbm3"));
   std::vector<std::string> titles;
   for (const auto& c : all) titles.push_back(c.title());
-  EXPECT_EQ(titles, (std::vector<std::string>{"ch16/fa against b at s:4096", "ch16/fa against b at s:8192",
-                                              "ch16/fa against s at b:1", "ch16/fa against s at b:4"}));
+  EXPECT_EQ(titles,
+            (std::vector<std::string>{"ch16/fa against b at s:4096", "ch16/fa against b at s:8192",
+                                      "ch16/fa against s at b:1", "ch16/fa against s at b:4"}));
   EXPECT_EQ(all[0].points.size(), 3u);
   EXPECT_TRUE(all[0].crossover.empty());
 }
@@ -76,13 +79,17 @@ TEST(Curves, TheReportsGroupThePointsAndNameTheCrossover) {
   EXPECT_NE(markdown.find("## Curves"), std::string::npos);
   EXPECT_NE(markdown.find("### ch18/flash_decoding against batch"), std::string::npos);
   EXPECT_NE(markdown.find("| 8 | 0.99x ["), std::string::npos) << markdown;
-  EXPECT_NE(markdown.find("Crossover: the optimization stops paying between batch:4"), std::string::npos);
-  EXPECT_NE(bench::tools::format_table(card).find("crossovers:\n  ch18/flash_decoding against batch: stops paying"),
+  EXPECT_NE(markdown.find("Crossover: the optimization stops paying between batch:4"),
+            std::string::npos);
+  EXPECT_NE(bench::tools::format_table(card).find(
+                "crossovers:\n  ch18/flash_decoding against batch: stops paying"),
             std::string::npos);
   const std::string html = bench::tools::html_report({{"run.json", {}, card, std::nullopt}});
-  EXPECT_NE(html.find("<h4 class=\"curve\">ch18/flash_decoding against batch</h4>"), std::string::npos);
+  EXPECT_NE(html.find("<h4 class=\"curve\">ch18/flash_decoding against batch</h4>"),
+            std::string::npos);
   std::size_t dots = 0;
-  for (auto at = html.find("class=\"curve-point\""); at != std::string::npos; at = html.find("class=\"curve-point\"", at + 1))
+  for (auto at = html.find("class=\"curve-point\""); at != std::string::npos;
+       at = html.find("class=\"curve-point\"", at + 1))
     ++dots;
   EXPECT_EQ(dots, 5u);  // the speedup panel; no ceilings, so no percent-of-ceiling dots
   EXPECT_NE(html.find("<b>Crossover</b>: the optimization stops paying"), std::string::npos);

@@ -78,7 +78,8 @@ TEST_F(HarnessOptions, SweepAndAxisSelectPoints) {
   ASSERT_EQ(options().points.filters.size(), 2u);
   EXPECT_EQ(options().points.filters[0].first, "batch");
   EXPECT_EQ(options().points.filters[0].second, (std::vector<std::string>{"1", "4"}));
-  for (const char* bad : {"--bench_axis=batch", "--bench_axis==1", "--bench_axis=batch=", "--bench_axis=b=1,"})
+  for (const char* bad :
+       {"--bench_axis=batch", "--bench_axis==1", "--bench_axis=batch=", "--bench_axis=b=1,"})
     EXPECT_NE(parse({bad}).find("expected --bench_axis=NAME=VALUE"), std::string::npos) << bad;
 }
 

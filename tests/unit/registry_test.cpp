@@ -52,8 +52,8 @@ TEST(Points, DeclaredDefaultPointsReplaceTheProductAndAreWrittenInAxisOrder) {
 
 TEST(Points, AxisFiltersKeepMatchingPointsAndDropExamplesWithoutTheAxis) {
   PointSelection s{true, {{"b", {"1"}}, {"causal", {"0", "1"}}}};
-  EXPECT_EQ(select_points(attention(), s),
-            (Points{"b:1/s:4096/causal:0", "b:1/s:4096/causal:1", "b:1/s:8192/causal:0", "b:1/s:8192/causal:1"}));
+  EXPECT_EQ(select_points(attention(), s), (Points{"b:1/s:4096/causal:0", "b:1/s:4096/causal:1",
+                                                   "b:1/s:8192/causal:0", "b:1/s:8192/causal:1"}));
   EXPECT_EQ(select_points(attention(), {false, {{"s", {"8192"}}}}), Points{"b:4/s:8192/causal:1"});
   EXPECT_TRUE(select_points(attention(), {false, {{"batch", {"1"}}}}).empty());
   EXPECT_TRUE(select_points(ExampleDef{}, {false, {{"b", {"1"}}}}).empty());
@@ -70,7 +70,8 @@ TEST(Points, BadDeclarationsAreRefusedNamingTheExample) {
   };
   ExampleDef e = attention();
   e.axes[0].defaults = {"2"};
-  EXPECT_NE(refused(e).find("ch16/flash_attention: axis 'b': default 2"), std::string::npos) << refused(e);
+  EXPECT_NE(refused(e).find("ch16/flash_attention: axis 'b': default 2"), std::string::npos)
+      << refused(e);
   e = attention();
   e.axes[1].values = {"4096", "4096"};
   EXPECT_NE(refused(e).find("twice"), std::string::npos);
@@ -102,14 +103,17 @@ TEST(Points, CaseNamesPutThePointAfterTheVariant) {
   EXPECT_EQ(bench::detail::case_name(e, v), "ch16/flash_attention/optimized");
   const auto expanded = bench::detail::expand_points({&e}, {});
   ASSERT_EQ(expanded.size(), 2u);
-  EXPECT_EQ(bench::detail::case_name(*expanded[1], v), "ch16/flash_attention/optimized/b:4/s:8192/causal:1");
+  EXPECT_EQ(bench::detail::case_name(*expanded[1], v),
+            "ch16/flash_attention/optimized/b:4/s:8192/causal:1");
 }
 
 TEST(Points, AVariantOrAModeCanHoldAtSomePointsOnly) {
   ExampleDef e = attention();
   e.variants.resize(2);
   e.variants[1].name = "pingpong";
-  e.variants[1].where = [](const bench::Point& p) { return p.axis("causal") == 1 && p.axis("s") == 8192; };
+  e.variants[1].where = [](const bench::Point& p) {
+    return p.axis("causal") == 1 && p.axis("s") == 8192;
+  };
   e.modes_where.emplace_back([](const bench::Point& p) { return p.string_axis("s") == "8192"; },
                              bench::Mode::sustained);
   const auto expanded = bench::detail::expand_points({&e}, {});

@@ -25,7 +25,8 @@ TEST(Results, StripsGoogleBenchmarkSuffixes) {
   EXPECT_EQ(bench::tools::base_example_of("ch16/fa/b:4/s:4096"), "ch16/fa");
   EXPECT_EQ(bench::tools::point_of("ch16/fa/b:4/s:4096"), "b:4/s:4096");
   EXPECT_EQ(bench::tools::point_of("ch07/copy"), "");
-  EXPECT_EQ(bench::tools::axes_of("b:4/s:4096").at(1), (std::pair<std::string, std::string>{"s", "4096"}));
+  EXPECT_EQ(bench::tools::axes_of("b:4/s:4096").at(1),
+            (std::pair<std::string, std::string>{"s", "4096"}));
 }
 
 TEST(Results, ReadsCountersLabelAndTimeUnit) {

@@ -400,20 +400,25 @@ class Example {
   // chNN/<example>/<variant>/<axis>:<value>/...; `defaults` are the values a default run takes
   // (empty: all), `bench compare --sweep` takes every value and `--axis name=v` selects. The
   // workload reads the point's value with Setup::axis / float_axis / string_axis.
-  Example& int_axis(std::string name, std::vector<int64_t> values, std::vector<int64_t> defaults = {}) {
+  Example& int_axis(std::string name, std::vector<int64_t> values,
+                    std::vector<int64_t> defaults = {}) {
     return add_axis(detail::AxisDef::Kind::integer, std::move(name), values, defaults);
   }
-  Example& float_axis(std::string name, std::vector<double> values, std::vector<double> defaults = {}) {
+  Example& float_axis(std::string name, std::vector<double> values,
+                      std::vector<double> defaults = {}) {
     return add_axis(detail::AxisDef::Kind::floating, std::move(name), values, defaults);
   }
   // Values 0 and 1; a default run takes both unless `only_default` names one.
   Example& bool_axis(std::string name, std::vector<bool> only_default = {}) {
     std::vector<int64_t> defaults;
     for (bool b : only_default) defaults.push_back(b ? 1 : 0);
-    return add_axis(detail::AxisDef::Kind::boolean, std::move(name), std::vector<int64_t>{0, 1}, defaults);
+    return add_axis(detail::AxisDef::Kind::boolean, std::move(name), std::vector<int64_t>{0, 1},
+                    defaults);
   }
-  Example& string_axis(std::string name, std::vector<std::string> values, std::vector<std::string> defaults = {}) {
-    def_.axes.push_back({detail::AxisDef::Kind::string, std::move(name), std::move(values), std::move(defaults)});
+  Example& string_axis(std::string name, std::vector<std::string> values,
+                       std::vector<std::string> defaults = {}) {
+    def_.axes.push_back(
+        {detail::AxisDef::Kind::string, std::move(name), std::move(values), std::move(defaults)});
     return *this;
   }
   // The most recently added variant is a case only at the points where `where(point)` holds
@@ -491,7 +496,8 @@ class Example {
   Example& add(std::string name, Role role, detail::Prepare prepare, VariantOptions o) {
     const bool fixed = role == Role::baseline || role == Role::optimized;
     std::string case_name = fixed ? to_string(role) : name;
-    def_.variants.push_back({std::move(case_name), std::move(name), role, std::move(prepare), o, {}, {}});
+    def_.variants.push_back(
+        {std::move(case_name), std::move(name), role, std::move(prepare), o, {}, {}});
     return *this;
   }
   detail::ExampleDef& def_;

@@ -26,6 +26,29 @@ RENAMES = {
     "ch07/copy_coalescing": "ch07/copy_coalescing/mib:1024",
     "ch07/copy_vectorized": "ch07/copy_vectorized/mib:1024",
     "ch07/hbm_copy": "ch07/hbm_copy/mib:1024",
+    # ch09: the tensor-core GEMM's shape is the axis `shape` (4096, 8192, ragged).
+    "ch09/tensor_core_gemm": "ch09/tensor_core_gemm/shape:4096",
+    "ch09/tensor_core_gemm_8192": "ch09/tensor_core_gemm/shape:8192",
+    "ch09/tensor_core_gemm_ragged": "ch09/tensor_core_gemm/shape:ragged",
+    # ch10: the persistent GEMM's m = n = k is the axis `mnk`.
+    "ch10/persistent_gemm": "ch10/persistent_gemm/mnk:4096",
+    "ch10/persistent_gemm_8192": "ch10/persistent_gemm/mnk:8192",
+    # ch10: the reductions' size is the axis `mib` (MiB summed); 16 is the old size.
+    "ch10/atomic_reduction": "ch10/atomic_reduction/mib:16",
+    "ch10/cluster_reduction": "ch10/cluster_reduction/mib:16",
+    # ch16: flash attention's shapes are the axes b, s, d and causal.
+    "ch16/flash_attention_b4_s4096": "ch16/flash_attention/b:4/s:4096/d:128/causal:0",
+    "ch16/flash_attention_b4_s4096_causal": "ch16/flash_attention/b:4/s:4096/d:128/causal:1",
+    "ch16/flash_attention_b1_s8192": "ch16/flash_attention/b:1/s:8192/d:128/causal:0",
+    "ch16/flash_attention_b1_s8192_causal": "ch16/flash_attention/b:1/s:8192/d:128/causal:1",
+    "ch16/flash_attention_b4_s4096_d64": "ch16/flash_attention/b:4/s:4096/d:64/causal:0",
+    "ch16/flash_attention_b4_s4096_d64_causal": "ch16/flash_attention/b:4/s:4096/d:64/causal:1",
+    # ch16: decode_graphs' bucket and paged_attention's batch are the axis `batch`.
+    "ch16/decode_graphs_b1": "ch16/decode_graphs/batch:1",
+    "ch16/decode_graphs_b8": "ch16/decode_graphs/batch:8",
+    "ch16/decode_graphs_b32": "ch16/decode_graphs/batch:32",
+    "ch16/paged_attention": "ch16/paged_attention/batch:32",
+    "ch16/paged_attention_b64": "ch16/paged_attention/batch:64",
     # ch18: flash decoding's batch.
     "ch18/flash_decoding": "ch18/flash_decoding/batch:1",
     "ch18/flash_decoding_batch2": "ch18/flash_decoding/batch:2",

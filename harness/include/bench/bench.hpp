@@ -440,6 +440,13 @@ class Example {
     def_.default_points = std::move(points);
     return *this;
   }
+  // A piece of registration several examples share (a GEMM's checks, a ladder), applied here:
+  // `f(*this)`. Keeps one BENCH_EXAMPLE per example where a helper would otherwise wrap it.
+  template <class F>
+  Example& with(F f) {
+    f(*this);
+    return *this;
+  }
   Example& min_compute_capability(int cc) {
     def_.min_compute_capability = cc;
     return *this;

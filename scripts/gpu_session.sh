@@ -24,7 +24,8 @@
 # stopped it, and a call ends at 600 s. Update such a chapter a few examples per call (the update
 # keeps every other entry), e.g.
 #   scripts/gpu_session.sh --no-readme --chapters ch16 --update --update-runs 3 \
-#     --examples "flash_attention_b4_s4096_d64,flash_attention_b4_s4096_d64_causal"
+#     --examples flash_attention --extra "--axis d=64"
+# (--extra "--sweep" runs every point of the examples' axes: the HTML report's curves.)
 # --sanitize runs `bench sanitize --chapter C --timeout 240` for each chapter named, last (a hung
 # run is killed at 240 s and reported, so it cannot take the rest of the device call with it).
 # --peers runs each named peer script (PyTorch timings of what a user would pick instead) after

@@ -71,7 +71,8 @@ int list_command(const ListOptions& options, std::ostream& out, std::ostream& er
   int status = kExitOk;
   for (const auto& chapter : chapters) {
     std::string error;
-    const auto cases = list_cases(chapter_binary(build_dir, chapter), &error);
+    const auto cases = list_cases(chapter_binary(build_dir, chapter), &error,
+                                  point_args(options.points.axes, options.points.sweep));
     if (!error.empty()) {
       err << "bench list: " << error << "\n";
       status = kExitFailed;
@@ -90,10 +91,13 @@ int run_command(const RunOptions& options, std::ostream& out, std::ostream& err)
     return kExitUsage;
   }
   std::vector<std::string> argv = {binary.string()};
+  const auto points = point_args(options.points.axes, options.points.sweep);
+  argv.insert(argv.end(), points.begin(), points.end());
   if (!options.examples.empty()) {
     // The names are checked against the binary's own list (as compare does) and the filter is
     // built from the full names they matched: ^(ch07/a|ch07/b)/.
-    const auto [examples, cases_of, list_error] = chapter_examples(binary, options.examples);
+    const auto [examples, cases_of, list_error] =
+        chapter_examples(binary, options.examples, points);
     if (!list_error.empty()) {
       err << "bench run: " << list_error << "\n";
       return kExitFailed;

@@ -154,8 +154,11 @@ std::vector<std::string> built_chapters(const fs::path& build_dir) {
   return out;
 }
 
-std::vector<std::string> list_cases(const fs::path& binary, std::string* error) {
-  const ProcessResult p = run_process({binary.string(), "--benchmark_list_tests=true"}, true);
+std::vector<std::string> list_cases(const fs::path& binary, std::string* error,
+                                    const std::vector<std::string>& extra_args) {
+  std::vector<std::string> argv = {binary.string(), "--benchmark_list_tests=true"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  const ProcessResult p = run_process(argv, true);
   std::vector<std::string> out;
   if (!p.ok()) {
     if (error) *error = binary.string() + " --benchmark_list_tests: " + p.describe() + ": " + tail_lines(p.err, 3);

@@ -37,7 +37,9 @@ std::filesystem::path chapter_binary(const std::filesystem::path& build_dir, con
 // Chapters that have a built binary, sorted ("ch07", "ch08", ...).
 std::vector<std::string> built_chapters(const std::filesystem::path& build_dir);
 // Case names a chapter binary registers (--benchmark_list_tests works without a GPU).
-std::vector<std::string> list_cases(const std::filesystem::path& binary, std::string* error);
+// `extra_args` (--bench_sweep, --bench_axis=...) choose which axis points are listed.
+std::vector<std::string> list_cases(const std::filesystem::path& binary, std::string* error,
+                                    const std::vector<std::string>& extra_args = {});
 
 // Runs one example in its own process and merges what it produced into `into`; a crash, a
 // missing case or a no-GPU exit becomes a Crash record with the stderr tail.

@@ -34,6 +34,24 @@ void add_example_option(CLI::App* command, std::vector<std::string>& examples) {
       });
 }
 
+// --axis NAME=V[,V] (repeatable) and --sweep: which points of the examples' axes.
+void add_point_options(CLI::App* command, PointOptions& points) {
+  command
+      ->add_option(
+          "--axis", points.axes,
+          "only points whose axis NAME is one of the values: NAME=V[,V] (repeat for more axes); "
+          "examples without that axis are left out")
+      ->allow_extra_args(false)
+      ->check([](const std::string& v) {
+        const auto eq = v.find('=');
+        return eq == std::string::npos || eq == 0 || eq + 1 == v.size()
+                   ? "expected NAME=VALUE[,VALUE...], got " + v
+                   : std::string();
+      });
+  command->add_flag("--sweep", points.sweep,
+                    "every point of each example's axes, not only its default points");
+}
+
 std::string join(const std::vector<std::string>& args) {
   std::string out;
   for (const auto& a : args) out += (out.empty() ? "" : " ") + a;
@@ -53,11 +71,13 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   ListOptions list;
   auto* list_cmd = app.add_subcommand("list", "list chapters and their cases");
   list_cmd->add_option("--chapter", list.chapter, "only this chapter (chNN)")->check(check_chapter);
+  add_point_options(list_cmd, list.points);
 
   RunOptions run;
   auto* run_cmd = app.add_subcommand("run", "run a chapter binary (Google Benchmark output)");
   run_cmd->add_option("--chapter", run.chapter, "chapter (chNN)")->required()->check(check_chapter);
   add_example_option(run_cmd, run.examples);
+  add_point_options(run_cmd, run.points);
   run_cmd->add_option("--variant", run.variant,
                       "only this variant of each example (needs --example)");
   run_cmd->add_option("harness_args", run.harness_args, "after --: flags for the chapter binary");
@@ -75,6 +95,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   all_opt->excludes(chapter_opt);
   from_opt->excludes(chapter_opt)->excludes(all_opt);
   add_example_option(compare_cmd, compare.examples);
+  add_point_options(compare_cmd, compare.points);
   compare_cmd->add_option("--json", compare.json_report, "write the JSON report here");
   compare_cmd->add_option("--markdown", compare.markdown_report, "write the Markdown report here");
   compare_cmd->add_option("--html", compare.html_report, "write a self-contained HTML report here (roofline, speedups)");
@@ -208,7 +229,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     return code == 0 ? kExitOk : kExitUsage;  // --help is not an error
   }
 
-  if (*list_cmd) return list_command({where, list.chapter}, out, err);
+  if (*list_cmd) return list_command({where, list.chapter, list.points}, out, err);
   if (*run_cmd) {
     if (!run.variant.empty() && run.examples.empty()) {
       err << "bench run: --variant needs --example\n";

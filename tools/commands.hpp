@@ -19,9 +19,18 @@ struct Locations {
   std::string expectations_dir;   // empty: <source dir>/expectations
 };
 
+// Which points of the examples' axes (docs/writing-an-example.md, "Axes"): each example's
+// default points, every point with --sweep; --axis NAME=V[,V] (repeatable) keeps the points
+// whose axis NAME has one of the values and leaves out examples without that axis.
+struct PointOptions {
+  std::vector<std::string> axes;  // "NAME=V[,V]", one per --axis
+  bool sweep = false;
+};
+
 struct ListOptions {
   Locations where;
   std::string chapter;
+  PointOptions points;
 };
 int list_command(const ListOptions& options, std::ostream& out, std::ostream& err);
 
@@ -30,6 +39,7 @@ struct RunOptions {
   std::string chapter, variant;
   std::vector<std::string> examples;      // --example a,b: "name" or "chNN/name"; empty: all
   std::vector<std::string> harness_args;  // after "--", passed to the chapter binary
+  PointOptions points;
 };
 int run_command(const RunOptions& options, std::ostream& out, std::ostream& err);
 
@@ -47,6 +57,7 @@ struct CompareOptions {
   int repetitions = 1;  // each example run this often, each time in a fresh process; samples pooled
   std::vector<std::string> harness_args;
   std::string command_line;  // for provenance
+  PointOptions points;
 };
 int compare_command(const CompareOptions& options, std::ostream& out, std::ostream& err);
 

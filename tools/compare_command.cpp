@@ -34,6 +34,7 @@ void write_text(const fs::path& file, const std::string& text) {
 // chapter must exist and be built, and every --example name must match, or nothing runs (and
 // on a machine without a GPU, a bad name is reported before the missing GPU is).
 struct Plan {
+  std::vector<std::string> points;  // the chapter binaries' --bench_sweep / --bench_axis flags
   std::vector<std::pair<std::string, ChapterExamples>> listed;
 };
 
@@ -46,6 +47,7 @@ bool plan_chapters(const CompareOptions& options, ExampleCatalog& catalog, Plan&
     err << "bench compare: no chapter binaries under " << (build_dir / "chapters").string() << "\n";
     return false;
   }
+  plan.points = point_args(options.points.axes, options.points.sweep);
   std::vector<std::string> selected;
   bool listed_all = true;
   for (const auto& chapter : chapters) {
@@ -54,16 +56,26 @@ bool plan_chapters(const CompareOptions& options, ExampleCatalog& catalog, Plan&
       err << "bench compare: " << no_such_chapter(chapter, build_dir) << "\n";
       return false;
     }
-    plan.listed.emplace_back(chapter, chapter_examples(binary, options.examples));
+    plan.listed.emplace_back(chapter, chapter_examples(binary, options.examples, plan.points));
     const auto& examples = plan.listed.back().second.examples;
     selected.insert(selected.end(), examples.begin(), examples.end());
     listed_all = listed_all && plan.listed.back().second.error.empty();
-    if (options.examples.empty() && plan.listed.back().second.error.empty()) catalog.add(chapter, examples);
+    // Only a listing of every point is the whole chapter (expectations name sweep points too).
+    if (options.examples.empty() && options.points.sweep && options.points.axes.empty() &&
+        plan.listed.back().second.error.empty())
+      catalog.add(chapter, examples);
   }
   // A chapter that could not list its cases is a crash record below; a name may be one of its.
   if (const auto unmatched = unmatched_names(selected, options.examples);
       listed_all && !unmatched.empty()) {
     err << "bench compare: " << no_such_examples(unmatched, chapters) << "\n";
+    return false;
+  }
+  if (listed_all && selected.empty() && !options.points.axes.empty()) {
+    err << "bench compare: --axis selects no case of " << chapters.front()
+        << (chapters.size() > 1 ? "..." : "")
+        << " (`bench list --sweep` names every point; add --sweep for points that are not "
+           "defaults)\n";
     return false;
   }
   return true;
@@ -72,6 +84,8 @@ bool plan_chapters(const CompareOptions& options, ExampleCatalog& catalog, Plan&
 // Runs every selected example of every planned chapter, printing one progress line per example.
 void run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& results, std::ostream& out) {
   const fs::path build_dir = resolve_build_dir(options.where);
+  std::vector<std::string> args = plan.points;  // the points, then the flags given after --
+  args.insert(args.end(), options.harness_args.begin(), options.harness_args.end());
   for (const auto& [chapter, listing] : plan.listed) {
     const auto& [examples, cases_of, list_error] = listing;
     const fs::path binary = chapter_binary(build_dir, chapter);
@@ -85,7 +99,7 @@ void run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& 
     // runs, where the update's reproduction check sees them.
     for (int rep = 1; rep <= options.repetitions; ++rep)
       for (std::size_t i = 0; i < examples.size(); ++i) {
-        const auto summary = run_example(binary, examples[i], cases_of.at(examples[i]), options.harness_args, results);
+        const auto summary = run_example(binary, examples[i], cases_of.at(examples[i]), args, results);
         const std::string how = summary.process.ok() ? "" : fmt::format(", {}: {}", summary.process.describe(),
                                                                         tail_lines(summary.process.err, 1));
         const std::string run = options.repetitions > 1 ? fmt::format(" (run {}/{})", rep, options.repetitions) : "";
@@ -155,8 +169,10 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
   std::vector<CaseResult> cases = extract_cases(results);
   // Only the selected examples are scored, so only they can be accepted by an update.
   if (!live)
-    std::erase_if(
-        cases, [&](const CaseResult& c) { return !example_selected(c.example, options.examples); });
+    std::erase_if(cases, [&](const CaseResult& c) {
+      return !example_selected(c.example, options.examples) ||
+             !point_selected(c.example, options.points.axes);
+    });
   const std::string key = results.context.value("hardware_key", std::string("unknown"));
   const fs::path expectations_dir = resolve_expectations_dir(options.where);
   const fs::path expectations_file = expectations_dir / (key + ".json");  // what an update writes

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "curves.hpp"
 #include "expectations_update.hpp"
 #include "report.hpp"
 #include "results.hpp"
@@ -415,6 +416,98 @@ std::string history_html(const std::vector<const ReportRun*>& runs) {
   return html + "</ol>\n";
 }
 
+// One curve (curves.hpp) as two panels side by side: the speedup against the axis (with its
+// interval, and a line at 1x), and the optimized side's percent of its ceiling (a line at 100%).
+// The axis values are evenly spaced: the declared values are usually powers of two.
+std::string curve_svg(const Curve& c) {
+  constexpr int kPanel = 300, kHeight = 170, kTop = 22, kLeft = 46, kGap = 70;
+  const int width = kLeft + 2 * kPanel + kGap + 20, height = kTop + kHeight + 40;
+  const std::size_t n = c.points.size();
+  auto x = [&](std::size_t i, int panel) {
+    return kLeft + panel * (kPanel + kGap) +
+           (n == 1 ? kPanel / 2.0 : 10 + (kPanel - 20) * double(i) / double(n - 1));
+  };
+  double top_speedup = 1.5, top_pct = 110;
+  for (const auto& p : c.points) {
+    if (p.row->speedup) top_speedup = std::max(top_speedup, p.row->speedup->high * 1.1);
+    if (p.row->pct_ceiling) top_pct = std::max(top_pct, *p.row->pct_ceiling * 1.05);
+  }
+  auto y = [&](double v, double top) { return kTop + kHeight - kHeight * std::max(0.0, v) / top; };
+  std::string svg = svg_open(width, height, "curve " + c.title());
+  const std::pair<const char*, double> panels[] = {{"speedup (x)", top_speedup},
+                                                   {"% of ceiling (optimized)", top_pct}};
+  for (int panel = 0; panel < 2; ++panel) {
+    const auto& [label, top] = panels[panel];
+    const int left = kLeft + panel * (kPanel + kGap);
+    svg += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#ccc\"/>\n",
+        left, kTop, kPanel, kHeight);
+    svg +=
+        fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">{}</text>\n", left, kTop - 6, label);
+    const double mark = panel == 0 ? 1.0 : 100.0;  // no speedup; the ceiling
+    svg += fmt::format(
+        "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#999\" "
+        "stroke-dasharray=\"4 3\"/>"
+        "<text x=\"{}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\">{}</text>\n",
+        left, y(mark, top), left + kPanel, y(mark, top), left - 4, y(mark, top) + 3,
+        panel == 0 ? "1x" : "100%");
+    svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"10\" text-anchor=\"end\">{}</text>\n",
+                       left - 4, kTop + 8, number(top));
+    std::string path;
+    for (std::size_t i = 0; i < n; ++i) {
+      const ScoredRow& r = *c.points[i].row;
+      svg += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{}</text>\n",
+          x(i, panel), kTop + kHeight + 14, escape(c.points[i].value));
+      const std::optional<double> v =
+          panel == 0 ? (r.speedup ? std::optional<double>(r.speedup->estimate) : std::nullopt)
+                     : r.pct_ceiling;
+      if (!v) continue;
+      path += fmt::format("{}{:.1f},{:.1f}", path.empty() ? "M" : " L", x(i, panel), y(*v, top));
+      if (panel == 0)
+        svg += fmt::format(
+            "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
+            "stroke=\"#90a4ae\"/>\n",
+            x(i, panel), y(r.speedup->low, top), y(r.speedup->high, top));
+      const std::string rate = c.points[i].rate();
+      svg += fmt::format(
+          "<circle class=\"curve-point\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" "
+          "fill=\"{}\"><title>{}:{}: "
+          "{}{}, {}</title></circle>\n",
+          x(i, panel), y(*v, top), status_colour(r.status), escape(c.axis),
+          escape(c.points[i].value),
+          panel == 0 ? fmt::format("{:.3g}x", *v)
+                     : fmt::format("{:.1f}% of {}", *v, r.ceiling_name),
+          rate.empty() ? "" : ", " + rate, to_string(r.status));
+    }
+    if (!path.empty()) svg += "<path d=\"" + path + "\" fill=\"none\" stroke=\"#263238\"/>\n";
+    svg +=
+        fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n",
+                    left + kPanel / 2, kTop + kHeight + 30, escape(c.axis));
+  }
+  return svg + "</svg>\n";
+}
+
+std::string curves_html(const Scorecard& card) {
+  const auto all = curves(card);
+  if (all.empty()) return {};
+  std::string html =
+      "<h3>Curves</h3>\n<p>For each example with an axis: the speedup against the axis (whisker: "
+      "its 95% interval; "
+      "dashed: 1x) and the optimized side's percent of its ceiling (dashed: 100%), the other axes "
+      "held. Dot colours "
+      "are the statuses.</p>\n";
+  for (const auto& c : all) {
+    html += fmt::format("<h4 class=\"curve\">{}</h4>\n", escape(c.title())) + curve_svg(c);
+    html +=
+        "<p>" +
+        (c.crossover.empty() ? std::string("No crossover along this axis.")
+                             : "<b>Crossover</b>: the optimization " + escape(c.crossover) + ".") +
+        "</p>\n";
+  }
+  return html;
+}
+
 }  // namespace
 
 std::string html_report(const std::vector<ReportRun>& runs) {
@@ -453,6 +546,7 @@ std::string html_report(const std::vector<ReportRun>& runs) {
       for (std::size_t i = 0; i < not_placed.size(); ++i) html += (i ? ", " : "") + escape(not_placed[i]);
       html += "</p>\n";
     }
+    html += curves_html(latest.card);
     html += "<h3>Every row</h3>\n" + rows_table(latest.card);
     if (of_gpu.size() > 1)
       html += "<h3 id=\"history-" + escape(gpu) + "\">History (" + std::to_string(of_gpu.size()) + " runs)</h3>\n" +

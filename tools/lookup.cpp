@@ -13,8 +13,10 @@ namespace bench::tools {
 
 namespace {
 
+// `example` is an example, a case's point key or a case ("ch16/fa/b:4"): its example is named.
 bool names_example(const std::string& example, const std::string& name) {
-  return example == name || example.substr(example.find('/') + 1) == name;
+  const std::string base = base_example_of(example);
+  return base == name || base.substr(base.find('/') + 1) == name;
 }
 
 }  // namespace
@@ -46,10 +48,11 @@ std::string no_such_examples(const std::vector<std::string>& unmatched,
 }
 
 ChapterExamples chapter_examples(const std::filesystem::path& binary,
-                                 const std::vector<std::string>& names) {
+                                 const std::vector<std::string>& names,
+                                 const std::vector<std::string>& point_args) {
   ChapterExamples out;
-  for (const auto& name : list_cases(binary, &out.error)) {
-    const std::string example = example_of(name);
+  for (const auto& name : list_cases(binary, &out.error, point_args)) {
+    const std::string example = base_example_of(name);  // one process runs all its points
     if (!example_selected(example, names)) continue;
     if (!out.cases_of.count(example)) out.examples.push_back(example);
     out.cases_of[example].push_back(name);
@@ -71,7 +74,7 @@ const ExampleCatalog::Listing& ExampleCatalog::listing(const std::string& chapte
     l.unchecked = "not built: no " + binary.string();
     return l;
   }
-  const ChapterExamples listed = chapter_examples(binary, {});
+  const ChapterExamples listed = chapter_examples(binary, {}, {"--bench_sweep"});  // every point
   if (!listed.error.empty()) l.unchecked = "could not list its cases: " + listed.error;
   l.examples.insert(listed.examples.begin(), listed.examples.end());
   return l;
@@ -104,6 +107,29 @@ std::string describe_unchecked(const std::map<std::string, std::string>& uncheck
     why += (why.empty() ? "" : "; ") + chapter + ": " + reason;
   }
   return chapters + " (" + why + ")";
+}
+
+std::vector<std::string> point_args(const std::vector<std::string>& axes, bool sweep) {
+  std::vector<std::string> args;
+  if (sweep) args.push_back("--bench_sweep");
+  for (const auto& axis : axes) args.push_back("--bench_axis=" + axis);
+  return args;
+}
+
+bool point_selected(const std::string& point_key, const std::vector<std::string>& axes) {
+  const auto point = axes_of(point_of(point_key));
+  for (const auto& filter : axes) {
+    const auto eq = filter.find('=');
+    const std::string name = filter.substr(0, eq);
+    std::vector<std::string> wanted;
+    std::istringstream values(eq == std::string::npos ? "" : filter.substr(eq + 1));
+    for (std::string v; std::getline(values, v, ',');) wanted.push_back(v);
+    auto it =
+        std::find_if(point.begin(), point.end(), [&](const auto& kv) { return kv.first == name; });
+    if (it == point.end() || std::find(wanted.begin(), wanted.end(), it->second) == wanted.end())
+      return false;
+  }
+  return true;
 }
 
 bool is_executable(const std::filesystem::path& file) {

@@ -24,14 +24,24 @@ std::vector<std::string> unmatched_names(const std::vector<std::string>& example
 std::string no_such_examples(const std::vector<std::string>& unmatched,
                              const std::vector<std::string>& places);
 
-// A chapter binary's cases grouped by example, examples in the binary's order.
+// A chapter binary's cases grouped by example (all its points together: one process runs
+// them), examples in the binary's order.
 struct ChapterExamples {
   std::vector<std::string> examples;                         // "ch07/copy", ...
   std::map<std::string, std::vector<std::string>> cases_of;  // example -> its cases
   std::string error;                                         // set when the cases could not be listed
 };
+// `point_args` select the axis points listed (point_args() below).
 ChapterExamples chapter_examples(const std::filesystem::path& binary,
-                                 const std::vector<std::string>& names);
+                                 const std::vector<std::string>& names,
+                                 const std::vector<std::string>& point_args = {});
+
+// `--axis NAME=V[,V]` (repeatable) and `--sweep` as the chapter binaries' flags:
+// --bench_axis=NAME=V[,V], --bench_sweep.
+std::vector<std::string> point_args(const std::vector<std::string>& axes, bool sweep);
+// True when the point of `point_key` ("ch16/fa/b:4/s:4096") has every `--axis NAME=V[,V]` axis
+// at one of its values (saved results rescored with --axis).
+bool point_selected(const std::string& point_key, const std::vector<std::string>& axes);
 
 // The suite's examples as the built chapter binaries list them (--benchmark_list_tests, no GPU
 // needed), for the example keys of expectations files: `check()` is the ExampleCheck that

@@ -80,7 +80,9 @@ std::string shell_quote(const std::string& arg) {
 }  // namespace
 
 int profile_command(const ProfileOptions& options, std::ostream& out, std::ostream& err) {
-  static const std::regex case_pattern("(ch[0-9]{2})/[^/]+/[^/]+");
+  // chNN/<example>/<variant>, then the axis point if the example has axes (any point:
+  // --bench_sweep).
+  static const std::regex case_pattern("(ch[0-9]{2})/[^/]+/[^/]+(/[^/:]+:[^/:]+)*");
   std::smatch m;
   if (!std::regex_match(options.case_name, m, case_pattern)) {
     err << "bench profile: expected one case like ch07/copy_coalescing/optimized, got '"
@@ -104,21 +106,33 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
     return kExitUsage;
   }
   std::string list_error;
-  const auto cases = list_cases(binary, &list_error);
+  const auto cases = list_cases(binary, &list_error, {"--bench_sweep"});
   if (!list_error.empty()) {
     err << "bench profile: " << list_error << "\n";
     return kExitFailed;
   }
-  if (std::find(cases.begin(), cases.end(), options.case_name) == cases.end()) {
-    err << "bench profile: no case " << options.case_name << " in " << binary.string() << "\n";
-    const auto near = near_matches(options.case_name, cases);
+  // A case of an example with axes named without its point: its one default point, if it has one.
+  std::string case_name = options.case_name;
+  if (std::find(cases.begin(), cases.end(), case_name) == cases.end()) {
+    std::vector<std::string> at_defaults;
+    for (const auto& c : list_cases(binary, nullptr))
+      if (c.rfind(case_name + "/", 0) == 0) at_defaults.push_back(c);
+    if (at_defaults.size() == 1) {
+      out << "bench profile: " << case_name << " at its default point: " << at_defaults[0] << "\n";
+      case_name = at_defaults[0];
+    }
+  }
+  const bool has_point = !point_of(example_of(case_name)).empty();
+  if (std::find(cases.begin(), cases.end(), case_name) == cases.end()) {
+    err << "bench profile: no case " << case_name << " in " << binary.string() << "\n";
+    const auto near = near_matches(case_name, cases);
     if (!near.empty()) {
       err << "did you mean:\n";
       for (const auto& c : near) err << "  " << c << "\n";
     }
     // The example exists but not the variant: perhaps the optimized or baseline side was named by
     // the label its README uses (ch16's wgmma_pingpong), where the case is named by its role.
-    const std::string example = example_of(options.case_name);
+    const std::string example = example_of(case_name);
     if (std::any_of(cases.begin(), cases.end(), [&](const auto& c) { return example_of(c) == example; }))
       err << "the baseline and optimized sides are named by their role (" << example << "/baseline, "
           << example << "/optimized); a step by its own name\n";
@@ -137,7 +151,7 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
     return kExitFailed;
   }
 
-  std::string file = options.case_name;
+  std::string file = case_name;
   std::replace(file.begin(), file.end(), '/', '.');
   const fs::path output = options.output.empty() ? build_dir / "reports" / "profile" / file
                                                  : fs::path(options.output);
@@ -155,8 +169,9 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
                              "--trace=cuda,nvtx", "--force-overwrite=true", "-o", output.string()});
   }
   argv.insert(argv.end(), options.tool_args.begin(), options.tool_args.end());
-  argv.insert(argv.end(), {binary.string(), "--benchmark_filter=^" + options.case_name + "(/|$)",
-                           "--bench_profile"});
+  argv.insert(argv.end(),
+              {binary.string(), "--benchmark_filter=^" + case_name + "(/|$)", "--bench_profile"});
+  if (has_point) argv.push_back("--bench_sweep");  // the point may not be a default one
 
   std::string command;
   for (const auto& a : argv) command += (command.empty() ? "" : " ") + shell_quote(a);

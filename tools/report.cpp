@@ -8,6 +8,8 @@
 #include <array>
 #include <vector>
 
+#include "curves.hpp"
+
 namespace bench::tools {
 namespace {
 
@@ -126,6 +128,7 @@ std::string format_table(const Scorecard& card) {
     if (!row.reason.empty())
       out += fmt::format("  {} {}: {}: {}\n", row.example, row.variant, to_string(row.status), row.reason);
   out += metrics_lines(card);
+  out += crossover_lines(curves(card));
   return out + summary_line(card) + "\n";
 }
 
@@ -147,6 +150,7 @@ std::string format_markdown(const Scorecard& card) {
       any_reason = true;
       out += fmt::format("- **{}** `{}/{}`: {}\n", to_string(row.status), row.example, row.variant, row.reason);
     }
+  out += curves_markdown(curves(card));  // an example's points, grouped along each axis
   return out + "\n" + summary_line(card) + "\n";
 }
 

@@ -103,7 +103,7 @@ CaseResult case_from_row(const json& row, const std::string& name, RowsWanted wa
   CaseResult c;
   c.name = name;
   c.example = example_of(name);
-  c.variant = name.substr(name.rfind('/') + 1);
+  c.variant = variant_of(name);
   apply_label(c, row.value("label", std::string()));
   if (c.role.empty()) c.role = default_role(c.variant);
   if (auto error = row_error(row)) {
@@ -164,9 +164,57 @@ std::string strip_gb_suffixes(std::string_view gb_name) {
   return name;
 }
 
+namespace {
+// The parts of a name between slashes.
+std::vector<std::string_view> parts_of(std::string_view name) {
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t end = name.find('/', start);
+    parts.push_back(name.substr(start, end == name.npos ? name.npos : end - start));
+    if (end == name.npos) return parts;
+    start = end + 1;
+  }
+}
+std::string join_parts(const std::vector<std::string_view>& parts, std::size_t from,
+                       std::size_t skip) {
+  std::string out;
+  for (std::size_t i = from; i < parts.size(); ++i)
+    if (i != skip) out += std::string(out.empty() ? "" : "/") + std::string(parts[i]);
+  return out;
+}
+}  // namespace
+
 std::string example_of(std::string_view case_name) {
-  const auto slash = case_name.rfind('/');
-  return std::string(slash == std::string_view::npos ? case_name : case_name.substr(0, slash));
+  const auto parts = parts_of(case_name);
+  if (parts.size() < 3) return join_parts(parts, 0, parts.size() - 1);  // not chNN/example/variant
+  return join_parts(parts, 0, 2);
+}
+
+std::string variant_of(std::string_view case_name) {
+  const auto parts = parts_of(case_name);
+  return std::string(parts.size() >= 3 ? parts[2] : parts.back());
+}
+
+std::string base_example_of(std::string_view name) {
+  const auto parts = parts_of(name);
+  return parts.size() >= 2 ? std::string(parts[0]) + "/" + std::string(parts[1])
+                           : std::string(name);
+}
+
+std::string point_of(std::string_view point_key) {
+  const auto parts = parts_of(point_key);
+  return join_parts(parts, 2, parts.size());
+}
+
+std::vector<std::pair<std::string, std::string>> axes_of(std::string_view point) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (point.empty()) return out;
+  for (auto part : parts_of(point)) {
+    const auto colon = part.find(':');
+    out.emplace_back(std::string(part.substr(0, colon)),
+                     colon == part.npos ? std::string() : std::string(part.substr(colon + 1)));
+  }
+  return out;
 }
 
 std::string null_non_finite(std::string_view text) {
@@ -337,7 +385,7 @@ std::vector<CaseResult> extract_cases(const ResultsFile& results, RowsWanted wan
       CaseResult c;
       c.name = name;
       c.example = example_of(name);
-      c.variant = name.substr(name.rfind('/') + 1);
+      c.variant = variant_of(name);
       c.role = default_role(c.variant);
       c.outcome = crash.skipped ? Outcome::skipped : Outcome::failed;
       c.message = "process " + crash.how + (crash.stderr_tail.empty() ? "" : ": " + crash.stderr_tail);

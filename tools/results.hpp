@@ -78,8 +78,18 @@ struct ResultsFile {
 
 // "ch07/copy/baseline/iterations:1/manual_time" -> "ch07/copy/baseline".
 std::string strip_gb_suffixes(std::string_view gb_name);
-// "ch07/copy/baseline" -> "ch07/copy".
+// Case names are chNN/<example>/<variant>[/<axis>:<value>...] (docs/results-format.md). What a
+// row of the table, an expectation and a speedup belong to is the example's point:
+// "ch07/copy/baseline" -> "ch07/copy", "ch16/fa/optimized/b:4/s:4096" -> "ch16/fa/b:4/s:4096".
 std::string example_of(std::string_view case_name);
+// "ch16/fa/optimized/b:4" -> "optimized".
+std::string variant_of(std::string_view case_name);
+// A case name or a point key -> the example alone: "ch16/fa/b:4/s:4096" -> "ch16/fa".
+std::string base_example_of(std::string_view name);
+// A point key -> its point: "ch16/fa/b:4/s:4096" -> "b:4/s:4096" ("" without axes).
+std::string point_of(std::string_view point_key);
+// A point's axes and values, in order: "b:4/s:4096" -> {{"b","4"},{"s","4096"}}.
+std::vector<std::pair<std::string, std::string>> axes_of(std::string_view point);
 
 // Parses a merged results file or a plain Google Benchmark JSON output; errors name the source
 // and the line and column.

@@ -8,6 +8,9 @@
 //      keeps four independent loads in flight.
 // Both copy every element exactly once: same bytes, same result.
 //
+// The axis `mib` is each buffer's size: 1 GiB by default, down to 4 MiB (both buffers fit the L2)
+// with --sweep.
+//
 //   ./bench compare --chapter ch07 --example copy_coalescing
 #include <bench/bench.hpp>
 
@@ -18,7 +21,8 @@ struct Copy {
   bench::DeviceSpan<const float> src;
   bench::DeviceSpan<float> dst;
   explicit Copy(bench::Setup& s)
-      : n(s.size("n", int64_t{1} << 28, 1'000'003)),  // 1 GiB per buffer; odd size to verify
+      // The axis: MiB per buffer, in floats; an odd size to verify.
+      : n(s.size("n", s.axis("mib") << 18, 1'000'003)),
         src(s.input<float>("src", n, bench::uniform(-1, 1))),
         dst(s.output<float>("dst", n)) {
     s.bytes(2.0 * n * sizeof(float));
@@ -73,6 +77,7 @@ void reference(const Copy& w, bench::HostData& h) {
 }
 
 BENCH_EXAMPLE(ch07, copy_coalescing, Copy)
+    .int_axis("mib", {4, 16, 64, 256, 1024}, /*defaults=*/{1024})  // L2-resident to 1 GiB
     .baseline("strided", launch_strided)
     .optimized("coalesced", launch_coalesced)
     .reference(reference)

@@ -19,6 +19,7 @@ namespace {
 using ch07::Copy;
 
 BENCH_EXAMPLE(ch07, copy_vectorized, Copy)
+    .int_axis("mib", ch07::kCopyMib, ch07::kCopyMibDefault)
     .baseline("scalar", ch07::launch_scalar_copy)
     .optimized("float4", ch07::launch_float4_copy</*kStreamingHints=*/true>)
     .reference(ch07::copy_reference)

@@ -1,6 +1,7 @@
 // ch07/copy_workload.cuh: the workload that copy_vectorized and hbm_copy share: dst = src over
-// n floats (1 GiB per buffer when timing, an odd size when verifying), its CPU reference and the
-// plain one-float-per-thread copy both start from, and the one-float4-per-thread copy both use.
+// n floats (the axis `mib` MiB per buffer when timing, an odd size when verifying), its CPU
+// reference and the plain one-float-per-thread copy both start from, and the one-float4-per-thread
+// copy both use.
 #pragma once
 
 #include <bench/bench.hpp>
@@ -9,12 +10,17 @@
 namespace ch07 {
 namespace {  // each including file gets its own copy: kernels must not clash at link time
 
+// The sizes of each buffer, in MiB, on the axis `mib`: 4 MiB (both buffers fit the 50 MB L2)
+// to 1 GiB (20x it), the default.
+inline const std::vector<int64_t> kCopyMib = {4, 16, 64, 256, 1024};
+inline const std::vector<int64_t> kCopyMibDefault = {1024};
+
 struct Copy {
   int64_t n;
   bench::DeviceSpan<const float> src;
   bench::DeviceSpan<float> dst;
   explicit Copy(bench::Setup& s)
-      : n(s.size("n", int64_t{1} << 28, 1'000'003)),
+      : n(s.size("n", s.axis("mib") << 18, 1'000'003)),  // the axis kCopyMib, in floats
         src(s.input<float>("src", n, bench::uniform(-1, 1))),
         dst(s.output<float>("dst", n)) {
     s.bytes(2.0 * n * sizeof(float));  // each element read once and written once

@@ -65,6 +65,7 @@ void launch_memcpy(const Copy& w, cudaStream_t stream) {
 }
 
 BENCH_EXAMPLE(ch07, hbm_copy, Copy)
+    .int_axis("mib", ch07::kCopyMib, ch07::kCopyMibDefault)
     .baseline("naive", ch07::launch_scalar_copy)
     .step("hints_2_in_flight", launch_hinted)
     .optimized("plain_float4", ch07::launch_float4_copy</*kStreamingHints=*/false>)

@@ -126,17 +126,17 @@ using Gemm8192 = Gemm<8192, 8192, 8192>;
 
 BENCH_EXAMPLE(ch09, cublaslt_gemm, Gemm4096)
     .baseline("naive_thread_per_output", launch_naive<Gemm4096>)
-    .stateful<ch09::CublasltBf16>(bench::Role::optimized, "cublaslt_bf16")
-    .reference(ch09::reference)
-    .device_reference(ch09::device_reference)
+    .stateful<kernels::CublasltGemmBf16>(bench::Role::optimized, "cublaslt_bf16")
+    .reference(kernels::reference_gemm_bf16)
+    .device_reference(kernels::device_reference_gemm_bf16)
     .tolerance(bench::relative_l2(1e-2));
 
 BENCH_EXAMPLE(ch09, cublaslt_gemm_fp8, Gemm8192)
-    .stateful<ch09::CublasltBf16>(bench::Role::baseline, "cublaslt_bf16")
+    .stateful<kernels::CublasltGemmBf16>(bench::Role::baseline, "cublaslt_bf16")
     .stateful<LtFp8<Gemm8192>>(bench::Role::optimized, "cublaslt_fp8_e4m3_per_tensor",
                                {.min_compute_capability = 89, .compute_ceiling = bench::ceiling::fp8})
-    .reference(ch09::reference)
-    .device_reference(ch09::device_reference)
+    .reference(kernels::reference_gemm_bf16)
+    .device_reference(kernels::device_reference_gemm_bf16)
     .tolerance(bench::relative_l2(6e-2))
     .mode(bench::Mode::sustained);  // both sides run at the power limit (see tensor_core_gemm.cu)
 

@@ -215,10 +215,9 @@ void reference(const RowNorm& w, bench::HostData& h) {
   }
 }
 
-template <class W>
-void register_norm(const char* name) {
-  bench::make_example<W>("ch09", name, __FILE__)
-      .baseline("separate_kernels", launch_separate_kernels)
+// Both norms' registration: the same two variants, reference and tolerance.
+void norm_ladder(auto& example) {
+  example.baseline("separate_kernels", launch_separate_kernels)
       .optimized("fused_registers", launch_fused)
       .variant_requires([](const RowNorm& w) -> std::string {
         return w.cols <= kMaxCols ? "" : "fused_registers: a row must fit in one block's registers (cols <= 8192)";
@@ -227,10 +226,7 @@ void register_norm(const char* name) {
       .tolerance(bench::allclose(1e-5, 4e-3));
 }
 
-[[maybe_unused]] const bool registered = [] {
-  register_norm<LayerNormRows>("layer_norm");
-  register_norm<RmsNormRows>("rms_norm");
-  return true;
-}();
+BENCH_EXAMPLE(ch09, layer_norm, LayerNormRows).with([](auto& e) { norm_ladder(e); });
+BENCH_EXAMPLE(ch09, rms_norm, RmsNormRows).with([](auto& e) { norm_ladder(e); });
 
 }  // namespace

@@ -237,10 +237,9 @@ void reference(const Softmax& w, bench::HostData& h) {
   }
 }
 
-template <class W>
-void register_softmax(const char* name) {
-  bench::make_example<W>("ch09", name, __FILE__)
-      .baseline("three_kernels", launch_three_kernels)
+// Both row lengths' registration: the same two variants, reference and tolerance.
+void softmax_ladder(auto& example) {
+  example.baseline("three_kernels", launch_three_kernels)
       .optimized("online_registers", launch_online)
       .variant_requires([](const Softmax& w) -> std::string {
         return w.cols <= kBlockRowCols ? "" : "online_registers: a row must fit in one block's registers (cols <= 8192)";
@@ -249,10 +248,7 @@ void register_softmax(const char* name) {
       .tolerance(bench::allclose(0.0, 4e-3));
 }
 
-[[maybe_unused]] const bool registered = [] {
-  register_softmax<LongRows>("softmax");
-  register_softmax<ShortRows>("softmax_short_rows");
-  return true;
-}();
+BENCH_EXAMPLE(ch09, softmax, LongRows).with([](auto& e) { softmax_ladder(e); });
+BENCH_EXAMPLE(ch09, softmax_short_rows, ShortRows).with([](auto& e) { softmax_ladder(e); });
 
 }  // namespace

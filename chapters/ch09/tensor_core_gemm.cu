@@ -1,7 +1,7 @@
 // ch09/tensor_core_gemm: one BF16 GEMM (FP32 accumulate, BF16 out) up the tensor-core ladder.
 //
 // D (m x n, column-major) = A (m x k, row-major) x B (k x n, column-major), BF16 in and out, FP32
-// accumulate, 4096^3 (tensor_core_gemm) and 8192^3 (tensor_core_gemm_8192). Roofline: 2mnk flops
+// accumulate, at the axis `shape`: 4096^3, 8192^3 and ragged. Roofline: 2mnk flops
 // over 2(mk + nk + mn) bytes = 1365 flop/byte at 4096^3 (2731 at 8192^3), against a BF16 ridge of
 // ~990 TFLOP/s / 3.35 TB/s = ~300 flop/byte: compute-bound, and bound by *which* unit computes.
 //
@@ -15,11 +15,11 @@
 //      wgmma.mma_async m64n256k16 (HGMMA) reading 128B-swizzled tiles that TMA copies into a
 //      4-stage mbarrier ring, a producer warpgroup and two consumer warpgroups;
 //   4. vendor "cublaslt": cuBLASLt BF16 matmul on the same buffers (kernels/cublaslt_gemm.hpp).
-// tensor_core_gemm_ragged (4095 x 4097 x 1023) shows the shapes the wgmma rung refuses: it
+// shape:ragged (4095 x 4097 x 1023) shows the shapes the wgmma rung refuses: it
 // needs m % 256, n % 128, k % 64 == 0 and says so through variant_requires; the other rungs
 // handle any shape (zero-filled edge tiles, bounds-checked stores).
 // Verification: relative L2 <= 1e-2 against a double CPU reference at 512 x 384 x 320 (a
-// multiple of the wgmma tile; 255 x 257 x 129 for the ragged example) and against
+// multiple of the wgmma tile; 255 x 257 x 129 for the ragged shape) and against
 // kernels/reference_gemm.cuh (FP32 accumulate) at the timing size. Why 1e-2: the output is BF16
 // (8 mantissa bits, ~2e-3 relative rounding each) and FP32 sums over k = 4096 in different
 // orders; a BF16-accumulated product (~1e-1 over k = 4096) would fail.
@@ -34,15 +34,23 @@
 namespace {
 
 using ch09::bf16;
-using ch09::GemmBf16;
+using kernels::GemmBf16;
 
-template <int64_t M, int64_t N, int64_t K, int64_t VM, int64_t VN, int64_t VK>
-struct Gemm : GemmBf16 {
-  explicit Gemm(bench::Setup& s) : GemmBf16(s, s.size("m", M, VM), s.size("n", N, VN), s.size("k", K, VK)) {}
+// The axis `shape`: m x n x k when timing and when verifying (a multiple of the wgmma tile; odd
+// sizes for ragged).
+struct Dims {
+  int64_t m, n, k, verify_m, verify_n, verify_k;
 };
-using Gemm4096 = Gemm<4096, 4096, 4096, 512, 384, 320>;
-using Gemm8192 = Gemm<8192, 8192, 8192, 512, 384, 320>;
-using GemmRagged = Gemm<4095, 4097, 1023, 255, 257, 129>;
+Dims dims_of(const std::string& shape) {
+  if (shape == "8192") return {8192, 8192, 8192, 512, 384, 320};
+  if (shape == "ragged") return {4095, 4097, 1023, 255, 257, 129};
+  return {4096, 4096, 4096, 512, 384, 320};
+}
+struct Gemm : GemmBf16 {
+  explicit Gemm(bench::Setup& s) : Gemm(s, dims_of(s.string_axis("shape"))) {}
+  Gemm(bench::Setup& s, Dims d)
+      : GemmBf16(s, s.size("m", d.m, d.verify_m), s.size("n", d.n, d.verify_n), s.size("k", d.k, d.verify_k)) {}
+};
 
 void launch_simt(const GemmBf16& w, cudaStream_t stream) {
   ch09::launch_micro_tiled_gemm(w.a.data(), w.b.data(), w.d.data(), w.m, w.n, w.k, stream);
@@ -95,26 +103,19 @@ void launch_wmma(const GemmBf16& w, cudaStream_t stream) {
   BENCH_CHECK_LAUNCH();
 }
 
-template <class W>
-void register_ladder(bench::Example<W>& e) {
-  e.baseline("simt_micro_tile", launch_simt)
-      .step("wmma", launch_wmma)
-      .optimized("wgmma_tma_4stage", ch09::launch_wgmma_gemm, {.arch_specific = 90})
-      .variant_requires([](const GemmBf16& w) { return ch09::wgmma_gemm_requires(w); })
-      .template stateful<ch09::CublasltBf16>(bench::Role::vendor, "cublaslt")
-      .reference(ch09::reference)
-      .device_reference(ch09::device_reference)
-      .tolerance(bench::relative_l2(1e-2));
-}
-
-[[maybe_unused]] const bool registered = [] {
-  register_ladder(bench::make_example<Gemm4096>("ch09", "tensor_core_gemm", __FILE__));
-  // At 8192^3 the wgmma and cuBLASLt rungs hold the board at its power limit: timed sustained
-  // (after a 1 s soak), as the tensor-core ceilings are, so the speedup does not depend on the
-  // clock the limiter happened to allow (cold runs gave 24.2x and 28.1x on one H200).
-  register_ladder(bench::make_example<Gemm8192>("ch09", "tensor_core_gemm_8192", __FILE__).mode(bench::Mode::sustained));
-  register_ladder(bench::make_example<GemmRagged>("ch09", "tensor_core_gemm_ragged", __FILE__));
-  return true;
-}();
+BENCH_EXAMPLE(ch09, tensor_core_gemm, Gemm)
+    .string_axis("shape", {"4096", "8192", "ragged"})
+    // At 8192^3 the wgmma and cuBLASLt rungs hold the board at its power limit: timed sustained
+    // (after a 1 s soak), as the tensor-core ceilings are, so the speedup does not depend on the
+    // clock the limiter happened to allow (cold runs gave 24.2x and 28.1x on one H200).
+    .mode_where([](const bench::Point& p) { return p.string_axis("shape") == "8192"; }, bench::Mode::sustained)
+    .baseline("simt_micro_tile", launch_simt)
+    .step("wmma", launch_wmma)
+    .optimized("wgmma_tma_4stage", ch09::launch_wgmma_gemm, {.arch_specific = 90})
+    .variant_requires([](const GemmBf16& w) { return ch09::wgmma_gemm_requires(w); })
+    .stateful<kernels::CublasltGemmBf16>(bench::Role::vendor, "cublaslt")
+    .reference(kernels::reference_gemm_bf16)
+    .device_reference(kernels::device_reference_gemm_bf16)
+    .tolerance(bench::relative_l2(1e-2));
 
 }  // namespace

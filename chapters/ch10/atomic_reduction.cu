@@ -16,14 +16,12 @@
 // the second starts), the second kernel's own latency-bound run (loads from L2, a block reduction)
 // and the partials' round trip through L2: a few microseconds, whatever n is.
 //
-// The size is the lesson: 2^22 floats (16 MiB, 256 blocks, cold: read from HBM). The stream takes
-// ~6-8 us, so the few microseconds the second kernel costs are a real share (H100: 1.22x). At
-// 1 GiB the same microseconds are ~1.6% of ~340 us: a 1 GiB twin of this pair, measured on the
-// H100 (2026-11-23), ran both sides at 99.5% of the HBM read ceiling, 347.9 -> 342.2 us, 1.02x
-// [1.02, 1.02], NO_SPEEDUP every run; on the H200 it ran 235.0 -> 248.5 us, 0.95x, because each
-// block's ticket holds its SM slot while the HBM stream needs every slot (ncu: README). It was
-// retired (README), since a pair that cannot clear the bar only ever reports that. A two-pass
-// reduction of a big array is already as fast as HBM.
+// The size is the lesson, and the axis `mib`: by default 2^22 floats (16 MiB, 256 blocks, cold:
+// read from HBM). The stream takes ~6-8 us, so the few microseconds the second kernel costs are a
+// real share. At 1 GiB (--sweep) the same microseconds are ~1.6% of ~340 us: both sides read at
+// the HBM ceiling and the pair is NO_SPEEDUP on the H100, and slower on the H200, because each
+// block's ticket holds its SM slot while the HBM stream needs every slot (ncu: README). A two-pass
+// reduction of a big array is already as fast as HBM: the sweep's crossover shows where.
 //
 // What changes from baseline to optimized:
 //   1. baseline `two_pass`: chunk_partials<<<chunks, 256>>> then sum_partials<<<1, 1024>>>;
@@ -38,7 +36,7 @@
 //      part's). A float atomicAdd straight into the output would also need the output zeroed by
 //      a memset first: a second operation on the stream, which is what we set out to remove.
 //
-//   ./bench compare --chapter ch10 --example atomic_reduction
+//   ./bench compare --chapter ch10 --example atomic_reduction --sweep   # 16 MiB to 1 GiB
 #include "global_sum.cuh"
 
 namespace {
@@ -54,18 +52,11 @@ void launch_atomic_last_block(const ch10::GlobalSum& w, cudaStream_t stream) {
   BENCH_CHECK_LAUNCH();
 }
 
-template <class W>
-void register_atomic_reduction(const char* name) {
-  bench::make_example<W>("ch10", name, __FILE__)
-      .baseline("two_pass", ch10::launch_two_pass)
-      .optimized("atomic_last_block", launch_atomic_last_block)
-      .reference(ch10::reference)
-      .tolerance(bench::relative_l2(1e-5));  // derived in global_sum.cuh
-}
-
-[[maybe_unused]] const bool registered = [] {
-  register_atomic_reduction<ch10::SmallSum>("atomic_reduction");
-  return true;
-}();
+BENCH_EXAMPLE(ch10, atomic_reduction, ch10::GlobalSum)
+    .int_axis("mib", ch10::kSumMib, ch10::kSumMibDefault)
+    .baseline("two_pass", ch10::launch_two_pass)
+    .optimized("atomic_last_block", launch_atomic_last_block)
+    .reference(ch10::reference)
+    .tolerance(bench::relative_l2(1e-5));  // derived in global_sum.cuh
 
 }  // namespace

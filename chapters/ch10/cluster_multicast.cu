@@ -225,15 +225,12 @@ void launch_pair_gemm(const kernels::GemmBf16& w, cudaStream_t stream) {
 
 using Gemm = ch10::ws::SizedGemm<4096, 4096, 4096, 2816, 1792, 320>;
 
-[[maybe_unused]] const bool registered = [] {
-  bench::make_example<Gemm>("ch10", "cluster_multicast", __FILE__)
-      .baseline("each_cta_loads", launch_pair_gemm<false>, {.arch_specific = 90})
-      .optimized("pair_multicast", launch_pair_gemm<true>, {.arch_specific = 90})
-      .requires_that(requirements)
-      .reference(kernels::reference_gemm_bf16)
-      .device_reference(kernels::device_reference_gemm_bf16)
-      .tolerance(bench::relative_l2(1e-2));
-  return true;
-}();
+BENCH_EXAMPLE(ch10, cluster_multicast, Gemm)
+    .baseline("each_cta_loads", launch_pair_gemm<false>, {.arch_specific = 90})
+    .optimized("pair_multicast", launch_pair_gemm<true>, {.arch_specific = 90})
+    .requires_that(requirements)
+    .reference(kernels::reference_gemm_bf16)
+    .device_reference(kernels::device_reference_gemm_bf16)
+    .tolerance(bench::relative_l2(1e-2));
 
 }  // namespace

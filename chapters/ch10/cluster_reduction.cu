@@ -22,12 +22,11 @@
 // makes one value per 8 blocks (8x fewer global atomics than atomic_reduction) cost nothing;
 // compare the two examples' optimized times.
 //
-// The size, as atomic_reduction's (global_sum.cuh): 2^22 floats (16 MiB, 256 blocks = 32
-// clusters, cold: read from HBM), where the saved second kernel is a real share. A 1 GiB twin
-// (2,048 clusters) measured on the H100 ran both sides at 99.6% of the HBM read ceiling, 1.02x,
-// NO_SPEEDUP, resident_clusters 124 (on the H200 0.98x: README), and was retired (README): at
-// that size the mechanism is worth ~1.6% at best, and the file says so rather than slowing the
-// baseline down.
+// The size, as atomic_reduction's (global_sum.cuh), is the axis `mib`: by default 16 MiB (2^22
+// floats, 256 blocks = 32 clusters, cold: read from HBM), where the saved second kernel is a real
+// share. --sweep goes to 1 GiB (2,048 clusters), where both sides read at the HBM ceiling (H100:
+// 99.6%, 1.02x, NO_SPEEDUP, resident_clusters 124; H200 0.98x: README): at that size the
+// mechanism is worth ~1.6% at best, the far side of the crossover.
 //
 // What changes from baseline to optimized:
 //   1. baseline `two_pass`: chunk_partials<<<chunks, 256>>> then sum_partials<<<1, 1024>>>;
@@ -41,7 +40,8 @@
 //      the pattern and why FP64).
 // Needs sm_90 (clusters); elsewhere the examples are SKIPPED.
 //
-//   ./bench compare --chapter ch10 --example cluster_reduction
+//   ./bench compare --chapter ch10 --example cluster_reduction          # 16 MiB
+//   ./bench compare --chapter ch10 --example cluster_reduction --sweep  # 16 MiB to 1 GiB
 #include <cooperative_groups.h>
 
 #include <kernels/occupancy.cuh>
@@ -96,19 +96,12 @@ struct ClusterLaunch {
   std::vector<bench::Metric> metrics() const { return {{"resident_clusters", static_cast<double>(resident_clusters)}}; }
 };
 
-template <class W>
-void register_cluster_reduction(const char* name) {
-  bench::make_example<W>("ch10", name, __FILE__)
-      .baseline("two_pass", ch10::launch_two_pass)
-      .template stateful<ClusterLaunch>(bench::Role::optimized, "cluster_dsmem")
-      .reference(ch10::reference)
-      .tolerance(bench::relative_l2(1e-5))  // derived in global_sum.cuh
-      .min_compute_capability(90);
-}
-
-[[maybe_unused]] const bool registered = [] {
-  register_cluster_reduction<ch10::SmallSum>("cluster_reduction");
-  return true;
-}();
+BENCH_EXAMPLE(ch10, cluster_reduction, ch10::GlobalSum)
+    .int_axis("mib", ch10::kSumMib, ch10::kSumMibDefault)
+    .baseline("two_pass", ch10::launch_two_pass)
+    .stateful<ClusterLaunch>(bench::Role::optimized, "cluster_dsmem")
+    .reference(ch10::reference)
+    .tolerance(bench::relative_l2(1e-5))  // derived in global_sum.cuh
+    .min_compute_capability(90);
 
 }  // namespace

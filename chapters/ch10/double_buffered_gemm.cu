@@ -107,12 +107,10 @@ void launch_cp_async(const GemmBf16& w, cudaStream_t stream) {
   BENCH_CHECK_LAUNCH();
 }
 
-[[maybe_unused]] const bool registered = [] {
-  gemm_checks(bench::make_example<GemmBf16>("ch10", "double_buffered_gemm", __FILE__)
-                  .baseline("single_stage", launch_cp_async<1>)
-                  .optimized("cp_async_4stage", launch_cp_async<4>));
-  return true;
-}();
+BENCH_EXAMPLE(ch10, double_buffered_gemm, GemmBf16)
+    .baseline("single_stage", launch_cp_async<1>)
+    .optimized("cp_async_4stage", launch_cp_async<4>)
+    .with(gemm_checks);
 
 }  // namespace
 

@@ -3,10 +3,11 @@
 // from, the two-pass baseline both examples improve on, and the single-pass finish both optimized
 // kernels end with.
 //
-// The timing size, 2^22 floats (16 MiB, 256 chunks; an odd 1,000,003 when verifying): the stream
-// takes ~6 us, so what the two-pass form adds (a second kernel behind a drained first one, its
-// one-block run, the partials' round trip) is a real share. (At 1 GiB the difference is ~1.6% on
-// the H100, and on the H200 the single pass loses: measured, then retired; the chapter's README.)
+// The timing size is the axis `mib` (kSumMib; an odd 1,000,003 floats when verifying). The default,
+// 16 MiB (2^22 floats, 256 chunks): the stream takes ~6 us, so what the two-pass form adds (a
+// second kernel behind a drained first one, its one-block run, the partials' round trip) is a real
+// share. With --sweep up to 1 GiB, where both sides read at the HBM ceiling and the difference is
+// ~1.6% on the H100 (on the H200 the single pass loses): the crossover (the chapter's README).
 //
 // Each block sums one 64 KB chunk (kChunk floats, 16 float4 per thread, 4 of them in flight:
 // ch08/hbm_streaming's recipe for reaching HBM's read rate; short-lived blocks, because a
@@ -53,8 +54,9 @@ struct GlobalSum {
   bench::DeviceBuffer<float> partials;  // two-pass: one per block
   bench::DeviceBuffer<double> total{1};
   bench::DeviceBuffer<unsigned> arrivals{1};
-  GlobalSum(bench::Setup& s, int64_t timing_n)
-      : n(s.size("n", timing_n, 1'000'003)),  // verifying: 61 full chunks and 579 floats (3 past a float4)
+  explicit GlobalSum(bench::Setup& s)
+      // Verifying: 61 full chunks and 579 floats (3 past a float4).
+      : n(s.size("n", s.axis("mib") << 18, 1'000'003)),
         chunks(static_cast<unsigned>((n + kChunk - 1) / kChunk)),
         x(s.input<float>("x", n, bench::uniform(0, 1))),  // positive: relative error has a bound
         sum(s.output<float>("sum", 1)),
@@ -69,12 +71,9 @@ struct GlobalSum {
   SinglePass single_pass() const { return {total.data(), arrivals.data(), sum.data()}; }
 };
 
-// The timing size (above) as a workload type the examples are registered with.
-template <int64_t kTimingN>
-struct GlobalSumOf : GlobalSum {
-  explicit GlobalSumOf(bench::Setup& s) : GlobalSum(s, kTimingN) {}
-};
-using SmallSum = GlobalSumOf<int64_t{1} << 22>;  // 16 MiB: the scored size
+// The axis `mib`, the MiB of x: 16 (the default, scored) to 1 GiB (--sweep).
+inline const std::vector<int64_t> kSumMib = {16, 64, 256, 1024};
+inline const std::vector<int64_t> kSumMibDefault = {16};
 
 void reference(const GlobalSum& w, bench::HostData& h) {
   auto x = h.input<float>("x");

@@ -138,9 +138,9 @@ inline std::string tiles_only(const GemmBf16& w) {
 }
 
 // What both examples register besides their variants: whole tiles, the checks, ch09's GEMM bound.
-template <class E>
-E& gemm_checks(E& example) {
-  return example.requires_that(tiles_only)
+// Applied with .with(gemm_checks).
+inline void gemm_checks(bench::Example<GemmBf16>& example) {
+  example.requires_that(tiles_only)
       .reference(kernels::reference_gemm_bf16)
       .device_reference(kernels::device_reference_gemm_bf16)
       .tolerance(bench::relative_l2(1e-2));

@@ -3,7 +3,7 @@
 // store the finished tile, and let two CTAs share one read of their common operand.
 //
 // The GEMM (every variant): BF16 D = A B, FP32 accumulate, the suite's TN layout
-// (kernels/gemm_bf16.cuh), 4096^3 (persistent_gemm) and 8192^3 (persistent_gemm_8192), with
+// (kernels/gemm_bf16.cuh), 4096^3 and 8192^3 (the axis mnk: persistent_gemm/<variant>/mnk:4096 and mnk:8192), with
 // warp_specialization's tile (ws_gemm.cuh): 128 x 256 of D^T, a 4-stage TMA ring of 48 KiB
 // stages, a producer warpgroup (one thread issues the copies) and two consumer warpgroups of
 // 64 x 256 (4 wgmma.m64n256k16 per k-block), setmaxnreg 40/232. Every kernel runs the same
@@ -321,42 +321,33 @@ class StreamKGemm {
   bench::DeviceBuffer<unsigned> flags_;
 };
 
-template <class W>
-void register_ladder(bench::Example<W>& e) {
-  e.baseline("one_tile_per_cta", launch_per_tile<producer_consumer, kSpecialisedThreads>,
-             {.arch_specific = 90})
-      .step("persistent", launch_persistent, {.arch_specific = 90})
-      .optimized("persistent_tma_store", launch_persistent_tma_store, {.arch_specific = 90})
-      // Measured at persistent_tma_store's time on the H100 and the H200 (README): at this tile
-      // the L2 traffic it saves was not the limit, so it is a step.
-      .step("persistent_multicast", launch_persistent_multicast, {.arch_specific = 90})
-      .variant_requires([](const kernels::GemmBf16& w) {
-        return w.n % kPairRows == 0 ? std::string() : "pairs of tiles: needs n % 256 == 0";
-      })
-      // Measured no faster than persistent_tma_store on the H100 and the H200 (README): a step.
-      .template stateful<StreamKGemm>(bench::Role::step, "persistent_stream_k", {.arch_specific = 90})
-      .variant_requires([](const kernels::GemmBf16& w) {
-        return w.k / kBK < stream_k::kMaxKBlocks ? std::string()
-                                                 : "its plan counts k-blocks in 32 bits: needs k < 131072";
-      })
-      .template stateful<kernels::CublasltGemmBf16>(bench::Role::vendor, "cublaslt")
-      .requires_that(requirements)
-      .reference(kernels::reference_gemm_bf16)
-      .device_reference(kernels::device_reference_gemm_bf16)
-      .tolerance(bench::relative_l2(1e-2));
-}
-
 // Verification: 11 x 14 tiles (154: more than one wave, not a multiple of it), 77 pairs of
-// them for the clusters (more than one wave of clusters too), 5 k-blocks.
-using Gemm4096 = SizedGemm<4096, 4096, 4096, 2816, 1792, 320>;
-using Gemm8192 = SizedGemm<8192, 8192, 8192, 2816, 1792, 320>;
+// them for the clusters (more than one wave of clusters too), 5 k-blocks. Timing: the axis mnk.
+using Gemm = SquareGemm<2816, 1792, 320>;
 
-[[maybe_unused]] const bool registered = [] {
-  register_ladder(bench::make_example<Gemm4096>("ch10", "persistent_gemm", __FILE__));
-  // At 8192^3 the board runs at its power limit: timed sustained, as ch09's 8192^3 GEMMs are.
-  register_ladder(bench::make_example<Gemm8192>("ch10", "persistent_gemm_8192", __FILE__)
-                      .mode(bench::Mode::sustained));
-  return true;
-}();
+BENCH_EXAMPLE(ch10, persistent_gemm, Gemm)
+    .int_axis("mnk", {4096, 8192})
+    // At 8192^3 the board runs at its power limit: timed sustained, as ch09's 8192^3 GEMMs are.
+    .mode_where([](const bench::Point& p) { return p.axis("mnk") == 8192; }, bench::Mode::sustained)
+    .baseline("one_tile_per_cta", launch_per_tile<producer_consumer, kSpecialisedThreads>, {.arch_specific = 90})
+    .step("persistent", launch_persistent, {.arch_specific = 90})
+    .optimized("persistent_tma_store", launch_persistent_tma_store, {.arch_specific = 90})
+    // Measured at persistent_tma_store's time on the H100 and the H200 (README): at this tile
+    // the L2 traffic it saves was not the limit, so it is a step.
+    .step("persistent_multicast", launch_persistent_multicast, {.arch_specific = 90})
+    .variant_requires([](const kernels::GemmBf16& w) {
+      return w.n % kPairRows == 0 ? std::string() : "pairs of tiles: needs n % 256 == 0";
+    })
+    // Measured no faster than persistent_tma_store on the H100 and the H200 (README): a step.
+    .stateful<StreamKGemm>(bench::Role::step, "persistent_stream_k", {.arch_specific = 90})
+    .variant_requires([](const kernels::GemmBf16& w) {
+      return w.k / kBK < stream_k::kMaxKBlocks ? std::string()
+                                               : "its plan counts k-blocks in 32 bits: needs k < 131072";
+    })
+    .stateful<kernels::CublasltGemmBf16>(bench::Role::vendor, "cublaslt")
+    .requires_that(requirements)
+    .reference(kernels::reference_gemm_bf16)
+    .device_reference(kernels::device_reference_gemm_bf16)
+    .tolerance(bench::relative_l2(1e-2));
 
 }  // namespace

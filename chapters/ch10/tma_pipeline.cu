@@ -114,12 +114,10 @@ void launch_tma(const GemmBf16& w, cudaStream_t stream) {
   BENCH_CHECK_LAUNCH();
 }
 
-[[maybe_unused]] const bool registered = [] {
-  gemm_checks(bench::make_example<GemmBf16>("ch10", "tma_pipeline", __FILE__)
-                  .baseline("cp_async_4stage", launch_cp_async_4stage)
-                  .optimized("tma_4stage", launch_tma, {.min_compute_capability = 90}));
-  return true;
-}();
+BENCH_EXAMPLE(ch10, tma_pipeline, GemmBf16)
+    .baseline("cp_async_4stage", launch_cp_async_4stage)
+    .optimized("tma_4stage", launch_tma, {.min_compute_capability = 90})
+    .with(gemm_checks);
 
 }  // namespace
 }  // namespace ch10

@@ -62,6 +62,14 @@ struct SizedGemm : kernels::GemmBf16 {
       : kernels::GemmBf16(s, s.size("m", M, VM), s.size("n", N, VN), s.size("k", K, VK)) {}
 };
 
+// The square workload m = n = k = the axis `mnk` when timing, at a fixed verification size.
+template <int64_t VM, int64_t VN, int64_t VK>
+struct SquareGemm : kernels::GemmBf16 {
+  explicit SquareGemm(bench::Setup& s)
+      : kernels::GemmBf16(s, s.size("m", s.axis("mnk"), VM), s.size("n", s.axis("mnk"), VN),
+                          s.size("k", s.axis("mnk"), VK)) {}
+};
+
 struct Tile {
   int r0, c0;  // first row (of X) and column (of Y) of the tile of D^T
 };

@@ -13,7 +13,8 @@
 // kernels run for a few µs, about what the host needs to launch one (cuBLAS's host path more):
 // eager, the GPU waits on the host between kernels; a graph is one submission, and its kernels
 // follow one another at the graph-node gap (~1 µs) instead. The bigger the batch, the longer
-// attention and the GEMMs run, and the less there is to gain: the three buckets show the trend.
+// attention and the GEMMs run, and the less there is to gain: the axis `batch` (the bucket: 1, 8
+// and 32 by default, 2, 4 and 16 too with --sweep) shows the trend.
 //
 // What changes from baseline to optimized (the same kernels, the same cuBLAS calls, the same
 // cuBLAS workspace, in the same order):
@@ -33,7 +34,8 @@
 // attention output and the layer's output against an FP64 CPU layer, relative L2 1e-2: each
 // output passes through a few BF16 roundings (2^-9 relative each) on the way, ~3e-3 in all.
 //
-//   ./bench compare --chapter ch16 --example decode_graphs_b1
+//   ./bench compare --chapter ch16 --example decode_graphs           # batch 1, 8, 32
+//   ./bench compare --chapter ch16 --example decode_graphs --sweep   # every bucket, the curve
 #include <bench/bench.hpp>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -53,7 +55,6 @@ using bf16 = __nv_bfloat16;
 constexpr int kHeadDim = 128, kThreads = 256, kWarps = kThreads / 32;
 constexpr float kEps = 1e-5f;
 
-template <int64_t kBatch>
 struct DecodeStep {
   int64_t batch, heads, hidden, ffn, max_kv;
   bench::DeviceSpan<const bf16> x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache;
@@ -64,7 +65,7 @@ struct DecodeStep {
   int64_t min_kv_len() const { return std::max<int64_t>(1, max_kv / 8); }  // timing: 128..1023 cached
   static bench::Fill fan_in(int64_t k) { return bench::uniform(-std::sqrt(3.0 / k), std::sqrt(3.0 / k)); }
   explicit DecodeStep(bench::Setup& s)
-      : batch(s.size("batch", kBatch, 3)), heads(s.size("heads", 16, 2)), hidden(heads * kHeadDim),
+      : batch(s.size("batch", s.axis("batch"), 3)), heads(s.size("heads", 16, 2)), hidden(heads * kHeadDim),
         ffn(s.size("ffn", 5632, 704)), max_kv(s.size("max_kv", 1024, 97)),
         x(s.input<bf16>("x", batch * hidden, bench::normal(0, 1))),
         norm1(s.input<bf16>("norm1", hidden, bench::uniform(0.5, 1.5))),
@@ -386,21 +387,13 @@ void reference(const W& w, bench::HostData& h) {
   for (size_t i = 0; i < resid.size(); ++i) y[i] = resid[i] + down[i];
 }
 
-// One example per batch bucket: a graph is captured for one shape, so each bucket has its own.
-using Bucket1 = DecodeStep<1>;
-using Bucket8 = DecodeStep<8>;
-using Bucket32 = DecodeStep<32>;
-
-#define CH16_DECODE_BUCKET(name, W)                                                      \
-  BENCH_EXAMPLE(ch16, name, W)                                                           \
-      .stateful<Eager<W>>(bench::Role::baseline, "eager_9_launches", {.host_bound = true}) \
-      .stateful<Graphed<W>>(bench::Role::optimized, "one_graph_per_bucket")              \
-      .reference(reference<W>)                                                           \
-      .tolerance(bench::relative_l2(1e-2))                                               \
-      .mode(bench::Mode::hot)
-
-CH16_DECODE_BUCKET(decode_graphs_b1, Bucket1);
-CH16_DECODE_BUCKET(decode_graphs_b8, Bucket8);
-CH16_DECODE_BUCKET(decode_graphs_b32, Bucket32);
+// The axis `batch` is the bucket: a graph is captured for one shape, so each bucket has its own.
+BENCH_EXAMPLE(ch16, decode_graphs, DecodeStep)
+    .int_axis("batch", {1, 2, 4, 8, 16, 32}, /*defaults=*/{1, 8, 32})
+    .stateful<Eager<DecodeStep>>(bench::Role::baseline, "eager_9_launches", {.host_bound = true})
+    .stateful<Graphed<DecodeStep>>(bench::Role::optimized, "one_graph_per_bucket")
+    .reference(reference<DecodeStep>)
+    .tolerance(bench::relative_l2(1e-2))
+    .mode(bench::Mode::hot);
 
 }  // namespace

@@ -3,10 +3,12 @@
 // softmax, the scores never leave registers and attention becomes tensor-core bound.
 //
 // The work: prefill attention forward, out = softmax(Q K^T / sqrt(d)) V, BF16 in and out, layout
-// [batch][heads][seq][d]; head_dim d = 128, non-causal and causal, at batch 4 x 32 heads x 4096
-// tokens and batch 1 x 32 heads x 8192 tokens (the issue's shapes; each is its own example); and
-// the head_dim 64 twins at b4 h32 s4096 (`_d64`, `_d64_causal`): the same four variants, the
-// kernels templated on d (the tiles below hold at both; see each kernel's file).
+// [batch][heads][seq][d], 32 heads; the axes b (batch: 1, 2, 4), s (seq: 2048, 4096, 8192),
+// d (head_dim: 64, 128) and causal. A default run takes six points: d128 non-causal and causal at
+// b4 s4096 and b1 s8192, and d64 non-causal and causal at b4 s4096; --sweep all 36. The kernels
+// are templated on d and causal (the tiles below hold at both; see each kernel's file), so the
+// workload holds the Attention<d, causal> the point selects (AnyAttention) and each rung is
+// compiled for the shapes it has (Dispatched).
 // The hardware: per (batch, head), S = Q K^T is seq x seq x d and O = P V the same: 4 x d flops
 // per score, on the BF16 tensor cores (~990 TFLOP/s dense on an H100). At d64 a score costs half
 // the tensor work and the same softmax work, so exp and max weigh twice as much. The score matrix
@@ -38,13 +40,13 @@
 //      kernel. Within a consumer, S of tile t and P V of tile t - 1 are issued together and tile
 //      t's softmax runs while P V is on the tensor cores; between consumers, named barriers make
 //      them take turns issuing GEMMs, so one's softmax lines up with the other's GEMMs. (A step
-//      at d64 and in the non-causal d128 examples.)
+//      at d64 and non-causal d128.)
 //   5. optimized at d64 only, "wgmma_pingpong_192": three consumer warpgroups, 192-query blocks
 //      (FlashAttention-3's shape at head dim 64). At d64 a tile's exponentials take the SFU
 //      about as long as its two GEMMs take the tensor cores, so two warpgroups taking turns leave
 //      gaps in both; a third keeps one GEMM queued while the other two do softmax. 160 registers
 //      a consumer (the 64 K pool shared four ways) hold d64's accumulators, not d128's.
-//   6. optimized in the non-causal d128 examples, "wgmma_persistent": the ping-pong kernel
+//   6. optimized non-causal at d128, "wgmma_persistent": the ping-pong kernel
 //      persistent, one CTA an SM walking the launch order at a fixed stride, the next block's Q
 //      and first K and V loaded while the consumers finish P V and store O (fw::persistent).
 //      Non-causal blocks are equal, so a fixed stride loses nothing to balance; causal and d64
@@ -62,8 +64,9 @@
 // reference in double; at the timing size against kernels/reference_attention.cuh on the GPU
 // (reference_attention<64> for the twins).
 //
-//   ./bench compare --chapter ch16 --example flash_attention_b4_s4096
-//   ./bench compare --chapter ch16 --example flash_attention_b4_s4096_d64
+//   ./bench compare --chapter ch16 --example flash_attention --axis b=4 --axis s=4096
+//   ./bench compare --chapter ch16 --example flash_attention --axis d=64
+//   ./bench compare --chapter ch16 --example flash_attention --sweep --axis d=128 --axis causal=1
 #include <bench/bench.hpp>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -77,6 +80,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "launch_order.hpp"
@@ -89,7 +96,9 @@ constexpr int kSoftmaxThreads = 256;
 // row_softmax keeps a score row in default (48 KiB) shared memory.
 constexpr int64_t kMaxSoftmaxRow = 48 * 1024 / sizeof(float);
 
-template <int kD, int64_t kBatch, int64_t kSeq, bool kCausal>
+// The problem at one head_dim and masking, which the kernels are compiled for; batch and seq are
+// the point's (the axes b and s).
+template <int kD, bool kCausal>
 struct Attention {
   static constexpr int head_dim = kD;
   static constexpr bool causal = kCausal;
@@ -98,9 +107,9 @@ struct Attention {
   bench::DeviceSpan<bf16> out;
   double declared_flops;
   explicit Attention(bench::Setup& s)
-      : batch(s.size("batch", kBatch, 2)),
+      : batch(s.size("batch", s.axis("b"), 2)),
         heads(s.size("heads", 32, 3)),
-        seq(s.size("seq", kSeq, 333)),
+        seq(s.size("seq", s.axis("s"), 333)),
         bh(batch * heads),
         q(s.input<bf16>("q", bh * seq * kD, bench::normal(0, 4))),  // a peaked softmax
         k(s.input<bf16>("k", bh * seq * kD, bench::uniform(-1, 1))),
@@ -145,7 +154,7 @@ template <class W>
 class Materialised {
  public:
   Materialised(const W& w, cudaStream_t)
-      : scores_(w.bh * w.seq * w.seq),
+      : scores_((fits(w), w.bh * w.seq * w.seq)),
         probs_(w.bh * w.seq * w.seq),
         workspace_(kWorkspaceBytes),
         computed_ratio_(4.0 * W::head_dim * double(w.bh) * double(w.seq) * double(w.seq) /
@@ -155,6 +164,15 @@ class Materialised {
     kernels::check_cublas(cublasCreate(&handle_), "cublasCreate");
     kernels::check_cublas(cublasSetWorkspace(handle_, workspace_.data(), kWorkspaceBytes),
                           "cublasSetWorkspace");
+  }
+  // S (FP32) and P (BF16) take 6 bytes a score: at b4 s8192 that is 52 GB, more than a sweep point
+  // can count on; such a point is SKIPPED for this side, with the reason.
+  static void fits(const W& w) {
+    size_t free = 0, total = 0;
+    BENCH_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    const double need = 6.0 * double(w.bh) * double(w.seq) * double(w.seq);
+    if (need > 0.8 * double(free))
+      throw bench::Unsupported("the materialised S and P need " + std::to_string(int(need / 1e9)) + " GB");
   }
   Materialised(const Materialised&) = delete;
   Materialised& operator=(const Materialised&) = delete;
@@ -388,56 +406,108 @@ template <bool kCausal>
 struct CausalMask {
   __host__ __device__ bool operator()(int64_t qi, int64_t kj) const { return !kCausal || kj <= qi; }
 };
+
+// The example's workload: the Attention the point's d and causal select, built from the Setup.
+using A128 = Attention<128, false>;
+using A128Causal = Attention<128, true>;
+using A64 = Attention<64, false>;
+using A64Causal = Attention<64, true>;
+struct AnyAttention {
+  using Shape = std::variant<A128, A128Causal, A64, A64Causal>;
+  Shape shape;
+  explicit AnyAttention(bench::Setup& s) : shape(make(s)) {}
+  static Shape make(bench::Setup& s) {
+    const bool causal = s.axis("causal") == 1;
+    if (s.axis("d") == 64) return causal ? Shape(std::in_place_type<A64Causal>, s) : Shape(std::in_place_type<A64>, s);
+    return causal ? Shape(std::in_place_type<A128Causal>, s) : Shape(std::in_place_type<A128>, s);
+  }
+};
+
+// A variant V<W> for whichever of the workloads `Ws` the point built (the others are never
+// compiled for V: the persistent kernel exists only non-causal at d128).
+template <template <class> class V, class... Ws>
+class Dispatched {
+ public:
+  Dispatched(const AnyAttention& a, cudaStream_t stream) {
+    (make<Ws>(a, stream) || ...);
+    if (!state_) throw bench::Unsupported("no such rung at this head_dim and masking");
+  }
+  void operator()(const AnyAttention& a, cudaStream_t stream) { run_(state_.get(), a, stream); }
+  std::vector<bench::Metric> metrics() const { return metrics_(state_.get()); }
+
+ private:
+  template <class W>
+  bool make(const AnyAttention& a, cudaStream_t stream) {
+    const W* w = std::get_if<W>(&a.shape);
+    if (w == nullptr) return false;
+    state_ = std::make_shared<V<W>>(*w, stream);
+    run_ = [](void* v, const AnyAttention& any, cudaStream_t s) { (*static_cast<V<W>*>(v))(std::get<W>(any.shape), s); };
+    metrics_ = [](const void* v) { return static_cast<const V<W>*>(v)->metrics(); };
+    return true;
+  }
+  std::shared_ptr<void> state_;
+  void (*run_)(void*, const AnyAttention&, cudaStream_t) = nullptr;
+  std::vector<bench::Metric> (*metrics_)(const void*) = nullptr;
+};
+template <template <class> class V>
+using OnEveryShape = Dispatched<V, A128, A128Causal, A64, A64Causal>;
 template <class W>
-void reference(const W& w, bench::HostData& h) {
-  kernels::reference_attention<W::head_dim>(h.input<bf16>("q"), h.input<bf16>("k"),
-                                            h.input<bf16>("v"), h.expected("out"), w.bh, w.seq,
-                                            w.seq, CausalMask<W::causal>{});
+using Serial = WgmmaWs<W, fw::Schedule::serial>;
+template <class W>
+using Pingpong = WgmmaWs<W, fw::Schedule::pingpong>;
+template <class W>
+using Persistent = WgmmaWs<W, fw::Schedule::pingpong, 2, true>;
+template <class W>
+using Pingpong192 = WgmmaWs<W, fw::Schedule::pingpong, 3>;
+
+void reference(const AnyAttention& a, bench::HostData& h) {
+  std::visit(
+      [&](const auto& w) {
+        using W = std::decay_t<decltype(w)>;
+        kernels::reference_attention<W::head_dim>(h.input<bf16>("q"), h.input<bf16>("k"), h.input<bf16>("v"),
+                                                  h.expected("out"), w.bh, w.seq, w.seq, CausalMask<W::causal>{});
+      },
+      a.shape);
 }
-template <class W>
-void device_reference(const W& w, cudaStream_t stream) {
-  kernels::reference_attention<W::head_dim>(w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.bh,
-                                            w.seq, w.seq, CausalMask<W::causal>{}, stream);
+void device_reference(const AnyAttention& a, cudaStream_t stream) {
+  std::visit(
+      [&](const auto& w) {
+        using W = std::decay_t<decltype(w)>;
+        kernels::reference_attention<W::head_dim>(w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.bh, w.seq,
+                                                  w.seq, CausalMask<W::causal>{}, stream);
+      },
+      a.shape);
 }
 
-// The ladder every shape shares, up to the last Hopper rung.
-#define CH16_FLASH_LADDER(name, W)                                               \
-  BENCH_EXAMPLE(ch16, name, W)                                                   \
-      .stateful<Materialised<W>>(bench::Role::baseline, "materialised")          \
-      .stateful<Fa2MmaSync<W>>(bench::Role::step, "fa2_mma_sync")                \
-      .stateful<WgmmaWs<W, fw::Schedule::serial>>(bench::Role::step, "wgmma_ws", \
-                                                  {.arch_specific = 90})         \
-      .reference(reference<W>)                                                   \
-      .device_reference(device_reference<W>)                                     \
-      .tolerance(bench::relative_l2(5e-3))                                       \
-      .mode(bench::Mode::sustained)
-#define CH16_FLASH_ATTENTION(name, W)                                                  \
-  CH16_FLASH_LADDER(name, W)                                                           \
-      .stateful<WgmmaWs<W, fw::Schedule::pingpong>>(bench::Role::step, "wgmma_pingpong", \
-                                                    {.arch_specific = 90})             \
-      .stateful<WgmmaWs<W, fw::Schedule::pingpong, 2, true>>(                           \
-          bench::Role::optimized, "wgmma_persistent", {.arch_specific = 90})
-#define CH16_FLASH_ATTENTION_CAUSAL(name, W)                                    \
-  CH16_FLASH_LADDER(name, W).stateful<WgmmaWs<W, fw::Schedule::pingpong>>( \
-      bench::Role::optimized, "wgmma_pingpong", {.arch_specific = 90})
-#define CH16_FLASH_ATTENTION_D64(name, W)                                                \
-  CH16_FLASH_LADDER(name, W)                                                             \
-      .stateful<WgmmaWs<W, fw::Schedule::pingpong>>(bench::Role::step, "wgmma_pingpong", \
-                                                    {.arch_specific = 90})               \
-      .stateful<WgmmaWs<W, fw::Schedule::pingpong, 3>>(                                  \
-          bench::Role::optimized, "wgmma_pingpong_192", {.arch_specific = 90})
+// Which rung is the optimized one depends on the shape (the header's list): ping-pong at causal
+// d128, the persistent ping-pong non-causal at d128, three consumers at d64.
+bool causal_d128(const bench::Point& p) { return p.axis("d") == 128 && p.axis("causal") == 1; }
+bool plain_d128(const bench::Point& p) { return p.axis("d") == 128 && p.axis("causal") == 0; }
+bool d64(const bench::Point& p) { return p.axis("d") == 64; }
 
-using B4S4096 = Attention<128, 4, 4096, false>;
-using B4S4096Causal = Attention<128, 4, 4096, true>;
-using B1S8192 = Attention<128, 1, 8192, false>;
-using B1S8192Causal = Attention<128, 1, 8192, true>;
-using B4S4096D64 = Attention<64, 4, 4096, false>;
-using B4S4096D64Causal = Attention<64, 4, 4096, true>;
-CH16_FLASH_ATTENTION(flash_attention_b4_s4096, B4S4096);
-CH16_FLASH_ATTENTION_CAUSAL(flash_attention_b4_s4096_causal, B4S4096Causal);
-CH16_FLASH_ATTENTION(flash_attention_b1_s8192, B1S8192);
-CH16_FLASH_ATTENTION_CAUSAL(flash_attention_b1_s8192_causal, B1S8192Causal);
-CH16_FLASH_ATTENTION_D64(flash_attention_b4_s4096_d64, B4S4096D64);
-CH16_FLASH_ATTENTION_D64(flash_attention_b4_s4096_d64_causal, B4S4096D64Causal);
+BENCH_EXAMPLE(ch16, flash_attention, AnyAttention)
+    .int_axis("b", {1, 2, 4})
+    .int_axis("s", {2048, 4096, 8192})
+    .int_axis("d", {64, 128})
+    .bool_axis("causal")
+    // The shapes measured before the axes (each was an example of its own): README.
+    .default_points({"b:4/s:4096/d:128/causal:0", "b:4/s:4096/d:128/causal:1", "b:1/s:8192/d:128/causal:0",
+                     "b:1/s:8192/d:128/causal:1", "b:4/s:4096/d:64/causal:0", "b:4/s:4096/d:64/causal:1"})
+    .stateful<OnEveryShape<Materialised>>(bench::Role::baseline, "materialised")
+    .stateful<OnEveryShape<Fa2MmaSync>>(bench::Role::step, "fa2_mma_sync")
+    .stateful<OnEveryShape<Serial>>(bench::Role::step, "wgmma_ws", {.arch_specific = 90})
+    .stateful<OnEveryShape<Pingpong>>(bench::Role::step, "wgmma_pingpong", {.arch_specific = 90})
+    .variant_where([](const bench::Point& p) { return !causal_d128(p); })
+    .stateful<OnEveryShape<Pingpong>>(bench::Role::optimized, "wgmma_pingpong", {.arch_specific = 90})
+    .variant_where(causal_d128)
+    .stateful<Dispatched<Persistent, A128>>(bench::Role::optimized, "wgmma_persistent", {.arch_specific = 90})
+    .variant_where(plain_d128)
+    .stateful<Dispatched<Pingpong192, A64, A64Causal>>(bench::Role::optimized, "wgmma_pingpong_192",
+                                                        {.arch_specific = 90})
+    .variant_where(d64)
+    .reference(reference)
+    .device_reference(device_reference)
+    .tolerance(bench::relative_l2(5e-3))
+    .mode(bench::Mode::sustained);
 
 }  // namespace

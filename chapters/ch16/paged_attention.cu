@@ -2,8 +2,8 @@
 // the pages where they lie. Without a paged kernel a framework gathers each sequence's pages into
 // a contiguous cache every decode step, and the step moves the KV bytes three times, not once.
 //
-// The work: one decode step, one query token per sequence, batch 32 (paged_attention) or 64
-// (paged_attention_b64), 32 heads, head_dim 128, BF16. Lengths uniform in [1024, 32768] (fixed
+// The work: one decode step, one query token per sequence, batch 32 or 64 (the axis `batch`; 8
+// and 16 too with --sweep), 32 heads, head_dim 128, BF16. Lengths uniform in [1024, 32768] (fixed
 // seed: 1141 to 32616; 487,414 keys per head at batch 32, 1,037,171 at 64: 8.0 / 17.0 GB of K
 // and V, 160-340x the L2). Pages of 16 positions (vLLM's default block size, the hardest common
 // case: the most table reads, the shortest runs), laid out [page][head][16][128] so a head's rows
@@ -104,8 +104,8 @@ struct PagedDecode {
   bench::DeviceBuffer<int64_t> starts;
   bench::DeviceSpan<const bf16> q, k_pages, v_pages;  // q [pair][128]; pools [page][head][16][128]
   bench::DeviceSpan<bf16> out;                        // [pair][128], pair = sequence x heads + head
-  PagedDecode(bench::Setup& s, int64_t timing_batch)
-      : batch(s.size("batch", timing_batch, 5)),
+  explicit PagedDecode(bench::Setup& s)
+      : batch(s.size("batch", s.axis("batch"), 5)),
         heads(s.size("heads", 32, 32)),
         pairs(batch * heads),
         layout(batch, s.verifying()),
@@ -126,10 +126,6 @@ struct PagedDecode {
   Paged paged() const {
     return {k_pages.data(), v_pages.data(), block_table.data(), lengths.data(), int(heads), layout.max_pages};
   }
-};
-template <int64_t kBatch>
-struct PagedDecodeAt : PagedDecode {
-  explicit PagedDecodeAt(bench::Setup& s) : PagedDecode(s, kBatch) {}
 };
 
 // The baseline's packed cache: sequence s, head h, position j at row starts[s] x heads + h x
@@ -279,20 +275,12 @@ void device_reference(const PagedDecode& w, cudaStream_t stream) {
   BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // before the scratch is freed
 }
 
-template <class W>
-void register_paged(const char* name) {
-  bench::make_example<W>("ch16", name, __FILE__)
-      .template stateful<GatherThenAttend>(bench::Role::baseline, "gather_then_attend")
-      .template stateful<PagedAttend>(bench::Role::optimized, "paged")
-      .reference(reference)
-      .device_reference(device_reference)
-      .tolerance(bench::relative_l2(3e-3));
-}
-
-[[maybe_unused]] const bool registered = [] {
-  register_paged<PagedDecodeAt<32>>("paged_attention");
-  register_paged<PagedDecodeAt<64>>("paged_attention_b64");
-  return true;
-}();
+BENCH_EXAMPLE(ch16, paged_attention, PagedDecode)
+    .int_axis("batch", {8, 16, 32, 64}, /*defaults=*/{32, 64})
+    .stateful<GatherThenAttend>(bench::Role::baseline, "gather_then_attend")
+    .stateful<PagedAttend>(bench::Role::optimized, "paged")
+    .reference(reference)
+    .device_reference(device_reference)
+    .tolerance(bench::relative_l2(3e-3));
 
 }  // namespace

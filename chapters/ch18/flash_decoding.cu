@@ -2,14 +2,13 @@
 // CTA per (sequence, head) leaves most of the GPU idle at batch 1; split the keys across CTAs and
 // merge the partial softmaxes, and the read runs at the HBM ceiling.
 //
-// The work: out = softmax(q K^T / sqrt(128)) V for one query per (sequence, head): batch 1, 32
-// heads, head_dim 128, 65536 cached keys (a long-context decode step; 1 GiB of K and V, 20x the
-// 50 MB L2, so every byte comes from HBM). 32 (sequence, head) pairs is the point: fewer pairs
-// than SMs, the shape where the split pays. flash_decoding_batch2/4 repeat it at batch 2 and 4 to
-// show where it stops paying: at batch 4 the 128 pairs nearly cover the 132 SMs of an H100
-// (1.14x). At batch 8, measured on the H100, the split side read at 97.9% of the ceiling and the
-// baseline, slightly faster, as close: 0.99x, a pair that can only score NO_SPEEDUP, so it is in
-// the README's table and not registered.
+// The work: out = softmax(q K^T / sqrt(128)) V for one query per (sequence, head): batch 1 (the
+// axis), 32 heads, head_dim 128, 65536 cached keys (a long-context decode step; 1 GiB of K and V
+// per sequence, 20x the 50 MB L2, so every byte comes from HBM). 32 (sequence, head) pairs is the
+// point: fewer pairs than SMs, the shape where the split pays. The batch axis shows where it stops
+// paying: by batch 4 the 128 pairs nearly cover the SMs, and from batch 8 the baseline fills the
+// GPU itself, so the pair can only score NO_SPEEDUP. A default run takes batch 1, 2 and 4;
+// `--sweep` adds 8 and 16, the far side of the crossover (README).
 // The hardware: one SM streams at most ~1/100 of HBM's bandwidth: its loads in flight (Little's
 // law: bytes in flight = bandwidth x latency) and its L1/L2 port cap it. 32 busy SMs of 132 read
 // at a fraction of the ceiling however well each one streams.
@@ -31,6 +30,7 @@
 // Computing the scores in BF16 instead (2^-9 relative on |score| ~ 4) fails it.
 //
 //   ./bench compare --chapter ch18 --example flash_decoding
+//   ./bench compare --chapter ch18 --example flash_decoding --sweep   # batch 1 to 16, the curve
 #include <kernels/decode_attention.cuh>
 #include <kernels/occupancy.cuh>
 #include <kernels/reference_attention.cuh>
@@ -50,8 +50,8 @@ struct Decode {
   int64_t batch, heads, n_k, pairs;
   bench::DeviceSpan<const bf16> q, k, v;
   bench::DeviceSpan<bf16> out;
-  Decode(bench::Setup& s, int64_t timing_batch)
-      : batch(s.size("batch", timing_batch, 2)),
+  explicit Decode(bench::Setup& s)
+      : batch(s.size("batch", s.axis("batch"), 2)),
         heads(s.size("heads", kHeads, kHeads)),
         n_k(s.size("kv_len", 65536, 1000)),  // 1000: not a whole number of 64-key steps or chunks
         pairs(batch * heads),
@@ -66,10 +66,6 @@ struct Decode {
   }
   decode::Args args() const { return {q.data(), out.data(), nullptr, nullptr, 1, 0, decode::chunk_for(n_k, 1, 1), 1}; }
   decode::ContiguousKv kv() const { return {k.data(), v.data(), n_k}; }
-};
-template <int64_t kBatch>
-struct DecodeAt : Decode {
-  explicit DecodeAt(bench::Setup& s) : Decode(s, kBatch) {}
 };
 
 void launch_cta_per_head(const Decode& w, cudaStream_t stream) { decode::launch<1>(w.args(), w.kv(), w.pairs, stream); }
@@ -107,21 +103,12 @@ void device_reference(const Decode& w, cudaStream_t stream) {
   kernels::reference_attention(w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.pairs, 1, w.n_k, AllKeys{}, stream);
 }
 
-template <class W>
-void register_decode(const char* name) {
-  bench::make_example<W>("ch18", name, __FILE__)
-      .baseline("cta_per_head", launch_cta_per_head)
-      .template stateful<SplitKv>(bench::Role::optimized, "split_kv")
-      .reference(reference)
-      .device_reference(device_reference)
-      .tolerance(bench::relative_l2(3e-3));
-}
-
-[[maybe_unused]] const bool registered = [] {
-  register_decode<DecodeAt<1>>("flash_decoding");
-  register_decode<DecodeAt<2>>("flash_decoding_batch2");
-  register_decode<DecodeAt<4>>("flash_decoding_batch4");
-  return true;
-}();
+BENCH_EXAMPLE(ch18, flash_decoding, Decode)
+    .int_axis("batch", {1, 2, 4, 8, 16}, /*defaults=*/{1, 2, 4})
+    .baseline("cta_per_head", launch_cta_per_head)
+    .stateful<SplitKv>(bench::Role::optimized, "split_kv")
+    .reference(reference)
+    .device_reference(device_reference)
+    .tolerance(bench::relative_l2(3e-3));
 
 }  // namespace

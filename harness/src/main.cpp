@@ -1,5 +1,6 @@
-// main() of every chapter binary: turns each registered variant into a Google Benchmark case
-// chNN/<example>/<variant>, runs it through the Runner and reports counters, label and context.
+// main() of every chapter binary: turns each registered variant, at each selected point of the
+// example's axes, into a Google Benchmark case chNN/<example>/<variant>[/<axis>:<value>...], runs
+// it through the Runner and reports counters, label and context.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -23,10 +24,6 @@ namespace {
 using bench::detail::CaseResult;
 
 constexpr int kNoDeviceExitCode = 77;  // ctest's SKIP_RETURN_CODE for gpu/chapter tests
-
-std::string case_name(const bench::detail::ExampleDef& e, const bench::detail::VariantDef& v) {
-  return fmt::format("{}/{}/{}", e.chapter, e.name, v.name);
-}
 
 void write_samples(const std::string& dir, const std::string& name, const CaseResult& r) {
   std::string file = name;
@@ -208,9 +205,18 @@ int main(int argc, char** argv) {
   // A case that hangs names itself and ends the process (watchdog.hpp), where ctest or bench
   // compare would otherwise wait on it without a word.
   bench::detail::CaseWatchdog watchdog(bench::detail::case_time_limit_s());
-  for (const auto* example : bench::detail::sorted_examples()) {
+  // Each selected point of an example's axes is an example of its own (registry.hpp).
+  std::vector<const bench::detail::ExampleDef*> points;
+  try {
+    points = bench::detail::expand_points(bench::detail::sorted_examples(),
+                                          bench::detail::options().points);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "bad axes: %s\n", e.what());
+    return 2;
+  }
+  for (const auto* example : points) {
     for (const auto& variant : example->variants) {
-      const std::string name = case_name(*example, variant);
+      const std::string name = bench::detail::case_name(*example, variant);
       benchmark::RegisterBenchmark(name.c_str(), [example, &variant, name, &runner, &watchdog](benchmark::State& state) {
         const CaseResult r = [&] {
           const auto watching = watchdog.watch(name);

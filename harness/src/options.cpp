@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -67,6 +68,9 @@ std::string options_help() {
          "                            cudaProfilerStart/Stop for ncu or nsys (bench profile)\n"
          "  --bench_verify_only       only the two checked runs at the verification size, then\n"
          "                            report the case verified, untimed (bench sanitize)\n"
+         "  --bench_sweep             every point of each example's axes, not only its defaults\n"
+         "  --bench_axis=NAME=V[,V]   only points whose axis NAME is one of the values (repeat\n"
+         "                            for more axes); examples without that axis are left out\n"
          "  --bench_case_timeout=S    end the process, naming the case, when one case runs longer\n"
          "                            than S seconds (a hung kernel); 0: no limit (default 300,\n"
          "                            60 with --bench_smoke, none under a profiler or sanitizer)\n";
@@ -130,6 +134,21 @@ std::string parse_options(int* argc, char** argv) {
       o.verify_only = true;
     } else if (key == "bench_case_timeout") {
       if ((error = need_number(0)).empty()) o.case_timeout_s = number;
+    } else if (key == "bench_sweep") {
+      o.points.sweep = true;
+    } else if (key == "bench_axis") {  // name=v1,v2 (docs/writing-an-example.md, "Axes")
+      const auto assign = value.find('=');
+      std::vector<std::string> values;
+      for (std::size_t start = assign + 1; assign != value.npos && start <= value.size();) {
+        const std::size_t end = std::min(value.find(',', start), value.size());
+        values.emplace_back(value.substr(start, end - start));
+        start = end + 1;
+      }
+      if (assign == value.npos || assign == 0 ||
+          std::any_of(values.begin(), values.end(), [](const auto& v) { return v.empty(); }))
+        error = fmt::format("{}: expected --bench_axis=NAME=VALUE[,VALUE...]", arg);
+      else
+        o.points.filters.emplace_back(std::string(value.substr(0, assign)), std::move(values));
     } else if (key == "bench_help") {
       error = options_help();
     } else {

@@ -6,6 +6,7 @@
 
 #include "bench/bench.hpp"
 #include "bench/stats.hpp"
+#include "registry.hpp"
 
 namespace bench::detail {
 
@@ -22,6 +23,7 @@ struct Options {
   bool verify_only = false;       // --bench_verify_only: the verification runs only (bench sanitize)
   std::optional<double> case_timeout_s;  // --bench_case_timeout=S: a case's wall-time limit, 0 none
   double throttle_tolerance = 0.10;
+  PointSelection points;  // --bench_sweep, --bench_axis=NAME=V[,V]
 };
 
 Options& options();

@@ -12,6 +12,7 @@
 
 #include "device_kernels.hpp"
 #include "parallel.hpp"
+#include "registry.hpp"
 
 namespace bench {
 
@@ -26,6 +27,34 @@ int64_t Setup::size(std::string_view name, int64_t timing, int64_t verification)
 
 void Setup::param(std::string_view name, int64_t value) {
   impl_.params.emplace_back(std::string(name), value);
+}
+
+namespace {
+const std::string& axis_value(const detail::SetupImpl& impl, std::string_view name,
+                              std::initializer_list<detail::AxisDef::Kind> kinds,
+                              const char* reader) {
+  for (const auto& a : impl.axis_values) {
+    if (a.name != name) continue;
+    if (std::find(kinds.begin(), kinds.end(), a.kind) == kinds.end())
+      throw std::invalid_argument(
+          fmt::format("axis '{}' cannot be read with Setup::{}", name, reader));
+    return a.text;
+  }
+  throw std::invalid_argument(
+      fmt::format("the workload reads axis '{}', which the example does not declare", name));
+}
+}  // namespace
+
+int64_t Setup::axis(std::string_view name) const {
+  using K = detail::AxisDef::Kind;
+  return std::stoll(axis_value(impl_, name, {K::integer, K::boolean}, "axis"));
+}
+double Setup::float_axis(std::string_view name) const {
+  using K = detail::AxisDef::Kind;
+  return std::stod(axis_value(impl_, name, {K::floating}, "float_axis"));
+}
+std::string Setup::string_axis(std::string_view name) const {
+  return axis_value(impl_, name, {detail::AxisDef::Kind::string}, "string_axis");
 }
 
 namespace {
@@ -94,6 +123,10 @@ SetupImpl::~SetupImpl() {
 WorkloadInstance build_workload(const ExampleDef& example, bool verifying) {
   WorkloadInstance w;
   w.setup = std::make_unique<SetupImpl>(verifying);
+  w.setup->point = example.point;
+  if (!example.point.empty())
+    for (std::size_t i = 0; const auto& [name, text] : parse_point(example.point))
+      w.setup->axis_values.push_back({name, example.axes.at(i++).kind, text});
   Setup setup(*w.setup);
   w.object = example.make_workload(setup);
   if (example.inputs_filled)
@@ -219,6 +252,7 @@ HostBuffers copy_inputs_to_host(const WorkloadInstance& w, cudaStream_t stream) 
 std::string fingerprint_json(const WorkloadInstance& w) {
   static constexpr const char* kinds[] = {"uniform", "normal", "integers"};
   nlohmann::ordered_json j;
+  if (!w.setup->point.empty()) j["point"] = w.setup->point;
   for (const auto& [name, value] : w.setup->sizes) j["sizes"][name] = value;
   for (const auto& [name, value] : w.setup->params) j["params"][name] = value;
   for (const auto& b : w.buffers()) {

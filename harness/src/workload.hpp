@@ -39,6 +39,15 @@ class SetupImpl {
   std::vector<std::pair<std::string, int64_t>> params;
   double bytes = 0, flops = 0;
   std::string bandwidth_ceiling, compute_ceiling;
+  // The axis point being built ("b:4/s:4096", "" without axes) and each axis's kind and value,
+  // which Setup::axis and its siblings read.
+  std::string point;
+  struct AxisValue {
+    std::string name;
+    AxisDef::Kind kind;
+    std::string text;
+  };
+  std::vector<AxisValue> axis_values;
 };
 
 // One built workload: the harness-owned buffers and the chapter's typed object over them.

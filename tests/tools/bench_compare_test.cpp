@@ -187,6 +187,37 @@ TEST(BenchCompareLive, ExampleListRunsOnlyThoseExamples) {
   fs::remove_all(dir);
 }
 
+// --sweep and --axis reach the chapter binary when it lists and when it runs; each point is a row
+// of its own, and the curve along the axis names where the optimization stops paying.
+TEST(BenchCompareLive, SweepAndAxisSelectPointsAndTheCurveNamesTheCrossover) {
+  const fs::path dir = scratch_dir("axes");
+  ::setenv("BENCH_ASSUME_GPU", "1", 1);
+  const auto swept = bench({"compare", "--chapter", "ch99", "--example", "sized", "--sweep", "--build-dir",
+                            FAKE_BUILD_DIR, "--expectations-dir", kFixtures + "/expectations", "--json",
+                            (dir / "report.json").string(), "--markdown", (dir / "report.md").string()});
+  const auto one = bench({"compare", "--chapter", "ch99", "--axis", "n=2", "--sweep", "--build-dir", FAKE_BUILD_DIR,
+                          "--expectations-dir", kFixtures + "/expectations"});
+  const auto none = bench({"compare", "--chapter", "ch99", "--axis", "n=3", "--build-dir", FAKE_BUILD_DIR});
+  ::unsetenv("BENCH_ASSUME_GPU");
+  EXPECT_NE(swept.out.find("[1/1] ch99/sized: 4 of 4 cases"), std::string::npos) << swept.out << swept.err;
+  const auto status = status_by_row(read_json(dir / "report.json"));
+  EXPECT_EQ(status.size(), 2u);
+  EXPECT_EQ(status.at("ch99/sized/n:1/optimized"), "NEW");
+  EXPECT_EQ(status.at("ch99/sized/n:2/optimized"), "NO_SPEEDUP");
+  EXPECT_NE(swept.out.find("ch99/sized against n: stops paying between n:1 (2.00x) and n:2 (1.00x)"),
+            std::string::npos)
+      << swept.out;
+  std::ifstream md(dir / "report.md");
+  const std::string markdown((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(markdown.find("### ch99/sized against n"), std::string::npos) << markdown;
+  // Only the point asked for, and no example without the axis.
+  EXPECT_NE(one.out.find("[1/1] ch99/sized: 2 of 2 cases"), std::string::npos) << one.out << one.err;
+  EXPECT_EQ(one.out.find("ch99/first"), std::string::npos) << one.out;
+  EXPECT_EQ(none.exit_code, 2) << none.out << none.err;
+  EXPECT_NE(none.err.find("--axis selects no case of ch99"), std::string::npos) << none.err;
+  fs::remove_all(dir);
+}
+
 // A name that matches no example is an error naming it, before anything runs: alone (which used
 // to be a silent empty run that exited 0) or in a list.
 TEST(BenchCompareLive, AnExampleNameThatMatchesNothingIsRefusedBeforeAnythingRuns) {

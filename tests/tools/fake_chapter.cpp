@@ -23,6 +23,29 @@ std::string flag(int argc, char** argv, const std::string& name) {
   return {};
 }
 
+bool has_flag(int argc, char** argv, const std::string& name) {
+  for (int i = 1; i < argc; ++i)
+    if (argv[i] == name) return true;
+  return false;
+}
+
+// With --bench_sweep or --bench_axis (and only then, so the other tests see three examples), an
+// example with an axis: ch99/sized at n:1 (its default point) and n:2 (--bench_sweep), chosen as
+// the harness chooses them; an --bench_axis naming another axis leaves out every other example.
+std::vector<std::string> points_of_sized(int argc, char** argv) {
+  std::vector<std::string> points = {"n:1"};
+  if (has_flag(argc, argv, "--bench_sweep")) points.push_back("n:2");
+  const std::string axis = flag(argc, argv, "--bench_axis");  // one filter is enough here
+  if (!axis.empty()) {
+    if (axis.rfind("n=", 0) != 0) return {};
+    std::erase_if(points, [&](const std::string& p) { return ("n=" + p.substr(2)) != axis; });
+  }
+  return points;
+}
+bool points_asked(int argc, char** argv) {
+  return has_flag(argc, argv, "--bench_sweep") || !flag(argc, argv, "--bench_axis").empty();
+}
+
 nlohmann::json row(const std::string& name, const std::string& role, double median_us,
                    const std::filesystem::path& samples_dir) {
   std::mt19937 rng(static_cast<unsigned>(median_us));
@@ -47,8 +70,13 @@ nlohmann::json row(const std::string& name, const std::string& role, double medi
 
 int main(int argc, char** argv) {
   if (!flag(argc, argv, "--benchmark_list_tests").empty()) {
-    for (const auto& e : kExamples) std::cout << e << "/baseline/iterations:1/manual_time\n"
-                                              << e << "/optimized/iterations:1/manual_time\n";
+    if (flag(argc, argv, "--bench_axis").empty())
+      for (const auto& e : kExamples) std::cout << e << "/baseline/iterations:1/manual_time\n"
+                                                << e << "/optimized/iterations:1/manual_time\n";
+    if (points_asked(argc, argv))
+      for (const auto& p : points_of_sized(argc, argv))
+        std::cout << "ch99/sized/baseline/" << p << "/iterations:1/manual_time\n"
+                  << "ch99/sized/optimized/" << p << "/iterations:1/manual_time\n";
     return 0;
   }
   const std::string filter = flag(argc, argv, "--benchmark_filter");  // "^ch99/<example>/"
@@ -65,6 +93,13 @@ int main(int argc, char** argv) {
   nlohmann::json out = {{"context", {{"hardware_key", "test_gpu"}, {"gpu_name", "Test GPU"}}},
                         {"benchmarks", {row(example + "/baseline", "baseline", 200, samples),
                                         row(example + "/optimized", "optimized", 100, samples)}}};
+  if (example == "ch99/sized") {  // one pair per point: 2x at n:1, no speedup at n:2
+    out["benchmarks"] = nlohmann::json::array();
+    for (const auto& p : points_of_sized(argc, argv)) {
+      out["benchmarks"].push_back(row("ch99/sized/baseline/" + p, "baseline", 200, samples));
+      out["benchmarks"].push_back(row("ch99/sized/optimized/" + p, "optimized", p == "n:1" ? 100 : 200, samples));
+    }
+  }
   std::ofstream(flag(argc, argv, "--benchmark_out")) << out.dump(1);
   return 0;
 }

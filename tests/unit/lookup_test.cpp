@@ -42,4 +42,21 @@ TEST(UnmatchedNames, TheErrorNamesEveryOne) {
             "--example a, b match no example of ch07, ch08 (`bench list` names them)");
 }
 
+TEST(ExampleSelected, APointOfAnExampleIsSelectedByTheExamplesName) {
+  EXPECT_TRUE(bench::tools::example_selected("ch16/fa/b:4/s:4096", {"fa"}));
+  EXPECT_TRUE(bench::tools::example_selected("ch16/fa/b:4/s:4096", {"ch16/fa"}));
+  EXPECT_FALSE(bench::tools::example_selected("ch16/fa/b:4/s:4096", {"b:4"}));
+}
+
+TEST(PointSelected, EveryAxisMustHaveOneOfItsValues) {
+  using bench::tools::point_selected;
+  EXPECT_TRUE(point_selected("ch16/fa/b:4/s:4096", {}));
+  EXPECT_TRUE(point_selected("ch16/fa/b:4/s:4096", {"b=1,4", "s=4096"}));
+  EXPECT_FALSE(point_selected("ch16/fa/b:4/s:4096", {"b=1"}));
+  EXPECT_FALSE(point_selected("ch16/fa/b:4/s:4096", {"d=64"}));  // no such axis: left out
+  EXPECT_FALSE(point_selected("ch07/copy", {"b=1"}));
+  EXPECT_EQ(bench::tools::point_args({"b=1,4"}, true),
+            (std::vector<std::string>{"--bench_sweep", "--bench_axis=b=1,4"}));
+}
+
 }  // namespace

@@ -72,6 +72,17 @@ TEST_F(HarnessOptions, CaseTimeLimitDefaultsAndFlag) {
 // Running a chapter binary under ncu or compute-sanitizer directly: the harness must notice (the
 // tools serialise kernels, so the cold-mode blocking kernel would time out). The variables are
 // the ones seen under ncu and compute-sanitizer 2025.3.1 on the H100.
+TEST_F(HarnessOptions, SweepAndAxisSelectPoints) {
+  EXPECT_EQ(parse({"--bench_sweep", "--bench_axis=batch=1,4", "--bench_axis=causal=1"}), "");
+  EXPECT_TRUE(options().points.sweep);
+  ASSERT_EQ(options().points.filters.size(), 2u);
+  EXPECT_EQ(options().points.filters[0].first, "batch");
+  EXPECT_EQ(options().points.filters[0].second, (std::vector<std::string>{"1", "4"}));
+  for (const char* bad :
+       {"--bench_axis=batch", "--bench_axis==1", "--bench_axis=batch=", "--bench_axis=b=1,"})
+    EXPECT_NE(parse({bad}).find("expected --bench_axis=NAME=VALUE"), std::string::npos) << bad;
+}
+
 TEST(Options, ACudaToolInTheEnvironmentIsDetected) {
   for (const char* name : {"CUDA_INJECTION64_PATH", "NV_COMPUTE_PROFILER_PERFWORKS_DIR", "NSYS_PROFILING_SESSION_ID",
                            "LD_PRELOAD", "LD_LIBRARY_PATH"})

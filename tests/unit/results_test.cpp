@@ -18,6 +18,15 @@ TEST(Results, StripsGoogleBenchmarkSuffixes) {
             "ch07/copy/baseline");
   EXPECT_EQ(bench::tools::strip_gb_suffixes("ch07/copy/baseline"), "ch07/copy/baseline");
   EXPECT_EQ(bench::tools::example_of("ch07/copy/baseline"), "ch07/copy");
+  // With axes the point follows the variant; the example's point is the row, expectation key.
+  EXPECT_EQ(bench::tools::example_of("ch16/fa/optimized/b:4/s:4096"), "ch16/fa/b:4/s:4096");
+  EXPECT_EQ(bench::tools::variant_of("ch16/fa/optimized/b:4/s:4096"), "optimized");
+  EXPECT_EQ(bench::tools::variant_of("ch07/copy/baseline"), "baseline");
+  EXPECT_EQ(bench::tools::base_example_of("ch16/fa/b:4/s:4096"), "ch16/fa");
+  EXPECT_EQ(bench::tools::point_of("ch16/fa/b:4/s:4096"), "b:4/s:4096");
+  EXPECT_EQ(bench::tools::point_of("ch07/copy"), "");
+  EXPECT_EQ(bench::tools::axes_of("b:4/s:4096").at(1),
+            (std::pair<std::string, std::string>{"s", "4096"}));
 }
 
 TEST(Results, ReadsCountersLabelAndTimeUnit) {

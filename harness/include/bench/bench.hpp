@@ -4,7 +4,9 @@
 // variants that do the same work (baseline, optional ladder steps, optimized, optional vendor),
 // and a reference that says what correct means. The harness turns every variant into a Google
 // Benchmark case named chNN/<example>/<variant>, verifies it before and after timing, and times
-// it with CUDA events (see docs/architecture.md and docs/validity.md).
+// it with CUDA events (see docs/architecture.md and docs/validity.md). An example whose cost
+// depends on a shape declares *axes*; each point of them is a case of its own,
+// chNN/<example>/<variant>/<axis>:<value>/... (docs/writing-an-example.md, "Axes").
 //
 //   struct Copy {
 //     int64_t n;
@@ -21,6 +23,8 @@
 //   void reference(const Copy& w, bench::HostData& h);       // CPU, in double
 //
 //   BENCH_EXAMPLE(ch07, copy, Copy)              // cases ch07/copy/baseline, ch07/copy/optimized
+//       .int_axis("mib", {16, 1024}, {1024})   // optional: ch07/copy/baseline/mib:1024, ...;
+//                                              // the workload reads s.axis("mib")
 //       .baseline("naive", launch_naive)
 //       .optimized("vec4", launch_vec4)
 //       .reference(reference)
@@ -40,6 +44,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "bench/check.hpp"
@@ -144,6 +149,13 @@ class Setup {
   int64_t size(std::string_view name, int64_t timing, int64_t verification);
   // A non-size parameter recorded in the fingerprint (a stride, a mode).
   void param(std::string_view name, int64_t value);
+  // The value of one of the example's axes at the point being built (the same when verifying:
+  // pass a timing size through size(name, s.axis(name), small) so verification stays small).
+  // axis() reads an integer or bool axis, float_axis() a float one, string_axis() a string one;
+  // an unknown name or the wrong kind throws std::invalid_argument (the case FAILS, naming it).
+  int64_t axis(std::string_view name) const;
+  double float_axis(std::string_view name) const;
+  std::string string_axis(std::string_view name) const;
 
   template <class T>
   DeviceSpan<T> input(std::string_view name, int64_t count, Fill fill) {
@@ -243,6 +255,22 @@ struct Metric {
   double value = 0;
 };
 
+// One point of an example's axes, as registration predicates see it (variant_where,
+// mode_where): "b:4/s:4096/causal:1". An unknown axis throws std::invalid_argument.
+class Point {
+ public:
+  explicit Point(const std::string& text);
+  int64_t axis(std::string_view name) const;  // an integer or bool axis's value
+  double float_axis(std::string_view name) const;
+  std::string string_axis(std::string_view name) const;
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+  std::vector<std::pair<std::string, std::string>> values_;
+};
+using PointPredicate = std::function<bool(const Point&)>;
+
 namespace detail {
 
 using Launch = std::function<void(cudaStream_t)>;
@@ -264,7 +292,19 @@ struct VariantDef {
   Prepare prepare;
   VariantOptions options;
   Support support;
+  PointPredicate where;  // empty: at every point; else only where it holds (variant_where)
 };
+
+// One axis of an example. Values are kept as the text they show in case names and --axis
+// ("4096", "0.5", "1", "bf16"); add_axis checks them when the example is expanded into points.
+struct AxisDef {
+  enum class Kind { integer, floating, boolean, string } kind = Kind::integer;
+  std::string name;
+  std::vector<std::string> values;    // in the order declared
+  std::vector<std::string> defaults;  // the values a default run takes; empty: every value
+};
+std::string axis_text(int64_t value);
+std::string axis_text(double value);  // shortest form that reads back (%g, up to 17 digits)
 
 struct ExampleDef {
   std::string chapter;
@@ -281,6 +321,14 @@ struct ExampleDef {
   Support support;
   // Optional: W::inputs_filled(stream), called after every refill of the inputs (untimed).
   std::function<void(void*, cudaStream_t)> inputs_filled;
+  // Axes, in the order they appear in case names, and the points a default run takes
+  // ("b:4/s:4096", every axis named; empty: the product of each axis's defaults).
+  std::vector<AxisDef> axes;
+  std::vector<std::string> default_points;
+  std::vector<std::pair<PointPredicate, Mode>> modes_where;  // mode_where, the last match wins
+  // Set on the per-point copies the harness makes of an example (registry.hpp): "b:4/s:4096",
+  // or "" for an example without axes.
+  std::string point;
 };
 
 ExampleDef& register_example(std::string chapter, std::string name, std::string file);
@@ -348,6 +396,57 @@ class Example {
     def_.support = [why](const void* w) -> std::string { return why(*static_cast<const W*>(w)); };
     return *this;
   }
+  // Axes (nvbench's idea): each point of their product is a case of its own,
+  // chNN/<example>/<variant>/<axis>:<value>/...; `defaults` are the values a default run takes
+  // (empty: all), `bench compare --sweep` takes every value and `--axis name=v` selects. The
+  // workload reads the point's value with Setup::axis / float_axis / string_axis.
+  Example& int_axis(std::string name, std::vector<int64_t> values,
+                    std::vector<int64_t> defaults = {}) {
+    return add_axis(detail::AxisDef::Kind::integer, std::move(name), values, defaults);
+  }
+  Example& float_axis(std::string name, std::vector<double> values,
+                      std::vector<double> defaults = {}) {
+    return add_axis(detail::AxisDef::Kind::floating, std::move(name), values, defaults);
+  }
+  // Values 0 and 1; a default run takes both unless `only_default` names one.
+  Example& bool_axis(std::string name, std::vector<bool> only_default = {}) {
+    std::vector<int64_t> defaults;
+    for (bool b : only_default) defaults.push_back(b ? 1 : 0);
+    return add_axis(detail::AxisDef::Kind::boolean, std::move(name), std::vector<int64_t>{0, 1},
+                    defaults);
+  }
+  Example& string_axis(std::string name, std::vector<std::string> values,
+                       std::vector<std::string> defaults = {}) {
+    def_.axes.push_back(
+        {detail::AxisDef::Kind::string, std::move(name), std::move(values), std::move(defaults)});
+    return *this;
+  }
+  // The most recently added variant is a case only at the points where `where(point)` holds
+  // (a rung that exists for one head_dim, a role that changes with the shape): elsewhere it is
+  // not registered at all, rather than SKIPPED.
+  Example& variant_where(PointPredicate where) {
+    def_.variants.back().where = std::move(where);
+    return *this;
+  }
+  // Sampling mode `m` at the points where `where(point)` holds (the 8192^3 GEMM is sustained,
+  // the 4096^3 one cold); mode() sets every other point's.
+  Example& mode_where(PointPredicate where, Mode m) {
+    def_.modes_where.emplace_back(std::move(where), m);
+    return *this;
+  }
+  // The points a default run takes when they are not a product of per-axis defaults, each
+  // written as in a case name: {"b:4/s:4096/d:64/causal:1", "b:1/s:8192/d:128/causal:0"}.
+  Example& default_points(std::vector<std::string> points) {
+    def_.default_points = std::move(points);
+    return *this;
+  }
+  // A piece of registration several examples share (a GEMM's checks, a ladder), applied here:
+  // `f(*this)`. Keeps one BENCH_EXAMPLE per example where a helper would otherwise wrap it.
+  template <class F>
+  Example& with(F f) {
+    f(*this);
+    return *this;
+  }
   Example& min_compute_capability(int cc) {
     def_.min_compute_capability = cc;
     return *this;
@@ -390,16 +489,33 @@ class Example {
       return {[launch, workload](cudaStream_t s) { launch(*workload, s); }, {}};
     };
   }
+  template <class T>
+  Example& add_axis(detail::AxisDef::Kind kind, std::string name, const std::vector<T>& values,
+                    const std::vector<T>& defaults) {
+    detail::AxisDef axis{kind, std::move(name), {}, {}};
+    for (const T& v : values) axis.values.push_back(detail::axis_text(v));
+    for (const T& v : defaults) axis.defaults.push_back(detail::axis_text(v));
+    def_.axes.push_back(std::move(axis));
+    return *this;
+  }
   // Baseline and optimized cases are always named so (chNN/example/baseline, .../optimized), so
   // Google Benchmark's compare.py and the driver line them up; the given name describes them.
   Example& add(std::string name, Role role, detail::Prepare prepare, VariantOptions o) {
     const bool fixed = role == Role::baseline || role == Role::optimized;
     std::string case_name = fixed ? to_string(role) : name;
-    def_.variants.push_back({std::move(case_name), std::move(name), role, std::move(prepare), o, {}});
+    def_.variants.push_back(
+        {std::move(case_name), std::move(name), role, std::move(prepare), o, {}, {}});
     return *this;
   }
   detail::ExampleDef& def_;
 };
+
+// 2^from, 2^(from+1), ..., 2^to: the values of a power-of-two integer axis.
+inline std::vector<int64_t> powers_of_two(int from, int to) {
+  std::vector<int64_t> values;
+  for (int e = from; e <= to; ++e) values.push_back(int64_t{1} << e);
+  return values;
+}
 
 // Registration objects live for the whole process, like the Google Benchmark cases they become.
 template <class W>

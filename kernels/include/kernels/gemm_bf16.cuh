@@ -2,7 +2,6 @@
 // checks. D (m x n, column-major, BF16) = A (m x k, row-major, BF16) x B (k x n, column-major,
 // BF16), FP32 accumulate: both operands k-contiguous (what ldmatrix, TMA boxes, wgmma's K-major
 // tiles and cuBLASLt's fastest BF16 kernels want). Flops 2mnk against the BF16 tensor ceiling.
-// (ch09/tensor_core_gemm.cuh holds an identical struct of its own, written before this header.)
 #pragma once
 
 #include <bench/bench.hpp>

@@ -63,7 +63,7 @@ bool plan_chapters(const CompareOptions& options, ExampleCatalog& catalog, Plan&
     // Only a listing of every point is the whole chapter (expectations name sweep points too).
     if (options.examples.empty() && options.points.sweep && options.points.axes.empty() &&
         plan.listed.back().second.error.empty())
-      catalog.add(chapter, examples);
+      catalog.add(chapter, plan.listed.back().second);
   }
   // A chapter that could not list its cases is a crash record below; a name may be one of its.
   if (const auto unmatched = unmatched_names(selected, options.examples);

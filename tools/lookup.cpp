@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "chapter_process.hpp"
+#include "results.hpp"
 
 namespace bench::tools {
 
@@ -60,9 +61,18 @@ ChapterExamples chapter_examples(const std::filesystem::path& binary,
   return out;
 }
 
-void ExampleCatalog::add(const std::string& chapter, const std::vector<std::string>& examples) {
+namespace {
+// An expectation's key is an example, or for an example with axes one of its points.
+void insert_keys(const ChapterExamples& listed, std::set<std::string>& keys) {
+  keys.insert(listed.examples.begin(), listed.examples.end());
+  for (const auto& [example, cases] : listed.cases_of)
+    for (const auto& c : cases) keys.insert(example_of(c));
+}
+}  // namespace
+
+void ExampleCatalog::add(const std::string& chapter, const ChapterExamples& listed) {
   Listing& l = chapters_[chapter];
-  l.examples.insert(examples.begin(), examples.end());
+  insert_keys(listed, l.examples);
   l.unchecked.clear();
 }
 
@@ -76,7 +86,7 @@ const ExampleCatalog::Listing& ExampleCatalog::listing(const std::string& chapte
   }
   const ChapterExamples listed = chapter_examples(binary, {}, {"--bench_sweep"});  // every point
   if (!listed.error.empty()) l.unchecked = "could not list its cases: " + listed.error;
-  l.examples.insert(listed.examples.begin(), listed.examples.end());
+  insert_keys(listed, l.examples);
   return l;
 }
 

@@ -52,7 +52,8 @@ class ExampleCatalog {
  public:
   explicit ExampleCatalog(std::filesystem::path build_dir) : build_dir_(std::move(build_dir)) {}
   // A chapter already listed (compare lists the chapters it runs): not listed again.
-  void add(const std::string& chapter, const std::vector<std::string>& examples);
+  // Its keys are the examples' points (results.hpp, example_of), taken from every case listed.
+  void add(const std::string& chapter, const ChapterExamples& listed);
   ExampleCheck check();
   // The chapters whose keys could not be checked since the last call, with why.
   std::map<std::string, std::string> take_unchecked();

@@ -389,11 +389,12 @@ Expectations parse_expectations(std::string_view text, const std::string& source
   }
   if (top.find("examples", false)) {
     const StrictObject examples = top.object("examples", "\"chNN/example\" -> expectation");
-    static const std::regex example_key("ch[0-9]{2}/[A-Za-z0-9_]+");
+    // chNN/name, then the axis point of an example with axes: /axis:value per axis (docs/expectations.md).
+    static const std::regex example_key("ch[0-9]{2}/[A-Za-z0-9_]+(/[A-Za-z0-9_]+:[A-Za-z0-9_.+-]+)*");
     for (const auto& [name, v] : examples.value().items()) {
       const std::string pointer = examples.child_pointer(name);
       if (!std::regex_match(name, example_key))
-        source.fail(pointer, "example key \"" + name + "\" is not of the form chNN/name");
+        source.fail(pointer, "example key \"" + name + "\" is not of the form chNN/name[/axis:value...]");
       if (checks.example)
         if (const std::string why = checks.example(name); !why.empty()) source.fail(pointer, why);
       x.examples[name] = read_example(StrictObject(source, v, pointer, "an example's expectation"));

@@ -438,6 +438,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     const int secret = std::uniform_int_distribution<int>(0, std::max(1, stop.min_samples) - 1)(pick);
     bool secret_checked = false;
+    double last_check_seconds = 0;
     const double start = host_seconds();
     for (int i = 0;; ++i) {
       fill_inputs(w, run_seed(seed, kFirstSampleRun + i), s);
@@ -453,8 +454,9 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
       const bool fast = median_before >= 1e-6 && seconds.back() < kFastFraction * median_before;
       const double budget = std::max(kCheckBudgetFloorSeconds, kCheckBudgetShare * (host_seconds() - start - r.verify_seconds));
       const bool at_secret = i == secret || (r.stop != stats::StopReason::none && !secret_checked);
-      const bool chosen = at_secret || (!opt.smoke && unit(pick) < std::min(1.0, kRandomChecks / (i + 1)) &&
-                                        r.verify_seconds < budget);
+      // More checks only once the secret one has said what a check costs, and only within budget.
+      const bool chosen = at_secret || (!opt.smoke && secret_checked && unit(pick) < std::min(1.0, kRandomChecks / (i + 1)) &&
+                                        r.verify_seconds + last_check_seconds <= budget);
       secret_checked = secret_checked || at_secret;
       if (fast || chosen) {
         const double check_start = host_seconds();
@@ -466,7 +468,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
                         r);
         ++r.verified_samples;
         r.fast_samples_verified += fast;
-        r.verify_seconds += host_seconds() - check_start;
+        last_check_seconds = host_seconds() - check_start;
+        r.verify_seconds += last_check_seconds;
       }
       if (r.stop != stats::StopReason::none) break;
     }

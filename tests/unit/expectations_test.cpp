@@ -186,6 +186,26 @@ TEST(Expectations, AFileWhoseNameIsNotItsHardwareKeyIsRefused) {
   EXPECT_TRUE(bench::load_expectations(dir.path / "test_gpu.json").has_value());
 }
 
+TEST(Expectations, KeysOfAnExampleWithAxesNameTheirPoint) {
+  std::string text = kValid;
+  text.replace(text.find("\"ch07/copy\""), 11, "\"ch07/copy/mib:1024/causal:1\"");
+  EXPECT_TRUE(bench::parse_expectations(text, "test_gpu.json").examples.count("ch07/copy/mib:1024/causal:1"));
+  text.replace(text.find("\"ch07/copy/mib:1024/causal:1\""), 29, "\"ch07/copy/mib=1024\"");
+  EXPECT_NE(error_of(text).find("is not of the form chNN/name[/axis:value...]"), std::string::npos) << error_of(text);
+}
+
+// Every file the suite ships parses under the rules above (the example keys are checked against
+// the built chapters by the tools, not here).
+TEST(Expectations, TheRepositorysFilesAreValid) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(BENCH_EXPECTATIONS_DIR)) {
+    if (entry.path().extension() != ".json") continue;
+    ++files;
+    EXPECT_NO_THROW(bench::load_expectations(entry.path())) << entry.path();
+  }
+  EXPECT_GE(files, 3);
+}
+
 TEST(Expectations, AnExampleKeyMustNameAnExample) {
   std::string text = kValid;
   text.replace(text.find("\"ch07/copy\""), 11, "\"copy\"");

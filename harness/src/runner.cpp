@@ -59,7 +59,7 @@ uint64_t case_seed(const ExampleDef& e, const VariantDef& v) {
   return run_seed(process_seed() ^ fnv1a(e.chapter + "/" + e.name + "/" + v.name), 0);
 }
 
-// Run numbers: 0 and 1 are the verification runs, 2 the final check, 3 + i timed sample i.
+// Run numbers: 0 and 1 are the verification runs, 2 the profiled launch, 3 + i timed sample i.
 constexpr int kFirstSampleRun = 3;
 
 // A hot batch repeats its launch on unchanged inputs; only the first launch meets fresh ones.
@@ -203,7 +203,7 @@ struct ProfilerRange {
 
 void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& launch,
                   Sampler& sampler, uint64_t seed, cudaStream_t s, CaseResult& r) {
-  // Like the last timed sample: fresh inputs, poisoned outputs, L2 flushed, then checked. The
+  // Like a checked timed sample: fresh inputs, poisoned outputs, L2 flushed, then checked. The
   // fill, poison, clock probe and flush kernels all run before the profiler starts, so the
   // range holds the variant's own kernels from exactly one launch (host mode's sequence:
   // flush, device sync, launch, device sync).

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "bench/device_info.hpp"
 #include "chapter_process.hpp"
@@ -155,6 +156,50 @@ TEST(BenchCompareLive, RepetitionsGoRoundTheExamplesAndKeepEveryRun) {
   const auto status = status_by_row(read_json(dir / "report.json"));
   EXPECT_EQ(status.at("ch99/first/optimized"), "PASS");
   EXPECT_EQ(status.at("ch99/crasher/optimized"), "FAILED");
+  fs::remove_all(dir);
+}
+
+// Issue 47: `compare --chapter ch18` then `--chapter ch09` left only ch09's results. Each live run
+// keeps a file of its own under <build>/reports/, named by chapters, GPU and UTC time, and
+// results.json is a copy of the latest.
+TEST(BenchCompareLive, TwoRunsInARowEachKeepTheirResults) {
+  const fs::path dir = scratch_dir("two_runs");
+  // A build tree of our own (its reports/ is what is checked), with the fake chapter twice.
+  for (const std::string chapter : {"ch98", "ch99"}) {
+    fs::create_directories(dir / "chapters" / chapter);
+    fs::copy_file(fs::path(FAKE_BUILD_DIR) / "chapters/ch99/ch99",
+                  dir / "chapters" / chapter / chapter);
+  }
+  ::setenv("BENCH_ASSUME_GPU", "1", 1);
+  const auto first = bench({"compare", "--chapter", "ch98", "--example", "first", "--build-dir",
+                            dir.string(), "--expectations-dir", kFixtures + "/expectations"});
+  const auto second = bench({"compare", "--chapter", "ch99", "--example", "last", "--build-dir",
+                             dir.string(), "--expectations-dir", kFixtures + "/expectations"});
+  ::unsetenv("BENCH_ASSUME_GPU");
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  std::map<std::string, fs::path> runs;  // chapter -> its file
+  for (const auto& entry : fs::directory_iterator(dir / "reports")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("results_", 0) == 0) runs[name.substr(8, 4)] = entry.path();
+  }
+  ASSERT_EQ(runs.size(), 2u);
+  ASSERT_TRUE(runs.count("ch98") && runs.count("ch99"));
+  // results_ch98_test_gpu_20261127T015300Z.json
+  EXPECT_EQ(runs["ch98"].filename().string().substr(0, 23), "results_ch98_test_gpu_2");
+  EXPECT_EQ(runs["ch98"].filename().string().size(),
+            std::string("results_ch98_test_gpu_20261127T015300Z.json").size());
+  auto examples_in = [](const fs::path& file) {
+    std::set<std::string> out;
+    const auto results = read_json(file);
+    for (const auto& row : results["benchmarks"])
+      out.insert(row["name"].get<std::string>().substr(0, 10));
+    return out;
+  };
+  EXPECT_EQ(examples_in(runs["ch98"]), std::set<std::string>{"ch99/first"});
+  EXPECT_EQ(examples_in(runs["ch99"]), std::set<std::string>{"ch99/last/"});
+  EXPECT_EQ(read_json(dir / "reports/results.json"), read_json(runs["ch99"]));  // the latest
+  EXPECT_NE(second.out.find(runs["ch99"].string()), std::string::npos) << second.out;
   fs::remove_all(dir);
 }
 

@@ -178,6 +178,29 @@ std::vector<Roof> roofs(const Expectations& x) {
   return out;
 }
 
+Scorecard latest_per_point(const std::vector<const ReportRun*>& runs,
+                           std::vector<std::size_t>* from) {
+  Scorecard merged;
+  if (runs.empty()) return merged;
+  merged.hardware_key = runs.back()->card.hardware_key;
+  std::map<std::string, std::size_t> newest;  // example point -> the newest run that has it
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    for (const auto& r : runs[i]->card.rows) newest[r.example] = i;
+  std::vector<std::pair<const ScoredRow*, std::size_t>> rows;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    for (const auto& r : runs[i]->card.rows)
+      if (newest[r.example] == i) rows.emplace_back(&r, i);
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.first->example.substr(0, a.first->example.find('/')) <
+           b.first->example.substr(0, b.first->example.find('/'));
+  });
+  for (const auto& [row, run] : rows) {
+    merged.rows.push_back(*row);
+    if (from) from->push_back(run);
+  }
+  return merged;
+}
+
 // The roofline of `run` with its points already placed (roofline_points).
 static std::string roofline_of(const ReportRun& run, const std::vector<RooflinePoint>& points) {
   const std::vector<Roof> lines = run.expectations ? roofs(*run.expectations) : std::vector<Roof>{};
@@ -285,6 +308,22 @@ std::string provenance_html(const ReportRun& run) {
   return html;
 }
 
+// When several runs of the GPU were given: which run each example point's rows come from.
+std::string merged_from_html(const std::vector<const ReportRun*>& runs,
+                             const std::vector<std::size_t>& from, const Scorecard& merged) {
+  if (runs.size() < 2) return {};
+  std::vector<std::set<std::string>> points(runs.size());
+  for (std::size_t i = 0; i < from.size(); ++i) points[from[i]].insert(merged.rows[i].example);
+  std::string html = fmt::format(
+      "<p>This page merges {} runs (the provenance above is the newest's); each example "
+      "point shows its newest result:</p>\n<ol class=\"merged\">\n",
+      runs.size());
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    html += fmt::format("<li>{} — {}: {} example point(s)</li>\n", escape(run_title(*runs[i])),
+                        escape(runs[i]->source), points[i].size());
+  return html + "</ol>\n";
+}
+
 // What makes one side's samples less trustworthy than its interval says (VALIDITY rows 11 and
 // 12): samples dropped because the SM clock had fallen, every sample throttled (all kept, so the
 // median includes them), or more noise than an expectations update accepts as is (5%). Empty
@@ -355,6 +394,12 @@ std::string history_html(const std::vector<const ReportRun*>& runs) {
       s[i] = {r.baseline && r.baseline->outcome == Outcome::measured ? r.baseline->median_us : 0.0,
               r.subject && r.subject->outcome == Outcome::measured ? r.subject->median_us : 0.0};
     }
+  // A history needs two runs: an example measured in one run only has no chart.
+  std::erase_if(order, [&](const std::string& example) {
+    return std::count_if(series[example].begin(), series[example].end(),
+                         [](const auto& sides) { return sides.first > 0 || sides.second > 0; }) < 2;
+  });
+  if (order.empty()) return {};
   const ReportRun& latest = *runs.back();
   std::string html = "<p>Each side's median over its recorded median (grey: baseline, dark: optimized; 1 = as "
                      "recorded, above 1 = slower); the green band is the optimized side's tolerance. Runs are "
@@ -525,9 +570,13 @@ std::string html_report(const std::vector<ReportRun>& runs) {
   }
   for (const auto& gpu : gpus) {
     const auto& of_gpu = by_gpu[gpu];
-    const ReportRun& latest = *of_gpu.back();
+    // The page shows each example point's newest result over all the runs given for this GPU.
+    std::vector<std::size_t> from;
+    ReportRun latest = *of_gpu.back();
+    latest.card = latest_per_point(of_gpu, &from);
     html += fmt::format("<section data-gpu=\"{}\">\n<h2>{}</h2>\n", escape(gpu), escape(run_title(latest)));
-    html += provenance_html(latest) + flags_html(latest.card);
+    html += provenance_html(latest) + merged_from_html(of_gpu, from, latest.card) +
+            flags_html(latest.card);
     if (!latest.expectations)
       html += fmt::format("<p><b>No expectations file for {}</b>: every example is NEW and no ceiling is drawn.</p>\n",
                           escape(gpu));
@@ -548,9 +597,9 @@ std::string html_report(const std::vector<ReportRun>& runs) {
     }
     html += curves_html(latest.card);
     html += "<h3>Every row</h3>\n" + rows_table(latest.card);
-    if (of_gpu.size() > 1)
-      html += "<h3 id=\"history-" + escape(gpu) + "\">History (" + std::to_string(of_gpu.size()) + " runs)</h3>\n" +
-              history_html(of_gpu);
+    if (const std::string history = of_gpu.size() > 1 ? history_html(of_gpu) : ""; !history.empty())
+      html += "<h3 id=\"history-" + escape(gpu) + "\">History (" + std::to_string(of_gpu.size()) +
+              " runs)</h3>\n" + history;
     html += "</section>\n";
   }
   return html + "</body></html>\n";

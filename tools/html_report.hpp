@@ -44,6 +44,13 @@ struct Roof {
 };
 std::vector<Roof> roofs(const Expectations& expectations);
 
+// Several runs of one GPU (oldest first) as one scorecard: each example point's rows come from
+// the newest run that scored that point, so `bench report ch16.json ch09.json` shows both
+// chapters. Rows keep their run's order, chapters in ascending order. `from`, when given, gets
+// the index of the run each row came from.
+Scorecard latest_per_point(const std::vector<const ReportRun*>& runs,
+                           std::vector<std::size_t>* from = nullptr);
+
 std::string roofline_svg(const ReportRun& run);
 std::string html_report(const std::vector<ReportRun>& runs);
 

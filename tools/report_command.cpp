@@ -1,9 +1,12 @@
 // `bench report`: saved results files scored against their GPUs' expectations and drawn into one
-// HTML page (tools/html_report.cpp): no GPU needed. Several runs of one GPU make its history.
+// HTML page (tools/html_report.cpp): no GPU needed. Several files of one GPU are merged, each
+// example point's newest result shown; an example measured in two or more of them gets a history.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <set>
+#include <system_error>
 
 #include "commands.hpp"
 #include "html_report.hpp"
@@ -15,6 +18,15 @@ namespace fs = std::filesystem;
 
 int report_command(const ReportOptions& options, std::ostream& out, std::ostream& err) {
   std::vector<ReportRun> runs;
+  // A file given twice would be merged with itself and drawn as two runs of history.
+  std::set<fs::path> given;
+  for (const auto& file : options.files) {
+    std::error_code ignored;
+    if (!given.insert(fs::weakly_canonical(file, ignored)).second) {
+      err << "bench report: " << file << " is given twice; name each results file once\n";
+      return kExitUsage;
+    }
+  }
   for (const auto& file : options.files) {
     ReportRun run;
     run.source = file;

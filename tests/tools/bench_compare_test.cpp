@@ -396,6 +396,68 @@ TEST(BenchReport, SavedResultsBecomeOneHtmlPageAndABadFileIsNamed) {
   fs::remove_all(dir);
 }
 
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+int count_of(const std::string& text, const std::string& mark) {
+  int n = 0;
+  for (auto at = text.find(mark); at != std::string::npos; at = text.find(mark, at + 1)) ++n;
+  return n;
+}
+
+// Issue 47: `bench report ch16.json ch09.json` drew only ch09 (the newest file) and a history
+// chart per example from one point each. The files of one GPU are merged, each example point's
+// newest result shown, and only an example measured in two or more runs has a history.
+TEST(BenchReport, FilesOfOneGpuAreMergedAndHistoryNeedsTwoRuns) {
+  const fs::path dir = scratch_dir("report_merge");
+  const std::string a = kFixtures + "/report/h100_run_a.json",
+                    c = kFixtures + "/report/h100_run_c.json";
+  auto report = [&](std::vector<std::string> files, const std::string& html) {
+    files.insert(files.begin(), "report");
+    files.insert(files.end(),
+                 {"--expectations-dir", kFixtures + "/report", "--html", (dir / html).string()});
+    const auto r = bench(files);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return read_text(dir / html);
+  };
+  const std::string alone = report({a}, "a.html");
+  // run_c (ch07, newer) given first: the order of the files does not matter.
+  const std::string merged = report({c, a}, "merged.html");
+  for (const std::string example :
+       {"ch12/cuda_graphs", "ch09/fused_l2norm", "ch07/hbm_copy/mib:1024", "ch07/matmul_tiled"})
+    EXPECT_NE(merged.find("class=\"speedup-row\" data-example=\"" + example + "\""),
+              std::string::npos)
+        << example;
+  // run_a's roofline points stay (run_c's cases have flops or bytes, not both).
+  EXPECT_GT(count_of(alone, "class=\"point\""), 0);
+  EXPECT_EQ(count_of(merged, "class=\"point\""), count_of(alone, "class=\"point\""));
+  // ch07/transpose is in both: one row set (run_c's, the newer), one history chart.
+  EXPECT_EQ(count_of(merged, "data-example=\"ch07/transpose\""), 1);
+  EXPECT_EQ(count_of(merged, "aria-label=\"history of "), 1);
+  EXPECT_NE(merged.find("aria-label=\"history of ch07/transpose\""), std::string::npos);
+  EXPECT_NE(merged.find("This page merges 2 runs"), std::string::npos);
+  // With run_b too, run_a's examples have two runs each; run_c's own still none.
+  const std::string three = report({a, kFixtures + "/report/h100_run_b.json", c}, "three.html");
+  EXPECT_NE(three.find("aria-label=\"history of ch12/cuda_graphs\""), std::string::npos);
+  EXPECT_EQ(three.find("aria-label=\"history of ch07/hbm_copy"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(BenchReport, TheSameFileTwiceIsRefusedWithItsName) {
+  const fs::path dir = scratch_dir("report_twice");
+  const std::string a = kFixtures + "/report/h100_run_a.json";
+  const auto r =
+      bench({"report", a, kFixtures + "/report/../report/h100_run_a.json", "--expectations-dir",
+             kFixtures + "/report", "--html", (dir / "x.html").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("h100_run_a.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("given twice"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "x.html"));
+  fs::remove_all(dir);
+}
+
 // Issue 38: expectations files `validate` said ok to, each of which compare then scored into
 // nonsense. validate, compare and the update read them through one parser and refuse each with
 // FILE:LINE:COLUMN and the reason, exit 2.

@@ -223,6 +223,7 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
   out << format_table(card);
 
   std::string json_path = options.json_report, markdown_path = options.markdown_report;
+  bool svg_refused = false;  // --svg with no case to place: exit 2 once the rest is written
   if (live && json_path.empty()) json_path = (reports_dir / "compare.json").string();
   if (live && markdown_path.empty()) markdown_path = (reports_dir / "compare.md").string();
   try {
@@ -230,7 +231,14 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
     if (!options.html_report.empty() || !options.svg_roofline.empty()) {
       const ReportRun run{live ? "this run" : options.from_results, results.context, card, expectations};
       if (!options.html_report.empty()) write_text(options.html_report, html_report({run}));
-      if (!options.svg_roofline.empty()) write_text(options.svg_roofline, roofline_svg(run));
+      if (!options.svg_roofline.empty() && roofline_points(card).empty()) {
+        // The other reports and an update still go ahead: the run is not lost for an SVG.
+        err << "bench compare: --svg " << options.svg_roofline
+            << " not written: " << no_roofline_reason(run) << "\n";
+        svg_refused = true;
+      } else if (!options.svg_roofline.empty()) {
+        write_text(options.svg_roofline, roofline_svg(run));
+      }
     }
     if (!markdown_path.empty()) {
       std::string markdown = format_markdown(card);
@@ -254,7 +262,7 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
     err << "bench compare: " << e.what() << "\n";
     return kExitFailed;
   }
-  return card.exit_code();
+  return svg_refused ? kExitUsage : card.exit_code();
 }
 
 }  // namespace bench::tools

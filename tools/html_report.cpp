@@ -201,6 +201,19 @@ Scorecard latest_per_point(const std::vector<const ReportRun*>& runs,
   return merged;
 }
 
+std::string no_roofline_reason(const ReportRun& run) {
+  std::vector<std::string> not_placed;
+  roofline_points(run.card, &not_placed);
+  std::string names;
+  for (std::size_t i = 0; i < not_placed.size() && i < 3; ++i)
+    names += (i ? ", " : "") + not_placed[i];
+  if (not_placed.size() > 3) names += ", ...";
+  return fmt::format(
+      "no case of {} has both flops and bytes in its cost model, so there is no roofline to draw "
+      "({} measured case(s) without{}{})",
+      run.source, not_placed.size(), names.empty() ? "" : ": ", names);
+}
+
 // The roofline of `run` with its points already placed (roofline_points).
 static std::string roofline_of(const ReportRun& run, const std::vector<RooflinePoint>& points) {
   const std::vector<Roof> lines = run.expectations ? roofs(*run.expectations) : std::vector<Roof>{};

@@ -51,6 +51,9 @@ std::vector<Roof> roofs(const Expectations& expectations);
 Scorecard latest_per_point(const std::vector<const ReportRun*>& runs,
                            std::vector<std::size_t>* from = nullptr);
 
+// Why `run` has no roofline to draw (no case with both flops and bytes), for `--svg`'s refusal:
+// "no case of <source> has both flops and bytes in its cost model (N cases without: a, b, ...)".
+std::string no_roofline_reason(const ReportRun& run);
 std::string roofline_svg(const ReportRun& run);
 std::string html_report(const std::vector<ReportRun>& runs);
 

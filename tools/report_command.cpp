@@ -46,6 +46,21 @@ int report_command(const ReportOptions& options, std::ostream& out, std::ostream
   std::stable_sort(runs.begin(), runs.end(), [](const ReportRun& a, const ReportRun& b) {
     return a.context.value("date", std::string()) < b.context.value("date", std::string());
   });
+  // The SVG is the newest run's GPU, its runs merged as on the page. With no case to place it
+  // would be an empty plot: refused before anything is written.
+  ReportRun roofline_run;
+  if (!options.svg.empty()) {
+    std::vector<const ReportRun*> of_gpu;
+    for (const auto& run : runs)
+      if (run.card.hardware_key == runs.back().card.hardware_key) of_gpu.push_back(&run);
+    roofline_run = runs.back();
+    roofline_run.card = latest_per_point(of_gpu);
+    if (roofline_points(roofline_run.card).empty()) {
+      err << "bench report: --svg " << options.svg << ": " << no_roofline_reason(roofline_run)
+          << "\n";
+      return kExitUsage;
+    }
+  }
   auto write = [&](const std::string& path, const std::string& text) {
     if (fs::path(path).has_parent_path()) fs::create_directories(fs::path(path).parent_path());
     std::ofstream file(path, std::ios::binary | std::ios::trunc);
@@ -55,7 +70,7 @@ int report_command(const ReportOptions& options, std::ostream& out, std::ostream
   };
   try {
     write(options.html, html_report(runs));
-    if (!options.svg.empty()) write(options.svg, roofline_svg(runs.back()));
+    if (!options.svg.empty()) write(options.svg, roofline_svg(roofline_run));
   } catch (const std::exception& e) {
     err << "bench report: " << e.what() << "\n";
     return kExitFailed;

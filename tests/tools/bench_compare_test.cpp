@@ -380,8 +380,7 @@ TEST(BenchCompareLive, AFixedInputSeedIsRefused) {
 TEST(BenchReport, SavedResultsBecomeOneHtmlPageAndABadFileIsNamed) {
   const fs::path dir = scratch_dir("report");
   const auto r = bench({"report", kFixtures + "/host_bound/results_h100.json", "--expectations-dir",
-                        kFixtures + "/host_bound", "--html", (dir / "report.html").string(), "--svg",
-                        (dir / "roofline.svg").string()});
+                        kFixtures + "/host_bound", "--html", (dir / "report.html").string()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   std::ifstream in(dir / "report.html");
   const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -389,7 +388,22 @@ TEST(BenchReport, SavedResultsBecomeOneHtmlPageAndABadFileIsNamed) {
   // Neither example's cost model has both flops and bytes: the page says so instead of plotting.
   EXPECT_NE(html.find("Not on the roofline"), std::string::npos);
   EXPECT_NE(html.find("ch07/transpose/optimized"), std::string::npos);
-  EXPECT_TRUE(fs::exists(dir / "roofline.svg"));
+  // --svg with nothing to place: exit 2 with the reason, and nothing written.
+  const auto svg = bench({"report", kFixtures + "/host_bound/results_h100.json",
+                          "--expectations-dir", kFixtures + "/host_bound", "--html",
+                          (dir / "again.html").string(), "--svg", (dir / "roofline.svg").string()});
+  EXPECT_EQ(svg.exit_code, 2) << svg.out << svg.err;
+  EXPECT_NE(svg.err.find("has both flops and bytes in its cost model, so there is no roofline"),
+            std::string::npos)
+      << svg.err;
+  EXPECT_FALSE(fs::exists(dir / "roofline.svg"));
+  EXPECT_FALSE(fs::exists(dir / "again.html"));
+  // A run with cases to place writes it.
+  const auto placed = bench({"report", kFixtures + "/report/h100_run_a.json", "--expectations-dir",
+                             kFixtures + "/report", "--html", (dir / "a.html").string(), "--svg",
+                             (dir / "a.svg").string()});
+  EXPECT_EQ(placed.exit_code, 0) << placed.out << placed.err;
+  EXPECT_TRUE(fs::exists(dir / "a.svg"));
   const auto bad = bench({"report", (dir / "missing.json").string(), "--html", (dir / "x.html").string()});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("missing.json"), std::string::npos) << bad.err;
@@ -442,6 +456,18 @@ TEST(BenchReport, FilesOfOneGpuAreMergedAndHistoryNeedsTwoRuns) {
   const std::string three = report({a, kFixtures + "/report/h100_run_b.json", c}, "three.html");
   EXPECT_NE(three.find("aria-label=\"history of ch12/cuda_graphs\""), std::string::npos);
   EXPECT_EQ(three.find("aria-label=\"history of ch07/hbm_copy"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(BenchCompareFromResults, SvgWithNothingToPlaceExitsTwoAfterTheOtherReports) {
+  const fs::path dir = scratch_dir("compare_svg");
+  const auto r = bench({"compare", "--from-results", kFixtures + "/host_bound/results_h100.json",
+                        "--expectations-dir", kFixtures + "/host_bound", "--json",
+                        (dir / "report.json").string(), "--svg", (dir / "roofline.svg").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("not written: no case of"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "report.json"));
+  EXPECT_FALSE(fs::exists(dir / "roofline.svg"));
   fs::remove_all(dir);
 }
 

@@ -368,28 +368,71 @@ std::string flags_html(const Scorecard& card) {
   return "<p>Flagged samples:</p>\n<ul class=\"flags\">\n" + items + "</ul>\n";
 }
 
+// The table of compare.md (report.cpp's cells) plus the ceiling the % is against and the note.
+// It scrolls inside its own box on a narrow window; the page's script (kTableScript) sorts it
+// by a clicked header and filters it by the box above it, and without scripts it reads as is.
 std::string rows_table(const Scorecard& card) {
-  std::string html = "<table class=\"rows\"><tr><th>example</th><th>variant</th><th>baseline</th><th>median</th>"
-                     "<th>speedup [95% CI]</th><th>status</th><th>% ceiling</th><th>noise b/v</th><th>note</th></tr>\n";
+  std::string html =
+      "<div class=\"table-tools\"><input type=\"search\" class=\"row-filter\" placeholder=\"filter "
+      "rows "
+      "(example, status, ...)\" aria-label=\"filter rows\" /></div>\n<div "
+      "class=\"table-wrap\"><table "
+      "class=\"rows sortable\"><thead><tr>";
+  for (const char* column : table_header()) html += fmt::format("<th>{}</th>", escape(column));
+  html += "<th>ceiling</th><th>note</th></tr></thead><tbody>\n";
   for (const auto& r : card.rows) {
     std::string note = r.reason;
     for (const auto* side : {&r.baseline, &r.subject})
       if (*side)
         if (const auto flags = sample_flags(**side); !flags.empty())
           note = fmt::format("{}: {}. {}", (*side)->variant, flags, note);
-    html += fmt::format(
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"color:{}\">{}</td><td>{}</td><td>{}</td>"
-        "<td>{}</td></tr>\n",
-        escape(r.example), escape(r.variant),
-        r.baseline && r.baseline->outcome == Outcome::measured ? format_duration_us(r.baseline->median_us) : "",
-        r.subject && r.subject->outcome == Outcome::measured ? format_duration_us(r.subject->median_us) : "",
-        r.speedup ? fmt::format("{:.2f}× [{:.2f}, {:.2f}]", r.speedup->estimate, r.speedup->low, r.speedup->high) : "",
-        status_colour(r.status), to_string(r.status), r.pct_ceiling ? fmt::format("{:.1f}%", *r.pct_ceiling) : "",
-        r.baseline && r.subject ? fmt::format("{:.1f}% / {:.1f}%", 100 * r.baseline->noise, 100 * r.subject->noise) : "",
-        escape(note));
+    const auto cells = table_cells(r);
+    html += fmt::format("<tr data-status=\"{}\">", to_string(r.status));
+    for (std::size_t i = 0; i < cells.size(); ++i)
+      html += i == 6 ? fmt::format("<td style=\"color:{}\">{}</td>", status_colour(r.status),
+                                   escape(cells[i]))
+                     : "<td>" + escape(cells[i]) + "</td>";
+    html += "<td>" + escape(r.ceiling_name) + "</td><td class=\"note\">" + escape(note) +
+            "</td></tr>\n";
   }
-  return html + "</table>\n";
+  return html + "</tbody></table></div>\n";
 }
+
+// Sorting (click a header; again to reverse; numbers by value) and filtering of every
+// table.sortable, in a few lines: the page stays one file that fetches nothing.
+constexpr const char* kTableScript = R"(<script>
+document.querySelectorAll('table.sortable').forEach(function (table) {
+  var body = table.tBodies[0];
+  table.querySelectorAll('th').forEach(function (th, col) {
+    th.style.cursor = 'pointer';
+    th.title = 'sort by ' + th.textContent;
+    th.addEventListener('click', function () {
+      var up = th.dataset.sorted !== 'up';
+      table.querySelectorAll('th').forEach(function (h) { delete h.dataset.sorted; });
+      th.dataset.sorted = up ? 'up' : 'down';
+      var key = function (tr) {
+        var text = tr.cells[col].textContent.trim(), n = parseFloat(text);
+        return isNaN(n) ? text.toLowerCase() : n;
+      };
+      Array.from(body.rows).sort(function (a, b) {
+        var x = key(a), y = key(b);
+        if (typeof x !== typeof y) return typeof x === 'number' ? -1 : 1;
+        return (x < y ? -1 : x > y ? 1 : 0) * (up ? 1 : -1);
+      }).forEach(function (tr) { body.appendChild(tr); });
+    });
+  });
+  var box = table.parentNode.previousElementSibling;
+  var filter = box && box.querySelector('.row-filter');
+  if (filter) filter.addEventListener('input', function () {
+    var words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
+    Array.from(body.rows).forEach(function (tr) {
+      var text = tr.textContent.toLowerCase();
+      tr.style.display = words.every(function (w) { return text.indexOf(w) >= 0; }) ? '' : 'none';
+    });
+  });
+});
+</script>
+)";
 
 // One small chart per example: its baseline and optimized medians across the runs of one GPU,
 // each relative to what the expectations file records for that side (to its first run when it
@@ -570,9 +613,15 @@ std::string curves_html(const Scorecard& card) {
 
 std::string html_report(const std::vector<ReportRun>& runs) {
   std::string html =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>cudabench report</title>\n<style>\n"
-      "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;font-size:12px;margin:.5em 0}"
-      "th,td{border:1px solid #ddd;padding:2px 6px;text-align:left}h2{margin-top:1.6em}.history svg{margin:4px}\n"
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>cudabench "
+      "report</title>\n<style>\n"
+      "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;font-"
+      "size:12px;margin:.5em 0}"
+      "th,td{border:1px solid #ddd;padding:2px 6px;text-align:left}h2{margin-top:1.6em}.history "
+      "svg{margin:4px}\n"
+      ".table-wrap{max-width:100%;overflow-x:auto}table.rows td{white-space:nowrap}table.rows "
+      "td.note{white-space:normal;"
+      "min-width:16em;max-width:32em}svg{max-width:100%;height:auto}\n"
       "</style></head><body>\n<h1>cudabench report</h1>\n";
   // The latest run of each GPU gets the full page; every GPU with several runs gets a history.
   std::map<std::string, std::vector<const ReportRun*>> by_gpu;
@@ -615,7 +664,7 @@ std::string html_report(const std::vector<ReportRun>& runs) {
               " runs)</h3>\n" + history;
     html += "</section>\n";
   }
-  return html + "</body></html>\n";
+  return html + kTableScript + "</body></html>\n";
 }
 
 }  // namespace bench::tools

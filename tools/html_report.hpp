@@ -1,7 +1,7 @@
-// tools/html_report.hpp: one self-contained HTML page (inline SVG, no script needed, nothing
-// fetched) from scored runs: provenance, each example's speedup with its interval and band, a
-// roofline per GPU under that GPU's measured ceilings, and history when several runs of one GPU
-// are given. `bench compare --html` and `bench report` write it.
+// tools/html_report.hpp: one self-contained HTML page (inline SVG, one inline script that sorts and
+// filters the table, nothing fetched) from scored runs: provenance, each example's speedup with its
+// interval and band, a roofline per GPU under that GPU's measured ceilings, and history when
+// several runs of one GPU are given. `bench compare --html` and `bench report` write it.
 #pragma once
 
 #include <nlohmann/json.hpp>

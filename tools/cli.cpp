@@ -100,7 +100,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   compare_cmd->add_option("--markdown", compare.markdown_report, "write the Markdown report here");
   compare_cmd->add_option("--html", compare.html_report, "write a self-contained HTML report here (roofline, speedups)");
   compare_cmd->add_option("--svg", compare.svg_roofline, "write the roofline alone as an SVG file here");
-  compare_cmd->add_option("--save-results", compare.save_results, "write the merged results file here");
+  compare_cmd->add_option(
+      "--save-results", compare.save_results,
+      "write the merged results file here (default: "
+      "<build>/reports/results_<chapters>_<gpu>_<time>.json, copied to results.json)");
   compare_cmd->add_flag("--update-expectations", compare.update_expectations,
                         "accept verified, quiet results into expectations/<hardware_key>.json");
   compare_cmd->add_flag("--add-machine", compare.add_machine,
@@ -202,7 +205,10 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
 
   ReportOptions report;
   auto* report_cmd = app.add_subcommand("report", "an HTML report (roofline, speedups, history) from saved results files");
-  report_cmd->add_option("files", report.files, "results files (bench compare --save-results; build/<preset>/reports/results.json)")
+  report_cmd
+      ->add_option("files", report.files,
+                   "results files (build/<preset>/reports/results_*.json, --save-results); one "
+                   "GPU's are merged, newest result per point")
       ->required();
   report_cmd->add_option("--html", report.html, "the HTML file to write")->required();
   report_cmd->add_option("--svg", report.svg, "also write the latest run's roofline as an SVG file");

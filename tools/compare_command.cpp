@@ -3,6 +3,8 @@
 // numbers into the expectations file.
 #include <fmt/format.h>
 
+#include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -110,6 +112,31 @@ void run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& 
   }
 }
 
+// "20261127T015300Z": now, UTC.
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &utc);
+  return text;
+}
+
+// A live run's results in a file of its own (results.hpp, run_results_name; a second run in the
+// same second gets "_2" before ".json"), copied to results.json as the latest. Returns the file.
+fs::path save_run_results(const fs::path& reports_dir, const CompareOptions& options,
+                          const ResultsFile& results) {
+  const std::string name =
+      run_results_name(options.all ? std::vector<std::string>{"all"} : options.chapters,
+                       context_string(results.context, "hardware_key"), utc_now());
+  fs::path file = reports_dir / name;
+  for (int n = 2; fs::exists(file); ++n)
+    file = reports_dir / (name.substr(0, name.size() - 5) + "_" + std::to_string(n) + ".json");
+  save_results(file, results);
+  fs::copy_file(file, reports_dir / "results.json", fs::copy_options::overwrite_existing);
+  return file;
+}
+
 void report_update(const UpdateResult& update, const fs::path& file, std::ostream& out) {
   for (const auto& why : update.refused) out << "  refused " << why << "\n";
   if (update.accepted.empty()) {
@@ -155,11 +182,13 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
   }
   const fs::path reports_dir = fs::path(resolve_build_dir(options.where)) / "reports";
   try {
-    std::string save = options.save_results;
-    if (save.empty() && live) save = (reports_dir / "results.json").string();
-    if (!save.empty()) {
-      save_results(save, results);
-      out << "results saved to " << save << "\n";
+    if (!options.save_results.empty()) {
+      save_results(options.save_results, results);
+      out << "results saved to " << options.save_results << "\n";
+    } else if (live) {
+      const fs::path saved = save_run_results(reports_dir, options, results);
+      out << "results saved to " << saved.string() << " (and as the latest, "
+          << (reports_dir / "results.json").string() << ")\n";
     }
   } catch (const std::exception& e) {
     err << "bench compare: " << e.what() << "\n";
@@ -194,6 +223,7 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
   out << format_table(card);
 
   std::string json_path = options.json_report, markdown_path = options.markdown_report;
+  bool svg_refused = false;  // --svg with no case to place: exit 2 once the rest is written
   if (live && json_path.empty()) json_path = (reports_dir / "compare.json").string();
   if (live && markdown_path.empty()) markdown_path = (reports_dir / "compare.md").string();
   try {
@@ -201,7 +231,14 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
     if (!options.html_report.empty() || !options.svg_roofline.empty()) {
       const ReportRun run{live ? "this run" : options.from_results, results.context, card, expectations};
       if (!options.html_report.empty()) write_text(options.html_report, html_report({run}));
-      if (!options.svg_roofline.empty()) write_text(options.svg_roofline, roofline_svg(run));
+      if (!options.svg_roofline.empty() && roofline_points(card).empty()) {
+        // The other reports and an update still go ahead: the run is not lost for an SVG.
+        err << "bench compare: --svg " << options.svg_roofline
+            << " not written: " << no_roofline_reason(run) << "\n";
+        svg_refused = true;
+      } else if (!options.svg_roofline.empty()) {
+        write_text(options.svg_roofline, roofline_svg(run));
+      }
     }
     if (!markdown_path.empty()) {
       std::string markdown = format_markdown(card);
@@ -225,7 +262,7 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
     err << "bench compare: " << e.what() << "\n";
     return kExitFailed;
   }
-  return card.exit_code();
+  return svg_refused ? kExitUsage : card.exit_code();
 }
 
 }  // namespace bench::tools

@@ -178,6 +178,42 @@ std::vector<Roof> roofs(const Expectations& x) {
   return out;
 }
 
+Scorecard latest_per_point(const std::vector<const ReportRun*>& runs,
+                           std::vector<std::size_t>* from) {
+  Scorecard merged;
+  if (runs.empty()) return merged;
+  merged.hardware_key = runs.back()->card.hardware_key;
+  std::map<std::string, std::size_t> newest;  // example point -> the newest run that has it
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    for (const auto& r : runs[i]->card.rows) newest[r.example] = i;
+  std::vector<std::pair<const ScoredRow*, std::size_t>> rows;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    for (const auto& r : runs[i]->card.rows)
+      if (newest[r.example] == i) rows.emplace_back(&r, i);
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.first->example.substr(0, a.first->example.find('/')) <
+           b.first->example.substr(0, b.first->example.find('/'));
+  });
+  for (const auto& [row, run] : rows) {
+    merged.rows.push_back(*row);
+    if (from) from->push_back(run);
+  }
+  return merged;
+}
+
+std::string no_roofline_reason(const ReportRun& run) {
+  std::vector<std::string> not_placed;
+  roofline_points(run.card, &not_placed);
+  std::string names;
+  for (std::size_t i = 0; i < not_placed.size() && i < 3; ++i)
+    names += (i ? ", " : "") + not_placed[i];
+  if (not_placed.size() > 3) names += ", ...";
+  return fmt::format(
+      "no case of {} has both flops and bytes in its cost model, so there is no roofline to draw "
+      "({} measured case(s) without{}{})",
+      run.source, not_placed.size(), names.empty() ? "" : ": ", names);
+}
+
 // The roofline of `run` with its points already placed (roofline_points).
 static std::string roofline_of(const ReportRun& run, const std::vector<RooflinePoint>& points) {
   const std::vector<Roof> lines = run.expectations ? roofs(*run.expectations) : std::vector<Roof>{};
@@ -285,6 +321,22 @@ std::string provenance_html(const ReportRun& run) {
   return html;
 }
 
+// When several runs of the GPU were given: which run each example point's rows come from.
+std::string merged_from_html(const std::vector<const ReportRun*>& runs,
+                             const std::vector<std::size_t>& from, const Scorecard& merged) {
+  if (runs.size() < 2) return {};
+  std::vector<std::set<std::string>> points(runs.size());
+  for (std::size_t i = 0; i < from.size(); ++i) points[from[i]].insert(merged.rows[i].example);
+  std::string html = fmt::format(
+      "<p>This page merges {} runs (the provenance above is the newest's); each example "
+      "point shows its newest result:</p>\n<ol class=\"merged\">\n",
+      runs.size());
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    html += fmt::format("<li>{} — {}: {} example point(s)</li>\n", escape(run_title(*runs[i])),
+                        escape(runs[i]->source), points[i].size());
+  return html + "</ol>\n";
+}
+
 // What makes one side's samples less trustworthy than its interval says (VALIDITY rows 11 and
 // 12): samples dropped because the SM clock had fallen, every sample throttled (all kept, so the
 // median includes them), or more noise than an expectations update accepts as is (5%). Empty
@@ -316,28 +368,71 @@ std::string flags_html(const Scorecard& card) {
   return "<p>Flagged samples:</p>\n<ul class=\"flags\">\n" + items + "</ul>\n";
 }
 
+// The table of compare.md (report.cpp's cells) plus the ceiling the % is against and the note.
+// It scrolls inside its own box on a narrow window; the page's script (kTableScript) sorts it
+// by a clicked header and filters it by the box above it, and without scripts it reads as is.
 std::string rows_table(const Scorecard& card) {
-  std::string html = "<table class=\"rows\"><tr><th>example</th><th>variant</th><th>baseline</th><th>median</th>"
-                     "<th>speedup [95% CI]</th><th>status</th><th>% ceiling</th><th>noise b/v</th><th>note</th></tr>\n";
+  std::string html =
+      "<div class=\"table-tools\"><input type=\"search\" class=\"row-filter\" placeholder=\"filter "
+      "rows "
+      "(example, status, ...)\" aria-label=\"filter rows\" /></div>\n<div "
+      "class=\"table-wrap\"><table "
+      "class=\"rows sortable\"><thead><tr>";
+  for (const char* column : table_header()) html += fmt::format("<th>{}</th>", escape(column));
+  html += "<th>ceiling</th><th>note</th></tr></thead><tbody>\n";
   for (const auto& r : card.rows) {
     std::string note = r.reason;
     for (const auto* side : {&r.baseline, &r.subject})
       if (*side)
         if (const auto flags = sample_flags(**side); !flags.empty())
           note = fmt::format("{}: {}. {}", (*side)->variant, flags, note);
-    html += fmt::format(
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td style=\"color:{}\">{}</td><td>{}</td><td>{}</td>"
-        "<td>{}</td></tr>\n",
-        escape(r.example), escape(r.variant),
-        r.baseline && r.baseline->outcome == Outcome::measured ? format_duration_us(r.baseline->median_us) : "",
-        r.subject && r.subject->outcome == Outcome::measured ? format_duration_us(r.subject->median_us) : "",
-        r.speedup ? fmt::format("{:.2f}× [{:.2f}, {:.2f}]", r.speedup->estimate, r.speedup->low, r.speedup->high) : "",
-        status_colour(r.status), to_string(r.status), r.pct_ceiling ? fmt::format("{:.1f}%", *r.pct_ceiling) : "",
-        r.baseline && r.subject ? fmt::format("{:.1f}% / {:.1f}%", 100 * r.baseline->noise, 100 * r.subject->noise) : "",
-        escape(note));
+    const auto cells = table_cells(r);
+    html += fmt::format("<tr data-status=\"{}\">", to_string(r.status));
+    for (std::size_t i = 0; i < cells.size(); ++i)
+      html += i == 6 ? fmt::format("<td style=\"color:{}\">{}</td>", status_colour(r.status),
+                                   escape(cells[i]))
+                     : "<td>" + escape(cells[i]) + "</td>";
+    html += "<td>" + escape(r.ceiling_name) + "</td><td class=\"note\">" + escape(note) +
+            "</td></tr>\n";
   }
-  return html + "</table>\n";
+  return html + "</tbody></table></div>\n";
 }
+
+// Sorting (click a header; again to reverse; numbers by value) and filtering of every
+// table.sortable, in a few lines: the page stays one file that fetches nothing.
+constexpr const char* kTableScript = R"(<script>
+document.querySelectorAll('table.sortable').forEach(function (table) {
+  var body = table.tBodies[0];
+  table.querySelectorAll('th').forEach(function (th, col) {
+    th.style.cursor = 'pointer';
+    th.title = 'sort by ' + th.textContent;
+    th.addEventListener('click', function () {
+      var up = th.dataset.sorted !== 'up';
+      table.querySelectorAll('th').forEach(function (h) { delete h.dataset.sorted; });
+      th.dataset.sorted = up ? 'up' : 'down';
+      var key = function (tr) {
+        var text = tr.cells[col].textContent.trim(), n = parseFloat(text);
+        return isNaN(n) ? text.toLowerCase() : n;
+      };
+      Array.from(body.rows).sort(function (a, b) {
+        var x = key(a), y = key(b);
+        if (typeof x !== typeof y) return typeof x === 'number' ? -1 : 1;
+        return (x < y ? -1 : x > y ? 1 : 0) * (up ? 1 : -1);
+      }).forEach(function (tr) { body.appendChild(tr); });
+    });
+  });
+  var box = table.parentNode.previousElementSibling;
+  var filter = box && box.querySelector('.row-filter');
+  if (filter) filter.addEventListener('input', function () {
+    var words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
+    Array.from(body.rows).forEach(function (tr) {
+      var text = tr.textContent.toLowerCase();
+      tr.style.display = words.every(function (w) { return text.indexOf(w) >= 0; }) ? '' : 'none';
+    });
+  });
+});
+</script>
+)";
 
 // One small chart per example: its baseline and optimized medians across the runs of one GPU,
 // each relative to what the expectations file records for that side (to its first run when it
@@ -355,6 +450,12 @@ std::string history_html(const std::vector<const ReportRun*>& runs) {
       s[i] = {r.baseline && r.baseline->outcome == Outcome::measured ? r.baseline->median_us : 0.0,
               r.subject && r.subject->outcome == Outcome::measured ? r.subject->median_us : 0.0};
     }
+  // A history needs two runs: an example measured in one run only has no chart.
+  std::erase_if(order, [&](const std::string& example) {
+    return std::count_if(series[example].begin(), series[example].end(),
+                         [](const auto& sides) { return sides.first > 0 || sides.second > 0; }) < 2;
+  });
+  if (order.empty()) return {};
   const ReportRun& latest = *runs.back();
   std::string html = "<p>Each side's median over its recorded median (grey: baseline, dark: optimized; 1 = as "
                      "recorded, above 1 = slower); the green band is the optimized side's tolerance. Runs are "
@@ -512,9 +613,15 @@ std::string curves_html(const Scorecard& card) {
 
 std::string html_report(const std::vector<ReportRun>& runs) {
   std::string html =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>cudabench report</title>\n<style>\n"
-      "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;font-size:12px;margin:.5em 0}"
-      "th,td{border:1px solid #ddd;padding:2px 6px;text-align:left}h2{margin-top:1.6em}.history svg{margin:4px}\n"
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>cudabench "
+      "report</title>\n<style>\n"
+      "body{font-family:sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse;font-"
+      "size:12px;margin:.5em 0}"
+      "th,td{border:1px solid #ddd;padding:2px 6px;text-align:left}h2{margin-top:1.6em}.history "
+      "svg{margin:4px}\n"
+      ".table-wrap{max-width:100%;overflow-x:auto}table.rows td{white-space:nowrap}table.rows "
+      "td.note{white-space:normal;"
+      "min-width:16em;max-width:32em}svg{max-width:100%;height:auto}\n"
       "</style></head><body>\n<h1>cudabench report</h1>\n";
   // The latest run of each GPU gets the full page; every GPU with several runs gets a history.
   std::map<std::string, std::vector<const ReportRun*>> by_gpu;
@@ -525,9 +632,13 @@ std::string html_report(const std::vector<ReportRun>& runs) {
   }
   for (const auto& gpu : gpus) {
     const auto& of_gpu = by_gpu[gpu];
-    const ReportRun& latest = *of_gpu.back();
+    // The page shows each example point's newest result over all the runs given for this GPU.
+    std::vector<std::size_t> from;
+    ReportRun latest = *of_gpu.back();
+    latest.card = latest_per_point(of_gpu, &from);
     html += fmt::format("<section data-gpu=\"{}\">\n<h2>{}</h2>\n", escape(gpu), escape(run_title(latest)));
-    html += provenance_html(latest) + flags_html(latest.card);
+    html += provenance_html(latest) + merged_from_html(of_gpu, from, latest.card) +
+            flags_html(latest.card);
     if (!latest.expectations)
       html += fmt::format("<p><b>No expectations file for {}</b>: every example is NEW and no ceiling is drawn.</p>\n",
                           escape(gpu));
@@ -548,12 +659,12 @@ std::string html_report(const std::vector<ReportRun>& runs) {
     }
     html += curves_html(latest.card);
     html += "<h3>Every row</h3>\n" + rows_table(latest.card);
-    if (of_gpu.size() > 1)
-      html += "<h3 id=\"history-" + escape(gpu) + "\">History (" + std::to_string(of_gpu.size()) + " runs)</h3>\n" +
-              history_html(of_gpu);
+    if (const std::string history = of_gpu.size() > 1 ? history_html(of_gpu) : ""; !history.empty())
+      html += "<h3 id=\"history-" + escape(gpu) + "\">History (" + std::to_string(of_gpu.size()) +
+              " runs)</h3>\n" + history;
     html += "</section>\n";
   }
-  return html + "</body></html>\n";
+  return html + kTableScript + "</body></html>\n";
 }
 
 }  // namespace bench::tools

@@ -1,7 +1,7 @@
-// tools/html_report.hpp: one self-contained HTML page (inline SVG, no script needed, nothing
-// fetched) from scored runs: provenance, each example's speedup with its interval and band, a
-// roofline per GPU under that GPU's measured ceilings, and history when several runs of one GPU
-// are given. `bench compare --html` and `bench report` write it.
+// tools/html_report.hpp: one self-contained HTML page (inline SVG, one inline script that sorts and
+// filters the table, nothing fetched) from scored runs: provenance, each example's speedup with its
+// interval and band, a roofline per GPU under that GPU's measured ceilings, and history when
+// several runs of one GPU are given. `bench compare --html` and `bench report` write it.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -44,6 +44,16 @@ struct Roof {
 };
 std::vector<Roof> roofs(const Expectations& expectations);
 
+// Several runs of one GPU (oldest first) as one scorecard: each example point's rows come from
+// the newest run that scored that point, so `bench report ch16.json ch09.json` shows both
+// chapters. Rows keep their run's order, chapters in ascending order. `from`, when given, gets
+// the index of the run each row came from.
+Scorecard latest_per_point(const std::vector<const ReportRun*>& runs,
+                           std::vector<std::size_t>* from = nullptr);
+
+// Why `run` has no roofline to draw (no case with both flops and bytes), for `--svg`'s refusal:
+// "no case of <source> has both flops and bytes in its cost model (N cases without: a, b, ...)".
+std::string no_roofline_reason(const ReportRun& run);
 std::string roofline_svg(const ReportRun& run);
 std::string html_report(const std::vector<ReportRun>& runs);
 

@@ -105,6 +105,9 @@ std::string metrics_lines(const Scorecard& card) {
 
 }  // namespace
 
+const std::array<const char*, 11>& table_header() { return kHeader; }
+std::array<std::string, 11> table_cells(const ScoredRow& row) { return cells(row); }
+
 std::string format_duration_us(double us) {
   if (us >= 1e6) return fmt::format("{:.2f} s", us / 1e6);
   if (us >= 1e3) return fmt::format("{:.3f} ms", us / 1e3);

@@ -1,6 +1,7 @@
 // tools/report.hpp: the scorecard as a console table, Markdown and JSON.
 #pragma once
 
+#include <array>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -12,6 +13,11 @@ namespace bench::tools {
 std::string format_table(const Scorecard& card);
 std::string format_markdown(const Scorecard& card);
 nlohmann::json report_json(const Scorecard& card);
+
+// The columns of the console table and compare.md, and one row's cells in them: the HTML table
+// (html_report.cpp) is built from the same cells, so the three never disagree.
+const std::array<const char*, 11>& table_header();
+std::array<std::string, 11> table_cells(const ScoredRow& row);
 
 // "812.3 us", "1.234 ms", "2.10 s".
 std::string format_duration_us(double us);

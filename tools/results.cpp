@@ -307,6 +307,20 @@ json to_json(const ResultsFile& results) {
           {"benchmarks", results.benchmarks}, {"crashes", crashes}};
 }
 
+std::string run_results_name(const std::vector<std::string>& chapters,
+                             const std::string& hardware_key, const std::string& utc) {
+  auto safe = [](std::string text) {
+    for (char& c : text) {
+      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    }
+    return text;
+  };
+  std::string name = "results";
+  for (const auto& chapter : chapters) name += "_" + safe(chapter);
+  return name + "_" + safe(hardware_key.empty() ? "unknown" : hardware_key) + "_" + utc + ".json";
+}
+
 void save_results(const std::filesystem::path& file, const ResultsFile& results) {
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
   std::ofstream out(file, std::ios::binary | std::ios::trunc);

@@ -105,6 +105,12 @@ ResultsFile load_results(const std::filesystem::path& file);
 // would read as a clean run.
 ResultsFile load_results_to_score(const std::filesystem::path& file);
 json to_json(const ResultsFile& results);
+// The name of one live run's own results file under <build>/reports/, so that no run overwrites
+// another: "results_<chapters>_<hardware key>_<UTC time>.json", e.g.
+// results_ch09_ch10_h100_80gb_hbm3_20261127T015300Z.json (chapters "all" for --all; anything
+// but [a-z0-9_] in the key becomes '_'). `utc` is the time as YYYYMMDDTHHMMSSZ.
+std::string run_results_name(const std::vector<std::string>& chapters,
+                             const std::string& hardware_key, const std::string& utc);
 void save_results(const std::filesystem::path& file, const ResultsFile& results);
 
 // Adds one process's Google Benchmark output to `into`, attaching each case's sample file

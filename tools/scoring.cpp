@@ -118,6 +118,22 @@ std::pair<double, double> recorded_speedups(const ExampleExpectation& e) {
   return {low, high};
 }
 
+// NO_SPEEDUP in the interval's own numbers: a speedup needs its whole 95% interval above
+// kMinimumClearSpeedup, so the reason names the end that is not.
+std::string no_speedup_reason(const stats::Interval& s) {
+  const std::string measured =
+      fmt::format("speedup {:.2f}x [{:.2f}, {:.2f}]", s.estimate, s.low, s.high);
+  if (s.high <= kMinimumClearSpeedup)
+    return fmt::format(
+        "{}: its upper end {:.3f} does not reach the {:.2f} a speedup needs; optimized is not "
+        "faster",
+        measured, s.high, kMinimumClearSpeedup);
+  return fmt::format(
+      "{}: its lower end {:.3f} is not above the {:.2f} a speedup needs (the whole 95% interval "
+      "must be); optimized is not clearly faster",
+      measured, s.low, kMinimumClearSpeedup);
+}
+
 // The optimized side against its recorded median: REGRESSED when even the fast end of its
 // interval is slower than the band, IMPROVED when even the slow end is faster.
 void score_optimized_time(ScoredRow& row, const ExampleExpectation& expected) {
@@ -145,9 +161,7 @@ void score_optimized_time(ScoredRow& row, const ExampleExpectation& expected) {
     row.reason = measured + ", slower than " + band + why;
   } else if (row.speedup->low <= kMinimumClearSpeedup) {
     row.status = Status::no_speedup;
-    row.reason = fmt::format("speedup {:.2f}x [{:.2f}, {:.2f}]: the interval reaches {:.2f}, optimized is not "
-                             "clearly faster", row.speedup->estimate, row.speedup->low, row.speedup->high,
-                             kMinimumClearSpeedup);
+    row.reason = no_speedup_reason(*row.speedup);
   } else if (slow < *row.band_low) {
     row.status = Status::improved;
     row.reason = measured + ", faster than " + band + why + " (consider --update-expectations)";
@@ -177,8 +191,7 @@ void score_speedup(ScoredRow& row, const ExampleExpectation* expected) {
     row.reason = fmt::format("speedup {} is below the expected {}, beyond the noise", measured, expectation);
   } else if (s.low <= kMinimumClearSpeedup) {
     row.status = Status::no_speedup;
-    row.reason = fmt::format("speedup {}: the interval reaches {:.2f}, optimized is not clearly faster",
-                             measured, kMinimumClearSpeedup);
+    row.reason = no_speedup_reason(s);
   } else if (!expected) {
     row.status = Status::new_entry;
     row.reason = "no expectation for this GPU yet (accept it with --update-expectations)";

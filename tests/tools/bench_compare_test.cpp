@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "bench/device_info.hpp"
 #include "chapter_process.hpp"
@@ -155,6 +156,50 @@ TEST(BenchCompareLive, RepetitionsGoRoundTheExamplesAndKeepEveryRun) {
   const auto status = status_by_row(read_json(dir / "report.json"));
   EXPECT_EQ(status.at("ch99/first/optimized"), "PASS");
   EXPECT_EQ(status.at("ch99/crasher/optimized"), "FAILED");
+  fs::remove_all(dir);
+}
+
+// Issue 47: `compare --chapter ch18` then `--chapter ch09` left only ch09's results. Each live run
+// keeps a file of its own under <build>/reports/, named by chapters, GPU and UTC time, and
+// results.json is a copy of the latest.
+TEST(BenchCompareLive, TwoRunsInARowEachKeepTheirResults) {
+  const fs::path dir = scratch_dir("two_runs");
+  // A build tree of our own (its reports/ is what is checked), with the fake chapter twice.
+  for (const std::string chapter : {"ch98", "ch99"}) {
+    fs::create_directories(dir / "chapters" / chapter);
+    fs::copy_file(fs::path(FAKE_BUILD_DIR) / "chapters/ch99/ch99",
+                  dir / "chapters" / chapter / chapter);
+  }
+  ::setenv("BENCH_ASSUME_GPU", "1", 1);
+  const auto first = bench({"compare", "--chapter", "ch98", "--example", "first", "--build-dir",
+                            dir.string(), "--expectations-dir", kFixtures + "/expectations"});
+  const auto second = bench({"compare", "--chapter", "ch99", "--example", "last", "--build-dir",
+                             dir.string(), "--expectations-dir", kFixtures + "/expectations"});
+  ::unsetenv("BENCH_ASSUME_GPU");
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  std::map<std::string, fs::path> runs;  // chapter -> its file
+  for (const auto& entry : fs::directory_iterator(dir / "reports")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("results_", 0) == 0) runs[name.substr(8, 4)] = entry.path();
+  }
+  ASSERT_EQ(runs.size(), 2u);
+  ASSERT_TRUE(runs.count("ch98") && runs.count("ch99"));
+  // results_ch98_test_gpu_20261127T015300Z.json
+  EXPECT_EQ(runs["ch98"].filename().string().substr(0, 23), "results_ch98_test_gpu_2");
+  EXPECT_EQ(runs["ch98"].filename().string().size(),
+            std::string("results_ch98_test_gpu_20261127T015300Z.json").size());
+  auto examples_in = [](const fs::path& file) {
+    std::set<std::string> out;
+    const auto results = read_json(file);
+    for (const auto& row : results["benchmarks"])
+      out.insert(row["name"].get<std::string>().substr(0, 10));
+    return out;
+  };
+  EXPECT_EQ(examples_in(runs["ch98"]), std::set<std::string>{"ch99/first"});
+  EXPECT_EQ(examples_in(runs["ch99"]), std::set<std::string>{"ch99/last/"});
+  EXPECT_EQ(read_json(dir / "reports/results.json"), read_json(runs["ch99"]));  // the latest
+  EXPECT_NE(second.out.find(runs["ch99"].string()), std::string::npos) << second.out;
   fs::remove_all(dir);
 }
 
@@ -335,8 +380,7 @@ TEST(BenchCompareLive, AFixedInputSeedIsRefused) {
 TEST(BenchReport, SavedResultsBecomeOneHtmlPageAndABadFileIsNamed) {
   const fs::path dir = scratch_dir("report");
   const auto r = bench({"report", kFixtures + "/host_bound/results_h100.json", "--expectations-dir",
-                        kFixtures + "/host_bound", "--html", (dir / "report.html").string(), "--svg",
-                        (dir / "roofline.svg").string()});
+                        kFixtures + "/host_bound", "--html", (dir / "report.html").string()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   std::ifstream in(dir / "report.html");
   const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -344,10 +388,99 @@ TEST(BenchReport, SavedResultsBecomeOneHtmlPageAndABadFileIsNamed) {
   // Neither example's cost model has both flops and bytes: the page says so instead of plotting.
   EXPECT_NE(html.find("Not on the roofline"), std::string::npos);
   EXPECT_NE(html.find("ch07/transpose/optimized"), std::string::npos);
-  EXPECT_TRUE(fs::exists(dir / "roofline.svg"));
+  // --svg with nothing to place: exit 2 with the reason, and nothing written.
+  const auto svg = bench({"report", kFixtures + "/host_bound/results_h100.json",
+                          "--expectations-dir", kFixtures + "/host_bound", "--html",
+                          (dir / "again.html").string(), "--svg", (dir / "roofline.svg").string()});
+  EXPECT_EQ(svg.exit_code, 2) << svg.out << svg.err;
+  EXPECT_NE(svg.err.find("has both flops and bytes in its cost model, so there is no roofline"),
+            std::string::npos)
+      << svg.err;
+  EXPECT_FALSE(fs::exists(dir / "roofline.svg"));
+  EXPECT_FALSE(fs::exists(dir / "again.html"));
+  // A run with cases to place writes it.
+  const auto placed = bench({"report", kFixtures + "/report/h100_run_a.json", "--expectations-dir",
+                             kFixtures + "/report", "--html", (dir / "a.html").string(), "--svg",
+                             (dir / "a.svg").string()});
+  EXPECT_EQ(placed.exit_code, 0) << placed.out << placed.err;
+  EXPECT_TRUE(fs::exists(dir / "a.svg"));
   const auto bad = bench({"report", (dir / "missing.json").string(), "--html", (dir / "x.html").string()});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("missing.json"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+int count_of(const std::string& text, const std::string& mark) {
+  int n = 0;
+  for (auto at = text.find(mark); at != std::string::npos; at = text.find(mark, at + 1)) ++n;
+  return n;
+}
+
+// Issue 47: `bench report ch16.json ch09.json` drew only ch09 (the newest file) and a history
+// chart per example from one point each. The files of one GPU are merged, each example point's
+// newest result shown, and only an example measured in two or more runs has a history.
+TEST(BenchReport, FilesOfOneGpuAreMergedAndHistoryNeedsTwoRuns) {
+  const fs::path dir = scratch_dir("report_merge");
+  const std::string a = kFixtures + "/report/h100_run_a.json",
+                    c = kFixtures + "/report/h100_run_c.json";
+  auto report = [&](std::vector<std::string> files, const std::string& html) {
+    files.insert(files.begin(), "report");
+    files.insert(files.end(),
+                 {"--expectations-dir", kFixtures + "/report", "--html", (dir / html).string()});
+    const auto r = bench(files);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return read_text(dir / html);
+  };
+  const std::string alone = report({a}, "a.html");
+  // run_c (ch07, newer) given first: the order of the files does not matter.
+  const std::string merged = report({c, a}, "merged.html");
+  for (const std::string example :
+       {"ch12/cuda_graphs", "ch09/fused_l2norm", "ch07/hbm_copy/mib:1024", "ch07/matmul_tiled"})
+    EXPECT_NE(merged.find("class=\"speedup-row\" data-example=\"" + example + "\""),
+              std::string::npos)
+        << example;
+  // run_a's roofline points stay (run_c's cases have flops or bytes, not both).
+  EXPECT_GT(count_of(alone, "class=\"point\""), 0);
+  EXPECT_EQ(count_of(merged, "class=\"point\""), count_of(alone, "class=\"point\""));
+  // ch07/transpose is in both: one row set (run_c's, the newer), one history chart.
+  EXPECT_EQ(count_of(merged, "data-example=\"ch07/transpose\""), 1);
+  EXPECT_EQ(count_of(merged, "aria-label=\"history of "), 1);
+  EXPECT_NE(merged.find("aria-label=\"history of ch07/transpose\""), std::string::npos);
+  EXPECT_NE(merged.find("This page merges 2 runs"), std::string::npos);
+  // With run_b too, run_a's examples have two runs each; run_c's own still none.
+  const std::string three = report({a, kFixtures + "/report/h100_run_b.json", c}, "three.html");
+  EXPECT_NE(three.find("aria-label=\"history of ch12/cuda_graphs\""), std::string::npos);
+  EXPECT_EQ(three.find("aria-label=\"history of ch07/hbm_copy"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(BenchCompareFromResults, SvgWithNothingToPlaceExitsTwoAfterTheOtherReports) {
+  const fs::path dir = scratch_dir("compare_svg");
+  const auto r = bench({"compare", "--from-results", kFixtures + "/host_bound/results_h100.json",
+                        "--expectations-dir", kFixtures + "/host_bound", "--json",
+                        (dir / "report.json").string(), "--svg", (dir / "roofline.svg").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("not written: no case of"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "report.json"));
+  EXPECT_FALSE(fs::exists(dir / "roofline.svg"));
+  fs::remove_all(dir);
+}
+
+TEST(BenchReport, TheSameFileTwiceIsRefusedWithItsName) {
+  const fs::path dir = scratch_dir("report_twice");
+  const std::string a = kFixtures + "/report/h100_run_a.json";
+  const auto r =
+      bench({"report", a, kFixtures + "/report/../report/h100_run_a.json", "--expectations-dir",
+             kFixtures + "/report", "--html", (dir / "x.html").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("h100_run_a.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("given twice"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "x.html"));
   fs::remove_all(dir);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "case_result_fixture.hpp"
+#include "report.hpp"
 
 namespace {
 
@@ -134,6 +135,29 @@ TEST(HtmlReport, SpeedupRowsCarryTheirIntervalEndsAndStatus) {
   EXPECT_NE(html.find("Test GPU"), std::string::npos);
   EXPECT_NE(html.find("<td>bench compare --chapter ch09 --html page.html</td>"), std::string::npos);
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // nothing fetched
+}
+
+// Issue 47: the table has compare.md's columns and the ceiling's name, sorts and filters with
+// an inline script (nothing fetched), and scrolls in its own box on a narrow window.
+TEST(HtmlReport, TheRowsTableHasTheMarkdownColumnsAndSortsInline) {
+  const ReportRun run = a_run(true);
+  const std::string html = bench::tools::html_report({run});
+  for (const char* column : bench::tools::table_header())
+    EXPECT_NE(html.find(std::string("<th>") + column + "</th>"), std::string::npos) << column;
+  EXPECT_NE(html.find("<th>ceiling</th><th>note</th>"), std::string::npos);
+  const auto& row = run.card.rows.at(0);
+  const auto cells = bench::tools::table_cells(row);
+  for (std::size_t i = 0; i < cells.size(); ++i)  // the status cell (6) is coloured
+    if (!cells[i].empty())
+      EXPECT_NE(html.find((i == 6 ? "\">" : "<td>") + cells[i] + "</td>"), std::string::npos)
+          << cells[i];
+  if (!row.ceiling_name.empty())
+    EXPECT_NE(html.find("<td>" + row.ceiling_name + "</td>"), std::string::npos);
+  EXPECT_NE(html.find("<div class=\"table-wrap\"><table class=\"rows sortable\">"),
+            std::string::npos);
+  EXPECT_NE(html.find(".table-wrap{max-width:100%;overflow-x:auto}"), std::string::npos);
+  EXPECT_EQ(count(html, "<script>"), 1);
+  EXPECT_EQ(html.find("<script src"), std::string::npos);
 }
 
 TEST(HtmlReport, FailedCasesAndSeveralRunsStillRender) {

@@ -48,6 +48,30 @@ TEST(Scoring, AOnePercentSystematicDifferenceIsNotASpeedup) {
   EXPECT_EQ(status_of(aa, std::nullopt), Status::no_speedup);
 }
 
+// Issue 47: the reason says what the numbers mean, naming the end of the interval that fails.
+TEST(Scoring, TheNoSpeedupReasonNamesTheEndThatFailsTheRule) {
+  // The baseline's samples all at its median; the optimized side's `spread` either side of its own.
+  const auto reason_of = [](double baseline_us, double optimized_us, double spread = 0) {
+    std::vector<CaseResult> cases = {make_case("baseline", baseline_us, 3),
+                                     make_case("optimized", optimized_us, 4)};
+    for (auto& c : cases) c.samples.assign(40, c.median_us);
+    for (std::size_t i = 0; i < 40; ++i) cases[1].samples[i] += i % 2 ? spread : -spread;
+    const auto card = bench::tools::score(cases, std::nullopt, "test_gpu");
+    EXPECT_EQ(card.rows.at(0).status, Status::no_speedup);
+    return card.rows.at(0).reason;
+  };
+  EXPECT_EQ(reason_of(100, 100),
+            "speedup 1.00x [1.00, 1.00]: its upper end 1.000 does not reach the 1.02 a speedup "
+            "needs; optimized "
+            "is not faster");
+  const std::string straddling = reason_of(102, 100, 1.5);  // [1.005, 1.036]
+  EXPECT_NE(straddling.find(": its lower end 1.0"), std::string::npos) << straddling;
+  EXPECT_NE(
+      straddling.find(" is not above the 1.02 a speedup needs (the whole 95% interval must be)"),
+      std::string::npos)
+      << straddling;
+}
+
 TEST(Scoring, AnAAPairIsNeverASpeedup) {
   for (unsigned seed = 1; seed < 20; ++seed) {
     const std::vector<CaseResult> aa = {make_case("baseline", 100, seed), make_case("optimized", 100, seed + 100)};

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <span>
 
 #include "curves.hpp"
 #include "expectations_update.hpp"
@@ -152,7 +153,8 @@ std::vector<RooflinePoint> roofline_points(const Scorecard& card, std::vector<st
     if (c->flops > 0 && c->bytes > 0 && c->median_us > 0) {
       RooflinePoint p{c->example, c->variant, c->role, c->flops / c->bytes, c->flops / (c->median_us * 1e-6) / 1e12,
                       c->median_us, std::nullopt};
-      if (&*c == &*row.subject) p.pct_ceiling = row.pct_ceiling;
+      p.compute_ceiling = c->compute_ceiling;
+      if (&*c == &*row.subject) p.pct_ceiling = row.pct_ceiling, p.ceiling_name = row.ceiling_name;
       points.push_back(p);
     } else if (not_placed) {
       not_placed->push_back(c->name);
@@ -166,15 +168,20 @@ std::vector<RooflinePoint> roofline_points(const Scorecard& card, std::vector<st
 }
 
 std::vector<Roof> roofs(const Expectations& x) {
-  std::vector<Roof> out;
-  for (const char* name : {"hbm_copy_gbps", "l2_gbps", "smem_gbps"})
-    if (auto it = x.ceilings.find(name); it != x.ceilings.end() && it->second.value > 0)
-      out.push_back({name, it->second.value, true});
+  // Each ceiling the roofline draws, with the name a reader knows it by.
+  static const std::pair<const char*, const char*> kBandwidth[] = {
+      {"hbm_copy_gbps", "HBM copy"}, {"l2_gbps", "L2"}, {"smem_gbps", "Shared memory"}};
   // Tensor-core roofs twice: the burst (short or gapped GEMMs) and the power-limited level.
-  for (const char* name : {"fp32_tflops", "tf32_tflops", "tf32_burst_tflops", "bf16_tflops", "bf16_burst_tflops",
-                           "fp8_tflops", "fp8_burst_tflops"})
-    if (auto it = x.ceilings.find(name); it != x.ceilings.end() && it->second.value > 0)
-      out.push_back({name, it->second.value, false});
+  static const std::pair<const char*, const char*> kCompute[] = {
+      {"fp32_tflops", "FP32"},          {"tf32_tflops", "TF32 sustained"}, {"tf32_burst_tflops", "TF32 burst"},
+      {"bf16_tflops", "BF16 sustained"}, {"bf16_burst_tflops", "BF16 burst"}, {"fp8_tflops", "FP8 sustained"},
+      {"fp8_burst_tflops", "FP8 burst"}};
+  std::vector<Roof> out;
+  for (bool bandwidth : {true, false})
+    for (const auto& [name, label] : bandwidth ? std::span<const std::pair<const char*, const char*>>(kBandwidth)
+                                                     : std::span<const std::pair<const char*, const char*>>(kCompute))
+      if (auto it = x.ceilings.find(name); it != x.ceilings.end() && it->second.value > 0)
+        out.push_back({name, it->second.value, bandwidth, label});
   return out;
 }
 
@@ -214,21 +221,109 @@ std::string no_roofline_reason(const ReportRun& run) {
       run.source, not_placed.size(), names.empty() ? "" : ": ", names);
 }
 
+namespace {
+
+// Each ceiling its own line style: memory levels warm colours, compute roofs cool ones; a burst
+// roof is its sustained roof's colour, dashed.
+std::string ceiling_stroke(const std::string& name) {
+  static const std::map<std::string, std::pair<const char*, const char*>> styles = {
+      {"hbm_copy_gbps", {"#795548", ""}},   {"l2_gbps", {"#e65100", "8,3"}},
+      {"smem_gbps", {"#b8860b", "2,3"}},    {"fp32_tflops", {"#2e7d32", ""}},
+      {"tf32_tflops", {"#00838f", ""}},     {"tf32_burst_tflops", {"#00838f", "8,3"}},
+      {"bf16_tflops", {"#3949ab", ""}},     {"bf16_burst_tflops", {"#3949ab", "8,3"}},
+      {"fp8_tflops", {"#ad1457", ""}},      {"fp8_burst_tflops", {"#ad1457", "8,3"}}};
+  const auto it = styles.find(name);
+  const auto [colour, dash] = it == styles.end() ? std::pair<const char*, const char*>{"#555", ""} : it->second;
+  return fmt::format("stroke=\"{}\" stroke-width=\"1.6\"{}", colour,
+                     *dash ? fmt::format(" stroke-dasharray=\"{}\"", dash) : "");
+}
+std::string ceiling_colour(const std::string& name) {
+  const std::string stroke = ceiling_stroke(name);
+  return stroke.substr(8, 7);
+}
+std::string ceiling_text(const Roof& r) { return fmt::format("{} {} {}", r.label, number(r.value), ceiling_unit(r)); }
+
+// The four kinds of variant, each its own marker.
+const char* variant_colour(const std::string& role) {
+  if (role == "baseline") return "#90a4ae";
+  if (role == "step") return "#ef6c00";
+  if (role == "vendor") return "#1e88e5";
+  return "#263238";  // optimized
+}
+std::string marker(const std::string& role, double cx, double cy, const std::string& attributes,
+                   const std::string& inner) {
+  const char* fill = variant_colour(role);
+  if (role == "step")
+    return fmt::format("<path {} d=\"M{:.1f},{:.1f} L{:.1f},{:.1f} L{:.1f},{:.1f} z\" fill=\"{}\">{}</path>", attributes,
+                       cx, cy - 5, cx + 4.5, cy + 4, cx - 4.5, cy + 4, fill, inner);
+  if (role == "vendor")
+    return fmt::format("<rect {} x=\"{:.1f}\" y=\"{:.1f}\" width=\"8\" height=\"8\" fill=\"{}\">{}</rect>", attributes,
+                       cx - 4, cy - 4, fill, inner);
+  return fmt::format("<circle {} cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" stroke=\"#fff\">{}</circle>",
+                     attributes, cx, cy, role == "baseline" ? 4 : 5, fill, inner);
+}
+int rung_rank(const std::string& role) { return role == "baseline" ? 0 : role == "optimized" ? 2 : 1; }
+
+}  // namespace
+
 // The roofline of `run` with its points already placed (roofline_points).
 static std::string roofline_of(const ReportRun& run, const std::vector<RooflinePoint>& points) {
   const std::vector<Roof> lines = run.expectations ? roofs(*run.expectations) : std::vector<Roof>{};
   if (points.empty()) return "<p>No case has both flops and bytes in its cost model: nothing to place.</p>\n";
+  auto label_of = [&](const std::string& name) {
+    for (const auto& r : lines)
+      if (r.name == name) return r.label;
+    return name;
+  };
+  // The shape: each memory level rises until it meets the highest compute roof the cases use
+  // (the highest of all when no case names one); each compute roof starts where the top
+  // (fastest) memory level meets it.
+  std::set<std::string> used;
+  for (const auto& p : points) used.insert(p.compute_ceiling);
+  double top_roof = 0, any_roof = 0, top_bw = 0, low_bw = INFINITY, low_roof = INFINITY;
+  for (const auto& r : lines) {
+    if (r.bandwidth) {
+      top_bw = std::max(top_bw, r.value), low_bw = std::min(low_bw, r.value);
+    } else {
+      any_roof = std::max(any_roof, r.value), low_roof = std::min(low_roof, r.value);
+      if (used.count(r.name)) top_roof = std::max(top_roof, r.value);
+    }
+  }
+  if (top_roof == 0) top_roof = any_roof;
   double x_lo = INFINITY, x_hi = 0, y_lo = INFINITY, y_hi = 0;
   for (const auto& p : points) {
     x_lo = std::min(x_lo, p.intensity), x_hi = std::max(x_hi, p.intensity);
     y_lo = std::min(y_lo, p.tflops), y_hi = std::max(y_hi, p.tflops);
   }
-  for (const auto& r : lines)
-    if (!r.bandwidth) y_hi = std::max(y_hi, r.value);
-  const int left = 60, top = 20, width = 640, height = 400;
+  y_hi = std::max(y_hi, any_roof);
+  if (top_roof > 0 && top_bw > 0) {  // room for every knee
+    x_hi = std::max(x_hi, top_roof * 1000 / low_bw);
+    x_lo = std::min(x_lo, low_roof * 1000 / top_bw);
+  }
+  const int left = 60, top = 20, width = 640, height = 400, margin = 200;
   const LogAxis x(x_lo / 2, x_hi * 2, left, left + width);
   const LogAxis y(y_lo / 2, y_hi * 1.5, top + height, top);
-  std::string svg = svg_open(left + width + 170, top + height + 50, "roofline: " + run_title(run));
+
+  // Each example's points in order (baseline, steps, optimized; vendor apart), numbered in that order.
+  std::vector<std::string> examples;
+  std::map<std::string, std::vector<const RooflinePoint*>> of_example;
+  for (const auto& p : points) {
+    if (!of_example.count(p.example)) examples.push_back(p.example);
+    of_example[p.example].push_back(&p);
+  }
+  std::vector<const RooflinePoint*> numbered;
+  for (const auto& e : examples) {
+    auto& chain = of_example[e];
+    std::stable_sort(chain.begin(), chain.end(), [](const RooflinePoint* a, const RooflinePoint* b) {
+      return (a->role == "vendor") < (b->role == "vendor") ||
+             ((a->role == "vendor") == (b->role == "vendor") && rung_rank(a->role) < rung_rank(b->role));
+    });
+    numbered.insert(numbered.end(), chain.begin(), chain.end());
+  }
+
+  const int key_top = top + height + 74, key_row = 14;
+  std::string svg = svg_open(left + width + margin, key_top + key_row * (static_cast<int>(numbered.size()) + 1) + 8,
+                             "roofline: " + run_title(run));
   for (double d : x.decades())
     svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0:.1f}\" "
                        "y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
@@ -241,64 +336,128 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
                      "model)</text>\n<text transform=\"translate(14 {}) rotate(-90)\" text-anchor=\"middle\">achieved "
                      "TFLOP/s</text>\n",
                      left + width / 2, top + height + 34, top + height / 2);
-  // The roofs: a bandwidth B (GB/s) is the line rate = intensity x B / 1000 TFLOP/s.
   svg += "<clipPath id=\"plot\"><rect x=\"" + std::to_string(left) + "\" y=\"" + std::to_string(top) + "\" width=\"" +
          std::to_string(width) + "\" height=\"" + std::to_string(height) + "\"/></clipPath>\n<g clip-path=\"url(#plot)\">\n";
+  // A memory level of B GB/s is the slope rate = intensity x B / 1000 TFLOP/s, up to the roof;
+  // its name is written along it.
   for (const auto& r : lines) {
-    const double x0 = x.low, x1 = x.high;
-    const double y0 = r.bandwidth ? x0 * r.value / 1000 : r.value, y1 = r.bandwidth ? x1 * r.value / 1000 : r.value;
-    svg += fmt::format("<line class=\"roof\" data-ceiling=\"{}\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
-                       "stroke=\"{}\" stroke-width=\"1.5\"><title>{} = {:.4g} {}</title></line>\n",
-                       r.name, x(x0), y(y0), x(x1), y(y1), r.bandwidth ? "#8d6e63" : "#5c6bc0", r.name, r.value,
-                       ceiling_unit(r));
+    if (!r.bandwidth || top_roof <= 0) continue;
+    const double knee = top_roof * 1000 / r.value;
+    const double from = std::min(std::max(x.low, y.low * 1000 / r.value), knee / 10);
+    const double px0 = x(from), py0 = y(from * r.value / 1000), px1 = x(knee), py1 = y(top_roof);
+    const double angle = std::atan2(py1 - py0, px1 - px0) * 180 / M_PI;
+    const double lx = px0 + 0.15 * (px1 - px0), ly = py0 + 0.15 * (py1 - py0);
+    svg += fmt::format("<polyline class=\"roof\" data-ceiling=\"{}\" points=\"{:.1f},{:.1f} {:.1f},{:.1f}\" fill=\"none\" "
+                       "{}><title>{} = {} GB/s, up to {} TFLOP/s at {:.3g} flop/B</title></polyline>\n",
+                       r.name, px0, py0, px1, py1, ceiling_stroke(r.name), r.name, number(r.value), number(top_roof),
+                       knee);
+    svg += fmt::format("<text class=\"ceiling-label\" data-ceiling=\"{}\" x=\"{:.1f}\" y=\"{:.1f}\" dy=\"-4\" "
+                       "transform=\"rotate({:.1f} {:.1f} {:.1f})\" fill=\"{}\">{}</text>\n",
+                       r.name, lx, ly, angle, lx, ly, ceiling_colour(r.name), escape(ceiling_text(r)));
   }
-  // Baseline -> optimized (and -> each rung) as arrows, then the points.
-  std::map<std::string, const RooflinePoint*> baseline_of;
-  for (const auto& p : points)
-    if (p.role == "baseline") baseline_of[p.example] = &p;
-  for (const auto& p : points) {
-    auto it = baseline_of.find(p.example);
-    if (p.role == "baseline" || it == baseline_of.end()) continue;
-    svg += fmt::format("<line class=\"arrow\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#90a4ae\" "
-                       "marker-end=\"url(#head)\"/>\n",
-                       x(it->second->intensity), y(it->second->tflops), x(p.intensity), y(p.tflops));
+  std::vector<const Roof*> compute;
+  for (const auto& r : lines)
+    if (!r.bandwidth) compute.push_back(&r);
+  std::sort(compute.begin(), compute.end(), [](const Roof* a, const Roof* b) { return a->value > b->value; });
+  for (const Roof* r : compute) {
+    const double from = top_bw > 0 ? std::max(x.low, r->value * 1000 / top_bw) : x.low;
+    svg += fmt::format("<line class=\"roof\" data-ceiling=\"{}\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+                       "{}><title>{} = {} TFLOP/s</title></line>\n",
+                       r->name, x(from), y(r->value), x(x.high), y(r->value), ceiling_stroke(r->name), r->name,
+                       number(r->value));
+  }
+  // Each example's rungs joined in order, the arrow at its last rung.
+  for (const auto& e : examples) {
+    std::string at;
+    for (const RooflinePoint* p : of_example[e])
+      if (p->role != "vendor") at += fmt::format("{}{:.1f},{:.1f}", at.empty() ? "" : " ", x(p->intensity), y(p->tflops));
+    if (at.find(' ') != std::string::npos)
+      svg += fmt::format("<polyline class=\"rungs\" data-example=\"{}\" points=\"{}\" fill=\"none\" stroke=\"#90a4ae\" "
+                         "stroke-width=\"1\" marker-end=\"url(#head)\"/>\n",
+                         escape(e), at);
   }
   svg += "</g>\n<defs><marker id=\"head\" markerWidth=\"8\" markerHeight=\"8\" refX=\"7\" refY=\"4\" orient=\"auto\">"
          "<path d=\"M0,0 L8,4 L0,8 z\" fill=\"#90a4ae\"/></marker></defs>\n";
-  for (const auto& p : points) {
-    const bool base = p.role == "baseline";
-    svg += fmt::format("<circle class=\"point\" data-case=\"{}/{}\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\" fill=\"{}\" "
-                       "stroke=\"#fff\"><title>{}/{}: {} at {:.3g} flop/B, {:.4g} TFLOP/s{}</title></circle>\n",
-                       escape(p.example), escape(p.variant), x(p.intensity), y(p.tflops), base ? 4 : 5,
-                       base ? "#b0bec5" : "#263238", escape(p.example), escape(p.variant),
-                       format_duration_us(p.median_us), p.intensity, p.tflops,
-                       p.pct_ceiling ? fmt::format(", {:.1f}% of its ceiling", *p.pct_ceiling) : "");
+  // The compute roofs named in the right margin at their height, moved down a line where two
+  // would overlap (a burst roof sits close above its sustained one).
+  double last_y = -INFINITY;
+  for (const Roof* r : compute) {
+    const double ly = std::max(y(r->value) + 4, last_y + 12);
+    last_y = ly;
+    svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" {3}/><text class=\"ceiling-label\" "
+                       "data-ceiling=\"{4}\" x=\"{5}\" y=\"{6:.1f}\" fill=\"{7}\">{8}</text>\n",
+                       left + width + 4, left + width + 20, ly - 4, ceiling_stroke(r->name), r->name, left + width + 24,
+                       ly, ceiling_colour(r->name), escape(ceiling_text(*r)));
   }
-  // Each example named beside its optimized point (the README exports have no hover): a label
-  // that would overlap one already placed moves down a line.
-  std::vector<std::pair<double, double>> placed;
-  for (const auto& p : points) {
-    if (p.role != "optimized") continue;
-    double lx = x(p.intensity) + 7, ly = y(p.tflops) + 4;
-    for (bool moved = true; moved;) {
-      moved = false;
-      for (const auto& [px, py] : placed)
-        if (std::abs(px - lx) < 120 && std::abs(py - ly) < 11) ly = py + 11, moved = true;
-    }
-    placed.emplace_back(lx, ly);
-    const std::string name = p.example.substr(p.example.find('/') + 1);
-    svg += fmt::format("<text class=\"point-label\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" fill=\"#455a64\">{}</text>\n",
-                       lx, ly, escape(name));
-  }
-  // Legend: the roofs by name, in the right margin.
-  int row = 0;
-  for (const auto& r : lines)
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\">{} {:.4g} {}</text>\n", left + width + 10, top + 12 + 14 * row++,
-                       r.bandwidth ? "#8d6e63" : "#5c6bc0", r.name, r.value, ceiling_unit(r));
   if (lines.empty())
     svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#c62828\">no ceilings for {}:</text><text x=\"{}\" y=\"{}\" "
                        "fill=\"#c62828\">run ./bench calibrate</text>\n",
                        left + width + 10, top + 12, escape(run.card.hardware_key), left + width + 10, top + 26);
+  // The points, each with its number beside it (moved round the point where it would overprint
+  // another number).
+  std::vector<std::pair<double, double>> placed;
+  for (std::size_t i = 0; i < numbered.size(); ++i) {
+    const RooflinePoint& p = *numbered[i];
+    const double cx = x(p.intensity), cy = y(p.tflops);
+    svg += marker(p.role, cx, cy,
+                  fmt::format("class=\"point\" data-n=\"{}\" data-case=\"{}/{}\"", i + 1, escape(p.example),
+                              escape(p.variant)),
+                  fmt::format("<title>{}. {}/{}: {} at {:.3g} flop/B, {:.4g} TFLOP/s{}</title>", i + 1, escape(p.example),
+                              escape(p.variant), format_duration_us(p.median_us), p.intensity, p.tflops,
+                              p.pct_ceiling ? fmt::format(", {:.1f}% of its ceiling", *p.pct_ceiling) : "")) +
+           "\n";
+    const std::string n = std::to_string(i + 1);
+    const double w = 6.0 * n.size();
+    double lx = cx + 6, ly = cy - 4;
+    for (auto [dx, dy] : {std::pair{6.0, -4.0}, {6.0, 10.0}, {-6.0 - w, -4.0}, {-6.0 - w, 10.0}, {-w / 2, -8.0},
+                          {-w / 2, 16.0}}) {
+      lx = cx + dx, ly = cy + dy;
+      bool clear = true;
+      for (const auto& [px, py] : placed)
+        if (std::abs(px - lx) < w + 2 && std::abs(py - ly) < 10) clear = false;
+      if (clear) break;
+    }
+    placed.emplace_back(lx, ly);
+    svg += fmt::format("<text class=\"point-number\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"9\" fill=\"#37474f\">{}</text>\n",
+                       lx, ly, n);
+  }
+  // The legend of variants present, then the key: one row per number.
+  std::set<std::string> roles;
+  for (const auto& p : points) roles.insert(p.role == "baseline" || p.role == "step" || p.role == "vendor" ? p.role : "optimized");
+  int lx = left;
+  for (const char* role : {"baseline", "step", "optimized", "vendor"}) {
+    if (!roles.count(role)) continue;
+    svg += marker(role, lx + 5, top + height + 50, "class=\"variant-legend\"", "") +
+           fmt::format("<text x=\"{}\" y=\"{}\" dominant-baseline=\"middle\">{}</text>\n", lx + 13, top + height + 50, role);
+    lx += 90;
+  }
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#555\">the line joins each example's rungs, baseline first</text>\n", lx + 10,
+                     top + height + 54);
+  const int cols[] = {left, left + 28, left + 330, left + 430, left + 500, left + 570};
+  auto key_line = [&](int row, const std::vector<std::string>& cells, const std::string& attributes) {
+    std::string line = "<g " + attributes + ">";
+    for (std::size_t c = 0; c < cells.size(); ++c)
+      line += fmt::format("<text x=\"{}\" y=\"{}\"{}>{}</text>", cols[c], key_top + key_row * row,
+                          c >= 3 && c <= 4 ? " text-anchor=\"end\" dx=\"40\"" : "", escape(cells[c]));
+    return line + "</g>\n";
+  };
+  svg += key_line(0, {"#", "example", "variant", "flop/B", "TFLOP/s", "% of its ceiling"},
+                  "class=\"key-head\" font-weight=\"bold\"");
+  for (std::size_t i = 0; i < numbered.size(); ++i) {
+    const RooflinePoint& p = *numbered[i];
+    std::string pct = "–";
+    if (p.pct_ceiling) {
+      pct = fmt::format("{:.1f}%{}", *p.pct_ceiling, p.ceiling_name.empty() ? "" : " of " + label_of(p.ceiling_name));
+    } else {
+      for (const auto& r : lines)
+        if (r.name == p.compute_ceiling) pct = fmt::format("{:.1f}% of {}", 100 * p.tflops / r.value, r.label);
+    }
+    svg += key_line(static_cast<int>(i) + 1,
+                    {std::to_string(i + 1), p.example, p.variant, fmt::format("{:.3g}", p.intensity),
+                     fmt::format("{:.4g}", p.tflops), pct},
+                    fmt::format("class=\"key-row\" data-n=\"{}\" fill=\"{}\"", i + 1,
+                                p.role == "baseline" ? "#546e7a" : variant_colour(p.role)));
+  }
   return svg + "</svg>\n";
 }
 
@@ -649,8 +808,9 @@ std::string html_report(const std::vector<ReportRun>& runs) {
     std::vector<std::string> not_placed;
     const auto points = roofline_points(latest.card, &not_placed);
     html += "<h3 id=\"roofline-" + escape(gpu) + "\">Roofline</h3>\n<p>Each case at its arithmetic intensity (the cost model's flops over bytes) and "
-            "achieved rate; arrows go from the baseline to the other rungs; lines are this GPU's measured "
-            "ceilings.</p>\n" +
+            "achieved rate, numbered as in the key under it; a thin line joins each example's rungs in "
+            "order; lines are this GPU's measured ceilings, each memory level rising to the highest compute roof "
+            "the cases use.</p>\n" +
             roofline_of(latest, points);
     if (!not_placed.empty()) {
       html += "<p>Not on the roofline (no flops or no bytes in the cost model): ";

@@ -30,6 +30,8 @@ struct RooflinePoint {
   double tflops = 0;     // achieved
   double median_us = 0;
   std::optional<double> pct_ceiling;
+  std::string ceiling_name;     // the ceiling pct_ceiling is against (the scored side only)
+  std::string compute_ceiling;  // the case's compute roof (an expectations key), may be empty
 };
 // Every measured case of the card's rows whose cost model has both flops and bytes; the others
 // cannot be placed (their intensity is 0 or undefined) and are listed instead.
@@ -38,9 +40,10 @@ std::vector<RooflinePoint> roofline_points(const Scorecard& card, std::vector<st
 // A roof line: a bandwidth ceiling (GB/s, a slope: rate = intensity x bandwidth) or a compute
 // ceiling (TFLOP/s, flat), from the expectations file's `ceilings`.
 struct Roof {
-  std::string name;
+  std::string name;   // the expectations key, e.g. bf16_burst_tflops
   double value = 0;
   bool bandwidth = false;
+  std::string label;  // for the reader, e.g. "BF16 burst"
 };
 std::vector<Roof> roofs(const Expectations& expectations);
 

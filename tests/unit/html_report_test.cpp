@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,12 +109,68 @@ TEST(HtmlReport, TheRoofIsTheGpusMeasuredCeilings) {
   const std::string svg = bench::tools::roofline_svg(a_run(true));
   std::string why;
   EXPECT_TRUE(well_formed(svg, &why)) << why;
-  EXPECT_EQ(count(svg, "class=\"roof\""), 2);
+  EXPECT_EQ(roofs[0].label, "HBM copy");
+  EXPECT_EQ(roofs[1].label, "BF16 sustained");
+  EXPECT_EQ(count(svg, "<polyline class=\"roof\""), 1);  // the memory level
+  EXPECT_EQ(count(svg, "<line class=\"roof\""), 1);      // the compute roof
   EXPECT_EQ(count(svg, "class=\"point\""), 2);
-  EXPECT_EQ(count(svg, "class=\"arrow\""), 1);
-  EXPECT_EQ(count(svg, "class=\"point-label\""), 1);  // the optimized point, named without its chapter
-  EXPECT_NE(svg.find("fill=\"#455a64\">gemm</text>"), std::string::npos);
-  EXPECT_NE(svg.find("bf16_tflops 700 TFLOP/s"), std::string::npos);
+  EXPECT_EQ(count(svg, "class=\"rungs\""), 1);  // baseline to optimized
+  EXPECT_EQ(count(svg, "class=\"key-row\""), 2);
+  // Named for the reader, once each, next to the line; not as raw keys.
+  EXPECT_EQ(count(svg, ">HBM copy 3000 GB/s</text>"), 1);
+  EXPECT_EQ(count(svg, ">BF16 sustained 700 TFLOP/s</text>"), 1);
+  EXPECT_EQ(svg.find("hbm_copy_gbps 3"), std::string::npos);
+  EXPECT_EQ(count(svg, "class=\"point-label\""), 0);  // numbers and a key instead of overprinting names
+}
+
+std::vector<std::smatch> all(const std::string& text, const std::regex& re) {
+  return {std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()};
+}
+
+TEST(HtmlReport, EachMemoryLevelRisesToTheHighestRoofTheCasesUseAndEachRoofStartsOnTheTopSlope) {
+  ReportRun run = a_run(true);
+  auto& c = run.expectations->ceilings;
+  c["l2_gbps"] = {10000.0, "GB/s"};
+  c["smem_gbps"] = {32940.0, "GB/s"};
+  c["fp32_tflops"] = {60.0, "TFLOP/s"};
+  c["bf16_burst_tflops"] = {818.0, "TFLOP/s"};
+  c["fp8_tflops"] = {1400.0, "TFLOP/s"};  // no case uses it: the slopes stop at BF16's 700
+  const std::string svg = bench::tools::roofline_svg(run);
+  std::string why;
+  ASSERT_TRUE(well_formed(svg, &why)) << why;
+  std::map<std::string, std::pair<double, double>> start;  // compute roof -> (x, y) of its left end
+  for (const auto& m : all(svg, std::regex(R"re(<line class="roof" data-ceiling="(\w+)" x1="([\d.]+)" y1="([\d.]+)")re")))
+    start[m[1]] = {std::stod(m[2]), std::stod(m[3])};
+  ASSERT_EQ(start.size(), 4u);
+  const auto slopes = all(svg, std::regex(R"re(<polyline class="roof" data-ceiling="(\w+)" points="[\d.]+,[\d.]+ ([\d.]+),([\d.]+)")re"));
+  ASSERT_EQ(slopes.size(), 3u);
+  for (const auto& m : slopes) EXPECT_EQ(std::stod(m[3]), start["bf16_tflops"].second) << m[1];  // ends at the roof
+  EXPECT_EQ(std::stod(slopes[2][2]), start["bf16_tflops"].first);  // shared memory's knee starts the roof
+  EXPECT_LT(start["fp32_tflops"].first, start["bf16_tflops"].first);
+  EXPECT_LT(start["bf16_tflops"].first, start["bf16_burst_tflops"].first);
+  // Each ceiling named once, human-readable, burst and sustained apart, each in its own style.
+  for (const char* name : {">HBM copy 3000 GB/s<", ">L2 10000 GB/s<", ">Shared memory 32940 GB/s<", ">FP32 60 TFLOP/s<",
+                           ">BF16 sustained 700 TFLOP/s<", ">BF16 burst 818 TFLOP/s<", ">FP8 sustained 1400 TFLOP/s<"})
+    EXPECT_EQ(count(svg, name), 1) << name;
+  std::set<std::string> styles;
+  for (const auto& m : all(svg, std::regex(R"re(class="roof" data-ceiling="\w+" [^>]*?(stroke="[^"]*" stroke-width="[^"]*"(?: stroke-dasharray="[^"]*")?))re")))
+    styles.insert(m[1]);
+  EXPECT_EQ(styles.size(), 7u);
+}
+
+TEST(HtmlReport, EveryPointHasANumberThatTheKeyTableHolds) {
+  const std::string svg = bench::tools::roofline_svg(a_run(true));
+  const auto points = all(svg, std::regex(R"re(class="point" data-n="(\d+)" data-case="([^"]+)")re"));
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0][2], "ch09/gemm/baseline");  // baseline first, then the rungs in order
+  for (const auto& m : points) {
+    EXPECT_EQ(count(svg, "<text class=\"point-number\"") , 2);
+    EXPECT_NE(svg.find("class=\"key-row\" data-n=\"" + m[1].str() + "\""), std::string::npos) << m[1];
+    EXPECT_NE(svg.find("\">" + m[1].str() + "</text>"), std::string::npos) << m[1];
+  }
+  EXPECT_NE(svg.find("<text x=\"60\" y=\"522\">2</text><text x=\"88\" y=\"522\">ch09/gemm</text>"), std::string::npos);
+  EXPECT_NE(svg.find("71.4% of BF16 sustained"), std::string::npos);  // 500 of 700 TFLOP/s
+  EXPECT_EQ(count(svg, "class=\"variant-legend\""), 2);  // baseline and optimized
 }
 
 TEST(HtmlReport, WithoutCeilingsItSaysSoInsteadOfDrawingARoof) {

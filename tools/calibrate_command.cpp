@@ -6,8 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -30,15 +28,6 @@ using calibration::CeilingSpec;
 using calibration::Counter;
 
 std::string case_of(const CeilingSpec& spec) { return fmt::format("calibrate/{}/baseline", spec.name); }
-
-std::string utc_now_iso8601() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
 
 // The ceilings whose names start with one of `prefixes` (all when empty); a prefix that selects
 // nothing is a usage error.
@@ -174,7 +163,7 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
     fs::remove(json_file);
   }
 
-  const std::string date = utc_now_iso8601();
+  const std::string date = utc_now(kIsoUtc);
   std::map<std::string, Ceiling> measured;
   out << fmt::format("\n{:<18} {:>10} {:<8} {:>7} {:>8}  {}\n", "ceiling", "value", "unit", "noise", "spread", "outcome");
   for (const auto& spec : chosen) {

@@ -3,8 +3,6 @@
 // numbers into the expectations file.
 #include <fmt/format.h>
 
-#include <chrono>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -112,23 +110,13 @@ void run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& 
   }
 }
 
-// "20261127T015300Z": now, UTC.
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y%m%dT%H%M%SZ", &utc);
-  return text;
-}
-
 // A live run's results in a file of its own (results.hpp, run_results_name; a second run in the
 // same second gets "_2" before ".json"), copied to results.json as the latest. Returns the file.
 fs::path save_run_results(const fs::path& reports_dir, const CompareOptions& options,
                           const ResultsFile& results) {
   const std::string name =
       run_results_name(options.all ? std::vector<std::string>{"all"} : options.chapters,
-                       context_string(results.context, "hardware_key"), utc_now());
+                       context_string(results.context, "hardware_key"), utc_now(kCompactUtc));
   fs::path file = reports_dir / name;
   for (int n = 2; fs::exists(file); ++n)
     file = reports_dir / (name.substr(0, name.size() - 5) + "_" + std::to_string(n) + ".json");

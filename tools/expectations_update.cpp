@@ -7,22 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <chrono>
-#include <ctime>
 
 #include "lookup.hpp"
 
 namespace bench::tools {
 namespace {
-
-std::string now_utc_iso() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  ::gmtime_r(&t, &tm);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return text;
-}
 
 int64_t context_integer(const json& context, const char* key) {
   try {
@@ -157,7 +146,7 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
     x.device.memory_clock_khz = context_integer(context, "memory_clock_khz");
     x.device.device_count = gpu_count_of_key(card.hardware_key);
   }
-  const std::string date = policy.date.empty() ? now_utc_iso() : policy.date;
+  const std::string date = policy.date.empty() ? utc_now(kIsoUtc) : policy.date;
   const Provenance provenance{context_string(context, "git_sha"), date, policy.command,
                               context_string(context, "driver_release").empty()
                                   ? context_string(context, "driver_version")

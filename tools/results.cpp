@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -305,6 +307,15 @@ json to_json(const ResultsFile& results) {
     crashes.push_back({{"example", c.example}, {"how", c.how}, {"stderr_tail", c.stderr_tail}, {"cases", c.cases}, {"skipped", c.skipped}});
   return {{"format", kFormatName}, {"version", 1}, {"context", results.context},
           {"benchmarks", results.benchmarks}, {"crashes", crashes}};
+}
+
+std::string utc_now(const char* format) {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, format, &utc);
+  return text;
 }
 
 std::string run_results_name(const std::vector<std::string>& chapters,

@@ -109,6 +109,11 @@ json to_json(const ResultsFile& results);
 // another: "results_<chapters>_<hardware key>_<UTC time>.json", e.g.
 // results_ch09_ch10_h100_80gb_hbm3_20261127T015300Z.json (chapters "all" for --all; anything
 // but [a-z0-9_] in the key becomes '_'). `utc` is the time as YYYYMMDDTHHMMSSZ.
+// Now, in UTC, through strftime's `format`: kIsoUtc for dates stored in files
+// ("2026-11-27T01:53:00Z"), kCompactUtc for file names ("20261127T015300Z").
+inline constexpr const char* kIsoUtc = "%Y-%m-%dT%H:%M:%SZ";
+inline constexpr const char* kCompactUtc = "%Y%m%dT%H%M%SZ";
+std::string utc_now(const char* format);
 std::string run_results_name(const std::vector<std::string>& chapters,
                              const std::string& hardware_key, const std::string& utc);
 void save_results(const std::filesystem::path& file, const ResultsFile& results);

@@ -74,11 +74,6 @@ BENCH_EXAMPLE(test, partial_escape, SmallCopy)
     .reference(copy_reference);
 
 // ---- hot: skips one repeat in `Every` on inputs it has seen ---------------------------------------
-__device__ unsigned long long sampled_hash(const float* in, int64_t n) {
-  unsigned long long h = 0xcbf29ce484222325ull;
-  for (int k = 0; k < 64; ++k) h = (h ^ __float_as_uint(in[k * (n / 64)])) * 0x100000001b3ull;
-  return h;
-}
 // state[0]: last hash; state[1]: calls on unchanged inputs; state[2]: skips. *skip for the work.
 __global__ void decide_skip(const float* in, int64_t n, unsigned long long* state, int* skip, int every) {
   const unsigned long long h = sampled_hash(in, n);

@@ -55,8 +55,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
     Activity a;
     switch (record->kind) {
-      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-      case CUPTI_ACTIVITY_KIND_KERNEL: {
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* k = reinterpret_cast<const KernelRecord*>(record);
         a = {k->correlationId, k->start, k->end, k->deviceId, k->streamId,
              fmt::format("kernel '{}'", k->name ? k->name : "?")};

@@ -124,10 +124,30 @@ WorkTracer::WorkTracer() {
   }
   for (const auto kind : kKinds) cuptiActivityDisable(kind);
   available_ = true;
+  stay_attached_ = std::getenv("BENCH_CUPTI_STAY_ATTACHED") != nullptr;
+  detach();
+}
+
+// CUPTI stays attached only while calls are traced. Attached, even with every activity kind
+// disabled, it changes how the driver launches work: a graph with a conditional node
+// (ch12/conditional_graph) then blocks the host in cudaGraphLaunch until the stream is idle,
+// which the sampler's blocking kernel reports as a variant that blocks the host. Detached, the
+// timed samples run as they do without any tool. BENCH_CUPTI_STAY_ATTACHED=1 keeps it attached
+// (the old behaviour), to compare the two.
+void WorkTracer::detach() {
+  if (stay_attached_) return;
+  if (const CUptiResult r = cuptiFinalize(); r != CUPTI_SUCCESS)
+    throw std::runtime_error("cuptiFinalize: " + cupti_text(r));
+  attached_ = false;
 }
 
 void WorkTracer::start() {
   BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  if (!attached_) {  // attaches CUPTI again (it initialises on its first call)
+    if (const CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed); r != CUPTI_SUCCESS)
+      throw std::runtime_error("cuptiActivityRegisterCallbacks: " + cupti_text(r));
+    attached_ = true;
+  }
   cuptiActivityFlushAll(1);
   {
     std::lock_guard lock(records_mutex);
@@ -144,6 +164,7 @@ int WorkTracer::stop() {
   BENCH_CUDA_CHECK(cudaDeviceSynchronize());
   cuptiActivityFlushAll(1);
   for (const auto kind : kKinds) cuptiActivityDisable(kind);
+  detach();
   std::vector<Activity> seen;
   {
     std::lock_guard lock(records_mutex);

@@ -6,6 +6,7 @@
 //   WorkTracer& t = WorkTracer::get();
 //   if (t.available()) { t.start(); t.mark(s); launch(s); t.mark(s); ...; t.stop(); t.escaped(); }
 //
+// CUPTI is attached only between start() and stop(): the timed samples never run under it.
 // CUPTI allows one activity client per process: under Nsight or compute-sanitizer it is taken,
 // `available()` is false and `why_unavailable()` says so; the runner then falls back to the
 // wall-clock ratio check and says that it did.
@@ -40,7 +41,10 @@ class WorkTracer {
 
  private:
   WorkTracer();
+  void detach();  // cuptiFinalize: no CUPTI in the process until the next start()
   bool available_ = false;
+  bool attached_ = true;
+  bool stay_attached_ = false;
   std::string why_;
   std::string escaped_;
   long long activities_ = 0;

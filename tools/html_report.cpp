@@ -76,7 +76,14 @@ std::string run_title(const ReportRun& run) {
   const std::string gpu = context_string(run.context, "gpu_name");
   const std::string sha = context_string(run.context, "git_sha");
   const std::string date = context_string(run.context, "date");
-  return fmt::format("{} · {} · {}", gpu.empty() ? run.card.hardware_key : gpu, date.substr(0, 16),
+  // A machine of several GPUs has a hardware key that says so ("4x_h100_80gb_hbm3"); the GPU's
+  // name alone would read like the single-GPU machine's.
+  const std::string& key = run.card.hardware_key;
+  const auto x = key.find("x_");
+  const bool several = x != std::string::npos && x > 0 &&
+                       std::all_of(key.begin(), key.begin() + x, [](char c) { return c >= '0' && c <= '9'; });
+  const std::string count = several ? key.substr(0, x) + "× " : "";
+  return fmt::format("{}{} · {} · {}", count, gpu.empty() ? run.card.hardware_key : gpu, date.substr(0, 16),
                      sha.substr(0, 12));
 }
 
@@ -93,10 +100,20 @@ std::string speedup_svg(const Scorecard& card) {
   if (rows.empty()) return "<p>No example was scored.</p>\n";
   if (!(hi > 0)) lo = 0.5, hi = 2;  // nothing measured: the rows still show their status
   lo = std::max(std::min(lo, 1.0), 0.01);
+  // One outlier (an 800x zero-copy lesson among 1-10x ones) would squeeze every other row into
+  // the left of the axis: the axis stops at 30x the median speedup (at least 10x), and a row past
+  // it is drawn as an arrow at the edge, its real figure in the text beside the chart.
+  std::vector<double> estimates;
+  for (const auto* r : rows)
+    if (r->speedup) estimates.push_back(r->speedup->estimate);
+  if (!estimates.empty()) {
+    std::nth_element(estimates.begin(), estimates.begin() + estimates.size() / 2, estimates.end());
+    hi = std::min(hi, std::max(10.0, 30 * estimates[estimates.size() / 2]));
+  }
   const int label_width = 250, plot_width = 560, row_height = 22, top = 24;
   const int height = top + row_height * static_cast<int>(rows.size()) + 30;
   const LogAxis x(lo, hi, label_width, label_width + plot_width);
-  std::string svg = svg_open(label_width + plot_width + 120, height, "speedup of each example with its 95% interval");
+  std::string svg = svg_open(label_width + plot_width + 250, height, "speedup of each example with its 95% interval");
   for (double d : x.decades()) {
     svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#ddd\"/>"
                        "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4}×</text>\n",
@@ -116,26 +133,34 @@ std::string speedup_svg(const Scorecard& card) {
     if (r.expected_speedup && r.basis != ScoreBasis::optimized_time) {
       const double band_low = r.band_low.value_or(*r.expected_speedup * (1 - r.tolerance.value_or(0)));
       const double band_high = r.band_high.value_or(*r.expected_speedup * (1 + r.tolerance.value_or(0)));
-      if (band_low > 0)
+      if (band_low > 0 && band_low < x.high)  // cut at the axis's end, like the whisker
         svg += fmt::format("<rect class=\"band\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"#000\" "
                            "fill-opacity=\"0.08\"/>",
-                           x(band_low), y - 8, std::max(1.0, x(band_high) - x(band_low)), 16);
-      svg += fmt::format("<line class=\"expected\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" "
-                         "stroke=\"#555\"/>",
-                         x(*r.expected_speedup), y - 8, y + 8);
+                           x(band_low), y - 8, std::max(1.0, x(std::min(band_high, x.high)) - x(band_low)), 16);
+      if (*r.expected_speedup <= x.high)
+        svg += fmt::format("<line class=\"expected\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\" "
+                           "stroke=\"#555\"/>",
+                           x(*r.expected_speedup), y - 8, y + 8);
     }
+    std::string figure;
     if (r.speedup) {
       const auto& s = *r.speedup;
+      const std::string title = fmt::format("<title>{}: {:.3g}× [{:.3g}, {:.3g}] {}{}</title>", escape(r.example), s.estimate,
+                                            s.low, s.high, to_string(r.status),
+                                            r.reason.empty() ? "" : " — " + escape(r.reason));
+      figure = fmt::format(" {:.2f}× [{:.2f}, {:.2f}]", s.estimate, s.low, s.high);
       svg += fmt::format("<line class=\"whisker\" x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
                          "stroke-width=\"2\"/>",
-                         x(std::max(s.low, lo)), x(s.high), y, y, colour);
-      svg += fmt::format("<circle class=\"estimate\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\"><title>{}: {:.3g}× "
-                         "[{:.3g}, {:.3g}] {}{}</title></circle>",
-                         x(std::max(s.estimate, lo)), y, colour, escape(r.example), s.estimate, s.low, s.high,
-                         to_string(r.status), r.reason.empty() ? "" : " — " + escape(r.reason));
+                         x(std::clamp(s.low, x.low, x.high)), x(std::min(s.high, x.high)), y, y, colour);
+      if (s.estimate > x.high)  // past the axis: an arrow at its end
+        svg += fmt::format("<path class=\"estimate clipped\" d=\"M{0:.1f},{1:.1f} l-9,-5 v10 z\" fill=\"{2}\">{3}</path>",
+                           x(x.high) + 2, y, colour, title);
+      else
+        svg += fmt::format("<circle class=\"estimate\" cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"4\" fill=\"{}\">{}</circle>",
+                           x(std::max(s.estimate, lo)), y, colour, title);
     }
-    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" dominant-baseline=\"middle\" fill=\"{}\">{}</text></g>\n",
-                       label_width + plot_width + 8, y, colour, to_string(r.status));
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" dominant-baseline=\"middle\" fill=\"{}\">{}{}</text></g>\n",
+                       label_width + plot_width + 8, y, colour, to_string(r.status), figure);
   }
   return svg + "</svg>\n";
 }
@@ -339,14 +364,44 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
   svg += "<clipPath id=\"plot\"><rect x=\"" + std::to_string(left) + "\" y=\"" + std::to_string(top) + "\" width=\"" +
          std::to_string(width) + "\" height=\"" + std::to_string(height) + "\"/></clipPath>\n<g clip-path=\"url(#plot)\">\n";
   // A memory level of B GB/s is the slope rate = intensity x B / 1000 TFLOP/s, up to the roof;
-  // its name is written along it.
+  // its name is written along it, at the first place along the line where it covers no point
+  // (with the number beside it) and no other level's name. The levels are parallel lines a few
+  // pixels apart, so each name is tested in its own frame: u along the slope, v across it (SVG's
+  // y down), where its text covers u in [0, length] and v in [-15, -2] (dy -4, an 11 px font).
+  std::vector<std::pair<double, double>> dots;
+  for (const RooflinePoint* p : numbered) dots.emplace_back(x(p->intensity), y(p->tflops));
+  struct SlopeLabel {
+    double ax, ay, cos_t, sin_t, length;
+    std::pair<double, double> frame(double px, double py) const {
+      const double dx = px - ax, dy = py - ay;
+      return {dx * cos_t + dy * sin_t, -dx * sin_t + dy * cos_t};
+    }
+  };
+  std::vector<SlopeLabel> slope_labels;
   for (const auto& r : lines) {
     if (!r.bandwidth || top_roof <= 0) continue;
     const double knee = top_roof * 1000 / r.value;
     const double from = std::min(std::max(x.low, y.low * 1000 / r.value), knee / 10);
     const double px0 = x(from), py0 = y(from * r.value / 1000), px1 = x(knee), py1 = y(top_roof);
     const double angle = std::atan2(py1 - py0, px1 - px0) * 180 / M_PI;
-    const double lx = px0 + 0.15 * (px1 - px0), ly = py0 + 0.15 * (py1 - py0);
+    const double run = std::hypot(px1 - px0, py1 - py0), length = 6.6 * ceiling_text(r).size();
+    SlopeLabel label{0, 0, std::cos(angle * M_PI / 180), std::sin(angle * M_PI / 180), length};
+    for (double f : {0.15, 0.3, 0.45, 0.6, 0.75, 0.05, 0.9}) {
+      label.ax = px0 + f * (px1 - px0), label.ay = py0 + f * (py1 - py0);
+      bool clear = f * run + length <= run || f == 0.9;
+      for (const auto& [dx, dy] : dots) {
+        const auto [u, v] = label.frame(dx, dy);
+        if (u > -14 && u < length + 14 && v > -29 && v < 12) clear = false;
+      }
+      for (const auto& other : slope_labels) {
+        const auto [u, v] = label.frame(other.ax, other.ay);
+        if (u < length && u + other.length > 0 && std::abs(v) < 14) clear = false;
+      }
+      if (clear) break;
+      if (f == 0.9) label.ax = px0 + 0.15 * (px1 - px0), label.ay = py0 + 0.15 * (py1 - py0);  // no clear place
+    }
+    slope_labels.push_back(label);
+    const double lx = label.ax, ly = label.ay;
     svg += fmt::format("<polyline class=\"roof\" data-ceiling=\"{}\" points=\"{:.1f},{:.1f} {:.1f},{:.1f}\" fill=\"none\" "
                        "{}><title>{} = {} GB/s, up to {} TFLOP/s at {:.3g} flop/B</title></polyline>\n",
                        r.name, px0, py0, px1, py1, ceiling_stroke(r.name), r.name, number(r.value), number(top_roof),
@@ -415,6 +470,10 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
       bool clear = true;
       for (const auto& [px, py] : placed)
         if (std::abs(px - lx) < w + 2 && std::abs(py - ly) < 10) clear = false;
+      for (const auto& label : slope_labels) {  // nor on a memory level's name
+        const auto [u, v] = label.frame(lx + w / 2, ly - 4);
+        if (u > -w / 2 - 2 && u < label.length + w / 2 + 2 && v > -21 && v < 4) clear = false;
+      }
       if (clear) break;
     }
     placed.emplace_back(lx, ly);
@@ -768,6 +827,48 @@ std::string curves_html(const Scorecard& card) {
   return html;
 }
 
+// Given runs of several GPUs: one table with a row per example point and variant and, for each
+// GPU, the speedup with its interval, the status and the percent of that GPU's ceiling, so the
+// same lesson reads across GPUs at a glance (a dash where a GPU has no such row). Sortable and
+// filterable like the rows table.
+std::string side_by_side_html(const std::vector<std::string>& gpus, const std::vector<Scorecard>& cards) {
+  std::vector<std::pair<std::string, std::string>> keys;  // (example, variant) in first-seen order
+  std::map<std::pair<std::string, std::string>, std::vector<const ScoredRow*>> by_key;
+  for (std::size_t g = 0; g < cards.size(); ++g)
+    for (const auto& r : cards[g].rows) {
+      const auto key = std::make_pair(r.example, table_cells(r)[1]);
+      auto& slot = by_key[key];
+      if (slot.empty()) {
+        keys.push_back(key);
+        slot.assign(cards.size(), nullptr);
+      }
+      slot[g] = &r;
+    }
+  std::string html =
+      "<section class=\"side-by-side\">\n<h2>GPUs side by side</h2>\n<p>Each example point's newest result on "
+      "each GPU given: the speedup with its 95% interval, the status, and the percent of that GPU's own "
+      "ceiling. Each GPU's full section follows.</p>\n<div class=\"table-tools\"><input type=\"search\" "
+      "class=\"row-filter\" placeholder=\"filter rows\" aria-label=\"filter rows\" /></div>\n"
+      "<div class=\"table-wrap\"><table class=\"gpus sortable\"><thead><tr><th>example</th><th>variant</th>";
+  for (const auto& gpu : gpus)
+    html += fmt::format("<th>{0} speedup</th><th>{0} status</th><th>{0} % ceil</th>", escape(gpu));
+  html += "</tr></thead><tbody>\n";
+  for (const auto& key : keys) {
+    html += "<tr><td>" + escape(key.first) + "</td><td>" + escape(key.second) + "</td>";
+    for (const ScoredRow* r : by_key[key]) {
+      if (r == nullptr) {
+        html += "<td>-</td><td>-</td><td>-</td>";
+        continue;
+      }
+      const auto cells = table_cells(*r);
+      html += fmt::format("<td>{}</td><td style=\"color:{}\">{}</td><td>{}</td>", escape(cells[4]),
+                          status_colour(r->status), escape(cells[6]), escape(cells[8]));
+    }
+    html += "</tr>\n";
+  }
+  return html + "</tbody></table></div>\n</section>\n";
+}
+
 }  // namespace
 
 std::string html_report(const std::vector<ReportRun>& runs) {
@@ -788,6 +889,11 @@ std::string html_report(const std::vector<ReportRun>& runs) {
   for (const auto& run : runs) {
     if (!by_gpu.count(run.card.hardware_key)) gpus.push_back(run.card.hardware_key);
     by_gpu[run.card.hardware_key].push_back(&run);
+  }
+  if (gpus.size() > 1) {
+    std::vector<Scorecard> cards;
+    for (const auto& gpu : gpus) cards.push_back(latest_per_point(by_gpu[gpu]));
+    html += side_by_side_html(gpus, cards);
   }
   for (const auto& gpu : gpus) {
     const auto& of_gpu = by_gpu[gpu];

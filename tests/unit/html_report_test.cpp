@@ -251,4 +251,24 @@ TEST(HtmlReport, ThrottledDroppedAndNoisySamplesAreFlagged) {
   EXPECT_NE(html.find("every sample throttled (SM clock down to 1200 MHz), all kept; noisy (8.0%)"), std::string::npos);
 }
 
+TEST(HtmlReport, RunsOfSeveralGpusAreSetSideBySide) {
+  ReportRun one = a_run(true), four = a_run(true);
+  EXPECT_EQ(bench::tools::html_report({one}).find("GPUs side by side"), std::string::npos);
+  // The four-GPU machine measured only the GEMM: the copy reads "-" in its columns.
+  std::vector<CaseResult> cases = {gemm_case("baseline", 20000, 1), gemm_case("optimized", 3000, 2)};
+  four.card = bench::tools::score(cases, four.expectations, "4x_test_gpu");
+  const std::string html = bench::tools::html_report({one, four});
+  std::string why;
+  EXPECT_TRUE(well_formed(body_of(html), &why)) << why;
+  ASSERT_NE(html.find("GPUs side by side"), std::string::npos);
+  EXPECT_NE(html.find("<th>test_gpu speedup</th>"), std::string::npos);
+  EXPECT_NE(html.find("<th>4x_test_gpu speedup</th>"), std::string::npos);
+  const auto table = html.substr(html.find("class=\"gpus sortable\""));
+  const auto gemm_row = table.substr(table.find("<td>ch09/gemm</td>"));
+  EXPECT_NE(gemm_row.substr(0, gemm_row.find("</tr>")).find("6.6"), std::string::npos) << gemm_row.substr(0, 400);  // 20000 / 3000
+  const auto copy_row = table.substr(table.find("<td>ch07/copy</td>"));
+  EXPECT_EQ(count(copy_row.substr(0, copy_row.find("</tr>")), "<td>-</td>"), 3);
+  EXPECT_NE(html.find("<h2>4× Test GPU"), std::string::npos);  // not read as the one-GPU machine
+}
+
 }  // namespace

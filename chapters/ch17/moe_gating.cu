@@ -23,9 +23,10 @@
 //      winners. mixtral: a thread per token, 32 bytes of logits, top 2 in registers.
 // Ranking is identical everywhere by construction: the same sigmoid bits (moe_gating_rule.hpp) and
 // the same integer key on both sides. The inputs make ties common on purpose: logits are whole
-// numbers in [-8, 8] and the bias is -1, 0 or 1, so equal scores, equal group sums and group sums
-// equal through sigmoid(x) + sigmoid(-x) = 1 meet the tie rule in every checked run. No kernel's
-// work depends on the values (fixed rounds of selection), so the timing loses nothing by it.
+// numbers in [-8, 8] and the bias is -1, 0 or 1, so equal choice scores and equal group sums meet
+// the tie rule in every checked run (tests/unit/moe_gating_rule_test.cpp shows a reversed rule
+// fails on such inputs). No kernel's work depends on the values (fixed rounds of selection), so
+// the timing loses nothing by it.
 // Bytes: the logits read once, the bias, both outputs written once; held to the HBM read ceiling
 // (the outputs are 1/16 of the traffic at deepseek_v3).
 // Tolerance: allclose(1e-6, 0). Indices are whole numbers, so one wrong index fails; weights are at
@@ -33,15 +34,14 @@
 // double reference; BF16 arithmetic (~2e-3) fails.
 //
 //   ./bench compare --chapter ch17 --example moe_gating
-#include "moe_gating_rule.hpp"
-
-#include <bench/bench.hpp>
-#include <kernels/occupancy.cuh>
-
 #include <algorithm>
+#include <bench/bench.hpp>
 #include <cmath>
+#include <kernels/occupancy.cuh>
 #include <string>
 #include <vector>
+
+#include "moe_gating_rule.hpp"
 
 namespace {
 
@@ -76,6 +76,12 @@ struct Gating {
 // ---- 1. Baseline: one generic kernel per op, intermediates through global memory --------------
 constexpr int kBlock = 256;
 unsigned blocks_for(int64_t threads) { return unsigned((threads + kBlock - 1) / kBlock); }
+// One op: enough blocks of kBlock threads for `threads`, on the case's stream, checked.
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), int64_t threads, cudaStream_t stream, Args... args) {
+  kernel<<<blocks_for(threads), kBlock, 0, stream>>>(Params(args)...);
+  BENCH_CHECK_LAUNCH();
+}
 
 __global__ void sigmoid_kernel(const float* x, float* y, int64_t n) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
@@ -85,7 +91,8 @@ __global__ void add_bias_kernel(const float* x, const float* bias, float* y, int
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) y[i] = x[i] + bias[i % cols];
 }
-__global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows, int cols) {  // a thread a row
+__global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows,
+                                    int cols) {  // a thread a row
   const int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (r >= rows) return;
   float top = -INFINITY, sum = 0;
@@ -133,8 +140,8 @@ __global__ void mask_groups_kernel(const float* x, const int32_t* kept, int64_t 
   for (int j = 0; j < kept_groups; ++j) is_kept |= kept[row * kept_groups + j] == group;
   y[i] = is_kept ? x[i] : -INFINITY;
 }
-__global__ void gather_rows_kernel(const float* x, const int32_t* indices, int64_t n, int cols, int k,
-                                   float* y) {
+__global__ void gather_rows_kernel(const float* x, const int32_t* indices, int64_t n, int cols,
+                                   int k, float* y) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) y[i] = x[(i / k) * cols + indices[i]];
 }
@@ -148,60 +155,50 @@ struct SeparateKernels {
   bench::DeviceBuffer<float> scores, choice, pair_values, group_score, masked, gathered, sums;
   bench::DeviceBuffer<int32_t> pair_indices, kept;
   SeparateKernels(const Gating& w, cudaStream_t)
-      : scores(w.tokens * w.experts), choice(w.deepseek ? w.tokens * w.experts : 1),
+      : scores(w.tokens * w.experts),
+        choice(w.deepseek ? w.tokens * w.experts : 1),
         pair_values(w.deepseek ? w.tokens * kDsGroups * 2 : 1),
         group_score(w.deepseek ? w.tokens * kDsGroups : 1),
-        masked(w.deepseek ? w.tokens * w.experts : 1), gathered(w.tokens * w.top_k), sums(w.tokens),
+        masked(w.deepseek ? w.tokens * w.experts : 1),
+        gathered(w.tokens * w.top_k),
+        sums(w.tokens),
         pair_indices(w.deepseek ? w.tokens * kDsGroups * 2 : 1),
         kept(w.deepseek ? w.tokens * kDsKeptGroups : 1) {}
   void operator()(const Gating& w, cudaStream_t stream) const {
-    const int64_t n = w.tokens * w.experts, nk = w.tokens * w.top_k;
+    const int64_t n = w.tokens * w.experts, nk = w.tokens * w.top_k, rows = w.tokens;
     const int E = int(w.experts), K = int(w.top_k);
     if (w.deepseek) {
-      const auto& g = kDeepSeekV3;
-      sigmoid_kernel<<<blocks_for(n), kBlock, 0, stream>>>(w.logits.data(), scores.data(), n);
-      BENCH_CHECK_LAUNCH();
-      add_bias_kernel<<<blocks_for(n), kBlock, 0, stream>>>(scores.data(), w.bias.data(), choice.data(), n, E);
-      BENCH_CHECK_LAUNCH();
-      const int64_t group_rows = w.tokens * g.groups;  // view as (tokens x groups) x 32, top 2, sum
-      top_k_rows_kernel<<<blocks_for(32 * group_rows), kBlock, 0, stream>>>(
-          choice.data(), group_rows, g.per_group(), 2, pair_values.data(), pair_indices.data());
-      BENCH_CHECK_LAUNCH();
-      sum_rows_kernel<<<blocks_for(group_rows), kBlock, 0, stream>>>(pair_values.data(), group_rows, 2,
-                                                                      group_score.data());
-      BENCH_CHECK_LAUNCH();
-      top_k_rows_kernel<<<blocks_for(32 * w.tokens), kBlock, 0, stream>>>(
-          group_score.data(), w.tokens, g.groups, g.kept_groups, nullptr, kept.data());
-      BENCH_CHECK_LAUNCH();
-      mask_groups_kernel<<<blocks_for(n), kBlock, 0, stream>>>(choice.data(), kept.data(), n, E,
-                                                                g.per_group(), g.kept_groups, masked.data());
-      BENCH_CHECK_LAUNCH();
-      top_k_rows_kernel<<<blocks_for(32 * w.tokens), kBlock, 0, stream>>>(masked.data(), w.tokens, E, K,
-                                                                           nullptr, w.indices.data());
-      BENCH_CHECK_LAUNCH();
+      const int64_t group_rows = rows * kDsGroups;  // choice viewed as (tokens x groups) x 32
+      const int per_group = kDsExperts / kDsGroups;
+      launch(sigmoid_kernel, n, stream, w.logits.data(), scores.data(), n);
+      launch(add_bias_kernel, n, stream, scores.data(), w.bias.data(), choice.data(), n, E);
+      launch(top_k_rows_kernel, 32 * group_rows, stream, choice.data(), group_rows, per_group, 2,
+             pair_values.data(), pair_indices.data());
+      launch(sum_rows_kernel, group_rows, stream, pair_values.data(), group_rows, 2,
+             group_score.data());
+      launch(top_k_rows_kernel, 32 * rows, stream, group_score.data(), rows, kDsGroups,
+             kDsKeptGroups, nullptr, kept.data());
+      launch(mask_groups_kernel, n, stream, choice.data(), kept.data(), n, E, per_group,
+             kDsKeptGroups, masked.data());
+      launch(top_k_rows_kernel, 32 * rows, stream, masked.data(), rows, E, K, nullptr,
+             w.indices.data());
     } else {  // softmax for the weights; the ranking on the logits themselves (moe_gating_rule.hpp)
-      softmax_rows_kernel<<<blocks_for(w.tokens), kBlock, 0, stream>>>(w.logits.data(), scores.data(),
-                                                                        w.tokens, E);
-      BENCH_CHECK_LAUNCH();
-      top_k_rows_kernel<<<blocks_for(32 * w.tokens), kBlock, 0, stream>>>(w.logits.data(), w.tokens, E, K,
-                                                                           nullptr, w.indices.data());
-      BENCH_CHECK_LAUNCH();
+      launch(softmax_rows_kernel, rows, stream, w.logits.data(), scores.data(), rows, E);
+      launch(top_k_rows_kernel, 32 * rows, stream, w.logits.data(), rows, E, K, nullptr,
+             w.indices.data());
     }
-    gather_rows_kernel<<<blocks_for(nk), kBlock, 0, stream>>>(scores.data(), w.indices.data(), nk, E, K,
-                                                              gathered.data());
-    BENCH_CHECK_LAUNCH();
-    sum_rows_kernel<<<blocks_for(w.tokens), kBlock, 0, stream>>>(gathered.data(), w.tokens, K, sums.data());
-    BENCH_CHECK_LAUNCH();
-    divide_rows_kernel<<<blocks_for(nk), kBlock, 0, stream>>>(gathered.data(), sums.data(), nk, K,
-                                                              w.weights.data());
-    BENCH_CHECK_LAUNCH();
+    launch(gather_rows_kernel, nk, stream, scores.data(), w.indices.data(), nk, E, K,
+           gathered.data());
+    launch(sum_rows_kernel, rows, stream, gathered.data(), rows, K, sums.data());
+    launch(divide_rows_kernel, nk, stream, gathered.data(), sums.data(), nk, K, w.weights.data());
   }
 };
 
 // ---- 2. Optimized: one kernel -------------------------------------------------------------------
 constexpr int kWarpsPerBlock = 8;
 constexpr int kPerLane = 8;  // deepseek_v3: lane l holds experts 8l..8l+7; a group is 4 lanes
-static_assert(kDsExperts == 32 * kPerLane && kDsExperts / kDsGroups == 4 * kPerLane && kDsTopK <= 32);
+static_assert(kDsExperts == 32 * kPerLane && kDsExperts / kDsGroups == 4 * kPerLane &&
+              kDsTopK <= 32);
 
 __device__ inline void load8(const float* p, float (&v)[8]) {
   const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
@@ -226,7 +223,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
       score[i] = ch17::sigmoid(next[i]);
       key[i] = ch17::rank_key(score[i] + b[i], uint32_t(kPerLane * lane + i));
     }
-    if (token + warps < tokens) load8(logits + (token + warps) * kDsExperts + kPerLane * lane, next);
+    if (token + warps < tokens)
+      load8(logits + (token + warps) * kDsExperts + kPerLane * lane, next);
     ch17::sort8_best_first(key, score);
     // The group's score: its two best choice scores over its 4 lanes, larger + smaller.
     float best = ch17::score_of(key[0]), second = ch17::score_of(key[1]);
@@ -270,7 +268,8 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   }
 }
 
-__global__ void fused_softmax_top2_gate(const float* logits, int64_t tokens, int2* indices, float2* weights) {
+__global__ void fused_softmax_top2_gate(const float* logits, int64_t tokens, int2* indices,
+                                        float2* weights) {
   const int64_t token = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (token >= tokens) return;
   float x[kMixtralExperts];
@@ -295,7 +294,8 @@ struct Fused {
   Fused(const Gating& w, cudaStream_t) {
     const int64_t resident = int64_t{kernels::sm_count()} *
                              kernels::blocks_per_sm(fused_group_limited_gate, 32 * kWarpsPerBlock);
-    grid = unsigned(std::max<int64_t>(1, std::min(resident, (w.tokens + kWarpsPerBlock - 1) / kWarpsPerBlock)));
+    grid = unsigned(
+        std::max<int64_t>(1, std::min(resident, (w.tokens + kWarpsPerBlock - 1) / kWarpsPerBlock)));
   }
   void operator()(const Gating& w, cudaStream_t stream) const {
     if (w.deepseek) {
@@ -320,8 +320,10 @@ void reference(const Gating& w, bench::HostData& h) {
   std::vector<double> p(w.top_k);
   for (int64_t t = 0; t < w.tokens; ++t) {
     const float* x = logits.data() + t * w.experts;
-    if (w.deepseek) ch17::choose_group_limited(kDeepSeekV3, x, bias, choice.data(), chosen.data());
-    else ch17::top_k_by_rule(x, int(w.experts), int(w.top_k), chosen.data());
+    if (w.deepseek)
+      ch17::choose_group_limited(kDeepSeekV3, x, bias, choice.data(), chosen.data());
+    else
+      ch17::top_k_by_rule(x, int(w.experts), int(w.top_k), chosen.data());
     double sum = 0;
     for (int64_t j = 0; j < w.top_k; ++j) {
       const double logit = x[chosen[j]];

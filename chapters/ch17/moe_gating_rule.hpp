@@ -27,14 +27,14 @@
 
 namespace ch17 {
 
-// exp(z) for |z| <= 80: z = k ln2 + r with |r| <= ln2/2 (Cody-Waite, ln2 split in two so k ln2 is
+// exp(z) for |z| <= 80: z = k ln2 + r with |r| <= ln2/2 (Cody-Waite: ln2 in two parts so k ln2 is
 // exact to 2^-40), exp(r) by its Taylor series to r^7 (remainder < 6e-9 relative), scaled by 2^k.
 // Within 2 ulp of exp; bit-identical on host and device.
 CH17_HOST_DEVICE inline float exp_bitwise(float z) {
-  z = fminf(fmaxf(z, -80.0f), 80.0f);  // keeps 2^k and the result normal
-  const float k = rintf(z * 1.44269504f);  // the product only feeds rintf: nothing to contract
-  float r = fmaf(k, -0.693145751953125f, z);  // ln2's high part has 8 trailing zero bits
-  r = fmaf(k, -1.42860677e-6f, r);             // and its low part
+  z = fminf(fmaxf(z, -80.0f), 80.0f);         // keeps 2^k and the result normal
+  const float k = rintf(z * 1.44269504f);     // the product only feeds rintf: nothing to contract
+  float r = fmaf(k, -0.693145751953125f, z);  // ln2 = high part (low 9 bits zero) + low part
+  r = fmaf(k, -1.42860677e-6f, r);
   float p = 1.0f / 5040;
   p = fmaf(p, r, 1.0f / 720);
   p = fmaf(p, r, 1.0f / 120);
@@ -59,8 +59,8 @@ CH17_HOST_DEVICE inline float sigmoid(float x) {
 }
 
 // A float as an unsigned integer of the same order (negative floats flipped, positive ones with the
-// sign bit set): -inf < ... < -0 < +0 < ... < +inf, as integers. (Callers never pass NaN, and -0 and
-// +0 rank apart here; a sigmoid or a sum of them never yields -0.)
+// sign bit set): -inf < ... < -0 < +0 < ... < +inf, as integers. (Callers never pass NaN, and -0
+// and +0 rank apart here; a sigmoid or a sum of them never yields -0.)
 CH17_HOST_DEVICE inline uint32_t ordered_bits(float v) {
   const uint32_t bits = std::bit_cast<uint32_t>(v);
   return (bits & 0x80000000u) != 0 ? ~bits : bits | 0x80000000u;
@@ -76,7 +76,9 @@ CH17_HOST_DEVICE inline uint64_t rank_key(float score, uint32_t index) {
   return uint64_t{ordered_bits(score)} << 32 | uint32_t(0xffffffffu - index);
 }
 CH17_HOST_DEVICE inline uint32_t index_of(uint64_t key) { return 0xffffffffu - uint32_t(key); }
-CH17_HOST_DEVICE inline float score_of(uint64_t key) { return from_ordered_bits(uint32_t(key >> 32)); }
+CH17_HOST_DEVICE inline float score_of(uint64_t key) {
+  return from_ordered_bits(uint32_t(key >> 32));
+}
 
 // Sorts eight keys best first (largest first), carrying one payload each: Knuth's 19-comparator
 // network for 8 inputs, no branches, so a warp's lanes sort their registers in lockstep.

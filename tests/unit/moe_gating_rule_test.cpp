@@ -2,7 +2,11 @@
 // GPU: the ranking key (higher score first, lower index on equal scores), the bit-reproducible
 // sigmoid (close to the true one, monotone, exact where it must be), the 8-key sorting network
 // (every 0-1 input, so every input), and the DeepSeek-V3 group-limited choice on small gates worked
-// out by hand, ties of experts and of groups included.
+// out by hand, ties of experts and of groups included; and, on ch17's tie-rich inputs, a CPU
+// emulation of the fused kernel's warp algorithm (moe_gating.cu), which must agree with the rule
+// and must disagree once either tie rule is reversed (so those inputs do test the rule).
+#include "../../chapters/ch17/moe_gating_rule.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,8 +14,6 @@
 #include <cstdint>
 #include <random>
 #include <vector>
-
-#include "../../chapters/ch17/moe_gating_rule.hpp"
 
 namespace {
 
@@ -122,6 +124,73 @@ TEST(MoeGatingRule, BiasSteersTheChoice) {
   const std::vector<float> logits = {2.0f, 0.0f, 1.0f, -1.0f};  // sigmoid 0.881, 0.5, 0.731, 0.269
   EXPECT_EQ(choose(gate, logits, {0, 0, 0, 0}), (std::vector<int32_t>{0, 2}));
   EXPECT_EQ(choose(gate, logits, {0, 0.5f, 0, 0.75f}), (std::vector<int32_t>{3, 1}));  // 1.019, 1.0
+}
+
+// The fused deepseek_v3 kernel's steps for one token, lane by lane (lane l holds experts
+// 8l..8l+7, a group is 4 lanes): sort each lane's keys, merge each group's two best over its lanes,
+// rank the groups, then 8 rounds of taking the lowest lane holding the largest head score.
+// `lowest_lane_wins` and `lower_group_wins` reverse a tie rule when false.
+std::vector<int32_t> warp_algorithm(const float* logits, const float* bias, bool lowest_lane_wins,
+                                    bool lower_group_wins) {
+  uint64_t key[32][8];
+  float score[32][8], best[32], second[32];
+  for (int l = 0; l < 32; ++l) {
+    for (int i = 0; i < 8; ++i) {
+      score[l][i] = ch17::sigmoid(logits[8 * l + i]);
+      key[l][i] = rank_key(score[l][i] + bias[8 * l + i], uint32_t(8 * l + i));
+    }
+    ch17::sort8_best_first(key[l], score[l]);
+    best[l] = ch17::score_of(key[l][0]), second[l] = ch17::score_of(key[l][1]);
+  }
+  for (int offset = 1; offset < 4; offset *= 2) {  // the two xor shuffles
+    float b[32], s[32];
+    for (int l = 0; l < 32; ++l) {
+      const float ob = best[l ^ offset], os = second[l ^ offset];
+      s[l] = std::max(std::min(best[l], ob), std::max(second[l], os));
+      b[l] = std::max(best[l], ob);
+    }
+    std::copy(b, b + 32, best), std::copy(s, s + 32, second);
+  }
+  uint32_t head[32];
+  for (int l = 0; l < 32; ++l) {
+    const uint32_t group = uint32_t(lower_group_wins ? l / 4 : 7 - l / 4);
+    int ahead = 0;
+    for (int g = 0; g < 8; ++g)
+      ahead += rank_key(best[4 * g] + second[4 * g], uint32_t(lower_group_wins ? g : 7 - g)) >
+               rank_key(best[l] + second[l], group);
+    head[l] = ahead < 4 ? uint32_t(key[l][0] >> 32) : 0;
+  }
+  std::vector<int32_t> chosen;
+  for (int round = 0; round < 8; ++round) {
+    const uint32_t top = *std::max_element(head, head + 32);
+    int w = lowest_lane_wins ? 0 : 31;
+    while (head[w] != top) w += lowest_lane_wins ? 1 : -1;
+    chosen.push_back(int32_t(ch17::index_of(key[w][0])));
+    for (int i = 0; i + 1 < 8; ++i) key[w][i] = key[w][i + 1], score[w][i] = score[w][i + 1];
+    key[w][7] = 0;
+    head[w] = uint32_t(key[w][0] >> 32);
+  }
+  return chosen;
+}
+
+TEST(MoeGatingRule, FusedWarpAlgorithmAgreesOnTieRichInputs) {
+  // ch17/moe_gating's inputs: logits whole numbers in [-8, 8], bias -1, 0 or 1.
+  const ch17::GroupLimitedGate gate{256, 8, 4, 8};
+  std::mt19937 rng(42);
+  std::vector<float> bias(256), logits(256);
+  for (float& b : bias) b = float(int(rng() % 3) - 1);
+  int agree = 0, agree_highest_lane = 0, agree_higher_group = 0;
+  const int tokens = 2000;
+  for (int t = 0; t < tokens; ++t) {
+    for (float& x : logits) x = float(int(rng() % 17) - 8);
+    const std::vector<int32_t> expected = choose(gate, logits, bias);
+    agree += warp_algorithm(logits.data(), bias.data(), true, true) == expected;
+    agree_highest_lane += warp_algorithm(logits.data(), bias.data(), false, true) == expected;
+    agree_higher_group += warp_algorithm(logits.data(), bias.data(), true, false) == expected;
+  }
+  EXPECT_EQ(agree, tokens);
+  EXPECT_LT(agree_highest_lane, tokens / 2);       // expert ties decide most tokens' order
+  EXPECT_LT(agree_higher_group, tokens * 9 / 10);  // group ties decide a good share of them
 }
 
 }  // namespace

@@ -91,8 +91,8 @@ __global__ void add_bias_kernel(const float* x, const float* bias, float* y, int
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) y[i] = x[i] + bias[i % cols];
 }
-__global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows,
-                                    int cols) {  // a thread a row
+// A thread a row: the rows are 8 wide here.
+__global__ void softmax_rows_kernel(const float* x, float* y, int64_t rows, int cols) {
   const int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (r >= rows) return;
   float top = -INFINITY, sum = 0;

@@ -52,11 +52,13 @@ struct PagedKvTrace : Serving {
 };
 
 Policy policy(const Serving& w, int block_rows) {
-  return {Batching::continuous, block_rows, w.limits.budget_rows, w.limits.max_batch, w.limits.max_length};
+  return {Batching::continuous, block_rows, w.limits.budget_rows, w.limits.max_batch,
+          w.limits.max_length};
 }
 
 struct ReservedMaxLength : ch15::Replay {
-  ReservedMaxLength(const PagedKvTrace& w, cudaStream_t) : Replay(w, policy(w, w.limits.max_length)) {}
+  ReservedMaxLength(const PagedKvTrace& w, cudaStream_t)
+      : Replay(w, policy(w, w.limits.max_length)) {}
 };
 
 struct PagedBlocks : ch15::Replay {

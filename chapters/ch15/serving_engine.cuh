@@ -31,19 +31,18 @@
 // batch, the mean batch, the KV budget and the peak KV held (MiB).
 #pragma once
 
-#include <bench/bench.hpp>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <bench/bench.hpp>
+#include <cmath>
+#include <cstdint>
 #include <kernels/cublas_check.hpp>
 #include <kernels/cuda_graph.hpp>
 #include <kernels/decode_attention.cuh>
 #include <kernels/reference_attention.cuh>
 #include <kernels/reference_gemm.cuh>
-
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
 #include <vector>
 
 #include "serving_schedule.hpp"
@@ -55,7 +54,7 @@ using decode::bf16;
 using decode::kHeadDim;
 constexpr int kPieces = kHeadDim / 8;  // 16-byte pieces of a 128-dimension BF16 row
 constexpr int kThreads = 256;
-constexpr int64_t kChunkKeys = 256;    // keys per attention split (a multiple of the 64-key CTA step)
+constexpr int64_t kChunkKeys = 256;  // keys per attention split (a multiple of the 64-key CTA step)
 constexpr uint64_t kTraceSeed = 15;
 
 // The trace: 512 requests, prompts 16..527 tokens, outputs 16..527 (mean ~64, a long tail) at the
@@ -69,7 +68,9 @@ inline Trace serving_trace(bool verifying) {
 template <class T>
 bench::DeviceBuffer<T> upload(const std::vector<T>& host) {
   bench::DeviceBuffer<T> d(std::max<int64_t>(1, int64_t(host.size())));
-  if (!host.empty()) BENCH_CUDA_CHECK(cudaMemcpy(d.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  if (!host.empty())
+    BENCH_CUDA_CHECK(
+        cudaMemcpy(d.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
   return d;
 }
 
@@ -100,7 +101,8 @@ struct Serving {
         outputs(upload(lengths(&Request::output))),
         kv_start(upload(trace.kv_start)),
         token_start(upload(trace.token_start)),
-        q(s.input<bf16>("q", trace.tokens * dim, bench::normal(0, 4))),  // a peaked softmax, as ch16
+        // q ~ N(0, 4): a peaked softmax, as ch16's
+        q(s.input<bf16>("q", trace.tokens * dim, bench::normal(0, 4))),
         k_src(s.input<bf16>("k_src", trace.kv_rows * dim, bench::uniform(-1, 1))),
         v_src(s.input<bf16>("v_src", trace.kv_rows * dim, bench::uniform(-1, 1))),
         w_up(s.input<bf16>("w_up", ffn * dim, bench::uniform(-0.05, 0.05))),
@@ -114,7 +116,8 @@ struct Serving {
     s.param("max_length", limits.max_length);
     // Keys attended over, summed over every token: token t of a request sees prompt + t + 1.
     double keys = 0;
-    for (const Request& r : trace.requests) keys += double(r.output) * r.prompt + 0.5 * r.output * (r.output + 1.0);
+    for (const Request& r : trace.requests)
+      keys += double(r.output) * r.prompt + 0.5 * r.output * (r.output + 1.0);
     const double row = double(dim) * sizeof(bf16);  // one position's K (or V) over every head
     // Attention reads K and V of every key it sees; the cache is written once from the sources
     // (read once); q in, y and context out; the weights at least once.
@@ -184,7 +187,8 @@ static __global__ void __launch_bounds__(kThreads)
     const int64_t entry = item - n_admitted;
     if (threadIdx.x < kPieces) {
       const int64_t q_row = a.token_start[r] * a.heads + int64_t{head} * a.outputs[r] + e.t;
-      a.step_q[(entry * a.heads + head) * kPieces + threadIdx.x] = a.q[q_row * kPieces + threadIdx.x];
+      a.step_q[(entry * a.heads + head) * kPieces + threadIdx.x] =
+          a.q[q_row * kPieces + threadIdx.x];
     }
     if (head == 0 && threadIdx.x == 0) a.context[a.token_start[r] + e.t] = first + 1;
   }
@@ -193,14 +197,16 @@ static __global__ void __launch_bounds__(kThreads)
   const int* blocks = a.block_table + int64_t{r} * a.max_blocks;
   for (int64_t i = threadIdx.x; i < int64_t{count} * kPieces; i += kThreads) {
     const int j = first + int(i / kPieces), c = int(i % kPieces);
-    const int64_t to = (int64_t{blocks[j / a.block_rows]} * a.heads + head) * a.block_rows + j % a.block_rows;
+    const int64_t to =
+        (int64_t{blocks[j / a.block_rows]} * a.heads + head) * a.block_rows + j % a.block_rows;
     a.k_pool[to * kPieces + c] = a.k_src[(src0 + j) * kPieces + c];
     a.v_pool[to * kPieces + c] = a.v_src[(src0 + j) * kPieces + c];
   }
 }
 
 static __global__ void relu_bf16(bf16* h, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
     h[i] = __hmax(h[i], __float2bfloat16(0.0f));
 }
 
@@ -214,7 +220,8 @@ static __global__ void stamp(int64_t* at) { *at = globaltimer_ns(); }
 
 // Step part 4: CTA i moves the step's row i of y to the token's row; CTA 0 stamps the step's end
 // (every earlier kernel of the step has finished when any CTA of this one runs).
-static __global__ void __launch_bounds__(128) scatter_y(EngineArgs a, const DecodeEntry* entries, int64_t* end_stamp) {
+static __global__ void __launch_bounds__(128)
+    scatter_y(EngineArgs a, const DecodeEntry* entries, int64_t* end_stamp) {
   const DecodeEntry e = entries[blockIdx.x];
   const int64_t token = a.token_start[e.request] + e.t;
   for (int c = threadIdx.x; c < a.dim_pieces; c += blockDim.x)
@@ -245,10 +252,13 @@ class Replay {
         stamps_(schedule_.steps() + 1),
         workspace_(kWorkspaceBytes) {
     kernels::check_cublas(cublasCreate(&cublas_), "cublasCreate");
-    kernels::check_cublas(cublasSetWorkspace(cublas_, workspace_.data(), kWorkspaceBytes), "cublasSetWorkspace");
+    kernels::check_cublas(cublasSetWorkspace(cublas_, workspace_.data(), kWorkspaceBytes),
+                          "cublasSetWorkspace");
     kernels::OwnedStream capture_stream;
-    const kernels::Graph graph = kernels::capture(capture_stream.get(), [&](cudaStream_t s) { enqueue(w, s); });
-    kernels::check_cublas(cublasSetStream(cublas_, nullptr), "cublasSetStream");  // the capture stream goes
+    const kernels::Graph graph =
+        kernels::capture(capture_stream.get(), [&](cudaStream_t s) { enqueue(w, s); });
+    kernels::check_cublas(cublasSetStream(cublas_, nullptr),
+                          "cublasSetStream");  // the capture stream goes
     exec_.instantiate(graph.get());
   }
   ~Replay() { cublasDestroy(cublas_); }
@@ -260,9 +270,11 @@ class Replay {
   std::vector<bench::Metric> metrics() const {
     BENCH_CUDA_CHECK(cudaDeviceSynchronize());  // the last timed replay's stamps
     std::vector<int64_t> stamps(size_t(stamps_.size()));
-    BENCH_CUDA_CHECK(cudaMemcpy(stamps.data(), stamps_.data(), stamps_.bytes(), cudaMemcpyDeviceToHost));
+    BENCH_CUDA_CHECK(
+        cudaMemcpy(stamps.data(), stamps_.data(), stamps_.bytes(), cudaMemcpyDeviceToHost));
     std::vector<double> latency_ms;
-    for (int step : schedule_.finish_step) latency_ms.push_back(1e-6 * double(stamps[size_t(step) + 1] - stamps[0]));
+    for (int step : schedule_.finish_step)
+      latency_ms.push_back(1e-6 * double(stamps[size_t(step) + 1] - stamps[0]));
     const double replay_s = 1e-9 * double(stamps.back() - stamps[0]);
     return {{"tokens_per_s", double(tokens_) / replay_s},
             {"latency_p50_ms", percentile(latency_ms, 0.5)},
@@ -279,21 +291,33 @@ class Replay {
 
   void enqueue(const Serving& w, cudaStream_t s) {
     kernels::check_cublas(cublasSetStream(cublas_, s), "cublasSetStream");
-    const EngineArgs a{w.prompts.data(), w.outputs.data(), w.kv_start.data(), w.token_start.data(),
-                       reinterpret_cast<const uint4*>(w.q.data()), reinterpret_cast<const uint4*>(w.k_src.data()),
-                       reinterpret_cast<const uint4*>(w.v_src.data()), reinterpret_cast<uint4*>(k_pool_.data()),
-                       reinterpret_cast<uint4*>(v_pool_.data()), reinterpret_cast<uint4*>(step_q_.data()),
-                       reinterpret_cast<uint4*>(step_y_.data()), reinterpret_cast<uint4*>(w.y.data()),
-                       w.context.data(), block_table_.data(), int(w.heads), schedule_.max_blocks,
-                       policy_.block_rows, int(w.dim / 8)};
+    const EngineArgs a{w.prompts.data(),
+                       w.outputs.data(),
+                       w.kv_start.data(),
+                       w.token_start.data(),
+                       reinterpret_cast<const uint4*>(w.q.data()),
+                       reinterpret_cast<const uint4*>(w.k_src.data()),
+                       reinterpret_cast<const uint4*>(w.v_src.data()),
+                       reinterpret_cast<uint4*>(k_pool_.data()),
+                       reinterpret_cast<uint4*>(v_pool_.data()),
+                       reinterpret_cast<uint4*>(step_q_.data()),
+                       reinterpret_cast<uint4*>(step_y_.data()),
+                       reinterpret_cast<uint4*>(w.y.data()),
+                       w.context.data(),
+                       block_table_.data(),
+                       int(w.heads),
+                       schedule_.max_blocks,
+                       policy_.block_rows,
+                       int(w.dim / 8)};
     stamp<<<1, 1, 0, s>>>(stamps_.data());
     BENCH_CHECK_LAUNCH();
     for (int step = 0; step < schedule_.steps(); ++step) {
       const int a0 = schedule_.admit_begin[size_t(step)], e0 = schedule_.entry_begin[size_t(step)];
-      const int n_admitted = schedule_.admit_begin[size_t(step) + 1] - a0, batch = schedule_.batch(step);
+      const int n_admitted = schedule_.admit_begin[size_t(step) + 1] - a0,
+                batch = schedule_.batch(step);
       const DecodeEntry* entries = entries_.data() + e0;
-      write_kv<<<dim3(unsigned(n_admitted + batch), unsigned(w.heads)), kThreads, 0, s>>>(a, admitted_.data() + a0,
-                                                                                           n_admitted, entries);
+      write_kv<<<dim3(unsigned(n_admitted + batch), unsigned(w.heads)), kThreads, 0, s>>>(
+          a, admitted_.data() + a0, n_admitted, entries);
       BENCH_CHECK_LAUNCH();
       int longest = 0;  // the step's longest context decides its splits
       for (int i = e0; i < e0 + batch; ++i) {
@@ -301,15 +325,22 @@ class Replay {
         longest = std::max(longest, w.trace.requests[size_t(e.request)].prompt + e.t + 1);
       }
       const int splits = int((longest + kChunkKeys - 1) / kChunkKeys);
-      const decode::Args args{step_q_.data(), step_attn_.data(), part_ml_.data(), part_o_.data(), 1, 0,
-                              splits == 1 ? decode::chunk_for(longest, 1, 1) : kChunkKeys, splits};
-      const StepKv kv{k_pool_.data(), v_pool_.data(), entries, w.prompts.data(), block_table_.data(),
-                      int(w.heads), schedule_.max_blocks, policy_.block_rows};
+      const decode::Args args{step_q_.data(),
+                              step_attn_.data(),
+                              part_ml_.data(),
+                              part_o_.data(),
+                              1,
+                              0,
+                              splits == 1 ? decode::chunk_for(longest, 1, 1) : kChunkKeys,
+                              splits};
+      const StepKv kv{k_pool_.data(),       v_pool_.data(),      entries,
+                      w.prompts.data(),     block_table_.data(), int(w.heads),
+                      schedule_.max_blocks, policy_.block_rows};
       decode::launch<1>(args, kv, int64_t{batch} * w.heads, s);
       linear(step_attn_.data(), w.w_up.data(), step_h_.data(), batch, int(w.ffn), int(w.dim));
       const int64_t h_count = int64_t{batch} * w.ffn;
-      relu_bf16<<<unsigned(std::min<int64_t>((h_count + kThreads - 1) / kThreads, 1024)), kThreads, 0, s>>>(
-          step_h_.data(), h_count);
+      relu_bf16<<<unsigned(std::min<int64_t>((h_count + kThreads - 1) / kThreads, 1024)), kThreads,
+                  0, s>>>(step_h_.data(), h_count);
       BENCH_CHECK_LAUNCH();
       linear(step_h_.data(), w.w_down.data(), step_y_.data(), batch, int(w.dim), int(w.ffn));
       scatter_y<<<unsigned(batch), 128, 0, s>>>(a, entries, stamps_.data() + step + 1);
@@ -319,9 +350,9 @@ class Replay {
   // out [rows][n] = in [rows][k] weight [n][k]^T (column-major: out^T = weight^T(T) in^T(N)).
   void linear(const bf16* in, const bf16* weight, bf16* out, int rows, int n, int k) const {
     const float one = 1.0f, zero = 0.0f;
-    kernels::check_cublas(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, weight, CUDA_R_16BF, k,
-                                       in, CUDA_R_16BF, k, &zero, out, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                                       CUBLAS_GEMM_DEFAULT),
+    kernels::check_cublas(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, weight,
+                                       CUDA_R_16BF, k, in, CUDA_R_16BF, k, &zero, out, CUDA_R_16BF,
+                                       n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                           "cublasGemmEx");
   }
 
@@ -361,22 +392,25 @@ inline void reference(const Serving& w, bench::HostData& h) {
     a_hm.assign(size_t(w.heads * req.output * kHeadDim), 0.0);  // [head][t][128]
     kernels::reference_attention(q.subspan(size_t(tok0 * w.dim), size_t(req.output * w.dim)),
                                  k.subspan(size_t(row0 * w.dim), size_t(req.length() * w.dim)),
-                                 v.subspan(size_t(row0 * w.dim), size_t(req.length() * w.dim)), std::span<double>(a_hm),
-                                 w.heads, req.output, req.length(), SeesPrompt{req.prompt});
+                                 v.subspan(size_t(row0 * w.dim), size_t(req.length() * w.dim)),
+                                 std::span<double>(a_hm), w.heads, req.output, req.length(),
+                                 SeesPrompt{req.prompt});
     for (int t = 0; t < req.output; ++t) {
       for (int64_t hd = 0; hd < w.heads; ++hd)
         for (int d = 0; d < kHeadDim; ++d)
-          a[size_t(hd * kHeadDim + d)] =
-              __bfloat162float(__float2bfloat16(float(a_hm[size_t((hd * req.output + t) * kHeadDim + d)])));
+          a[size_t(hd * kHeadDim + d)] = __bfloat162float(
+              __float2bfloat16(float(a_hm[size_t((hd * req.output + t) * kHeadDim + d)])));
       for (int64_t f = 0; f < w.ffn; ++f) {
         double sum = 0;
-        for (int64_t d = 0; d < w.dim; ++d) sum += double(__bfloat162float(w_up[size_t(f * w.dim + d)])) * a[size_t(d)];
+        for (int64_t d = 0; d < w.dim; ++d)
+          sum += double(__bfloat162float(w_up[size_t(f * w.dim + d)])) * a[size_t(d)];
         hid[size_t(f)] = __bfloat162float(__float2bfloat16(float(std::max(sum, 0.0))));
       }
       const int64_t token = tok0 + t;
       for (int64_t d = 0; d < w.dim; ++d) {
         double sum = 0;
-        for (int64_t f = 0; f < w.ffn; ++f) sum += double(__bfloat162float(w_down[size_t(d * w.ffn + f)])) * hid[size_t(f)];
+        for (int64_t f = 0; f < w.ffn; ++f)
+          sum += double(__bfloat162float(w_down[size_t(d * w.ffn + f)])) * hid[size_t(f)];
         y[size_t(token * w.dim + d)] = sum;
       }
       context[size_t(token)] = req.prompt + t + 1;
@@ -387,27 +421,32 @@ inline void reference(const Serving& w, bench::HostData& h) {
 // [head][t][128] per request -> [token][head x 128].
 static __global__ void heads_to_rows(const bf16* hm, bf16* rows, int64_t heads, int64_t outputs) {
   const int64_t t = blockIdx.x, head = blockIdx.y;
-  rows[(t * heads + head) * kHeadDim + threadIdx.x] = hm[(head * outputs + t) * kHeadDim + threadIdx.x];
+  rows[(t * heads + head) * kHeadDim + threadIdx.x] =
+      hm[(head * outputs + t) * kHeadDim + threadIdx.x];
 }
 
 // At the timing size, the same on the GPU with plain kernels: reference attention per request
 // straight from the sources, then the reference GEMMs over every token at once.
 inline void device_reference(const Serving& w, cudaStream_t stream) {
-  bench::DeviceBuffer<bf16> a_hm(w.trace.tokens * w.dim), a(w.trace.tokens * w.dim), hid(w.trace.tokens * w.ffn);
+  bench::DeviceBuffer<bf16> a_hm(w.trace.tokens * w.dim), a(w.trace.tokens * w.dim),
+      hid(w.trace.tokens * w.ffn);
   for (size_t r = 0; r < w.trace.requests.size(); ++r) {
     const Request req = w.trace.requests[r];
     const int64_t tok = w.trace.token_start[r] * w.dim, row = w.trace.kv_start[r] * w.dim;
-    kernels::reference_attention(w.q.data() + tok, w.k_src.data() + row, w.v_src.data() + row, a_hm.data() + tok,
-                                 w.heads, req.output, req.length(), SeesPrompt{req.prompt}, stream);
+    kernels::reference_attention(w.q.data() + tok, w.k_src.data() + row, w.v_src.data() + row,
+                                 a_hm.data() + tok, w.heads, req.output, req.length(),
+                                 SeesPrompt{req.prompt}, stream);
     heads_to_rows<<<dim3(unsigned(req.output), unsigned(w.heads)), kHeadDim, 0, stream>>>(
         a_hm.data() + tok, a.data() + tok, w.heads, req.output);
     BENCH_CHECK_LAUNCH();
   }
   // h [token][ffn] = a W_up^T: TN with W_up as A (ffn x dim, row-major) and a as B (dim x tokens).
-  kernels::reference_gemm_tn(w.w_up.data(), a.data(), hid.data(), w.ffn, w.trace.tokens, w.dim, stream);
+  kernels::reference_gemm_tn(w.w_up.data(), a.data(), hid.data(), w.ffn, w.trace.tokens, w.dim,
+                             stream);
   relu_bf16<<<1024, kThreads, 0, stream>>>(hid.data(), hid.size());
   BENCH_CHECK_LAUNCH();
-  kernels::reference_gemm_tn(w.w_down.data(), hid.data(), w.y.data(), w.dim, w.trace.tokens, w.ffn, stream);
+  kernels::reference_gemm_tn(w.w_down.data(), hid.data(), w.y.data(), w.dim, w.trace.tokens, w.ffn,
+                             stream);
   std::vector<int> context;
   for (const Request& req : w.trace.requests)
     for (int t = 0; t < req.output; ++t) context.push_back(req.prompt + t + 1);

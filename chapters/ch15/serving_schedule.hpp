@@ -45,6 +45,14 @@ struct Trace {
   std::vector<int64_t> kv_start, token_start;
   int64_t kv_rows = 0, tokens = 0;
   int longest = 0;  // the longest request's prompt + output
+  void add(const Request& r) {
+    kv_start.push_back(kv_rows);
+    token_start.push_back(tokens);
+    kv_rows += r.length();
+    tokens += r.output;
+    longest = std::max(longest, r.length());
+    requests.push_back(r);
+  }
 };
 
 // Lengths drawn as lo + uniform(0, span << k) with k geometric (P(k) = 2^-(k+1), k <= max_k,
@@ -65,14 +73,9 @@ inline Trace make_trace(int requests, uint64_t seed, LengthShape prompt, LengthS
   std::mt19937_64 rng(seed);
   for (int i = 0; i < requests; ++i) {
     Request r;
-    r.prompt = prompt.draw(rng);
+    r.prompt = prompt.draw(rng);  // sequenced: the prompt's draws come first
     r.output = output.draw(rng);
-    t.kv_start.push_back(t.kv_rows);
-    t.token_start.push_back(t.tokens);
-    t.kv_rows += r.length();
-    t.tokens += r.output;
-    t.longest = std::max(t.longest, r.length());
-    t.requests.push_back(r);
+    t.add(r);
   }
   return t;
 }
@@ -104,10 +107,10 @@ enum class Batching { static_batches, continuous };
 
 struct Policy {
   Batching batching = Batching::continuous;
-  int block_rows = 16;       // positions per KV block: 16 (paged) or max_length (reserved)
-  int64_t budget_rows = 0;   // KV positions the pool holds (every head's rows of a position)
-  int max_batch = 0;         // requests decoding together at most
-  int max_length = 0;        // the model's context limit: no request may be longer
+  int block_rows = 16;      // positions per KV block: 16 (paged) or max_length (reserved)
+  int64_t budget_rows = 0;  // KV positions the pool holds (every head's rows of a position)
+  int max_batch = 0;        // requests decoding together at most
+  int max_length = 0;       // the model's context limit: no request may be longer
   // Blocks a request holds from admission to its last token: its whole length, rounded up.
   int blocks_for(const Request& r) const { return (r.length() + block_rows - 1) / block_rows; }
   int max_blocks_per_request() const { return (max_length + block_rows - 1) / block_rows; }
@@ -135,15 +138,18 @@ struct Schedule {
 
 inline Schedule make_schedule(const Trace& trace, const Policy& p) {
   if (p.block_rows <= 0 || p.max_batch <= 0 || p.budget_rows < p.block_rows)
-    throw std::invalid_argument("ch15: a policy needs a block size, a batch and a budget of one block at least");
+    throw std::invalid_argument(
+        "ch15: a policy needs a block size, a batch and a budget of one block at least");
   const int n = int(trace.requests.size());
   Schedule s;
   s.max_blocks = p.max_blocks_per_request();
   s.block_table.assign(size_t(n) * s.max_blocks, -1);
   s.finish_step.assign(size_t(n), -1);
   for (const Request& r : trace.requests)
-    if (r.output < 1 || r.prompt < 0 || r.length() > p.max_length || p.blocks_for(r) > p.budget_rows / p.block_rows)
-      throw std::invalid_argument("ch15: a request is longer than the model's context or the KV budget");
+    if (r.output < 1 || r.prompt < 0 || r.length() > p.max_length ||
+        p.blocks_for(r) > p.budget_rows / p.block_rows)
+      throw std::invalid_argument(
+          "ch15: a request is longer than the model's context or the KV budget");
 
   BlockPool pool(int(p.budget_rows / p.block_rows));
   std::vector<int> running, next_t(size_t(n), 0);
@@ -155,7 +161,8 @@ inline Schedule make_schedule(const Trace& trace, const Policy& p) {
       const Request& r = trace.requests[size_t(queue_head)];
       std::vector<int> blocks = pool.allocate(p.blocks_for(r));
       if (blocks.empty()) break;
-      std::copy(blocks.begin(), blocks.end(), s.block_table.begin() + int64_t{queue_head} * s.max_blocks);
+      std::copy(blocks.begin(), blocks.end(),
+                s.block_table.begin() + int64_t{queue_head} * s.max_blocks);
       held_blocks += int(blocks.size());
       s.admitted.push_back(queue_head);
       running.push_back(queue_head++);

@@ -5,13 +5,13 @@
 // to finish, never holds more KV than the budget or two live requests on one block, admits first
 // come first served, and admits exactly when its policy says. Two small traces are checked step by
 // step against counts worked out by hand.
+#include "../../chapters/ch15/serving_schedule.hpp"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <set>
 #include <vector>
-
-#include "../../chapters/ch15/serving_schedule.hpp"
 
 namespace {
 
@@ -25,14 +25,7 @@ using ch15::Trace;
 
 Trace trace_of(const std::vector<Request>& requests) {
   Trace t;
-  for (const Request& r : requests) {
-    t.kv_start.push_back(t.kv_rows);
-    t.token_start.push_back(t.tokens);
-    t.kv_rows += r.length();
-    t.tokens += r.output;
-    t.longest = std::max(t.longest, r.length());
-    t.requests.push_back(r);
-  }
+  for (const Request& r : requests) t.add(r);
   return t;
 }
 
@@ -60,7 +53,8 @@ void check_schedule(const Trace& trace, const Policy& p, const Schedule& s) {
     EXPECT_GT(s.batch(step), 0) << "a step with nothing to decode";
     for (int i = s.entry_begin[size_t(step)]; i < s.entry_begin[size_t(step) + 1]; ++i) {
       const auto e = s.entries[size_t(i)];
-      EXPECT_TRUE(decoded_at.emplace(std::pair{e.request, e.t}, step).second) << "token served twice";
+      EXPECT_TRUE(decoded_at.emplace(std::pair{e.request, e.t}, step).second)
+          << "token served twice";
       EXPECT_EQ(step, admit_step[size_t(e.request)] + e.t);
       ++tokens;
     }
@@ -83,7 +77,8 @@ void check_schedule(const Trace& trace, const Policy& p, const Schedule& s) {
         const int block = s.block_table[size_t(r) * s.max_blocks + size_t(b)];
         EXPECT_GE(block, 0);
         EXPECT_LT(block, pool_blocks);
-        EXPECT_TRUE(live_blocks.insert(block).second) << "block " << block << " held twice at step " << step;
+        EXPECT_TRUE(live_blocks.insert(block).second)
+            << "block " << block << " held twice at step " << step;
         ++held;
       }
     }
@@ -102,20 +97,24 @@ void check_schedule(const Trace& trace, const Policy& p, const Schedule& s) {
       }
     const int admitted = s.admit_begin[size_t(step) + 1] - s.admit_begin[size_t(step)];
     if (p.batching == Batching::static_batches && running_before > 0) EXPECT_EQ(admitted, 0);
-    const int next = s.admit_begin[size_t(step) + 1];  // the queue's head after this step's admissions
+    const int next =
+        s.admit_begin[size_t(step) + 1];  // the queue's head after this step's admissions
     if (next < n && (p.batching == Batching::continuous || running_before == 0)) {
       int blocks = 0;
-      for (int i = s.admit_begin[size_t(step)]; i < next; ++i) blocks += p.blocks_for(trace.requests[size_t(i)]);
+      for (int i = s.admit_begin[size_t(step)]; i < next; ++i)
+        blocks += p.blocks_for(trace.requests[size_t(i)]);
       const bool room = running_before + admitted < p.max_batch;
       const bool fits = p.blocks_for(trace.requests[size_t(next)]) <= free_blocks - blocks;
-      EXPECT_FALSE(room && fits) << "request " << next << " fitted at step " << step << " but waited";
+      EXPECT_FALSE(room && fits) << "request " << next << " fitted at step " << step
+                                 << " but waited";
     }
   }
 }
 
 TEST(ServingTrace, SameSeedSameTraceWithinBounds) {
   const LengthShape prompt{16, 64, 3}, output{16, 32, 4};
-  const Trace a = ch15::make_trace(512, 15, prompt, output), b = ch15::make_trace(512, 15, prompt, output);
+  const Trace a = ch15::make_trace(512, 15, prompt, output),
+              b = ch15::make_trace(512, 15, prompt, output);
   const Trace c = ch15::make_trace(512, 16, prompt, output);
   ASSERT_EQ(a.requests.size(), 512u);
   int64_t tokens = 0, rows = 0;
@@ -179,7 +178,8 @@ TEST(ServingSchedule, StaticWaitsForTheLongestContinuousRefills) {
 // of 16 fit 4 (one page each), so the 8 two-token requests take 4 steps rather than 8.
 TEST(ServingSchedule, PagesFitMoreRequestsInTheSameBudget) {
   const Trace trace = trace_of(std::vector<Request>(8, Request{6, 2}));
-  const Policy reserved{Batching::continuous, 32, 64, 8, 32}, paged{Batching::continuous, 16, 64, 8, 32};
+  const Policy reserved{Batching::continuous, 32, 64, 8, 32},
+      paged{Batching::continuous, 16, 64, 8, 32};
   const Schedule r = ch15::make_schedule(trace, reserved), q = ch15::make_schedule(trace, paged);
   check_schedule(trace, reserved, r);
   check_schedule(trace, paged, q);
@@ -198,16 +198,19 @@ TEST(ServingSchedule, EveryPolicyServesASeededTraceExactly) {
   for (const Batching batching : {Batching::static_batches, Batching::continuous})
     for (const int block_rows : {16, 128}) {
       const Policy p{batching, block_rows, 1024, 12, 128};
-      SCOPED_TRACE(testing::Message() << (batching == Batching::continuous ? "continuous" : "static")
-                                      << ", blocks of " << block_rows);
+      SCOPED_TRACE(testing::Message()
+                   << (batching == Batching::continuous ? "continuous" : "static") << ", blocks of "
+                   << block_rows);
       check_schedule(trace, p, ch15::make_schedule(trace, p));
     }
 }
 
 TEST(ServingSchedule, RefusesRequestsThatCannotFit) {
   const Trace trace = trace_of({{30, 5}});
-  EXPECT_THROW(ch15::make_schedule(trace, Policy{Batching::continuous, 16, 64, 2, 32}), std::invalid_argument);
-  EXPECT_THROW(ch15::make_schedule(trace, Policy{Batching::continuous, 16, 32, 2, 64}), std::invalid_argument);
+  EXPECT_THROW(ch15::make_schedule(trace, Policy{Batching::continuous, 16, 64, 2, 32}),
+               std::invalid_argument);
+  EXPECT_THROW(ch15::make_schedule(trace, Policy{Batching::continuous, 16, 32, 2, 64}),
+               std::invalid_argument);
 }
 
 TEST(ServingPercentile, NearestRank) {

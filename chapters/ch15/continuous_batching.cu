@@ -2,7 +2,7 @@
 // scheduling (Orca's, vLLM's) lets a finished request leave and a queued one join at every step.
 //
 // The work (serving_engine.cuh): one replay of a seeded trace of 512 requests (prompts 16..527
-// tokens, outputs 16..527 with a long tail: mean ~64) through a one-layer model (8 heads of 128,
+// tokens, outputs 16..527 with a long tail: mean 60) through a one-layer model (8 heads of 128,
 // MLP 1024 -> 8192 -> 1024, BF16), a paged KV pool of 32768 positions (128 MiB; blocks of 16),
 // at most 64 requests a step, on both sides.
 // What changes from baseline to optimized (the same pool, kernels and per-token work):

@@ -55,16 +55,6 @@ using decode::kHeadDim;
 constexpr int kPieces = kHeadDim / 8;  // 16-byte pieces of a 128-dimension BF16 row
 constexpr int kThreads = 256;
 constexpr int64_t kChunkKeys = 256;  // keys per attention split (a multiple of the 64-key CTA step)
-constexpr uint64_t kTraceSeed = 15;
-
-// The trace: 512 requests, prompts 16..527 tokens, outputs 16..527 (mean ~64, a long tail) at the
-// timing size; 13 requests of 1..32 and 1..32 tokens (partial blocks, one-token requests) when
-// verifying.
-inline Trace serving_trace(bool verifying) {
-  return verifying ? make_trace(13, kTraceSeed, {1, 16, 1}, {1, 8, 2})
-                   : make_trace(512, kTraceSeed, {16, 64, 3}, {16, 32, 4});
-}
-
 template <class T>
 bench::DeviceBuffer<T> upload(const std::vector<T>& host) {
   bench::DeviceBuffer<T> d(std::max<int64_t>(1, int64_t(host.size())));

@@ -80,6 +80,15 @@ inline Trace make_trace(int requests, uint64_t seed, LengthShape prompt, LengthS
   return t;
 }
 
+// The chapter's trace (seed 15): 512 requests, prompts 16..527 tokens, outputs 16..527 (mean 60,
+// a long tail) at the timing size; 13 requests of 1..32 prompt and 1..32 output tokens (partial
+// blocks, one-token requests) when verifying.
+constexpr uint64_t kTraceSeed = 15;
+inline Trace serving_trace(bool verifying) {
+  return verifying ? make_trace(13, kTraceSeed, {1, 16, 1}, {1, 8, 2})
+                   : make_trace(512, kTraceSeed, {16, 64, 3}, {16, 32, 4});
+}
+
 // A pool of equal blocks handed out from a free list, last freed first out (deterministic).
 class BlockPool {
  public:

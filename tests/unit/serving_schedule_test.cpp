@@ -205,6 +205,36 @@ TEST(ServingSchedule, EveryPolicyServesASeededTraceExactly) {
     }
 }
 
+// The schedules the chapter's examples replay (their policies as paged_kv_cache.cu and
+// continuous_batching.cu configure them), pinned: a change to the trace or the scheduler changes
+// what the recorded expectations measured, and must show here first.
+TEST(ServingSchedule, TheChaptersTimingSchedules) {
+  const Trace trace = ch15::serving_trace(/*verifying=*/false);
+  EXPECT_EQ(trace.requests.size(), 512u);
+  EXPECT_EQ(trace.tokens, 30732);
+  EXPECT_EQ(trace.kv_rows, 79314);
+  struct Case {
+    Policy policy;
+    int steps, largest_batch;
+    int64_t peak_rows;
+  };
+  const Case cases[] = {
+      {{Batching::continuous, 2048, 32768, 256, 2048}, 2205, 16, 32768},  // paged_kv_cache
+      {{Batching::continuous, 16, 32768, 256, 2048}, 519, 192, 32768},
+      {{Batching::static_batches, 16, 32768, 64, 2048}, 3034, 64, 11456},  // continuous_batching
+      {{Batching::continuous, 16, 32768, 64, 2048}, 809, 64, 16352},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message()
+                 << "blocks of " << c.policy.block_rows << ", batch " << c.policy.max_batch);
+    const Schedule s = ch15::make_schedule(trace, c.policy);
+    check_schedule(trace, c.policy, s);
+    EXPECT_EQ(s.steps(), c.steps);
+    EXPECT_EQ(s.largest_batch, c.largest_batch);
+    EXPECT_EQ(s.peak_rows_held, c.peak_rows);
+  }
+}
+
 TEST(ServingSchedule, RefusesRequestsThatCannotFit) {
   const Trace trace = trace_of({{30, 5}});
   EXPECT_THROW(ch15::make_schedule(trace, Policy{Batching::continuous, 16, 64, 2, 32}),

@@ -3,7 +3,7 @@
 //
 // The work (serving_engine.cuh): one replay of a seeded trace of 512 requests (prompts 16..527
 // tokens, outputs 16..527 with a long tail: mean 60) through a one-layer model (8 heads of 128,
-// MLP 1024 -> 8192 -> 1024, BF16), a paged KV pool of 32768 positions (128 MiB; blocks of 16),
+// MLP 1024 -> 16384 -> 1024, BF16), a paged KV pool of 32768 positions (128 MiB; blocks of 16),
 // at most 64 requests a step, on both sides.
 // What changes from baseline to optimized (the same pool, kernels and per-token work):
 //   1. baseline "static": a batch of up to 64 queued requests is admitted when the previous batch
@@ -12,7 +12,7 @@
 //   2. optimized "continuous": at every step the queue's head joins as soon as there is a place and
 //      the pool has its blocks.
 // Every token costs the same on both sides; what differs is the number of steps. A step reads the
-// MLP's 32 MiB of weights once and launches the same kernels whatever its batch, and a step of a
+// MLP's 64 MiB of weights once and launches the same kernels whatever its batch, and a step of a
 // few requests leaves attention too few (request, head) pairs to fill the SMs: static batching
 // runs many such steps while it waits for each batch's tail. Target: >= 2x tokens/s (Orca and
 // vLLM report 2-4x).

@@ -5,7 +5,7 @@
 //
 // The work (serving_engine.cuh): one replay of a seeded trace of 512 requests (prompts 16..527
 // tokens, outputs 16..527, long-tailed) through a one-layer model (8 heads of 128, MLP 1024 ->
-// 8192 -> 1024, BF16), continuous batching (a finished request's place is refilled at the next
+// 16384 -> 1024, BF16), continuous batching (a finished request's place is refilled at the next
 // step), at most 256 requests a step, a KV pool of 32768 positions (128 MiB of K and V), a model
 // context limit of 2048.
 // What changes from baseline to optimized (the pool, the kernels and every launch argument but
@@ -20,7 +20,7 @@
 // A region of 2048 rows is one block of the paged layout, so both sides run the same attention
 // kernel instantiation (one block-table read per 8 keys), the same write, GEMM and scatter
 // kernels, per token the same work: the optimized side wins by needing fewer steps, each of which
-// reads the MLP's 32 MiB of weights once and launches the same handful of kernels whatever its
+// reads the MLP's 64 MiB of weights once and launches the same handful of kernels whatever its
 // batch, and by giving attention more (request, head) pairs to spread over the SMs.
 // Not modelled: allocating blocks on demand as a request grows and preempting when the pool runs
 // dry (vLLM does both); reserving a request's whole max_tokens at admission needs neither.

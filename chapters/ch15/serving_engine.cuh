@@ -11,8 +11,9 @@
 //   2. attention: kernels/decode_attention.cuh (ch16's paged decode, ch18's split-KV), one query
 //      per (request, head) over the request's prompt + t + 1 keys, through its block table;
 //   3. the MLP: h = relu(attn W_up^T), y = h W_down^T, two cuBLAS BF16 GEMMs (FP32 accumulate) over
-//      the step's batch: the layer's weights (2 x D x F BF16) are read once per step whatever the
-//      batch, which is what batching more requests into a step amortises;
+//      the step's batch: the layer's weights (2 x D x F BF16: 64 MiB at D 1024, F 16384, more than
+//      the 50 MB L2, so they stream from HBM every step, as a real model's do) are read once per
+//      step whatever the batch, which is what batching more requests into a step amortises;
 //   4. scatter: each token's y row to its place in the output, by (request, token): the output is
 //      the same whatever the schedule, so one reference checks every policy.
 // The whole replay (every step of the schedule) is captured once into a CUDA graph in untimed
@@ -84,7 +85,7 @@ struct Serving {
   Serving(bench::Setup& s, ServerLimits timing, ServerLimits verifying)
       : heads(s.size("heads", 8, 2)),
         dim(heads * kHeadDim),
-        ffn(s.size("ffn", 8192, 96)),
+        ffn(s.size("ffn", 16384, 96)),
         trace(serving_trace(s.verifying())),
         limits(s.verifying() ? verifying : timing),
         prompts(upload(lengths(&Request::prompt))),

@@ -46,13 +46,13 @@ Policy policy(const Serving& w, Batching batching) {
 }
 
 struct StaticBatches : ch15::Replay {
-  StaticBatches(const BatchingTrace& w, cudaStream_t)
-      : Replay(w, policy(w, Batching::static_batches)) {}
+  StaticBatches(const BatchingTrace& w, cudaStream_t stream)
+      : Replay(w, stream, policy(w, Batching::static_batches)) {}
 };
 
 struct ContinuousBatches : ch15::Replay {
-  ContinuousBatches(const BatchingTrace& w, cudaStream_t)
-      : Replay(w, policy(w, Batching::continuous)) {}
+  ContinuousBatches(const BatchingTrace& w, cudaStream_t stream)
+      : Replay(w, stream, policy(w, Batching::continuous)) {}
 };
 
 BENCH_EXAMPLE(ch15, continuous_batching, BatchingTrace)

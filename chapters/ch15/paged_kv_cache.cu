@@ -57,12 +57,13 @@ Policy policy(const Serving& w, int block_rows) {
 }
 
 struct ReservedMaxLength : ch15::Replay {
-  ReservedMaxLength(const PagedKvTrace& w, cudaStream_t)
-      : Replay(w, policy(w, w.limits.max_length)) {}
+  ReservedMaxLength(const PagedKvTrace& w, cudaStream_t stream)
+      : Replay(w, stream, policy(w, w.limits.max_length)) {}
 };
 
 struct PagedBlocks : ch15::Replay {
-  PagedBlocks(const PagedKvTrace& w, cudaStream_t) : Replay(w, policy(w, kPageRows)) {}
+  PagedBlocks(const PagedKvTrace& w, cudaStream_t stream)
+      : Replay(w, stream, policy(w, kPageRows)) {}
 };
 
 BENCH_EXAMPLE(ch15, paged_kv_cache, PagedKvTrace)

@@ -56,6 +56,7 @@ using decode::kHeadDim;
 constexpr int kPieces = kHeadDim / 8;  // 16-byte pieces of a 128-dimension BF16 row
 constexpr int kThreads = 256;
 constexpr int64_t kChunkKeys = 256;  // keys per attention split (a multiple of the 64-key CTA step)
+
 template <class T>
 bench::DeviceBuffer<T> upload(const std::vector<T>& host) {
   bench::DeviceBuffer<T> d(std::max<int64_t>(1, int64_t(host.size())));
@@ -127,8 +128,8 @@ struct Serving {
 
 // The attention's view of the pool: batch entry bh / heads of this step is (request, t), whose key
 // j lies in block block_table[request][j / block_rows], row j % block_rows: one table read per warp
-// step of 8 keys (an L1 hit: the table is a few KB). Identical for a 16-row page and a max_length
-// region.
+// step of 8 keys (L1 and L2 hits: the table is 256 KB with 16-row blocks, 2 KB with max_length
+// regions). The same code for both.
 struct StepKv {
   const bf16* k;  // pool [block][heads][block_rows][128]
   const bf16* v;
@@ -223,7 +224,7 @@ static __global__ void __launch_bounds__(128)
 // A schedule replayed on the GPU: the pool, the step buffers, the graph. Policy in, launch out.
 class Replay {
  public:
-  Replay(const Serving& w, const Policy& policy)
+  Replay(const Serving& w, cudaStream_t stream, const Policy& policy)
       : tokens_(w.trace.tokens),
         mib_per_row_(double(w.dim) * 2 * sizeof(bf16) / double(1 << 20)),  // K and V of a position
         policy_(policy),
@@ -251,6 +252,7 @@ class Replay {
     kernels::check_cublas(cublasSetStream(cublas_, nullptr),
                           "cublasSetStream");  // the capture stream goes
     exec_.instantiate(graph.get());
+    exec_.upload(stream);  // so that the first timed launch does not pay for it
   }
   ~Replay() { cublasDestroy(cublas_); }
   Replay(const Replay&) = delete;

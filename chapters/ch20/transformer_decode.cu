@@ -1,0 +1,383 @@
+// ch20/transformer_decode: the end-to-end case. One Llama-3-8B-shaped decoder layer's decode step
+// (hidden 4096, 32 query heads over 8 KV heads of 128, SwiGLU MLP 14336, RMSNorm, RoPE, a KV cache
+// of 4096 tokens per sequence plus the new one; ch20/decoder_layer.cuh has the layer), from plain
+// kernels to a step that streams its bytes near the memory limit. Each rung is a variant, so the
+// report shows what each change bought.
+//
+// At batch 1 the step must read 436 MB of weights and 17 MB of cache (453 MB, the cost model) and
+// computes almost nothing on them: a matrix-vector product per weight. The read ceiling is the
+// target, and every rung removes something that keeps the step from it:
+//   1. baseline "fp32_unfused_synced": one plain kernel per op (16 of them), FP32 activations and
+//      sums, and the host waiting on the stream after each (a debugging loop's shape); the
+//      GEMMs are a warp per output, attention is scores, softmax and values as three kernels.
+//   2. step "bf16_cublaslt": BF16 activations, the five GEMMs through cuBLASLt (the fastest of its
+//      heuristic's candidates per shape, picked untimed), no host syncs: the GPU runs the queue.
+//   3. step "flash_attention": attention as ch18's split-KV flash decoding
+//      (kernels/decode_attention.cuh) over the cache, a CTA per (head, chunk of keys), GQA through
+//      the cache policy: query head h reads KV head h / 4, the same rows its 3 siblings read, so
+//      HBM serves them once and L2 the rest. The append (and q packed the way the kernel reads
+//      it) is one kernel right before it; the new key is folded in by the split merge.
+//   4. step "fused_ops": RoPE in the append kernel (no separate pass over qkv), residual add +
+//      RMSNorm as one kernel, gate and up as one GEMM of 2 x 14336 rows, SwiGLU as one kernel:
+//      11 launches instead of 14.
+//   5. optimized "cuda_graph": rung 4 captured once (untimed) and replayed as one graph launch:
+//      no host submission between the kernels, only the graph's node-to-node gap.
+// The persistent megakernel (one launch for the whole layer, weights streamed with no gap between
+// ops) is the next rung: README, "Next".
+//
+// Verification: y and the appended K / V rows against an FP64 CPU layer at a small size of the
+// same structure (batch 3, 8 / 2 heads, MLP 2744, 1000 cached keys). At the timing size the
+// device reference is rung 1's kernels without the syncs: plain code that shares nothing with
+// rungs 2-5 (cuBLASLt, flash decoding, the fused kernels), itself checked against the CPU layer in
+// every run. Tolerance: relative L2 1e-2. Each output passes through a few BF16 roundings (2^-9
+// relative each: qkv, the attention output, h, the MLP activations) on its way, ~3e-3 in all.
+// Timed hot: a decode step follows the previous one back to back, and its 453 MB are 9x L2.
+//
+//   ./bench compare --chapter ch20 --example transformer_decode            # batch 1 and 8
+//   ./bench compare --chapter ch20 --example transformer_decode --sweep    # and batch 32
+#include "decoder_layer.cuh"
+
+#include <kernels/cublaslt_gemm.hpp>
+#include <kernels/cuda_graph.hpp>
+#include <kernels/decode_attention.cuh>
+#include <kernels/occupancy.cuh>
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+namespace {
+
+using namespace ch20;
+namespace decode = kernels::decode;
+
+// ---- GEMMs: out [rows][n] = in [rows][k] · weight [n][k]ᵀ -------------------------------------
+// Rung 1: the plain kernel.
+struct PlainLinear {
+  template <class A>
+  void operator()(const A* in, const bf16* weight, A* out, int64_t rows, int64_t n, int64_t k, cudaStream_t s) const {
+    linear<A><<<unsigned((n + kWarps - 1) / kWarps), kThreads, 0, s>>>(in, weight, out, int(rows), int(n), int(k));
+    BENCH_CHECK_LAUNCH();
+  }
+};
+
+// Rungs 2-5: one cuBLASLt plan per (n, k) shape, made and tuned untimed. In the suite's TN layout
+// (kernels/cublaslt_gemm.hpp) the weight is A (n x k, row-major), the activations B (k x rows).
+class CublasltLinear {
+ public:
+  struct Shape {
+    int64_t n, k;
+  };
+  CublasltLinear(int64_t rows, std::vector<Shape> shapes, cudaStream_t s) : rows_(rows) {
+    for (const Shape& shape : shapes) {
+      auto& plan = plans_.emplace_back(shape, std::make_unique<kernels::LtGemm>(shape.n, rows, shape.k, kernels::LtGemmTypes{}));
+      bench::DeviceBuffer<bf16> d(shape.n * rows);
+      plan.second->pick_fastest(d.data(), s);
+    }
+  }
+  void operator()(const bf16* in, const bf16* weight, bf16* out, int64_t rows, int64_t n, int64_t k, cudaStream_t s) const {
+    for (const auto& [shape, gemm] : plans_)
+      if (shape.n == n && shape.k == k && rows == rows_) return gemm->run(weight, in, out, s);
+    throw std::logic_error("CublasltLinear: no plan for this shape");
+  }
+
+ private:
+  int64_t rows_;
+  std::vector<std::pair<Shape, std::unique_ptr<kernels::LtGemm>>> plans_;
+};
+
+// ---- rungs 1 and 2: one kernel per op ----------------------------------------------------------
+template <class A>
+struct UnfusedActivations {
+  bench::DeviceBuffer<A> xn, qkv, attn, o, h, hn, gate, up, down;
+  bench::DeviceBuffer<float> probs;
+  explicit UnfusedActivations(const DecoderLayer& w)
+      : xn(w.batch * w.hidden), qkv(w.batch * w.qkv_dim), attn(w.batch * w.hidden), o(w.batch * w.hidden),
+        h(w.batch * w.hidden), hn(w.batch * w.hidden), gate(w.batch * w.ffn), up(w.batch * w.ffn),
+        down(w.batch * w.hidden), probs(w.batch * w.q_heads * (w.past + 1)) {
+    // compute-sanitizer's initcheck does not see cuBLAS's BF16 stores on Hopper (ch16/decode_graphs):
+    // zeroed once, untimed, so every later read is of a value some kernel wrote.
+    for (bench::DeviceBuffer<A>* b : {&xn, &qkv, &attn, &o, &h, &hn, &gate, &up, &down})
+      BENCH_CUDA_CHECK(cudaMemset(b->data(), 0, b->bytes()));
+  }
+};
+
+// The step, op by op; after_op(stream) runs after each launch (rung 1: the host sync).
+template <class A, class Linear, class AfterOp>
+void unfused_step(const DecoderLayer& w, const UnfusedActivations<A>& a, const Linear& linear_op, AfterOp after_op,
+                  cudaStream_t s) {
+  const int64_t rows = w.batch, hidden = w.hidden, pairs = w.batch * w.q_heads;
+  auto op = [&](auto&& launch) {
+    launch();
+    BENCH_CHECK_LAUNCH();
+    after_op(s);
+  };
+  op([&] { rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(), int(hidden)); });
+  op([&] { linear_op(a.xn.data(), w.w_qkv.data(), a.qkv.data(), rows, w.qkv_dim, hidden, s); });
+  op([&] { rope_in_place<<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), int(w.q_heads + w.kv_heads), w.qkv_dim, w.past); });
+  op([&] {
+    append_kv<<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads),
+                                                  int(w.kv_heads), w.qkv_dim);
+  });
+  op([&] {
+    const dim3 grid(unsigned((w.past + 1 + kWarps - 1) / kWarps), unsigned(pairs));
+    attention_scores<<<grid, kThreads, 0, s>>>(a.qkv.data(), w.k_cache.data(), w.k_new.data(), a.probs.data(),
+                                               int(w.q_heads), int(w.group), w.qkv_dim, w.past);
+  });
+  op([&] { softmax_rows<<<unsigned(pairs), kThreads, 0, s>>>(a.probs.data(), w.past + 1); });
+  op([&] {
+    attention_values<<<unsigned(pairs), kHeadDim, 0, s>>>(a.probs.data(), w.v_cache.data(), w.v_new.data(), a.attn.data(),
+                                                          int(w.group), w.past);
+  });
+  op([&] { linear_op(a.attn.data(), w.w_o.data(), a.o.data(), rows, hidden, hidden, s); });
+  op([&] { add<<<blocks_for(rows * hidden), kThreads, 0, s>>>(w.x.data(), a.o.data(), a.h.data(), rows * hidden); });
+  op([&] { rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(a.h.data(), w.norm2.data(), a.hn.data(), int(hidden)); });
+  op([&] { linear_op(a.hn.data(), w.w_gate_up.data(), a.gate.data(), rows, w.ffn, hidden, s); });
+  op([&] { linear_op(a.hn.data(), w.w_gate_up.data() + w.ffn * hidden, a.up.data(), rows, w.ffn, hidden, s); });
+  op([&] { silu_in_place<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(a.gate.data(), rows * w.ffn); });
+  op([&] { multiply<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(a.gate.data(), a.up.data(), a.gate.data(), rows * w.ffn); });
+  op([&] { linear_op(a.gate.data(), w.w_down.data(), a.down.data(), rows, hidden, w.ffn, s); });
+  op([&] { add<<<blocks_for(rows * hidden), kThreads, 0, s>>>(a.h.data(), a.down.data(), w.y.data(), rows * hidden); });
+}
+
+struct Fp32UnfusedSynced {
+  UnfusedActivations<float> act;
+  Fp32UnfusedSynced(const DecoderLayer& w, cudaStream_t) : act(w) {}
+  void operator()(const DecoderLayer& w, cudaStream_t s) {
+    unfused_step(w, act, PlainLinear{}, [](cudaStream_t st) { BENCH_CUDA_CHECK(cudaStreamSynchronize(st)); }, s);
+  }
+};
+
+std::vector<CublasltLinear::Shape> unfused_shapes(const DecoderLayer& w) {
+  return {{w.qkv_dim, w.hidden}, {w.hidden, w.hidden}, {w.ffn, w.hidden}, {w.hidden, w.ffn}};
+}
+
+struct Bf16Cublaslt {
+  UnfusedActivations<bf16> act;
+  CublasltLinear linear_op;
+  Bf16Cublaslt(const DecoderLayer& w, cudaStream_t s) : act(w), linear_op(w.batch, unfused_shapes(w), s) {}
+  void operator()(const DecoderLayer& w, cudaStream_t s) { unfused_step(w, act, linear_op, [](cudaStream_t) {}, s); }
+};
+
+// ---- rung 3: flash decoding over the cache, the new key in the merge ---------------------------
+// The cache as kernels/decode_attention.cuh reads it: pair bh (sequence x 32 + head) walks the
+// rows of KV pair bh / group, [sequence][kv_head][past][128].
+struct GqaCache {
+  const bf16* k;
+  const bf16* v;
+  int64_t n_k;
+  int64_t group;
+  __device__ decode::PairKeys<decode::RowsFrom> pair(int64_t bh) const { return {n_k, {bh / group * n_k}}; }
+};
+
+// Packs q as [sequence][head][128] (the layout the attention kernel reads) and appends the new k
+// and v rows; with kRope (rung 4) it applies RoPE to q and k on the way, so qkv is read once.
+template <bool kRope>
+__global__ void __launch_bounds__(kThreads) pack_q_append_kv(const bf16* qkv, bf16* q, bf16* k_new, bf16* v_new,
+                                                             int q_heads, int kv_heads, int64_t qkv_dim, int64_t pos) {
+  const bf16* row = qkv + blockIdx.x * qkv_dim;
+  constexpr int kHalf = kHeadDim / 2;
+  for (int t = threadIdx.x; t < (q_heads + kv_heads) * kHalf; t += kThreads) {
+    const int head = t / kHalf, i = t % kHalf;
+    const bf16* in = row + head * kHeadDim + i;
+    bf16* out = head < q_heads ? q + (int64_t{blockIdx.x} * q_heads + head) * kHeadDim + i
+                               : k_new + (int64_t{blockIdx.x} * kv_heads + head - q_heads) * kHeadDim + i;
+    if constexpr (kRope) {
+      float c, s;
+      rope_cos_sin(pos, i, c, s);
+      const float x1 = __bfloat162float(in[0]), x2 = __bfloat162float(in[kHalf]);
+      out[0] = __float2bfloat16(x1 * c - x2 * s);
+      out[kHalf] = __float2bfloat16(x2 * c + x1 * s);
+    } else {
+      out[0] = in[0], out[kHalf] = in[kHalf];
+    }
+  }
+  const bf16* v = row + (q_heads + kv_heads) * kHeadDim;
+  for (int t = threadIdx.x; t < kv_heads * kHeadDim; t += kThreads) v_new[int64_t{blockIdx.x} * kv_heads * kHeadDim + t] = v[t];
+}
+
+// The split merge with the new key: pair bh's partials (m, l, o) over the cached keys, then the
+// appended key as one more part (m = its score, l = 1, o = its v row). One CTA per bh, a thread
+// per dimension; scores in log2 units, as the attention kernel keeps them (kernels/online_softmax.cuh).
+__global__ void __launch_bounds__(kHeadDim) merge_with_new_key(decode::Args a, const bf16* k_new, const bf16* v_new,
+                                                               bf16* attn, int64_t group) {
+  const int64_t bh = blockIdx.x, kv_row = (bh / group) * kHeadDim;
+  const int d = threadIdx.x;
+  const float q_k = __bfloat162float(a.q[bh * kHeadDim + d]) * __bfloat162float(k_new[kv_row + d]);
+  const float score = kernels::group_reduce<kHeadDim>(q_k, kernels::Sum{}) * (kernels::kLog2e * rsqrtf(float(kHeadDim)));
+  float m = kernels::kEmptyMax, l = 0, o[1] = {0};
+  for (int split = 0; split < a.splits; ++split) {
+    const int64_t slot = bh * a.splits + split;
+    const float o_split[1] = {a.part_o[slot * kHeadDim + d]};
+    kernels::merge_softmax_parts(m, l, o, a.part_ml[2 * slot], a.part_ml[2 * slot + 1], o_split);
+  }
+  const float o_new[1] = {__bfloat162float(v_new[kv_row + d])};
+  kernels::merge_softmax_parts(m, l, o, score, 1.0f, o_new);
+  attn[bh * kHeadDim + d] = __float2bfloat16(o[0] / l);
+}
+
+// Activations of rungs 3-5 (BF16), and the attention's split partials.
+struct FusedActivations {
+  bench::DeviceBuffer<bf16> xn, qkv, q, attn, o, h, hn, gate_up, act, down;
+  bench::DeviceBuffer<float> part_ml, part_o;
+  int splits;
+  int64_t chunk;
+  // Splits per pair as ch18's split_kv picks them: one full wave of CTAs (SMs x resident CTAs per
+  // SM / pairs), chunks of at least 256 keys; and at least 2, so that the kernel always writes
+  // partials and the merge can add the new key.
+  static int64_t splits_wanted(const DecoderLayer& w) {
+    const int per_sm = kernels::blocks_per_sm(decode::attention<1, GqaCache>, decode::kThreads);
+    const int64_t wave = int64_t{kernels::sm_count()} * per_sm, pairs = w.batch * w.q_heads;
+    return std::clamp<int64_t>(wave / pairs, 2, std::max<int64_t>(2, w.past / 256));
+  }
+  explicit FusedActivations(const DecoderLayer& w)
+      : xn(w.batch * w.hidden), qkv(w.batch * w.qkv_dim), q(w.batch * w.hidden), attn(w.batch * w.hidden),
+        o(w.batch * w.hidden), h(w.batch * w.hidden), hn(w.batch * w.hidden), gate_up(w.batch * 2 * w.ffn),
+        act(w.batch * w.ffn), down(w.batch * w.hidden),
+        chunk(decode::chunk_for(w.past, int(splits_wanted(w)), 1)) {
+    splits = int((w.past + chunk - 1) / chunk);  // rounding the chunk up can leave fewer, never an empty one
+    if (splits < 2) throw std::invalid_argument("transformer_decode: the cache is too short for two splits");
+    part_ml = bench::DeviceBuffer<float>(w.batch * w.q_heads * splits * 2);
+    part_o = bench::DeviceBuffer<float>(w.batch * w.q_heads * splits * kHeadDim);
+    for (bench::DeviceBuffer<bf16>* b : {&xn, &qkv, &q, &attn, &o, &h, &hn, &gate_up, &act, &down})  // initcheck: above
+      BENCH_CUDA_CHECK(cudaMemset(b->data(), 0, b->bytes()));
+  }
+  // Flash decoding over the cache into the partials, then the merge with the new key.
+  void attention(const DecoderLayer& w, cudaStream_t s) const {
+    const decode::Args args{q.data(), nullptr, part_ml.data(), part_o.data(), 1, 0, chunk, splits};
+    const int64_t pairs = w.batch * w.q_heads;
+    decode::attention<1, GqaCache><<<dim3(unsigned(splits), unsigned(pairs)), decode::kThreads, 0, s>>>(
+        args, GqaCache{w.k_cache.data(), w.v_cache.data(), w.past, w.group});
+    BENCH_CHECK_LAUNCH();
+    merge_with_new_key<<<unsigned(pairs), kHeadDim, 0, s>>>(args, w.k_new.data(), w.v_new.data(), attn.data(), w.group);
+    BENCH_CHECK_LAUNCH();
+  }
+};
+
+struct FlashAttention {
+  FusedActivations a;
+  CublasltLinear linear_op;
+  FlashAttention(const DecoderLayer& w, cudaStream_t s) : a(w), linear_op(w.batch, unfused_shapes(w), s) {}
+  void operator()(const DecoderLayer& w, cudaStream_t s) {
+    const int64_t rows = w.batch, hidden = w.hidden, n = rows * hidden;
+    rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(), int(hidden));
+    BENCH_CHECK_LAUNCH();
+    linear_op(a.xn.data(), w.w_qkv.data(), a.qkv.data(), rows, w.qkv_dim, hidden, s);
+    rope_in_place<<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), int(w.q_heads + w.kv_heads), w.qkv_dim, w.past);
+    BENCH_CHECK_LAUNCH();
+    pack_q_append_kv<false><<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), a.q.data(), w.k_new.data(), w.v_new.data(),
+                                                                int(w.q_heads), int(w.kv_heads), w.qkv_dim, w.past);
+    BENCH_CHECK_LAUNCH();
+    a.attention(w, s);
+    linear_op(a.attn.data(), w.w_o.data(), a.o.data(), rows, hidden, hidden, s);
+    add<<<blocks_for(n), kThreads, 0, s>>>(w.x.data(), a.o.data(), a.h.data(), n);
+    BENCH_CHECK_LAUNCH();
+    rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(a.h.data(), w.norm2.data(), a.hn.data(), int(hidden));
+    BENCH_CHECK_LAUNCH();
+    bf16* gate = a.gate_up.data();
+    bf16* up = gate + rows * w.ffn;
+    linear_op(a.hn.data(), w.w_gate_up.data(), gate, rows, w.ffn, hidden, s);
+    linear_op(a.hn.data(), w.w_gate_up.data() + w.ffn * hidden, up, rows, w.ffn, hidden, s);
+    silu_in_place<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(gate, rows * w.ffn);
+    BENCH_CHECK_LAUNCH();
+    multiply<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(gate, up, a.act.data(), rows * w.ffn);
+    BENCH_CHECK_LAUNCH();
+    linear_op(a.act.data(), w.w_down.data(), a.down.data(), rows, hidden, w.ffn, s);
+    add<<<blocks_for(n), kThreads, 0, s>>>(a.h.data(), a.down.data(), w.y.data(), n);
+    BENCH_CHECK_LAUNCH();
+  }
+};
+
+// ---- rung 4: fused elementwise ops -------------------------------------------------------------
+// h = a + b and hn = rmsnorm(h) · gain in one pass, one block per row (h kept in registers'
+// worth of re-reads from L1, never a second kernel).
+__global__ void __launch_bounds__(kThreads) add_rmsnorm(const bf16* a, const bf16* b, const bf16* gain, bf16* h, bf16* hn,
+                                                        int hidden) {
+  const int64_t row = int64_t{blockIdx.x} * hidden;
+  float sq = 0;
+  for (int i = threadIdx.x; i < hidden; i += kThreads) {
+    const float v = __bfloat162float(a[row + i]) + __bfloat162float(b[row + i]);
+    h[row + i] = __float2bfloat16(v);
+    sq += v * v;
+  }
+  const float inv_rms = rsqrtf(kernels::group_reduce<kThreads>(sq, kernels::Sum{}) / hidden + kEps);
+  for (int i = threadIdx.x; i < hidden; i += kThreads) {  // each thread re-reads only what it wrote
+    const float v = __bfloat162float(a[row + i]) + __bfloat162float(b[row + i]);
+    hn[row + i] = __float2bfloat16(v * inv_rms * __bfloat162float(gain[i]));
+  }
+}
+
+// act [r][c] = silu(gate_up [r][c]) · gate_up [r][ffn + c]: the gate/up GEMM's output read once.
+__global__ void swiglu(const bf16* gate_up, bf16* act, int64_t rows, int64_t ffn) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * ffn; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t r = i / ffn, c = i % ffn;
+    const float g = __bfloat162float(gate_up[r * 2 * ffn + c]), u = __bfloat162float(gate_up[r * 2 * ffn + ffn + c]);
+    act[i] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+  }
+}
+
+struct FusedOps {
+  FusedActivations a;
+  CublasltLinear linear_op;
+  FusedOps(const DecoderLayer& w, cudaStream_t s)
+      : a(w), linear_op(w.batch, {{w.qkv_dim, w.hidden}, {w.hidden, w.hidden}, {2 * w.ffn, w.hidden}, {w.hidden, w.ffn}}, s) {}
+  void operator()(const DecoderLayer& w, cudaStream_t s) const {
+    const int64_t rows = w.batch, hidden = w.hidden, n = rows * hidden;
+    rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(), int(hidden));
+    BENCH_CHECK_LAUNCH();
+    linear_op(a.xn.data(), w.w_qkv.data(), a.qkv.data(), rows, w.qkv_dim, hidden, s);
+    pack_q_append_kv<true><<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), a.q.data(), w.k_new.data(), w.v_new.data(),
+                                                               int(w.q_heads), int(w.kv_heads), w.qkv_dim, w.past);
+    BENCH_CHECK_LAUNCH();
+    a.attention(w, s);
+    linear_op(a.attn.data(), w.w_o.data(), a.o.data(), rows, hidden, hidden, s);
+    add_rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), a.o.data(), w.norm2.data(), a.h.data(), a.hn.data(),
+                                                    int(hidden));
+    BENCH_CHECK_LAUNCH();
+    linear_op(a.hn.data(), w.w_gate_up.data(), a.gate_up.data(), rows, 2 * w.ffn, hidden, s);
+    swiglu<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(a.gate_up.data(), a.act.data(), rows, w.ffn);
+    BENCH_CHECK_LAUNCH();
+    linear_op(a.act.data(), w.w_down.data(), a.down.data(), rows, hidden, w.ffn, s);
+    add<<<blocks_for(n), kThreads, 0, s>>>(a.h.data(), a.down.data(), w.y.data(), n);
+    BENCH_CHECK_LAUNCH();
+  }
+};
+
+// ---- rung 5: the step as one CUDA graph --------------------------------------------------------
+// Rung 4's launches recorded once from a private stream (untimed), instantiated and uploaded; a
+// step is one cudaGraphLaunch. The buffers are the workload's, the same every sample.
+struct Graphed {
+  FusedOps step;
+  kernels::GraphExec exec;
+  Graphed(const DecoderLayer& w, cudaStream_t s) : step(w, s) {
+    kernels::OwnedStream capture_stream;
+    const kernels::Graph graph = kernels::capture(capture_stream.get(), [&](cudaStream_t cs) { step(w, cs); });
+    exec.instantiate(graph.get());
+    exec.upload(s);
+  }
+  void operator()(const DecoderLayer&, cudaStream_t s) const { exec.launch(s); }
+};
+
+void reference(const DecoderLayer& w, bench::HostData& h) { reference::layer(w, h); }
+
+// Rung 1's kernels without the syncs: plain FP32 code sharing nothing with rungs 2-5. Its
+// activations are allocated here and freed once the step is done.
+void device_reference(const DecoderLayer& w, cudaStream_t s) {
+  const UnfusedActivations<float> act(w);
+  unfused_step(w, act, PlainLinear{}, [](cudaStream_t) {}, s);
+  BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
+    .int_axis("batch", {1, 8, 32}, /*defaults=*/{1, 8})
+    .stateful<Fp32UnfusedSynced>(bench::Role::baseline, "fp32_unfused_synced", {.blocks_host = true})
+    .stateful<Bf16Cublaslt>(bench::Role::step, "bf16_cublaslt")
+    .stateful<FlashAttention>(bench::Role::step, "flash_attention")
+    .stateful<FusedOps>(bench::Role::step, "fused_ops")
+    .stateful<Graphed>(bench::Role::optimized, "cuda_graph")
+    .reference(reference)
+    .device_reference(device_reference)
+    .tolerance(bench::relative_l2(1e-2))
+    .mode(bench::Mode::hot);
+
+}  // namespace

@@ -19,7 +19,7 @@
 //      it) is one kernel right before it; the new key is folded in by the split merge.
 //   4. step "fused_ops": RoPE in the append kernel (no separate pass over qkv), residual add +
 //      RMSNorm as one kernel, gate and up as one GEMM of 2 x 14336 rows, SwiGLU as one kernel:
-//      11 launches instead of 14.
+//      11 launches instead of 15.
 //   5. optimized "cuda_graph": rung 4 captured once (untimed) and replayed as one graph launch:
 //      no host submission between the kernels, only the graph's node-to-node gap.
 // The persistent megakernel (one launch for the whole layer, weights streamed with no gap between
@@ -91,14 +91,14 @@ template <class A>
 struct UnfusedActivations {
   bench::DeviceBuffer<A> xn, qkv, attn, o, h, hn, gate, up, down;
   bench::DeviceBuffer<float> probs;
-  explicit UnfusedActivations(const DecoderLayer& w)
+  UnfusedActivations(const DecoderLayer& w, cudaStream_t s)
       : xn(w.batch * w.hidden), qkv(w.batch * w.qkv_dim), attn(w.batch * w.hidden), o(w.batch * w.hidden),
         h(w.batch * w.hidden), hn(w.batch * w.hidden), gate(w.batch * w.ffn), up(w.batch * w.ffn),
         down(w.batch * w.hidden), probs(w.batch * w.q_heads * (w.past + 1)) {
     // compute-sanitizer's initcheck does not see cuBLAS's BF16 stores on Hopper (ch16/decode_graphs):
-    // zeroed once, untimed, so every later read is of a value some kernel wrote.
+    // zeroed once, untimed, on the step's stream, so every later read is of a value some kernel wrote.
     for (bench::DeviceBuffer<A>* b : {&xn, &qkv, &attn, &o, &h, &hn, &gate, &up, &down})
-      BENCH_CUDA_CHECK(cudaMemset(b->data(), 0, b->bytes()));
+      BENCH_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), s));
   }
 };
 
@@ -142,7 +142,7 @@ void unfused_step(const DecoderLayer& w, const UnfusedActivations<A>& a, const L
 
 struct Fp32UnfusedSynced {
   UnfusedActivations<float> act;
-  Fp32UnfusedSynced(const DecoderLayer& w, cudaStream_t) : act(w) {}
+  Fp32UnfusedSynced(const DecoderLayer& w, cudaStream_t s) : act(w, s) {}
   void operator()(const DecoderLayer& w, cudaStream_t s) {
     unfused_step(w, act, PlainLinear{}, [](cudaStream_t st) { BENCH_CUDA_CHECK(cudaStreamSynchronize(st)); }, s);
   }
@@ -155,7 +155,7 @@ std::vector<CublasltLinear::Shape> unfused_shapes(const DecoderLayer& w) {
 struct Bf16Cublaslt {
   UnfusedActivations<bf16> act;
   CublasltLinear linear_op;
-  Bf16Cublaslt(const DecoderLayer& w, cudaStream_t s) : act(w), linear_op(w.batch, unfused_shapes(w), s) {}
+  Bf16Cublaslt(const DecoderLayer& w, cudaStream_t s) : act(w, s), linear_op(w.batch, unfused_shapes(w), s) {}
   void operator()(const DecoderLayer& w, cudaStream_t s) { unfused_step(w, act, linear_op, [](cudaStream_t) {}, s); }
 };
 
@@ -230,7 +230,7 @@ struct FusedActivations {
     const int64_t wave = int64_t{kernels::sm_count()} * per_sm, pairs = w.batch * w.q_heads;
     return std::clamp<int64_t>(wave / pairs, 2, std::max<int64_t>(2, w.past / 256));
   }
-  explicit FusedActivations(const DecoderLayer& w)
+  FusedActivations(const DecoderLayer& w, cudaStream_t s)
       : xn(w.batch * w.hidden), qkv(w.batch * w.qkv_dim), q(w.batch * w.hidden), attn(w.batch * w.hidden),
         o(w.batch * w.hidden), h(w.batch * w.hidden), hn(w.batch * w.hidden), gate_up(w.batch * 2 * w.ffn),
         act(w.batch * w.ffn), down(w.batch * w.hidden),
@@ -240,7 +240,7 @@ struct FusedActivations {
     part_ml = bench::DeviceBuffer<float>(w.batch * w.q_heads * splits * 2);
     part_o = bench::DeviceBuffer<float>(w.batch * w.q_heads * splits * kHeadDim);
     for (bench::DeviceBuffer<bf16>* b : {&xn, &qkv, &q, &attn, &o, &h, &hn, &gate_up, &act, &down})  // initcheck: above
-      BENCH_CUDA_CHECK(cudaMemset(b->data(), 0, b->bytes()));
+      BENCH_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), s));
   }
   // Flash decoding over the cache into the partials, then the merge with the new key.
   void attention(const DecoderLayer& w, cudaStream_t s) const {
@@ -257,7 +257,7 @@ struct FusedActivations {
 struct FlashAttention {
   FusedActivations a;
   CublasltLinear linear_op;
-  FlashAttention(const DecoderLayer& w, cudaStream_t s) : a(w), linear_op(w.batch, unfused_shapes(w), s) {}
+  FlashAttention(const DecoderLayer& w, cudaStream_t s) : a(w, s), linear_op(w.batch, unfused_shapes(w), s) {}
   void operator()(const DecoderLayer& w, cudaStream_t s) {
     const int64_t rows = w.batch, hidden = w.hidden, n = rows * hidden;
     rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(), int(hidden));
@@ -289,8 +289,8 @@ struct FlashAttention {
 };
 
 // ---- rung 4: fused elementwise ops -------------------------------------------------------------
-// h = a + b and hn = rmsnorm(h) · gain in one pass, one block per row (h kept in registers'
-// worth of re-reads from L1, never a second kernel).
+// h = a + b and hn = rmsnorm(h) · gain in one kernel, one block per row: the second loop re-reads
+// a and b (cache hits: 8 KB a row) instead of a second kernel reading h back.
 __global__ void __launch_bounds__(kThreads) add_rmsnorm(const bf16* a, const bf16* b, const bf16* gain, bf16* h, bf16* hn,
                                                         int hidden) {
   const int64_t row = int64_t{blockIdx.x} * hidden;
@@ -320,7 +320,7 @@ struct FusedOps {
   FusedActivations a;
   CublasltLinear linear_op;
   FusedOps(const DecoderLayer& w, cudaStream_t s)
-      : a(w), linear_op(w.batch, {{w.qkv_dim, w.hidden}, {w.hidden, w.hidden}, {2 * w.ffn, w.hidden}, {w.hidden, w.ffn}}, s) {}
+      : a(w, s), linear_op(w.batch, {{w.qkv_dim, w.hidden}, {w.hidden, w.hidden}, {2 * w.ffn, w.hidden}, {w.hidden, w.ffn}}, s) {}
   void operator()(const DecoderLayer& w, cudaStream_t s) const {
     const int64_t rows = w.batch, hidden = w.hidden, n = rows * hidden;
     rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(), int(hidden));
@@ -363,7 +363,7 @@ void reference(const DecoderLayer& w, bench::HostData& h) { reference::layer(w, 
 // Rung 1's kernels without the syncs: plain FP32 code sharing nothing with rungs 2-5. Its
 // activations are allocated here and freed once the step is done.
 void device_reference(const DecoderLayer& w, cudaStream_t s) {
-  const UnfusedActivations<float> act(w);
+  const UnfusedActivations<float> act(w, s);
   unfused_step(w, act, PlainLinear{}, [](cudaStream_t) {}, s);
   BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
 }

@@ -13,14 +13,13 @@
 // serving engine stores at position `past` (the attention reads it from there).
 #pragma once
 
-#include <bench/bench.hpp>
 #include <cuda_bf16.h>
 
-#include <kernels/group_reduce.cuh>
-
 #include <algorithm>
+#include <bench/bench.hpp>
 #include <cmath>
 #include <cstdint>
+#include <kernels/group_reduce.cuh>
 #include <span>
 #include <vector>
 
@@ -36,30 +35,41 @@ struct DecoderLayer {
   bench::DeviceSpan<const bf16> x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache;
   bench::DeviceSpan<bf16> y, k_new, v_new;
   // Weights uniform(-a, a), a = √(3 / fan-in): unit-scale outputs for unit-scale inputs.
-  static bench::Fill fan_in(int64_t k) { return bench::uniform(-std::sqrt(3.0 / k), std::sqrt(3.0 / k)); }
+  static bench::Fill fan_in(int64_t k) {
+    return bench::uniform(-std::sqrt(3.0 / k), std::sqrt(3.0 / k));
+  }
   // Verification keeps the structure (GQA groups of 4, two KV heads so a head mix-up shows) at a
   // size the FP64 CPU layer checks in a second: 8 / 2 heads, MLP 2744, 1000 cached keys (not a
   // whole number of attention steps or chunks), batch 3.
   explicit DecoderLayer(bench::Setup& s)
-      : batch(s.size("batch", s.axis("batch"), 3)), q_heads(s.size("q_heads", 32, 8)),
-        kv_heads(s.size("kv_heads", 8, 2)), group(q_heads / kv_heads), hidden(q_heads * kHeadDim),
-        qkv_dim((q_heads + 2 * kv_heads) * kHeadDim), ffn(s.size("ffn", 14336, 2744)), past(s.size("past", 4096, 1000)),
+      : batch(s.size("batch", s.axis("batch"), 3)),
+        q_heads(s.size("q_heads", 32, 8)),
+        kv_heads(s.size("kv_heads", 8, 2)),
+        group(q_heads / kv_heads),
+        hidden(q_heads * kHeadDim),
+        qkv_dim((q_heads + 2 * kv_heads) * kHeadDim),
+        ffn(s.size("ffn", 14336, 2744)),
+        past(s.size("past", 4096, 1000)),
         x(s.input<bf16>("x", batch * hidden, bench::normal(0, 1))),
         norm1(s.input<bf16>("norm1", hidden, bench::uniform(0.5, 1.5))),
         norm2(s.input<bf16>("norm2", hidden, bench::uniform(0.5, 1.5))),
         w_qkv(s.input<bf16>("w_qkv", qkv_dim * hidden, fan_in(hidden))),
         w_o(s.input<bf16>("w_o", hidden * hidden, fan_in(hidden))),
-        w_gate_up(s.input<bf16>("w_gate_up", 2 * ffn * hidden, fan_in(hidden))),  // gate rows, then up rows
+        w_gate_up(s.input<bf16>("w_gate_up", 2 * ffn * hidden,
+                                fan_in(hidden))),  // gate rows, then up rows
         w_down(s.input<bf16>("w_down", hidden * ffn, fan_in(ffn))),
         k_cache(s.input<bf16>("k_cache", batch * kv_heads * past * kHeadDim, bench::normal(0, 1))),
         v_cache(s.input<bf16>("v_cache", batch * kv_heads * past * kHeadDim, bench::normal(0, 1))),
-        y(s.output<bf16>("y", batch * hidden)), k_new(s.output<bf16>("k_new", batch * kv_heads * kHeadDim)),
+        y(s.output<bf16>("y", batch * hidden)),
+        k_new(s.output<bf16>("k_new", batch * kv_heads * kHeadDim)),
         v_new(s.output<bf16>("v_new", batch * kv_heads * kHeadDim)) {
     // The fewest bytes a step moves: every weight once, the cached K and V once, the new K and V
     // row written, x read and y written. Batch 1: 436 MB of weights + 17 MB of cache = 453 MB.
     // Held to the HBM read ceiling: all but ~0.01% of it is read.
-    const double weights = double(w_qkv.size() + w_o.size() + w_gate_up.size() + w_down.size()) * sizeof(bf16);
-    const double kv = double(k_cache.size() + v_cache.size() + k_new.size() + v_new.size()) * sizeof(bf16);
+    const double weights =
+        double(w_qkv.size() + w_o.size() + w_gate_up.size() + w_down.size()) * sizeof(bf16);
+    const double kv =
+        double(k_cache.size() + v_cache.size() + k_new.size() + v_new.size()) * sizeof(bf16);
     s.bytes(weights + kv + 2.0 * batch * hidden * sizeof(bf16), bench::ceiling::hbm_read);
     s.flops(2.0 * batch * (weights / sizeof(bf16)) + 4.0 * batch * q_heads * (past + 1) * kHeadDim);
   }
@@ -79,10 +89,12 @@ __device__ __forceinline__ void rope_cos_sin(int64_t pos, int i, float& c, float
 
 // out = rmsnorm(in) · gain, one block per row.
 template <class In, class Out>
-__global__ void __launch_bounds__(kThreads) rmsnorm(const In* in, const bf16* gain, Out* out, int hidden) {
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm(const In* in, const bf16* gain, Out* out, int hidden) {
   const int64_t row = int64_t{blockIdx.x} * hidden;
   float sq = 0;
-  for (int i = threadIdx.x; i < hidden; i += kThreads) sq += to_float(in[row + i]) * to_float(in[row + i]);
+  for (int i = threadIdx.x; i < hidden; i += kThreads)
+    sq += to_float(in[row + i]) * to_float(in[row + i]);
   const float inv_rms = rsqrtf(kernels::group_reduce<kThreads>(sq, kernels::Sum{}) / hidden + kEps);
   for (int i = threadIdx.x; i < hidden; i += kThreads)
     store(out + row + i, to_float(in[row + i]) * inv_rms * __bfloat162float(gain[i]));
@@ -91,21 +103,25 @@ __global__ void __launch_bounds__(kThreads) rmsnorm(const In* in, const bf16* ga
 // out [rows][n] = in [rows][k] · weight [n][k]ᵀ: a warp per output column, FP32 sums; the
 // weight row is re-read from L1 for each of the rows.
 template <class A>
-__global__ void __launch_bounds__(kThreads) linear(const A* in, const bf16* weight, A* out, int rows, int n, int k) {
+__global__ void __launch_bounds__(kThreads)
+    linear(const A* in, const bf16* weight, A* out, int rows, int n, int k) {
   const int j = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (j >= n) return;
   const bf16* w = weight + int64_t{j} * k;
   for (int r = 0; r < rows; ++r) {
     float sum = 0;
-    for (int p = lane; p < k; p += 32) sum = fmaf(to_float(in[int64_t{r} * k + p]), __bfloat162float(w[p]), sum);
+    for (int p = lane; p < k; p += 32)
+      sum = fmaf(to_float(in[int64_t{r} * k + p]), __bfloat162float(w[p]), sum);
     sum = kernels::warp_reduce(sum, kernels::Sum{});
     if (lane == 0) store(out + int64_t{r} * n + j, sum);
   }
 }
 
-// RoPE on the q and k heads of qkv, in place (rotate-half pairs (i, i + 64)), one block per sequence.
+// RoPE on the q and k heads of qkv, in place (rotate-half pairs (i, i + 64)), one block per
+// sequence.
 template <class A>
-__global__ void __launch_bounds__(kThreads) rope_in_place(A* qkv, int rotated_heads, int64_t qkv_dim, int64_t pos) {
+__global__ void __launch_bounds__(kThreads)
+    rope_in_place(A* qkv, int rotated_heads, int64_t qkv_dim, int64_t pos) {
   A* row = qkv + blockIdx.x * qkv_dim;
   for (int t = threadIdx.x; t < rotated_heads * kHeadDim / 2; t += kThreads) {
     const int head = t / (kHeadDim / 2), i = t % (kHeadDim / 2);
@@ -120,8 +136,8 @@ __global__ void __launch_bounds__(kThreads) rope_in_place(A* qkv, int rotated_he
 
 // The append: the new token's k and v (after RoPE) into k_new / v_new, one block per sequence.
 template <class A>
-__global__ void __launch_bounds__(kThreads) append_kv(const A* qkv, bf16* k_new, bf16* v_new, int q_heads, int kv_heads,
-                                                      int64_t qkv_dim) {
+__global__ void __launch_bounds__(kThreads)
+    append_kv(const A* qkv, bf16* k_new, bf16* v_new, int q_heads, int kv_heads, int64_t qkv_dim) {
   const A* k = qkv + blockIdx.x * qkv_dim + q_heads * kHeadDim;
   const int64_t out = int64_t{blockIdx.x} * kv_heads * kHeadDim;
   for (int t = threadIdx.x; t < kv_heads * kHeadDim; t += kThreads) {
@@ -133,16 +149,19 @@ __global__ void __launch_bounds__(kThreads) append_kv(const A* qkv, bf16* k_new,
 // scores [bh][past + 1] = q · key / √128, a warp per key; key `past` is the appended row.
 // bh = sequence × q_heads + head; its KV pair (sequence, head / group) is bh / group.
 template <class A>
-__global__ void __launch_bounds__(kThreads) attention_scores(const A* qkv, const bf16* k_cache, const bf16* k_new,
-                                                             float* scores, int q_heads, int group, int64_t qkv_dim,
-                                                             int64_t past) {
-  const int64_t bh = blockIdx.y, j = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32, kv_pair = bh / group;
+__global__ void __launch_bounds__(kThreads)
+    attention_scores(const A* qkv, const bf16* k_cache, const bf16* k_new, float* scores,
+                     int q_heads, int group, int64_t qkv_dim, int64_t past) {
+  const int64_t bh = blockIdx.y, j = int64_t{blockIdx.x} * kWarps + threadIdx.x / 32,
+                kv_pair = bh / group;
   const int lane = threadIdx.x % 32;
   if (j > past) return;
   const A* q = qkv + bh / q_heads * qkv_dim + bh % q_heads * kHeadDim;
-  const bf16* key = j < past ? k_cache + (kv_pair * past + j) * kHeadDim : k_new + kv_pair * kHeadDim;
+  const bf16* key =
+      j < past ? k_cache + (kv_pair * past + j) * kHeadDim : k_new + kv_pair * kHeadDim;
   float dot = 0;
-  for (int d = lane; d < kHeadDim; d += 32) dot = fmaf(to_float(q[d]), __bfloat162float(key[d]), dot);
+  for (int d = lane; d < kHeadDim; d += 32)
+    dot = fmaf(to_float(q[d]), __bfloat162float(key[d]), dot);
   dot = kernels::warp_reduce(dot, kernels::Sum{});
   if (lane == 0) scores[bh * (past + 1) + j] = dot * rsqrtf(float(kHeadDim));
 }
@@ -160,36 +179,43 @@ __global__ void __launch_bounds__(kThreads) softmax_rows(float* scores, int64_t 
 
 // attn [bh][128] = Σ_j p_j v_j, one block per bh, a thread per dimension.
 template <class A>
-__global__ void __launch_bounds__(kHeadDim) attention_values(const float* probs, const bf16* v_cache, const bf16* v_new,
-                                                             A* attn, int group, int64_t past) {
+__global__ void __launch_bounds__(kHeadDim)
+    attention_values(const float* probs, const bf16* v_cache, const bf16* v_new, A* attn, int group,
+                     int64_t past) {
   const int64_t bh = blockIdx.x, kv_pair = bh / group;
   const int d = threadIdx.x;
   const float* p = probs + bh * (past + 1);
   float acc = 0;
-  for (int64_t j = 0; j < past; ++j) acc = fmaf(p[j], __bfloat162float(v_cache[(kv_pair * past + j) * kHeadDim + d]), acc);
+  for (int64_t j = 0; j < past; ++j)
+    acc = fmaf(p[j], __bfloat162float(v_cache[(kv_pair * past + j) * kHeadDim + d]), acc);
   acc = fmaf(p[past], __bfloat162float(v_new[kv_pair * kHeadDim + d]), acc);
   store(attn + bh * kHeadDim + d, acc);
 }
 
 template <class X, class Y, class Out>
 __global__ void add(const X* a, const Y* b, Out* sum, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
     store(sum + i, to_float(a[i]) + to_float(b[i]));
 }
 
 template <class A>
 __global__ void silu_in_place(A* g, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
     store(g + i, to_float(g[i]) / (1.0f + expf(-to_float(g[i]))));
 }
 
 template <class A>
 __global__ void multiply(const A* a, const A* b, A* out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
     store(out + i, to_float(a[i]) * to_float(b[i]));
 }
 
-inline unsigned blocks_for(int64_t n) { return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 1024)); }
+inline unsigned blocks_for(int64_t n) {
+  return unsigned(std::min<int64_t>((n + kThreads - 1) / kThreads, 1024));
+}
 
 // ---- the FP64 CPU layer ----------------------------------------------------------------------
 namespace reference {
@@ -201,8 +227,8 @@ inline std::vector<double> widen(std::span<const bf16> v) {
 }
 
 // out [rows][n] = in [rows][k] · weight [n][k]ᵀ
-inline std::vector<double> matmul(const std::vector<double>& in, std::span<const bf16> weight, int64_t rows, int64_t n,
-                                  int64_t k) {
+inline std::vector<double> matmul(const std::vector<double>& in, std::span<const bf16> weight,
+                                  int64_t rows, int64_t n, int64_t k) {
   std::vector<double> out(size_t(rows * n));
   const std::vector<double> w = widen(weight);
   for (int64_t r = 0; r < rows; ++r)
@@ -214,13 +240,15 @@ inline std::vector<double> matmul(const std::vector<double>& in, std::span<const
   return out;
 }
 
-inline std::vector<double> norm(const std::vector<double>& in, std::span<const bf16> gain, int64_t hidden) {
+inline std::vector<double> norm(const std::vector<double>& in, std::span<const bf16> gain,
+                                int64_t hidden) {
   std::vector<double> out(in.size());
   for (size_t row = 0; row < in.size(); row += size_t(hidden)) {
     double sq = 0;
     for (int64_t i = 0; i < hidden; ++i) sq += in[row + i] * in[row + i];
     const double inv_rms = 1.0 / std::sqrt(sq / hidden + kEps);
-    for (int64_t i = 0; i < hidden; ++i) out[row + i] = in[row + i] * inv_rms * static_cast<float>(gain[i]);
+    for (int64_t i = 0; i < hidden; ++i)
+      out[row + i] = in[row + i] * inv_rms * static_cast<float>(gain[i]);
   }
   return out;
 }
@@ -229,7 +257,8 @@ inline void layer(const DecoderLayer& w, bench::HostData& h) {
   const int64_t rows = w.batch, hidden = w.hidden, half = kHeadDim / 2;
   const std::vector<double> x = widen(h.input<bf16>("x"));
   const auto k_cache = h.input<bf16>("k_cache"), v_cache = h.input<bf16>("v_cache");
-  std::vector<double> qkv = matmul(norm(x, h.input<bf16>("norm1"), hidden), h.input<bf16>("w_qkv"), rows, w.qkv_dim, hidden);
+  std::vector<double> qkv = matmul(norm(x, h.input<bf16>("norm1"), hidden), h.input<bf16>("w_qkv"),
+                                   rows, w.qkv_dim, hidden);
   for (int64_t r = 0; r < rows; ++r)  // RoPE on the q and k heads at position `past`
     for (int64_t head = 0; head < w.q_heads + w.kv_heads; ++head)
       for (int64_t i = 0; i < half; ++i) {
@@ -253,8 +282,12 @@ inline void layer(const DecoderLayer& w, bench::HostData& h) {
     auto cached = [&](std::span<const bf16> cache, int64_t j, int64_t d) {
       return double(static_cast<float>(cache[(kv_pair * w.past + j) * kHeadDim + d]));
     };
-    auto key = [&](int64_t j, int64_t d) { return j < w.past ? cached(k_cache, j, d) : k_new[r * kv_row + kv_head * kHeadDim + d]; };
-    auto value = [&](int64_t j, int64_t d) { return j < w.past ? cached(v_cache, j, d) : v_new[r * kv_row + kv_head * kHeadDim + d]; };
+    auto key = [&](int64_t j, int64_t d) {
+      return j < w.past ? cached(k_cache, j, d) : k_new[r * kv_row + kv_head * kHeadDim + d];
+    };
+    auto value = [&](int64_t j, int64_t d) {
+      return j < w.past ? cached(v_cache, j, d) : v_new[r * kv_row + kv_head * kHeadDim + d];
+    };
     double top = -INFINITY, total = 0;
     for (int64_t j = 0; j <= w.past; ++j) {
       double dot = 0;
@@ -271,8 +304,8 @@ inline void layer(const DecoderLayer& w, bench::HostData& h) {
   const std::vector<double> o = matmul(attn, h.input<bf16>("w_o"), rows, hidden, hidden);
   std::vector<double> resid(x.size());
   for (size_t i = 0; i < x.size(); ++i) resid[i] = x[i] + o[i];
-  const std::vector<double> gate_up =
-      matmul(norm(resid, h.input<bf16>("norm2"), hidden), h.input<bf16>("w_gate_up"), rows, 2 * w.ffn, hidden);
+  const std::vector<double> gate_up = matmul(norm(resid, h.input<bf16>("norm2"), hidden),
+                                             h.input<bf16>("w_gate_up"), rows, 2 * w.ffn, hidden);
   std::vector<double> act(size_t(rows * w.ffn));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < w.ffn; ++c) {

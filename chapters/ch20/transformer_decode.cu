@@ -35,16 +35,15 @@
 //
 //   ./bench compare --chapter ch20 --example transformer_decode            # batch 1 and 8
 //   ./bench compare --chapter ch20 --example transformer_decode --sweep    # and batch 32
-#include "decoder_layer.cuh"
-
 #include <kernels/cublaslt_gemm.hpp>
 #include <kernels/cuda_graph.hpp>
 #include <kernels/decode_attention.cuh>
 #include <kernels/occupancy.cuh>
-
 #include <memory>
 #include <stdexcept>
 #include <vector>
+
+#include "decoder_layer.cuh"
 
 namespace {
 
@@ -55,8 +54,10 @@ namespace decode = kernels::decode;
 // Rung 1: the plain kernel.
 struct PlainLinear {
   template <class A>
-  void operator()(const A* in, const bf16* weight, A* out, int64_t rows, int64_t n, int64_t k, cudaStream_t s) const {
-    linear<A><<<unsigned((n + kWarps - 1) / kWarps), kThreads, 0, s>>>(in, weight, out, int(rows), int(n), int(k));
+  void operator()(const A* in, const bf16* weight, A* out, int64_t rows, int64_t n, int64_t k,
+                  cudaStream_t s) const {
+    linear<A><<<unsigned((n + kWarps - 1) / kWarps), kThreads, 0, s>>>(in, weight, out, int(rows),
+                                                                       int(n), int(k));
     BENCH_CHECK_LAUNCH();
   }
 };
@@ -70,12 +71,14 @@ class CublasltLinear {
   };
   CublasltLinear(int64_t rows, std::vector<Shape> shapes, cudaStream_t s) : rows_(rows) {
     for (const Shape& shape : shapes) {
-      auto& plan = plans_.emplace_back(shape, std::make_unique<kernels::LtGemm>(shape.n, rows, shape.k, kernels::LtGemmTypes{}));
+      auto& plan = plans_.emplace_back(
+          shape, std::make_unique<kernels::LtGemm>(shape.n, rows, shape.k, kernels::LtGemmTypes{}));
       bench::DeviceBuffer<bf16> d(shape.n * rows);
       plan.second->pick_fastest(d.data(), s);
     }
   }
-  void operator()(const bf16* in, const bf16* weight, bf16* out, int64_t rows, int64_t n, int64_t k, cudaStream_t s) const {
+  void operator()(const bf16* in, const bf16* weight, bf16* out, int64_t rows, int64_t n, int64_t k,
+                  cudaStream_t s) const {
     for (const auto& [shape, gemm] : plans_)
       if (shape.n == n && shape.k == k && rows == rows_) return gemm->run(weight, in, out, s);
     throw std::logic_error("CublasltLinear: no plan for this shape");
@@ -92,11 +95,19 @@ struct UnfusedActivations {
   bench::DeviceBuffer<A> xn, qkv, attn, o, h, hn, gate, up, down;
   bench::DeviceBuffer<float> probs;
   UnfusedActivations(const DecoderLayer& w, cudaStream_t s)
-      : xn(w.batch * w.hidden), qkv(w.batch * w.qkv_dim), attn(w.batch * w.hidden), o(w.batch * w.hidden),
-        h(w.batch * w.hidden), hn(w.batch * w.hidden), gate(w.batch * w.ffn), up(w.batch * w.ffn),
-        down(w.batch * w.hidden), probs(w.batch * w.q_heads * (w.past + 1)) {
-    // compute-sanitizer's initcheck does not see cuBLAS's BF16 stores on Hopper (ch16/decode_graphs):
-    // zeroed once, untimed, on the step's stream, so every later read is of a value some kernel wrote.
+      : xn(w.batch * w.hidden),
+        qkv(w.batch * w.qkv_dim),
+        attn(w.batch * w.hidden),
+        o(w.batch * w.hidden),
+        h(w.batch * w.hidden),
+        hn(w.batch * w.hidden),
+        gate(w.batch * w.ffn),
+        up(w.batch * w.ffn),
+        down(w.batch * w.hidden),
+        probs(w.batch * w.q_heads * (w.past + 1)) {
+    // compute-sanitizer's initcheck does not see cuBLAS's BF16 stores on Hopper
+    // (ch16/decode_graphs): zeroed once, untimed, on the step's stream, so every later read is of a
+    // value some kernel wrote.
     for (bench::DeviceBuffer<A>* b : {&xn, &qkv, &attn, &o, &h, &hn, &gate, &up, &down})
       BENCH_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), s));
   }
@@ -104,47 +115,73 @@ struct UnfusedActivations {
 
 // The step, op by op; after_op(stream) runs after each launch (rung 1: the host sync).
 template <class A, class Linear, class AfterOp>
-void unfused_step(const DecoderLayer& w, const UnfusedActivations<A>& a, const Linear& linear_op, AfterOp after_op,
-                  cudaStream_t s) {
+void unfused_step(const DecoderLayer& w, const UnfusedActivations<A>& a, const Linear& linear_op,
+                  AfterOp after_op, cudaStream_t s) {
   const int64_t rows = w.batch, hidden = w.hidden, pairs = w.batch * w.q_heads;
   auto op = [&](auto&& launch) {
     launch();
     BENCH_CHECK_LAUNCH();
     after_op(s);
   };
-  op([&] { rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(), int(hidden)); });
-  op([&] { linear_op(a.xn.data(), w.w_qkv.data(), a.qkv.data(), rows, w.qkv_dim, hidden, s); });
-  op([&] { rope_in_place<<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), int(w.q_heads + w.kv_heads), w.qkv_dim, w.past); });
   op([&] {
-    append_kv<<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads),
-                                                  int(w.kv_heads), w.qkv_dim);
+    rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(),
+                                                int(hidden));
+  });
+  op([&] { linear_op(a.xn.data(), w.w_qkv.data(), a.qkv.data(), rows, w.qkv_dim, hidden, s); });
+  op([&] {
+    rope_in_place<<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), int(w.q_heads + w.kv_heads),
+                                                      w.qkv_dim, w.past);
+  });
+  op([&] {
+    append_kv<<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), w.k_new.data(), w.v_new.data(),
+                                                  int(w.q_heads), int(w.kv_heads), w.qkv_dim);
   });
   op([&] {
     const dim3 grid(unsigned((w.past + 1 + kWarps - 1) / kWarps), unsigned(pairs));
-    attention_scores<<<grid, kThreads, 0, s>>>(a.qkv.data(), w.k_cache.data(), w.k_new.data(), a.probs.data(),
-                                               int(w.q_heads), int(w.group), w.qkv_dim, w.past);
+    attention_scores<<<grid, kThreads, 0, s>>>(a.qkv.data(), w.k_cache.data(), w.k_new.data(),
+                                               a.probs.data(), int(w.q_heads), int(w.group),
+                                               w.qkv_dim, w.past);
   });
   op([&] { softmax_rows<<<unsigned(pairs), kThreads, 0, s>>>(a.probs.data(), w.past + 1); });
   op([&] {
-    attention_values<<<unsigned(pairs), kHeadDim, 0, s>>>(a.probs.data(), w.v_cache.data(), w.v_new.data(), a.attn.data(),
-                                                          int(w.group), w.past);
+    attention_values<<<unsigned(pairs), kHeadDim, 0, s>>>(
+        a.probs.data(), w.v_cache.data(), w.v_new.data(), a.attn.data(), int(w.group), w.past);
   });
   op([&] { linear_op(a.attn.data(), w.w_o.data(), a.o.data(), rows, hidden, hidden, s); });
-  op([&] { add<<<blocks_for(rows * hidden), kThreads, 0, s>>>(w.x.data(), a.o.data(), a.h.data(), rows * hidden); });
-  op([&] { rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(a.h.data(), w.norm2.data(), a.hn.data(), int(hidden)); });
+  op([&] {
+    add<<<blocks_for(rows * hidden), kThreads, 0, s>>>(w.x.data(), a.o.data(), a.h.data(),
+                                                       rows * hidden);
+  });
+  op([&] {
+    rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(a.h.data(), w.norm2.data(), a.hn.data(),
+                                                int(hidden));
+  });
   op([&] { linear_op(a.hn.data(), w.w_gate_up.data(), a.gate.data(), rows, w.ffn, hidden, s); });
-  op([&] { linear_op(a.hn.data(), w.w_gate_up.data() + w.ffn * hidden, a.up.data(), rows, w.ffn, hidden, s); });
-  op([&] { silu_in_place<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(a.gate.data(), rows * w.ffn); });
-  op([&] { multiply<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(a.gate.data(), a.up.data(), a.gate.data(), rows * w.ffn); });
+  op([&] {
+    linear_op(a.hn.data(), w.w_gate_up.data() + w.ffn * hidden, a.up.data(), rows, w.ffn, hidden,
+              s);
+  });
+  op([&] {
+    silu_in_place<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(a.gate.data(), rows * w.ffn);
+  });
+  op([&] {
+    multiply<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(a.gate.data(), a.up.data(),
+                                                           a.gate.data(), rows * w.ffn);
+  });
   op([&] { linear_op(a.gate.data(), w.w_down.data(), a.down.data(), rows, hidden, w.ffn, s); });
-  op([&] { add<<<blocks_for(rows * hidden), kThreads, 0, s>>>(a.h.data(), a.down.data(), w.y.data(), rows * hidden); });
+  op([&] {
+    add<<<blocks_for(rows * hidden), kThreads, 0, s>>>(a.h.data(), a.down.data(), w.y.data(),
+                                                       rows * hidden);
+  });
 }
 
 struct Fp32UnfusedSynced {
   UnfusedActivations<float> act;
   Fp32UnfusedSynced(const DecoderLayer& w, cudaStream_t s) : act(w, s) {}
   void operator()(const DecoderLayer& w, cudaStream_t s) {
-    unfused_step(w, act, PlainLinear{}, [](cudaStream_t st) { BENCH_CUDA_CHECK(cudaStreamSynchronize(st)); }, s);
+    unfused_step(
+        w, act, PlainLinear{}, [](cudaStream_t st) { BENCH_CUDA_CHECK(cudaStreamSynchronize(st)); },
+        s);
   }
 };
 
@@ -155,8 +192,12 @@ std::vector<CublasltLinear::Shape> unfused_shapes(const DecoderLayer& w) {
 struct Bf16Cublaslt {
   UnfusedActivations<bf16> act;
   CublasltLinear linear_op;
-  Bf16Cublaslt(const DecoderLayer& w, cudaStream_t s) : act(w, s), linear_op(w.batch, unfused_shapes(w), s) {}
-  void operator()(const DecoderLayer& w, cudaStream_t s) { unfused_step(w, act, linear_op, [](cudaStream_t) {}, s); }
+  Bf16Cublaslt(const DecoderLayer& w, cudaStream_t s)
+      : act(w, s), linear_op(w.batch, unfused_shapes(w), s) {}
+  void operator()(const DecoderLayer& w, cudaStream_t s) {
+    unfused_step(
+        w, act, linear_op, [](cudaStream_t) {}, s);
+  }
 };
 
 // ---- rung 3: flash decoding over the cache, the new key in the merge ---------------------------
@@ -167,21 +208,25 @@ struct GqaCache {
   const bf16* v;
   int64_t n_k;
   int64_t group;
-  __device__ decode::PairKeys<decode::RowsFrom> pair(int64_t bh) const { return {n_k, {bh / group * n_k}}; }
+  __device__ decode::PairKeys<decode::RowsFrom> pair(int64_t bh) const {
+    return {n_k, {bh / group * n_k}};
+  }
 };
 
 // Packs q as [sequence][head][128] (the layout the attention kernel reads) and appends the new k
 // and v rows; with kRope (rung 4) it applies RoPE to q and k on the way, so qkv is read once.
 template <bool kRope>
-__global__ void __launch_bounds__(kThreads) pack_q_append_kv(const bf16* qkv, bf16* q, bf16* k_new, bf16* v_new,
-                                                             int q_heads, int kv_heads, int64_t qkv_dim, int64_t pos) {
+__global__ void __launch_bounds__(kThreads)
+    pack_q_append_kv(const bf16* qkv, bf16* q, bf16* k_new, bf16* v_new, int q_heads, int kv_heads,
+                     int64_t qkv_dim, int64_t pos) {
   const bf16* row = qkv + blockIdx.x * qkv_dim;
   constexpr int kHalf = kHeadDim / 2;
   for (int t = threadIdx.x; t < (q_heads + kv_heads) * kHalf; t += kThreads) {
     const int head = t / kHalf, i = t % kHalf;
     const bf16* in = row + head * kHeadDim + i;
-    bf16* out = head < q_heads ? q + (int64_t{blockIdx.x} * q_heads + head) * kHeadDim + i
-                               : k_new + (int64_t{blockIdx.x} * kv_heads + head - q_heads) * kHeadDim + i;
+    bf16* out = head < q_heads
+                    ? q + (int64_t{blockIdx.x} * q_heads + head) * kHeadDim + i
+                    : k_new + (int64_t{blockIdx.x} * kv_heads + head - q_heads) * kHeadDim + i;
     if constexpr (kRope) {
       float c, s;
       rope_cos_sin(pos, i, c, s);
@@ -193,18 +238,22 @@ __global__ void __launch_bounds__(kThreads) pack_q_append_kv(const bf16* qkv, bf
     }
   }
   const bf16* v = row + (q_heads + kv_heads) * kHeadDim;
-  for (int t = threadIdx.x; t < kv_heads * kHeadDim; t += kThreads) v_new[int64_t{blockIdx.x} * kv_heads * kHeadDim + t] = v[t];
+  for (int t = threadIdx.x; t < kv_heads * kHeadDim; t += kThreads)
+    v_new[int64_t{blockIdx.x} * kv_heads * kHeadDim + t] = v[t];
 }
 
 // The split merge with the new key: pair bh's partials (m, l, o) over the cached keys, then the
 // appended key as one more part (m = its score, l = 1, o = its v row). One CTA per bh, a thread
-// per dimension; scores in log2 units, as the attention kernel keeps them (kernels/online_softmax.cuh).
-__global__ void __launch_bounds__(kHeadDim) merge_with_new_key(decode::Args a, const bf16* k_new, const bf16* v_new,
-                                                               bf16* attn, int64_t group) {
+// per dimension; scores in log2 units, as the attention kernel keeps them
+// (kernels/online_softmax.cuh).
+__global__ void __launch_bounds__(kHeadDim)
+    merge_with_new_key(decode::Args a, const bf16* k_new, const bf16* v_new, bf16* attn,
+                       int64_t group) {
   const int64_t bh = blockIdx.x, kv_row = (bh / group) * kHeadDim;
   const int d = threadIdx.x;
   const float q_k = __bfloat162float(a.q[bh * kHeadDim + d]) * __bfloat162float(k_new[kv_row + d]);
-  const float score = kernels::group_reduce<kHeadDim>(q_k, kernels::Sum{}) * (kernels::kLog2e * rsqrtf(float(kHeadDim)));
+  const float score = kernels::group_reduce<kHeadDim>(q_k, kernels::Sum{}) *
+                      (kernels::kLog2e * rsqrtf(float(kHeadDim)));
   float m = kernels::kEmptyMax, l = 0, o[1] = {0};
   for (int split = 0; split < a.splits; ++split) {
     const int64_t slot = bh * a.splits + split;
@@ -231,25 +280,37 @@ struct FusedActivations {
     return std::clamp<int64_t>(wave / pairs, 2, std::max<int64_t>(2, w.past / 256));
   }
   FusedActivations(const DecoderLayer& w, cudaStream_t s)
-      : xn(w.batch * w.hidden), qkv(w.batch * w.qkv_dim), q(w.batch * w.hidden), attn(w.batch * w.hidden),
-        o(w.batch * w.hidden), h(w.batch * w.hidden), hn(w.batch * w.hidden), gate_up(w.batch * 2 * w.ffn),
-        act(w.batch * w.ffn), down(w.batch * w.hidden),
+      : xn(w.batch * w.hidden),
+        qkv(w.batch * w.qkv_dim),
+        q(w.batch * w.hidden),
+        attn(w.batch * w.hidden),
+        o(w.batch * w.hidden),
+        h(w.batch * w.hidden),
+        hn(w.batch * w.hidden),
+        gate_up(w.batch * 2 * w.ffn),
+        act(w.batch * w.ffn),
+        down(w.batch * w.hidden),
         chunk(decode::chunk_for(w.past, int(splits_wanted(w)), 1)) {
-    splits = int((w.past + chunk - 1) / chunk);  // rounding the chunk up can leave fewer, never an empty one
-    if (splits < 2) throw std::invalid_argument("transformer_decode: the cache is too short for two splits");
+    splits = int((w.past + chunk - 1) /
+                 chunk);  // rounding the chunk up can leave fewer, never an empty one
+    if (splits < 2)
+      throw std::invalid_argument("transformer_decode: the cache is too short for two splits");
     part_ml = bench::DeviceBuffer<float>(w.batch * w.q_heads * splits * 2);
     part_o = bench::DeviceBuffer<float>(w.batch * w.q_heads * splits * kHeadDim);
-    for (bench::DeviceBuffer<bf16>* b : {&xn, &qkv, &q, &attn, &o, &h, &hn, &gate_up, &act, &down})  // initcheck: above
+    for (bench::DeviceBuffer<bf16>* b :
+         {&xn, &qkv, &q, &attn, &o, &h, &hn, &gate_up, &act, &down})  // initcheck: above
       BENCH_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), s));
   }
   // Flash decoding over the cache into the partials, then the merge with the new key.
   void attention(const DecoderLayer& w, cudaStream_t s) const {
     const decode::Args args{q.data(), nullptr, part_ml.data(), part_o.data(), 1, 0, chunk, splits};
     const int64_t pairs = w.batch * w.q_heads;
-    decode::attention<1, GqaCache><<<dim3(unsigned(splits), unsigned(pairs)), decode::kThreads, 0, s>>>(
-        args, GqaCache{w.k_cache.data(), w.v_cache.data(), w.past, w.group});
+    decode::attention<1, GqaCache>
+        <<<dim3(unsigned(splits), unsigned(pairs)), decode::kThreads, 0, s>>>(
+            args, GqaCache{w.k_cache.data(), w.v_cache.data(), w.past, w.group});
     BENCH_CHECK_LAUNCH();
-    merge_with_new_key<<<unsigned(pairs), kHeadDim, 0, s>>>(args, w.k_new.data(), w.v_new.data(), attn.data(), w.group);
+    merge_with_new_key<<<unsigned(pairs), kHeadDim, 0, s>>>(args, w.k_new.data(), w.v_new.data(),
+                                                            attn.data(), w.group);
     BENCH_CHECK_LAUNCH();
   }
 };
@@ -257,22 +318,27 @@ struct FusedActivations {
 struct FlashAttention {
   FusedActivations a;
   CublasltLinear linear_op;
-  FlashAttention(const DecoderLayer& w, cudaStream_t s) : a(w, s), linear_op(w.batch, unfused_shapes(w), s) {}
+  FlashAttention(const DecoderLayer& w, cudaStream_t s)
+      : a(w, s), linear_op(w.batch, unfused_shapes(w), s) {}
   void operator()(const DecoderLayer& w, cudaStream_t s) {
     const int64_t rows = w.batch, hidden = w.hidden, n = rows * hidden;
-    rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(), int(hidden));
+    rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(),
+                                                int(hidden));
     BENCH_CHECK_LAUNCH();
     linear_op(a.xn.data(), w.w_qkv.data(), a.qkv.data(), rows, w.qkv_dim, hidden, s);
-    rope_in_place<<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), int(w.q_heads + w.kv_heads), w.qkv_dim, w.past);
+    rope_in_place<<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), int(w.q_heads + w.kv_heads),
+                                                      w.qkv_dim, w.past);
     BENCH_CHECK_LAUNCH();
-    pack_q_append_kv<false><<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), a.q.data(), w.k_new.data(), w.v_new.data(),
-                                                                int(w.q_heads), int(w.kv_heads), w.qkv_dim, w.past);
+    pack_q_append_kv<false><<<unsigned(rows), kThreads, 0, s>>>(
+        a.qkv.data(), a.q.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads), int(w.kv_heads),
+        w.qkv_dim, w.past);
     BENCH_CHECK_LAUNCH();
     a.attention(w, s);
     linear_op(a.attn.data(), w.w_o.data(), a.o.data(), rows, hidden, hidden, s);
     add<<<blocks_for(n), kThreads, 0, s>>>(w.x.data(), a.o.data(), a.h.data(), n);
     BENCH_CHECK_LAUNCH();
-    rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(a.h.data(), w.norm2.data(), a.hn.data(), int(hidden));
+    rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(a.h.data(), w.norm2.data(), a.hn.data(),
+                                                int(hidden));
     BENCH_CHECK_LAUNCH();
     bf16* gate = a.gate_up.data();
     bf16* up = gate + rows * w.ffn;
@@ -291,8 +357,8 @@ struct FlashAttention {
 // ---- rung 4: fused elementwise ops -------------------------------------------------------------
 // h = a + b and hn = rmsnorm(h) · gain in one kernel, one block per row: the second loop re-reads
 // a and b (cache hits: 8 KB a row) instead of a second kernel reading h back.
-__global__ void __launch_bounds__(kThreads) add_rmsnorm(const bf16* a, const bf16* b, const bf16* gain, bf16* h, bf16* hn,
-                                                        int hidden) {
+__global__ void __launch_bounds__(kThreads)
+    add_rmsnorm(const bf16* a, const bf16* b, const bf16* gain, bf16* h, bf16* hn, int hidden) {
   const int64_t row = int64_t{blockIdx.x} * hidden;
   float sq = 0;
   for (int i = threadIdx.x; i < hidden; i += kThreads) {
@@ -309,9 +375,11 @@ __global__ void __launch_bounds__(kThreads) add_rmsnorm(const bf16* a, const bf1
 
 // act [r][c] = silu(gate_up [r][c]) · gate_up [r][ffn + c]: the gate/up GEMM's output read once.
 __global__ void swiglu(const bf16* gate_up, bf16* act, int64_t rows, int64_t ffn) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * ffn; i += int64_t{gridDim.x} * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * ffn;
+       i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = i / ffn, c = i % ffn;
-    const float g = __bfloat162float(gate_up[r * 2 * ffn + c]), u = __bfloat162float(gate_up[r * 2 * ffn + ffn + c]);
+    const float g = __bfloat162float(gate_up[r * 2 * ffn + c]),
+                u = __bfloat162float(gate_up[r * 2 * ffn + ffn + c]);
     act[i] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
   }
 }
@@ -320,22 +388,29 @@ struct FusedOps {
   FusedActivations a;
   CublasltLinear linear_op;
   FusedOps(const DecoderLayer& w, cudaStream_t s)
-      : a(w, s), linear_op(w.batch, {{w.qkv_dim, w.hidden}, {w.hidden, w.hidden}, {2 * w.ffn, w.hidden}, {w.hidden, w.ffn}}, s) {}
+      : a(w, s),
+        linear_op(
+            w.batch,
+            {{w.qkv_dim, w.hidden}, {w.hidden, w.hidden}, {2 * w.ffn, w.hidden}, {w.hidden, w.ffn}},
+            s) {}
   void operator()(const DecoderLayer& w, cudaStream_t s) const {
     const int64_t rows = w.batch, hidden = w.hidden, n = rows * hidden;
-    rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(), int(hidden));
+    rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(),
+                                                int(hidden));
     BENCH_CHECK_LAUNCH();
     linear_op(a.xn.data(), w.w_qkv.data(), a.qkv.data(), rows, w.qkv_dim, hidden, s);
-    pack_q_append_kv<true><<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), a.q.data(), w.k_new.data(), w.v_new.data(),
-                                                               int(w.q_heads), int(w.kv_heads), w.qkv_dim, w.past);
+    pack_q_append_kv<true><<<unsigned(rows), kThreads, 0, s>>>(
+        a.qkv.data(), a.q.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads), int(w.kv_heads),
+        w.qkv_dim, w.past);
     BENCH_CHECK_LAUNCH();
     a.attention(w, s);
     linear_op(a.attn.data(), w.w_o.data(), a.o.data(), rows, hidden, hidden, s);
-    add_rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), a.o.data(), w.norm2.data(), a.h.data(), a.hn.data(),
-                                                    int(hidden));
+    add_rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), a.o.data(), w.norm2.data(),
+                                                    a.h.data(), a.hn.data(), int(hidden));
     BENCH_CHECK_LAUNCH();
     linear_op(a.hn.data(), w.w_gate_up.data(), a.gate_up.data(), rows, 2 * w.ffn, hidden, s);
-    swiglu<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(a.gate_up.data(), a.act.data(), rows, w.ffn);
+    swiglu<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(a.gate_up.data(), a.act.data(), rows,
+                                                         w.ffn);
     BENCH_CHECK_LAUNCH();
     linear_op(a.act.data(), w.w_down.data(), a.down.data(), rows, hidden, w.ffn, s);
     add<<<blocks_for(n), kThreads, 0, s>>>(a.h.data(), a.down.data(), w.y.data(), n);
@@ -351,7 +426,8 @@ struct Graphed {
   kernels::GraphExec exec;
   Graphed(const DecoderLayer& w, cudaStream_t s) : step(w, s) {
     kernels::OwnedStream capture_stream;
-    const kernels::Graph graph = kernels::capture(capture_stream.get(), [&](cudaStream_t cs) { step(w, cs); });
+    const kernels::Graph graph =
+        kernels::capture(capture_stream.get(), [&](cudaStream_t cs) { step(w, cs); });
     exec.instantiate(graph.get());
     exec.upload(s);
   }
@@ -364,13 +440,15 @@ void reference(const DecoderLayer& w, bench::HostData& h) { reference::layer(w, 
 // activations are allocated here and freed once the step is done.
 void device_reference(const DecoderLayer& w, cudaStream_t s) {
   const UnfusedActivations<float> act(w, s);
-  unfused_step(w, act, PlainLinear{}, [](cudaStream_t) {}, s);
+  unfused_step(
+      w, act, PlainLinear{}, [](cudaStream_t) {}, s);
   BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
     .int_axis("batch", {1, 8, 32}, /*defaults=*/{1, 8})
-    .stateful<Fp32UnfusedSynced>(bench::Role::baseline, "fp32_unfused_synced", {.blocks_host = true})
+    .stateful<Fp32UnfusedSynced>(bench::Role::baseline, "fp32_unfused_synced",
+                                 {.blocks_host = true})
     .stateful<Bf16Cublaslt>(bench::Role::step, "bf16_cublaslt")
     .stateful<FlashAttention>(bench::Role::step, "flash_attention")
     .stateful<FusedOps>(bench::Role::step, "fused_ops")

@@ -113,7 +113,15 @@ struct UnfusedActivations {
   }
 };
 
-// The step, op by op; after_op(stream) runs after each launch (rung 1: the host sync).
+// What the host does after each op of the unfused step: rung 1 waits for it, rung 2 does not.
+struct HostWait {
+  void operator()(cudaStream_t s) const { BENCH_CUDA_CHECK(cudaStreamSynchronize(s)); }
+};
+struct NoWait {
+  void operator()(cudaStream_t) const {}
+};
+
+// The step, op by op; after_op(stream) runs after each launch.
 template <class A, class Linear, class AfterOp>
 void unfused_step(const DecoderLayer& w, const UnfusedActivations<A>& a, const Linear& linear_op,
                   AfterOp after_op, cudaStream_t s) {
@@ -179,9 +187,7 @@ struct Fp32UnfusedSynced {
   UnfusedActivations<float> act;
   Fp32UnfusedSynced(const DecoderLayer& w, cudaStream_t s) : act(w, s) {}
   void operator()(const DecoderLayer& w, cudaStream_t s) {
-    unfused_step(
-        w, act, PlainLinear{}, [](cudaStream_t st) { BENCH_CUDA_CHECK(cudaStreamSynchronize(st)); },
-        s);
+    unfused_step(w, act, PlainLinear{}, HostWait{}, s);
   }
 };
 
@@ -195,8 +201,7 @@ struct Bf16Cublaslt {
   Bf16Cublaslt(const DecoderLayer& w, cudaStream_t s)
       : act(w, s), linear_op(w.batch, unfused_shapes(w), s) {}
   void operator()(const DecoderLayer& w, cudaStream_t s) {
-    unfused_step(
-        w, act, linear_op, [](cudaStream_t) {}, s);
+    unfused_step(w, act, linear_op, NoWait{}, s);
   }
 };
 
@@ -440,8 +445,7 @@ void reference(const DecoderLayer& w, bench::HostData& h) { reference::layer(w, 
 // activations are allocated here and freed once the step is done.
 void device_reference(const DecoderLayer& w, cudaStream_t s) {
   const UnfusedActivations<float> act(w, s);
-  unfused_step(
-      w, act, PlainLinear{}, [](cudaStream_t) {}, s);
+  unfused_step(w, act, PlainLinear{}, NoWait{}, s);
   BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 

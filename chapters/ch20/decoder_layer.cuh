@@ -41,9 +41,8 @@ struct DecoderLayer {
   // Verification keeps the structure (GQA groups of 4, two KV heads so a head mix-up shows) at a
   // size the FP64 CPU layer checks in a second: 8 / 2 heads, MLP 2744, 1000 cached keys (not a
   // whole number of attention steps or chunks), batch 3. 2744 is a multiple of 8, as 14336 is:
-  // every
-  // GEMM operand row and the up half of gate_up start 16-byte aligned, as cuBLASLt's fast paths
-  // want.
+  // every GEMM operand row and the up half of gate_up start 16-byte aligned, as cuBLASLt's fast
+  // paths want.
   explicit DecoderLayer(bench::Setup& s)
       : batch(s.size("batch", s.axis("batch"), 3)),
         q_heads(s.size("q_heads", 32, 8)),

@@ -17,10 +17,10 @@
 // the baseline is host_bound and the pair is scored by the batched call's time.
 //
 //   ./bench compare --chapter ch01 --example gemm_batching [--sweep]
-#include <bench/bench.hpp>
 #include <cublas_v2.h>
-#include <kernels/cublas_check.hpp>
 
+#include <bench/bench.hpp>
+#include <kernels/cublas_check.hpp>
 #include <vector>
 
 namespace {
@@ -69,8 +69,8 @@ struct OneCallPerProduct {
     const int d = static_cast<int>(w.dim);
     for (int64_t i = 0; i < w.count; ++i) {
       const int64_t at = i * w.matrix_elements();
-      check_cublas(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, d, d, d, &kOne, w.a.data() + at, d, w.b.data() + at, d,
-                               &kZero, w.c.data() + at, d),
+      check_cublas(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, d, d, d, &kOne, w.a.data() + at, d,
+                               w.b.data() + at, d, &kZero, w.c.data() + at, d),
                    "cublasSgemm");
     }
   }
@@ -78,8 +78,10 @@ struct OneCallPerProduct {
 
 class PointerArrayBatch {
  public:
-  PointerArrayBatch(const SmallGemms& w, cudaStream_t stream) : operands_(2 * w.count), results_(w.count) {
-    std::vector<const float*> operands(static_cast<size_t>(2 * w.count));  // A_0..A_{n-1}, B_0..B_{n-1}
+  PointerArrayBatch(const SmallGemms& w, cudaStream_t stream)
+      : operands_(2 * w.count), results_(w.count) {
+    std::vector<const float*> operands(
+        static_cast<size_t>(2 * w.count));  // A_0..A_{n-1}, B_0..B_{n-1}
     std::vector<float*> results(static_cast<size_t>(w.count));
     for (int64_t i = 0; i < w.count; ++i) {
       const int64_t at = i * w.matrix_elements();
@@ -87,16 +89,19 @@ class PointerArrayBatch {
       operands[w.count + i] = w.b.data() + at;
       results[i] = w.c.data() + at;
     }
-    BENCH_CUDA_CHECK(cudaMemcpyAsync(operands_.data(), operands.data(), operands_.bytes(), cudaMemcpyHostToDevice, stream));
-    BENCH_CUDA_CHECK(cudaMemcpyAsync(results_.data(), results.data(), results_.bytes(), cudaMemcpyHostToDevice, stream));
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(operands_.data(), operands.data(), operands_.bytes(),
+                                     cudaMemcpyHostToDevice, stream));
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(results_.data(), results.data(), results_.bytes(),
+                                     cudaMemcpyHostToDevice, stream));
     BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host vectors go out of scope
   }
   void operator()(const SmallGemms& w, cudaStream_t stream) {
     const int d = static_cast<int>(w.dim);
     const float* const* a = operands_.data();
-    check_cublas(cublasSgemmBatched(cublas_.on(stream), CUBLAS_OP_N, CUBLAS_OP_N, d, d, d, &kOne, a, d, a + w.count, d,
-                                    &kZero, results_.data(), d, static_cast<int>(w.count)),
-                 "cublasSgemmBatched");
+    check_cublas(
+        cublasSgemmBatched(cublas_.on(stream), CUBLAS_OP_N, CUBLAS_OP_N, d, d, d, &kOne, a, d,
+                           a + w.count, d, &kZero, results_.data(), d, static_cast<int>(w.count)),
+        "cublasSgemmBatched");
   }
 
  private:
@@ -111,10 +116,11 @@ struct StridedBatch {
   void operator()(const SmallGemms& w, cudaStream_t stream) {
     const int d = static_cast<int>(w.dim);
     const long long stride = w.matrix_elements();
-    check_cublas(cublasSgemmStridedBatched(cublas.on(stream), CUBLAS_OP_N, CUBLAS_OP_N, d, d, d, &kOne, w.a.data(), d,
-                                           stride, w.b.data(), d, stride, &kZero, w.c.data(), d, stride,
-                                           static_cast<int>(w.count)),
-                 "cublasSgemmStridedBatched");
+    check_cublas(
+        cublasSgemmStridedBatched(cublas.on(stream), CUBLAS_OP_N, CUBLAS_OP_N, d, d, d, &kOne,
+                                  w.a.data(), d, stride, w.b.data(), d, stride, &kZero, w.c.data(),
+                                  d, stride, static_cast<int>(w.count)),
+        "cublasSgemmStridedBatched");
   }
 };
 
@@ -127,7 +133,8 @@ void reference(const SmallGemms& w, bench::HostData& h) {
     for (int64_t col = 0; col < d; ++col)
       for (int64_t row = 0; row < d; ++row) {
         double sum = 0;
-        for (int64_t p = 0; p < d; ++p) sum += double(a[i * size + p * d + row]) * b[i * size + col * d + p];
+        for (int64_t p = 0; p < d; ++p)
+          sum += double(a[i * size + p * d + row]) * b[i * size + col * d + p];
         c[i * size + col * d + row] = sum;
       }
 }

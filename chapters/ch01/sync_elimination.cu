@@ -21,7 +21,6 @@
 //
 //   ./bench compare --chapter ch01 --example sync_elimination
 #include <bench/bench.hpp>
-
 #include <cstdint>
 #include <vector>
 
@@ -60,11 +59,12 @@ void fill_batches(float* host, const StepLoop& w) {
 }
 
 // x = 3/4 x + 1/4 batch[i mod batch]; each block also sums x^2 over its elements.
-__global__ void update(float* __restrict__ x, const float* __restrict__ batch, int64_t n, int64_t batch_n,
-                       float* __restrict__ partials) {
+__global__ void update(float* __restrict__ x, const float* __restrict__ batch, int64_t n,
+                       int64_t batch_n, float* __restrict__ partials) {
   __shared__ float sums[kBlock];
   float sum = 0;
-  for (int64_t i = blockIdx.x * int64_t{kBlock} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kBlock) {
+  for (int64_t i = blockIdx.x * int64_t{kBlock} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * kBlock) {
     const float v = fmaf(0.75f, x[i], 0.25f * batch[i % batch_n]);
     x[i] = v;
     sum = fmaf(v, v, sum);
@@ -78,7 +78,8 @@ __global__ void update(float* __restrict__ x, const float* __restrict__ batch, i
   if (threadIdx.x == 0) partials[blockIdx.x] = sums[0];
 }
 
-__global__ void finish_loss(const float* __restrict__ partials, float* __restrict__ loss, int64_t n) {
+__global__ void finish_loss(const float* __restrict__ partials, float* __restrict__ loss,
+                            int64_t n) {
   float sum = 0;
   for (int b = 0; b < kLossBlocks; ++b) sum += partials[b];
   *loss = sum / static_cast<float>(n);
@@ -86,7 +87,8 @@ __global__ void finish_loss(const float* __restrict__ partials, float* __restric
 
 // One step on `stream`, after its batch is on the device.
 void run_step(const StepLoop& w, int64_t step, cudaStream_t stream) {
-  update<<<kLossBlocks, kBlock, 0, stream>>>(w.x.data(), w.batch_on_device.data(), w.n, w.batch, w.partials.data());
+  update<<<kLossBlocks, kBlock, 0, stream>>>(w.x.data(), w.batch_on_device.data(), w.n, w.batch,
+                                             w.partials.data());
   BENCH_CHECK_LAUNCH();
   finish_loss<<<1, 1, 0, stream>>>(w.partials.data(), w.loss.data() + step, w.n);
   BENCH_CHECK_LAUNCH();
@@ -99,14 +101,16 @@ class SyncEveryStep {
     fill_batches(batches_.data(), w);
   }
   void operator()(const StepLoop& w, cudaStream_t stream) {
-    BENCH_CUDA_CHECK(cudaMemcpyAsync(w.x.data(), w.x0.data(), w.x.bytes(), cudaMemcpyDeviceToDevice, stream));
+    BENCH_CUDA_CHECK(
+        cudaMemcpyAsync(w.x.data(), w.x0.data(), w.x.bytes(), cudaMemcpyDeviceToDevice, stream));
     BENCH_CUDA_CHECK(cudaDeviceSynchronize());
     for (int64_t step = 0; step < w.steps; ++step) {
       BENCH_CUDA_CHECK(cudaMemcpy(w.batch_on_device.data(), batches_.data() + step * w.batch,
                                   w.batch_on_device.bytes(), cudaMemcpyHostToDevice));
       run_step(w, step, stream);
       BENCH_CUDA_CHECK(cudaDeviceSynchronize());
-      BENCH_CUDA_CHECK(cudaMemcpy(&log_[step], w.loss.data() + step, sizeof(float), cudaMemcpyDeviceToHost));
+      BENCH_CUDA_CHECK(
+          cudaMemcpy(&log_[step], w.loss.data() + step, sizeof(float), cudaMemcpyDeviceToHost));
     }
   }
 
@@ -128,15 +132,17 @@ class StreamOrdered {
     cudaFreeHost(log_);
   }
   void operator()(const StepLoop& w, cudaStream_t stream) {
-    BENCH_CUDA_CHECK(cudaMemcpyAsync(w.x.data(), w.x0.data(), w.x.bytes(), cudaMemcpyDeviceToDevice, stream));
+    BENCH_CUDA_CHECK(
+        cudaMemcpyAsync(w.x.data(), w.x0.data(), w.x.bytes(), cudaMemcpyDeviceToDevice, stream));
     for (int64_t step = 0; step < w.steps; ++step) {
       // The copy waits, in stream order, for the previous step's update to finish reading the
       // device batch buffer: no host involvement.
-      BENCH_CUDA_CHECK(cudaMemcpyAsync(w.batch_on_device.data(), batches_ + step * w.batch, w.batch_on_device.bytes(),
-                                       cudaMemcpyHostToDevice, stream));
+      BENCH_CUDA_CHECK(cudaMemcpyAsync(w.batch_on_device.data(), batches_ + step * w.batch,
+                                       w.batch_on_device.bytes(), cudaMemcpyHostToDevice, stream));
       run_step(w, step, stream);
     }
-    BENCH_CUDA_CHECK(cudaMemcpyAsync(log_, w.loss.data(), w.loss.bytes(), cudaMemcpyDeviceToHost, stream));
+    BENCH_CUDA_CHECK(
+        cudaMemcpyAsync(log_, w.loss.data(), w.loss.bytes(), cudaMemcpyDeviceToHost, stream));
     BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // the one sync: the host reads the log now
   }
 

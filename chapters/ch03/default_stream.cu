@@ -24,7 +24,6 @@
 #include <bench/bench.hpp>
 #include <kernels/dependent_fma.cuh>
 #include <kernels/stream_fan.hpp>
-
 #include <vector>
 
 namespace {
@@ -52,7 +51,8 @@ struct Branches {
 };
 
 // One stage of one branch: a compute-bound chain per element.
-__global__ void stage(const float* __restrict__ src, float* __restrict__ dst, int64_t n, int iters) {
+__global__ void stage(const float* __restrict__ src, float* __restrict__ dst, int64_t n,
+                      int iters) {
   const int64_t i = blockIdx.x * int64_t{kBlock} + threadIdx.x;
   if (i < n) dst[i] = kernels::dependent_fma_chain(src[i], iters);
 }
@@ -72,10 +72,12 @@ __global__ void bookkeeping(const float* __restrict__ values, int64_t n, float* 
 }
 
 // Branch b, stage k: the stage kernel on `work`, then the bookkeeping on `bookkeeping_stream`.
-void launch_stage(const Branches& w, int b, int k, cudaStream_t work, cudaStream_t bookkeeping_stream) {
+void launch_stage(const Branches& w, int b, int k, cudaStream_t work,
+                  cudaStream_t bookkeeping_stream) {
   float* values = w.values.data() + b * w.n;
   const float* src = k == 0 ? w.in.data() + b * w.n : values;
-  stage<<<static_cast<unsigned>((w.n + kBlock - 1) / kBlock), kBlock, 0, work>>>(src, values, w.n, w.iters);
+  stage<<<static_cast<unsigned>((w.n + kBlock - 1) / kBlock), kBlock, 0, work>>>(src, values, w.n,
+                                                                                 w.iters);
   BENCH_CHECK_LAUNCH();
   bookkeeping<<<1, kBlock, 0, bookkeeping_stream>>>(values, w.n, w.sums.data() + b * kStages + k);
   BENCH_CHECK_LAUNCH();
@@ -125,7 +127,8 @@ void reference(const Branches& w, bench::HostData& h) {
 
 BENCH_EXAMPLE(ch03, default_stream, Branches)
     .stateful<LegacyDefaultStream>(bench::Role::baseline, "blocking_streams_bookkeeping_on_stream0")
-    .stateful<NonBlockingStreams>(bench::Role::optimized, "non_blocking_streams_bookkeeping_in_order")
+    .stateful<NonBlockingStreams>(bench::Role::optimized,
+                                  "non_blocking_streams_bookkeeping_in_order")
     .reference(reference);
 
 }  // namespace

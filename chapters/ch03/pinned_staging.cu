@@ -21,9 +21,8 @@
 // side is held to the pinned host-to-device ceiling `bench calibrate` measures (h2d_pinned_gbps).
 //
 //   ./bench compare --chapter ch03 --example pinned_staging
-#include <bench/bench.hpp>
-
 #include <algorithm>
+#include <bench/bench.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -37,7 +36,8 @@ constexpr int kTensors = 4;
 struct Batch {
   int64_t n;  // floats in the whole batch
   bench::DeviceSpan<float> dst;
-  explicit Batch(bench::Setup& s) : n(s.size("n", int64_t{1} << 26, 1'000'003)), dst(s.output<float>("dst", n)) {
+  explicit Batch(bench::Setup& s)
+      : n(s.size("n", int64_t{1} << 26, 1'000'003)), dst(s.output<float>("dst", n)) {
     s.param("tensors", kTensors);
     s.bytes(double(n) * sizeof(float), bench::ceiling::h2d_pinned);
   }
@@ -47,7 +47,8 @@ struct Batch {
 
 // Small integers, exact in float, so the upload is checked element by element.
 float batch_value(int64_t i) {
-  return static_cast<float>(static_cast<int>((static_cast<uint64_t>(i) * 2654435761u >> 11) & 0x7FFF) - 16384);
+  return static_cast<float>(
+      static_cast<int>((static_cast<uint64_t>(i) * 2654435761u >> 11) & 0x7FFF) - 16384);
 }
 
 // The application's batch: kTensors page-aligned blocks of ordinary (pageable) memory.
@@ -55,10 +56,12 @@ class HostTensors {
  public:
   explicit HostTensors(const Batch& w) {
     for (int t = 0; t < kTensors; ++t) {
-      const size_t bytes = (static_cast<size_t>(w.tensor_size(t)) * sizeof(float) + 4095) / 4096 * 4096;
+      const size_t bytes =
+          (static_cast<size_t>(w.tensor_size(t)) * sizeof(float) + 4095) / 4096 * 4096;
       tensors_[t].reset(static_cast<float*>(std::aligned_alloc(4096, bytes)));
       if (!tensors_[t]) throw std::bad_alloc();
-      for (int64_t i = 0; i < w.tensor_size(t); ++i) tensors_[t].get()[i] = batch_value(w.tensor_begin(t) + i);
+      for (int64_t i = 0; i < w.tensor_size(t); ++i)
+        tensors_[t].get()[i] = batch_value(w.tensor_begin(t) + i);
     }
   }
   float* operator[](int t) const { return tensors_[t].get(); }
@@ -75,8 +78,8 @@ struct PageableCopies {
   PageableCopies(const Batch& w, cudaStream_t) : host(w) {}
   void operator()(const Batch& w, cudaStream_t) {
     for (int t = 0; t < kTensors; ++t)
-      BENCH_CUDA_CHECK(cudaMemcpy(w.dst.data() + w.tensor_begin(t), host[t], w.tensor_size(t) * sizeof(float),
-                                  cudaMemcpyHostToDevice));
+      BENCH_CUDA_CHECK(cudaMemcpy(w.dst.data() + w.tensor_begin(t), host[t],
+                                  w.tensor_size(t) * sizeof(float), cudaMemcpyHostToDevice));
   }
 };
 
@@ -106,8 +109,8 @@ class PinnedStagingRing {
         // Wait only for this buffer's previous upload; the other one may still be in flight.
         BENCH_CUDA_CHECK(cudaEventSynchronize(free_again_[next]));
         std::memcpy(staging_[next], host_[t] + at, count * sizeof(float));
-        BENCH_CUDA_CHECK(cudaMemcpyAsync(w.dst.data() + w.tensor_begin(t) + at, staging_[next], count * sizeof(float),
-                                         cudaMemcpyHostToDevice, stream));
+        BENCH_CUDA_CHECK(cudaMemcpyAsync(w.dst.data() + w.tensor_begin(t) + at, staging_[next],
+                                         count * sizeof(float), cudaMemcpyHostToDevice, stream));
         BENCH_CUDA_CHECK(cudaEventRecord(free_again_[next], stream));
         next ^= 1;
       }
@@ -123,7 +126,8 @@ class RegisteredOnce {
  public:
   RegisteredOnce(const Batch& w, cudaStream_t) : host_(w) {
     for (int t = 0; t < kTensors; ++t)
-      BENCH_CUDA_CHECK(cudaHostRegister(host_[t], w.tensor_size(t) * sizeof(float), cudaHostRegisterDefault));
+      BENCH_CUDA_CHECK(
+          cudaHostRegister(host_[t], w.tensor_size(t) * sizeof(float), cudaHostRegisterDefault));
   }
   RegisteredOnce(const RegisteredOnce&) = delete;
   RegisteredOnce& operator=(const RegisteredOnce&) = delete;
@@ -133,8 +137,9 @@ class RegisteredOnce {
   }
   void operator()(const Batch& w, cudaStream_t stream) {
     for (int t = 0; t < kTensors; ++t)
-      BENCH_CUDA_CHECK(cudaMemcpyAsync(w.dst.data() + w.tensor_begin(t), host_[t], w.tensor_size(t) * sizeof(float),
-                                       cudaMemcpyHostToDevice, stream));
+      BENCH_CUDA_CHECK(cudaMemcpyAsync(w.dst.data() + w.tensor_begin(t), host_[t],
+                                       w.tensor_size(t) * sizeof(float), cudaMemcpyHostToDevice,
+                                       stream));
   }
 
  private:
@@ -147,7 +152,8 @@ void reference(const Batch& w, bench::HostData& h) {
 }
 
 BENCH_EXAMPLE(ch03, pinned_staging, Batch)
-    .stateful<PageableCopies>(bench::Role::baseline, "pageable_cudaMemcpy", {.blocks_host = true, .host_bound = true})
+    .stateful<PageableCopies>(bench::Role::baseline, "pageable_cudaMemcpy",
+                              {.blocks_host = true, .host_bound = true})
     .stateful<PinnedStagingRing>(bench::Role::step, "pinned_staging_double_buffer",
                                  {.blocks_host = true, .host_bound = true})
     .stateful<RegisteredOnce>(bench::Role::optimized, "cudaHostRegister_once_async")

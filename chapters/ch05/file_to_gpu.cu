@@ -54,13 +54,18 @@ struct FileLoad {
   bench::DeviceSpan<uint32_t> dst;
   std::shared_ptr<ch05::ScratchFile> file;
   explicit FileLoad(bench::Setup& s)
-      : words(s.size("words", s.axis("mib") << 18, (int64_t{8} << 18) + 3 * 1024)),  // verifying: 8 MiB + 3 pages
-        chunk_words(s.size("chunk_words", int64_t{4} << 20, int64_t{1} << 18)),      // 16 MiB; verifying: 1 MiB
+      : words(s.size("words", s.axis("mib") << 18,
+                     (int64_t{8} << 18) + 3 * 1024)),  // verifying: 8 MiB + 3 pages
+        chunk_words(
+            s.size("chunk_words", int64_t{4} << 20, int64_t{1} << 18)),  // 16 MiB; verifying: 1 MiB
         dst(s.output<uint32_t>("dst", words)) {
-    file = std::make_shared<ch05::ScratchFile>(words * 4, [](uint32_t* out, int64_t first, int64_t count) {
-      for (int64_t i = 0; i < count; ++i) out[i] = file_word(first + i);
-    });
-    s.bytes(double(words) * 4, bench::ceiling::h2d_pinned);  // every byte read once and sent up once
+    file = std::make_shared<ch05::ScratchFile>(words * 4,
+                                               [](uint32_t* out, int64_t first, int64_t count) {
+                                                 for (int64_t i = 0; i < count; ++i)
+                                                   out[i] = file_word(first + i);
+                                               });
+    s.bytes(double(words) * 4,
+            bench::ceiling::h2d_pinned);  // every byte read once and sent up once
   }
   int64_t bytes() const { return words * 4; }
   int64_t chunk_bytes() const { return chunk_words * 4; }
@@ -68,7 +73,8 @@ struct FileLoad {
 
 class ReadThenCopy {
  public:
-  ReadThenCopy(const FileLoad& w, cudaStream_t) : fd_(w.file->path(), O_RDONLY), buffer_(w.chunk_words) {}
+  ReadThenCopy(const FileLoad& w, cudaStream_t)
+      : fd_(w.file->path(), O_RDONLY), buffer_(w.chunk_words) {}
   void operator()(const FileLoad& w, cudaStream_t) {
     ch05::evict_page_cache(fd_.get());
     for (int64_t at = 0; at < w.bytes(); at += w.chunk_bytes()) {
@@ -84,13 +90,17 @@ class ReadThenCopy {
   std::vector<uint32_t> buffer_;  // pageable
 };
 
-double seconds_now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 class DirectReadPipeline {
  public:
-  DirectReadPipeline(const FileLoad& w, cudaStream_t stream) : fd_(w.file->path(), O_RDONLY | O_DIRECT) {
+  DirectReadPipeline(const FileLoad& w, cudaStream_t stream)
+      : fd_(w.file->path(), O_RDONLY | O_DIRECT) {
     for (int b = 0; b < 2; ++b) {
-      BENCH_CUDA_CHECK(cudaMallocHost(&pinned_[b], w.chunk_bytes()));  // page-aligned, as O_DIRECT needs
+      BENCH_CUDA_CHECK(
+          cudaMallocHost(&pinned_[b], w.chunk_bytes()));  // page-aligned, as O_DIRECT needs
       BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_[b], cudaEventDisableTiming));
     }
     measure_bounds(w, stream);
@@ -110,9 +120,9 @@ class DirectReadPipeline {
     for (int64_t at = 0; at < w.bytes(); at += w.chunk_bytes(), b ^= 1) {
       const int64_t bytes = std::min(w.chunk_bytes(), w.bytes() - at);
       BENCH_CUDA_CHECK(cudaEventSynchronize(uploaded_[b]));  // its previous chunk is on the GPU
-      ch05::read_fully(fd_.get(), pinned_[b], bytes, at);     // meanwhile the other one goes up
-      BENCH_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<char*>(w.dst.data()) + at, pinned_[b], bytes,
-                                       cudaMemcpyHostToDevice, stream));
+      ch05::read_fully(fd_.get(), pinned_[b], bytes, at);    // meanwhile the other one goes up
+      BENCH_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<char*>(w.dst.data()) + at, pinned_[b],
+                                       bytes, cudaMemcpyHostToDevice, stream));
       BENCH_CUDA_CHECK(cudaEventRecord(uploaded_[b], stream));
     }
     BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -144,7 +154,8 @@ class DirectReadPipeline {
       start = seconds_now();
       for (int64_t at = 0; at < w.bytes(); at += w.chunk_bytes())
         BENCH_CUDA_CHECK(cudaMemcpyAsync(reinterpret_cast<char*>(w.dst.data()) + at, pinned_[0],
-                                         std::min(w.chunk_bytes(), w.bytes() - at), cudaMemcpyHostToDevice, stream));
+                                         std::min(w.chunk_bytes(), w.bytes() - at),
+                                         cudaMemcpyHostToDevice, stream));
       BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
       link_gbps_ = std::max(link_gbps_, double(w.bytes()) / (seconds_now() - start) * 1e-9);
     }
@@ -169,7 +180,8 @@ void check_cufile(CUfileError_t status, const char* call) {
 
 class CuFileRead {
  public:
-  CuFileRead(const FileLoad& w, cudaStream_t) : fd_(w.file->path(), O_RDONLY | O_DIRECT), dst_(w.dst.data()) {
+  CuFileRead(const FileLoad& w, cudaStream_t)
+      : fd_(w.file->path(), O_RDONLY | O_DIRECT), dst_(w.dst.data()) {
     check_cufile(cuFileDriverOpen(), "cuFileDriverOpen");
     CUfileDescr_t descr{};
     descr.handle.fd = fd_.get();
@@ -189,13 +201,16 @@ class CuFileRead {
   void operator()(const FileLoad& w, cudaStream_t) {
     for (int64_t at = 0; at < w.bytes(); at += w.chunk_bytes()) {
       const int64_t bytes = std::min(w.chunk_bytes(), w.bytes() - at);
-      const ssize_t got = cuFileRead(handle_, w.dst.data(), bytes, at, at);  // file offset, device offset
+      const ssize_t got =
+          cuFileRead(handle_, w.dst.data(), bytes, at, at);  // file offset, device offset
       if (got != bytes)
-        throw std::runtime_error("cuFileRead returned " + std::to_string(got) + " of " + std::to_string(bytes) + " bytes");
+        throw std::runtime_error("cuFileRead returned " + std::to_string(got) + " of " +
+                                 std::to_string(bytes) + " bytes");
     }
   }
   std::vector<bench::Metric> metrics() const {
-    return {{"cufile_nvidia_fs", nvidia_fs_loaded() ? 1.0 : 0.0}, {"cufile_buffer_registered", registered_ ? 1.0 : 0.0}};
+    return {{"cufile_nvidia_fs", nvidia_fs_loaded() ? 1.0 : 0.0},
+            {"cufile_buffer_registered", registered_ ? 1.0 : 0.0}};
   }
 
  private:
@@ -213,7 +228,8 @@ struct CuFileRead {  // never constructed: the rung is SKIPPED first (cufile_mis
 
 std::string cufile_missing(const FileLoad&) {
   return BENCH_HAVE_CUFILE ? ""
-                           : "built without cuFile (GPUDirect Storage): install the CUDA repository's libcufile-dev, "
+                           : "built without cuFile (GPUDirect Storage): install the CUDA "
+                             "repository's libcufile-dev, "
                              "or `pip install nvidia-cufile`, then reconfigure";
 }
 
@@ -223,7 +239,8 @@ void reference(const FileLoad& w, bench::HostData& h) {
 }
 
 __global__ void write_file_words(uint32_t* dst, int64_t words) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < words; i += int64_t{gridDim.x} * blockDim.x)
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < words;
+       i += int64_t{gridDim.x} * blockDim.x)
     dst[i] = file_word(i);
 }
 void device_reference(const FileLoad& w, cudaStream_t stream) {
@@ -236,7 +253,8 @@ constexpr bench::VariantOptions kHostSide{.blocks_host = true, .host_bound = tru
 BENCH_EXAMPLE(ch05, file_to_gpu, FileLoad)
     .int_axis("mib", {256, 1024, 4096}, {1024})
     .stateful<ReadThenCopy>(bench::Role::baseline, "read_pageable_then_cudaMemcpy", kHostSide)
-    .stateful<DirectReadPipeline>(bench::Role::optimized, "o_direct_pinned_double_buffer", kHostSide)
+    .stateful<DirectReadPipeline>(bench::Role::optimized, "o_direct_pinned_double_buffer",
+                                  kHostSide)
     .stateful<CuFileRead>(bench::Role::vendor, "cufile", kHostSide)
     .variant_requires(cufile_missing)
     .reference(reference)

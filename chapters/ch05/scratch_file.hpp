@@ -8,14 +8,13 @@
 // space, is bench::Unsupported with the reason: the case is SKIPPED, never timed on RAM.
 #pragma once
 
-#include <bench/bench.hpp>
-
 #include <fcntl.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <bench/bench.hpp>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -52,7 +51,8 @@ inline void read_fully(int fd, void* buffer, int64_t bytes, int64_t offset) {
 
 // Drops the file's clean pages from the page cache, so the next buffered read goes to the disk.
 inline void evict_page_cache(int fd) {
-  if (::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) != 0) throw std::runtime_error("posix_fadvise(DONTNEED) failed");
+  if (::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) != 0)
+    throw std::runtime_error("posix_fadvise(DONTNEED) failed");
 }
 
 class ScratchFile {
@@ -64,14 +64,17 @@ class ScratchFile {
   ScratchFile(int64_t bytes, const Fill& fill) : bytes_(bytes) {
     const std::string dir = storage_dir();
     struct statfs fs {};
-    if (::statfs(dir.c_str(), &fs) != 0) throw bench::Unsupported("cannot stat " + dir + " (set BENCH_STORAGE_DIR)");
+    if (::statfs(dir.c_str(), &fs) != 0)
+      throw bench::Unsupported("cannot stat " + dir + " (set BENCH_STORAGE_DIR)");
     constexpr long kTmpfs = 0x01021994, kRamfs = 0x858458f6;
     if (fs.f_type == kTmpfs || fs.f_type == kRamfs)
-      throw bench::Unsupported(dir + " is a tmpfs (memory): set BENCH_STORAGE_DIR to a folder on the disk");
+      throw bench::Unsupported(
+          dir + " is a tmpfs (memory): set BENCH_STORAGE_DIR to a folder on the disk");
     struct statvfs vfs {};
     if (::statvfs(dir.c_str(), &vfs) == 0 &&
         static_cast<double>(vfs.f_bavail) * vfs.f_frsize < static_cast<double>(bytes) + (1 << 30))
-      throw bench::Unsupported("not enough free space in " + dir + " for a " + std::to_string(bytes >> 20) +
+      throw bench::Unsupported("not enough free space in " + dir + " for a " +
+                               std::to_string(bytes >> 20) +
                                " MiB file and 1 GiB to spare (set BENCH_STORAGE_DIR)");
     std::string folder = dir + "/cudabench_ch05_XXXXXX";
     if (::mkdtemp(folder.data()) == nullptr) throw system_error("mkdtemp in " + dir);
@@ -85,7 +88,8 @@ class ScratchFile {
         const int64_t chunk = std::min(kWriteChunk, bytes - at);
         fill(words.data(), at / int64_t{sizeof(uint32_t)}, chunk / int64_t{sizeof(uint32_t)});
         for (int64_t done = 0; done < chunk;) {
-          const ssize_t put = ::write(fd, reinterpret_cast<const char*>(words.data()) + done, chunk - done);
+          const ssize_t put =
+              ::write(fd, reinterpret_cast<const char*>(words.data()) + done, chunk - done);
           if (put < 0 && errno == EINTR) continue;
           if (put <= 0) throw system_error("write " + path_);
           done += put;
@@ -122,7 +126,8 @@ class FileDescriptor {
  public:
   FileDescriptor(const std::string& path, int flags) : fd_(::open(path.c_str(), flags)) {
     if (fd_ < 0 && (flags & O_DIRECT) != 0 && errno == EINVAL)
-      throw bench::Unsupported("the filesystem of " + storage_dir() + " refuses O_DIRECT: set BENCH_STORAGE_DIR to a local disk");
+      throw bench::Unsupported("the filesystem of " + storage_dir() +
+                               " refuses O_DIRECT: set BENCH_STORAGE_DIR to a local disk");
     if (fd_ < 0) throw system_error("open " + path);
   }
   FileDescriptor(const FileDescriptor&) = delete;

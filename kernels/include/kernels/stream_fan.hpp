@@ -7,7 +7,6 @@
 #pragma once
 
 #include <bench/bench.hpp>
-
 #include <vector>
 
 namespace kernels {

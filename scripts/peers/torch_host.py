@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peers for ch01 and ch03's host-side lessons: uploads, small GEMMs, step loops.
+"""PyTorch peers for ch01, ch03 and ch05's host-side lessons: uploads, small GEMMs, step loops.
 
 Times what a PyTorch user writes for the same work as the suite's examples, on their shapes:
   - h2d: a 256 MiB host-to-device upload from pageable memory (`x.to("cuda")`) and from pinned
@@ -11,10 +11,13 @@ Times what a PyTorch user writes for the same work as the suite's examples, on t
     2^24 floats, the mean square logged) with `.item()` after every step from pageable batches,
     and with pinned batches, non_blocking uploads and the losses read once at the end; ms;
   - training_step: a 4-layer MLP 4096 wide, batch 8192, forward, backward and SGD under BF16
-    autocast (ch01's training_step peer); ms per step and TFLOP/s at 6*B*d^2*layers.
-Run it in the same GPU session as `bench compare --chapter ch01` and `--chapter ch03`.
+    autocast (ch01's training_step peer); ms per step and TFLOP/s at 6*B*d^2*layers;
+  - preprocess: ch05/gpu_preprocess's batch (256 decoded 224x224 RGB uint8 images in pinned
+    memory) normalised to FP16 CHW on the CPU with torch ops then uploaded, and uploaded raw then
+    normalised on the GPU; host clock, ms.
+Run it in the same GPU session as `bench compare` of ch01, ch03 and ch05.
 
-  python3 scripts/peers/torch_host.py [--json FILE] [--only h2d,gemm_batching,sync_loop,training_step]
+  python3 scripts/peers/torch_host.py [--json FILE] [--only h2d,gemm_batching,sync_loop,training_step,preprocess]
 
 Timing: device work with CUDA events around a batch of launches after warm-up (median of several
 batches, torch_rowwise.median_us); host-bound work with the host clock around work + synchronize.
@@ -121,9 +124,30 @@ def run_training_step():
            samples_per_s=batch / (us * 1e-6))
 
 
+def run_preprocess():
+    raw = torch.randint(0, 256, (256, 224, 224, 3), dtype=torch.uint8).pin_memory()
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    mean_gpu, std_gpu = mean.cuda(), std.cuda()
+
+    def on_cpu():
+        x = ((raw.permute(0, 3, 1, 2).float() / 255 - mean) / std).half()
+        x.pin_memory().to("cuda", non_blocking=True)
+
+    def on_gpu():
+        x = raw.to("cuda", non_blocking=True)
+        ((x.permute(0, 3, 1, 2).float() / 255 - mean_gpu) / std_gpu).half().contiguous()
+
+    cpu = host_median_ms(on_cpu, samples=9)
+    gpu = host_median_ms(on_gpu)
+    report("preprocess", "normalise on CPU, upload FP16", ms=cpu)
+    report("preprocess", "upload uint8, normalise on GPU", ms=gpu, speedup=cpu / gpu)
+
+
 def main():
     peer_main(__doc__, {"h2d": lambda copy: run_h2d(), "gemm_batching": lambda copy: run_gemm_batching(),
-                        "sync_loop": lambda copy: run_sync_loop(), "training_step": lambda copy: run_training_step()})
+                        "sync_loop": lambda copy: run_sync_loop(), "training_step": lambda copy: run_training_step(),
+                        "preprocess": lambda copy: run_preprocess()})
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@
 //   ./bench compare --chapter ch03 --example default_stream
 #include <bench/bench.hpp>
 #include <kernels/dependent_fma.cuh>
+#include <kernels/group_reduce.cuh>
 #include <kernels/stream_fan.hpp>
 #include <vector>
 
@@ -59,16 +60,10 @@ __global__ void stage(const float* __restrict__ src, float* __restrict__ dst, in
 
 // The bookkeeping: one block sums the branch's values in a fixed order.
 __global__ void bookkeeping(const float* __restrict__ values, int64_t n, float* __restrict__ sum) {
-  __shared__ float partial[kBlock];
   float s = 0;
   for (int64_t i = threadIdx.x; i < n; i += kBlock) s += values[i];
-  partial[threadIdx.x] = s;
-  __syncthreads();
-  for (int half = kBlock / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) *sum = partial[0];
+  s = kernels::group_reduce<kBlock>(s, kernels::Sum{});
+  if (threadIdx.x == 0) *sum = s;
 }
 
 // Branch b, stage k: the stage kernel on `work`, then the bookkeeping on `bookkeeping_stream`.

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 #include <kernels/dependent_fma.cuh>
+#include <kernels/group_reduce.cuh>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -81,18 +82,12 @@ void prepare(const Feed& w, const std::vector<uint8_t>& dataset, int64_t b, int6
 // The GPU step: one block per sample, the chain per value, a fixed-order sum.
 __global__ void consume(const float* __restrict__ batch, int64_t sample_bytes, int iters,
                         float* __restrict__ out) {
-  __shared__ float partial[kBlock];
   const float* sample = batch + blockIdx.x * sample_bytes;
   float sum = 0;
   for (int64_t j = threadIdx.x; j < sample_bytes; j += kBlock)
     sum += kernels::dependent_fma_chain(sample[j], iters);
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int half = kBlock / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
+  sum = kernels::group_reduce<kBlock>(sum, kernels::Sum{});
+  if (threadIdx.x == 0) out[blockIdx.x] = sum;
 }
 
 // What both sides share: the dataset, two pinned batch buffers, events around each batch's GPU

@@ -35,12 +35,16 @@ inline std::string storage_dir() {
   return dir != nullptr && *dir != '\0' ? dir : "/var/tmp";
 }
 
-// Reads exactly `bytes` at `offset` (pread may return less than asked).
+// Reads exactly `bytes` at `offset` (pread may return less than asked). An O_DIRECT read the
+// filesystem refuses (EINVAL: some open O_DIRECT files, then refuse the reads) is Unsupported.
 inline void read_fully(int fd, void* buffer, int64_t bytes, int64_t offset) {
   auto* at = static_cast<char*>(buffer);
   while (bytes > 0) {
     const ssize_t got = ::pread(fd, at, static_cast<size_t>(bytes), offset);
     if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && errno == EINVAL && (::fcntl(fd, F_GETFL) & O_DIRECT) != 0)
+      throw bench::Unsupported("the filesystem of " + storage_dir() +
+                               " refuses O_DIRECT reads: set BENCH_STORAGE_DIR to a local disk");
     if (got < 0) throw system_error("pread");
     if (got == 0) throw std::runtime_error("pread: unexpected end of file");
     at += got;

@@ -2,14 +2,15 @@
 //   - busy(): a compute-bound, deterministic per-element function whose cost is set by `iters`;
 //   - the kernel that applies it (one "task" of the chapter), and a double-precision device
 //     reference for re-checking timing-size outputs, where the CPU would be too slow;
-//   - StreamFan: extra streams (made once, in untimed setup) forked from the case's stream and
-//     joined back to it with events, so no work escapes the case's timing;
+//   - StreamFan (kernels/stream_fan.hpp): extra streams forked from the case's stream and joined
+//     back to it with events, so no work escapes the case's timing;
 //   - Timeline: per-stream event timestamps of one launch, printed to stderr when the
 //     environment variable BENCH_TIMELINE is set (the chapter README's overlap evidence).
 #pragma once
 
 #include <bench/bench.hpp>
 #include <kernels/dependent_fma.cuh>
+#include <kernels/stream_fan.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -68,44 +69,7 @@ inline double busy_reference(float x, int iters, int terms) {
   return sum;
 }
 
-// Extra streams forked from, and joined back to, the case's stream. Created in untimed setup.
-class StreamFan {
- public:
-  explicit StreamFan(int count, int priority = 0) : streams_(count), done_(count) {
-    for (int i = 0; i < count; ++i) {
-      BENCH_CUDA_CHECK(cudaStreamCreateWithPriority(&streams_[i], cudaStreamNonBlocking, priority));
-      BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
-    }
-    BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));
-  }
-  ~StreamFan() {
-    for (auto e : done_) cudaEventDestroy(e);
-    for (auto s : streams_) cudaStreamDestroy(s);
-    cudaEventDestroy(forked_);
-  }
-  StreamFan(const StreamFan&) = delete;
-  StreamFan& operator=(const StreamFan&) = delete;
-
-  int size() const { return static_cast<int>(streams_.size()); }
-  cudaStream_t operator[](int i) const { return streams_[i]; }
-  // Every extra stream starts after the work queued on `origin` so far.
-  void fork(cudaStream_t origin) const {
-    BENCH_CUDA_CHECK(cudaEventRecord(forked_, origin));
-    for (auto s : streams_) BENCH_CUDA_CHECK(cudaStreamWaitEvent(s, forked_, 0));
-  }
-  // `origin` continues only after everything queued on every extra stream.
-  void join(cudaStream_t origin) const {
-    for (int i = 0; i < size(); ++i) {
-      BENCH_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i]));
-      BENCH_CUDA_CHECK(cudaStreamWaitEvent(origin, done_[i], 0));
-    }
-  }
-
- private:
-  std::vector<cudaStream_t> streams_;
-  std::vector<cudaEvent_t> done_;
-  cudaEvent_t forked_ = nullptr;
-};
+using kernels::StreamFan;
 
 // Timestamps of the last launch, one event per mark, printed when the state is destroyed. Off
 // (no events recorded at all) unless BENCH_TIMELINE is set: a test run, not a timed one.

@@ -1,0 +1,160 @@
+// ch05/gpu_preprocess: turn a batch of decoded images (uint8, height x width x RGB, as a decoder
+// leaves them) into the network's input (FP16, channel planes, each channel normalised by its
+// mean and standard deviation), and get it onto the GPU.
+//
+//   1. baseline: as a CPU data loader does it: one host thread converts every pixel (HWC → CHW,
+//      (x / 255 − mean) / std, to FP16) into a pinned FP16 batch, which then goes up with
+//      cudaMemcpyAsync: the CPU touches every value, and twice the raw bytes cross the link;
+//   2. optimized: the raw uint8 batch goes up as it is (1 byte per value instead of FP16's 2),
+//      and one kernel does the layout change and the normalisation on the GPU, where it takes
+//      microseconds.
+// Both start from the same decoded images in pinned host memory (made once, untimed: decoding is
+// not timed on either side; an nvJPEG rung that decodes on the GPU is still to come) and write the
+// same FP16 tensor with the same float arithmetic (one multiply-add per value, then round to
+// nearest FP16), so the two sides agree exactly and the reference (in double) to FP16 rounding.
+// Timed with a host clock around the batch and a device synchronize (Mode::host): the baseline's
+// cost is CPU work, host_bound; the optimized side's time is the link's and the GPU's.
+//
+//   ./bench compare --chapter ch05 --example gpu_preprocess
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <bench/bench.hpp>
+#include <cstdint>
+
+namespace {
+
+constexpr int kChannels = 3;
+// ImageNet's per-channel mean and standard deviation, folded into one multiply-add per value:
+// (x / 255 - mean) / std = x * scale + shift.
+struct Normalisation {
+  float scale[kChannels], shift[kChannels];
+};
+Normalisation imagenet() {
+  const double mean[kChannels] = {0.485, 0.456, 0.406}, stddev[kChannels] = {0.229, 0.224, 0.225};
+  Normalisation n{};
+  for (int c = 0; c < kChannels; ++c) {
+    n.scale[c] = static_cast<float>(1.0 / (255.0 * stddev[c]));
+    n.shift[c] = static_cast<float>(-mean[c] / stddev[c]);
+  }
+  return n;
+}
+
+struct ImageBatch {
+  int64_t images, height, width;
+  bench::DeviceSpan<__half> out;  // [images][3][height][width]
+  explicit ImageBatch(bench::Setup& s)
+      : images(s.size("images", 256, 3)),
+        height(s.size("height", 224, 17)),
+        width(s.size("width", 224, 13)),
+        out(s.output<__half>("out", images * kChannels * height * width)) {
+    // The fewest bytes: the raw values up the link once (the FP16 tensor is written on the GPU).
+    s.bytes(double(values()), bench::ceiling::h2d_pinned);
+  }
+  int64_t pixels() const { return height * width; }
+  int64_t values() const { return images * pixels() * kChannels; }
+};
+
+// The decoded images: a hash of the position, every byte value present.
+uint8_t raw_value(int64_t i) {
+  return static_cast<uint8_t>((static_cast<uint64_t>(i) * 2654435761u) >> 13);
+}
+
+// The decoder's output, in pinned memory on both sides.
+class DecodedImages {
+ public:
+  explicit DecodedImages(const ImageBatch& w) {
+    BENCH_CUDA_CHECK(cudaMallocHost(&raw_, w.values()));
+    for (int64_t i = 0; i < w.values(); ++i) raw_[i] = raw_value(i);
+  }
+  DecodedImages(const DecodedImages&) = delete;
+  DecodedImages& operator=(const DecodedImages&) = delete;
+  ~DecodedImages() { cudaFreeHost(raw_); }
+  const uint8_t* data() const { return raw_; }
+
+ private:
+  uint8_t* raw_ = nullptr;
+};
+
+class CpuNormalise {
+ public:
+  CpuNormalise(const ImageBatch& w, cudaStream_t) : decoded_(w) {
+    BENCH_CUDA_CHECK(cudaMallocHost(&staged_, w.out.bytes()));
+  }
+  CpuNormalise(const CpuNormalise&) = delete;
+  CpuNormalise& operator=(const CpuNormalise&) = delete;
+  ~CpuNormalise() {
+    cudaDeviceSynchronize();  // the upload may still read the staging buffer
+    cudaFreeHost(staged_);
+  }
+  void operator()(const ImageBatch& w, cudaStream_t stream) {
+    const uint8_t* raw = decoded_.data();
+    for (int64_t img = 0; img < w.images; ++img)
+      for (int64_t p = 0; p < w.pixels(); ++p)
+        for (int c = 0; c < kChannels; ++c) {
+          const float x = raw[(img * w.pixels() + p) * kChannels + c];
+          staged_[(img * kChannels + c) * w.pixels() + p] =
+              __float2half_rn(fmaf(x, norm_.scale[c], norm_.shift[c]));
+        }
+    BENCH_CUDA_CHECK(
+        cudaMemcpyAsync(w.out.data(), staged_, w.out.bytes(), cudaMemcpyHostToDevice, stream));
+  }
+
+ private:
+  DecodedImages decoded_;
+  Normalisation norm_ = imagenet();
+  __half* staged_ = nullptr;
+};
+
+// One thread per pixel: its three bytes in, one value to each channel plane out.
+__global__ void normalise_hwc_to_chw(const uint8_t* __restrict__ raw, __half* __restrict__ out,
+                                     int64_t images, int64_t pixels, Normalisation norm) {
+  const int64_t total = images * pixels;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t img = i / pixels, p = i - img * pixels;
+#pragma unroll
+    for (int c = 0; c < kChannels; ++c)
+      out[(img * kChannels + c) * pixels + p] = __float2half_rn(
+          fmaf(static_cast<float>(raw[i * kChannels + c]), norm.scale[c], norm.shift[c]));
+  }
+}
+
+class GpuNormalise {
+ public:
+  GpuNormalise(const ImageBatch& w, cudaStream_t) : decoded_(w), raw_on_device_(w.values()) {}
+  void operator()(const ImageBatch& w, cudaStream_t stream) {
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(raw_on_device_.data(), decoded_.data(), w.values(),
+                                     cudaMemcpyHostToDevice, stream));
+    const int64_t pixels = w.images * w.pixels();
+    const auto blocks = static_cast<unsigned>(std::min<int64_t>((pixels + 255) / 256, 4096));
+    normalise_hwc_to_chw<<<blocks, 256, 0, stream>>>(raw_on_device_.data(), w.out.data(), w.images,
+                                                     w.pixels(), norm_);
+    BENCH_CHECK_LAUNCH();
+  }
+
+ private:
+  DecodedImages decoded_;
+  bench::DeviceBuffer<uint8_t> raw_on_device_;
+  Normalisation norm_ = imagenet();
+};
+
+void reference(const ImageBatch& w, bench::HostData& h) {
+  auto out = h.expected("out");
+  const double mean[kChannels] = {0.485, 0.456, 0.406}, stddev[kChannels] = {0.229, 0.224, 0.225};
+  for (int64_t img = 0; img < w.images; ++img)
+    for (int64_t p = 0; p < w.pixels(); ++p)
+      for (int c = 0; c < kChannels; ++c)
+        out[(img * kChannels + c) * w.pixels() + p] =
+            (raw_value((img * w.pixels() + p) * kChannels + c) / 255.0 - mean[c]) / stddev[c];
+}
+
+// FP16's own rounding (2^-11 relative) sets the error: inside FP16's default relative-L2 bound.
+BENCH_EXAMPLE(ch05, gpu_preprocess, ImageBatch)
+    .stateful<CpuNormalise>(bench::Role::baseline, "cpu_hwc_to_chw_fp16_then_upload",
+                            {.blocks_host = true, .host_bound = true})
+    .stateful<GpuNormalise>(bench::Role::optimized, "upload_uint8_normalise_on_gpu")
+    .reference(reference)
+    .mode(bench::Mode::host);
+
+}  // namespace

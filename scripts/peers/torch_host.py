@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""PyTorch peers for ch01, ch03 and ch05's host-side lessons: uploads, small GEMMs, step loops.
+
+Times what a PyTorch user writes for the same work as the suite's examples, on their shapes:
+  - h2d: a 256 MiB host-to-device upload from pageable memory (`x.to("cuda")`) and from pinned
+    memory (`x.pin_memory().to("cuda", non_blocking=True)`, the pinning done once, untimed);
+    host clock around the copy and a synchronize, as ch03/pinned_staging times it; GB/s;
+  - gemm_batching: `count` FP32 64x64x64 products as a loop of torch.mm and as one torch.bmm
+    (count 64 and 512, ch01/gemm_batching's default points); us per set;
+  - sync_loop: ch01/sync_elimination's loop (32 steps: a 1 MiB batch up, x = 3/4 x + 1/4 batch on
+    2^24 floats, the mean square logged) with `.item()` after every step from pageable batches,
+    and with pinned batches, non_blocking uploads and the losses read once at the end; ms;
+  - training_step: a 4-layer MLP 4096 wide, batch 8192, forward, backward and SGD under BF16
+    autocast (ch01's training_step peer); ms per step and TFLOP/s at 6*B*d^2*layers;
+  - preprocess: ch05/gpu_preprocess's batch (256 decoded 224x224 RGB uint8 images in pinned
+    memory) normalised to FP16 CHW on the CPU with torch ops then uploaded, and uploaded raw then
+    normalised on the GPU; host clock, ms.
+Run it in the same GPU session as `bench compare` of ch01, ch03 and ch05.
+
+  python3 scripts/peers/torch_host.py [--json FILE] [--only h2d,gemm_batching,sync_loop,training_step,preprocess]
+
+Timing: device work with CUDA events around a batch of launches after warm-up (median of several
+batches, torch_rowwise.median_us); host-bound work with the host clock around work + synchronize.
+"""
+import statistics
+import sys
+import time
+
+try:
+    import torch
+
+    from torch_inference import peer_main, report
+    from torch_rowwise import median_us
+except ImportError as missing:  # the GPU machine has PyTorch; say so anywhere else, and succeed
+    print(f"SKIPPED: {missing}")
+    sys.exit(0)
+
+
+def host_median_ms(fn, warmup=3, samples=15):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def run_h2d():
+    n = 256 << 20
+    pageable = torch.randint(0, 255, (n,), dtype=torch.uint8)
+    pinned = pageable.pin_memory()
+    dst = torch.empty(n, dtype=torch.uint8, device="cuda")
+    for label, fn in (("pageable", lambda: dst.copy_(pageable)),
+                      ("pinned", lambda: dst.copy_(pinned, non_blocking=True))):
+        ms = host_median_ms(fn)
+        report("h2d", f"256 MiB {label}", ms=ms, gbps=n / (ms * 1e-3) / 1e9)
+
+
+def run_gemm_batching():
+    for count in (64, 512):
+        a = torch.rand(count, 64, 64, device="cuda") * 2 - 1
+        b = torch.rand(count, 64, 64, device="cuda") * 2 - 1
+        c = torch.empty_like(a)
+
+        def loop():
+            for i in range(count):
+                torch.mm(a[i], b[i], out=c[i])
+
+        loop_us = median_us(loop, per_batch=5)
+        bmm_us = median_us(lambda: torch.bmm(a, b, out=c))
+        report("gemm_batching", f"count {count} torch.mm loop", us=loop_us)
+        report("gemm_batching", f"count {count} torch.bmm", us=bmm_us, speedup=loop_us / bmm_us)
+
+
+def run_sync_loop():
+    steps, n, m = 32, 1 << 24, 1 << 18
+    x0 = torch.rand(n, device="cuda") * 2 - 1
+    batches = [torch.rand(m) for _ in range(steps)]
+    pinned = [b.pin_memory() for b in batches]
+    reps = n // m
+
+    def step(x, batch):
+        x.mul_(0.75).add_(batch.repeat(reps), alpha=0.25)
+        return (x * x).mean()
+
+    def sync_every_step():
+        x, log = x0.clone(), []
+        for b in batches:
+            log.append(step(x, b.to("cuda")).item())
+
+    def one_sync():
+        x, losses = x0.clone(), []
+        for b in pinned:
+            losses.append(step(x, b.to("cuda", non_blocking=True)))
+        torch.stack(losses).cpu()
+
+    base = host_median_ms(sync_every_step)
+    opt = host_median_ms(one_sync)
+    report("sync_loop", "item() per step, pageable", ms=base)
+    report("sync_loop", "pinned, non_blocking, one sync", ms=opt, speedup=base / opt)
+
+
+def run_training_step():
+    batch, width, layers = 8192, 4096, 4
+    model = torch.nn.Sequential(*[m for _ in range(layers) for m in (torch.nn.Linear(width, width), torch.nn.GELU())]).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, width, device="cuda")
+    target = torch.randn(batch, width, device="cuda")
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.mse_loss(model(x).float(), target)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    us = median_us(step, batches=9, per_batch=5)
+    flops = 6 * batch * width * width * layers
+    report("training_step", "eager, BF16 autocast, SGD", ms=us * 1e-3, tflops=flops / (us * 1e-6) / 1e12,
+           samples_per_s=batch / (us * 1e-6))
+
+
+def run_preprocess():
+    raw = torch.randint(0, 256, (256, 224, 224, 3), dtype=torch.uint8).pin_memory()
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1)
+    mean_gpu, std_gpu = mean.cuda(), std.cuda()
+
+    def on_cpu():
+        x = ((raw.permute(0, 3, 1, 2).float() / 255 - mean) / std).half()
+        x.pin_memory().to("cuda", non_blocking=True)
+
+    def on_gpu():
+        x = raw.to("cuda", non_blocking=True)
+        ((x.permute(0, 3, 1, 2).float() / 255 - mean_gpu) / std_gpu).half().contiguous()
+
+    cpu = host_median_ms(on_cpu, samples=9)
+    gpu = host_median_ms(on_gpu)
+    report("preprocess", "normalise on CPU, upload FP16", ms=cpu)
+    report("preprocess", "upload uint8, normalise on GPU", ms=gpu, speedup=cpu / gpu)
+
+
+def main():
+    peer_main(__doc__, {"h2d": lambda copy: run_h2d(), "gemm_batching": lambda copy: run_gemm_batching(),
+                        "sync_loop": lambda copy: run_sync_loop(), "training_step": lambda copy: run_training_step(),
+                        "preprocess": lambda copy: run_preprocess()})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

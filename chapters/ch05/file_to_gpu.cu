@@ -182,7 +182,10 @@ class CuFileRead {
  public:
   CuFileRead(const FileLoad& w, cudaStream_t)
       : fd_(w.file->path(), O_RDONLY | O_DIRECT), dst_(w.dst.data()) {
-    check_cufile(cuFileDriverOpen(), "cuFileDriverOpen");
+    // A machine without a usable cuFile setup (no nvidia-fs and no compatibility-mode config it
+    // accepts) cannot run the rung at all: SKIPPED with cuFile's reason, not FAILED.
+    if (const CUfileError_t opened = cuFileDriverOpen(); opened.err != CU_FILE_SUCCESS)
+      throw bench::Unsupported(std::string("cuFileDriverOpen failed: ") + CUFILE_ERRSTR(opened.err));
     CUfileDescr_t descr{};
     descr.handle.fd = fd_.get();
     descr.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;

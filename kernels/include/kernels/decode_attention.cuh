@@ -12,6 +12,11 @@
 // holds them all. Query qi (0..n_q-1) sees keys j < n_k - (n_q - 1 - qi): the last query sees the
 // whole cache, each earlier draft token one key fewer (a causal mask inside the draft, whose K/V
 // rows are the last n_q of the cache). A launch computes kQueries of those queries, from q_first.
+// Without the draft mask (kDraftMask = false: grouped-query attention, where the n_q queries of a
+// pair are the query heads that share one KV head, ch19's kv_quantization) every query sees all n_k.
+// Rows are BF16 unless the policy says `using Rows = E4m3Rows`: FP8 E4M3 codes, 8 bytes a lane,
+// with the policy's scales(bh) = {K dequant, V dequant} for the pair. The K scale is folded into
+// the pre-scaled q and the V scale into o at the end, so the loop pays only the conversion.
 //
 // One CTA: one bh and one chunk of keys (split s of `splits`), 256 threads = 8 warps. A half-warp
 // holds one key: lane l % 16 loads its 8 of the 128 dimensions of K and of V as one 16-byte
@@ -29,7 +34,9 @@
 
 #include <bench/bench.hpp>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <kernels/bf16_pack.cuh>
+#include <kernels/fp8_quantize.cuh>
 #include <kernels/online_softmax.cuh>
 #include <kernels/vector_access.cuh>
 
@@ -63,6 +70,39 @@ struct Args {
   int splits;
 };
 
+// How a policy's rows are stored. A lane holds 8 of a key's 128 dimensions: 16 bytes of BF16 or
+// 8 bytes of E4M3 (a half-warp reads a whole row either way: 256 or 128 bytes).
+struct Bf16Rows {
+  using Raw = uint4;
+  static constexpr bool kScaled = false;
+  __device__ static void unpack(Raw raw, float (&out)[8]) { unpack_bf16x8(raw, out); }
+};
+struct E4m3Rows {
+  using Raw = uint2;
+  static constexpr bool kScaled = true;
+  // cvt.rn.f16x2.e4m3x2 (exact: every E4M3 value is an FP16 value), then FP16 -> FP32 (exact).
+  __device__ static void unpack(Raw raw, float (&out)[8]) {
+    const unsigned words[2] = {raw.x, raw.y};
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const __half2 pair(__nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(words[i] >> (16 * h)), __NV_E4M3));
+        const float2 f = __half22float2(pair);
+        out[4 * i + 2 * h] = f.x, out[4 * i + 2 * h + 1] = f.y;
+      }
+  }
+};
+template <class Kv>
+struct RowsOf {
+  using type = Bf16Rows;
+};
+template <class Kv>
+  requires requires { typename Kv::Rows; }
+struct RowsOf<Kv> {
+  using type = typename Kv::Rows;
+};
+
 // The keys of one pair as the kernel sees them (what a policy's pair(bh) returns).
 template <class RowOf>
 struct PairKeys {
@@ -82,6 +122,20 @@ struct ContiguousKv {
   const bf16* v;
   int64_t n_k;
   __device__ PairKeys<RowsFrom> pair(int64_t bh) const { return {n_k, {bh * n_k}}; }
+};
+
+// The same layout as ContiguousKv in FP8 E4M3 codes, with one scale per pair for K and one for V
+// (k_scales[bh].dequant, v_scales[bh].dequant: value = code x dequant), as
+// kernels::quantize_e4m3_per_group writes them with one group per pair.
+struct ContiguousE4m3Kv {
+  using Rows = E4m3Rows;
+  const __nv_fp8_e4m3* k;  // [bh][n_k][128]
+  const __nv_fp8_e4m3* v;
+  const Fp8Scales* k_scales;  // [bh]
+  const Fp8Scales* v_scales;
+  int64_t n_k;
+  __device__ PairKeys<RowsFrom> pair(int64_t bh) const { return {n_k, {bh * n_k}}; }
+  __device__ float2 scales(int64_t bh) const { return {k_scales[bh].dequant, v_scales[bh].dequant}; }
 };
 
 // A paged cache: K and V pools of pages [page][heads][kPageSize][128] (each head's kPageSize rows
@@ -112,8 +166,10 @@ struct PagedKv {
   }
 };
 
-template <int kQueries, class Kv>
+template <int kQueries, class Kv, bool kDraftMask = true>
 __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
+  using Rows = typename RowsOf<Kv>::type;
+  using Raw = typename Rows::Raw;
   constexpr int kKeys = keys_per_lane(kQueries);
   const int64_t bh = blockIdx.y;
   const int split = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -123,19 +179,22 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
   __shared__ float ml_s[kWarps][kQueries][2];
   const auto keys = kv.pair(bh);
 
-  // Query qi sees keys [0, last0 + qi); this CTA reads keys [begin, end), end covering the last query.
+  // Query qi sees keys [0, last0 + qi) (all n_k without the draft mask); this CTA reads keys
+  // [begin, end), end covering the last query.
   const int64_t begin = split * a.chunk;
-  const int64_t last0 = keys.n_k - (a.n_q - 1 - a.q_first);  // query qi's limit: last0 + qi
-  const int64_t end = min(begin + a.chunk, last0 + kQueries - 1);
+  const int64_t last0 = kDraftMask ? keys.n_k - (a.n_q - 1 - a.q_first) : keys.n_k;
+  const int last_step = kDraftMask ? 1 : 0;  // query qi's limit: last0 + qi x last_step
+  const int64_t end = min(begin + a.chunk, last0 + (kQueries - 1) * last_step);
   if (begin >= end) return;  // a chunk past this pair's keys (the whole CTA): merge_splits skips it
   // q in shared memory, prescaled so scores come out in log2 units (kernels/online_softmax.cuh).
-  const float scale = kLog2e / sqrtf(float(kHeadDim));
+  float scale = kLog2e / sqrtf(float(kHeadDim));
+  if constexpr (Rows::kScaled) scale *= kv.scales(bh).x;  // K's dequant scale
   for (int i = threadIdx.x; i < kQueries * kHeadDim; i += kThreads)
     q_s[i / kHeadDim][i % kHeadDim] = __bfloat162float(a.q[(bh * a.n_q + a.q_first) * kHeadDim + i]) * scale;
   __syncthreads();
 
-  const auto* k_rows = reinterpret_cast<const uint4*>(kv.k) + part;
-  const auto* v_rows = reinterpret_cast<const uint4*>(kv.v) + part;
+  const auto* k_rows = reinterpret_cast<const Raw*>(kv.k) + part;
+  const auto* v_rows = reinterpret_cast<const Raw*>(kv.v) + part;
   float m[kQueries], l[kQueries], o[kQueries][8];
 #pragma unroll
   for (int qi = 0; qi < kQueries; ++qi) {
@@ -144,13 +203,13 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
     for (int e = 0; e < 8; ++e) o[qi][e] = 0.0f;
   }
 
-  // A step's K and V loads, kKeys keys per half-warp, 2 x kKeys x 16 bytes a lane. Key at + i
+  // A step's K and V loads, kKeys keys per half-warp, 2 x kKeys x sizeof(Raw) bytes a lane. Key at + i
   // lies at row row0 + i (i < 2 x kKeys: one page).
-  auto load_step = [&](int64_t at, uint4 (&k_raw)[kKeys], uint4 (&v_raw)[kKeys]) {
+  auto load_step = [&](int64_t at, Raw (&k_raw)[kKeys], Raw (&v_raw)[kKeys]) {
     const int64_t row0 = keys.row(at);
 #pragma unroll
     for (int u = 0; u < kKeys; ++u) {
-      k_raw[u] = v_raw[u] = make_uint4(0, 0, 0, 0);  // absent keys: zeros, never NaN bits (p * v must be 0)
+      k_raw[u] = v_raw[u] = Raw{};  // absent keys: zeros, never NaN bits (p * v must be 0)
       if (at + 2 * u + half < end) {
         k_raw[u] = load_stream(k_rows + (row0 + 2 * u + half) * kLanesPerKey);
         v_raw[u] = load_stream(v_rows + (row0 + 2 * u + half) * kLanesPerKey);
@@ -165,10 +224,10 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
   // latency, and 32 more registers a thread would halve them.
   constexpr bool kPrefetch = kQueries > 1;
   const int64_t first = begin + warp * keys_per_warp_step(kQueries);
-  uint4 k_next[kKeys], v_next[kKeys];
+  Raw k_next[kKeys], v_next[kKeys];
   if (kPrefetch && first < end) load_step(first, k_next, v_next);
   for (int64_t step = first; step < end; step += keys_per_cta_step(kQueries)) {
-    uint4 k_raw[kKeys], v_raw[kKeys];
+    Raw k_raw[kKeys], v_raw[kKeys];
     if constexpr (kPrefetch) {
 #pragma unroll
       for (int u = 0; u < kKeys; ++u) k_raw[u] = k_next[u], v_raw[u] = v_next[u];
@@ -184,13 +243,13 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
 #pragma unroll
       for (int u = 0; u < kKeys; ++u) {
         float kf[8];
-        unpack_bf16x8(k_raw[u], kf);
+        Rows::unpack(k_raw[u], kf);
         float dot = 0.0f;
 #pragma unroll
         for (int e = 0; e < 8; ++e) dot = fmaf(qf[e], kf[e], dot);
 #pragma unroll
         for (int mask = kLanesPerKey / 2; mask > 0; mask /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, mask);
-        s[u] = step + 2 * u + half < min(end, last0 + qi) ? dot : -INFINITY;
+        s[u] = step + 2 * u + half < min(end, last0 + qi * last_step) ? dot : -INFINITY;
         m_new = fmaxf(m_new, s[u]);
       }
       const float c = exp2_ftz(m[qi] - m_new);
@@ -201,7 +260,7 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
       for (int u = 0; u < kKeys; ++u) {
         const float p = exp2_ftz(s[u] - m_new);  // 0 for a masked or absent key
         float vf[8];
-        unpack_bf16x8(v_raw[u], vf);
+        Rows::unpack(v_raw[u], vf);
         l[qi] += p;
 #pragma unroll
         for (int e = 0; e < 8; ++e) o[qi][e] = fmaf(p, vf[e], o[qi][e]);  // p = 0 where v_raw is unset
@@ -235,6 +294,7 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
       merge_softmax_parts(mm, ll, oo, ml_s[w][qi][0], ml_s[w][qi][1], ow);
     }
     const int64_t row = bh * a.n_q + a.q_first + qi;  // output row; partial slot below
+    if constexpr (Rows::kScaled) oo[0] *= kv.scales(bh).y;  // V's dequant scale (o is linear in V)
     if (a.splits == 1) {
       a.out[row * kHeadDim + d] = __float2bfloat16(oo[0] / ll);
     } else {
@@ -247,12 +307,13 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
 
 // The log-sum-exp combine: one CTA of 128 threads (one per dimension) per (bh, query), over the
 // chunks that hold keys of that query's pair (those whose CTAs wrote a partial).
-template <int kQueries, class Kv>
+template <int kQueries, class Kv, bool kDraftMask = true>
 __global__ void __launch_bounds__(kHeadDim) merge_splits(Args a, Kv kv) {
   const int64_t bh = blockIdx.y;
   const int qi = blockIdx.x, d = threadIdx.x;
   const int64_t slot0 = (bh * kQueries + qi) * a.splits;
-  const int64_t covered = kv.pair(bh).n_k - (a.n_q - 1 - a.q_first) + kQueries - 1;  // the CTAs' end
+  const int64_t covered =  // the CTAs' end
+      kDraftMask ? kv.pair(bh).n_k - (a.n_q - 1 - a.q_first) + kQueries - 1 : kv.pair(bh).n_k;
   float m = kEmptyMax, l = 0.0f, o[1] = {0.0f};
   for (int s = 0; s < a.splits && s * a.chunk < covered; ++s) {
     const float os[1] = {a.part_o[(slot0 + s) * kHeadDim + d]};
@@ -263,12 +324,12 @@ __global__ void __launch_bounds__(kHeadDim) merge_splits(Args a, Kv kv) {
 
 // Enqueues one decode pass of kQueries queries (from q_first) over `splits` chunks of the keys
 // (splits > 1: part_ml and part_o must hold bh x kQueries x splits partials).
-template <int kQueries, class Kv>
+template <int kQueries, class Kv, bool kDraftMask = true>
 void launch(Args a, Kv kv, int64_t bh, cudaStream_t stream) {
-  attention<kQueries, Kv><<<dim3(unsigned(a.splits), unsigned(bh)), kThreads, 0, stream>>>(a, kv);
+  attention<kQueries, Kv, kDraftMask><<<dim3(unsigned(a.splits), unsigned(bh)), kThreads, 0, stream>>>(a, kv);
   BENCH_CHECK_LAUNCH();
   if (a.splits > 1) {
-    merge_splits<kQueries, Kv><<<dim3(unsigned(kQueries), unsigned(bh)), kHeadDim, 0, stream>>>(a, kv);
+    merge_splits<kQueries, Kv, kDraftMask><<<dim3(unsigned(kQueries), unsigned(bh)), kHeadDim, 0, stream>>>(a, kv);
     BENCH_CHECK_LAUNCH();
   }
 }

@@ -1,7 +1,8 @@
 // kernels/fp8_quantize.cuh: per-tensor FP8 E4M3 quantisation of a BF16 tensor with current
 // scaling, in the plain two-pass form: the tensor's amax (pass 1), its scales, then the cast
-// (pass 2).
-//   q = saturate_e4m3(x * 448 / amax(x)),   x ≈ q * amax(x) / 448
+// (pass 2). The same for consecutive groups of a tensor, each with its own scales (a KV cache per
+// (sequence, head): ch19's kv_quantization), in one launch per pass.
+//   q = saturate_e4m3(x * 448 / amax(x)),   x ≈ q * amax(x) / 448   (the rule: kernels/fp8_e4m3.hpp)
 // 448 is E4M3's largest finite value, so the largest |x| maps onto it and every other value
 // keeps E4M3's 3 mantissa bits (relative rounding at most 2^-4) unless it falls under E4M3's
 // smallest normal (2^-6 · amax / 448, where it loses bits as a subnormal).
@@ -20,12 +21,12 @@
 #include <cstdint>
 
 #include <kernels/bf16_pack.cuh>
+#include <kernels/fp8_e4m3.hpp>
 #include <kernels/group_reduce.cuh>
 #include <kernels/vector_access.cuh>
 
 namespace kernels {
 
-inline constexpr float kE4m3Max = 448.0f;
 inline constexpr int kQuantizeThreads = 256;
 
 // One tensor's scales. cuBLASLt 13 on the H100 and H200 refuses (NOT_SUPPORTED, at launch) a
@@ -38,10 +39,25 @@ struct alignas(16) Fp8Scales {
   float pad1[2];
 };
 
+// Two E4M3 codes (lo in the low byte), round to nearest even, saturating to ±448 (x * quant can
+// round a hair past it): cvt.rn.satfinite.e4m3x2.f32.
+__device__ __forceinline__ unsigned short e4m3x2(float lo, float hi) {
+  return __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+}
+
+// Eight values times `quant`, as eight E4M3 codes (element 0 in the lowest byte): one 8-byte store.
+__device__ __forceinline__ uint2 e4m3x8(const float (&v)[kBf16PerVector], float quant) {
+  return make_uint2(e4m3x2(v[0] * quant, v[1] * quant) | unsigned{e4m3x2(v[2] * quant, v[3] * quant)} << 16,
+                    e4m3x2(v[4] * quant, v[5] * quant) | unsigned{e4m3x2(v[6] * quant, v[7] * quant)} << 16);
+}
+
 namespace detail {
 
+// Every kernel below works on group blockIdx.y (x and q from element blockIdx.y x n, scales
+// element blockIdx.y); a per-tensor launch is one group.
 template <class Bf16>  // a template only so that two files of one binary can include this header
-__global__ void abs_max(const Bf16* __restrict__ x, int64_t n, unsigned* __restrict__ amax_bits) {
+__global__ void abs_max(const Bf16* __restrict__ x, int64_t n, Fp8Scales* __restrict__ scales) {
+  x += blockIdx.y * n;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x, first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   const int64_t vectors = n / kBf16PerVector;
   float m = 0.0f;
@@ -53,35 +69,28 @@ __global__ void abs_max(const Bf16* __restrict__ x, int64_t n, unsigned* __restr
   }
   for (int64_t i = vectors * kBf16PerVector + first; i < n; i += stride) m = fmaxf(m, fabsf(float(x[i])));
   m = warp_reduce(m, Max{});
-  if (threadIdx.x % 32 == 0) atomicMax(amax_bits, __float_as_uint(m));
+  if (threadIdx.x % 32 == 0) atomicMax(&scales[blockIdx.y].amax_bits, __float_as_uint(m));
 }
 
 template <class Scales>
 __global__ void __launch_bounds__(1) scales_from_amax(Scales* scales) {
-  // An all-zero tensor would give 448 / 0: its q is 0 whatever finite scale is used.
-  const float amax = fmaxf(__uint_as_float(scales->amax_bits), 1e-30f);
-  scales->dequant = amax / kE4m3Max;
-  scales->quant = kE4m3Max / amax;
-}
-
-// Four E4M3 pairs, round to nearest even, saturating to ±448 (x * quant can round a hair past it).
-__device__ __forceinline__ unsigned short e4m3x2(float lo, float hi) {
-  return __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+  scales += blockIdx.x;
+  const E4m3Scales s = e4m3_scales(__uint_as_float(scales->amax_bits));  // an all-zero tensor: finite
+  scales->dequant = s.dequant;
+  scales->quant = s.quant;
 }
 
 template <class Bf16>
 __global__ void quantize(const Bf16* __restrict__ x, __nv_fp8_e4m3* __restrict__ q, int64_t n,
                          const Fp8Scales* __restrict__ scales) {
-  const float s = scales->quant;
+  x += blockIdx.y * n, q += blockIdx.y * n;
+  const float s = scales[blockIdx.y].quant;
   const int64_t stride = int64_t{gridDim.x} * blockDim.x, first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   const int64_t vectors = n / kBf16PerVector;
   for (int64_t i = first; i < vectors; i += stride) {
     float v[kBf16PerVector];
     unpack_bf16x8(load_stream(reinterpret_cast<const uint4*>(x) + i), v);
-    uint2 packed;
-    packed.x = e4m3x2(v[0] * s, v[1] * s) | unsigned{e4m3x2(v[2] * s, v[3] * s)} << 16;
-    packed.y = e4m3x2(v[4] * s, v[5] * s) | unsigned{e4m3x2(v[6] * s, v[7] * s)} << 16;
-    reinterpret_cast<uint2*>(q)[i] = packed;  // 8 FP8 values: element 0 in the lowest byte
+    reinterpret_cast<uint2*>(q)[i] = e4m3x8(v, s);  // 8 FP8 values: element 0 in the lowest byte
   }
   for (int64_t i = vectors * kBf16PerVector + first; i < n; i += stride)
     q[i] = __nv_fp8_e4m3(float(x[i]) * s);  // the same rounding and saturation
@@ -89,17 +98,26 @@ __global__ void quantize(const Bf16* __restrict__ x, __nv_fp8_e4m3* __restrict__
 
 }  // namespace detail
 
-// Enqueues amax, scales and cast of x[0, n) into q on `stream`. x must be 16-byte aligned and q
-// 8-byte aligned (cudaMalloc gives 256); `scales` is device memory.
+// Enqueues amax, scales and cast of `groups` consecutive groups of n values, x[g n, (g + 1) n)
+// into q with scales[g], on `stream`; `blocks` CTAs a group. x must be 16-byte aligned and q
+// 8-byte aligned (cudaMalloc gives 256), and with several groups n a multiple of 8 so that every
+// group is too; `scales` is device memory.
+inline void quantize_e4m3_per_group(const __nv_bfloat16* x, __nv_fp8_e4m3* q, int64_t n, int groups,
+                                    Fp8Scales* scales, int blocks, cudaStream_t stream) {
+  BENCH_CUDA_CHECK(cudaMemsetAsync(scales, 0, sizeof(Fp8Scales) * groups, stream));  // amax_bits = 0
+  const dim3 grid{unsigned(blocks), unsigned(groups)};
+  detail::abs_max<<<grid, kQuantizeThreads, 0, stream>>>(x, n, scales);
+  BENCH_CHECK_LAUNCH();
+  detail::scales_from_amax<<<groups, 1, 0, stream>>>(scales);
+  BENCH_CHECK_LAUNCH();
+  detail::quantize<<<grid, kQuantizeThreads, 0, stream>>>(x, q, n, scales);
+  BENCH_CHECK_LAUNCH();
+}
+
+// The whole tensor as one group: then cuBLASLt's A or B scale pointer = &scales->dequant.
 inline void quantize_e4m3_per_tensor(const __nv_bfloat16* x, __nv_fp8_e4m3* q, int64_t n, Fp8Scales* scales,
                                      int blocks, cudaStream_t stream) {
-  BENCH_CUDA_CHECK(cudaMemsetAsync(&scales->amax_bits, 0, sizeof(unsigned), stream));
-  detail::abs_max<<<blocks, kQuantizeThreads, 0, stream>>>(x, n, &scales->amax_bits);
-  BENCH_CHECK_LAUNCH();
-  detail::scales_from_amax<<<1, 1, 0, stream>>>(scales);
-  BENCH_CHECK_LAUNCH();
-  detail::quantize<<<blocks, kQuantizeThreads, 0, stream>>>(x, q, n, scales);
-  BENCH_CHECK_LAUNCH();
+  quantize_e4m3_per_group(x, q, n, 1, scales, blocks, stream);
 }
 
 }  // namespace kernels

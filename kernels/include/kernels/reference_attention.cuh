@@ -71,10 +71,13 @@ void reference_attention(const __nv_bfloat16* q, const __nv_bfloat16* k, const _
   BENCH_CHECK_LAUNCH();
 }
 
-// The same in double from the BF16 inputs, into `out` [bh][n_q][kDim].
-template <int kDim = kRefHeadDim, class Visible>
-void reference_attention(std::span<const __nv_bfloat16> q, std::span<const __nv_bfloat16> k,
-                         std::span<const __nv_bfloat16> v, std::span<double> out, int64_t bh,
+// The same in double from the BF16 inputs, into `out` [bh][n_q][kDim]. K and V may also be given
+// as doubles (a cache dequantised on the host: ch19's FP8 KV cache).
+inline double to_double(__nv_bfloat16 x) { return double(__bfloat162float(x)); }
+inline double to_double(double x) { return x; }
+template <int kDim = kRefHeadDim, class KvValue, class Visible>
+void reference_attention(std::span<const __nv_bfloat16> q, std::span<const KvValue> k,
+                         std::span<const KvValue> v, std::span<double> out, int64_t bh,
                          int64_t n_q, int64_t n_k, Visible visible) {
   constexpr int d = kDim;
   std::vector<double> s(static_cast<std::size_t>(n_k));
@@ -85,10 +88,9 @@ void reference_attention(std::span<const __nv_bfloat16> q, std::span<const __nv_
       for (int64_t j = 0; j < n_k; ++j) {
         s[j] = -INFINITY;
         if (!visible(i, j)) continue;
-        const __nv_bfloat16* kr = k.data() + (b * n_k + j) * d;
+        const KvValue* kr = k.data() + (b * n_k + j) * d;
         double dot = 0;
-        for (int e = 0; e < d; ++e)
-          dot += double(__bfloat162float(qr[e])) * double(__bfloat162float(kr[e]));
+        for (int e = 0; e < d; ++e) dot += to_double(qr[e]) * to_double(kr[e]);
         s[j] = dot / std::sqrt(double(d));
         m = std::fmax(m, s[j]);
       }
@@ -99,8 +101,8 @@ void reference_attention(std::span<const __nv_bfloat16> q, std::span<const __nv_
         if (s[j] == -INFINITY) continue;
         const double p = std::exp(s[j] - m);
         l += p;
-        const __nv_bfloat16* vr = v.data() + (b * n_k + j) * d;
-        for (int e = 0; e < d; ++e) o[e] += p * double(__bfloat162float(vr[e]));
+        const KvValue* vr = v.data() + (b * n_k + j) * d;
+        for (int e = 0; e < d; ++e) o[e] += p * to_double(vr[e]);
       }
       for (int e = 0; e < d; ++e) o[e] /= l;
     }

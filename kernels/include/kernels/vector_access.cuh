@@ -3,7 +3,7 @@
 // A streaming kernel touches each byte once, so its loads need not stay in L1
 // (ld.global.nc.L1::no_allocate: the read-only path, no L1 allocation) and its stores are
 // "evict first" in L2 (st.global.cs). Both are one 16-byte instruction per thread (LDG.E.128 /
-// STG.E.128 in SASS). The pointers must be 16-byte aligned.
+// STG.E.128 in SASS). The pointers must be 16-byte aligned (8-byte for the uint2 form).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,6 +30,13 @@ __device__ __forceinline__ void store_stream(float4* p, float4 v) {
 __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   const float4 v = load_stream(reinterpret_cast<const float4*>(p));
   return make_uint4(__float_as_uint(v.x), __float_as_uint(v.y), __float_as_uint(v.z), __float_as_uint(v.w));
+}
+
+// Half as wide: 8 bytes (8 FP8 values, 4 BF16), LDG.E.64.
+__device__ __forceinline__ uint2 load_stream(const uint2* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
 }
 
 __device__ __forceinline__ void store_stream(uint4* p, uint4 v) {

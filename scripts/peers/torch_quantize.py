@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""PyTorch peers for ch19's low-precision kernels, on ch19's shapes: what a user would call instead.
+
+  - fused_quantize: row-wise FP8 E4M3 quantisation of an 8192x8192 BF16 matrix, one scale per row
+    and one per 128 values of a row (ch19/fused_quantize's `scale` axis), with the chapter's rule
+    (amax clamped to 1e-30, quant = 448 / amax in FP32, saturating cast, dequant = amax / 448);
+    eager and torch.compile; TB/s counted as the chapter counts it (2 bytes read + 1 written a
+    value, 4 a scale) and that as a percentage of the device's copy rate;
+  - kv_quantization: grouped-query decode, 8 sequences, 32 query heads over 8 KV heads, head dim
+    128, 32,768 cached keys (ch19/kv_quantization): SDPA (enable_gqa) over the BF16 cache, and
+    the FP8 path a PyTorch user has: an E4M3 cache with a scale per (sequence, KV head), cast to
+    BF16 and scaled on every call, then SDPA; TB/s on the bytes of the cache as stored.
+A feature this PyTorch or GPU lacks prints SKIPPED with the reason; the rest still run. Run it in
+the same GPU session as `bench compare --chapter ch19`, so the two are comparable.
+
+  python3 scripts/peers/torch_quantize.py [--json FILE] [--only fused_quantize,kv_quantization]
+
+Timing: CUDA events around a batch of launches after warm-up, the median of several batches
+(torch_rowwise.median_us).
+"""
+import sys
+
+try:
+    import torch
+    import torch.nn.functional as F
+
+    from torch_inference import peer_main, report, skipped
+    from torch_rowwise import median_us
+except ImportError as missing:  # the GPU machine has PyTorch; say so anywhere else, and succeed
+    print(f"SKIPPED: {missing}")
+    sys.exit(0)
+
+E4M3_MAX = 448.0
+
+
+def quantize_groups(x, group):
+    """x [rows, cols] BF16 -> (codes [rows, cols] E4M3, dequant scales [rows, cols / group] FP32)."""
+    rows, cols = x.shape
+    xg = x.view(rows, cols // group, group).float()
+    amax = xg.abs().amax(dim=-1, keepdim=True).clamp(min=1e-30)
+    codes = (xg * (E4M3_MAX / amax)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return codes.view(rows, cols), (amax / E4M3_MAX).view(rows, cols // group)
+
+
+def run_fused_quantize(copy_tbs):
+    rows = cols = 8192
+    x = torch.randn(rows, cols, dtype=torch.bfloat16, device="cuda")
+    for scale, group in (("row", cols), ("block128", 128)):
+        fn = lambda x, g=group: quantize_groups(x, g)
+        nbytes = 3 * rows * cols + 4 * rows * (cols // group)
+        for mode, op in (("eager", fn), ("compiled", torch.compile(fn))):
+            label = f"{rows}x{cols} scale {scale} {mode}"
+            try:
+                us = median_us(lambda: op(x))
+                tbs = nbytes / (us * 1e-6) / 1e12
+                report("fused_quantize", label, us=us, tbs=tbs, pct_copy=100 * tbs / copy_tbs)
+            except Exception as e:  # a compile failure names itself and the rest go on
+                skipped("fused_quantize", label, e)
+
+
+def run_kv_quantization(copy_tbs):
+    batch, q_heads, kv_heads, keys, d = 8, 32, 8, 32768, 128
+    q = torch.randn(batch, q_heads, 1, d, dtype=torch.bfloat16, device="cuda") * 2
+    k, v = (torch.rand(batch, kv_heads, keys, d, device="cuda").mul_(2).sub_(1).to(torch.bfloat16) for _ in range(2))
+    shape = f"b{batch} {q_heads}/{kv_heads} heads L{keys} d{d}"
+
+    def per_head_fp8(t):  # once, as when the cache is written: a scale per (sequence, KV head)
+        codes, scales = quantize_groups(t.view(batch * kv_heads, keys * d), keys * d)
+        return codes.view(t.shape), scales.view(batch, kv_heads, 1, 1)
+
+    try:
+        us = median_us(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), batches=9, per_batch=10)
+        tbs = 2 * k.numel() * 2 / (us * 1e-6) / 1e12
+        report("kv_quantization", f"{shape} bf16 sdpa", us=us, tbs=tbs, pct_copy=100 * tbs / copy_tbs)
+    except Exception as e:
+        skipped("kv_quantization", f"{shape} bf16 sdpa", e)
+    try:
+        (k8, k_scale), (v8, v_scale) = per_head_fp8(k), per_head_fp8(v)
+        del k, v
+        torch.cuda.empty_cache()
+
+        def fp8_decode():
+            kd = (k8.to(torch.bfloat16) * k_scale).to(torch.bfloat16)
+            vd = (v8.to(torch.bfloat16) * v_scale).to(torch.bfloat16)
+            return F.scaled_dot_product_attention(q, kd, vd, enable_gqa=True)
+
+        us = median_us(fp8_decode, batches=5, per_batch=5)
+        tbs = 2 * k8.numel() / (us * 1e-6) / 1e12
+        report("kv_quantization", f"{shape} fp8 cast then sdpa", us=us, tbs=tbs, pct_copy=100 * tbs / copy_tbs)
+    except Exception as e:
+        skipped("kv_quantization", f"{shape} fp8 cast then sdpa", e)
+
+
+def main():
+    peer_main(__doc__, {"fused_quantize": run_fused_quantize, "kv_quantization": run_kv_quantization})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

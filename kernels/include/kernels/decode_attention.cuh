@@ -166,6 +166,50 @@ struct PagedKv {
   }
 };
 
+// The end of a CTA's pass, when every lane holds (m, l, o) of each query over its half-warp's keys
+// (o: its 8 dimensions). Merge the two half-warps, then the warps through shared memory; with
+// one split write o / l, else the partial (m, l, o) for merge_splits. With scaled (E4M3) rows, o
+// is multiplied by V's dequant scale first (o is linear in V).
+template <int kQueries, bool kScaled, class Kv>
+__device__ __forceinline__ void finish_pass(const Args& a, const Kv& kv, int64_t bh, int split, float (&m)[kQueries],
+                                            float (&l)[kQueries], float (&o)[kQueries][8],
+                                            float (&o_s)[kWarps][kQueries][kHeadDim], float (&ml_s)[kWarps][kQueries][2]) {
+  const int warp = threadIdx.x / 32, half = threadIdx.x % 32 / kLanesPerKey, part = threadIdx.x % kLanesPerKey;
+#pragma unroll
+  for (int qi = 0; qi < kQueries; ++qi) {
+    float o2[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o2[e] = __shfl_xor_sync(0xffffffffu, o[qi][e], kLanesPerKey);
+    const float m2 = __shfl_xor_sync(0xffffffffu, m[qi], kLanesPerKey);
+    const float l2 = __shfl_xor_sync(0xffffffffu, l[qi], kLanesPerKey);
+    merge_softmax_parts(m[qi], l[qi], o[qi], m2, l2, o2);
+    if (half == 0) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o_s[warp][qi][part * 8 + e] = o[qi][e];
+      if (part == 0) ml_s[warp][qi][0] = m[qi], ml_s[warp][qi][1] = l[qi];
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kQueries * kHeadDim; i += kThreads) {
+    const int qi = i / kHeadDim, d = i % kHeadDim;
+    float mm = ml_s[0][qi][0], ll = ml_s[0][qi][1], oo[1] = {o_s[0][qi][d]};
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) {
+      const float ow[1] = {o_s[w][qi][d]};
+      merge_softmax_parts(mm, ll, oo, ml_s[w][qi][0], ml_s[w][qi][1], ow);
+    }
+    const int64_t row = bh * a.n_q + a.q_first + qi;  // output row; partial slot below
+    if constexpr (kScaled) oo[0] *= kv.scales(bh).y;  // V's dequant scale (o is linear in V)
+    if (a.splits == 1) {
+      a.out[row * kHeadDim + d] = __float2bfloat16(oo[0] / ll);
+    } else {
+      const int64_t slot = (bh * kQueries + qi) * a.splits + split;
+      a.part_o[slot * kHeadDim + d] = oo[0];
+      if (d == 0) a.part_ml[2 * slot] = mm, a.part_ml[2 * slot + 1] = ll;
+    }
+  }
+}
+
 template <int kQueries, class Kv, bool kDraftMask = true>
 __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
   using Rows = typename RowsOf<Kv>::type;
@@ -175,7 +219,7 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
   const int split = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int half = lane / kLanesPerKey, part = lane % kLanesPerKey;  // which key, which 8 dimensions
   __shared__ alignas(16) float q_s[kQueries][kHeadDim];
-  __shared__ float o_s[kWarps][kQueries][kHeadDim];
+  __shared__ float o_s[kWarps][kQueries][kHeadDim];  // finish_pass's
   __shared__ float ml_s[kWarps][kQueries][2];
   const auto keys = kv.pair(bh);
 
@@ -235,6 +279,11 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
     } else {
       load_step(step, k_raw, v_raw);
     }
+    // Each key's K and V widened once, for all the queries (E4M3's conversions are inline asm,
+    // which the compiler does not merge across the query loop as it does BF16's shifts).
+    float kf[kKeys][8], vf[kKeys][8];
+#pragma unroll
+    for (int u = 0; u < kKeys; ++u) Rows::unpack(k_raw[u], kf[u]), Rows::unpack(v_raw[u], vf[u]);
 #pragma unroll
     for (int qi = 0; qi < kQueries; ++qi) {
       float qf[8], s[kKeys], m_new = m[qi];
@@ -242,11 +291,9 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
       for (int e = 0; e < 8; ++e) qf[e] = q_s[qi][part * 8 + e];  // two LDS.128
 #pragma unroll
       for (int u = 0; u < kKeys; ++u) {
-        float kf[8];
-        Rows::unpack(k_raw[u], kf);
         float dot = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) dot = fmaf(qf[e], kf[e], dot);
+        for (int e = 0; e < 8; ++e) dot = fmaf(qf[e], kf[u][e], dot);
 #pragma unroll
         for (int mask = kLanesPerKey / 2; mask > 0; mask /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, mask);
         s[u] = step + 2 * u + half < min(end, last0 + qi * last_step) ? dot : -INFINITY;
@@ -259,50 +306,15 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
 #pragma unroll
       for (int u = 0; u < kKeys; ++u) {
         const float p = exp2_ftz(s[u] - m_new);  // 0 for a masked or absent key
-        float vf[8];
-        Rows::unpack(v_raw[u], vf);
         l[qi] += p;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) o[qi][e] = fmaf(p, vf[e], o[qi][e]);  // p = 0 where v_raw is unset
+        for (int e = 0; e < 8; ++e) o[qi][e] = fmaf(p, vf[u][e], o[qi][e]);  // p = 0 where v_raw is unset
       }
       m[qi] = m_new;
     }
   }
 
-  // Merge the two half-warps, then the warps through shared memory.
-#pragma unroll
-  for (int qi = 0; qi < kQueries; ++qi) {
-    float o2[8];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) o2[e] = __shfl_xor_sync(0xffffffffu, o[qi][e], kLanesPerKey);
-    const float m2 = __shfl_xor_sync(0xffffffffu, m[qi], kLanesPerKey);
-    const float l2 = __shfl_xor_sync(0xffffffffu, l[qi], kLanesPerKey);
-    merge_softmax_parts(m[qi], l[qi], o[qi], m2, l2, o2);
-    if (half == 0) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) o_s[warp][qi][part * 8 + e] = o[qi][e];
-      if (part == 0) ml_s[warp][qi][0] = m[qi], ml_s[warp][qi][1] = l[qi];
-    }
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < kQueries * kHeadDim; i += kThreads) {
-    const int qi = i / kHeadDim, d = i % kHeadDim;
-    float mm = ml_s[0][qi][0], ll = ml_s[0][qi][1], oo[1] = {o_s[0][qi][d]};
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) {
-      const float ow[1] = {o_s[w][qi][d]};
-      merge_softmax_parts(mm, ll, oo, ml_s[w][qi][0], ml_s[w][qi][1], ow);
-    }
-    const int64_t row = bh * a.n_q + a.q_first + qi;  // output row; partial slot below
-    if constexpr (Rows::kScaled) oo[0] *= kv.scales(bh).y;  // V's dequant scale (o is linear in V)
-    if (a.splits == 1) {
-      a.out[row * kHeadDim + d] = __float2bfloat16(oo[0] / ll);
-    } else {
-      const int64_t slot = (bh * kQueries + qi) * a.splits + split;
-      a.part_o[slot * kHeadDim + d] = oo[0];
-      if (d == 0) a.part_ml[2 * slot] = mm, a.part_ml[2 * slot + 1] = ll;
-    }
-  }
+  finish_pass<kQueries, Rows::kScaled>(a, kv, bh, split, m, l, o, o_s, ml_s);
 }
 
 // The log-sum-exp combine: one CTA of 128 threads (one per dimension) per (bh, query), over the

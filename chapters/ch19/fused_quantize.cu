@@ -23,9 +23,8 @@
 //
 //   ./bench compare --chapter ch19 --example fused_quantize
 //   ./bench compare --chapter ch19 --example fused_quantize --sweep   # rows 4096 to 16384
-#include <kernels/fp8_quantize.cuh>
-
 #include <cmath>
+#include <kernels/fp8_quantize.cuh>
 #include <string>
 #include <vector>
 
@@ -35,10 +34,10 @@ using bf16 = __nv_bfloat16;
 using fp8 = __nv_fp8_e4m3;
 using kernels::kBf16PerVector;
 constexpr int kThreads = 256;
-constexpr int kSlots = 4;                                   // 16-byte vectors a thread holds
+constexpr int kSlots = 4;  // 16-byte vectors a thread holds
 constexpr int64_t kMaxCols = int64_t{kThreads} * kSlots * kBf16PerVector;  // 8192
-constexpr int kBlock = 128;                                 // "block128": values per scale
-constexpr int kLanesPerBlock = kBlock / kBf16PerVector;     // 16 lanes, one 16-byte load each
+constexpr int kBlock = 128;                              // "block128": values per scale
+constexpr int kLanesPerBlock = kBlock / kBf16PerVector;  // 16 lanes, one 16-byte load each
 
 struct Quantize {
   int64_t rows, cols, group, groups;
@@ -48,7 +47,8 @@ struct Quantize {
   bench::DeviceSpan<float> scales;
   explicit Quantize(bench::Setup& s)
       : rows(s.size("rows", s.axis("rows"), 37)),
-        cols(s.size("cols", kMaxCols, 9 * kBlock)),  // 1152: slots partly empty, a partial last warp
+        cols(
+            s.size("cols", kMaxCols, 9 * kBlock)),  // 1152: slots partly empty, a partial last warp
         group(s.string_axis("scale") == "row" ? cols : kBlock),
         groups(rows * (cols / group)),
         per_row(group == cols),
@@ -58,7 +58,8 @@ struct Quantize {
         x(s.input<bf16>("x", rows * cols, bench::normal(0, 1))),
         q(s.output<fp8>("q", rows * cols)),
         scales(s.output<float>("scales", groups)) {
-    if (cols % kBlock != 0 || cols > kMaxCols) throw bench::Unsupported("cols must be a multiple of 128, at most 8192");
+    if (cols % kBlock != 0 || cols > kMaxCols)
+      throw bench::Unsupported("cols must be a multiple of 128, at most 8192");
     s.bytes(3.0 * rows * cols + 4.0 * groups);  // read x once, write q once, write the scales
   }
 };
@@ -66,7 +67,8 @@ struct Quantize {
 // Half-warp (16 lanes: one 128-value block) maximum; every lane gets it.
 __device__ __forceinline__ float block_max(float m) {
 #pragma unroll
-  for (int mask = kLanesPerBlock / 2; mask > 0; mask /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, mask));
+  for (int mask = kLanesPerBlock / 2; mask > 0; mask /= 2)
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, mask));
   return m;
 }
 __device__ __forceinline__ float abs_max8(const float (&v)[kBf16PerVector]) {
@@ -79,8 +81,9 @@ __device__ __forceinline__ float abs_max8(const float (&v)[kBf16PerVector]) {
 // ---- baseline: two passes --------------------------------------------------------------------
 // Pass 1, one CTA per row: each group's amax, then its dequant scale (output) and quant (scratch).
 template <bool kPerRow>
-__global__ void __launch_bounds__(kThreads) group_scales(const bf16* __restrict__ x, float* __restrict__ scales,
-                                                         float* __restrict__ quant, int64_t cols) {
+__global__ void __launch_bounds__(kThreads)
+    group_scales(const bf16* __restrict__ x, float* __restrict__ scales, float* __restrict__ quant,
+                 int64_t cols) {
   const int64_t row = blockIdx.x, vectors = cols / kBf16PerVector;
   const auto* src = reinterpret_cast<const uint4*>(x + row * cols);
   float row_max = 0.0f;
@@ -110,8 +113,9 @@ __global__ void __launch_bounds__(kThreads) group_scales(const bf16* __restrict_
 }
 
 // Pass 2, elementwise: vector i of the whole matrix belongs to group i x 8 / group.
-__global__ void __launch_bounds__(kThreads) cast_by_group(const bf16* __restrict__ x, const float* __restrict__ quant,
-                                                          fp8* __restrict__ q, int64_t vectors, int64_t group) {
+__global__ void __launch_bounds__(kThreads)
+    cast_by_group(const bf16* __restrict__ x, const float* __restrict__ quant, fp8* __restrict__ q,
+                  int64_t vectors, int64_t group) {
   const int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x;
   if (i >= vectors) return;
   float f[kBf16PerVector];
@@ -124,21 +128,24 @@ struct TwoPass {
   TwoPass(const Quantize& w, cudaStream_t) : quant(w.groups) {}
   void operator()(const Quantize& w, cudaStream_t stream) {
     if (w.per_row)
-      group_scales<true><<<unsigned(w.rows), kThreads, 0, stream>>>(w.x.data(), w.scales.data(), quant.data(), w.cols);
+      group_scales<true><<<unsigned(w.rows), kThreads, 0, stream>>>(w.x.data(), w.scales.data(),
+                                                                    quant.data(), w.cols);
     else
-      group_scales<false><<<unsigned(w.rows), kThreads, 0, stream>>>(w.x.data(), w.scales.data(), quant.data(), w.cols);
+      group_scales<false><<<unsigned(w.rows), kThreads, 0, stream>>>(w.x.data(), w.scales.data(),
+                                                                     quant.data(), w.cols);
     BENCH_CHECK_LAUNCH();
     const int64_t vectors = w.rows * w.cols / kBf16PerVector;
-    cast_by_group<<<unsigned((vectors + kThreads - 1) / kThreads), kThreads, 0, stream>>>(w.x.data(), quant.data(),
-                                                                                       w.q.data(), vectors, w.group);
+    cast_by_group<<<unsigned((vectors + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+        w.x.data(), quant.data(), w.q.data(), vectors, w.group);
     BENCH_CHECK_LAUNCH();
   }
 };
 
 // ---- optimized: one pass, the row in registers ----------------------------------------------
 template <bool kPerRow>
-__global__ void __launch_bounds__(kThreads) quantize_rows(const bf16* __restrict__ x, fp8* __restrict__ q,
-                                                          float* __restrict__ scales, int64_t cols) {
+__global__ void __launch_bounds__(kThreads)
+    quantize_rows(const bf16* __restrict__ x, fp8* __restrict__ q, float* __restrict__ scales,
+                  int64_t cols) {
   const int64_t row = blockIdx.x, vectors = cols / kBf16PerVector;
   const auto* src = reinterpret_cast<const uint4*>(x + row * cols);
   auto* dst = reinterpret_cast<uint2*>(q + row * cols);
@@ -156,7 +163,8 @@ __global__ void __launch_bounds__(kThreads) quantize_rows(const bf16* __restrict
     float thread_max = m[0];
 #pragma unroll
     for (int k = 1; k < kSlots; ++k) thread_max = fmaxf(thread_max, m[k]);
-    const kernels::E4m3Scales s = kernels::e4m3_scales(kernels::group_reduce<kThreads>(thread_max, kernels::Max{}));
+    const kernels::E4m3Scales s =
+        kernels::e4m3_scales(kernels::group_reduce<kThreads>(thread_max, kernels::Max{}));
     if (threadIdx.x == 0) scales[row] = s.dequant;
 #pragma unroll
     for (int k = 0; k < kSlots; ++k) {
@@ -170,7 +178,8 @@ __global__ void __launch_bounds__(kThreads) quantize_rows(const bf16* __restrict
       const int64_t v = k * kThreads + threadIdx.x;
       const kernels::E4m3Scales s = kernels::e4m3_scales(block_max(m[k]));
       if (v < vectors) {
-        if (threadIdx.x % kLanesPerBlock == 0) scales[(row * cols + v * kBf16PerVector) / kBlock] = s.dequant;
+        if (threadIdx.x % kLanesPerBlock == 0)
+          scales[(row * cols + v * kBf16PerVector) / kBlock] = s.dequant;
         dst[v] = kernels::e4m3x8(f[k], s.quant);
       }
     }
@@ -179,9 +188,11 @@ __global__ void __launch_bounds__(kThreads) quantize_rows(const bf16* __restrict
 
 void launch_one_pass(const Quantize& w, cudaStream_t stream) {
   if (w.per_row)
-    quantize_rows<true><<<unsigned(w.rows), kThreads, 0, stream>>>(w.x.data(), w.q.data(), w.scales.data(), w.cols);
+    quantize_rows<true><<<unsigned(w.rows), kThreads, 0, stream>>>(w.x.data(), w.q.data(),
+                                                                   w.scales.data(), w.cols);
   else
-    quantize_rows<false><<<unsigned(w.rows), kThreads, 0, stream>>>(w.x.data(), w.q.data(), w.scales.data(), w.cols);
+    quantize_rows<false><<<unsigned(w.rows), kThreads, 0, stream>>>(w.x.data(), w.q.data(),
+                                                                    w.scales.data(), w.cols);
   BENCH_CHECK_LAUNCH();
 }
 
@@ -193,10 +204,12 @@ void reference(const Quantize& w, bench::HostData& h) {
   for (int64_t g = 0; g < w.groups; ++g) {
     const int64_t first = g * w.group;
     float amax = 0.0f;
-    for (int64_t i = first; i < first + w.group; ++i) amax = std::fmax(amax, std::fabs(float(x[i])));
+    for (int64_t i = first; i < first + w.group; ++i)
+      amax = std::fmax(amax, std::fabs(float(x[i])));
     const kernels::E4m3Scales s = kernels::e4m3_scales(amax);
     scales[g] = s.dequant;
-    for (int64_t i = first; i < first + w.group; ++i) q[i] = kernels::round_e4m3(float(x[i]) * s.quant);
+    for (int64_t i = first; i < first + w.group; ++i)
+      q[i] = kernels::round_e4m3(float(x[i]) * s.quant);
   }
 }
 

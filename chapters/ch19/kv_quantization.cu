@@ -10,7 +10,8 @@
 // queries, which see all its keys.
 // The KV cache is quantised when it is written (here: after every refill of the inputs, untimed,
 // as an inference engine quantises each new token's K and V once): per pair, K and V each get
-// kernels::e4m3_scales(amax) (kernels/fp8_e4m3.hpp) and E4M3 codes (kernels::quantize_e4m3_per_group).
+// kernels::e4m3_scales(amax) (kernels/fp8_e4m3.hpp) and E4M3 codes
+// (kernels::quantize_e4m3_per_group).
 //
 // The ladder (every rung: a CTA of 8 warps per (pair, chunk of keys), a half-warp per key and 8
 // dimensions a lane, the 4 queries sharing each K and V load, splits chosen from the rung's own
@@ -34,18 +35,17 @@
 // q.dK / sqrt(128), rms ~0.026 x |q| |k| / sqrt(128) = ~0.015 sigma_q with k ~ U(-1, 1), and p by
 // as much relative. q ~ N(0, 2) puts the scores' spread at ~1.2: a softmax neither flat nor
 // one-hot. A double-precision model of this rounding (same distributions, 1000 keys) gave 0.038
-// and 0.037 relative L2 for the FP8 side (two seeds); BF16 output rounding alone gives the baseline ~0.002.
-// A missing or wrong scale is off by orders of magnitude. The shared kernel's FP8 path against
-// attention over its own dequantised cache: tests/gpu/decode_attention_e4m3_test.cu (3e-3).
+// and 0.037 relative L2 for the FP8 side (two seeds); BF16 output rounding alone gives the baseline
+// ~0.002. A missing or wrong scale is off by orders of magnitude. The shared kernel's FP8 path
+// against attention over its own dequantised cache: tests/gpu/decode_attention_e4m3_test.cu (3e-3).
 //
 //   ./bench compare --chapter ch19 --example kv_quantization
 //   ./bench compare --chapter ch19 --example kv_quantization --sweep   # kv_len 8192 too
+#include <algorithm>
 #include <kernels/decode_attention.cuh>
 #include <kernels/fp8_quantize.cuh>
 #include <kernels/occupancy.cuh>
 #include <kernels/reference_attention.cuh>
-
-#include <algorithm>
 #include <vector>
 
 namespace {
@@ -63,11 +63,12 @@ struct GqaDecode {
   int64_t batch, n_k, pairs;
   bench::DeviceSpan<const bf16> q, k, v;
   bench::DeviceSpan<bf16> out;
-  bench::DeviceBuffer<fp8> k8, v8;                      // the FP8 cache, written by inputs_filled
+  bench::DeviceBuffer<fp8> k8, v8;  // the FP8 cache, written by inputs_filled
   bench::DeviceBuffer<kernels::Fp8Scales> k_scales, v_scales;  // one per pair
   explicit GqaDecode(bench::Setup& s)
       : batch(s.size("batch", 8, 2)),
-        n_k(s.size("kv_len", s.axis("kv_len"), 1000)),  // 1000: not a whole number of steps or chunks
+        n_k(s.size("kv_len", s.axis("kv_len"),
+                   1000)),  // 1000: not a whole number of steps or chunks
         pairs(batch * kKvHeads),
         q(s.input<bf16>("q", pairs * kQueryHeadsPerKv * kHeadDim, bench::normal(0, 2))),
         k(s.input<bf16>("k", pairs * n_k * kHeadDim, bench::uniform(-1, 1))),
@@ -79,17 +80,20 @@ struct GqaDecode {
         v_scales(pairs) {
     const double fp8_cache = 2.0 * pairs * n_k * kHeadDim;
     s.bytes(fp8_cache + 2.0 * 2 * q.size() + 2.0 * 4 * pairs, bench::ceiling::hbm_read);
-    s.flops(4.0 * pairs * kQueryHeadsPerKv * n_k * kHeadDim);  // q.k and p v: 2 FMAs per key, query, dimension
+    s.flops(4.0 * pairs * kQueryHeadsPerKv * n_k *
+            kHeadDim);  // q.k and p v: 2 FMAs per key, query, dimension
   }
   // The cache is quantised whenever its BF16 source changes (every refill of the inputs, untimed).
   void inputs_filled(cudaStream_t stream) {
-    kernels::quantize_e4m3_per_group(k.data(), k8.data(), n_k * kHeadDim, int(pairs), k_scales.data(),
-                                     kQuantizeBlocksPerGroup, stream);
-    kernels::quantize_e4m3_per_group(v.data(), v8.data(), n_k * kHeadDim, int(pairs), v_scales.data(),
-                                     kQuantizeBlocksPerGroup, stream);
+    kernels::quantize_e4m3_per_group(k.data(), k8.data(), n_k * kHeadDim, int(pairs),
+                                     k_scales.data(), kQuantizeBlocksPerGroup, stream);
+    kernels::quantize_e4m3_per_group(v.data(), v8.data(), n_k * kHeadDim, int(pairs),
+                                     v_scales.data(), kQuantizeBlocksPerGroup, stream);
   }
   decode::ContiguousKv bf16_cache() const { return {k.data(), v.data(), n_k}; }
-  decode::ContiguousE4m3Kv fp8_cache() const { return {k8.data(), v8.data(), k_scales.data(), v_scales.data(), n_k}; }
+  decode::ContiguousE4m3Kv fp8_cache() const {
+    return {k8.data(), v8.data(), k_scales.data(), v_scales.data(), n_k};
+  }
 };
 
 // The optimized pass: the shared kernel's loop over the E4M3 cache with its instruction count
@@ -106,7 +110,8 @@ struct GqaDecode {
 // is otherwise 1), rather than every step.
 template <class Kv>
 __global__ void __launch_bounds__(decode::kThreads) query_scatter_pass(decode::Args a, Kv kv) {
-  constexpr int kQ = kQueryHeadsPerKv, kKeys = decode::keys_per_lane(kQ), kLanes = decode::kLanesPerKey;
+  constexpr int kQ = kQueryHeadsPerKv, kKeys = decode::keys_per_lane(kQ),
+                kLanes = decode::kLanesPerKey;
   using Rows = typename decode::RowsOf<Kv>::type;
   using Raw = typename Rows::Raw;
   const int64_t bh = blockIdx.y;
@@ -126,7 +131,7 @@ __global__ void __launch_bounds__(decode::kThreads) query_scatter_pass(decode::A
 
   const auto* k_rows = reinterpret_cast<const Raw*>(kv.k) + part;
   const auto* v_rows = reinterpret_cast<const Raw*>(kv.v) + part;
-  auto load_step = [&](int64_t at, Raw (&k_raw)[kKeys], Raw (&v_raw)[kKeys]) {
+  auto load_step = [&](int64_t at, Raw(&k_raw)[kKeys], Raw(&v_raw)[kKeys]) {
     const int64_t row0 = kv.pair(bh).row(at);
 #pragma unroll
     for (int u = 0; u < kKeys; ++u) {
@@ -145,7 +150,8 @@ __global__ void __launch_bounds__(decode::kThreads) query_scatter_pass(decode::A
     Raw k_raw[kKeys], v_raw[kKeys];
 #pragma unroll
     for (int u = 0; u < kKeys; ++u) k_raw[u] = k_next[u], v_raw[u] = v_next[u];
-    if (step + decode::keys_per_cta_step(kQ) < end) load_step(step + decode::keys_per_cta_step(kQ), k_next, v_next);
+    if (step + decode::keys_per_cta_step(kQ) < end)
+      load_step(step + decode::keys_per_cta_step(kQ), k_next, v_next);
     float s[kKeys], m_new = m;
 #pragma unroll
     for (int u = 0; u < kKeys; ++u) {
@@ -162,7 +168,7 @@ __global__ void __launch_bounds__(decode::kThreads) query_scatter_pass(decode::A
       const float e1 = d[1] + __shfl_xor_sync(0xffffffffu, d[3], 8);  // query mine ^ 1
       float score = e0 + __shfl_xor_sync(0xffffffffu, e1, 4);         // query mine, over 4 lanes
       score += __shfl_xor_sync(0xffffffffu, score, 2);
-      score += __shfl_xor_sync(0xffffffffu, score, 1);                 // over all 16
+      score += __shfl_xor_sync(0xffffffffu, score, 1);  // over all 16
       s[u] = step + 2 * u + half < end ? score : -INFINITY;
       m_new = fmaxf(m_new, s[u]);
     }
@@ -194,7 +200,8 @@ __global__ void __launch_bounds__(decode::kThreads) query_scatter_pass(decode::A
   float m_all[kQ], l_all[kQ];  // every query's state on every lane, as finish_pass takes it
 #pragma unroll
   for (int j = 0; j < kQ; ++j)
-    m_all[j] = __shfl_sync(0xffffffffu, m, owner | j << 2), l_all[j] = __shfl_sync(0xffffffffu, l, owner | j << 2);
+    m_all[j] = __shfl_sync(0xffffffffu, m, owner | j << 2),
+    l_all[j] = __shfl_sync(0xffffffffu, l, owner | j << 2);
   decode::finish_pass<kQ, Rows::kScaled>(a, kv, bh, split, m_all, l_all, o, o_s, ml_s);
 }
 
@@ -207,20 +214,26 @@ struct SplitKv {
   int64_t chunk;
   bench::DeviceBuffer<float> part_ml, part_o;
   SplitKv(const GqaDecode& w, cudaStream_t) {
-    const int64_t wave = int64_t{kernels::sm_count()} * kernels::blocks_per_sm(kPass, decode::kThreads);
-    const int64_t wanted = std::clamp<int64_t>(wave / w.pairs, 1, std::max<int64_t>(1, w.n_k / kMinKeysPerSplit));
+    const int64_t wave =
+        int64_t{kernels::sm_count()} * kernels::blocks_per_sm(kPass, decode::kThreads);
+    const int64_t wanted =
+        std::clamp<int64_t>(wave / w.pairs, 1, std::max<int64_t>(1, w.n_k / kMinKeysPerSplit));
     chunk = decode::chunk_for(w.n_k, int(wanted), kQueryHeadsPerKv);
-    splits = int((w.n_k + chunk - 1) / chunk);  // rounding the chunk up can leave fewer, never an empty one
+    splits = int((w.n_k + chunk - 1) /
+                 chunk);  // rounding the chunk up can leave fewer, never an empty one
     part_ml = bench::DeviceBuffer<float>(w.pairs * kQueryHeadsPerKv * splits * 2);
     part_o = bench::DeviceBuffer<float>(w.pairs * kQueryHeadsPerKv * splits * kHeadDim);
   }
   void operator()(const GqaDecode& w, cudaStream_t stream) {
-    const decode::Args a{w.q.data(), w.out.data(), part_ml.data(), part_o.data(), kQueryHeadsPerKv, 0, chunk, splits};
-    kPass<<<dim3(unsigned(splits), unsigned(w.pairs)), decode::kThreads, 0, stream>>>(a, (w.*kCache)());
+    const decode::Args a{w.q.data(), w.out.data(), part_ml.data(), part_o.data(), kQueryHeadsPerKv,
+                         0,          chunk,        splits};
+    kPass<<<dim3(unsigned(splits), unsigned(w.pairs)), decode::kThreads, 0, stream>>>(
+        a, (w.*kCache)());
     BENCH_CHECK_LAUNCH();
     if (splits > 1) {
       decode::merge_splits<kQueryHeadsPerKv, Kv, false>
-          <<<dim3(unsigned(kQueryHeadsPerKv), unsigned(w.pairs)), kHeadDim, 0, stream>>>(a, (w.*kCache)());
+          <<<dim3(unsigned(kQueryHeadsPerKv), unsigned(w.pairs)), kHeadDim, 0, stream>>>(
+              a, (w.*kCache)());
       BENCH_CHECK_LAUNCH();
     }
   }
@@ -228,20 +241,22 @@ struct SplitKv {
 };
 using Bf16 = decode::ContiguousKv;
 using E4m3 = decode::ContiguousE4m3Kv;
-using Bf16SplitKv = SplitKv<Bf16, &GqaDecode::bf16_cache, decode::attention<kQueryHeadsPerKv, Bf16, false>>;
-using Fp8SplitKv = SplitKv<E4m3, &GqaDecode::fp8_cache, decode::attention<kQueryHeadsPerKv, E4m3, false>>;
+using Bf16SplitKv =
+    SplitKv<Bf16, &GqaDecode::bf16_cache, decode::attention<kQueryHeadsPerKv, Bf16, false>>;
+using Fp8SplitKv =
+    SplitKv<E4m3, &GqaDecode::fp8_cache, decode::attention<kQueryHeadsPerKv, E4m3, false>>;
 using Fp8QueryScatter = SplitKv<E4m3, &GqaDecode::fp8_cache, query_scatter_pass<E4m3>>;
 
 struct AllKeys {
   __host__ __device__ bool operator()(int64_t, int64_t) const { return true; }
 };
 void reference(const GqaDecode& w, bench::HostData& h) {
-  kernels::reference_attention(h.input<bf16>("q"), h.input<bf16>("k"), h.input<bf16>("v"), h.expected("out"), w.pairs,
-                               kQueryHeadsPerKv, w.n_k, AllKeys{});
+  kernels::reference_attention(h.input<bf16>("q"), h.input<bf16>("k"), h.input<bf16>("v"),
+                               h.expected("out"), w.pairs, kQueryHeadsPerKv, w.n_k, AllKeys{});
 }
 void device_reference(const GqaDecode& w, cudaStream_t stream) {
-  kernels::reference_attention(w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.pairs, kQueryHeadsPerKv, w.n_k,
-                               AllKeys{}, stream);
+  kernels::reference_attention(w.q.data(), w.k.data(), w.v.data(), w.out.data(), w.pairs,
+                               kQueryHeadsPerKv, w.n_k, AllKeys{}, stream);
 }
 
 BENCH_EXAMPLE(ch19, kv_quantization, GqaDecode)

@@ -10,13 +10,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <random>
-#include <span>
-#include <vector>
-
 #include <kernels/decode_attention.cuh>
 #include <kernels/fp8_e4m3.hpp>
 #include <kernels/reference_attention.cuh>
+#include <random>
+#include <span>
+#include <vector>
 
 #include "host_copy.hpp"
 
@@ -31,7 +30,8 @@ template <class T>
 T* upload(const std::vector<T>& host) {
   T* dev = nullptr;
   EXPECT_EQ(cudaMalloc(&dev, host.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+            cudaSuccess);
   return dev;
 }
 template <class T>
@@ -63,7 +63,8 @@ TEST(DecodeAttentionE4m3, MatchesAttentionOverItsDequantisedCache) {
   // Each pair's K and V at its own magnitude, so a scale taken from the wrong pair shows.
   for (int64_t i = 0; i < int64_t(k.size()); ++i) {
     const float pair_scale = float(1 + i / (kKeys * kDim));
-    k[i] = __float2bfloat16(uniform(rng) * pair_scale), v[i] = __float2bfloat16(uniform(rng) / pair_scale);
+    k[i] = __float2bfloat16(uniform(rng) * pair_scale),
+    v[i] = __float2bfloat16(uniform(rng) / pair_scale);
   }
   bf16 *q_d = upload(q), *k_d = upload(k), *v_d = upload(v), *out_d = nullptr;
   __nv_fp8_e4m3 *k8 = nullptr, *v8 = nullptr;
@@ -81,11 +82,12 @@ TEST(DecodeAttentionE4m3, MatchesAttentionOverItsDequantisedCache) {
   const auto v_codes = download(reinterpret_cast<const uint8_t*>(v8), v.size());
   const auto k_sc = download(k_scales, kPairs), v_sc = download(v_scales, kPairs);
   std::vector<double> k_deq(k.size()), v_deq(v.size());
-  auto check_group = [](const std::vector<bf16>& x, const std::vector<uint8_t>& codes, const kernels::Fp8Scales& got,
-                        int64_t pair, std::vector<double>& deq) {
+  auto check_group = [](const std::vector<bf16>& x, const std::vector<uint8_t>& codes,
+                        const kernels::Fp8Scales& got, int64_t pair, std::vector<double>& deq) {
     const int64_t first = pair * kKeys * kDim, last = first + kKeys * kDim;
     float amax = 0;
-    for (int64_t i = first; i < last; ++i) amax = std::fmax(amax, std::fabs(__bfloat162float(x[i])));
+    for (int64_t i = first; i < last; ++i)
+      amax = std::fmax(amax, std::fabs(__bfloat162float(x[i])));
     const kernels::E4m3Scales want = kernels::e4m3_scales(amax);
     EXPECT_EQ(got.dequant, want.dequant) << "pair " << pair;
     EXPECT_EQ(got.quant, want.quant) << "pair " << pair;
@@ -97,10 +99,12 @@ TEST(DecodeAttentionE4m3, MatchesAttentionOverItsDequantisedCache) {
     }
     EXPECT_EQ(wrong, 0) << "pair " << pair;
   };
-  for (int64_t p = 0; p < kPairs; ++p) check_group(k, k_codes, k_sc[p], p, k_deq), check_group(v, v_codes, v_sc[p], p, v_deq);
+  for (int64_t p = 0; p < kPairs; ++p)
+    check_group(k, k_codes, k_sc[p], p, k_deq), check_group(v, v_codes, v_sc[p], p, v_deq);
   std::vector<double> ref(q.size());
-  kernels::reference_attention(std::span<const bf16>(q), std::span<const double>(k_deq), std::span<const double>(v_deq),
-                               std::span<double>(ref), kPairs, kQueries, kKeys, AllKeys{});
+  kernels::reference_attention(std::span<const bf16>(q), std::span<const double>(k_deq),
+                               std::span<const double>(v_deq), std::span<double>(ref), kPairs,
+                               kQueries, kKeys, AllKeys{});
 
   const decode::ContiguousE4m3Kv cache{k8, v8, k_scales, v_scales, kKeys};
   for (int splits : {1, 5}) {
@@ -117,7 +121,8 @@ TEST(DecodeAttentionE4m3, MatchesAttentionOverItsDequantisedCache) {
     EXPECT_LT(relative_l2(download(out_d, q.size()), ref), 3e-3) << used << " splits";
     cudaFree(part_ml), cudaFree(part_o);
   }
-  for (void* p : {(void*)q_d, (void*)k_d, (void*)v_d, (void*)out_d, (void*)k8, (void*)v8, (void*)k_scales, (void*)v_scales})
+  for (void* p : {(void*)q_d, (void*)k_d, (void*)v_d, (void*)out_d, (void*)k8, (void*)v8,
+                  (void*)k_scales, (void*)v_scales})
     cudaFree(p);
 }
 

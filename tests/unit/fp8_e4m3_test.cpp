@@ -2,31 +2,33 @@
 // cvt.rn.satfinite.e4m3 that ch19's references use, against values worked out by hand from the
 // format (1 sign, 4 exponent bits biased by 7, 3 mantissa bits; no infinities; 448 the largest
 // finite value; subnormals m x 2^-9).
+#include "../../kernels/include/kernels/fp8_e4m3.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "../../kernels/include/kernels/fp8_e4m3.hpp"
 
 namespace {
 
 using kernels::round_e4m3;
 
 TEST(Fp8E4m3, RepresentableValuesAreKept) {
-  for (double v : {0.0, 1.0, 1.125, 1.875, 2.0, 3.5, 0.015625 /* 2^-6, smallest normal */, 240.0, 256.0, 288.0, 448.0})
+  for (double v : {0.0, 1.0, 1.125, 1.875, 2.0, 3.5, 0.015625 /* 2^-6, smallest normal */, 240.0,
+                   256.0, 288.0, 448.0})
     EXPECT_EQ(round_e4m3(v), v) << v;
   EXPECT_EQ(round_e4m3(-3.5), -3.5);
-  EXPECT_EQ(round_e4m3(std::ldexp(1.0, -9)), std::ldexp(1.0, -9));      // smallest subnormal
+  EXPECT_EQ(round_e4m3(std::ldexp(1.0, -9)), std::ldexp(1.0, -9));          // smallest subnormal
   EXPECT_EQ(round_e4m3(7 * std::ldexp(1.0, -9)), 7 * std::ldexp(1.0, -9));  // largest subnormal
 }
 
 TEST(Fp8E4m3, RoundsToNearest) {
-  EXPECT_EQ(round_e4m3(1.1), 1.125);    // steps of 1/8 in [1, 2)
+  EXPECT_EQ(round_e4m3(1.1), 1.125);  // steps of 1/8 in [1, 2)
   EXPECT_EQ(round_e4m3(1.05), 1.0);
-  EXPECT_EQ(round_e4m3(100.0), 96.0);   // steps of 8 in [64, 128): 96 and 104, 100 is a tie -> 96 (even code 0x5C)
+  EXPECT_EQ(round_e4m3(100.0),
+            96.0);  // steps of 8 in [64, 128): 96 and 104, 100 is a tie -> 96 (even code 0x5C)
   EXPECT_EQ(round_e4m3(101.0), 104.0);
-  EXPECT_EQ(round_e4m3(300.0), 288.0);  // steps of 32 in [256, 448]
-  EXPECT_EQ(round_e4m3(-0.3), -0.3125); // steps of 1/32 in [0.25, 0.5)
+  EXPECT_EQ(round_e4m3(300.0), 288.0);   // steps of 32 in [256, 448]
+  EXPECT_EQ(round_e4m3(-0.3), -0.3125);  // steps of 1/32 in [0.25, 0.5)
 }
 
 TEST(Fp8E4m3, TiesGoToTheEvenCode) {
@@ -59,7 +61,8 @@ TEST(Fp8E4m3, ScaleRuleMapsTheAmaxOnto448) {
   EXPECT_EQ(round_e4m3(4.0f * s.quant), 448.0);
   EXPECT_EQ(round_e4m3(-1.0f * s.quant), -112.0);
   // An amax whose 448 / amax rounds up: x * quant lands a hair above 448 and saturates back.
-  const kernels::E4m3Scales odd = kernels::e4m3_scales(1.7f);  // 1.7f x (448 / 1.7f) = 448.00003 in FP32
+  const kernels::E4m3Scales odd =
+      kernels::e4m3_scales(1.7f);  // 1.7f x (448 / 1.7f) = 448.00003 in FP32
   EXPECT_GT(1.7f * odd.quant, 448.0f);
   EXPECT_EQ(round_e4m3(1.7f * odd.quant), 448.0);
 }

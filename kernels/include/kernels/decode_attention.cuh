@@ -7,16 +7,17 @@
 // is the policy's: kv.k and kv.v are the K and V bases, and kv.pair(bh) gives the pair's key count
 // n_k and row(first), the row (of 128 BF16) of key `first` from those bases; the keys after it
 // follow at one row each up to the end of a page. (The bases stay kernel parameters: a pair's own
-// base pointer, loaded, cost the paged kernel 7 more registers.) A warp asks once per step for its 2 x kKeys
-// keys (8 or 4), which start at a multiple of their count, so a page of any multiple of 8 keys
-// holds them all. Query qi (0..n_q-1) sees keys j < n_k - (n_q - 1 - qi): the last query sees the
-// whole cache, each earlier draft token one key fewer (a causal mask inside the draft, whose K/V
-// rows are the last n_q of the cache). A launch computes kQueries of those queries, from q_first.
-// Without the draft mask (kDraftMask = false: grouped-query attention, where the n_q queries of a
-// pair are the query heads that share one KV head, ch19's kv_quantization) every query sees all n_k.
-// Rows are BF16 unless the policy says `using Rows = E4m3Rows`: FP8 E4M3 codes, 8 bytes a lane,
-// with the policy's scales(bh) = {K dequant, V dequant} for the pair. The K scale is folded into
-// the pre-scaled q and the V scale into o at the end, so the loop pays only the conversion.
+// base pointer, loaded, cost the paged kernel 7 more registers.) A warp asks once per step for its
+// 2 x kKeys keys (8 or 4), which start at a multiple of their count, so a page of any multiple of 8
+// keys holds them all. Query qi (0..n_q-1) sees keys j < n_k - (n_q - 1 - qi): the last query sees
+// the whole cache, each earlier draft token one key fewer (a causal mask inside the draft, whose
+// K/V rows are the last n_q of the cache). A launch computes kQueries of those queries, from
+// q_first. Without the draft mask (kDraftMask = false: grouped-query attention, where the n_q
+// queries of a pair are the query heads that share one KV head, ch19's kv_quantization) every query
+// sees all n_k. Rows are BF16 unless the policy says `using Rows = E4m3Rows`: FP8 E4M3 codes, 8
+// bytes a lane, with the policy's scales(bh) = {K dequant, V dequant} for the pair. The K scale is
+// folded into the pre-scaled q and the V scale into o at the end, so the loop pays only the
+// conversion.
 //
 // One CTA: one bh and one chunk of keys (split s of `splits`), 256 threads = 8 warps. A half-warp
 // holds one key: lane l % 16 loads its 8 of the 128 dimensions of K and of V as one 16-byte
@@ -32,15 +33,15 @@
 // hold keys.
 #pragma once
 
-#include <bench/bench.hpp>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
+
+#include <bench/bench.hpp>
+#include <cstdint>
 #include <kernels/bf16_pack.cuh>
 #include <kernels/fp8_quantize.cuh>
 #include <kernels/online_softmax.cuh>
 #include <kernels/vector_access.cuh>
-
-#include <cstdint>
 
 namespace kernels::decode {
 
@@ -87,7 +88,8 @@ struct E4m3Rows {
     for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const __half2 pair(__nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(words[i] >> (16 * h)), __NV_E4M3));
+        const __half2 pair(
+            __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(words[i] >> (16 * h)), __NV_E4M3));
         const float2 f = __half22float2(pair);
         out[4 * i + 2 * h] = f.x, out[4 * i + 2 * h + 1] = f.y;
       }
@@ -98,7 +100,7 @@ struct RowsOf {
   using type = Bf16Rows;
 };
 template <class Kv>
-  requires requires { typename Kv::Rows; }
+requires requires { typename Kv::Rows; }
 struct RowsOf<Kv> {
   using type = typename Kv::Rows;
 };
@@ -135,7 +137,9 @@ struct ContiguousE4m3Kv {
   const Fp8Scales* v_scales;
   int64_t n_k;
   __device__ PairKeys<RowsFrom> pair(int64_t bh) const { return {n_k, {bh * n_k}}; }
-  __device__ float2 scales(int64_t bh) const { return {k_scales[bh].dequant, v_scales[bh].dequant}; }
+  __device__ float2 scales(int64_t bh) const {
+    return {k_scales[bh].dequant, v_scales[bh].dequant};
+  }
 };
 
 // A paged cache: K and V pools of pages [page][heads][kPageSize][128] (each head's kPageSize rows
@@ -171,10 +175,13 @@ struct PagedKv {
 // one split write o / l, else the partial (m, l, o) for merge_splits. With scaled (E4M3) rows, o
 // is multiplied by V's dequant scale first (o is linear in V).
 template <int kQueries, bool kScaled, class Kv>
-__device__ __forceinline__ void finish_pass(const Args& a, const Kv& kv, int64_t bh, int split, float (&m)[kQueries],
-                                            float (&l)[kQueries], float (&o)[kQueries][8],
-                                            float (&o_s)[kWarps][kQueries][kHeadDim], float (&ml_s)[kWarps][kQueries][2]) {
-  const int warp = threadIdx.x / 32, half = threadIdx.x % 32 / kLanesPerKey, part = threadIdx.x % kLanesPerKey;
+__device__ __forceinline__ void finish_pass(const Args& a, const Kv& kv, int64_t bh, int split,
+                                            float (&m)[kQueries], float (&l)[kQueries],
+                                            float (&o)[kQueries][8],
+                                            float (&o_s)[kWarps][kQueries][kHeadDim],
+                                            float (&ml_s)[kWarps][kQueries][2]) {
+  const int warp = threadIdx.x / 32, half = threadIdx.x % 32 / kLanesPerKey,
+            part = threadIdx.x % kLanesPerKey;
 #pragma unroll
   for (int qi = 0; qi < kQueries; ++qi) {
     float o2[8];
@@ -247,9 +254,9 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
     for (int e = 0; e < 8; ++e) o[qi][e] = 0.0f;
   }
 
-  // A step's K and V loads, kKeys keys per half-warp, 2 x kKeys x sizeof(Raw) bytes a lane. Key at + i
-  // lies at row row0 + i (i < 2 x kKeys: one page).
-  auto load_step = [&](int64_t at, Raw (&k_raw)[kKeys], Raw (&v_raw)[kKeys]) {
+  // A step's K and V loads, kKeys keys per half-warp, 2 x kKeys x sizeof(Raw) bytes a lane. Key at
+  // + i lies at row row0 + i (i < 2 x kKeys: one page).
+  auto load_step = [&](int64_t at, Raw(&k_raw)[kKeys], Raw(&v_raw)[kKeys]) {
     const int64_t row0 = keys.row(at);
 #pragma unroll
     for (int u = 0; u < kKeys; ++u) {
@@ -308,7 +315,8 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
         const float p = exp2_ftz(s[u] - m_new);  // 0 for a masked or absent key
         l[qi] += p;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) o[qi][e] = fmaf(p, vf[u][e], o[qi][e]);  // p = 0 where v_raw is unset
+        for (int e = 0; e < 8; ++e)
+          o[qi][e] = fmaf(p, vf[u][e], o[qi][e]);  // p = 0 where v_raw is unset
       }
       m[qi] = m_new;
     }
@@ -338,10 +346,12 @@ __global__ void __launch_bounds__(kHeadDim) merge_splits(Args a, Kv kv) {
 // (splits > 1: part_ml and part_o must hold bh x kQueries x splits partials).
 template <int kQueries, class Kv, bool kDraftMask = true>
 void launch(Args a, Kv kv, int64_t bh, cudaStream_t stream) {
-  attention<kQueries, Kv, kDraftMask><<<dim3(unsigned(a.splits), unsigned(bh)), kThreads, 0, stream>>>(a, kv);
+  attention<kQueries, Kv, kDraftMask>
+      <<<dim3(unsigned(a.splits), unsigned(bh)), kThreads, 0, stream>>>(a, kv);
   BENCH_CHECK_LAUNCH();
   if (a.splits > 1) {
-    merge_splits<kQueries, Kv, kDraftMask><<<dim3(unsigned(kQueries), unsigned(bh)), kHeadDim, 0, stream>>>(a, kv);
+    merge_splits<kQueries, Kv, kDraftMask>
+        <<<dim3(unsigned(kQueries), unsigned(bh)), kHeadDim, 0, stream>>>(a, kv);
     BENCH_CHECK_LAUNCH();
   }
 }

@@ -3,9 +3,9 @@
 // device include it; it needs no CUDA header.
 //
 // A group (a tensor, a row, a 128-value block, a head's cache) with abs-max `amax` gets
-//   dequant = amax' / 448,   quant = 448 / amax',   amax' = max(amax, 1e-30)   (FP32, IEEE division)
-//   code    = E4M3(x * quant)   (the product in FP32, then round to nearest even, saturating to ±448)
-//   x      ~= value(code) * dequant
+//   dequant = amax' / 448,   quant = 448 / amax',   amax' = max(amax, 1e-30)   (FP32, IEEE
+//   division) code    = E4M3(x * quant)   (the product in FP32, then round to nearest even,
+//   saturating to ±448) x      ~= value(code) * dequant
 // 448 is E4M3's largest finite value, so the group's largest |x| lands on it. The clamp keeps an
 // all-zero group finite: its codes are 0 whatever the scale. The product rather than x / dequant:
 // one division per group, not per value, and every side computes the same FP32 product.
@@ -42,9 +42,9 @@ inline double round_e4m3(double y) {
   const double a = std::fabs(y);
   if (!(a < kE4m3Max)) return std::copysign(double{kE4m3Max}, y);  // satfinite (and ±inf)
   int k = 0;
-  std::frexp(a, &k);                                  // a = f x 2^k, f in [0.5, 1)
-  const int e = k - 1 < -6 ? -6 : k - 1;               // subnormals share the smallest normal's step
-  const double step = std::ldexp(1.0, e - 3);          // 3 mantissa bits
+  std::frexp(a, &k);                           // a = f x 2^k, f in [0.5, 1)
+  const int e = k - 1 < -6 ? -6 : k - 1;       // subnormals share the smallest normal's step
+  const double step = std::ldexp(1.0, e - 3);  // 3 mantissa bits
   // The default rounding mode, to nearest even: an even multiple of the step is an even code.
   // Below 448 nothing rounds past it (the top binade's step is 32: 440 -> 448).
   return std::copysign(std::nearbyint(a / step) * step, y);

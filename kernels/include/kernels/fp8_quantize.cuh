@@ -2,7 +2,8 @@
 // scaling, in the plain two-pass form: the tensor's amax (pass 1), its scales, then the cast
 // (pass 2). The same for consecutive groups of a tensor, each with its own scales (a KV cache per
 // (sequence, head): ch19's kv_quantization), in one launch per pass.
-//   q = saturate_e4m3(x * 448 / amax(x)),   x ≈ q * amax(x) / 448   (the rule: kernels/fp8_e4m3.hpp)
+//   q = saturate_e4m3(x * 448 / amax(x)),   x ≈ q * amax(x) / 448   (the rule:
+//   kernels/fp8_e4m3.hpp)
 // 448 is E4M3's largest finite value, so the largest |x| maps onto it and every other value
 // keeps E4M3's 3 mantissa bits (relative rounding at most 2^-4) unless it falls under E4M3's
 // smallest normal (2^-6 · amax / 448, where it loses bits as a subnormal).
@@ -14,12 +15,11 @@
 // few blocks per SM (kernels::sm_count()) streams any n.
 #pragma once
 
-#include <bench/bench.hpp>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
+#include <bench/bench.hpp>
 #include <cstdint>
-
 #include <kernels/bf16_pack.cuh>
 #include <kernels/fp8_e4m3.hpp>
 #include <kernels/group_reduce.cuh>
@@ -47,8 +47,9 @@ __device__ __forceinline__ unsigned short e4m3x2(float lo, float hi) {
 
 // Eight values times `quant`, as eight E4M3 codes (element 0 in the lowest byte): one 8-byte store.
 __device__ __forceinline__ uint2 e4m3x8(const float (&v)[kBf16PerVector], float quant) {
-  return make_uint2(e4m3x2(v[0] * quant, v[1] * quant) | unsigned{e4m3x2(v[2] * quant, v[3] * quant)} << 16,
-                    e4m3x2(v[4] * quant, v[5] * quant) | unsigned{e4m3x2(v[6] * quant, v[7] * quant)} << 16);
+  return make_uint2(
+      e4m3x2(v[0] * quant, v[1] * quant) | unsigned{e4m3x2(v[2] * quant, v[3] * quant)} << 16,
+      e4m3x2(v[4] * quant, v[5] * quant) | unsigned{e4m3x2(v[6] * quant, v[7] * quant)} << 16);
 }
 
 namespace detail {
@@ -75,7 +76,8 @@ __global__ void abs_max(const Bf16* __restrict__ x, int64_t n, Fp8Scales* __rest
 template <class Scales>
 __global__ void __launch_bounds__(1) scales_from_amax(Scales* scales) {
   scales += blockIdx.x;
-  const E4m3Scales s = e4m3_scales(__uint_as_float(scales->amax_bits));  // an all-zero tensor: finite
+  const E4m3Scales s =
+      e4m3_scales(__uint_as_float(scales->amax_bits));  // an all-zero tensor: finite
   scales->dequant = s.dequant;
   scales->quant = s.quant;
 }
@@ -104,7 +106,8 @@ __global__ void quantize(const Bf16* __restrict__ x, __nv_fp8_e4m3* __restrict__
 // group is too; `scales` is device memory.
 inline void quantize_e4m3_per_group(const __nv_bfloat16* x, __nv_fp8_e4m3* q, int64_t n, int groups,
                                     Fp8Scales* scales, int blocks, cudaStream_t stream) {
-  BENCH_CUDA_CHECK(cudaMemsetAsync(scales, 0, sizeof(Fp8Scales) * groups, stream));  // amax_bits = 0
+  BENCH_CUDA_CHECK(
+      cudaMemsetAsync(scales, 0, sizeof(Fp8Scales) * groups, stream));  // amax_bits = 0
   const dim3 grid{unsigned(blocks), unsigned(groups)};
   detail::abs_max<<<grid, kQuantizeThreads, 0, stream>>>(x, n, scales);
   BENCH_CHECK_LAUNCH();
@@ -115,8 +118,8 @@ inline void quantize_e4m3_per_group(const __nv_bfloat16* x, __nv_fp8_e4m3* q, in
 }
 
 // The whole tensor as one group: then cuBLASLt's A or B scale pointer = &scales->dequant.
-inline void quantize_e4m3_per_tensor(const __nv_bfloat16* x, __nv_fp8_e4m3* q, int64_t n, Fp8Scales* scales,
-                                     int blocks, cudaStream_t stream) {
+inline void quantize_e4m3_per_tensor(const __nv_bfloat16* x, __nv_fp8_e4m3* q, int64_t n,
+                                     Fp8Scales* scales, int blocks, cudaStream_t stream) {
   quantize_e4m3_per_group(x, q, n, 1, scales, blocks, stream);
 }
 

@@ -77,8 +77,8 @@ inline double to_double(__nv_bfloat16 x) { return double(__bfloat162float(x)); }
 inline double to_double(double x) { return x; }
 template <int kDim = kRefHeadDim, class KvValue, class Visible>
 void reference_attention(std::span<const __nv_bfloat16> q, std::span<const KvValue> k,
-                         std::span<const KvValue> v, std::span<double> out, int64_t bh,
-                         int64_t n_q, int64_t n_k, Visible visible) {
+                         std::span<const KvValue> v, std::span<double> out, int64_t bh, int64_t n_q,
+                         int64_t n_k, Visible visible) {
   constexpr int d = kDim;
   std::vector<double> s(static_cast<std::size_t>(n_k));
   for (int64_t b = 0; b < bh; ++b)

@@ -35,7 +35,9 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
 // Half as wide: 8 bytes (8 FP8 values, 4 BF16), LDG.E.64.
 __device__ __forceinline__ uint2 load_stream(const uint2* p) {
   uint2 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+               : "=r"(v.x), "=r"(v.y)
+               : "l"(p));
   return v;
 }
 

@@ -24,7 +24,8 @@
 //   3. optimized "fp8_query_scatter": the same loads and end (decode::finish_pass), with the
 //      loop's instructions cut: each query's 16-lane sum is a reduce-scatter (4 shuffles and adds
 //      a key, not 16 of each), the online softmax runs once a key on each lane, not 4 times, and
-//      o is rescaled only when a running max grew (query_scatter_pass below).
+//      o is rescaled only when a running max grew; and each warp's rows are prefetched into L2 a
+//      few steps ahead, since half-size loads hold half the bytes in flight (query_scatter_pass).
 // Bytes counted: the smallest form of the work, the FP8 cache (1 byte a value) plus q, the output
 // and the scales; held to the HBM read ceiling. The baseline moves twice the cache bytes, so its
 // percent of ceiling reads half of its real bandwidth. Target: optimized <= 0.55x the baseline.
@@ -57,7 +58,10 @@ using fp8 = __nv_fp8_e4m3;
 constexpr int64_t kKvHeads = 8;
 constexpr int kQueryHeadsPerKv = 4;  // 32 query heads over 8 KV heads
 constexpr int64_t kMinKeysPerSplit = 256;
-constexpr int kQuantizeBlocksPerGroup = 16;  // setup only: 64 pairs x 16 CTAs fill the GPU
+constexpr int kQuantizeBlocksPerGroup = 16;
+// query_scatter_pass's L2 prefetch distance: 4 CTA steps (32 keys each) ahead, ~3 us of a CTA's
+// reading at the HBM rate; 256 CTAs x 4 x 8 KB = 8 MB of L2 in flight, well inside its 50 MB.
+constexpr int kPrefetchSteps = 4;  // setup only: 64 pairs x 16 CTAs fill the GPU
 
 struct GqaDecode {
   int64_t batch, n_k, pairs;
@@ -108,10 +112,15 @@ struct GqaDecode {
 // query j then comes from a lane with mine = j (4 shuffles a key, for p.v). And o is rescaled
 // only when a max grew somewhere in the warp (rare after the first keys; exact, since the factor
 // is otherwise 1), rather than every step.
+// An E4M3 load carries half the bytes of a BF16 one, so the registers that hold a step ahead in
+// flight (2 KB a warp over BF16) hold half as many bytes: 16 warps an SM keep ~16 KB in flight,
+// under what HBM's latency asks for (~3 TB/s x ~1 us over 132 SMs: ~23 KB). So the rung also
+// prefetches the rows kPrefetchSteps steps ahead into L2 (prefetch.global.L2, which holds no
+// register): the loads then wait on L2, not HBM.
 template <class Kv>
 __global__ void __launch_bounds__(decode::kThreads) query_scatter_pass(decode::Args a, Kv kv) {
   constexpr int kQ = kQueryHeadsPerKv, kKeys = decode::keys_per_lane(kQ),
-                kLanes = decode::kLanesPerKey;
+                kLanes = decode::kLanesPerKey, kWarpKeys = decode::keys_per_warp_step(kQ);
   using Rows = typename decode::RowsOf<Kv>::type;
   using Raw = typename Rows::Raw;
   const int64_t bh = blockIdx.y;
@@ -152,6 +161,12 @@ __global__ void __launch_bounds__(decode::kThreads) query_scatter_pass(decode::A
     for (int u = 0; u < kKeys; ++u) k_raw[u] = k_next[u], v_raw[u] = v_next[u];
     if (step + decode::keys_per_cta_step(kQ) < end)
       load_step(step + decode::keys_per_cta_step(kQ), k_next, v_next);
+    // Lanes 0-3 touch the K rows and lanes 4-7 the V rows of this warp's step kPrefetchSteps
+    // ahead into L2: one instruction, no registers held.
+    if (const int64_t ahead =
+            step + kPrefetchSteps * decode::keys_per_cta_step(kQ) + lane % kWarpKeys;
+        lane < 2 * kWarpKeys && ahead < end)
+      kernels::prefetch_l2((lane < kWarpKeys ? kv.k : kv.v) + kv.pair(bh).row(ahead) * kHeadDim);
     float s[kKeys], m_new = m;
 #pragma unroll
     for (int u = 0; u < kKeys; ++u) {

@@ -47,8 +47,8 @@ struct Quantize {
   bench::DeviceSpan<float> scales;
   explicit Quantize(bench::Setup& s)
       : rows(s.size("rows", s.axis("rows"), 37)),
-        cols(
-            s.size("cols", kMaxCols, 9 * kBlock)),  // 1152: slots partly empty, a partial last warp
+        // 1152 columns to verify: slots partly empty, a half-warp's worth in the last warp.
+        cols(s.size("cols", kMaxCols, 9 * kBlock)),
         group(s.string_axis("scale") == "row" ? cols : kBlock),
         groups(rows * (cols / group)),
         per_row(group == cols),

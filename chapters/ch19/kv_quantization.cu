@@ -58,10 +58,10 @@ using fp8 = __nv_fp8_e4m3;
 constexpr int64_t kKvHeads = 8;
 constexpr int kQueryHeadsPerKv = 4;  // 32 query heads over 8 KV heads
 constexpr int64_t kMinKeysPerSplit = 256;
-constexpr int kQuantizeBlocksPerGroup = 16;
+constexpr int kQuantizeBlocksPerGroup = 16;  // setup only: 64 pairs x 16 CTAs fill the GPU
 // query_scatter_pass's L2 prefetch distance: 4 CTA steps (32 keys each) ahead, ~3 us of a CTA's
 // reading at the HBM rate; 256 CTAs x 4 x 8 KB = 8 MB of L2 in flight, well inside its 50 MB.
-constexpr int kPrefetchSteps = 4;  // setup only: 64 pairs x 16 CTAs fill the GPU
+constexpr int kPrefetchSteps = 4;
 
 struct GqaDecode {
   int64_t batch, n_k, pairs;
@@ -71,8 +71,8 @@ struct GqaDecode {
   bench::DeviceBuffer<kernels::Fp8Scales> k_scales, v_scales;  // one per pair
   explicit GqaDecode(bench::Setup& s)
       : batch(s.size("batch", 8, 2)),
-        n_k(s.size("kv_len", s.axis("kv_len"),
-                   1000)),  // 1000: not a whole number of steps or chunks
+        // 1000 keys to verify: not a whole number of steps or chunks.
+        n_k(s.size("kv_len", s.axis("kv_len"), 1000)),
         pairs(batch * kKvHeads),
         q(s.input<bf16>("q", pairs * kQueryHeadsPerKv * kHeadDim, bench::normal(0, 2))),
         k(s.input<bf16>("k", pairs * n_k * kHeadDim, bench::uniform(-1, 1))),
@@ -84,8 +84,8 @@ struct GqaDecode {
         v_scales(pairs) {
     const double fp8_cache = 2.0 * pairs * n_k * kHeadDim;
     s.bytes(fp8_cache + 2.0 * 2 * q.size() + 2.0 * 4 * pairs, bench::ceiling::hbm_read);
-    s.flops(4.0 * pairs * kQueryHeadsPerKv * n_k *
-            kHeadDim);  // q.k and p v: 2 FMAs per key, query, dimension
+    // q.k and p.v: 2 FMAs per key, query and dimension.
+    s.flops(4.0 * pairs * kQueryHeadsPerKv * n_k * kHeadDim);
   }
   // The cache is quantised whenever its BF16 source changes (every refill of the inputs, untimed).
   void inputs_filled(cudaStream_t stream) {

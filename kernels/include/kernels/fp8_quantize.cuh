@@ -103,7 +103,7 @@ __global__ void quantize(const Bf16* __restrict__ x, __nv_fp8_e4m3* __restrict__
 // Enqueues amax, scales and cast of `groups` consecutive groups of n values, x[g n, (g + 1) n)
 // into q with scales[g], on `stream`; `blocks` CTAs a group. x must be 16-byte aligned and q
 // 8-byte aligned (cudaMalloc gives 256), and with several groups n a multiple of 8 so that every
-// group is too; `scales` is device memory.
+// group is too; `scales` is device memory; groups <= 65535 (the grid's y).
 inline void quantize_e4m3_per_group(const __nv_bfloat16* x, __nv_fp8_e4m3* q, int64_t n, int groups,
                                     Fp8Scales* scales, int blocks, cudaStream_t stream) {
   BENCH_CUDA_CHECK(

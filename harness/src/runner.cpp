@@ -17,6 +17,7 @@
 #include "arch_support.hpp"
 #include "bench/expectations.hpp"
 #include "options.hpp"
+#include "sample_check.hpp"
 #include "verify.hpp"
 #include "work_tracer.hpp"
 #include "workload.hpp"
@@ -89,6 +90,13 @@ constexpr double kProbeFloorSeconds = 5e-6;   // under this a repeat is launch-b
 constexpr double kRandomChecks = 8;
 constexpr double kCheckBudgetShare = 0.25;
 constexpr double kCheckBudgetFloorSeconds = 0.05;
+// Device-checked samples (sample_check.hpp): at the rate device_check_probability() sets, while
+// they have cost at most twice the sampling time (0.5 s at least). A memory-bound case's check
+// is a few passes over its outputs, about what sampling spends around each sample; a device
+// reference far slower than the variant (ch09's plain GEMM, a few TFLOP/s) gets a few.
+constexpr double kCompareBudgetShare = 2.0;
+constexpr double kCompareBudgetFloorSeconds = 0.5;
+constexpr int kHostPassesBeforeOff = 2;
 constexpr int kTracedCalls = 3;  // row 1: calls traced before and after the timed samples
 
 bool cuda_tool_present() {
@@ -436,10 +444,15 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     Phase phase("samples", r);
     std::mt19937_64 pick(std::random_device{}());
     std::uniform_real_distribution<double> unit(0.0, 1.0);
-    const int secret = std::uniform_int_distribution<int>(0, std::max(1, stop.min_samples) - 1)(pick);
+    const int min_samples = std::max(1, stop.min_samples);
+    const int secret = std::uniform_int_distribution<int>(0, min_samples - 1)(pick);
     bool secret_checked = false;
     double last_check_seconds = 0;
+    DeviceCheck device_check(e, w);
+    std::vector<double> check_chances;  // each sample's chance of being checked, for escape_5pct
     const double start = host_seconds();
+    // Sampling time, for the stop rule and the check budgets: what the checks cost is not in it.
+    auto sampling_seconds = [&] { return host_seconds() - start - r.verify_seconds - r.compare_seconds; };
     for (int i = 0;; ++i) {
       fill_inputs(w, run_seed(seed, kFirstSampleRun + i), s);
       const uint64_t inputs = input_checksum(w, s);
@@ -450,30 +463,53 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
       if (output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % kPoisonPatterns])
         throw CheckFailure(fmt::format("timed sample {} wrote none of its outputs (they still hold "
                                        "the poison written before it)", i + 1));
-      r.stop = stats::should_stop(stop, seconds, host_seconds() - start - r.verify_seconds);
+      r.stop = stats::should_stop(stop, seconds, sampling_seconds());
       const bool fast = median_before >= 1e-6 && seconds.back() < kFastFraction * median_before;
-      const double budget = std::max(kCheckBudgetFloorSeconds, kCheckBudgetShare * (host_seconds() - start - r.verify_seconds));
+      const double budget = std::max(kCheckBudgetFloorSeconds, kCheckBudgetShare * sampling_seconds());
       const bool at_secret = i == secret || (r.stop != stats::StopReason::none && !secret_checked);
       // More checks only once the secret one has said what a check costs, and only within budget.
-      const bool chosen = at_secret || (!opt.smoke && secret_checked && unit(pick) < std::min(1.0, kRandomChecks / (i + 1)) &&
-                                        r.verify_seconds + last_check_seconds <= budget);
+      const bool random_allowed = !opt.smoke && secret_checked && r.verify_seconds + last_check_seconds <= budget;
+      const double random_chance = random_allowed ? std::min(1.0, kRandomChecks / (i + 1)) : 0.0;
+      const bool chosen = at_secret || unit(pick) < random_chance;
       secret_checked = secret_checked || at_secret;
-      if (fast || chosen) {
+      // Device checks, where the example has a device reference: at the rate that catches a 5%
+      // corrupter with 99%, while they cost at most twice the sampling time (0.5 s at least).
+      const bool device_allowed = device_check.on() && !(fast || chosen) &&
+                                  r.compare_seconds <= std::max(kCompareBudgetFloorSeconds,
+                                                                kCompareBudgetShare * sampling_seconds());
+      const double device_chance = device_allowed ? device_check_probability(i + 1) : 0.0;
+      const bool compared = unit(pick) < device_chance;
+      const double secret_chance = i < min_samples && !secret_checked ? 1.0 / min_samples : 0.0;
+      check_chances.push_back(fast || chosen ? 1.0
+                                             : 1 - (1 - secret_chance) * (1 - random_chance) * (1 - device_chance));
+      bool mismatch = false;
+      if (compared) {
+        const double compare_start = host_seconds();
+        mismatch = !device_check.matches_reference(inputs, kFirstSampleRun + i, s);
+        ++r.compared_samples;
+        r.compare_seconds += host_seconds() - compare_start;
+      }
+      if (fast || chosen || mismatch) {
         const double check_start = host_seconds();
         // end_checked_run compares the inputs' checksum with `inputs` before it reads the copy.
         CheckedRun c{inputs, {}};
         if (!uses_device_reference(e, w)) c.host = copy_inputs_to_host(w, s);
-        end_checked_run(e, w, c, kFirstSampleRun + i, s,
-                        fmt::format("timed sample {}{}", i + 1, fast ? " (under half the median so far)" : "")
-                            .c_str(),
-                        r);
+        const char* why = fast ? " (under half the median so far)"
+                               : mismatch ? " (its device check found outputs unlike the device reference)" : "";
+        end_checked_run(e, w, c, kFirstSampleRun + i, s, fmt::format("timed sample {}{}", i + 1, why).c_str(), r);
         ++r.verified_samples;
         r.fast_samples_verified += fast;
         last_check_seconds = host_seconds() - check_start;
         r.verify_seconds += last_check_seconds;
+        // The host check passed what the device check did not (a tolerance met only by the
+        // host's rounding): after kHostPassesBeforeOff such samples the device check stands down.
+        if (mismatch && ++r.compare_host_passes >= kHostPassesBeforeOff)
+          device_check.turn_off(fmt::format("{} device mismatches passed by the host check", r.compare_host_passes));
       }
       if (r.stop != stats::StopReason::none) break;
     }
+    r.sample_check = device_check.on() ? "device" : "cpu (" + device_check.why_off() + ")";
+    r.escape_5pct = worst_case_escape(check_chances, 0.05);
   }
 
   if (r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained)) {

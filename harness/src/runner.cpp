@@ -82,11 +82,11 @@ constexpr double kProbeFloorSeconds = 5e-6;   // under this a repeat is launch-b
 
 // VALIDITY row 2, checked samples: every timed sample under half the median so far is checked on
 // the spot; one sample at a secret position among the first min_samples is always checked (the
-// last one if sampling stops before it); others at random (rate min(1, 8 / sample number)) while
-// checking has cost no more than a quarter of the sampling time (at least 0.05 s). A check is a
-// reference at the timing size: on an H100 0.5-2.6 s each for ch07's CPU references, so those
-// cases get the one secret check, as they had one check of the last sample before; cases with
-// a device reference or a small problem get many. A smoke run takes no extra random ones.
+// last one if sampling stops before it). Where the example has a device reference, most others
+// are checked on the device (below). Without one, others at random (rate min(1, 8 / sample
+// number)) while checking has cost no more than a quarter of the sampling time (at least
+// 0.05 s): a check is then the CPU reference at the timing size, 0.5-2.6 s at 1 GiB on an H100,
+// so such cases get little more than the secret check. A smoke run takes no extra random ones.
 constexpr double kRandomChecks = 8;
 constexpr double kCheckBudgetShare = 0.25;
 constexpr double kCheckBudgetFloorSeconds = 0.05;
@@ -440,7 +440,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     // VALIDITY row 2 on timed samples: a sample that runs under half the median so far is checked
     // against the reference on the spot (its inputs are still there, their checksum proves them
     // unchanged), so a variant whose skipped samples run fast is caught on the first one; others
-    // are checked at random, chosen by a generator the variant cannot see.
+    // are checked on the device or at random, chosen by a generator the variant cannot see.
     Phase phase("samples", r);
     std::mt19937_64 pick(std::random_device{}());
     std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -467,8 +467,10 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
       const bool fast = median_before >= 1e-6 && seconds.back() < kFastFraction * median_before;
       const double budget = std::max(kCheckBudgetFloorSeconds, kCheckBudgetShare * sampling_seconds());
       const bool at_secret = i == secret || (r.stop != stats::StopReason::none && !secret_checked);
-      // More checks only once the secret one has said what a check costs, and only within budget.
-      const bool random_allowed = !opt.smoke && secret_checked && r.verify_seconds + last_check_seconds <= budget;
+      // More checks only once the secret one has said what a check costs, and only within budget;
+      // none where device checks run, which compare with the same device reference for less.
+      const bool random_allowed = !opt.smoke && !device_check.on() && secret_checked &&
+                                  r.verify_seconds + last_check_seconds <= budget;
       const double random_chance = random_allowed ? std::min(1.0, kRandomChecks / (i + 1)) : 0.0;
       const bool chosen = at_secret || unit(pick) < random_chance;
       secret_checked = secret_checked || at_secret;

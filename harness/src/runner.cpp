@@ -450,6 +450,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     double last_check_seconds = 0;
     DeviceCheck device_check(e, w);
     std::vector<double> check_chances;  // each sample's chance of being checked, for escape_5pct
+    stats::RunningMedian seconds_median;  // of `seconds`, kept as they come
     const double start = host_seconds();
     // Sampling time, for the stop rule and the check budgets: what the checks cost is not in it.
     auto sampling_seconds = [&] { return host_seconds() - start - r.verify_seconds - r.compare_seconds; };
@@ -457,9 +458,10 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
       fill_inputs(w, run_seed(seed, kFirstSampleRun + i), s);
       const uint64_t inputs = input_checksum(w, s);
       poison_outputs(w, kFirstSampleRun + i, s);
-      const double median_before = seconds.size() >= 4 ? stats::median(seconds) : 0;
+      const double median_before = seconds_median.size() >= 4 ? seconds_median.median() : 0;
       samples.push_back(take());
       seconds.push_back(samples.back().seconds);
+      seconds_median.add(seconds.back());
       if (output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % kPoisonPatterns])
         throw CheckFailure(fmt::format("timed sample {} wrote none of its outputs (they still hold "
                                        "the poison written before it)", i + 1));

@@ -71,6 +71,7 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   c["first_call_us"] = r.first_call_s * 1e6;
   c["bytes"] = r.bytes;
   c["flops"] = r.flops;
+  c["l2_write_slack_bytes"] = r.l2_write_slack_bytes;
   c["gbps"] = r.bytes / median / 1e9;
   c["tflops"] = r.flops / median / 1e12;
   c["verified"] = 1;

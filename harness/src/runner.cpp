@@ -319,6 +319,10 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
   r.bytes = w.setup->bytes;
   r.flops = w.setup->flops;
+  double output_bytes = 0;
+  for (const auto& b : w.buffers())
+    if (!b.is_input) output_bytes += static_cast<double>(b.bytes());
+  r.l2_write_slack_bytes = std::min({static_cast<double>(device_.l2_bytes), output_bytes, r.bytes});
   r.bandwidth_ceiling = w.setup->bandwidth_ceiling;
   // A tensor-core ceiling is the burst figure or the power-limited one, by the case's mode.
   r.compute_ceiling = ceiling_for_mode(
@@ -373,6 +377,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     // BF16); over 20 ms they are about the gap the host's own sync left before.
     const double batch_seconds = r.mode == Mode::sustained ? kSustainedBatchSeconds : 1e-3;
     r.batch = std::clamp(static_cast<int>(std::ceil(batch_seconds * launches / std::max(events, 1e-9))), 1, 1000);
+    if (r.mode == Mode::hot || r.mode == Mode::sustained) r.l2_write_slack_bytes /= r.batch;
   }
 
   if (r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained)) {

@@ -52,6 +52,11 @@ struct CaseResult {
   std::string fingerprint, fingerprint_hash;
   double bytes = 0, flops = 0;
   std::string bandwidth_ceiling, compute_ceiling;
+  // Of `bytes`, how many an honest launch may leave in L2 as dirty lines when its stop event
+  // fires (up to the L2's size, and no more than the outputs): they reach DRAM after the timed
+  // window, so a DRAM ceiling bounds only the rest (docs/validity.md row 15). Divided by the batch
+  // in hot and sustained modes, where each launch writes back the one before it.
+  double l2_write_slack_bytes = 0;
   std::vector<Metric> metrics;         // a stateful variant's own extra figures
   // Host wall seconds of each phase of the case, in order: verify, build, warmup, escape_check,
   // samples, final_check (the NVTX ranges of the same names).

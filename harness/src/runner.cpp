@@ -491,20 +491,23 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
       const double secret_chance = i < min_samples && !secret_checked ? 1.0 / min_samples : 0.0;
       check_chances.push_back(fast || chosen ? 1.0
                                              : 1 - (1 - secret_chance) * (1 - random_chance) * (1 - device_chance));
-      bool mismatch = false;
+      auto verdict = DeviceCheck::Verdict::match;
       if (compared) {
         const double compare_start = host_seconds();
-        mismatch = !device_check.matches_reference(inputs, kFirstSampleRun + i, s);
+        verdict = device_check.check(inputs, kFirstSampleRun + i, s);
         ++r.compared_samples;
         r.compare_seconds += host_seconds() - compare_start;
       }
+      const bool mismatch = verdict != DeviceCheck::Verdict::match;  // the host check decides
       if (fast || chosen || mismatch) {
         const double check_start = host_seconds();
         // end_checked_run compares the inputs' checksum with `inputs` before it reads the copy.
         CheckedRun c{inputs, {}};
         if (!uses_device_reference(e, w)) c.host = copy_inputs_to_host(w, s);
         const char* why = fast ? " (under half the median so far)"
-                               : mismatch ? " (its device check found outputs unlike the device reference)" : "";
+                          : verdict == DeviceCheck::Verdict::outputs_differ
+                              ? " (its device check found outputs unlike the device reference)"
+                              : "";
         end_checked_run(e, w, c, kFirstSampleRun + i, s, fmt::format("timed sample {}{}", i + 1, why).c_str(), r);
         ++r.verified_samples;
         r.fast_samples_verified += fast;

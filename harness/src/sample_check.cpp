@@ -66,9 +66,9 @@ DeviceCheck::~DeviceCheck() {
   cudaFree(sums_);
 }
 
-bool DeviceCheck::matches_reference(uint64_t inputs, int run, cudaStream_t s) {
+DeviceCheck::Verdict DeviceCheck::check(uint64_t inputs, int run, cudaStream_t s) {
   // A variant that changed its inputs would be compared with a reference of the changed inputs.
-  if (input_checksum(w_, s) != inputs) return false;
+  if (input_checksum(w_, s) != inputs) return Verdict::inputs_changed;
   std::size_t k = 0;
   for (const auto& b : w_.buffers())
     if (!b.is_input)
@@ -91,13 +91,13 @@ bool DeviceCheck::matches_reference(uint64_t inputs, int run, cudaStream_t s) {
   k = 0;
   for (const auto& b : w_.buffers())
     if (!b.is_input) pass = pass && device_comparison_passes(sums[k++], resolve(e_.tolerance, b.dtype));
-  if (pass) return true;
+  if (pass) return Verdict::match;
   k = 0;  // put the variant's outputs back: the host check judges them, not the reference's
   for (const auto& b : w_.buffers())
     if (!b.is_input)
       BENCH_CUDA_CHECK(cudaMemcpyAsync(b.device, held_[k++], b.bytes(), cudaMemcpyDeviceToDevice, s));
   BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
-  return false;
+  return Verdict::outputs_differ;
 }
 
 }  // namespace bench::detail

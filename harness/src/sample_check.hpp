@@ -49,10 +49,11 @@ class DeviceCheck {
   const std::string& why_off() const { return why_off_; }
   void turn_off(std::string why) { why_off_ = std::move(why); }
 
-  // After a timed sample (run number `run`, inputs checksummed to `inputs` before it): true when
-  // the inputs are unchanged and every output matches the device reference. On false the
-  // variant's own outputs are back in place for the host check to judge.
-  bool matches_reference(uint64_t inputs, int run, cudaStream_t s);
+  // After a timed sample (run number `run`, inputs checksummed to `inputs` before it): whether
+  // the inputs are unchanged and every output matches the device reference. On anything but
+  // `match` the variant's own outputs are in place for the host check to judge.
+  enum class Verdict { match, inputs_changed, outputs_differ };
+  Verdict check(uint64_t inputs, int run, cudaStream_t s);
 
  private:
   const ExampleDef& e_;

@@ -194,6 +194,22 @@ void end_checked_run(const ExampleDef& e, const WorkloadInstance& w, CheckedRun&
     r.rel_l2_err = std::max(r.rel_l2_err, cmp.rel_l2_err);
     if (!cmp.pass) throw CheckFailure(fmt::format("{}: {}", what, cmp.describe(b.name)));
   }
+  // At the verification size the device reference, when there is one, must agree with the CPU
+  // reference too: at the timing size it is the only judge of every checked sample.
+  if (w.setup->verifying && e.device_reference) {
+    poison_outputs(w, run + 1, s);
+    e.device_reference(w.object.get(), s);
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (const auto& b : w.buffers()) {
+      if (b.is_input) continue;
+      const Comparison cmp = compare(HostValues(copy_to_host(b, s)),
+                                     HostValues(std::span<const double>(c.host.expected.at(b.name))),
+                                     resolve(e.tolerance, b.dtype));
+      if (!cmp.pass)
+        throw CheckFailure(fmt::format("{}: the example's device reference disagrees with its CPU reference: {}",
+                                       what, cmp.describe(b.name)));
+    }
+  }
 }
 
 // cudaProfilerStart/Stop around one launch (ncu --profile-from-start off, nsys

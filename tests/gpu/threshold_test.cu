@@ -202,6 +202,18 @@ BENCH_EXAMPLE(test, spoils_at_full_speed, SmallCopy)
     .device_reference(device_copy_reference)
     .tolerance(exact());  // a copy is exact: the spoiled element is counted outside tolerance
 
+// A device reference is the only judge of the samples it checks, so it must agree with the CPU
+// reference at the verification size: this one writes zeros.
+void zeros_reference(const SmallCopy& w, cudaStream_t s) {
+  BENCH_CUDA_CHECK(cudaMemsetAsync(w.out.data(), 0, w.n * sizeof(float), s));
+}
+
+BENCH_EXAMPLE(test, wrong_device_reference, SmallCopy)
+    .baseline("honest", launch_copy)
+    .optimized("honest_too", launch_copy)
+    .reference(copy_reference)
+    .device_reference(zeros_reference);
+
 // ---- honest, and different bit for bit on every call: float atomics in a varying order -------
 struct RowSums {
   int64_t rows, cols;
@@ -379,6 +391,13 @@ TEST(Thresholds, Row2_SpoilingFivePercentOfSamplesAtRandomPositionsFails) {
   const auto r = run_case("spoils_at_full_speed", "optimized", 40);
   EXPECT_NE(outcome(r).find("FAILED: timed sample"), std::string::npos) << outcome(r);
   EXPECT_NE(outcome(r).find("1 outside tolerance"), std::string::npos) << outcome(r);
+}
+
+TEST(Thresholds, Row2_ADeviceReferenceThatDisagreesWithTheCpuReferenceFailsVerification) {
+  const auto r = run_case("wrong_device_reference", "baseline");
+  EXPECT_NE(outcome(r).find("FAILED: verification run 1: the example's device reference disagrees with its CPU reference"),
+            std::string::npos)
+      << outcome(r);
 }
 
 TEST(Thresholds, Row2_Control_AtomicRowSumsDifferBitForBitBetweenCalls) {

@@ -164,7 +164,7 @@ __global__ void spoil_one(float* out, int64_t i) { out[i] += 1.0f; }  // rel. L2
 struct EveryTwentieth {
   bool operator()(long call) { return call % 20 == 0; }
 };
-struct OneInTwentyAtRandom {  // exactly one call in each run of 20, at an offset drawn afresh
+struct OneInTwentyAtRandom {  // one call in each run of 20 (from call 20), at an offset drawn afresh
   bool operator()(long call) {
     if (call % 20 == 0) offset = static_cast<long>(draw() % 20);
     return call % 20 == offset;
@@ -357,12 +357,13 @@ TEST(Thresholds, Row2_SkippingOneSampleInTwentyFails) {
 
 // ---- device-checked samples (issue 38: a 5% corrupter FAILS with probability >= 99%) ----------
 TEST(Thresholds, Row2_Control_TheSpoilerReallySpoilsOneCallInTwenty) {
-  // Outside the Runner: 10 calls it behaves, then exactly one in each run of 20 is spoiled.
+  // Outside the Runner: exactly one call in each run of 20 (calls 20-39, 40-59, ...) is spoiled;
+  // calls 1-19 never are. Calls 1 to 119 hold five such runs.
   detail::WorkloadInstance w = detail::build_workload(*find_example("spoils_at_full_speed"), true);
   detail::fill_inputs(w, 7, nullptr);
   const auto& work = *static_cast<const SmallCopy*>(w.object.get());
   SpoilsAtFullSpeed<OneInTwentyAtRandom> adversary(work, nullptr);
-  for (int i = 0; i < 10 + 100; ++i) adversary(work, nullptr);
+  for (int i = 0; i < 119; ++i) adversary(work, nullptr);
   BENCH_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_EQ(adversary.spoiled, 5);
 }

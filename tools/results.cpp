@@ -126,6 +126,7 @@ CaseResult case_from_row(const json& row, const std::string& name, RowsWanted wa
   c.bytes = number_or(row, "bytes", 0);
   c.flops = number_or(row, "flops", 0);
   c.gbps = number_or(row, "gbps", 0);
+  c.l2_write_slack_bytes = number_or(row, "l2_write_slack_bytes", 0);
   c.tflops = number_or(row, "tflops", 0);
   if (row.contains("pct_ceiling")) c.pct_ceiling = number_or(row, "pct_ceiling", 0);
   c.verified = number_or(row, "verified", 0) == 1;

@@ -67,6 +67,10 @@ struct Scorecard {
 // ceilings (tf32/bf16/fp16/fp8_tflops), measured sustained, which short cold GEMMs exceed.
 double ceiling_allowance(const std::string& name, const Ceiling& ceiling);
 
+// The share of a case's counted bytes that must cross DRAM inside its timed window, for a DRAM
+// ceiling (hbm_*, memcpy_d2d_gbps): 1 less its l2_write_slack_bytes / bytes; 1 for any other.
+double dram_share_inside_window(const CaseResult& c, const std::string& ceiling);
+
 // Scores every example found in `cases`. `expectations` may be empty (all NEW, no ceilings).
 Scorecard score(const std::vector<CaseResult>& cases, const std::optional<Expectations>& expectations,
                 const std::string& hardware_key);

@@ -14,20 +14,11 @@
 //   ./bench compare --chapter ch07 --example copy_coalescing
 #include <bench/bench.hpp>
 
+#include "copy_workload.cuh"
+
 namespace {
 
-struct Copy {
-  int64_t n;
-  bench::DeviceSpan<const float> src;
-  bench::DeviceSpan<float> dst;
-  explicit Copy(bench::Setup& s)
-      // The axis: MiB per buffer, in floats; an odd size to verify.
-      : n(s.size("n", s.axis("mib") << 18, 1'000'003)),
-        src(s.input<float>("src", n, bench::uniform(-1, 1))),
-        dst(s.output<float>("dst", n)) {
-    s.bytes(2.0 * n * sizeof(float));
-  }
-};
+using ch07::Copy;
 
 constexpr int kBlock = 256;
 
@@ -70,17 +61,12 @@ void launch_coalesced(const Copy& w, cudaStream_t stream) {
   BENCH_CHECK_LAUNCH();
 }
 
-void reference(const Copy& w, bench::HostData& h) {
-  auto src = h.input<float>("src");
-  auto dst = h.expected("dst");
-  for (int64_t i = 0; i < w.n; ++i) dst[i] = src[i];
-}
-
 BENCH_EXAMPLE(ch07, copy_coalescing, Copy)
-    .int_axis("mib", {4, 16, 64, 256, 1024}, /*defaults=*/{1024})  // L2-resident to 1 GiB
+    .int_axis("mib", ch07::kCopyMib, ch07::kCopyMibDefault)  // L2-resident to 1 GiB
     .baseline("strided", launch_strided)
     .optimized("coalesced", launch_coalesced)
-    .reference(reference)
+    .reference(ch07::copy_reference)
+    .device_reference(ch07::device_copy_reference)
     .tolerance(bench::exact());
 
 }  // namespace

@@ -23,6 +23,7 @@ BENCH_EXAMPLE(ch07, copy_vectorized, Copy)
     .baseline("scalar", ch07::launch_scalar_copy)
     .optimized("float4", ch07::launch_float4_copy</*kStreamingHints=*/true>)
     .reference(ch07::copy_reference)
+    .device_reference(ch07::device_copy_reference)
     .tolerance(bench::exact());
 
 }  // namespace

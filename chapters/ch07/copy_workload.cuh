@@ -1,7 +1,7 @@
-// ch07/copy_workload.cuh: the workload that copy_vectorized and hbm_copy share: dst = src over
-// n floats (the axis `mib` MiB per buffer when timing, an odd size when verifying), its CPU
-// reference and the plain one-float-per-thread copy both start from, and the one-float4-per-thread
-// copy both use.
+// ch07/copy_workload.cuh: the workload that copy_coalescing, copy_vectorized and hbm_copy share:
+// dst = src over n floats (the axis `mib` MiB per buffer when timing, an odd size when
+// verifying), its CPU and device references, the plain one-float-per-thread copy two of them
+// start from, and the one-float4-per-thread copy both use.
 #pragma once
 
 #include <bench/bench.hpp>
@@ -31,6 +31,12 @@ void copy_reference(const Copy& w, bench::HostData& h) {
   auto src = h.input<float>("src");
   auto dst = h.expected("dst");
   for (int64_t i = 0; i < w.n; ++i) dst[i] = src[i];
+}
+
+// The timing-size check (docs/validity.md row 2, device-checked samples): the copy engine's copy,
+// which no variant's kernel shares.
+void device_copy_reference(const Copy& w, cudaStream_t stream) {
+  BENCH_CUDA_CHECK(cudaMemcpyAsync(w.dst.data(), w.src.data(), w.src.bytes(), cudaMemcpyDeviceToDevice, stream));
 }
 
 // One thread per element, 4-byte accesses: the copy anyone writes first.

@@ -71,6 +71,7 @@ BENCH_EXAMPLE(ch07, hbm_copy, Copy)
     .optimized("plain_float4", ch07::launch_float4_copy</*kStreamingHints=*/false>)
     .vendor("memcpy", launch_memcpy)
     .reference(ch07::copy_reference)
+    .device_reference(ch07::device_copy_reference)
     .tolerance(bench::exact());
 
 }  // namespace

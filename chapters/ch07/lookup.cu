@@ -88,10 +88,24 @@ void reference(const Lookup& w, bench::HostData& h) {
     for (int d = 0; d < kDim; ++d) out[i * kDim + d] = table[int64_t{idx[i]} * kDim + d];
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per output float, the plainest
+// gather, sharing no code with the variants.
+__global__ void reference_lookup(const float* table, const int32_t* idx, float* out, int64_t lookups) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < lookups * kDim) out[i] = table[int64_t{idx[i / kDim]} * kDim + i % kDim];
+}
+
+void device_reference(const Lookup& w, cudaStream_t stream) {
+  const int64_t blocks = (w.lookups * kDim + kBlock - 1) / kBlock;
+  reference_lookup<<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(w.table.data(), w.idx.data(), w.out.data(), w.lookups);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch07, lookup, Lookup)
     .baseline("row_per_thread", launch_row_per_thread)
     .optimized("lanes_along_row", launch_lanes_along_row)
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::exact());
 
 }  // namespace

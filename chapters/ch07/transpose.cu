@@ -84,11 +84,26 @@ void reference(const Transpose& w, bench::HostData& h) {
     for (int64_t c = 0; c < w.cols; ++c) out[c * w.rows + r] = in[r * w.cols + c];
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per element, the plainest form,
+// sharing no code with the variants.
+__global__ void reference_transpose(const float* in, float* out, int64_t rows, int64_t cols) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < rows * cols) out[(i % cols) * rows + i / cols] = in[i];
+}
+
+void device_reference(const Transpose& w, cudaStream_t stream) {
+  constexpr int kBlock = 256;
+  reference_transpose<<<static_cast<unsigned>((w.rows * w.cols + kBlock - 1) / kBlock), kBlock, 0, stream>>>(
+      w.in.data(), w.out.data(), w.rows, w.cols);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch07, transpose, Transpose)
     .baseline("naive", launch_naive)
     .step("tiled", launch_tiled)
     .optimized("padded", launch_padded)
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::exact());
 
 }  // namespace

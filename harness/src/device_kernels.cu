@@ -4,6 +4,9 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
+#include <type_traits>
+
 #include "bench/check.hpp"
 #include "device_kernels.hpp"
 
@@ -117,6 +120,81 @@ __global__ void spin_kernel(uint64_t ns, unsigned long long* measured_ns) {
 
 __global__ void empty_kernel() {}
 
+// ---- device-checked samples: one output against its reference, as verify.cpp compares ----
+template <class T>
+__device__ double as_double(T v) {
+  if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
+  else if constexpr (std::is_same_v<T, __nv_fp8_e4m3> || std::is_same_v<T, __nv_fp8_e5m2>) return static_cast<float>(v);
+  else return static_cast<double>(v);
+}
+
+// The per-element rule of verify.cpp's compare_as, kept identical: a device verdict that
+// differs from the host's only sends the sample to the host check.
+__device__ void tally(double a, double e, const Tolerance& t, DeviceComparison& c) {
+  if (!isfinite(a) && isfinite(e)) {
+    ++c.non_finite;
+    return;
+  }
+  const double d = fabs(a - e);
+  c.err2 += d * d;
+  c.ref2 += e * e;
+  bool ok = true;
+  if (t.kind == Tolerance::Kind::exact) ok = a == e || (isnan(a) && isnan(e));
+  else if (t.kind == Tolerance::Kind::allclose) ok = d <= t.atol + t.rtol * fabs(e);
+  c.mismatches += ok ? 0 : 1;
+}
+
+template <class V>
+__device__ V warp_sum(V v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_down_sync(~0u, v, offset);
+  return v;
+}
+
+constexpr int kCompareBlock = 256;
+
+template <class T>
+__global__ void __launch_bounds__(kCompareBlock) compare_kernel(const T* actual, const T* expected, int64_t count,
+                                                                  Tolerance t, DeviceComparison* sums) {
+  constexpr int kPerVector = sizeof(uint4) / sizeof(T);
+  DeviceComparison c{};
+  const int64_t vectors = count / kPerVector;  // cudaMalloc'd buffers: 256-byte aligned
+  const int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, stride = int64_t{gridDim.x} * blockDim.x;
+  const auto* actual4 = reinterpret_cast<const uint4*>(actual);
+  const auto* expected4 = reinterpret_cast<const uint4*>(expected);
+  for (int64_t v = first; v < vectors; v += stride) {
+    const uint4 a4 = actual4[v], e4 = expected4[v];
+    T a[kPerVector], e[kPerVector];
+    memcpy(a, &a4, sizeof a4);
+    memcpy(e, &e4, sizeof e4);
+#pragma unroll
+    for (int k = 0; k < kPerVector; ++k) tally(as_double(a[k]), as_double(e[k]), t, c);
+  }
+  for (int64_t i = vectors * kPerVector + first; i < count; i += stride)
+    tally(as_double(actual[i]), as_double(expected[i]), t, c);
+  // Block sum: warps through shuffles, then the first warp over the warps' sums.
+  __shared__ DeviceComparison warps[kCompareBlock / 32];
+  c.mismatches = warp_sum(c.mismatches);
+  c.non_finite = warp_sum(c.non_finite);
+  c.err2 = warp_sum(c.err2);
+  c.ref2 = warp_sum(c.ref2);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warps[warp] = c;
+  __syncthreads();
+  if (warp != 0) return;
+  c = lane < kCompareBlock / 32 ? warps[lane] : DeviceComparison{};
+  c.mismatches = warp_sum(c.mismatches);
+  c.non_finite = warp_sum(c.non_finite);
+  c.err2 = warp_sum(c.err2);
+  c.ref2 = warp_sum(c.ref2);
+  if (lane == 0) {
+    if (c.mismatches) atomicAdd(&sums->mismatches, c.mismatches);
+    if (c.non_finite) atomicAdd(&sums->non_finite, c.non_finite);
+    atomicAdd(&sums->err2, c.err2);
+    atomicAdd(&sums->ref2, c.ref2);
+  }
+}
+
 int grid_for(int64_t count, int block) {
   const int64_t blocks = (count + block - 1) / block;
   return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
@@ -180,6 +258,34 @@ void launch_empty(cudaStream_t stream) {
 
 void launch_spin(uint64_t ns, unsigned long long* measured_ns, cudaStream_t stream) {
   spin_kernel<<<1, 32, 0, stream>>>(ns, measured_ns);
+  BENCH_CHECK_LAUNCH();
+}
+
+void launch_compare(const void* actual, const void* expected, DType dtype, int64_t count,
+                    Tolerance tolerance, DeviceComparison* sums, cudaStream_t stream) {
+  // Enough blocks to fill every SM several times over; more would only add atomics.
+  constexpr int64_t kMaxBlocks = 2048;
+  const int grid = static_cast<int>(std::min<int64_t>(kMaxBlocks, grid_for(count / (16 / size_of(dtype)) + 1, kCompareBlock)));
+  switch (dtype) {
+#define BENCH_COMPARE_CASE(tag, T)                                                                    \
+  case DType::tag:                                                                                    \
+    compare_kernel<T><<<grid, kCompareBlock, 0, stream>>>(static_cast<const T*>(actual),             \
+                                                          static_cast<const T*>(expected), count, tolerance, sums); \
+    break;
+    BENCH_COMPARE_CASE(f64, double)
+    BENCH_COMPARE_CASE(f32, float)
+    BENCH_COMPARE_CASE(f16, __half)
+    BENCH_COMPARE_CASE(bf16, __nv_bfloat16)
+    BENCH_COMPARE_CASE(fp8_e4m3, __nv_fp8_e4m3)
+    BENCH_COMPARE_CASE(fp8_e5m2, __nv_fp8_e5m2)
+    BENCH_COMPARE_CASE(i64, int64_t)
+    BENCH_COMPARE_CASE(i32, int32_t)
+    BENCH_COMPARE_CASE(i8, int8_t)
+    BENCH_COMPARE_CASE(u64, uint64_t)
+    BENCH_COMPARE_CASE(u32, uint32_t)
+    BENCH_COMPARE_CASE(u8, uint8_t)
+#undef BENCH_COMPARE_CASE
+  }
   BENCH_CHECK_LAUNCH();
 }
 

@@ -31,6 +31,20 @@ void launch_clock_probe(long long cycles, float* mhz, cudaStream_t stream);
 void launch_empty(cudaStream_t stream);
 // Spins for `ns` nanoseconds of global time (one block) and writes the time it measured.
 void launch_spin(uint64_t ns, unsigned long long* measured_ns, cudaStream_t stream);
+// What one on-device comparison of an output with its reference adds up (docs/validity.md row 2,
+// device-checked samples): the counts verify.cpp's host comparison makes, so the verdict is
+// the same (device_check.hpp reads it).
+struct DeviceComparison {
+  // No member initialisers: the kernel keeps these in shared memory. Value-initialise ({}).
+  unsigned long long mismatches;  // elements outside exact or allclose
+  unsigned long long non_finite;  // NaN or Inf in `actual` where the reference is finite
+  double err2, ref2;              // sums of squared differences and squared reference values
+};
+// Compares `count` elements of `dtype` at `actual` with those at `expected` under a resolved
+// tolerance and adds the counts into *sums (device memory, zeroed by the caller). It streams at
+// HBM speed: 16-byte loads of both buffers, a grid-stride loop, one atomic per count per block.
+void launch_compare(const void* actual, const void* expected, DType dtype, int64_t count,
+                    Tolerance tolerance, DeviceComparison* sums, cudaStream_t stream);
 // The work tracer's marker (work_tracer.hpp): an empty kernel CUPTI's records name with
 // kTraceMarkerName, so the tracer can tell it from the variant's own kernels.
 inline constexpr const char* kTraceMarkerName = "bench_trace_marker";

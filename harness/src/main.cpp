@@ -71,6 +71,7 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   c["first_call_us"] = r.first_call_s * 1e6;
   c["bytes"] = r.bytes;
   c["flops"] = r.flops;
+  c["l2_write_slack_bytes"] = r.l2_write_slack_bytes;
   c["gbps"] = r.bytes / median / 1e9;
   c["tflops"] = r.flops / median / 1e12;
   c["verified"] = 1;
@@ -81,6 +82,10 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   c["verified_samples"] = r.verified_samples;
   c["fast_samples_verified"] = r.fast_samples_verified;
   c["verify_s"] = r.verify_seconds;
+  c["compared_samples"] = r.compared_samples;
+  c["compare_s"] = r.compare_seconds;
+  c["compare_host_passes"] = r.compare_host_passes;
+  c["escape_5pct"] = r.escape_5pct;
   c["probed_repeats"] = r.probed_repeats;
   c["fast_repeats"] = r.fast_repeats;
   c["timer_floor_us"] = r.timer_floor_s * 1e6;
@@ -101,6 +106,8 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   if (r.throttle_kept_all) label += ";throttled=all";
   label += r.escape_method == "cupti" ? ";escape=cupti" : ";escape=ratio";
   if (!r.suspect.empty()) label += ";suspect=" + r.suspect;
+  // How the timed samples were checked: "device", or "cpu (why not on the device)".
+  if (!r.sample_check.empty()) label += ";checks=" + r.sample_check;
   if (v.options.host_bound) label += ";host_bound=1";
   if (!r.metrics.empty()) {  // which counters are the variant's own figures (bench::Metric)
     label += ";metrics=";

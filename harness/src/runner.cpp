@@ -17,6 +17,7 @@
 #include "arch_support.hpp"
 #include "bench/expectations.hpp"
 #include "options.hpp"
+#include "sample_check.hpp"
 #include "verify.hpp"
 #include "work_tracer.hpp"
 #include "workload.hpp"
@@ -81,14 +82,21 @@ constexpr double kProbeFloorSeconds = 5e-6;   // under this a repeat is launch-b
 
 // VALIDITY row 2, checked samples: every timed sample under half the median so far is checked on
 // the spot; one sample at a secret position among the first min_samples is always checked (the
-// last one if sampling stops before it); others at random (rate min(1, 8 / sample number)) while
-// checking has cost no more than a quarter of the sampling time (at least 0.05 s). A check is a
-// reference at the timing size: on an H100 0.5-2.6 s each for ch07's CPU references, so those
-// cases get the one secret check, as they had one check of the last sample before; cases with
-// a device reference or a small problem get many. A smoke run takes no extra random ones.
+// last one if sampling stops before it). Where the example has a device reference, most others
+// are checked on the device (below). Without one, others at random (rate min(1, 8 / sample
+// number)) while checking has cost no more than a quarter of the sampling time (at least
+// 0.05 s): a check is then the CPU reference at the timing size, 0.5-2.6 s at 1 GiB on an H100,
+// so such cases get little more than the secret check. A smoke run takes no extra random ones.
 constexpr double kRandomChecks = 8;
 constexpr double kCheckBudgetShare = 0.25;
 constexpr double kCheckBudgetFloorSeconds = 0.05;
+// Device-checked samples (sample_check.hpp): at the rate device_check_probability() sets, while
+// they have cost at most twice the sampling time (0.5 s at least). A memory-bound case's check
+// is a few passes over its outputs, about what sampling spends around each sample; a device
+// reference far slower than the variant (ch09's plain GEMM, a few TFLOP/s) gets a few.
+constexpr double kCompareBudgetShare = 2.0;
+constexpr double kCompareBudgetFloorSeconds = 0.5;
+constexpr int kHostPassesBeforeOff = 2;
 constexpr int kTracedCalls = 3;  // row 1: calls traced before and after the timed samples
 
 bool cuda_tool_present() {
@@ -185,6 +193,22 @@ void end_checked_run(const ExampleDef& e, const WorkloadInstance& w, CheckedRun&
     r.max_abs_err = std::max(r.max_abs_err, cmp.max_abs_err);
     r.rel_l2_err = std::max(r.rel_l2_err, cmp.rel_l2_err);
     if (!cmp.pass) throw CheckFailure(fmt::format("{}: {}", what, cmp.describe(b.name)));
+  }
+  // At the verification size the device reference, when there is one, must agree with the CPU
+  // reference too: at the timing size it is the only judge of every checked sample.
+  if (w.setup->verifying && e.device_reference) {
+    poison_outputs(w, run + 1, s);
+    e.device_reference(w.object.get(), s);
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (const auto& b : w.buffers()) {
+      if (b.is_input) continue;
+      const Comparison cmp = compare(HostValues(copy_to_host(b, s)),
+                                     HostValues(std::span<const double>(c.host.expected.at(b.name))),
+                                     resolve(e.tolerance, b.dtype));
+      if (!cmp.pass)
+        throw CheckFailure(fmt::format("{}: the example's device reference disagrees with its CPU reference: {}",
+                                       what, cmp.describe(b.name)));
+    }
   }
 }
 
@@ -311,6 +335,10 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
   if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
   r.bytes = w.setup->bytes;
   r.flops = w.setup->flops;
+  double output_bytes = 0;
+  for (const auto& b : w.buffers())
+    if (!b.is_input) output_bytes += static_cast<double>(b.bytes());
+  r.l2_write_slack_bytes = std::min({static_cast<double>(device_.l2_bytes), output_bytes, r.bytes});
   r.bandwidth_ceiling = w.setup->bandwidth_ceiling;
   // A tensor-core ceiling is the burst figure or the power-limited one, by the case's mode.
   r.compute_ceiling = ceiling_for_mode(
@@ -365,6 +393,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     // BF16); over 20 ms they are about the gap the host's own sync left before.
     const double batch_seconds = r.mode == Mode::sustained ? kSustainedBatchSeconds : 1e-3;
     r.batch = std::clamp(static_cast<int>(std::ceil(batch_seconds * launches / std::max(events, 1e-9))), 1, 1000);
+    if (r.mode == Mode::hot || r.mode == Mode::sustained) r.l2_write_slack_bytes /= r.batch;
   }
 
   if (r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained)) {
@@ -432,48 +461,83 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     // VALIDITY row 2 on timed samples: a sample that runs under half the median so far is checked
     // against the reference on the spot (its inputs are still there, their checksum proves them
     // unchanged), so a variant whose skipped samples run fast is caught on the first one; others
-    // are checked at random, chosen by a generator the variant cannot see.
+    // are checked on the device or at random, chosen by a generator the variant cannot see.
     Phase phase("samples", r);
     std::mt19937_64 pick(std::random_device{}());
     std::uniform_real_distribution<double> unit(0.0, 1.0);
-    const int secret = std::uniform_int_distribution<int>(0, std::max(1, stop.min_samples) - 1)(pick);
+    const int min_samples = std::max(1, stop.min_samples);
+    const int secret = std::uniform_int_distribution<int>(0, min_samples - 1)(pick);
     bool secret_checked = false;
     double last_check_seconds = 0;
+    DeviceCheck device_check(e, w);
+    std::vector<double> check_chances;  // each sample's chance of being checked, for escape_5pct
+    stats::RunningMedian seconds_median;  // of `seconds`, kept as they come
     const double start = host_seconds();
+    // Sampling time, for the stop rule and the check budgets: what the checks cost is not in it.
+    auto sampling_seconds = [&] { return host_seconds() - start - r.verify_seconds - r.compare_seconds; };
     for (int i = 0;; ++i) {
       fill_inputs(w, run_seed(seed, kFirstSampleRun + i), s);
       const uint64_t inputs = input_checksum(w, s);
       poison_outputs(w, kFirstSampleRun + i, s);
-      const double median_before = seconds.size() >= 4 ? stats::median(seconds) : 0;
+      const double median_before = seconds_median.size() >= 4 ? seconds_median.median() : 0;
       samples.push_back(take());
       seconds.push_back(samples.back().seconds);
+      seconds_median.add(seconds.back());
       if (output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % kPoisonPatterns])
         throw CheckFailure(fmt::format("timed sample {} wrote none of its outputs (they still hold "
                                        "the poison written before it)", i + 1));
-      r.stop = stats::should_stop(stop, seconds, host_seconds() - start - r.verify_seconds);
+      r.stop = stats::should_stop(stop, seconds, sampling_seconds());
       const bool fast = median_before >= 1e-6 && seconds.back() < kFastFraction * median_before;
-      const double budget = std::max(kCheckBudgetFloorSeconds, kCheckBudgetShare * (host_seconds() - start - r.verify_seconds));
+      const double budget = std::max(kCheckBudgetFloorSeconds, kCheckBudgetShare * sampling_seconds());
       const bool at_secret = i == secret || (r.stop != stats::StopReason::none && !secret_checked);
-      // More checks only once the secret one has said what a check costs, and only within budget.
-      const bool chosen = at_secret || (!opt.smoke && secret_checked && unit(pick) < std::min(1.0, kRandomChecks / (i + 1)) &&
-                                        r.verify_seconds + last_check_seconds <= budget);
+      // More checks only once the secret one has said what a check costs, and only within budget;
+      // none where device checks run, which compare with the same device reference for less.
+      const bool random_allowed = !opt.smoke && !device_check.on() && secret_checked &&
+                                  r.verify_seconds + last_check_seconds <= budget;
+      const double random_chance = random_allowed ? std::min(1.0, kRandomChecks / (i + 1)) : 0.0;
+      const bool chosen = at_secret || unit(pick) < random_chance;
       secret_checked = secret_checked || at_secret;
-      if (fast || chosen) {
+      // Device checks, where the example has a device reference: at the rate that catches a 5%
+      // corrupter with 99%, while they cost at most twice the sampling time (0.5 s at least).
+      const bool device_allowed = device_check.on() && !(fast || chosen) &&
+                                  r.compare_seconds <= std::max(kCompareBudgetFloorSeconds,
+                                                                kCompareBudgetShare * sampling_seconds());
+      const double device_chance = device_allowed ? device_check_probability(i + 1) : 0.0;
+      const bool compared = unit(pick) < device_chance;
+      const double secret_chance = i < min_samples && !secret_checked ? 1.0 / min_samples : 0.0;
+      check_chances.push_back(fast || chosen ? 1.0
+                                             : 1 - (1 - secret_chance) * (1 - random_chance) * (1 - device_chance));
+      auto verdict = DeviceCheck::Verdict::match;
+      if (compared) {
+        const double compare_start = host_seconds();
+        verdict = device_check.check(inputs, kFirstSampleRun + i, s);
+        ++r.compared_samples;
+        r.compare_seconds += host_seconds() - compare_start;
+      }
+      const bool mismatch = verdict != DeviceCheck::Verdict::match;  // the host check decides
+      if (fast || chosen || mismatch) {
         const double check_start = host_seconds();
         // end_checked_run compares the inputs' checksum with `inputs` before it reads the copy.
         CheckedRun c{inputs, {}};
         if (!uses_device_reference(e, w)) c.host = copy_inputs_to_host(w, s);
-        end_checked_run(e, w, c, kFirstSampleRun + i, s,
-                        fmt::format("timed sample {}{}", i + 1, fast ? " (under half the median so far)" : "")
-                            .c_str(),
-                        r);
+        const char* why = fast ? " (under half the median so far)"
+                          : verdict == DeviceCheck::Verdict::outputs_differ
+                              ? " (its device check found outputs unlike the device reference)"
+                              : "";
+        end_checked_run(e, w, c, kFirstSampleRun + i, s, fmt::format("timed sample {}{}", i + 1, why).c_str(), r);
         ++r.verified_samples;
         r.fast_samples_verified += fast;
         last_check_seconds = host_seconds() - check_start;
         r.verify_seconds += last_check_seconds;
+        // The host check passed what the device check did not (a tolerance met only by the
+        // host's rounding): after kHostPassesBeforeOff such samples the device check stands down.
+        if (mismatch && ++r.compare_host_passes >= kHostPassesBeforeOff)
+          device_check.turn_off(fmt::format("{} device mismatches passed by the host check", r.compare_host_passes));
       }
       if (r.stop != stats::StopReason::none) break;
     }
+    r.sample_check = device_check.on() ? "device" : "cpu (" + device_check.why_off() + ")";
+    r.escape_5pct = worst_case_escape(check_chances, 0.05);
   }
 
   if (r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained)) {

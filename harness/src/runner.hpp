@@ -35,6 +35,16 @@ struct CaseResult {
   int verified_samples = 0;            // timed samples whose output was checked (the last included)
   int fast_samples_verified = 0;       // of those, checked because they ran under half the median
   double verify_seconds = 0;           // host time spent checking timed samples
+  // Device-checked samples (docs/validity.md row 2): outputs compared with the device reference
+  // on the device. `sample_check` says how the samples were checked: "device", or
+  // "cpu (<why the device check was off>)" for the CPU reference's random checks alone.
+  int compared_samples = 0;
+  double compare_seconds = 0;          // host time spent in device checks
+  int compare_host_passes = 0;         // device mismatches the host check then passed
+  std::string sample_check;
+  // The worst case over where a variant puts them: the probability that a variant corrupting
+  // 5% of the timed samples escaped every check, from each sample's chance of being checked.
+  double escape_5pct = 1;
   int probed_repeats = 0;              // hot batches: repeats timed one by one (memoisation probe)
   int fast_repeats = 0;                // of those, under half the median repeat
   std::string suspect;                 // non-empty: two separate clusters of sample times
@@ -42,6 +52,11 @@ struct CaseResult {
   std::string fingerprint, fingerprint_hash;
   double bytes = 0, flops = 0;
   std::string bandwidth_ceiling, compute_ceiling;
+  // Of `bytes`, how many an honest launch may leave in L2 as dirty lines when its stop event
+  // fires (up to the L2's size, and no more than the outputs): they reach DRAM after the timed
+  // window, so a DRAM ceiling bounds only the rest (docs/validity.md row 15). Divided by the batch
+  // in hot and sustained modes, where each launch writes back the one before it.
+  double l2_write_slack_bytes = 0;
   std::vector<Metric> metrics;         // a stateful variant's own extra figures
   // Host wall seconds of each phase of the case, in order: verify, build, warmup, escape_check,
   // samples, final_check (the NVTX ranges of the same names).

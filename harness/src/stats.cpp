@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -17,6 +18,35 @@ double quantile(std::span<const double> values, double q) {
   const auto hi = std::min(lo + 1, sorted.size() - 1);
   const double frac = pos - static_cast<double>(lo);
   return sorted[lo] + frac * (sorted[hi] - sorted[lo]);
+}
+
+void RunningMedian::add(double value) {
+  if (lower_.empty() || value <= lower_.front()) {
+    lower_.push_back(value);
+    std::push_heap(lower_.begin(), lower_.end());
+  } else {
+    upper_.push_back(value);
+    std::push_heap(upper_.begin(), upper_.end(), std::greater<>());
+  }
+  // Rebalance so that the lower half holds the middle element (odd) or the lower middle (even).
+  if (lower_.size() > upper_.size() + 1) {
+    std::pop_heap(lower_.begin(), lower_.end());
+    upper_.push_back(lower_.back());
+    lower_.pop_back();
+    std::push_heap(upper_.begin(), upper_.end(), std::greater<>());
+  } else if (upper_.size() > lower_.size()) {
+    std::pop_heap(upper_.begin(), upper_.end(), std::greater<>());
+    lower_.push_back(upper_.back());
+    upper_.pop_back();
+    std::push_heap(lower_.begin(), lower_.end());
+  }
+}
+
+double RunningMedian::median() const {
+  if (lower_.empty()) return std::numeric_limits<double>::quiet_NaN();
+  if (lower_.size() > upper_.size()) return lower_.front();
+  // quantile()'s interpolation at the midpoint, written the same way so the two agree exactly.
+  return lower_.front() + 0.5 * (upper_.front() - lower_.front());
 }
 
 double relative_noise(std::span<const double> values) {

@@ -8,7 +8,14 @@
 //   - a hot variant that skips one repeat in eight on inputs it has seen (the old first-launch
 //     margin of 1.5x let one in four through);
 //   - a cold variant that skips its work on some samples and writes one element so its outputs
-//     are not all poison (half of them, and one in twenty).
+//     are not all poison (half of them, and one in twenty);
+//   - a variant that does all its work at full speed and then spoils one element of its output
+//     on 5% of its calls (one call in every 20, at a position it draws; and every 20th call),
+//     which no timing check can see: only the device-checked samples (issue 38) catch it. Its
+//     controls: the honest form, and an honest variant whose float atomics add in a different
+//     order on every call (outputs differ bit for bit between calls, each within tolerance).
+#include <random>
+
 #include "bench/stats.hpp"
 #include "device_kernels.hpp"
 #include "harness_fixture.hpp"
@@ -146,6 +153,142 @@ BENCH_EXAMPLE(test, cold_sample_skips, SmallCopy)
     .stateful<SkipsSamples<20>>(Role::optimized, "skips_every_20th")
     .reference(copy_reference);
 
+// ---- full speed, one element spoiled on 5% of the calls ---------------------------------------
+// With a device reference every timed sample can be checked on the device (sample_check.hpp).
+void device_copy_reference(const SmallCopy& w, cudaStream_t s) {
+  BENCH_CUDA_CHECK(cudaMemcpyAsync(w.out.data(), w.in.data(), w.n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+}
+__global__ void spoil_one(float* out, int64_t i) { out[i] += 1.0f; }  // rel. L2 ~2e-3 at n = 2^20
+
+// Which calls a spoiler spoils, after the first 10 (the verification runs and the first call).
+struct EveryTwentieth {
+  bool operator()(long call) { return call % 20 == 0; }
+};
+struct OneInTwentyAtRandom {  // one call in each run of 20 (from call 20), at an offset drawn afresh
+  bool operator()(long call) {
+    if (call % 20 == 0) offset = static_cast<long>(draw() % 20);
+    return call % 20 == offset;
+  }
+  std::mt19937_64 draw{std::random_device{}()};
+  long offset = -1;
+};
+struct Never {
+  bool operator()(long) { return false; }
+};
+
+template <class Spoils>
+struct SpoilsAtFullSpeed {
+  SpoilsAtFullSpeed(const SmallCopy&, cudaStream_t) {}
+  void operator()(const SmallCopy& w, cudaStream_t s) {
+    detail::launch_spin(kWorkNs, sink.data(), s);
+    copy_range<<<264, 256, 0, s>>>(w.in.data(), w.out.data(), 0, w.n);
+    if (++calls > 10 && spoils(calls)) {
+      ++spoiled;
+      spoil_one<<<1, 1, 0, s>>>(w.out.data(), static_cast<int64_t>(position() % static_cast<uint64_t>(w.n)));
+    }
+    BENCH_CHECK_LAUNCH();
+  }
+  Spoils spoils;
+  std::mt19937_64 position{std::random_device{}()};
+  long calls = 0, spoiled = 0;
+  DeviceBuffer<unsigned long long> sink{1};
+};
+
+BENCH_EXAMPLE(test, spoils_at_full_speed, SmallCopy)
+    .stateful<SpoilsAtFullSpeed<Never>>(Role::baseline, "honest")
+    .stateful<SpoilsAtFullSpeed<EveryTwentieth>>(Role::step, "spoils_every_20th")
+    .stateful<SpoilsAtFullSpeed<OneInTwentyAtRandom>>(Role::optimized, "spoils_5_percent_at_random")
+    .reference(copy_reference)
+    .device_reference(device_copy_reference)
+    .tolerance(exact());  // a copy is exact: the spoiled element is counted outside tolerance
+
+// A device reference is the only judge of the samples it checks, so it must agree with the CPU
+// reference at the verification size: this one writes zeros.
+void zeros_reference(const SmallCopy& w, cudaStream_t s) {
+  BENCH_CUDA_CHECK(cudaMemsetAsync(w.out.data(), 0, w.n * sizeof(float), s));
+}
+
+BENCH_EXAMPLE(test, wrong_device_reference, SmallCopy)
+    .baseline("honest", launch_copy)
+    .optimized("honest_too", launch_copy)
+    .reference(copy_reference)
+    .device_reference(zeros_reference);
+
+// ---- honest, and different bit for bit on every call: float atomics in a varying order -------
+struct RowSums {
+  int64_t rows, cols;
+  DeviceSpan<const float> in;
+  DeviceSpan<float> out;
+  explicit RowSums(Setup& s)
+      : rows(s.size("rows", 2048, 64)),
+        cols(s.size("cols", 4096, 1024)),
+        in(s.input<float>("in", rows * cols, uniform(0, 1))),  // positive: sums well conditioned
+        out(s.output<float>("out", rows)) {
+    s.bytes(4.0 * rows * cols);
+  }
+};
+constexpr int kChunk = 256;  // columns one block sums before its atomic
+
+void row_sums_reference(const RowSums& w, HostData& h) {
+  auto in = h.input<float>("in");
+  auto out = h.expected("out");
+  for (int64_t r = 0; r < w.rows; ++r) {
+    double sum = 0;
+    for (int64_t c = 0; c < w.cols; ++c) sum += in[r * w.cols + c];
+    out[r] = sum;
+  }
+}
+// One block per row, summing in double: the sum is exact to float rounding whatever the order.
+constexpr int kReferenceBlock = 256;
+__global__ void row_sums_in_double(const float* in, float* out, int64_t cols) {
+  __shared__ double partial[kReferenceBlock];
+  double sum = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += kReferenceBlock) sum += in[blockIdx.x * cols + c];
+  partial[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = kReferenceBlock / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<float>(partial[0]);
+}
+void device_row_sums_reference(const RowSums& w, cudaStream_t s) {
+  row_sums_in_double<<<static_cast<unsigned>(w.rows), kReferenceBlock, 0, s>>>(w.in.data(), w.out.data(), w.cols);
+  BENCH_CHECK_LAUNCH();
+}
+// One block per (row, chunk): a float tree sum of the chunk, added to the row with an atomic
+// after a wait of a few hundred ns drawn from the global timer, so the chunks of a row arrive
+// in a different order on every call.
+__global__ void atomic_row_sums(const float* in, float* out, int64_t cols) {
+  __shared__ float partial[kChunk];
+  const int64_t row = blockIdx.y, col = blockIdx.x * int64_t{kChunk} + threadIdx.x;
+  partial[threadIdx.x] = col < cols ? in[row * cols + col] : 0.0f;
+  __syncthreads();
+  for (int half = kChunk / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x != 0) return;
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  const unsigned long long wait = (start ^ (start >> 7) ^ (blockIdx.x * 0x9e37ull)) % 512;
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  while (now - start < wait);
+  atomicAdd(out + row, partial[0]);
+}
+void launch_atomic_row_sums(const RowSums& w, cudaStream_t s) {
+  BENCH_CUDA_CHECK(cudaMemsetAsync(w.out.data(), 0, w.rows * sizeof(float), s));
+  const dim3 grid(static_cast<unsigned>((w.cols + kChunk - 1) / kChunk), static_cast<unsigned>(w.rows));
+  atomic_row_sums<<<grid, kChunk, 0, s>>>(w.in.data(), w.out.data(), w.cols);
+  BENCH_CHECK_LAUNCH();
+}
+
+BENCH_EXAMPLE(test, nondeterministic_sums, RowSums)
+    .baseline("double_per_row", device_row_sums_reference)
+    .optimized("float_atomics", launch_atomic_row_sums)
+    .reference(row_sums_reference)
+    .device_reference(device_row_sums_reference);
+
 bool cupti_available() { return detail::WorkTracer::get().available(); }
 
 TEST(Thresholds, Row1_JoinedSideStreamIsMeasuredAndTraced) {
@@ -196,6 +339,9 @@ TEST(Thresholds, Row2_HonestColdVariantIsMeasuredWithCheckedSamples) {
   ASSERT_EQ(outcome(r), "measured");
   EXPECT_GE(r.verified_samples, 1);  // at least the sample at the secret position
   EXPECT_TRUE(r.suspect.empty()) << r.suspect;
+  // Without a device reference the CPU reference's random checks are all there is.
+  EXPECT_EQ(r.sample_check, "cpu (no device reference)");
+  EXPECT_EQ(r.compared_samples, 0);
 }
 
 TEST(Thresholds, Row2_SkippingHalfTheSamplesFails) {
@@ -207,6 +353,76 @@ TEST(Thresholds, Row2_SkippingOneSampleInTwentyFails) {
   // 40 samples meet two skips at least; each runs under half the median, so each is checked.
   const auto r = run_case("cold_sample_skips", "optimized", 40);
   EXPECT_NE(outcome(r).find("under half the median so far"), std::string::npos) << outcome(r);
+}
+
+// ---- device-checked samples (issue 38: a 5% corrupter FAILS with probability >= 99%) ----------
+TEST(Thresholds, Row2_Control_TheSpoilerReallySpoilsOneCallInTwenty) {
+  // Outside the Runner: exactly one call in each run of 20 (calls 20-39, 40-59, ...) is spoiled;
+  // calls 1-19 never are. Calls 1 to 119 hold five such runs.
+  detail::WorkloadInstance w = detail::build_workload(*find_example("spoils_at_full_speed"), true);
+  detail::fill_inputs(w, 7, nullptr);
+  const auto& work = *static_cast<const SmallCopy*>(w.object.get());
+  SpoilsAtFullSpeed<OneInTwentyAtRandom> adversary(work, nullptr);
+  for (int i = 0; i < 119; ++i) adversary(work, nullptr);
+  BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(adversary.spoiled, 5);
+}
+
+TEST(Thresholds, Row2_HonestVariantIsDeviceCheckedOnEverySample) {
+  const auto r = run_case("spoils_at_full_speed", "baseline", 40);
+  ASSERT_EQ(outcome(r), "measured");
+  EXPECT_EQ(r.sample_check, "device");
+  // Up to the 93rd sample every sample not checked on the host is checked on the device.
+  const int timed = static_cast<int>(r.samples.size() + r.dropped.size());
+  if (timed <= 93) EXPECT_EQ(r.compared_samples + r.verified_samples, timed);
+  else EXPECT_GE(r.compared_samples + r.verified_samples, 93);
+  EXPECT_EQ(r.compare_host_passes, 0);
+  EXPECT_LE(r.escape_5pct, 0.01);
+  EXPECT_TRUE(r.suspect.empty()) << r.suspect;
+}
+
+TEST(Thresholds, Row2_SpoilingEveryTwentiethSampleAtFullSpeedFails) {
+  const auto r = run_case("spoils_at_full_speed", "spoils_every_20th", 40);
+  EXPECT_NE(outcome(r).find("FAILED: timed sample"), std::string::npos) << outcome(r);
+  EXPECT_NE(outcome(r).find("device check found outputs unlike the device reference"), std::string::npos) << outcome(r);
+}
+
+TEST(Thresholds, Row2_SpoilingFivePercentOfSamplesAtRandomPositionsFails) {
+  // 40 timed samples hold at least one spoiled call (one in every run of 20).
+  const auto r = run_case("spoils_at_full_speed", "optimized", 40);
+  EXPECT_NE(outcome(r).find("FAILED: timed sample"), std::string::npos) << outcome(r);
+  EXPECT_NE(outcome(r).find("1 outside tolerance"), std::string::npos) << outcome(r);
+}
+
+TEST(Thresholds, Row2_ADeviceReferenceThatDisagreesWithTheCpuReferenceFailsVerification) {
+  const auto r = run_case("wrong_device_reference", "baseline");
+  EXPECT_NE(outcome(r).find("FAILED: verification run 1: the example's device reference disagrees with its CPU reference"),
+            std::string::npos)
+      << outcome(r);
+}
+
+TEST(Thresholds, Row2_Control_AtomicRowSumsDifferBitForBitBetweenCalls) {
+  detail::WorkloadInstance w = detail::build_workload(*find_example("nondeterministic_sums"), false);
+  detail::fill_inputs(w, 7, nullptr);
+  const auto& sums = *static_cast<const RowSums*>(w.object.get());
+  std::vector<float> first(sums.rows), again(sums.rows);
+  launch_atomic_row_sums(sums, nullptr);
+  BENCH_CUDA_CHECK(cudaMemcpy(first.data(), sums.out.data(), sums.rows * sizeof(float), cudaMemcpyDeviceToHost));
+  bool differs = false;
+  for (int call = 0; call < 8 && !differs; ++call) {
+    launch_atomic_row_sums(sums, nullptr);
+    BENCH_CUDA_CHECK(cudaMemcpy(again.data(), sums.out.data(), sums.rows * sizeof(float), cudaMemcpyDeviceToHost));
+    differs = first != again;
+  }
+  EXPECT_TRUE(differs) << "the atomics added in the same order on 9 calls: the control shows nothing";
+}
+
+TEST(Thresholds, Row2_HonestNondeterministicVariantPassesItsDeviceChecks) {
+  const auto r = run_case("nondeterministic_sums", "optimized", 40);
+  ASSERT_EQ(outcome(r), "measured");
+  EXPECT_EQ(r.sample_check, "device");
+  EXPECT_GE(r.compared_samples, 30);
+  EXPECT_EQ(r.compare_host_passes, 0);  // within tolerance of the reference, bit patterns aside
 }
 
 }  // namespace

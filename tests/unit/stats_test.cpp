@@ -29,6 +29,24 @@ TEST(Quantile, InterpolatesBetweenSortedValues) {
   EXPECT_TRUE(std::isnan(median(std::vector<double>{})));
 }
 
+TEST(RunningMedian, EqualsTheMedianOfEverythingAddedSoFar) {
+  // Exactly, after every addition: ties, a descending run, then random values.
+  std::mt19937_64 draw(11);
+  std::uniform_real_distribution<double> value(0.0, 1.0);
+  std::vector<double> added;
+  RunningMedian running;
+  EXPECT_TRUE(std::isnan(running.median()));
+  auto add = [&](double v) {
+    added.push_back(v);
+    running.add(v);
+    ASSERT_EQ(running.size(), added.size());
+    ASSERT_EQ(running.median(), median(added)) << added.size() << " values";
+  };
+  for (double v : {2.0, 2.0, 1.0, 3.0, 2.0}) add(v);
+  for (int i = 10; i > 0; --i) add(i * 0.1);
+  for (int i = 0; i < 500; ++i) add(value(draw));
+}
+
 TEST(RelativeNoise, MatchesRelativeSpreadOfNormalData) {
   const auto v = normal_samples(100, 0.02, 20000, 1);
   EXPECT_NEAR(relative_noise(v), 0.02, 0.002);

@@ -463,8 +463,9 @@ class Example {
     return *this;
   }
   // Optional: a trusted device implementation void(const W&, cudaStream_t) writing the outputs,
-  // used instead of the CPU reference to re-check the last timed output at the timing size,
-  // where the CPU reference would be too slow (large GEMMs).
+  // used instead of the CPU reference to check timed samples at the timing size, where the CPU
+  // reference would be too slow (large GEMMs); with one, nearly every timed sample is checked
+  // on the device (docs/validity.md row 2, device-checked samples).
   template <class F>
   Example& device_reference(F fn) {
     def_.device_reference = [fn](const void* w, cudaStream_t s) {

@@ -14,6 +14,19 @@ namespace bench::stats {
 double quantile(std::span<const double> values, double q);
 inline double median(std::span<const double> values) { return quantile(values, 0.5); }
 
+// The median of a growing set of values, equal to median() of all values added so far, at
+// O(log n) an addition instead of a sort of them all (the runner asks after every timed
+// sample). Two heaps: the lower half (a max-heap) and the upper half (a min-heap).
+class RunningMedian {
+ public:
+  void add(double value);
+  std::size_t size() const { return lower_.size() + upper_.size(); }
+  double median() const;  // NaN when empty
+
+ private:
+  std::vector<double> lower_, upper_;  // lower_.size() == upper_.size() or one more
+};
+
 // Robust relative noise: 1.4826 * MAD / median (the MAD scaled to a standard deviation for
 // normal data, divided by the median). One outlier in twenty samples barely moves it.
 double relative_noise(std::span<const double> values);

@@ -43,6 +43,9 @@ struct CaseResult {
   double bytes = 0, flops = 0;
   std::string bandwidth_ceiling, compute_ceiling;
   std::vector<Metric> metrics;         // a stateful variant's own extra figures
+  // An example scored by a metric (ExampleDef::scored_metric): its value after each kept sample,
+  // in the order of `samples` (its entry in `metrics` is their median).
+  std::vector<double> scored_values;
   // Host wall seconds of each phase of the case, in order: verify, build, warmup, escape_check,
   // samples, final_check (the NVTX ranges of the same names).
   std::vector<std::pair<std::string, double>> phase_seconds;

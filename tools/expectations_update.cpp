@@ -205,10 +205,12 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
     // the pair is scored by the optimized side's time, the baseline's jitter does not enter it.
     // A pair scored by a metric: the noise of that metric's per-sample values.
     auto noise = [&](const CaseResult& side) {
-      return row.metric && !side.metric_samples.empty() ? stats::relative_noise(side.metric_samples) : side.noise;
+      return row.metric && !side.metric_samples.empty() ? stats::relative_noise(side.metric_samples)
+                                                        : side.noise;
     };
-    entry.tolerance = std::max({entry.tolerance, 2 * noise(*row.subject),
-                                row.basis == ScoreBasis::optimized_time ? 0.0 : 2 * noise(*row.baseline)});
+    entry.tolerance =
+        std::max({entry.tolerance, 2 * noise(*row.subject),
+                  row.basis == ScoreBasis::optimized_time ? 0.0 : 2 * noise(*row.baseline)});
     if (const std::string why = run_refusal(row, entry.tolerance); !why.empty()) {
       result.refused.push_back(row.example + ": " + why);
       continue;
@@ -237,18 +239,21 @@ MetricCheck declared_metrics(const Scorecard& card) {
   std::map<std::string, std::optional<ScoredMetric>> declared;
   for (const auto& row : card.rows)
     if (row.kind == RowKind::pair && row.speedup) declared[row.example] = row.metric;
-  return [declared](const std::string& example, const std::optional<ScoredMetric>& recorded) -> std::string {
+  return [declared](const std::string& example,
+                    const std::optional<ScoredMetric>& recorded) -> std::string {
     const auto it = declared.find(example);
     if (it == declared.end() || it->second == recorded) return {};
-    return "the entry records a speedup of " + scored_by_text(recorded) + ", but the example is scored by " +
-           scored_by_text(it->second) + ": remove the entry, then record it again with --update-expectations";
+    return "the entry records a speedup of " + scored_by_text(recorded) +
+           ", but the example is scored by " + scored_by_text(it->second) +
+           ": remove the entry, then record it again with --update-expectations";
   };
 }
 
 UpdateResult update_expectations_file(const std::filesystem::path& file, const Scorecard& card,
                                       const json& context, const UpdatePolicy& policy,
                                       const ExampleCheck& example) {
-  const std::optional<Expectations> before = load_expectations(file, example, declared_metrics(card));
+  const std::optional<Expectations> before =
+      load_expectations(file, example, declared_metrics(card));
   UpdateResult result = plan_update(before, card, context, policy);
   if (!result.accepted.empty()) save_expectations(file, result.updated);
   return result;

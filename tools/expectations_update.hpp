@@ -60,7 +60,8 @@ MetricCheck declared_metrics(const Scorecard& card);
 
 // Loads `file`, plans, and saves atomically when anything was accepted; a file whose entry
 // records another figure than its example declares is refused (ExpectationsError).
-// The file is read as compare and validate read it (load_expectations, `example` checking its keys).
+// The file is read as compare and validate read it (load_expectations, `example` checking its
+// keys).
 UpdateResult update_expectations_file(const std::filesystem::path& file, const Scorecard& card,
                                       const json& context, const UpdatePolicy& policy,
                                       const ExampleCheck& example = {});

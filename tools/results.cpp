@@ -57,7 +57,8 @@ void apply_label(CaseResult& c, const std::string& label) {
     else if (key == "escape") c.escape_method = value;
     else if (key == "scored_by") {
       const auto colon = value.rfind(':');
-      c.scored_by = ScoredMetric{value.substr(0, colon), colon == std::string::npos ? "" : value.substr(colon + 1)};
+      c.scored_by = ScoredMetric{value.substr(0, colon),
+                                 colon == std::string::npos ? "" : value.substr(colon + 1)};
     } else if (key == "metrics")
       for (std::istringstream names(value); std::getline(names, part, ',');) c.metric_names.push_back(part);
   }
@@ -386,7 +387,8 @@ std::vector<CaseResult> extract_cases(const ResultsFile& results, RowsWanted wan
       continue;
     }
     rep_medians[name].push_back(c.median_us);
-    if (c.scored_by && c.metrics.count(c.scored_by->name)) rep_metric_medians[name].push_back(c.metrics[c.scored_by->name]);
+    if (c.scored_by && c.metrics.count(c.scored_by->name))
+      rep_metric_medians[name].push_back(c.metrics[c.scored_by->name]);
     if (row.contains("bench_samples")) attach_samples(pooled, row["bench_samples"]);
   }
   for (auto& c : cases) {
@@ -397,7 +399,8 @@ std::vector<CaseResult> extract_cases(const ResultsFile& results, RowsWanted wan
     }
     if (c.outcome == Outcome::measured && !c.samples.empty())
       c.median_us = stats::median(c.samples), c.noise = stats::relative_noise(c.samples);
-    if (auto runs = rep_metric_medians.find(c.name); c.outcome == Outcome::measured && runs != rep_metric_medians.end()) {
+    if (auto runs = rep_metric_medians.find(c.name);
+        c.outcome == Outcome::measured && runs != rep_metric_medians.end()) {
       if (runs->second.size() > 1) {
         c.run_metric_medians = runs->second;
         c.metrics[c.scored_by->name] = stats::median(runs->second);

@@ -3,10 +3,10 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>

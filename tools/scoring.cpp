@@ -77,8 +77,9 @@ bool compare_sides(ScoredRow& row, const std::optional<Expectations>& x) {
   }
   if (!(b.scored_by == s.scored_by)) {
     row.status = Status::failed;
-    row.reason = fmt::format("{} is scored by {}, {} by {}: one example declares one figure", b.variant,
-                             scored_by_text(b.scored_by), s.variant, scored_by_text(s.scored_by));
+    row.reason =
+        fmt::format("{} is scored by {}, {} by {}: one example declares one figure", b.variant,
+                    scored_by_text(b.scored_by), s.variant, scored_by_text(s.scored_by));
     return false;
   }
   row.metric = s.scored_by;
@@ -86,7 +87,8 @@ bool compare_sides(ScoredRow& row, const std::optional<Expectations>& x) {
     for (const auto* side : {&b, &s})
       if (!side->metrics.count(row.metric->name)) {
         row.status = Status::failed;
-        row.reason = fmt::format("{} reports no {}, the metric the example is scored by", side->variant, row.metric->name);
+        row.reason = fmt::format("{} reports no {}, the metric the example is scored by",
+                                 side->variant, row.metric->name);
         return false;
       }
   const CeilingCheck subject_ceiling = check_ceilings(s, x);
@@ -114,7 +116,8 @@ std::string figure_name(const ScoredRow& row) { return row.metric ? row.metric->
 //  - the optimized side is host-bound: the speedup, against a band spanning the speedups
 //    recorded on every machine the entry lists (`machines`), each widened by the tolerance.
 ScoreBasis basis_of(const CaseResult& baseline, const CaseResult& subject) {
-  if (subject.scored_by) return ScoreBasis::metric;  // the metric is the result, whoever sets the time
+  if (subject.scored_by)
+    return ScoreBasis::metric;  // the metric is the result, whoever sets the time
   if (subject.host_bound) return ScoreBasis::machine_spread;
   if (baseline.host_bound) return ScoreBasis::optimized_time;
   return ScoreBasis::speedup;
@@ -203,7 +206,8 @@ void score_speedup(ScoredRow& row, const ExampleExpectation* expected) {
   const std::string measured = fmt::format("{:.2f}x [{:.2f}, {:.2f}]", s.estimate, s.low, s.high);
   if (expected && s.high < band_low) {
     row.status = Status::regressed;
-    row.reason = fmt::format("{} {} is below the expected {}, beyond the noise", figure_name(row), measured, expectation);
+    row.reason = fmt::format("{} {} is below the expected {}, beyond the noise", figure_name(row),
+                             measured, expectation);
   } else if (s.low <= kMinimumClearSpeedup) {
     row.status = Status::no_speedup;
     row.reason = no_speedup_reason(row);
@@ -212,8 +216,10 @@ void score_speedup(ScoredRow& row, const ExampleExpectation* expected) {
     row.reason = "no expectation for this GPU yet (accept it with --update-expectations)";
   } else if (s.low > band_high) {
     row.status = Status::improved;
-    row.reason = fmt::format("{} {} is above the expected band's top {:.2f}x (consider "
-                             "--update-expectations)", figure_name(row), measured, band_high);
+    row.reason = fmt::format(
+        "{} {} is above the expected band's top {:.2f}x (consider "
+        "--update-expectations)",
+        figure_name(row), measured, band_high);
   } else {
     row.status = Status::pass;
   }
@@ -258,9 +264,10 @@ void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
   // An entry holds a ratio of one figure: a ratio of another is not comparable with it.
   if (expected && !recorded_skip && !(expected->metric == row.metric)) {
     row.status = Status::failed;
-    row.reason = fmt::format("the expectation records a speedup of {}, but the example is scored by {}: remove the "
-                             "entry and record it again with --update-expectations",
-                             scored_by_text(expected->metric), scored_by_text(row.metric));
+    row.reason = fmt::format(
+        "the expectation records a speedup of {}, but the example is scored by {}: remove the "
+        "entry and record it again with --update-expectations",
+        scored_by_text(expected->metric), scored_by_text(row.metric));
     return;
   }
   if (recorded_skip) {  // no speedup was recorded: scored as if new
@@ -303,7 +310,8 @@ const char* to_string(ScoreBasis basis) {
     case ScoreBasis::speedup: return "speedup";
     case ScoreBasis::optimized_time: return "optimized_time";
     case ScoreBasis::machine_spread: return "machine_spread";
-    case ScoreBasis::metric: return "metric";
+    case ScoreBasis::metric:
+      return "metric";
   }
   return "?";
 }
@@ -353,14 +361,17 @@ int Scorecard::exit_code() const {
   return 0;
 }
 
-stats::Interval scored_ratio(const CaseResult& baseline, const CaseResult& subject, bool* medians_only) {
+stats::Interval scored_ratio(const CaseResult& baseline, const CaseResult& subject,
+                             bool* medians_only) {
   const bool higher = subject.scored_by && subject.scored_by->better == "higher";
   const CaseResult& numerator = higher ? subject : baseline;
   const CaseResult& denominator = higher ? baseline : subject;
   auto samples = [](const CaseResult& c) -> const std::vector<double>& {
     return c.scored_by ? c.metric_samples : c.samples;
   };
-  auto value = [](const CaseResult& c) { return c.scored_by ? c.metrics.at(c.scored_by->name) : c.median_us; };
+  auto value = [](const CaseResult& c) {
+    return c.scored_by ? c.metrics.at(c.scored_by->name) : c.median_us;
+  };
   const bool per_sample = !samples(numerator).empty() && !samples(denominator).empty();
   if (medians_only) *medians_only = !per_sample;
   if (per_sample) return stats::speedup_interval(samples(numerator), samples(denominator));

@@ -73,7 +73,8 @@ double ceiling_allowance(const std::string& name, const Ceiling& ceiling);
 // The oriented ratio of what a pair is scored by, above 1 when `subject` is better, with its
 // bootstrap interval: baseline/subject for time and a lower-is-better metric, subject/baseline
 // for a higher-is-better one. Without per-sample values, the ratio of medians (`medians_only`).
-stats::Interval scored_ratio(const CaseResult& baseline, const CaseResult& subject, bool* medians_only = nullptr);
+stats::Interval scored_ratio(const CaseResult& baseline, const CaseResult& subject,
+                             bool* medians_only = nullptr);
 
 // Scores every example found in `cases`. `expectations` may be empty (all NEW, no ceilings).
 Scorecard score(const std::vector<CaseResult>& cases, const std::optional<Expectations>& expectations,

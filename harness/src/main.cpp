@@ -25,8 +25,8 @@ using bench::detail::CaseResult;
 
 constexpr int kNoDeviceExitCode = 77;  // ctest's SKIP_RETURN_CODE for gpu/chapter tests
 
-void write_samples(const std::string& dir, const std::string& name, const bench::detail::ExampleDef& e,
-                   const CaseResult& r) {
+void write_samples(const std::string& dir, const std::string& name,
+                   const bench::detail::ExampleDef& e, const CaseResult& r) {
   std::string file = name;
   std::replace(file.begin(), file.end(), '/', '.');
   std::filesystem::create_directories(dir);
@@ -40,7 +40,8 @@ void write_samples(const std::string& dir, const std::string& name, const bench:
   j["unit"] = "us";
   j["samples"] = to_us(r.samples);
   if (!e.scored_metric.empty())  // its value after each kept sample, in the order of "samples"
-    j["scored_metric"] = {{"name", e.scored_metric}, {"better", bench::to_string(e.scored_better)},
+    j["scored_metric"] = {{"name", e.scored_metric},
+                          {"better", bench::to_string(e.scored_better)},
                           {"samples", r.scored_values}};
   j["dropped"] = to_us(r.dropped);
   j["sm_mhz"] = r.sm_mhz;
@@ -61,8 +62,9 @@ void replace_non_finite(benchmark::UserCounters& counters) {
     if (!std::isfinite(counter.value)) counter.value = -1;
 }
 
-void report(benchmark::State& state, const bench::detail::ExampleDef& e, const bench::detail::VariantDef& v,
-            const CaseResult& r, const std::map<std::string, double>& ceilings) {
+void report(benchmark::State& state, const bench::detail::ExampleDef& e,
+            const bench::detail::VariantDef& v, const CaseResult& r,
+            const std::map<std::string, double>& ceilings) {
   using bench::stats::quantile;
   const double median = bench::stats::median(r.samples);
   auto& c = state.counters;
@@ -106,7 +108,8 @@ void report(benchmark::State& state, const bench::detail::ExampleDef& e, const b
   label += r.escape_method == "cupti" ? ";escape=cupti" : ";escape=ratio";
   if (!r.suspect.empty()) label += ";suspect=" + r.suspect;
   if (v.options.host_bound) label += ";host_bound=1";
-  if (!e.scored_metric.empty()) label += fmt::format(";scored_by={}:{}", e.scored_metric, bench::to_string(e.scored_better));
+  if (!e.scored_metric.empty())
+    label += fmt::format(";scored_by={}:{}", e.scored_metric, bench::to_string(e.scored_better));
   if (!r.metrics.empty()) {  // which counters are the variant's own figures (bench::Metric)
     label += ";metrics=";
     for (std::size_t i = 0; i < r.metrics.size(); ++i) label += (i ? "," : "") + r.metrics[i].name;

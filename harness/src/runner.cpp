@@ -245,12 +245,16 @@ double scored_value(const ExampleDef& e, const std::vector<Metric>& reported, in
   for (const auto& m : reported)
     if (m.name == e.scored_metric) {
       if (!std::isfinite(m.value) || m.value <= 0)
-        throw CheckFailure(fmt::format("timed sample {}: the variant reported {} = {}; the example is scored by it, "
-                                       "so it must be a positive number", sample, e.scored_metric, m.value));
+        throw CheckFailure(fmt::format(
+            "timed sample {}: the variant reported {} = {}; the example is scored by it, "
+            "so it must be a positive number",
+            sample, e.scored_metric, m.value));
       return m.value;
     }
-  throw CheckFailure(fmt::format("timed sample {}: the variant did not report {}, the metric the example is scored "
-                                 "by (every variant must report it after every timed sample)", sample, e.scored_metric));
+  throw CheckFailure(fmt::format(
+      "timed sample {}: the variant did not report {}, the metric the example is scored "
+      "by (every variant must report it after every timed sample)",
+      sample, e.scored_metric));
 }
 
 }  // namespace
@@ -314,8 +318,10 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
     const Prepared checked = v.prepare(w.object.get(), s);
     if (!e.scored_metric.empty() && !checked.metrics)
-      throw CheckFailure(fmt::format("the example is scored by {}, but this variant reports no metrics: make it "
-                                     "a stateful variant whose metrics() reports {}", e.scored_metric, e.scored_metric));
+      throw CheckFailure(
+          fmt::format("the example is scored by {}, but this variant reports no metrics: make it "
+                      "a stateful variant whose metrics() reports {}",
+                      e.scored_metric, e.scored_metric));
     const Launch& launch = checked.launch;
     for (int run = 0; run < 2; ++run) {
       CheckedRun c = begin_checked_run(e, w, run_seed(seed, run), run, s);
@@ -477,10 +483,12 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
         scored.push_back(scored_value(e, prepared.metrics(), i + 1));
         metric_seconds += host_seconds() - metric_start;
       }
-      r.stop = stats::should_stop(stop, seconds, host_seconds() - start - r.verify_seconds - metric_seconds);
+      r.stop = stats::should_stop(stop, seconds,
+                                  host_seconds() - start - r.verify_seconds - metric_seconds);
       const bool fast = median_before >= 1e-6 && seconds.back() < kFastFraction * median_before;
-      const double budget = std::max(kCheckBudgetFloorSeconds,
-                                     kCheckBudgetShare * (host_seconds() - start - r.verify_seconds - metric_seconds));
+      const double budget = std::max(
+          kCheckBudgetFloorSeconds,
+          kCheckBudgetShare * (host_seconds() - start - r.verify_seconds - metric_seconds));
       const bool at_secret = i == secret || (r.stop != stats::StopReason::none && !secret_checked);
       // More checks only once the secret one has said what a check costs, and only within budget.
       const bool chosen = at_secret || (!opt.smoke && secret_checked && unit(pick) < std::min(1.0, kRandomChecks / (i + 1)) &&
@@ -565,8 +573,9 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     r.metrics.push_back({e.scored_metric, median});
     if (const auto clusters = stats::two_clusters(r.scored_values))
       r.suspect += fmt::format("{}two clusters of {}: {:.0f}% near {:.4g}, {:.0f}% near {:.4g}",
-                               r.suspect.empty() ? "" : ", ", e.scored_metric, 100 * clusters->fast_share,
-                               clusters->fast_median, 100 * (1 - clusters->fast_share), clusters->slow_median);
+                               r.suspect.empty() ? "" : ", ", e.scored_metric,
+                               100 * clusters->fast_share, clusters->fast_median,
+                               100 * (1 - clusters->fast_share), clusters->slow_median);
   }
 }
 

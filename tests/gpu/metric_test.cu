@@ -97,22 +97,29 @@ TEST(ScoredByMetric, EveryKeptSampleHasItsValueAndTheCounterIsTheirMedian) {
 
 TEST(ScoredByMetric, AFigureLeftOutOfSomeSamplesFailsNamingIt) {
   const auto r = run_case("scored_by_metric", "intermittent");
-  EXPECT_EQ(outcome(r).rfind("FAILED: timed sample 1: the variant did not report copy_latency_us, the metric the "
-                             "example is scored by", 0), 0u)
+  EXPECT_EQ(
+      outcome(r).rfind(
+          "FAILED: timed sample 1: the variant did not report copy_latency_us, the metric the "
+          "example is scored by",
+          0),
+      0u)
       << outcome(r);
 }
 
 TEST(ScoredByMetric, AVariantWithoutMetricsFailsBeforeTiming) {
   const auto r = run_case("scored_by_metric", "plain");
-  EXPECT_NE(outcome(r).find("FAILED: the example is scored by copy_latency_us, but this variant reports no metrics"),
-            std::string::npos)
+  EXPECT_NE(
+      outcome(r).find(
+          "FAILED: the example is scored by copy_latency_us, but this variant reports no metrics"),
+      std::string::npos)
       << outcome(r);
   EXPECT_TRUE(r.samples.empty());
 }
 
 TEST(ScoredByMetric, AFigureThatCannotBeARatiosTermFails) {
   const auto r = run_case("scored_by_metric", "zero");
-  EXPECT_NE(outcome(r).find("reported copy_latency_us = 0; the example is scored by it, so it must be a positive number"),
+  EXPECT_NE(outcome(r).find("reported copy_latency_us = 0; the example is scored by it, so it must "
+                            "be a positive number"),
             std::string::npos)
       << outcome(r);
 }
@@ -124,11 +131,14 @@ TEST(ScoredByMetric, AFigureBetterThanItsSamplesSupportIsSuspectAndScoredByTheMe
   const auto flattering = run_case("scored_by_metric", "flattering", 40);
   ASSERT_EQ(outcome(flattering), "measured");
   ASSERT_EQ(flattering.scored_values.size(), flattering.samples.size());
-  const auto flattered = std::count_if(flattering.scored_values.begin(), flattering.scored_values.end(),
-                                       [&](double v) { return v < 0.3 * scored_counter(flattering); });
-  EXPECT_GE(flattered, static_cast<long>(flattering.scored_values.size() / 5));  // it did flatter itself
+  const auto flattered =
+      std::count_if(flattering.scored_values.begin(), flattering.scored_values.end(),
+                    [&](double v) { return v < 0.3 * scored_counter(flattering); });
+  EXPECT_GE(flattered,
+            static_cast<long>(flattering.scored_values.size() / 5));  // it did flatter itself
   EXPECT_GT(scored_counter(flattering), 0.7 * scored_counter(honest));
-  EXPECT_NE(flattering.suspect.find("two clusters of copy_latency_us"), std::string::npos) << flattering.suspect;
+  EXPECT_NE(flattering.suspect.find("two clusters of copy_latency_us"), std::string::npos)
+      << flattering.suspect;
 }
 
 }  // namespace

@@ -269,15 +269,20 @@ TEST(Expectations, AScoredMetricIsReadStrictlyAndCheckedAgainstTheDeclaration) {
   auto x = bench::parse_expectations(text, "x.json");
   ASSERT_TRUE(x.examples.at("ch07/copy").metric);
   EXPECT_EQ(*x.examples.at("ch07/copy").metric, (bench::ScoredMetric{"p99_us", "lower"}));
-  EXPECT_EQ(bench::serialize_expectations(bench::parse_expectations(bench::serialize_expectations(x), "y.json")),
+  EXPECT_EQ(bench::serialize_expectations(
+                bench::parse_expectations(bench::serialize_expectations(x), "y.json")),
             bench::serialize_expectations(x));
-  EXPECT_FALSE(bench::parse_expectations(kValid, "x.json").examples.at("ch07/copy").metric);  // older files: time
+  EXPECT_FALSE(
+      bench::parse_expectations(kValid, "x.json").examples.at("ch07/copy").metric);  // older files:
+                                                                                     // time
 
   std::string bad = text;
   bad.replace(bad.find("\"lower\""), 7, "\"less\"");
-  EXPECT_NE(error_of(bad).find("dir/test_gpu.json:8:58: at /examples/ch07~1copy/metric/better: expected \"lower\" or "
-                               "\"higher\", found \"less\""),
-            std::string::npos)
+  EXPECT_NE(
+      error_of(bad).find(
+          "dir/test_gpu.json:8:58: at /examples/ch07~1copy/metric/better: expected \"lower\" or "
+          "\"higher\", found \"less\""),
+      std::string::npos)
       << error_of(bad);
   bad = text;
   bad.replace(bad.find("\"better\""), 8, "\"worse\"");
@@ -285,8 +290,11 @@ TEST(Expectations, AScoredMetricIsReadStrictlyAndCheckedAgainstTheDeclaration) {
 
   // The declaration says higher is better: the recorded metric is refused where it is written;
   // an entry of time for an example now scored by a metric is refused at the entry.
-  const bench::MetricCheck declared = [](const std::string&, const std::optional<bench::ScoredMetric>& recorded) {
-    return recorded == bench::ScoredMetric{"p99_us", "higher"} ? std::string() : "declared: p99_us (higher is better)";
+  const bench::MetricCheck declared = [](const std::string&,
+                                         const std::optional<bench::ScoredMetric>& recorded) {
+    return recorded == bench::ScoredMetric{"p99_us", "higher"}
+               ? std::string()
+               : "declared: p99_us (higher is better)";
   };
   auto error_with_check = [&](const std::string& file) -> std::string {
     try {
@@ -296,11 +304,13 @@ TEST(Expectations, AScoredMetricIsReadStrictlyAndCheckedAgainstTheDeclaration) {
     }
     return "no error";
   };
-  EXPECT_NE(error_with_check(text).find("dir/test_gpu.json:8:29: at /examples/ch07~1copy/metric: declared"),
+  EXPECT_NE(error_with_check(text).find(
+                "dir/test_gpu.json:8:29: at /examples/ch07~1copy/metric: declared"),
             std::string::npos)
       << error_with_check(text);
-  EXPECT_NE(error_with_check(kValid).find("dir/test_gpu.json:6:18: at /examples/ch07~1copy: declared"),
-            std::string::npos)
+  EXPECT_NE(
+      error_with_check(kValid).find("dir/test_gpu.json:6:18: at /examples/ch07~1copy: declared"),
+      std::string::npos)
       << error_with_check(kValid);
 }
 

@@ -122,8 +122,9 @@ CaseResult scored_case(const std::string& variant, double metric, double noise, 
 }
 
 bench::tools::Scorecard scored_card() {
-  return bench::tools::score({scored_case("baseline", 460, 0.03, 1), scored_case("optimized", 200, 0.03, 2)},
-                             std::nullopt, "test_gpu");
+  return bench::tools::score(
+      {scored_case("baseline", 460, 0.03, 1), scored_case("optimized", 200, 0.03, 2)}, std::nullopt,
+      "test_gpu");
 }
 
 TEST(ExpectationsUpdate, APairScoredByAMetricRecordsIt) {
@@ -140,7 +141,8 @@ TEST(ExpectationsUpdate, APairScoredByAMetricRecordsIt) {
 }
 
 TEST(ExpectationsUpdate, AFileRecordingAnotherFigureIsRefusedAtItsPosition) {
-  const auto file = std::filesystem::temp_directory_path() / ("test_gpu_" + std::to_string(::getpid())) / "test_gpu.json";
+  const auto file = std::filesystem::temp_directory_path() /
+                    ("test_gpu_" + std::to_string(::getpid())) / "test_gpu.json";
   std::filesystem::create_directories(file.parent_path());
   std::ofstream(file) << R"({
   "format_version": 1,
@@ -155,9 +157,11 @@ TEST(ExpectationsUpdate, AFileRecordingAnotherFigureIsRefusedAtItsPosition) {
     bench::tools::update_expectations_file(file, scored_card(), nlohmann::json::object(), policy);
     ADD_FAILURE() << "a file recording p50_us was updated for an example scored by p99_us";
   } catch (const bench::ExpectationsError& e) {
-    EXPECT_NE(std::string(e.what()).find(file.string() + ":5:37: at /examples/ch15~1interference/metric: the entry records "
-                                         "a speedup of p50_us (lower is better), but the example is scored by p99_us "
-                                         "(lower is better)"),
+    EXPECT_NE(std::string(e.what()).find(
+                  file.string() +
+                  ":5:37: at /examples/ch15~1interference/metric: the entry records "
+                  "a speedup of p50_us (lower is better), but the example is scored by p99_us "
+                  "(lower is better)"),
               std::string::npos)
         << e.what();
   }

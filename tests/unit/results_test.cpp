@@ -160,7 +160,8 @@ TEST(Results, AScoredMetricRoundTripsThroughASavedFile) {
        "verified": 1, "p99_us": 11, "label": "role=optimized;fp=00ff00ff00ff00ff;metrics=p99_us;scored_by=p99_us:lower",
        "bench_samples": {"samples": [900, 901, 902], "scored_metric": {"name": "p99_us", "better": "lower",
                                                                       "samples": [10, 11, 12]}}}])");
-  const auto path = std::filesystem::temp_directory_path() / ("scored_metric_" + std::to_string(::getpid()) + ".json");
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("scored_metric_" + std::to_string(::getpid()) + ".json");
   bench::tools::save_results(path, file);
   const auto reread = bench::tools::load_results(path);
   std::filesystem::remove(path);

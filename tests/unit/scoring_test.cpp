@@ -175,8 +175,8 @@ constexpr const char* kMetric = "p99_decode_latency_us";
 
 // A side whose time is `time_us` and whose metric, after each of its 40 samples, lies around
 // `metric` with relative spread `noise`, as results.cpp reads it from a samples file.
-CaseResult scored_case(const std::string& variant, double time_us, double metric, const std::string& better,
-                       double noise = 0.01, unsigned seed = 1) {
+CaseResult scored_case(const std::string& variant, double time_us, double metric,
+                       const std::string& better, double noise = 0.01, unsigned seed = 1) {
   CaseResult c = make_case(variant, time_us, seed);
   c.example = "ch15/interference";
   c.name = c.example + "/" + variant;
@@ -187,7 +187,8 @@ CaseResult scored_case(const std::string& variant, double time_us, double metric
   return c;
 }
 
-bench::tools::ScoredRow pair_row(const std::vector<CaseResult>& cases, const std::optional<bench::Expectations>& x = {}) {
+bench::tools::ScoredRow pair_row(const std::vector<CaseResult>& cases,
+                                 const std::optional<bench::Expectations>& x = {}) {
   return bench::tools::score(cases, x, "test_gpu").rows.at(0);
 }
 
@@ -253,14 +254,18 @@ TEST(MetricScoring, AMissingOrMismatchedMetricFails) {
   cases[1].metrics.clear();
   auto row = pair_row(cases);
   EXPECT_EQ(row.status, Status::failed);
-  EXPECT_NE(row.reason.find("optimized reports no p99_decode_latency_us, the metric the example is scored by"),
-            std::string::npos) << row.reason;
+  EXPECT_NE(row.reason.find(
+                "optimized reports no p99_decode_latency_us, the metric the example is scored by"),
+            std::string::npos)
+      << row.reason;
   cases = {scored_case("baseline", 100, 200, "lower", 0.01, 1), make_case("optimized", 100, 2)};
   cases[1].example = cases[0].example;
   row = pair_row(cases);
   EXPECT_EQ(row.status, Status::failed);
-  EXPECT_NE(row.reason.find("baseline is scored by p99_decode_latency_us (lower is better), optimized by time"),
-            std::string::npos) << row.reason;
+  EXPECT_NE(row.reason.find(
+                "baseline is scored by p99_decode_latency_us (lower is better), optimized by time"),
+            std::string::npos)
+      << row.reason;
 }
 
 TEST(MetricScoring, AgainstAnExpectationOfTheSameMetricOnly) {
@@ -274,13 +279,16 @@ TEST(MetricScoring, AgainstAnExpectationOfTheSameMetricOnly) {
   EXPECT_EQ(pair_row(cases, x).status, Status::pass) << pair_row(cases, x).reason;
   entry.speedup = 3.0;
   EXPECT_EQ(pair_row(cases, x).status, Status::regressed);
-  EXPECT_EQ(pair_row(cases, x).reason.rfind("p99_decode_latency_us 2.0", 0), 0u) << pair_row(cases, x).reason;
+  EXPECT_EQ(pair_row(cases, x).reason.rfind("p99_decode_latency_us 2.0", 0), 0u)
+      << pair_row(cases, x).reason;
   entry.speedup = 2.0;
   entry.metric.reset();  // a speedup of time recorded for it: not comparable
   const auto row = pair_row(cases, x);
   EXPECT_EQ(row.status, Status::failed);
-  EXPECT_NE(row.reason.find("records a speedup of time, but the example is scored by p99_decode_latency_us"),
-            std::string::npos) << row.reason;
+  EXPECT_NE(row.reason.find(
+                "records a speedup of time, but the example is scored by p99_decode_latency_us"),
+            std::string::npos)
+      << row.reason;
 }
 
 }  // namespace metric_scoring

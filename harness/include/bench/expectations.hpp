@@ -110,7 +110,8 @@ using ExampleCheck = std::function<std::string(const std::string& example)>;
 // Why an entry's recorded metric (std::nullopt: a speedup of time) is not what its example
 // declares; empty when it is, or when the declaration is not known (the update knows it from
 // the run it records: results carry it).
-using MetricCheck = std::function<std::string(const std::string& example, const std::optional<ScoredMetric>& recorded)>;
+using MetricCheck = std::function<std::string(const std::string& example,
+                                              const std::optional<ScoredMetric>& recorded)>;
 
 // What a parse checks beyond the format.
 struct ExpectationsChecks {
@@ -128,7 +129,8 @@ Expectations parse_expectations(std::string_view text, const std::string& source
 // Reads and parses a file, whose name must be its hardware key ("h200.json" holds "h200"). A
 // missing file gives std::nullopt; an unreadable or malformed one throws ExpectationsError.
 // `validate`, `compare` and the update all read files through here.
-std::optional<Expectations> load_expectations(const std::filesystem::path& file, const ExampleCheck& example = {},
+std::optional<Expectations> load_expectations(const std::filesystem::path& file,
+                                              const ExampleCheck& example = {},
                                               const MetricCheck& metric = {});
 // The one-GPU key of a machine's key: "2x_h200" -> "h200"; a one-GPU key comes back unchanged.
 std::string single_gpu_key(const std::string& hardware_key);

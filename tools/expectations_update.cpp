@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bench/stats.hpp"
 #include "lookup.hpp"
 
 namespace bench::tools {
@@ -48,8 +49,9 @@ std::string noise_refusal(const CaseResult& side, const UpdatePolicy& policy) {
 // entry would fail its own runs: the speedup (its baseline median over its subject median), or
 // for a pair scored by the optimized side's time, that time.
 std::string run_refusal(const ScoredRow& row, double tolerance) {
-  const auto& base = row.baseline->run_medians_us;
-  const auto& subject = row.subject->run_medians_us;
+  const bool by_metric = row.basis == ScoreBasis::metric;
+  const auto& base = by_metric ? row.baseline->run_metric_medians : row.baseline->run_medians_us;
+  const auto& subject = by_metric ? row.subject->run_metric_medians : row.subject->run_medians_us;
   if (row.basis == ScoreBasis::optimized_time) {
     for (std::size_t i = 0; i < subject.size(); ++i)
       if (std::abs(subject[i] / row.subject->median_us - 1) > tolerance)
@@ -59,8 +61,9 @@ std::string run_refusal(const ScoredRow& row, double tolerance) {
     return {};
   }
   if (base.size() != subject.size()) return {};
+  const bool higher = row.metric && row.metric->better == "higher";
   for (std::size_t i = 0; i < base.size(); ++i) {
-    const double speedup = base[i] / subject[i];
+    const double speedup = higher ? subject[i] / base[i] : base[i] / subject[i];
     if (std::abs(speedup / row.speedup->estimate - 1) > tolerance)
       return fmt::format("run {} of {} gave {:.2f}x, outside {:.2f}x +-{:.0f}%: the runs do not reproduce "
                          "each other", i + 1, base.size(), speedup, row.speedup->estimate, 100 * tolerance);
@@ -200,12 +203,19 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
     else entry.tolerance = policy.default_tolerance;
     // A jittery side's figure moves with the host: the band is at least twice its noise. When
     // the pair is scored by the optimized side's time, the baseline's jitter does not enter it.
-    entry.tolerance = std::max({entry.tolerance, 2 * row.subject->noise,
-                                row.basis == ScoreBasis::optimized_time ? 0.0 : 2 * row.baseline->noise});
+    // A pair scored by a metric: the noise of that metric's per-sample values.
+    auto noise = [&](const CaseResult& side) {
+      return row.metric && !side.metric_samples.empty() ? stats::relative_noise(side.metric_samples)
+                                                        : side.noise;
+    };
+    entry.tolerance =
+        std::max({entry.tolerance, 2 * noise(*row.subject),
+                  row.basis == ScoreBasis::optimized_time ? 0.0 : 2 * noise(*row.baseline)});
     if (const std::string why = run_refusal(row, entry.tolerance); !why.empty()) {
       result.refused.push_back(row.example + ": " + why);
       continue;
     }
+    entry.metric = row.metric;  // the figure `speedup` is a ratio of
     entry.speedup = row.speedup->estimate;
     entry.pct_ceiling = row.pct_ceiling;
     entry.provenance = provenance;
@@ -225,10 +235,25 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
   return result;
 }
 
+MetricCheck declared_metrics(const Scorecard& card) {
+  std::map<std::string, std::optional<ScoredMetric>> declared;
+  for (const auto& row : card.rows)
+    if (row.kind == RowKind::pair && row.speedup) declared[row.example] = row.metric;
+  return [declared](const std::string& example,
+                    const std::optional<ScoredMetric>& recorded) -> std::string {
+    const auto it = declared.find(example);
+    if (it == declared.end() || it->second == recorded) return {};
+    return "the entry records a speedup of " + scored_by_text(recorded) +
+           ", but the example is scored by " + scored_by_text(it->second) +
+           ": remove the entry, then record it again with --update-expectations";
+  };
+}
+
 UpdateResult update_expectations_file(const std::filesystem::path& file, const Scorecard& card,
                                       const json& context, const UpdatePolicy& policy,
                                       const ExampleCheck& example) {
-  const std::optional<Expectations> before = load_expectations(file, example);
+  const std::optional<Expectations> before =
+      load_expectations(file, example, declared_metrics(card));
   UpdateResult result = plan_update(before, card, context, policy);
   if (!result.accepted.empty()) save_expectations(file, result.updated);
   return result;

@@ -54,8 +54,14 @@ struct UpdateResult {
 UpdateResult plan_update(const std::optional<Expectations>& before, const Scorecard& card,
                          const json& context, const UpdatePolicy& policy);
 
-// Loads `file`, plans, and saves atomically when anything was accepted.
-// The file is read as compare and validate read it (load_expectations, `example` checking its keys).
+// What the run behind `card` declares each scored example is scored by (a metric, or time), as
+// the check that refuses a file whose entry records another (ExpectationsChecks::metric).
+MetricCheck declared_metrics(const Scorecard& card);
+
+// Loads `file`, plans, and saves atomically when anything was accepted; a file whose entry
+// records another figure than its example declares is refused (ExpectationsError).
+// The file is read as compare and validate read it (load_expectations, `example` checking its
+// keys).
 UpdateResult update_expectations_file(const std::filesystem::path& file, const Scorecard& card,
                                       const json& context, const UpdatePolicy& policy,
                                       const ExampleCheck& example = {});

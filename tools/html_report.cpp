@@ -145,10 +145,13 @@ std::string speedup_svg(const Scorecard& card) {
     std::string figure;
     if (r.speedup) {
       const auto& s = *r.speedup;
-      const std::string title = fmt::format("<title>{}: {:.3g}× [{:.3g}, {:.3g}] {}{}</title>", escape(r.example), s.estimate,
-                                            s.low, s.high, to_string(r.status),
-                                            r.reason.empty() ? "" : " — " + escape(r.reason));
-      figure = fmt::format(" {:.2f}× [{:.2f}, {:.2f}]", s.estimate, s.low, s.high);
+      // A pair scored by a metric names it beside its ratio: "p99_decode_latency_us 2.31×".
+      const std::string metric = r.metric ? escape(r.metric->name) + " " : "";
+      const std::string title =
+          fmt::format("<title>{}: {}{:.3g}× [{:.3g}, {:.3g}] {}{}</title>", escape(r.example),
+                      metric, s.estimate, s.low, s.high, to_string(r.status),
+                      r.reason.empty() ? "" : " — " + escape(r.reason));
+      figure = fmt::format(" {}{:.2f}× [{:.2f}, {:.2f}]", metric, s.estimate, s.low, s.high);
       svg += fmt::format("<line class=\"whisker\" x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" "
                          "stroke-width=\"2\"/>",
                          x(std::clamp(s.low, x.low, x.high)), x(std::min(s.high, x.high)), y, y, colour);

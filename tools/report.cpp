@@ -40,8 +40,10 @@ std::array<std::string, 11> cells(const ScoredRow& row) {
     out[2] = format_duration_us(row.baseline->median_us);
   if (row.subject && row.subject->outcome == Outcome::measured)
     out[3] = format_duration_us(row.subject->median_us);
+  // A pair scored by a metric names it: "p99_decode_latency_us 2.31x [2.20, 2.43]".
   if (row.speedup)
-    out[4] = fmt::format("{:.2f}x [{:.2f}, {:.2f}]", row.speedup->estimate, row.speedup->low, row.speedup->high);
+    out[4] = fmt::format("{}{:.2f}x [{:.2f}, {:.2f}]", row.metric ? row.metric->name + " " : "",
+                         row.speedup->estimate, row.speedup->low, row.speedup->high);
   if (row.versus_vendor) out[4] += fmt::format(" opt={:.2f}x vendor", *row.versus_vendor);
   // The expected column shows what the status was judged on (tools/scoring.cpp).
   if (row.basis == ScoreBasis::optimized_time && row.band_low)
@@ -172,6 +174,7 @@ nlohmann::json report_json(const Scorecard& card) {
     if (row.expected_speedup)
       j["expected"] = {{"speedup", *row.expected_speedup}, {"tolerance", row.tolerance.value_or(0)}};
     if (row.kind == RowKind::pair) j["scored_by"] = to_string(row.basis);
+    if (row.metric) j["metric"] = {{"name", row.metric->name}, {"better", row.metric->better}};
     if (row.band_low) j["band"] = {{"low", *row.band_low}, {"high", *row.band_high},
                                    {"unit", row.basis == ScoreBasis::optimized_time ? "us" : "x"}};
     if (row.expected_us) j["expected"]["optimized_us"] = *row.expected_us;

@@ -55,7 +55,11 @@ void apply_label(CaseResult& c, const std::string& label) {
     else if (key == "throttled") c.throttled_all = value == "all";
     else if (key == "suspect") c.suspect = value;
     else if (key == "escape") c.escape_method = value;
-    else if (key == "metrics")
+    else if (key == "scored_by") {
+      const auto colon = value.rfind(':');
+      c.scored_by = ScoredMetric{value.substr(0, colon),
+                                 colon == std::string::npos ? "" : value.substr(colon + 1)};
+    } else if (key == "metrics")
       for (std::istringstream names(value); std::getline(names, part, ',');) c.metric_names.push_back(part);
   }
 }
@@ -149,6 +153,10 @@ void attach_samples(CaseResult& c, const json& sample_file) {
     c.fingerprint = sample_file["fingerprint"].value("hash", std::string());
   if (auto it = sample_file.find("input_seed"); it != sample_file.end() && it->is_number_unsigned())
     c.input_seed = std::to_string(it->get<uint64_t>());
+  if (auto it = sample_file.find("scored_metric"); it != sample_file.end() && it->is_object())
+    if (auto values = it->find("samples"); values != it->end() && values->is_array())
+      for (const auto& v : *values)
+        if (v.is_number()) c.metric_samples.push_back(v.get<double>());
 }
 
 }  // namespace
@@ -367,7 +375,7 @@ void merge_run(ResultsFile& into, const json& gb_output, const std::filesystem::
 std::vector<CaseResult> extract_cases(const ResultsFile& results, RowsWanted wanted) {
   std::vector<CaseResult> cases;
   std::map<std::string, std::size_t> index;
-  std::map<std::string, std::vector<double>> rep_medians;
+  std::map<std::string, std::vector<double>> rep_medians, rep_metric_medians;
   for (const auto& row : results.benchmarks) {
     if (is_aggregate(row)) continue;
     const std::string name = strip_gb_suffixes(row.value("name", std::string()));
@@ -380,6 +388,8 @@ std::vector<CaseResult> extract_cases(const ResultsFile& results, RowsWanted wan
       continue;
     }
     rep_medians[name].push_back(c.median_us);
+    if (c.scored_by && c.metrics.count(c.scored_by->name))
+      rep_metric_medians[name].push_back(c.metrics[c.scored_by->name]);
     if (row.contains("bench_samples")) attach_samples(pooled, row["bench_samples"]);
   }
   for (auto& c : cases) {
@@ -390,6 +400,14 @@ std::vector<CaseResult> extract_cases(const ResultsFile& results, RowsWanted wan
     }
     if (c.outcome == Outcome::measured && !c.samples.empty())
       c.median_us = stats::median(c.samples), c.noise = stats::relative_noise(c.samples);
+    if (auto runs = rep_metric_medians.find(c.name);
+        c.outcome == Outcome::measured && runs != rep_metric_medians.end()) {
+      if (runs->second.size() > 1) {
+        c.run_metric_medians = runs->second;
+        c.metrics[c.scored_by->name] = stats::median(runs->second);
+      }
+      if (!c.metric_samples.empty()) c.metrics[c.scored_by->name] = stats::median(c.metric_samples);
+    }
   }
   for (const auto& crash : results.crashes) {
     std::vector<std::string> names = crash.cases;

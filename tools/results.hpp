@@ -3,13 +3,15 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "bench/expectations.hpp"
 
 namespace bench::tools {
 
@@ -56,6 +58,12 @@ struct CaseResult {
   std::vector<double> run_medians_us;
   std::vector<std::string> metric_names;  // the variant's own figures (label "metrics=a,b")
   std::map<std::string, double> metrics;  // their values, from the row's counters
+  // An example scored by a metric (label "scored_by=<name>:<lower|higher>"): which, its value
+  // after each kept sample (the samples file's "scored_metric", every run's pooled) and, with
+  // repetitions, each run's median of it. Its entry in `metrics` is the median.
+  std::optional<ScoredMetric> scored_by;
+  std::vector<double> metric_samples;
+  std::vector<double> run_metric_medians;
 };
 
 // A string entry of a run's context ("gpu_name", "git_sha", ...); empty when absent or not a string.

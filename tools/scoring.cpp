@@ -93,8 +93,25 @@ bool compare_sides(ScoredRow& row, const std::optional<Expectations>& x) {
                              "answers; run the chapter without --bench_seed", b.variant, s.variant, b.input_seed);
     return false;
   }
+  if (!(b.scored_by == s.scored_by)) {
+    row.status = Status::failed;
+    row.reason =
+        fmt::format("{} is scored by {}, {} by {}: one example declares one figure", b.variant,
+                    scored_by_text(b.scored_by), s.variant, scored_by_text(s.scored_by));
+    return false;
+  }
+  row.metric = s.scored_by;
+  if (row.metric)
+    for (const auto* side : {&b, &s})
+      if (!side->metrics.count(row.metric->name)) {
+        row.status = Status::failed;
+        row.reason = fmt::format("{} reports no {}, the metric the example is scored by",
+                                 side->variant, row.metric->name);
+        return false;
+      }
   const CeilingCheck subject_ceiling = check_ceilings(s, x);
-  row.pct_ceiling = subject_ceiling.pct;
+  // A metric's ratio is not a share of any ceiling: the column would describe the time instead.
+  if (!row.metric) row.pct_ceiling = subject_ceiling.pct;
   row.ceiling_name = subject_ceiling.name;
   for (const auto& impossible : {check_ceilings(b, x).impossible, subject_ceiling.impossible})
     if (!impossible.empty()) {
@@ -102,15 +119,12 @@ bool compare_sides(ScoredRow& row, const std::optional<Expectations>& x) {
       row.reason = impossible;
       return false;
     }
-  if (!b.samples.empty() && !s.samples.empty()) {
-    row.speedup = stats::speedup_interval(b.samples, s.samples);
-  } else {
-    const double ratio = b.median_us / s.median_us;
-    row.speedup = stats::Interval{ratio, ratio, ratio};
-    row.speedup_from_medians_only = true;
-  }
+  row.speedup = scored_ratio(b, s, &row.speedup_from_medians_only);
   return true;
 }
+
+// What the figure of a row is called in its reasons: "speedup", or the metric's name.
+std::string figure_name(const ScoredRow& row) { return row.metric ? row.metric->name : "speedup"; }
 
 // How a pair is scored (docs/expectations.md, "Host-bound examples"):
 //  - both sides run on the GPU: the speedup against the expected speedup's band;
@@ -120,6 +134,8 @@ bool compare_sides(ScoredRow& row, const std::optional<Expectations>& x) {
 //  - the optimized side is host-bound: the speedup, against a band spanning the speedups
 //    recorded on every machine the entry lists (`machines`), each widened by the tolerance.
 ScoreBasis basis_of(const CaseResult& baseline, const CaseResult& subject) {
+  if (subject.scored_by)
+    return ScoreBasis::metric;  // the metric is the result, whoever sets the time
   if (subject.host_bound) return ScoreBasis::machine_spread;
   if (baseline.host_bound) return ScoreBasis::optimized_time;
   return ScoreBasis::speedup;
@@ -138,18 +154,20 @@ std::pair<double, double> recorded_speedups(const ExampleExpectation& e) {
 
 // NO_SPEEDUP in the interval's own numbers: a speedup needs its whole 95% interval above
 // kMinimumClearSpeedup, so the reason names the end that is not.
-std::string no_speedup_reason(const stats::Interval& s) {
+std::string no_speedup_reason(const ScoredRow& row) {
+  const stats::Interval& s = *row.speedup;
   const std::string measured =
-      fmt::format("speedup {:.2f}x [{:.2f}, {:.2f}]", s.estimate, s.low, s.high);
+      fmt::format("{} {:.2f}x [{:.2f}, {:.2f}]", figure_name(row), s.estimate, s.low, s.high);
+  const char* better = row.metric ? "better" : "faster";
   if (s.high <= kMinimumClearSpeedup)
     return fmt::format(
         "{}: its upper end {:.3f} does not reach the {:.2f} a speedup needs; optimized is not "
-        "faster",
-        measured, s.high, kMinimumClearSpeedup);
+        "{}",
+        measured, s.high, kMinimumClearSpeedup, better);
   return fmt::format(
       "{}: its lower end {:.3f} is not above the {:.2f} a speedup needs (the whole 95% interval "
-      "must be); optimized is not clearly faster",
-      measured, s.low, kMinimumClearSpeedup);
+      "must be); optimized is not clearly {}",
+      measured, s.low, kMinimumClearSpeedup, better);
 }
 
 // The optimized side against its recorded median: REGRESSED when even the fast end of its
@@ -179,7 +197,7 @@ void score_optimized_time(ScoredRow& row, const ExampleExpectation& expected) {
     row.reason = measured + ", slower than " + band + why;
   } else if (row.speedup->low <= kMinimumClearSpeedup) {
     row.status = Status::no_speedup;
-    row.reason = no_speedup_reason(*row.speedup);
+    row.reason = no_speedup_reason(row);
   } else if (slow < *row.band_low) {
     row.status = Status::improved;
     row.reason = measured + ", faster than " + band + why + " (consider --update-expectations)";
@@ -206,17 +224,20 @@ void score_speedup(ScoredRow& row, const ExampleExpectation* expected) {
   const std::string measured = fmt::format("{:.2f}x [{:.2f}, {:.2f}]", s.estimate, s.low, s.high);
   if (expected && s.high < band_low) {
     row.status = Status::regressed;
-    row.reason = fmt::format("speedup {} is below the expected {}, beyond the noise", measured, expectation);
+    row.reason = fmt::format("{} {} is below the expected {}, beyond the noise", figure_name(row),
+                             measured, expectation);
   } else if (s.low <= kMinimumClearSpeedup) {
     row.status = Status::no_speedup;
-    row.reason = no_speedup_reason(s);
+    row.reason = no_speedup_reason(row);
   } else if (!expected) {
     row.status = Status::new_entry;
     row.reason = "no expectation for this GPU yet (accept it with --update-expectations)";
   } else if (s.low > band_high) {
     row.status = Status::improved;
-    row.reason = fmt::format("speedup {} is above the expected band's top {:.2f}x (consider "
-                             "--update-expectations)", measured, band_high);
+    row.reason = fmt::format(
+        "{} {} is above the expected band's top {:.2f}x (consider "
+        "--update-expectations)",
+        figure_name(row), measured, band_high);
   } else {
     row.status = Status::pass;
   }
@@ -258,6 +279,15 @@ void score_pair(ScoredRow& row, const std::optional<Expectations>& x) {
     return;
   }
   row.basis = basis_of(*row.baseline, *row.subject);
+  // An entry holds a ratio of one figure: a ratio of another is not comparable with it.
+  if (expected && !recorded_skip && !(expected->metric == row.metric)) {
+    row.status = Status::failed;
+    row.reason = fmt::format(
+        "the expectation records a speedup of {}, but the example is scored by {}: remove the "
+        "entry and record it again with --update-expectations",
+        scored_by_text(expected->metric), scored_by_text(row.metric));
+    return;
+  }
   if (recorded_skip) {  // no speedup was recorded: scored as if new
     score_speedup(row, nullptr);
     apply_recorded_outcome(row, *expected);
@@ -298,6 +328,8 @@ const char* to_string(ScoreBasis basis) {
     case ScoreBasis::speedup: return "speedup";
     case ScoreBasis::optimized_time: return "optimized_time";
     case ScoreBasis::machine_spread: return "machine_spread";
+    case ScoreBasis::metric:
+      return "metric";
   }
   return "?";
 }
@@ -347,6 +379,24 @@ int Scorecard::exit_code() const {
   return 0;
 }
 
+stats::Interval scored_ratio(const CaseResult& baseline, const CaseResult& subject,
+                             bool* medians_only) {
+  const bool higher = subject.scored_by && subject.scored_by->better == "higher";
+  const CaseResult& numerator = higher ? subject : baseline;
+  const CaseResult& denominator = higher ? baseline : subject;
+  auto samples = [](const CaseResult& c) -> const std::vector<double>& {
+    return c.scored_by ? c.metric_samples : c.samples;
+  };
+  auto value = [](const CaseResult& c) {
+    return c.scored_by ? c.metrics.at(c.scored_by->name) : c.median_us;
+  };
+  const bool per_sample = !samples(numerator).empty() && !samples(denominator).empty();
+  if (medians_only) *medians_only = !per_sample;
+  if (per_sample) return stats::speedup_interval(samples(numerator), samples(denominator));
+  const double ratio = value(numerator) / value(denominator);
+  return {ratio, ratio, ratio};
+}
+
 Scorecard score(const std::vector<CaseResult>& cases, const std::optional<Expectations>& x,
                 const std::string& hardware_key) {
   Scorecard card;
@@ -383,7 +433,7 @@ Scorecard score(const std::vector<CaseResult>& cases, const std::optional<Expect
       rung.subject = *c;
       score_rung(rung, x);
       if (rung.kind == RowKind::vendor && rung.status == Status::info && pair.speedup)
-        rung.versus_vendor = c->median_us / optimized->median_us;
+        rung.versus_vendor = scored_ratio(*c, *optimized).estimate;
       card.rows.push_back(std::move(rung));
     }
   }

@@ -28,8 +28,10 @@ inline constexpr double kMinimumClearSpeedup = 1.02;
 // What a pair's status is judged on (docs/expectations.md): the speedup; the optimized side's
 // time, when only the baseline is host-bound; the speedup against the spread recorded over
 // machines, when the optimized side is host-bound.
-enum class ScoreBasis { speedup, optimized_time, machine_spread };
-const char* to_string(ScoreBasis basis);  // "speedup", "optimized_time", "machine_spread"
+// An example declared scored by a metric (`.scored_by`) is judged as a speedup, of that metric:
+// the ratio of the sides' medians oriented so that above 1 is better.
+enum class ScoreBasis { speedup, optimized_time, machine_spread, metric };
+const char* to_string(ScoreBasis basis);  // "speedup", "optimized_time", "machine_spread", "metric"
 
 struct ScoredRow {
   std::string example;
@@ -38,7 +40,8 @@ struct ScoredRow {
   Status status = Status::info;
   std::string reason;  // why, for every status other than PASS and info
   std::optional<CaseResult> baseline, subject;
-  std::optional<stats::Interval> speedup;  // subject over baseline
+  std::optional<stats::Interval> speedup;  // subject over baseline: of time, or of `metric`
+  std::optional<ScoredMetric> metric;      // the metric the pair is scored by (basis metric)
   bool speedup_from_medians_only = false;  // no raw samples: the interval is degenerate
   std::optional<double> expected_speedup, tolerance;
   ScoreBasis basis = ScoreBasis::speedup;
@@ -70,6 +73,12 @@ double ceiling_allowance(const std::string& name, const Ceiling& ceiling);
 // The share of a case's counted bytes that must cross DRAM inside its timed window, for a DRAM
 // ceiling (hbm_*, memcpy_d2d_gbps): 1 less its l2_write_slack_bytes / bytes; 1 for any other.
 double dram_share_inside_window(const CaseResult& c, const std::string& ceiling);
+
+// The oriented ratio of what a pair is scored by, above 1 when `subject` is better, with its
+// bootstrap interval: baseline/subject for time and a lower-is-better metric, subject/baseline
+// for a higher-is-better one. Without per-sample values, the ratio of medians (`medians_only`).
+stats::Interval scored_ratio(const CaseResult& baseline, const CaseResult& subject,
+                             bool* medians_only = nullptr);
 
 // Scores every example found in `cases`. `expectations` may be empty (all NEW, no ceilings).
 Scorecard score(const std::vector<CaseResult>& cases, const std::optional<Expectations>& expectations,

@@ -230,11 +230,24 @@ ExampleExpectation read_example(const StrictObject& o) {
                     "expected \"no_speedup\" or \"skipped\", found \"" + e.expected_status + "\"");
   const bool skipped = e.expected_status == kExpectedSkipped;
   if (e.expected_status.empty())
-    o.allow_only({"variants", "speedup", "tolerance", "pct_ceiling", "provenance", "machines"});
+    o.allow_only(
+        {"variants", "metric", "speedup", "tolerance", "pct_ceiling", "provenance", "machines"});
   else if (!skipped)
-    o.allow_only({"expected_status", "reason", "variants", "speedup", "tolerance", "pct_ceiling", "provenance", "machines"});
+    o.allow_only({"expected_status", "reason", "variants", "metric", "speedup", "tolerance",
+                  "pct_ceiling", "provenance", "machines"});
   else  // the optimized side never runs here: nothing to hold a speedup to
-    o.allow_only({"expected_status", "reason", "variants", "provenance"});
+    o.allow_only({"expected_status", "reason", "variants", "metric", "provenance"});
+  if (o.find("metric", false)) {
+    const StrictObject m =
+        o.object("metric", "{name, better}: the figure the speedup is a ratio of");
+    m.allow_only({"name", "better"});
+    e.metric = ScoredMetric{m.string("name", true), m.string("better", true)};
+    if (e.metric->name.empty())
+      o.source().fail(m.child_pointer("name"), "expected a metric's name, found \"\"");
+    if (e.metric->better != "lower" && e.metric->better != "higher")
+      o.source().fail(m.child_pointer("better"),
+                      "expected \"lower\" or \"higher\", found \"" + e.metric->better + "\"");
+  }
   if (!e.expected_status.empty()) {
     e.reason = o.string("reason", true);
     if (e.reason.empty()) o.source().fail(o.child_pointer("reason"), "expected a non-empty string saying why");
@@ -298,6 +311,7 @@ json to_json(const Expectations& x) {
       j["reason"] = e.reason;
     }
     const bool skipped = e.expected_status == kExpectedSkipped;
+    if (e.metric) j["metric"] = {{"name", e.metric->name}, {"better", e.metric->better}};
     if (!skipped || !e.variants.empty()) j["variants"] = json::object();
     for (const auto& [variant, v] : e.variants)
       j["variants"][variant] = {{"median_us", v.median_us}, {"noise", v.noise}};
@@ -398,15 +412,26 @@ Expectations parse_expectations(std::string_view text, const std::string& source
       if (checks.example)
         if (const std::string why = checks.example(name); !why.empty()) source.fail(pointer, why);
       x.examples[name] = read_example(StrictObject(source, v, pointer, "an example's expectation"));
+      if (checks.metric &&
+          x.examples[name].expected_status != kExpectedSkipped)  // a skip records no ratio
+        if (const std::string why = checks.metric(name, x.examples[name].metric); !why.empty())
+          source.fail(x.examples[name].metric ? pointer + "/metric" : pointer, why);
     }
   }
   return x;
 }
 
-std::optional<Expectations> load_expectations(const std::filesystem::path& file, const ExampleCheck& example) {
+std::optional<Expectations> load_expectations(const std::filesystem::path& file,
+                                              const ExampleCheck& example,
+                                              const MetricCheck& metric) {
   std::error_code ec;
   if (!std::filesystem::exists(file, ec)) return std::nullopt;
-  return parse_expectations(read_file(file), file.string(), {file.stem().string(), example});
+  return parse_expectations(read_file(file), file.string(),
+                            {file.stem().string(), example, metric});
+}
+
+std::string scored_by_text(const std::optional<ScoredMetric>& metric) {
+  return metric ? metric->name + " (" + metric->better + " is better)" : "time";
 }
 
 namespace {

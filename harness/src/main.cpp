@@ -25,7 +25,8 @@ using bench::detail::CaseResult;
 
 constexpr int kNoDeviceExitCode = 77;  // ctest's SKIP_RETURN_CODE for gpu/chapter tests
 
-void write_samples(const std::string& dir, const std::string& name, const CaseResult& r) {
+void write_samples(const std::string& dir, const std::string& name,
+                   const bench::detail::ExampleDef& e, const CaseResult& r) {
   std::string file = name;
   std::replace(file.begin(), file.end(), '/', '.');
   std::filesystem::create_directories(dir);
@@ -38,6 +39,10 @@ void write_samples(const std::string& dir, const std::string& name, const CaseRe
   j["name"] = name;
   j["unit"] = "us";
   j["samples"] = to_us(r.samples);
+  if (!e.scored_metric.empty())  // its value after each kept sample, in the order of "samples"
+    j["scored_metric"] = {{"name", e.scored_metric},
+                          {"better", bench::to_string(e.scored_better)},
+                          {"samples", r.scored_values}};
   j["dropped"] = to_us(r.dropped);
   j["sm_mhz"] = r.sm_mhz;
   j["mode"] = bench::to_string(r.mode);
@@ -57,7 +62,8 @@ void replace_non_finite(benchmark::UserCounters& counters) {
     if (!std::isfinite(counter.value)) counter.value = -1;
 }
 
-void report(benchmark::State& state, const bench::detail::VariantDef& v, const CaseResult& r,
+void report(benchmark::State& state, const bench::detail::ExampleDef& e,
+            const bench::detail::VariantDef& v, const CaseResult& r,
             const std::map<std::string, double>& ceilings) {
   using bench::stats::quantile;
   const double median = bench::stats::median(r.samples);
@@ -109,6 +115,8 @@ void report(benchmark::State& state, const bench::detail::VariantDef& v, const C
   // How the timed samples were checked: "device", or "cpu (why not on the device)".
   if (!r.sample_check.empty()) label += ";checks=" + r.sample_check;
   if (v.options.host_bound) label += ";host_bound=1";
+  if (!e.scored_metric.empty())
+    label += fmt::format(";scored_by={}:{}", e.scored_metric, bench::to_string(e.scored_better));
   if (!r.metrics.empty()) {  // which counters are the variant's own figures (bench::Metric)
     label += ";metrics=";
     for (std::size_t i = 0; i < r.metrics.size(); ++i) label += (i ? "," : "") + r.metrics[i].name;
@@ -237,9 +245,9 @@ int main(int argc, char** argv) {
         if (bench::detail::options().profile || bench::detail::options().verify_only)
           return report_untimed(state, variant, r);
         for (auto _ : state) state.SetIterationTime(bench::stats::median(r.samples));
-        report(state, variant, r, runner->ceilings());
+        report(state, *example, variant, r, runner->ceilings());
         if (!bench::detail::options().samples_out.empty())
-          write_samples(bench::detail::options().samples_out, name, r);
+          write_samples(bench::detail::options().samples_out, name, *example, r);
       })->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
     }
   }

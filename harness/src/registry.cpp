@@ -30,6 +30,8 @@ const char* to_string(Mode mode) {
   return "unknown";
 }
 
+const char* to_string(Better better) { return better == Better::higher ? "higher" : "lower"; }
+
 Point::Point(const std::string& text) : text_(text), values_(detail::parse_point(text)) {}
 
 std::string Point::string_axis(std::string_view name) const {

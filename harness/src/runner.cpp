@@ -262,6 +262,25 @@ void trace_calls(const Launch& launch, cudaStream_t s, int calls, CaseResult& r)
   r.traced_calls += seen;
 }
 
+// An example scored by a metric: its value in what metrics() just reported after timed sample
+// `sample` (1-based). Asked after every sample, so a variant cannot report the figure of a
+// chosen call only; a figure it leaves out, or one that cannot be a ratio's term, fails the case.
+double scored_value(const ExampleDef& e, const std::vector<Metric>& reported, int sample) {
+  for (const auto& m : reported)
+    if (m.name == e.scored_metric) {
+      if (!std::isfinite(m.value) || m.value <= 0)
+        throw CheckFailure(fmt::format(
+            "timed sample {}: the variant reported {} = {}; the example is scored by it, "
+            "so it must be a positive number",
+            sample, e.scored_metric, m.value));
+      return m.value;
+    }
+  throw CheckFailure(fmt::format(
+      "timed sample {}: the variant did not report {}, the metric the example is scored "
+      "by (every variant must report it after every timed sample)",
+      sample, e.scored_metric));
+}
+
 }  // namespace
 
 Runner::Runner(DeviceInfo device, std::map<std::string, double> ceilings)
@@ -321,7 +340,13 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     Phase phase("verify", r);
     WorkloadInstance w = build_workload(e, /*verifying=*/true);
     if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
-    const Launch launch = v.prepare(w.object.get(), s).launch;
+    const Prepared checked = v.prepare(w.object.get(), s);
+    if (!e.scored_metric.empty() && !checked.metrics)
+      throw CheckFailure(
+          fmt::format("the example is scored by {}, but this variant reports no metrics: make it "
+                      "a stateful variant whose metrics() reports {}",
+                      e.scored_metric, e.scored_metric));
+    const Launch& launch = checked.launch;
     for (int run = 0; run < 2; ++run) {
       CheckedRun c = begin_checked_run(e, w, run_seed(seed, run), run, s);
       launch(s);
@@ -452,6 +477,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     poisoned[k] = output_checksum(w, s);
   }
   std::vector<double> seconds;  // every sample's time, kept and throttled alike
+  std::vector<double> scored;   // a scored metric's value after every sample, likewise
+  double metric_seconds = 0;    // host time in metrics() after samples: not sampling time
   {
     // VALIDITY row 18: every timed sample runs on inputs no call has seen (drawn from the
     // case's secret seed) into freshly poisoned outputs, and must write them. A variant that
@@ -473,8 +500,11 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     std::vector<double> check_chances;  // each sample's chance of being checked, for escape_5pct
     stats::RunningMedian seconds_median;  // of `seconds`, kept as they come
     const double start = host_seconds();
-    // Sampling time, for the stop rule and the check budgets: what the checks cost is not in it.
-    auto sampling_seconds = [&] { return host_seconds() - start - r.verify_seconds - r.compare_seconds; };
+    // Sampling time, for the stop rule and the check budgets: the loop's wall time less what its
+    // checks and the scored metric's calls cost.
+    auto sampling_seconds = [&] {
+      return host_seconds() - start - r.verify_seconds - r.compare_seconds - metric_seconds;
+    };
     for (int i = 0;; ++i) {
       fill_inputs(w, run_seed(seed, kFirstSampleRun + i), s);
       const uint64_t inputs = input_checksum(w, s);
@@ -486,6 +516,12 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
       if (output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % kPoisonPatterns])
         throw CheckFailure(fmt::format("timed sample {} wrote none of its outputs (they still hold "
                                        "the poison written before it)", i + 1));
+      if (!e.scored_metric.empty()) {  // after the sample's stop event: never in the timed region
+        const double metric_start = host_seconds();
+        BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+        scored.push_back(scored_value(e, prepared.metrics(), i + 1));
+        metric_seconds += host_seconds() - metric_start;
+      }
       r.stop = stats::should_stop(stop, seconds, sampling_seconds());
       const bool fast = median_before >= 1e-6 && seconds.back() < kFastFraction * median_before;
       const double budget = std::max(kCheckBudgetFloorSeconds, kCheckBudgetShare * sampling_seconds());
@@ -591,6 +627,20 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     r.suspect = fmt::format("two clusters of sample times: {:.0f}% near {:.2f} us, {:.0f}% near {:.2f} us",
                             100 * clusters->fast_share, clusters->fast_median * 1e6,
                             100 * (1 - clusters->fast_share), clusters->slow_median * 1e6);
+  if (!e.scored_metric.empty()) {
+    // The scored figure follows the kept samples; its counter is their median, whatever the
+    // last call of metrics() (after the traced calls) said. A figure that is good on some
+    // samples only is suspect as sample times are.
+    for (auto i : throttle.kept) r.scored_values.push_back(scored[i]);
+    const double median = stats::median(r.scored_values);
+    std::erase_if(r.metrics, [&](const Metric& m) { return m.name == e.scored_metric; });
+    r.metrics.push_back({e.scored_metric, median});
+    if (const auto clusters = stats::two_clusters(r.scored_values))
+      r.suspect += fmt::format("{}two clusters of {}: {:.0f}% near {:.4g}, {:.0f}% near {:.4g}",
+                               r.suspect.empty() ? "" : ", ", e.scored_metric,
+                               100 * clusters->fast_share, clusters->fast_median,
+                               100 * (1 - clusters->fast_share), clusters->slow_median);
+  }
 }
 
 }  // namespace bench::detail

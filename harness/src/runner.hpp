@@ -58,6 +58,9 @@ struct CaseResult {
   // in hot and sustained modes, where each launch writes back the one before it.
   double l2_write_slack_bytes = 0;
   std::vector<Metric> metrics;         // a stateful variant's own extra figures
+  // An example scored by a metric (ExampleDef::scored_metric): its value after each kept sample,
+  // in the order of `samples` (its entry in `metrics` is their median).
+  std::vector<double> scored_values;
   // Host wall seconds of each phase of the case, in order: verify, build, warmup, escape_check,
   // samples, final_check (the NVTX ranges of the same names).
   std::vector<std::pair<std::string, double>> phase_seconds;

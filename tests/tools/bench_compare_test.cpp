@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -641,6 +642,81 @@ TEST(BenchCompareFromResults, RecordedOutcomesAreWrittenByTheUpdateAndHonouredBy
                             dir.string()});
   EXPECT_NE(other.out.find("recorded skip reason was: " + skip), std::string::npos) << other.out;
   EXPECT_EQ(other.out.find("SKIPPED (recorded)"), std::string::npos) << other.out;
+  fs::remove_all(dir);
+}
+
+// docs/expectations.md, "Scored by a metric": saved results of an example scored by a metric are
+// scored by its per-sample values (the row names it), recorded with it by the update, and a file
+// whose entry records another metric is refused by the next update, naming where.
+TEST(BenchCompareFromResults, AnExampleScoredByAMetricIsScoredRecordedAndCheckedByIt) {
+  const fs::path dir = scratch_dir("scored_metric");
+  auto row = [](const std::string& variant, double latency_us) {
+    nlohmann::json samples = nlohmann::json::array(), values = nlohmann::json::array();
+    for (int i = 0; i < 40; ++i) {
+      samples.push_back(900.0 * (1 + 0.001 * (i % 5)));  // the same time on both sides
+      values.push_back(latency_us * (1 + 0.002 * (i % 5)));
+    }
+    const std::string name = "ch90/interference/" + variant;
+    return nlohmann::json{
+        {"name", name + "/iterations:1/manual_time"},
+        {"run_type", "iteration"},
+        {"iterations", 1},
+        {"real_time", 900},
+        {"time_unit", "us"},
+        {"noise", 0.002},
+        {"samples", 40},
+        {"verified", 1},
+        {"p99_decode_latency_us", latency_us},
+        {"label", "role=" + variant +
+                      ";fp=00000000000000aa;mode=cold;stop=converged;"
+                      "scored_by=p99_decode_latency_us:lower;metrics=p99_decode_latency_us"},
+        {"bench_samples",
+         {{"name", name},
+          {"samples", samples},
+          {"input_seed", variant == "baseline" ? 1 : 2},
+          {"scored_metric",
+           {{"name", "p99_decode_latency_us"}, {"better", "lower"}, {"samples", values}}}}}};
+  };
+  const nlohmann::json results = {
+      {"context", {{"hardware_key", "test_gpu"}, {"gpu_name", "Test GPU"}}},
+      {"benchmarks", {row("baseline", 462), row("optimized", 200)}}};
+  std::ofstream(dir / "results.json") << results.dump(1);
+  const auto update = bench({"compare", "--from-results", (dir / "results.json").string(),
+                             "--expectations-dir", dir.string(), "--update-expectations"});
+  EXPECT_EQ(update.exit_code, 0) << update.out << update.err;
+  EXPECT_NE(update.out.find("p99_decode_latency_us 2.31x ["), std::string::npos) << update.out;
+  const auto written = read_json(dir / "test_gpu.json")["examples"]["ch90/interference"];
+  EXPECT_EQ(written["metric"]["name"], "p99_decode_latency_us") << written.dump(1);
+  EXPECT_EQ(written["metric"]["better"], "lower");
+  EXPECT_NEAR(written["speedup"].get<double>(), 2.31, 0.01);
+
+  const auto rerun = bench({"compare", "--from-results", (dir / "results.json").string(),
+                            "--expectations-dir", dir.string()});
+  EXPECT_EQ(rerun.exit_code, 0) << rerun.out << rerun.err;
+  EXPECT_NE(rerun.out.find("PASS"), std::string::npos) << rerun.out;
+
+  // The entry edited to another metric: compare fails the pair, the update refuses the file.
+  std::string text;
+  {
+    std::ifstream in(dir / "test_gpu.json");
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  text.replace(text.find("\"p99_decode_latency_us\""), 23, "\"p50_decode_latency_us\"");
+  std::ofstream(dir / "test_gpu.json") << text;
+  const auto other = bench({"compare", "--from-results", (dir / "results.json").string(),
+                            "--expectations-dir", dir.string(), "--update-expectations"});
+  EXPECT_EQ(other.exit_code, 1) << other.out << other.err;
+  EXPECT_NE(
+      other.out.find(
+          "records a speedup of p50_decode_latency_us (lower is better), but the example is scored "
+          "by p99_decode_latency_us"),
+      std::string::npos)
+      << other.out;
+  EXPECT_NE(other.err.find((dir / "test_gpu.json").string() + ":"), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("at /examples/ch90~1interference/metric: the entry records a speedup of "
+                           "p50_decode_latency_us"),
+            std::string::npos)
+      << other.err;
   fs::remove_all(dir);
 }
 

@@ -259,6 +259,61 @@ TEST(Expectations, ARecordedOutcomeIsReadStrictlyAndRoundTrips) {
   EXPECT_NE(error_of(text).find("unknown key \"speedup\""), std::string::npos) << error_of(text);
 }
 
+// docs/expectations.md, "Scored by a metric": the entry names the metric its speedup is a ratio
+// of, read strictly, and a check that knows the example's declaration refuses another, at its
+// position.
+TEST(Expectations, AScoredMetricIsReadStrictlyAndCheckedAgainstTheDeclaration) {
+  std::string text = kValid;
+  text.replace(text.find("\"speedup\": 3.0"), 14,
+               "\"metric\": {\"name\": \"p99_us\", \"better\": \"lower\"}, \"speedup\": 2.5");
+  auto x = bench::parse_expectations(text, "x.json");
+  ASSERT_TRUE(x.examples.at("ch07/copy").metric);
+  EXPECT_EQ(*x.examples.at("ch07/copy").metric, (bench::ScoredMetric{"p99_us", "lower"}));
+  EXPECT_EQ(bench::serialize_expectations(
+                bench::parse_expectations(bench::serialize_expectations(x), "y.json")),
+            bench::serialize_expectations(x));
+  EXPECT_FALSE(
+      bench::parse_expectations(kValid, "x.json").examples.at("ch07/copy").metric);  // older files:
+                                                                                     // time
+
+  std::string bad = text;
+  bad.replace(bad.find("\"lower\""), 7, "\"less\"");
+  EXPECT_NE(
+      error_of(bad).find(
+          "dir/test_gpu.json:8:58: at /examples/ch07~1copy/metric/better: expected \"lower\" or "
+          "\"higher\", found \"less\""),
+      std::string::npos)
+      << error_of(bad);
+  bad = text;
+  bad.replace(bad.find("\"better\""), 8, "\"worse\"");
+  EXPECT_NE(error_of(bad).find("unknown key \"worse\""), std::string::npos) << error_of(bad);
+
+  // The declaration says higher is better: the recorded metric is refused where it is written;
+  // an entry of time for an example now scored by a metric is refused at the entry.
+  const bench::MetricCheck declared = [](const std::string&,
+                                         const std::optional<bench::ScoredMetric>& recorded) {
+    return recorded == bench::ScoredMetric{"p99_us", "higher"}
+               ? std::string()
+               : "declared: p99_us (higher is better)";
+  };
+  auto error_with_check = [&](const std::string& file) -> std::string {
+    try {
+      bench::parse_expectations(file, "dir/test_gpu.json", {"", {}, declared});
+    } catch (const bench::ExpectationsError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(error_with_check(text).find(
+                "dir/test_gpu.json:8:29: at /examples/ch07~1copy/metric: declared"),
+            std::string::npos)
+      << error_with_check(text);
+  EXPECT_NE(
+      error_with_check(kValid).find("dir/test_gpu.json:6:18: at /examples/ch07~1copy: declared"),
+      std::string::npos)
+      << error_with_check(kValid);
+}
+
 // A write that fails (a full disk) says why and where: ENOSPC's text, or here EFBIG's, under
 // a file-size limit that stands in for the full disk.
 TEST(Expectations, AFailedSaveNamesThePathAndTheSystemsReason) {

@@ -2,6 +2,10 @@
 #include "expectations_update.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "bench/stats.hpp"
 #include "case_result_fixture.hpp"
@@ -98,6 +102,70 @@ TEST(ExpectationsUpdate, TwoRunsStillNeedTheSampleCountRule) {
   const auto r = update_with_runs({35000, 36000});
   ASSERT_EQ(r.refused.size(), 1u);
   EXPECT_NE(r.refused[0].find("baseline is too noisy"), std::string::npos) << r.refused[0];
+}
+
+}  // namespace
+
+// docs/expectations.md, "Scored by a metric": the entry records the metric beside its ratio, and
+// a file whose entry records another figure than the run declares is refused at its position.
+namespace {
+
+CaseResult scored_case(const std::string& variant, double metric, double noise, unsigned seed) {
+  CaseResult c = make_case(variant, 500, 0.01, 100, seed);
+  c.example = "ch15/interference";
+  c.name = c.example + "/" + variant;
+  c.scored_by = bench::ScoredMetric{"p99_us", "lower"};
+  c.metric_names = {"p99_us"};
+  c.metric_samples = bench::tools::testing::normal_samples(metric, noise, 100, seed + 10);
+  c.metrics["p99_us"] = bench::stats::median(c.metric_samples);
+  return c;
+}
+
+bench::tools::Scorecard scored_card() {
+  return bench::tools::score(
+      {scored_case("baseline", 460, 0.03, 1), scored_case("optimized", 200, 0.03, 2)}, std::nullopt,
+      "test_gpu");
+}
+
+TEST(ExpectationsUpdate, APairScoredByAMetricRecordsIt) {
+  UpdatePolicy policy;
+  policy.date = "2026-01-01T00:00:00Z";
+  const auto r = plan_update(std::nullopt, scored_card(), nlohmann::json::object(), policy);
+  ASSERT_EQ(r.accepted.size(), 1u) << (r.refused.empty() ? "" : r.refused[0]);
+  const auto& entry = r.updated.examples.at("ch15/interference");
+  ASSERT_TRUE(entry.metric);
+  EXPECT_EQ(*entry.metric, (bench::ScoredMetric{"p99_us", "lower"}));
+  EXPECT_NEAR(entry.speedup, 2.3, 0.05);
+  EXPECT_FALSE(entry.pct_ceiling);
+  EXPECT_GT(entry.tolerance, 0.05);  // twice the metric's own noise (3%), not the time's (1%)
+}
+
+TEST(ExpectationsUpdate, AFileRecordingAnotherFigureIsRefusedAtItsPosition) {
+  const auto file = std::filesystem::temp_directory_path() /
+                    ("test_gpu_" + std::to_string(::getpid())) / "test_gpu.json";
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream(file) << R"({
+  "format_version": 1,
+  "hardware_key": "test_gpu",
+  "examples": {
+    "ch15/interference": {"metric": {"name": "p50_us", "better": "lower"},
+                          "variants": {"baseline": {"median_us": 500.0}}, "speedup": 2.0, "tolerance": 0.1}
+  }
+})";
+  UpdatePolicy policy;
+  try {
+    bench::tools::update_expectations_file(file, scored_card(), nlohmann::json::object(), policy);
+    ADD_FAILURE() << "a file recording p50_us was updated for an example scored by p99_us";
+  } catch (const bench::ExpectationsError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  file.string() +
+                  ":5:37: at /examples/ch15~1interference/metric: the entry records "
+                  "a speedup of p50_us (lower is better), but the example is scored by p99_us "
+                  "(lower is better)"),
+              std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(file.parent_path());
 }
 
 }  // namespace

@@ -125,6 +125,21 @@ TEST(Points, AVariantOrAModeCanHoldAtSomePointsOnly) {
   EXPECT_THROW(bench::Point("b:4").axis("s"), std::invalid_argument);
 }
 
+// Example::scored_by is one declaration for the example: every point is scored by it.
+TEST(Points, EveryPointIsScoredByTheExamplesMetric) {
+  ExampleDef e = attention();
+  e.scored_metric = "p99_us";
+  e.scored_better = bench::Better::higher;
+  const auto expanded = bench::detail::expand_points({&e}, {true, {}});
+  ASSERT_EQ(expanded.size(), 8u);
+  for (const auto* point : expanded) {
+    EXPECT_EQ(point->scored_metric, "p99_us") << point->point;
+    EXPECT_EQ(point->scored_better, bench::Better::higher) << point->point;
+  }
+  EXPECT_STREQ(bench::to_string(bench::Better::higher), "higher");
+  EXPECT_STREQ(bench::to_string(bench::Better::lower), "lower");
+}
+
 TEST(Points, ValuesAreWrittenAsTheyReadBack) {
   EXPECT_EQ(bench::detail::axis_text(int64_t{4096}), "4096");
   EXPECT_EQ(bench::detail::axis_text(0.5), "0.5");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "case_result_fixture.hpp"
+#include "html_report.hpp"
 #include "scoring.hpp"
 
 namespace {
@@ -45,6 +46,41 @@ TEST(Report, ThroughputIsInTheUnitOfTheCeilingThePercentIsOf) {
   const std::string table = bench::tools::format_table(bench::tools::score(cases, x, "h100_80gb_hbm3"));
   EXPECT_NE(table.find("3040 GB/s"), std::string::npos) << table;
   EXPECT_EQ(table.find("TFLOP/s"), std::string::npos) << table;
+}
+
+// A pair scored by a metric names it where the speedup goes, in the table, compare.md, the JSON
+// report and the HTML page, and shows no percent of a ceiling (the ratio is not of time).
+TEST(Report, APairScoredByAMetricNamesItInTheRow) {
+  std::vector<bench::tools::CaseResult> cases = {with_latency("baseline", 1000, 0),
+                                                 with_latency("optimized", 1000, 0)};
+  for (auto* c : {&cases[0], &cases[1]}) {
+    c->example = "ch15/interference";
+    c->name = c->example + "/" + c->variant;
+    c->bytes = 1e9, c->gbps = 1000, c->bw_ceiling = "hbm_copy_gbps";
+    c->scored_by = bench::ScoredMetric{"p99_decode_latency_us", "lower"};
+    c->metric_names = {"p99_decode_latency_us"};
+    for (int i = 0; i < 30; ++i)
+      c->metric_samples.push_back((c == &cases[0] ? 462 : 200) * (1 + 0.001 * (i % 3)));
+    c->metrics = {{"p99_decode_latency_us", c->metric_samples[0]}};
+  }
+  bench::Expectations x;
+  x.ceilings["hbm_copy_gbps"] = {3000.0, "GB/s", 0.005};
+  const auto card = bench::tools::score(cases, x, "h100_80gb_hbm3");
+  const auto cells = bench::tools::table_cells(card.rows.at(0));
+  EXPECT_EQ(cells[4].rfind("p99_decode_latency_us 2.31x [", 0), 0u) << cells[4];
+  EXPECT_EQ(cells[8], "");  // no % of a ceiling
+  EXPECT_NE(bench::tools::format_table(card).find("p99_decode_latency_us 2.31x"),
+            std::string::npos);
+  EXPECT_NE(bench::tools::format_markdown(card).find("| p99_decode_latency_us 2.31x"),
+            std::string::npos);
+  const auto json = bench::tools::report_json(card);
+  EXPECT_EQ(json["rows"][0]["scored_by"], "metric");
+  EXPECT_EQ(json["rows"][0]["metric"]["name"], "p99_decode_latency_us");
+  EXPECT_EQ(json["rows"][0]["metric"]["better"], "lower");
+  EXPECT_FALSE(json["rows"][0].contains("pct_ceiling"));
+  const std::string html =
+      bench::tools::html_report({bench::tools::ReportRun{"fixture", {}, card, x}});
+  EXPECT_NE(html.find("p99_decode_latency_us 2.31×"), std::string::npos);
 }
 
 }  // namespace

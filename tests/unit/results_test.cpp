@@ -2,6 +2,9 @@
 #include "results.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 namespace {
 
@@ -142,6 +145,40 @@ TEST(Results, AttachedSamplesAndCrashes) {
   EXPECT_EQ(cases[0].fingerprint, "abc");
   EXPECT_EQ(cases[1].outcome, Outcome::failed);
   EXPECT_NE(cases[1].message.find("signal 11"), std::string::npos);
+}
+
+// docs/results-format.md: an example scored by a metric carries it in the label, its median as
+// a counter and its value after each kept sample in the samples file; a saved file reads back the
+// same, and runs of separate processes pool the values and keep each run's median.
+TEST(Results, AScoredMetricRoundTripsThroughASavedFile) {
+  const auto file = parse(R"([
+      {"name": "ch15/pd/optimized/manual_time", "run_type": "iteration", "real_time": 900, "time_unit": "us",
+       "verified": 1, "p99_us": 2, "label": "role=optimized;fp=00ff00ff00ff00ff;metrics=p99_us;scored_by=p99_us:lower",
+       "bench_samples": {"samples": [900, 901, 902], "scored_metric": {"name": "p99_us", "better": "lower",
+                                                                      "samples": [1, 2, 3]}}},
+      {"name": "ch15/pd/optimized/manual_time", "run_type": "iteration", "real_time": 900, "time_unit": "us",
+       "verified": 1, "p99_us": 11, "label": "role=optimized;fp=00ff00ff00ff00ff;metrics=p99_us;scored_by=p99_us:lower",
+       "bench_samples": {"samples": [900, 901, 902], "scored_metric": {"name": "p99_us", "better": "lower",
+                                                                      "samples": [10, 11, 12]}}}])");
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("scored_metric_" + std::to_string(::getpid()) + ".json");
+  bench::tools::save_results(path, file);
+  const auto reread = bench::tools::load_results(path);
+  std::filesystem::remove(path);
+  for (const auto& results : {file, reread}) {
+    const auto cases = bench::tools::extract_cases(results);
+    ASSERT_EQ(cases.size(), 1u);
+    ASSERT_TRUE(cases[0].scored_by);
+    EXPECT_EQ(*cases[0].scored_by, (bench::ScoredMetric{"p99_us", "lower"}));
+    EXPECT_EQ(cases[0].metric_samples, (std::vector<double>{1, 2, 3, 10, 11, 12}));
+    EXPECT_EQ(cases[0].run_metric_medians, (std::vector<double>{2, 11}));
+    EXPECT_DOUBLE_EQ(cases[0].metrics.at("p99_us"), 6.5);  // the pooled values' median
+  }
+  // A file from before: no scored_by, scored by time.
+  const auto old = bench::tools::extract_cases(parse(R"([{"name": "ch07/a/optimized/manual_time",
+      "run_type": "iteration", "real_time": 5, "time_unit": "us", "label": "role=optimized"}])"));
+  EXPECT_FALSE(old.at(0).scored_by);
+  EXPECT_TRUE(old.at(0).metric_samples.empty());
 }
 
 TEST(Results, NotResultsIsAnErrorWithPosition) {

@@ -211,3 +211,130 @@ TEST(Scoring, LadderStepsAndVendorRowsComeAfterThePair) {
 }
 
 }  // namespace
+
+// ---- an example scored by a metric (docs/expectations.md, "Scored by a metric") ---------------
+namespace metric_scoring {
+
+using bench::tools::ScoreBasis;
+
+constexpr const char* kMetric = "p99_decode_latency_us";
+
+// A side whose time is `time_us` and whose metric, after each of its 40 samples, lies around
+// `metric` with relative spread `noise`, as results.cpp reads it from a samples file.
+CaseResult scored_case(const std::string& variant, double time_us, double metric,
+                       const std::string& better, double noise = 0.01, unsigned seed = 1) {
+  CaseResult c = make_case(variant, time_us, seed);
+  c.example = "ch15/interference";
+  c.name = c.example + "/" + variant;
+  c.scored_by = bench::ScoredMetric{kMetric, better};
+  c.metric_names = {kMetric};
+  c.metric_samples = bench::tools::testing::normal_samples(metric, noise, 40, seed + 100);
+  c.metrics[kMetric] = bench::stats::median(c.metric_samples);
+  return c;
+}
+
+bench::tools::ScoredRow pair_row(const std::vector<CaseResult>& cases,
+                                 const std::optional<bench::Expectations>& x = {}) {
+  return bench::tools::score(cases, x, "test_gpu").rows.at(0);
+}
+
+// Both sides take the same time; the optimized side halves the p99 latency: 2x, by the metric.
+TEST(MetricScoring, LowerIsBetterIsBaselineOverOptimized) {
+  const auto row = pair_row({scored_case("baseline", 100, 200, "lower", 0.01, 1),
+                             scored_case("optimized", 100, 100, "lower", 0.01, 2)});
+  EXPECT_EQ(row.basis, ScoreBasis::metric);
+  ASSERT_TRUE(row.metric);
+  EXPECT_EQ(row.metric->name, kMetric);
+  ASSERT_TRUE(row.speedup);
+  EXPECT_NEAR(row.speedup->estimate, 2.0, 0.05);
+  EXPECT_FALSE(row.speedup_from_medians_only);
+  EXPECT_EQ(row.status, Status::new_entry) << row.reason;
+  EXPECT_FALSE(row.pct_ceiling);  // a metric's ratio is not a share of a ceiling
+}
+
+TEST(MetricScoring, HigherIsBetterIsOptimizedOverBaseline) {
+  auto row = pair_row({scored_case("baseline", 100, 1000, "higher", 0.01, 1),
+                       scored_case("optimized", 100, 1500, "higher", 0.01, 2)});
+  EXPECT_NEAR(row.speedup->estimate, 1.5, 0.04);
+  EXPECT_EQ(row.status, Status::new_entry) << row.reason;
+  // The same figures with lower declared better: the optimized side is worse.
+  row = pair_row({scored_case("baseline", 100, 1000, "lower", 0.01, 1),
+                  scored_case("optimized", 100, 1500, "lower", 0.01, 2)});
+  EXPECT_NEAR(row.speedup->estimate, 1 / 1.5, 0.02);
+  EXPECT_EQ(row.status, Status::no_speedup);
+  EXPECT_NE(row.reason.find(std::string(kMetric) + " 0.67x"), std::string::npos) << row.reason;
+  EXPECT_NE(row.reason.find("optimized is not better"), std::string::npos) << row.reason;
+}
+
+// The interval comes from the metric's per-sample values, not from the times.
+TEST(MetricScoring, TheIntervalIsTheMetricsOwn) {
+  const auto quiet = pair_row({scored_case("baseline", 100, 200, "lower", 0.01, 1),
+                               scored_case("optimized", 100, 100, "lower", 0.01, 2)});
+  const auto noisy = pair_row({scored_case("baseline", 100, 200, "lower", 0.15, 1),
+                               scored_case("optimized", 100, 100, "lower", 0.15, 2)});
+  const double quiet_width = quiet.speedup->high - quiet.speedup->low;
+  const double noisy_width = noisy.speedup->high - noisy.speedup->low;
+  EXPECT_GT(noisy_width, 5 * quiet_width) << quiet_width << " " << noisy_width;
+  // No samples file: the ratio of the medians the counters give, and the reason says so.
+  auto cases = std::vector<CaseResult>{scored_case("baseline", 100, 200, "lower", 0.01, 1),
+                                       scored_case("optimized", 100, 100, "lower", 0.01, 2)};
+  for (auto& c : cases) c.metric_samples.clear();
+  const auto medians = pair_row(cases);
+  EXPECT_TRUE(medians.speedup_from_medians_only);
+  EXPECT_DOUBLE_EQ(medians.speedup->low, medians.speedup->high);
+}
+
+// VALIDITY row 14 for a metric: one figure on both sides is no speedup, however far apart the
+// times are (here the optimized side is 3x faster, which is not what the example is judged by).
+TEST(MetricScoring, AnAAPairOfTheMetricIsNeverASpeedup) {
+  for (const char* better : {"lower", "higher"}) {
+    const auto row = pair_row({scored_case("baseline", 300, 500, better, 0.01, 5),
+                               scored_case("optimized", 100, 500, better, 0.01, 6)});
+    EXPECT_EQ(row.status, Status::no_speedup) << better << ": " << row.reason;
+  }
+}
+
+TEST(MetricScoring, AMissingOrMismatchedMetricFails) {
+  auto cases = std::vector<CaseResult>{scored_case("baseline", 100, 200, "lower", 0.01, 1),
+                                       scored_case("optimized", 100, 100, "lower", 0.01, 2)};
+  cases[1].metrics.clear();
+  auto row = pair_row(cases);
+  EXPECT_EQ(row.status, Status::failed);
+  EXPECT_NE(row.reason.find(
+                "optimized reports no p99_decode_latency_us, the metric the example is scored by"),
+            std::string::npos)
+      << row.reason;
+  cases = {scored_case("baseline", 100, 200, "lower", 0.01, 1), make_case("optimized", 100, 2)};
+  cases[1].example = cases[0].example;
+  row = pair_row(cases);
+  EXPECT_EQ(row.status, Status::failed);
+  EXPECT_NE(row.reason.find(
+                "baseline is scored by p99_decode_latency_us (lower is better), optimized by time"),
+            std::string::npos)
+      << row.reason;
+}
+
+TEST(MetricScoring, AgainstAnExpectationOfTheSameMetricOnly) {
+  const std::vector<CaseResult> cases = {scored_case("baseline", 100, 200, "lower", 0.01, 1),
+                                         scored_case("optimized", 100, 100, "lower", 0.01, 2)};
+  bench::Expectations x;
+  auto& entry = x.examples["ch15/interference"];
+  entry.speedup = 2.0;
+  entry.tolerance = 0.1;
+  entry.metric = bench::ScoredMetric{kMetric, "lower"};
+  EXPECT_EQ(pair_row(cases, x).status, Status::pass) << pair_row(cases, x).reason;
+  entry.speedup = 3.0;
+  EXPECT_EQ(pair_row(cases, x).status, Status::regressed);
+  EXPECT_EQ(pair_row(cases, x).reason.rfind("p99_decode_latency_us 2.0", 0), 0u)
+      << pair_row(cases, x).reason;
+  entry.speedup = 2.0;
+  entry.metric.reset();  // a speedup of time recorded for it: not comparable
+  const auto row = pair_row(cases, x);
+  EXPECT_EQ(row.status, Status::failed);
+  EXPECT_NE(row.reason.find(
+                "records a speedup of time, but the example is scored by p99_decode_latency_us"),
+            std::string::npos)
+      << row.reason;
+}
+
+}  // namespace metric_scoring

@@ -250,10 +250,17 @@ struct VariantOptions {
 // critical kernel inside the timed work. A stateful type S that has
 // `std::vector<bench::Metric> metrics()` is asked for them after its last timed sample; they
 // become counters of the case (name as given, e.g. "critical_latency_us").
+// In an example scored by a metric (Example::scored_by) metrics() is also asked after every
+// timed sample, untimed, and must report the scored figure each time (docs/writing-an-example.md,
+// "Scored by a metric").
 struct Metric {
   std::string name;
   double value = 0;
 };
+
+// Which way a scored metric is better: a latency is better lower, a rate higher.
+enum class Better { lower, higher };
+const char* to_string(Better better);  // "lower", "higher"
 
 // One point of an example's axes, as registration predicates see it (variant_where,
 // mode_where): "b:4/s:4096/causal:1". An unknown axis throws std::invalid_argument.
@@ -326,6 +333,10 @@ struct ExampleDef {
   std::vector<AxisDef> axes;
   std::vector<std::string> default_points;
   std::vector<std::pair<PointPredicate, Mode>> modes_where;  // mode_where, the last match wins
+  // scored_by: the figure every variant reports after each timed sample (Metric) and the example
+  // is scored by instead of its time; empty: scored by time.
+  std::string scored_metric;
+  Better scored_better = Better::lower;
   // Set on the per-point copies the harness makes of an example (registry.hpp): "b:4/s:4096",
   // or "" for an example without axes.
   std::string point;
@@ -479,6 +490,17 @@ class Example {
   }
   Example& mode(Mode m) {
     def_.mode = m;
+    return *this;
+  }
+  // Scored by a figure of the run instead of its time (a p99 latency inside the timed work, a
+  // simulated throughput built from kernel times measured live): every variant is stateful and
+  // its metrics() reports `metric`, a positive number, after every timed sample; `bench compare`
+  // takes the ratio of the two sides' medians, oriented so that above 1 is better, with its
+  // bootstrap interval. Each variant is still verified and timed as any other, and its time is
+  // still reported (docs/writing-an-example.md, "Scored by a metric").
+  Example& scored_by(std::string metric, Better better) {
+    def_.scored_metric = std::move(metric);
+    def_.scored_better = better;
     return *this;
   }
 

@@ -51,9 +51,22 @@ struct MachineRun {
   std::string date;           // ISO 8601
 };
 
+// The figure an example is scored by instead of its time (`.scored_by(name, bench::Better::lower)`,
+// docs/expectations.md, "Scored by a metric"); `better` is "lower" or "higher".
+struct ScoredMetric {
+  std::string name;
+  std::string better;
+  bool operator==(const ScoredMetric&) const = default;
+};
+// "p99_decode_latency_us (lower is better)", or "time" for none.
+std::string scored_by_text(const std::optional<ScoredMetric>& metric);
+
 // What an example `chNN/<example>` is expected to do on this GPU.
 struct ExampleExpectation {
   std::map<std::string, VariantExpectation> variants;  // by variant name
+  // The scored metric, when the example declares one: `speedup` is then that metric's ratio,
+  // oriented so that above 1 is better. std::nullopt: `speedup` is of time.
+  std::optional<ScoredMetric> metric;
   double speedup = 0.0;                                // optimized over baseline
   double tolerance = 0.10;                             // relative: 0.10 accepts +-10%
   std::optional<double> pct_ceiling;                   // optimized side, percent
@@ -94,10 +107,17 @@ struct Expectations {
 // when it cannot be told (the tools know the suite's examples, the harness does not).
 using ExampleCheck = std::function<std::string(const std::string& example)>;
 
+// Why an entry's recorded metric (std::nullopt: a speedup of time) is not what its example
+// declares; empty when it is, or when the declaration is not known (the update knows it from
+// the run it records: results carry it).
+using MetricCheck = std::function<std::string(const std::string& example,
+                                              const std::optional<ScoredMetric>& recorded)>;
+
 // What a parse checks beyond the format.
 struct ExpectationsChecks {
   std::string hardware_key;  // non-empty: the file's `hardware_key` must be this (its file name)
   ExampleCheck example;      // set: every example key must name an example of the suite
+  MetricCheck metric;        // set: every entry must record the metric its example is scored by
 };
 
 // Strict parse: unknown keys, duplicate keys, wrong types, numbers out of their range (a
@@ -109,7 +129,9 @@ Expectations parse_expectations(std::string_view text, const std::string& source
 // Reads and parses a file, whose name must be its hardware key ("h200.json" holds "h200"). A
 // missing file gives std::nullopt; an unreadable or malformed one throws ExpectationsError.
 // `validate`, `compare` and the update all read files through here.
-std::optional<Expectations> load_expectations(const std::filesystem::path& file, const ExampleCheck& example = {});
+std::optional<Expectations> load_expectations(const std::filesystem::path& file,
+                                              const ExampleCheck& example = {},
+                                              const MetricCheck& metric = {});
 // The one-GPU key of a machine's key: "2x_h200" -> "h200"; a one-GPU key comes back unchanged.
 std::string single_gpu_key(const std::string& hardware_key);
 // The GPU count a machine's key names: "2x_h200" -> 2, "h200" -> 1.

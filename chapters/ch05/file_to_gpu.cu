@@ -173,11 +173,6 @@ class DirectReadPipeline {
 // compatibility mode. Reported, never assumed.
 bool nvidia_fs_loaded() { return ::access("/proc/driver/nvidia-fs/version", R_OK) == 0; }
 
-void check_cufile(CUfileError_t status, const char* call) {
-  if (status.err != CU_FILE_SUCCESS)
-    throw std::runtime_error(std::string(call) + " failed: " + CUFILE_ERRSTR(status.err));
-}
-
 class CuFileRead {
  public:
   CuFileRead(const FileLoad& w, cudaStream_t)
@@ -189,7 +184,15 @@ class CuFileRead {
     CUfileDescr_t descr{};
     descr.handle.fd = fd_.get();
     descr.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
-    check_cufile(cuFileHandleRegister(&handle_, &descr), "cuFileHandleRegister");
+    // Without the nvidia-fs driver cuFile reads only in compatibility mode, and only when its
+    // configuration allows it (cufile.json's allow_compat_mode); refused, the rung cannot run on
+    // this machine: SKIPPED with cuFile's reason (seen on the lent H100s, whose disk is virtio).
+    if (const CUfileError_t r = cuFileHandleRegister(&handle_, &descr); r.err != CU_FILE_SUCCESS) {
+      cuFileDriverClose();
+      throw bench::Unsupported(std::string("cuFileHandleRegister failed: ") + CUFILE_ERRSTR(r.err) +
+                               (nvidia_fs_loaded() ? "" : " (no nvidia-fs driver: not GPUDirect Storage; "
+                                                          "compatibility mode needs allow_compat_mode in cufile.json)"));
+    }
     // A registered destination lets the transfers go straight into it; unregistered, cuFile
     // stages through GPU bounce buffers of its own. Registration failing is not an error.
     registered_ = cuFileBufRegister(w.dst.data(), w.bytes(), 0).err == CU_FILE_SUCCESS;

@@ -530,8 +530,10 @@ namespace {
 std::string provenance_html(const ReportRun& run) {
   std::string html = "<table class=\"provenance\">\n";
   const std::pair<const char*, const char*> keys[] = {
-      {"GPU", "gpu_name"},          {"hardware key", "hardware_key"}, {"driver (CUDA version it supports)", "driver_version"},
-      {"CUDA runtime", "runtime_version"}, {"SM clock (kHz)", "sm_clock_khz"}, {"memory clock (kHz)", "memory_clock_khz"},
+      {"GPU", "gpu_name"},          {"hardware key", "hardware_key"}, {"driver release", "driver_release"},
+      {"driver (CUDA version it supports)", "driver_version"}, {"CUDA runtime", "runtime_version"},
+      {"nvcc", "nvcc_version"},     {"ECC", "ecc"},
+      {"SM clock (kHz)", "sm_clock_khz"}, {"memory clock (kHz)", "memory_clock_khz"},
       {"git SHA", "git_sha"},       {"date", "date"},                 {"machine", "machine_id"},
       {"command", "bench_command"}, {"first chapter binary's command", "command_line"}};
   for (const auto& [label, key] : keys) {

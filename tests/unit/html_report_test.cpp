@@ -253,6 +253,8 @@ TEST(HtmlReport, ThrottledDroppedAndNoisySamplesAreFlagged) {
 
 TEST(HtmlReport, RunsOfSeveralGpusAreSetSideBySide) {
   ReportRun one = a_run(true), four = a_run(true);
+  one.context["driver_release"] = "580.159.04";
+  EXPECT_NE(bench::tools::html_report({one}).find("<th>driver release</th><td>580.159.04</td>"), std::string::npos);
   EXPECT_EQ(bench::tools::html_report({one}).find("GPUs side by side"), std::string::npos);
   // The four-GPU machine measured only the GEMM: the copy reads "-" in its columns.
   std::vector<CaseResult> cases = {gemm_case("baseline", 20000, 1), gemm_case("optimized", 3000, 2)};

@@ -389,20 +389,29 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
     const double angle = std::atan2(py1 - py0, px1 - px0) * 180 / M_PI;
     const double run = std::hypot(px1 - px0, py1 - py0), length = 6.6 * ceiling_text(r).size();
     SlopeLabel label{0, 0, std::cos(angle * M_PI / 180), std::sin(angle * M_PI / 180), length};
-    for (double f : {0.15, 0.3, 0.45, 0.6, 0.75, 0.05, 0.9}) {
-      label.ax = px0 + f * (px1 - px0), label.ay = py0 + f * (py1 - py0);
-      bool clear = f * run + length <= run || f == 0.9;
+    auto at = [&](double f) { label.ax = px0 + f * (px1 - px0), label.ay = py0 + f * (py1 - py0); };
+    auto clear_here = [&] {
       for (const auto& [dx, dy] : dots) {
         const auto [u, v] = label.frame(dx, dy);
-        if (u > -14 && u < length + 14 && v > -29 && v < 12) clear = false;
+        if (u > -14 && u < length + 14 && v > -29 && v < 12) return false;
       }
       for (const auto& other : slope_labels) {
         const auto [u, v] = label.frame(other.ax, other.ay);
-        if (u < length && u + other.length > 0 && std::abs(v) < 14) clear = false;
+        if (u < length && u + other.length > 0 && std::abs(v) < 14) return false;
       }
-      if (clear) break;
-      if (f == 0.9) label.ax = px0 + 0.15 * (px1 - px0), label.ay = py0 + 0.15 * (py1 - py0);  // no clear place
+      return true;
+    };
+    // The first place where the name fits before the knee and covers nothing; the last candidate
+    // may run past the knee; where every place is taken, the first.
+    double chosen = 0.15;
+    for (double f : {0.15, 0.3, 0.45, 0.6, 0.75, 0.05, 0.9}) {
+      at(f);
+      if ((f * run + length <= run || f == 0.9) && clear_here()) {
+        chosen = f;
+        break;
+      }
     }
+    at(chosen);
     slope_labels.push_back(label);
     const double lx = label.ax, ly = label.ay;
     svg += fmt::format("<polyline class=\"roof\" data-ceiling=\"{}\" points=\"{:.1f},{:.1f} {:.1f},{:.1f}\" fill=\"none\" "

@@ -42,9 +42,9 @@ DeviceCheck::DeviceCheck(const ExampleDef& e, const WorkloadInstance& w) : e_(e)
     why_off_ = "no device reference";
     return;
   }
-  std::size_t held_bytes = 0, outputs = 0;
+  std::size_t held_bytes = 0;
   for (const auto& b : w.buffers())
-    if (!b.is_input) held_bytes += b.bytes(), ++outputs;
+    if (!b.is_input) held_bytes += b.bytes();
   std::size_t free = 0, total = 0;
   BENCH_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   if (static_cast<double>(held_bytes) > kHeldShareOfFree * static_cast<double>(free)) {
@@ -56,46 +56,38 @@ DeviceCheck::DeviceCheck(const ExampleDef& e, const WorkloadInstance& w) : e_(e)
     if (b.is_input) continue;
     void* p = nullptr;
     BENCH_CUDA_CHECK(cudaMalloc(&p, b.bytes()));
-    held_.push_back(p);
+    held_.push_back({&b, p, resolve(e.tolerance, b.dtype)});
   }
-  BENCH_CUDA_CHECK(cudaMalloc(&sums_, outputs * sizeof(DeviceComparison)));
+  BENCH_CUDA_CHECK(cudaMalloc(&sums_, held_.size() * sizeof(DeviceComparison)));
 }
 
 DeviceCheck::~DeviceCheck() {
-  for (void* p : held_) cudaFree(p);
+  for (const Held& h : held_) cudaFree(h.copy);
   cudaFree(sums_);
 }
 
 DeviceCheck::Verdict DeviceCheck::check(uint64_t inputs, int run, cudaStream_t s) {
   // A variant that changed its inputs would be compared with a reference of the changed inputs.
   if (input_checksum(w_, s) != inputs) return Verdict::inputs_changed;
-  std::size_t k = 0;
-  for (const auto& b : w_.buffers())
-    if (!b.is_input)
-      BENCH_CUDA_CHECK(cudaMemcpyAsync(held_[k++], b.device, b.bytes(), cudaMemcpyDeviceToDevice, s));
+  for (const Held& h : held_)
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(h.copy, h.output->device, h.output->bytes(), cudaMemcpyDeviceToDevice, s));
   // Poisoned first, so an output the reference leaves unwritten cannot compare the variant's
   // values with themselves.
   poison_outputs(w_, run + 1, s);
   e_.device_reference(w_.object.get(), s);
-  BENCH_CUDA_CHECK(cudaMemsetAsync(sums_, 0, k * sizeof(DeviceComparison), s));
-  k = 0;
-  for (const auto& b : w_.buffers()) {
-    if (b.is_input) continue;
-    launch_compare(held_[k], b.device, b.dtype, b.count, resolve(e_.tolerance, b.dtype), sums_ + k, s);
-    ++k;
-  }
-  std::vector<DeviceComparison> sums(k);
-  BENCH_CUDA_CHECK(cudaMemcpyAsync(sums.data(), sums_, k * sizeof(DeviceComparison), cudaMemcpyDeviceToHost, s));
+  BENCH_CUDA_CHECK(cudaMemsetAsync(sums_, 0, held_.size() * sizeof(DeviceComparison), s));
+  for (std::size_t k = 0; k < held_.size(); ++k)
+    launch_compare(held_[k].copy, held_[k].output->device, held_[k].output->dtype, held_[k].output->count,
+                   held_[k].tolerance, sums_ + k, s);
+  std::vector<DeviceComparison> sums(held_.size());
+  BENCH_CUDA_CHECK(cudaMemcpyAsync(sums.data(), sums_, sums.size() * sizeof(DeviceComparison), cudaMemcpyDeviceToHost, s));
   BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
   bool pass = true;
-  k = 0;
-  for (const auto& b : w_.buffers())
-    if (!b.is_input) pass = pass && device_comparison_passes(sums[k++], resolve(e_.tolerance, b.dtype));
+  for (std::size_t k = 0; k < held_.size(); ++k) pass = pass && device_comparison_passes(sums[k], held_[k].tolerance);
   if (pass) return Verdict::match;
-  k = 0;  // put the variant's outputs back: the host check judges them, not the reference's
-  for (const auto& b : w_.buffers())
-    if (!b.is_input)
-      BENCH_CUDA_CHECK(cudaMemcpyAsync(b.device, held_[k++], b.bytes(), cudaMemcpyDeviceToDevice, s));
+  // Put the variant's outputs back: the host check judges them, not the reference's.
+  for (const Held& h : held_)
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(h.output->device, h.copy, h.output->bytes(), cudaMemcpyDeviceToDevice, s));
   BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
   return Verdict::outputs_differ;
 }

@@ -59,7 +59,12 @@ class DeviceCheck {
   const ExampleDef& e_;
   const WorkloadInstance& w_;
   std::string why_off_;
-  std::vector<void*> held_;          // one per output, in buffer order
+  struct Held {  // one per output of the workload, in buffer order
+    const Buffer* output;
+    void* copy;           // the variant's outputs, held aside while the reference runs
+    Tolerance tolerance;  // the example's, resolved for the output's dtype
+  };
+  std::vector<Held> held_;
   DeviceComparison* sums_ = nullptr;  // one per output
 };
 

@@ -35,6 +35,7 @@
 //   ./bench compare --chapter ch08 --example hbm_streaming
 #include <bench/bench.hpp>
 #include <kernels/group_reduce.cuh>
+#include <kernels/reference_rows.cuh>
 #include <kernels/vector_access.cuh>
 
 namespace {
@@ -111,24 +112,16 @@ void launch(const RowSums& w, cudaStream_t stream) {
 }
 
 // The timing-size check (docs/validity.md row 2): one block per row, each thread summing a
-// strided share of it in double, then a plain tree in shared memory; no vector loads, no shuffles,
-// sharing no code with the variants.
-constexpr int kReferenceBlock = 256;
+// strided share of it in double (kernels/reference_rows.cuh), sharing no code with the variants.
 __global__ void reference_row_sums(const float* x, float* y, int64_t cols) {
-  __shared__ double partial[kReferenceBlock];
   double sum = 0;
-  for (int64_t c = threadIdx.x; c < cols; c += kReferenceBlock) sum += x[blockIdx.x * cols + c];
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int width = kReferenceBlock / 2; width > 0; width /= 2) {
-    if (threadIdx.x < width) partial[threadIdx.x] += partial[threadIdx.x + width];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) y[blockIdx.x] = float(partial[0]);
+  for (int64_t c = threadIdx.x; c < cols; c += kernels::kReferenceRowBlock) sum += x[blockIdx.x * cols + c];
+  sum = kernels::reference_block_sum(sum);
+  if (threadIdx.x == 0) y[blockIdx.x] = float(sum);
 }
 
 void device_reference(const RowSums& w, cudaStream_t stream) {
-  reference_row_sums<<<static_cast<unsigned>(w.rows), kReferenceBlock, 0, stream>>>(w.x.data(), w.y.data(), w.cols);
+  reference_row_sums<<<static_cast<unsigned>(w.rows), kernels::kReferenceRowBlock, 0, stream>>>(w.x.data(), w.y.data(), w.cols);
   BENCH_CHECK_LAUNCH();
 }
 

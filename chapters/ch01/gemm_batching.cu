@@ -139,12 +139,30 @@ void reference(const SmallGemms& w, bench::HostData& h) {
       }
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per element of C, its dot product in
+// double, column-major as cuBLAS reads the operands; no cuBLAS.
+__global__ void reference_gemms(const float* a, const float* b, float* c, int64_t count, int64_t d) {
+  const int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (o >= count * d * d) return;
+  const int64_t size = d * d, i = o / size, col = o % size / d, row = o % d;
+  double sum = 0;
+  for (int64_t p = 0; p < d; ++p) sum += double(a[i * size + p * d + row]) * b[i * size + col * d + p];
+  c[o] = static_cast<float>(sum);
+}
+
+void device_reference(const SmallGemms& w, cudaStream_t stream) {
+  const int64_t elements = w.count * w.matrix_elements();
+  reference_gemms<<<static_cast<unsigned>((elements + 255) / 256), 256, 0, stream>>>(w.a.data(), w.b.data(), w.c.data(), w.count, w.dim);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch01, gemm_batching, SmallGemms)
     .int_axis("count", {1, 4, 16, 64, 256, 512, 2048}, {64, 512})
     .stateful<OneCallPerProduct>(bench::Role::baseline, "cublasSgemm_loop", {.host_bound = true})
     .stateful<PointerArrayBatch>(bench::Role::step, "cublasSgemmBatched_pointer_array")
     .stateful<StridedBatch>(bench::Role::optimized, "cublasSgemmStridedBatched")
     .reference(reference)
+    .device_reference(device_reference)
     .mode(bench::Mode::hot);
 
 }  // namespace

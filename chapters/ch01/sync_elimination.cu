@@ -23,6 +23,7 @@
 #include <bench/bench.hpp>
 #include <cstdint>
 #include <kernels/group_reduce.cuh>
+#include <kernels/reference_rows.cuh>
 #include <vector>
 
 namespace {
@@ -35,6 +36,7 @@ struct StepLoop {
   bench::DeviceSpan<const float> x0;
   bench::DeviceSpan<float> x, loss;
   bench::DeviceBuffer<float> batch_on_device, partials;
+  bench::DeviceBuffer<double> reference_partials;  // the device reference's: steps x its blocks
   explicit StepLoop(bench::Setup& s)
       : n(s.size("n", int64_t{1} << 24, 100'003)),
         batch(s.size("batch", int64_t{1} << 18, 4099)),
@@ -43,14 +45,15 @@ struct StepLoop {
         x(s.output<float>("x", n)),
         loss(s.output<float>("loss", steps)),
         batch_on_device(batch),
-        partials(kLossBlocks) {
+        partials(kLossBlocks),
+        reference_partials(steps * ((n + kernels::kReferenceRowBlock - 1) / kernels::kReferenceRowBlock)) {
     // Per step: the batch up, the state read and written; the first copy of x0 into x.
     s.bytes(double(steps) * (batch + 2.0 * n) * sizeof(float) + 2.0 * n * sizeof(float));
   }
 };
 
 // The host's batch for a step: small integers over 8, exact in float, different every step.
-float batch_value(int64_t step, int64_t j) {
+__host__ __device__ float batch_value(int64_t step, int64_t j) {
   const uint64_t h = static_cast<uint64_t>(step * 1'000'003 + j) * 2654435761u;
   return static_cast<float>(static_cast<int>((h >> 9) & 0xFF) - 128) * 0.125f;
 }
@@ -167,11 +170,44 @@ void reference(const StepLoop& w, bench::HostData& h) {
 // The state is rounded to float once per step (~6e-8 relative each time; each step weighs what
 // came before by 3/4, so the errors do not grow); each loss is a float sum, per thread then per
 // block, of 2^24 terms: well inside FP32's default relative-L2 bound of 1e-5.
+// The timing-size check (docs/validity.md row 2), in double, with no host batches and no copies:
+// one thread per element runs its state through every step (batch_value is the batches'
+// definition), each block sums its squares per step (kernels/reference_rows.cuh) into its own
+// slot, then one block per step folds those slots into the step's loss.
+__global__ void reference_steps(const float* x0, float* x, double* partials, int64_t n, int64_t batch, int64_t steps) {
+  const int64_t i = blockIdx.x * int64_t{kernels::kReferenceRowBlock} + threadIdx.x;
+  double state = i < n ? x0[i] : 0.0;
+  for (int64_t step = 0; step < steps; ++step) {
+    if (i < n) state = 0.75 * state + 0.25 * batch_value(step, i % batch);
+    const double sum = kernels::reference_block_sum(i < n ? state * state : 0.0);  // every thread calls it
+    if (threadIdx.x == 0) partials[step * gridDim.x + blockIdx.x] = sum;
+  }
+  if (i < n) x[i] = static_cast<float>(state);
+}
+
+__global__ void reference_losses(const double* partials, float* loss, int64_t blocks, int64_t n) {
+  double sum = 0;
+  for (int64_t b = threadIdx.x; b < blocks; b += kernels::kReferenceRowBlock) sum += partials[blockIdx.x * blocks + b];
+  sum = kernels::reference_block_sum(sum);
+  if (threadIdx.x == 0) loss[blockIdx.x] = static_cast<float>(sum / static_cast<double>(n));
+}
+
+void device_reference(const StepLoop& w, cudaStream_t stream) {
+  const int64_t blocks = (w.n + kernels::kReferenceRowBlock - 1) / kernels::kReferenceRowBlock;
+  reference_steps<<<static_cast<unsigned>(blocks), kernels::kReferenceRowBlock, 0, stream>>>(
+      w.x0.data(), w.x.data(), w.reference_partials.data(), w.n, w.batch, w.steps);
+  BENCH_CHECK_LAUNCH();
+  reference_losses<<<static_cast<unsigned>(w.steps), kernels::kReferenceRowBlock, 0, stream>>>(
+      w.reference_partials.data(), w.loss.data(), blocks, w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch01, sync_elimination, StepLoop)
     .stateful<SyncEveryStep>(bench::Role::baseline, "pageable_copy_device_sync_per_step",
                              {.blocks_host = true, .host_bound = true})
     .stateful<StreamOrdered>(bench::Role::optimized, "pinned_async_one_sync", {.blocks_host = true})
     .reference(reference)
+    .device_reference(device_reference)
     .mode(bench::Mode::host);
 
 }  // namespace

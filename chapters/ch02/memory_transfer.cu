@@ -30,7 +30,7 @@ struct Batch {
 };
 
 // The batch's contents: small integers, exact in float, so the copy is checked exactly.
-float batch_value(int64_t i) {
+__host__ __device__ float batch_value(int64_t i) {
   return static_cast<float>(static_cast<int>((static_cast<uint64_t>(i) * 2654435761u >> 9) & 0x3FFF) - 8192);
 }
 void fill_batch(float* host, int64_t n) {
@@ -72,10 +72,23 @@ void reference(const Batch& w, bench::HostData& h) {
   for (int64_t i = 0; i < w.n; ++i) dst[i] = batch_value(i);
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per element computes the batch's
+// value where it lands; no host buffer, no copy.
+__global__ void reference_batch(float* dst, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) dst[i] = batch_value(i);
+}
+
+void device_reference(const Batch& w, cudaStream_t stream) {
+  reference_batch<<<static_cast<unsigned>((w.n + 255) / 256), 256, 0, stream>>>(w.dst.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch02, memory_transfer, Batch)
     .stateful<PageableUpload>(bench::Role::baseline, "pageable_cudaMemcpy", {.blocks_host = true, .host_bound = true})
     .stateful<PinnedUpload>(bench::Role::optimized, "pinned_cudaMemcpyAsync")
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::exact())
     .mode(bench::Mode::host);
 

@@ -117,10 +117,23 @@ void reference(const Transfer& w, bench::HostData& h) {
   for (int64_t j = 0; j < kSamples; ++j) sample[j] = src[j * (w.n - 1) / (kSamples - 1)];
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per sample reads it from the source
+// on this GPU, with no second GPU and no transfer.
+__global__ void reference_samples(const float* src, int64_t n, float* sample) {
+  const int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (j < kSamples) sample[j] = src[j * (n - 1) / (kSamples - 1)];
+}
+
+void device_reference(const Transfer& w, cudaStream_t stream) {
+  reference_samples<<<(kSamples + 255) / 256, 256, 0, stream>>>(w.src.data(), w.n, w.sample.data());
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch02, memory_transfer_multigpu, Transfer)
     .stateful<HostStaged>(bench::Role::baseline, "host_staged")
     .stateful<PeerToPeer>(bench::Role::optimized, "cudaMemcpyPeerAsync")
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::exact())
     .min_gpus(2);
 

@@ -24,6 +24,7 @@
 #include <bench/bench.hpp>
 #include <kernels/dependent_fma.cuh>
 #include <kernels/group_reduce.cuh>
+#include <kernels/reference_rows.cuh>
 #include <kernels/stream_fan.hpp>
 #include <vector>
 
@@ -33,18 +34,23 @@ constexpr int kBranches = 4;
 constexpr int kStages = 8;
 constexpr int kBlock = 256;
 
+// Blocks per branch of the device reference, one element per thread.
+int64_t reference_blocks(int64_t n) { return (n + kernels::kReferenceRowBlock - 1) / kernels::kReferenceRowBlock; }
+
 struct Branches {
   int64_t n;  // elements per branch: 16 blocks of 256 when timing
   int iters;  // dependent FMAs per element and stage: ~10 us per stage kernel when timing
   bench::DeviceSpan<const float> in;  // kBranches x n
   bench::DeviceSpan<float> values;    // kBranches x n: each branch's running values
   bench::DeviceSpan<float> sums;      // kBranches x kStages: the bookkeeping after each stage
+  bench::DeviceBuffer<double> reference_partials;  // the device reference's: per branch, stage, block
   explicit Branches(bench::Setup& s)
       : n(s.size("n", 16 * kBlock, 1001)),
         iters(static_cast<int>(s.size("iters", 4096, 64))),
         in(s.input<float>("in", kBranches * n, bench::uniform(-1, 1))),
         values(s.output<float>("values", kBranches * n)),
-        sums(s.output<float>("sums", kBranches * kStages)) {
+        sums(s.output<float>("sums", kBranches * kStages)),
+        reference_partials(kBranches * kStages * reference_blocks(n)) {
     s.param("branches", kBranches);
     s.param("stages", kStages);
     s.flops(2.0 * kBranches * kStages * static_cast<double>(n) * iters);
@@ -120,10 +126,44 @@ void reference(const Branches& w, bench::HostData& h) {
   }
 }
 
+// The timing-size check (docs/validity.md row 2), on one stream, with no bookkeeping kernels: one
+// thread per element runs its branch's stages in double (each rounded to float, as the CPU
+// reference stores it), each block sums its elements per stage (kernels/reference_rows.cuh) into
+// its own slot, then one block per (branch, stage) folds those slots.
+__global__ void reference_stages(const float* in, float* values, double* partials, int64_t n, int iters) {
+  const int b = blockIdx.y;
+  const int64_t i = blockIdx.x * int64_t{kernels::kReferenceRowBlock} + threadIdx.x;
+  const bool live = i < n;
+  float v = live ? in[b * n + i] : 0.0f;
+  for (int k = 0; k < kStages; ++k) {
+    if (live) v = static_cast<float>(kernels::dependent_fma_chain<double>(v, iters));
+    const double sum = kernels::reference_block_sum(live ? v : 0.0);  // every thread calls it
+    if (threadIdx.x == 0) partials[(b * kStages + k) * int64_t{gridDim.x} + blockIdx.x] = sum;
+  }
+  if (live) values[b * n + i] = v;
+}
+
+__global__ void reference_sums(const double* partials, float* sums, int64_t blocks) {
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < blocks; j += kernels::kReferenceRowBlock) sum += partials[blockIdx.x * blocks + j];
+  sum = kernels::reference_block_sum(sum);
+  if (threadIdx.x == 0) sums[blockIdx.x] = static_cast<float>(sum);
+}
+
+void device_reference(const Branches& w, cudaStream_t stream) {
+  const int64_t blocks = reference_blocks(w.n);
+  reference_stages<<<dim3(static_cast<unsigned>(blocks), kBranches), kernels::kReferenceRowBlock, 0, stream>>>(
+      w.in.data(), w.values.data(), w.reference_partials.data(), w.n, w.iters);
+  BENCH_CHECK_LAUNCH();
+  reference_sums<<<kBranches * kStages, kernels::kReferenceRowBlock, 0, stream>>>(w.reference_partials.data(), w.sums.data(), blocks);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch03, default_stream, Branches)
     .stateful<LegacyDefaultStream>(bench::Role::baseline, "blocking_streams_bookkeeping_on_stream0")
     .stateful<NonBlockingStreams>(bench::Role::optimized,
                                   "non_blocking_streams_bookkeeping_in_order")
-    .reference(reference);
+    .reference(reference)
+    .device_reference(device_reference);
 
 }  // namespace

@@ -55,11 +55,11 @@ struct Feed {
 };
 
 // The dataset: delta-encoded bytes of every sample of every batch.
-uint8_t encoded_byte(int64_t i) {
+__host__ __device__ uint8_t encoded_byte(int64_t i) {
   return static_cast<uint8_t>((static_cast<uint64_t>(i) * 2654435761u) >> 17);
 }
 // Batch b's shuffle: sample s goes to place (s * stride + offset) mod samples, stride coprime.
-int64_t shuffled_place(int64_t b, int64_t s, int64_t samples) {
+__host__ __device__ int64_t shuffled_place(int64_t b, int64_t s, int64_t samples) {
   int64_t stride = 2 * b + 1;
   while (std::gcd(stride, samples) != 1) stride += 2;
   return (s * stride + b * 7) % samples;
@@ -254,9 +254,9 @@ class PooledDoubleBuffer {
 // normalised), so the reference tabulates the chain once per byte value and stays cheap at the
 // timing size too. The kernel's FP32 chain contracts its rounding errors (|t| <= 1/2), so it lands
 // within a few ulp of this; the per-sample sums are in double here, in FP32 on the GPU.
-double chain_exact(double x0, int iters) {
+__host__ __device__ double chain_exact(double x0, int iters) {
   const double t = 0.5 * x0;
-  return 0.5 * x0 * (1 - std::pow(t, iters + 1)) / (1 - t);
+  return 0.5 * x0 * (1 - pow(t, double(iters + 1))) / (1 - t);
 }
 
 void reference(const Feed& w, bench::HostData& h) {
@@ -279,11 +279,40 @@ void reference(const Feed& w, bench::HostData& h) {
 
 constexpr bench::VariantOptions kHostSide{.blocks_host = true, .host_bound = true};
 
+// The timing-size check (docs/validity.md row 2), with no host threads, no pinned buffers and no
+// copies: each block tabulates the chain per byte value in shared memory (chain_exact, as the CPU
+// reference), then one thread per (batch, sample) decodes its bytes from the dataset's definition
+// and sums their chains in double, into the sample's shuffled place.
+__global__ void reference_feed(float* out, int64_t batches, int64_t samples, int64_t sample_bytes, int iters) {
+  __shared__ double chain_of_byte[256];
+  for (int v = threadIdx.x; v < 256; v += blockDim.x)
+    chain_of_byte[v] = chain_exact((static_cast<float>(v) - 127.5f) * (1.0f / 127.5f), iters);
+  __syncthreads();
+  const int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (o >= batches * samples) return;
+  const int64_t b = o / samples, s = o % samples;
+  uint8_t value = 0;
+  double sum = 0;
+  for (int64_t j = 0; j < sample_bytes; ++j) {
+    value = static_cast<uint8_t>(value + encoded_byte((b * samples + s) * sample_bytes + j));
+    sum += chain_of_byte[value];
+  }
+  out[b * samples + shuffled_place(b, s, samples)] = static_cast<float>(sum);
+}
+
+void device_reference(const Feed& w, cudaStream_t stream) {
+  const int64_t outputs = w.batches * w.samples;
+  reference_feed<<<static_cast<unsigned>((outputs + 127) / 128), 128, 0, stream>>>(w.out.data(), w.batches, w.samples,
+                                                                                  w.sample_bytes, w.iters);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch03, host_feeding, Feed)
     .stateful<OneThreadSerial>(bench::Role::baseline, "one_thread_prepare_copy_compute", kHostSide)
     .stateful<PooledDoubleBuffer>(bench::Role::optimized, "worker_pool_pinned_double_buffer",
                                   kHostSide)
     .reference(reference)
+    .device_reference(device_reference)
     .mode(bench::Mode::host);
 
 }  // namespace

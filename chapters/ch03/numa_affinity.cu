@@ -92,10 +92,10 @@ struct Upload {
   }
 };
 
-uint8_t dataset_byte(int64_t i) {
+__host__ __device__ uint8_t dataset_byte(int64_t i) {
   return static_cast<uint8_t>((static_cast<uint64_t>(i) * 2654435761u) >> 15);
 }
-float as_input(uint8_t byte) { return (static_cast<float>(byte) - 127.5f) * (1.0f / 127.5f); }
+__host__ __device__ float as_input(uint8_t byte) { return (static_cast<float>(byte) - 127.5f) * (1.0f / 127.5f); }
 
 // Anonymous memory bound to one node before its first touch, so every page lands there.
 class NodeMemory {
@@ -200,11 +200,24 @@ void reference(const Upload& w, bench::HostData& h) {
 
 constexpr bench::VariantOptions kHostSide{.blocks_host = true, .host_bound = true};
 
+// The timing-size check (docs/validity.md row 2): one thread per element computes the dataset's
+// value where it lands; no host memory, no copy.
+__global__ void reference_upload(float* dst, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) dst[i] = as_input(dataset_byte(i));
+}
+
+void device_reference(const Upload& w, cudaStream_t stream) {
+  reference_upload<<<static_cast<unsigned>((w.n + 255) / 256), 256, 0, stream>>>(w.dst.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch03, numa_affinity, Upload)
     .requires_that([](const Upload&) { return single_node_reason(); })
     .stateful<NodeFeeder<false>>(bench::Role::baseline, "feeder_on_another_node", kHostSide)
     .stateful<NodeFeeder<true>>(bench::Role::optimized, "feeder_on_gpu_node", kHostSide)
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::exact())
     .mode(bench::Mode::host);
 

@@ -55,6 +55,7 @@ BENCH_EXAMPLE(ch06, add_parallel, VectorAdd)
     .baseline("one_block_loop", launch_one_block)
     .optimized("thread_per_element", launch_grid)
     .reference(ch06::vector_add_reference<VectorAdd>)
+    .device_reference(ch06::vector_add_device_reference<VectorAdd>)
     .tolerance(bench::exact());
 
 }  // namespace

@@ -69,6 +69,7 @@ BENCH_EXAMPLE(ch06, add_vectorized, VectorAdd)
     .baseline("float_per_thread", launch_scalar)
     .optimized("float4_per_thread", launch_float4)
     .reference(ch06::vector_add_reference<VectorAdd>)
+    .device_reference(ch06::vector_add_device_reference<VectorAdd>)
     .tolerance(bench::exact());
 
 }  // namespace

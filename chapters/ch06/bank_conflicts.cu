@@ -116,9 +116,30 @@ void reference(const BlockScores& w, bench::HostData& h) {
   }
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per score, summing its 32 products
+// in double straight from global memory, sharing no code with the variants.
+__global__ void reference_block_scores(const float* q, const float* k, float* scores, int64_t outputs) {
+  const int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (o >= outputs) return;
+  const int64_t base = o / kTileFloats * kTileFloats;
+  const int i = int(o % kTileFloats) / kTile, j = int(o % kTile);
+  double sum = 0;
+  for (int d = 0; d < kTile; ++d) sum += double(q[base + i * kTile + d]) * k[base + j * kTile + d];
+  scores[o] = float(sum);
+}
+
+void device_reference(const BlockScores& w, cudaStream_t stream) {
+  constexpr int kBlock = 256;
+  const int64_t outputs = w.blocks * kTileFloats;
+  reference_block_scores<<<static_cast<unsigned>((outputs + kBlock - 1) / kBlock), kBlock, 0, stream>>>(
+      w.q.data(), w.k.data(), w.scores.data(), outputs);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch06, bank_conflicts, BlockScores)
     .baseline("k_tile_32x32", launch<0>)
     .optimized("k_tile_32x33_padded", launch<1>)
-    .reference(reference);  // FP32 sums of 32 products: the float default (relative L2 1e-5)
+    .reference(reference)
+    .device_reference(device_reference);  // FP32 sums of 32 products: the float default (relative L2 1e-5)
 
 }  // namespace

@@ -116,10 +116,27 @@ void reference(const Polynomial& w, bench::HostData& h) {
   }
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per point, Horner's rule in double
+// from global memory, as the CPU reference computes it, sharing no code with the variants.
+__global__ void reference_evaluate(const float* c, const float* x, float* p, int64_t points) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= points) return;
+  double acc = c[kTerms - 1];
+  for (int k = kTerms - 2; k >= 0; --k) acc = acc * x[i] + c[k];
+  p[i] = float(acc);
+}
+
+void device_reference(const Polynomial& w, cudaStream_t stream) {
+  reference_evaluate<<<static_cast<unsigned>((w.points + kBlock - 1) / kBlock), kBlock, 0, stream>>>(
+      w.coefficients.data(), w.x.data(), w.p.data(), w.points);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch06, ilp, Polynomial)
     .baseline("one_dependent_chain", launch<evaluate<1>>)
     .optimized("eight_independent_chains", launch<evaluate<kChains>>)
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::relative_l2(2e-4));  // the split's cancellation, above
 
 }  // namespace

@@ -88,10 +88,23 @@ void reference(const Step& w, bench::HostData& h) {
   for (int64_t i = 0; i < w.n; ++i) y[i] = (2.0 * x[i] + 1.0) * x[i];
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per element, in double, with no
+// scratch buffer, sharing no code with the variants.
+__global__ void reference_step(const float* x, float* y, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) y[i] = float((2.0 * x[i] + 1.0) * x[i]);
+}
+
+void device_reference(const Step& w, cudaStream_t stream) {
+  reference_step<<<static_cast<unsigned>((w.n + kBlock - 1) / kBlock), kBlock, 0, stream>>>(w.x.data(), w.y.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch06, stream_ordered_alloc, Step)
     .baseline("cudaMalloc_cudaFree", malloc_every_step, {.blocks_host = true, .host_bound = true})
     .stateful<PoolEveryStep>(bench::Role::optimized, "cudaMallocFromPoolAsync_cudaFreeAsync")
     .reference(reference)
+    .device_reference(device_reference)
     .mode(bench::Mode::host);
 
 }  // namespace

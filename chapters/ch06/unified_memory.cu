@@ -47,7 +47,7 @@ struct Batch {
 };
 
 // What the host producer writes: small integers, exact in float, so y = batch * x is exact.
-float batch_value(int64_t i) { return static_cast<float>(static_cast<int>((static_cast<uint64_t>(i) * 2654435761u >> 7) & 0xFF) - 128); }
+__host__ __device__ float batch_value(int64_t i) { return static_cast<float>(static_cast<int>((static_cast<uint64_t>(i) * 2654435761u >> 7) & 0xFF) - 128); }
 
 std::string refuse_unless_safe(const Batch& w) {
   int device = 0, concurrent = 0;
@@ -112,12 +112,25 @@ void reference(const Batch& w, bench::HostData& h) {
 // host's and its PCIe link's (host_bound).
 constexpr bench::VariantOptions kHostSide{.blocks_host = true, .host_bound = true};
 
+// The timing-size check (docs/validity.md row 2): one thread per element computes the batch
+// value itself (no managed memory, no host producer) and the product in double, rounded once.
+__global__ void reference_scale(const float* x, float* y, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) y[i] = static_cast<float>(double(batch_value(i)) * x[i]);
+}
+
+void device_reference(const Batch& w, cudaStream_t stream) {
+  reference_scale<<<static_cast<unsigned>((w.n + kBlock - 1) / kBlock), kBlock, 0, stream>>>(w.x.data(), w.y.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch06, unified_memory, Batch)
     .stateful<ManagedStep<Prefetch::none>>(bench::Role::baseline, "fault_on_first_touch", kHostSide)
     .stateful<ManagedStep<Prefetch::to_device>>(bench::Role::step, "prefetch_to_device", kHostSide)
     .stateful<ManagedStep<Prefetch::both_ways>>(bench::Role::optimized, "prefetch_both_ways", kHostSide)
     .requires_that(refuse_unless_safe)
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::exact())
     .mode(bench::Mode::host);
 

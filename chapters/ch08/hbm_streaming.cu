@@ -35,6 +35,7 @@
 //   ./bench compare --chapter ch08 --example hbm_streaming
 #include <bench/bench.hpp>
 #include <kernels/group_reduce.cuh>
+#include <kernels/reference_rows.cuh>
 #include <kernels/vector_access.cuh>
 
 namespace {
@@ -110,9 +111,24 @@ void launch(const RowSums& w, cudaStream_t stream) {
   BENCH_CHECK_LAUNCH();
 }
 
+// The timing-size check (docs/validity.md row 2): one block per row, each thread summing a
+// strided share of it in double (kernels/reference_rows.cuh), sharing no code with the variants.
+__global__ void reference_row_sums(const float* x, float* y, int64_t cols) {
+  double sum = 0;
+  for (int64_t c = threadIdx.x; c < cols; c += kernels::kReferenceRowBlock) sum += x[blockIdx.x * cols + c];
+  sum = kernels::reference_block_sum(sum);
+  if (threadIdx.x == 0) y[blockIdx.x] = float(sum);
+}
+
+void device_reference(const RowSums& w, cudaStream_t stream) {
+  reference_row_sums<<<static_cast<unsigned>(w.rows), kernels::kReferenceRowBlock, 0, stream>>>(w.x.data(), w.y.data(), w.cols);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch08, hbm_streaming, RowSums)
     .baseline("scalar_1_in_flight", launch<scalar_row_sums>)
     .optimized("float4_4_in_flight", launch<vector_row_sums>)
-    .reference(reference);
+    .reference(reference)
+    .device_reference(device_reference);
 
 }  // namespace

@@ -66,9 +66,27 @@ void launch_fitting(const IteratedMap& w, cudaStream_t stream) {
   ch08::launch_chains<kFittingItems>(w.x.data(), w.y.data(), w.n, w.steps, stream);
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per element, the chain written out
+// in double (the CPU reference's kernels::dependent_fma_chain<double>, not the variants' code).
+__global__ void reference_chain(const float* x, float* y, int64_t n, int steps) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  const double x0 = x[i], t = 0.5 * x0;
+  double p = x0;
+  for (int k = 0; k < steps; ++k) p = p * t + x0;
+  y[i] = float(0.5 * p);
+}
+
+void device_reference(const IteratedMap& w, cudaStream_t stream) {
+  constexpr int kBlock = 256;
+  reference_chain<<<static_cast<unsigned>((w.n + kBlock - 1) / kBlock), kBlock, 0, stream>>>(w.x.data(), w.y.data(), w.n, w.steps);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch08, register_spills, IteratedMap)
     .baseline("16_per_thread_spills", launch_spilling)
     .optimized("4_per_thread_in_registers", launch_fitting)
-    .reference(reference);
+    .reference(reference)
+    .device_reference(device_reference);
 
 }  // namespace

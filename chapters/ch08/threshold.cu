@@ -102,9 +102,27 @@ void launch(const IteratedMap& w, cudaStream_t stream) {
   BENCH_CHECK_LAUNCH();
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per element, the CPU reference's
+// loop in double, sharing no code with the variants.
+__global__ void reference_threshold(const float* x, float* y, int64_t n, int steps) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  const double xi = x[i];
+  const double t = (xi >= kThreshold ? double{kGainAbove} : double{kGainBelow}) * xi;
+  double p = xi;
+  for (int k = 0; k < steps; ++k) p = p * t + xi;
+  y[i] = float(p);
+}
+
+void device_reference(const IteratedMap& w, cudaStream_t stream) {
+  reference_threshold<<<static_cast<unsigned>((w.n + kBlock - 1) / kBlock), kBlock, 0, stream>>>(w.x.data(), w.y.data(), w.n, w.steps);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch08, threshold, IteratedMap)
     .baseline("divergent_if_else", launch<divergent>)
     .optimized("select_then_one_loop", launch<predicated>)
-    .reference(reference);  // FP32 default; the two variants agree bit for bit (see above)
+    .reference(reference)
+    .device_reference(device_reference);  // FP32 default; the two variants agree bit for bit (see above)
 
 }  // namespace

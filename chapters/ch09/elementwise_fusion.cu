@@ -100,10 +100,23 @@ void reference(const Chain& w, bench::HostData& h) {
   for (int64_t i = 0; i < w.n; ++i) out[i] = fmaxf(fmaf(kA, x[i], kB), 0.0f) * kScale;  // FP32, as the GPU
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per element, the CPU reference's
+// FP32 expression, sharing no code with the variants.
+__global__ void reference_chain(const float* x, float* w, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) w[i] = fmaxf(fmaf(kA, x[i], kB), 0.0f) * kScale;
+}
+
+void device_reference(const Chain& w, cudaStream_t stream) {
+  reference_chain<<<blocks_for(w.n, kBlock), kBlock, 0, stream>>>(w.x.data(), w.w.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch09, elementwise_fusion, Chain)
     .baseline("three_kernels", launch_three_kernels)
     .optimized("fused_vec4", launch_fused)
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::exact());
 
 }  // namespace

@@ -20,6 +20,7 @@
 //
 //   ./bench compare --chapter ch09 --example fused_l2norm
 #include <bench/bench.hpp>
+#include <kernels/reference_rows.cuh>
 #include <kernels/vector_access.cuh>
 
 #include <cmath>
@@ -144,6 +145,22 @@ void reference(const Rows& w, bench::HostData& h) {
   }
 }
 
+// The timing-size check (docs/validity.md row 2): one block per row, its sum of squares in double
+// (kernels/reference_rows.cuh), every element divided by the root in double, sharing no code
+// with the variants.
+__global__ void reference_l2norm(const float* x, float* out, int64_t cols) {
+  const float* row = x + blockIdx.x * cols;
+  double s = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += kernels::kReferenceRowBlock) s += double(row[j]) * row[j];
+  const double norm = sqrt(kernels::reference_block_sum(s));
+  for (int64_t j = threadIdx.x; j < cols; j += kernels::kReferenceRowBlock) out[blockIdx.x * cols + j] = float(row[j] / norm);
+}
+
+void device_reference(const Rows& w, cudaStream_t stream) {
+  reference_l2norm<<<unsigned(w.rows), kernels::kReferenceRowBlock, 0, stream>>>(w.x.data(), w.out.data(), w.cols);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch09, fused_l2norm, Rows)
     .baseline("four_kernels", launch_four_kernels)
     .optimized("one_pass_registers", launch_fused)
@@ -151,6 +168,7 @@ BENCH_EXAMPLE(ch09, fused_l2norm, Rows)
       return w.cols % 4 == 0 && w.cols <= kMaxCols ? "" : "fused kernel: cols must be a multiple of 4 and at most 8192";
     })
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::default_tolerance(bench::DType::f32));
 
 }  // namespace

@@ -57,6 +57,7 @@ BENCH_EXAMPLE(ch10, atomic_reduction, ch10::GlobalSum)
     .baseline("two_pass", ch10::launch_two_pass)
     .optimized("atomic_last_block", launch_atomic_last_block)
     .reference(ch10::reference)
+    .device_reference(ch10::device_reference)
     .tolerance(bench::relative_l2(1e-5));  // derived in global_sum.cuh
 
 }  // namespace

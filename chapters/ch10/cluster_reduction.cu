@@ -101,6 +101,7 @@ BENCH_EXAMPLE(ch10, cluster_reduction, ch10::GlobalSum)
     .baseline("two_pass", ch10::launch_two_pass)
     .stateful<ClusterLaunch>(bench::Role::optimized, "cluster_dsmem")
     .reference(ch10::reference)
+    .device_reference(ch10::device_reference)
     .tolerance(bench::relative_l2(1e-5))  // derived in global_sum.cuh
     .min_compute_capability(90);
 

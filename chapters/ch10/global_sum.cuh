@@ -1,5 +1,5 @@
 // ch10/global_sum.cuh: the work that cluster_reduction and atomic_reduction share: the sum of n
-// FP32 values into one float, its CPU reference, the per-block streaming sum every variant starts
+// FP32 values into one float, its CPU and device references, the per-block streaming sum every variant starts
 // from, the two-pass baseline both examples improve on, and the single-pass finish both optimized
 // kernels end with.
 //
@@ -27,6 +27,7 @@
 
 #include <bench/bench.hpp>
 #include <kernels/group_reduce.cuh>
+#include <kernels/reference_rows.cuh>
 #include <kernels/vector_access.cuh>
 
 namespace ch10 {
@@ -54,13 +55,15 @@ struct GlobalSum {
   bench::DeviceBuffer<float> partials;  // two-pass: one per block
   bench::DeviceBuffer<double> total{1};
   bench::DeviceBuffer<unsigned> arrivals{1};
+  bench::DeviceBuffer<double> reference_partials;  // the device reference's own scratch
   explicit GlobalSum(bench::Setup& s)
       // Verifying: 61 full chunks and 579 floats (3 past a float4).
       : n(s.size("n", s.axis("mib") << 18, 1'000'003)),
         chunks(static_cast<unsigned>((n + kChunk - 1) / kChunk)),
         x(s.input<float>("x", n, bench::uniform(0, 1))),  // positive: relative error has a bound
         sum(s.output<float>("sum", 1)),
-        partials(chunks) {
+        partials(chunks),
+        reference_partials(chunks) {
     s.param("chunk", kChunk);
     BENCH_CUDA_CHECK(cudaMemset(total.data(), 0, sizeof(double)));
     BENCH_CUDA_CHECK(cudaMemset(arrivals.data(), 0, sizeof(unsigned)));
@@ -80,6 +83,31 @@ void reference(const GlobalSum& w, bench::HostData& h) {
   double sum = 0;
   for (int64_t i = 0; i < w.n; ++i) sum += x[i];
   h.expected("sum")[0] = sum;
+}
+
+// The timing-size check (docs/validity.md row 2), sharing no code with the variants: one block
+// per kChunk floats sums them in double (kernels/reference_rows.cuh), then one block sums those
+// partials in double and rounds once to float. Deterministic, and ~2^-53 per add.
+__global__ void reference_chunk_sums(const float* x, int64_t n, double* partials) {
+  double sum = 0;
+  for (int64_t i = blockIdx.x * kChunk + threadIdx.x; i < n && i < (blockIdx.x + 1) * kChunk; i += kernels::kReferenceRowBlock)
+    sum += x[i];
+  sum = kernels::reference_block_sum(sum);
+  if (threadIdx.x == 0) partials[blockIdx.x] = sum;
+}
+
+__global__ void reference_total(const double* partials, unsigned count, float* out) {
+  double sum = 0;
+  for (unsigned i = threadIdx.x; i < count; i += kernels::kReferenceRowBlock) sum += partials[i];
+  sum = kernels::reference_block_sum(sum);
+  if (threadIdx.x == 0) *out = float(sum);
+}
+
+void device_reference(const GlobalSum& w, cudaStream_t stream) {
+  reference_chunk_sums<<<w.chunks, kernels::kReferenceRowBlock, 0, stream>>>(w.x.data(), w.n, w.reference_partials.data());
+  BENCH_CHECK_LAUNCH();
+  reference_total<<<1, kernels::kReferenceRowBlock, 0, stream>>>(w.reference_partials.data(), w.chunks, w.sum.data());
+  BENCH_CHECK_LAUNCH();
 }
 
 __device__ __forceinline__ float horizontal_sum(float4 v) { return (v.x + v.y) + (v.z + v.w); }

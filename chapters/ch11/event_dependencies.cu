@@ -101,9 +101,29 @@ void reference(const Branches& w, bench::HostData& h) {
   }
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per element, the CPU reference's
+// stages in double (each rounded to float, as each stage stores it), no streams, no scratch.
+__global__ void reference_branches(const float* in, float* out, int64_t n, int iters) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  double sum = 0;
+  for (int b = 0; b < kBranches; ++b) {
+    float v = in[b * n + i];
+    for (int stage = 0; stage < kStages; ++stage) v = static_cast<float>(ch11::busy<double>(v, iters));
+    sum += v;
+  }
+  out[i] = static_cast<float>(sum);
+}
+
+void device_reference(const Branches& w, cudaStream_t s) {
+  reference_branches<<<static_cast<unsigned>((w.n + 255) / 256), 256, 0, s>>>(w.in.data(), w.out.data(), w.n, w.iters);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch11, event_dependencies, Branches)
     .baseline("device_sync_between_stages", launch_device_syncs, {.blocks_host = true, .host_bound = true})
     .stateful<EventOrdered>(bench::Role::optimized, "stream_per_branch_event_joins")
-    .reference(reference);
+    .reference(reference)
+    .device_reference(device_reference);
 
 }  // namespace

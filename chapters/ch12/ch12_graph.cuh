@@ -1,7 +1,7 @@
 // ch12/ch12_graph.cuh: what the ch12 graph examples share.
 //   - OwnedStream, Graph, GraphExec, capture() from kernels/cuda_graph.hpp (ch16 uses them too);
 //   - chain_step: one small dependent kernel of the chains that cuda_graphs and graph_update
-//     launch, and its CPU reference.
+//     launch, and its CPU and device references.
 #pragma once
 
 #include <bench/bench.hpp>
@@ -37,6 +37,21 @@ inline void chain_reference(std::span<const float> in, std::span<double> out, in
     for (int k = 0; k < steps; ++k) v = v * static_cast<double>(0.99f) + k / 65536.0;
     out[i] = v;
   }
+}
+
+// The same steps on the device, for the timing-size check (docs/validity.md row 2): one thread
+// per element, in double, one launch, sharing no code with the chains under test.
+__global__ void chain_reference_kernel(const float* in, float* out, int64_t n, int steps) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  double v = in[i];
+  for (int k = 0; k < steps; ++k) v = v * static_cast<double>(0.99f) + k / 65536.0;
+  out[i] = static_cast<float>(v);
+}
+
+inline void chain_device_reference(const float* in, float* out, int64_t n, int steps, cudaStream_t s) {
+  chain_reference_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(in, out, n, steps);
+  BENCH_CHECK_LAUNCH();
 }
 
 }  // namespace

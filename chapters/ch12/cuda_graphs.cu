@@ -49,10 +49,13 @@ struct CapturedChain {
 
 void reference(const Chain& w, bench::HostData& h) { ch12::chain_reference(h.input<float>("in"), h.expected("out"), kKernels); }
 
+void device_reference(const Chain& w, cudaStream_t s) { ch12::chain_device_reference(w.in.data(), w.out.data(), w.n, kKernels, s); }
+
 BENCH_EXAMPLE(ch12, cuda_graphs, Chain)
     .baseline("256_launches", launch_chain, {.host_bound = true})
     .stateful<CapturedChain>(bench::Role::optimized, "one_graph_of_256_nodes")
     .reference(reference)
+    .device_reference(device_reference)
     .mode(bench::Mode::hot);
 
 }  // namespace

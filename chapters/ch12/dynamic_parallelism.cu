@@ -15,6 +15,7 @@
 //
 //   ./bench compare --chapter ch12 --example dynamic_parallelism
 #include <bench/bench.hpp>
+#include <kernels/reference_rows.cuh>
 
 namespace {
 
@@ -123,11 +124,27 @@ void reference(const Segments& w, bench::HostData& h) {
   }
 }
 
+// The timing-size check (docs/validity.md row 2): one block per segment, its sum of squares in
+// double (kernels/reference_rows.cuh), from the host launch, sharing no code with the variants.
+__global__ void reference_sum_squares(const float* in, const int32_t* len, float* out, int64_t capacity) {
+  const float* segment = in + blockIdx.x * capacity;
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < len[blockIdx.x]; i += kernels::kReferenceRowBlock) sum += double(segment[i]) * segment[i];
+  sum = kernels::reference_block_sum(sum);
+  if (threadIdx.x == 0) out[blockIdx.x] = static_cast<float>(sum);
+}
+
+void device_reference(const Segments& w, cudaStream_t s) {
+  reference_sum_squares<<<static_cast<unsigned>(w.segments), kernels::kReferenceRowBlock, 0, s>>>(w.in.data(), w.len.data(), w.out.data(), w.capacity);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch12, dynamic_parallelism, Segments)
     .stateful<HostLaunches>(bench::Role::baseline, "host_reads_lengths_launches_per_segment", {.blocks_host = true, .host_bound = true})
     .step("device_launches", launch_device_side)
     .variant_requires([](const Segments&) { return std::string(kNoRdc); })
     .optimized("one_flat_launch_early_exit", launch_flat)
-    .reference(reference);
+    .reference(reference)
+    .device_reference(device_reference);
 
 }  // namespace

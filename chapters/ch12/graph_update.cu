@@ -130,11 +130,14 @@ struct NodeUpdate : GraphState {
 
 void reference(const Steps& w, bench::HostData& h) { ch12::chain_reference(h.input<float>("in"), h.expected("out"), kNodes); }
 
+void device_reference(const Steps& w, cudaStream_t s) { ch12::chain_device_reference(w.in.data(), w.out.data(), w.n, kNodes, s); }
+
 BENCH_EXAMPLE(ch12, graph_update, Steps)
     .stateful<Recapture>(bench::Role::baseline, "capture_and_instantiate_every_step", {.host_bound = true})
     .stateful<ExecUpdate>(bench::Role::step, "exec_update", {.host_bound = true})
     .stateful<NodeUpdate>(bench::Role::optimized, "kernel_node_set_params", {.host_bound = true})
     .reference(reference)
+    .device_reference(device_reference)
     .mode(bench::Mode::host);
 
 }  // namespace

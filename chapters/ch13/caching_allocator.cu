@@ -249,12 +249,41 @@ void reference(const Forward& w, bench::HostData& h) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i];
 }
 
+// The timing-size check (docs/validity.md row 2): the CPU reference's layers in double, without
+// temporaries. Output group j (elements 4j .. 4j+3) depends only on input group j in every layer:
+// quarter[j] = (wide[4j] + wide[4j+1]) - (wide[4j+2] + wide[4j+3]), a wide value past n counting
+// 0 as the CPU reference's bounds make it. So one thread per group carries its 4 values through
+// the layers, sharing no code with the variants.
+__global__ void reference_forward(const float* x, float* y, int64_t n) {
+  const int64_t first = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 4;
+  if (first >= n) return;
+  double a[4] = {};
+  for (int k = 0; k < 4 && first + k < n; ++k) a[k] = x[first + k];
+  for (int layer = 0; layer < kLayers; ++layer) {
+    double wide[4] = {};
+    for (int k = 0; k < 4 && first + k < n; ++k) wide[k] = 1.5 * a[k] + 0.25;
+    const double quarter = (wide[0] + wide[1]) - (wide[2] + wide[3]);
+    for (int k = 0; k < 4; ++k) {
+      const int64_t i = first + k;
+      const double stat = 1.0 + 0.125 * static_cast<double>((i % kStats * 7 + layer) % 5);
+      a[k] = a[k] + 0.25 * quarter * stat;
+    }
+  }
+  for (int k = 0; k < 4 && first + k < n; ++k) y[first + k] = static_cast<float>(a[k]);
+}
+
+void device_reference(const Forward& w, cudaStream_t stream) {
+  reference_forward<<<blocks_for(half_of(half_of(w.n))), kBlock, 0, stream>>>(w.x.data(), w.y.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch13, caching_allocator, Forward)
     .stateful<WithAllocator<DriverAllocator>>(bench::Role::baseline, "cudaMalloc_cudaFree",
                                               {.blocks_host = true, .host_bound = true})
     .stateful<WithAllocator<CachingAllocator>>(bench::Role::optimized, "caching_allocator")
     .stateful<WithAllocator<PoolAllocator>>(bench::Role::vendor, "cudaMallocFromPoolAsync")
     .reference(reference)
+    .device_reference(device_reference)
     .mode(bench::Mode::host);
 
 }  // namespace

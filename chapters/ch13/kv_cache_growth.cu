@@ -185,11 +185,27 @@ void reference(const Decode& w, bench::HostData& h) {
             __bfloat162float(token_kv[(t * w.rows + row) * kHeadDim + e]);
 }
 
+// The timing-size check (docs/validity.md row 2): one thread per element copies it from its
+// token's row to its place in the cache, with no pool, no block table and no growth.
+__global__ void reference_cache(const bf16* token_kv, bf16* cache, int64_t tokens, int64_t rows) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;  // index into the cache
+  if (i >= rows * tokens * kHeadDim) return;
+  const int64_t e = i % kHeadDim, t = i / kHeadDim % tokens, row = i / kHeadDim / tokens;
+  cache[i] = token_kv[(t * rows + row) * kHeadDim + e];
+}
+
+void device_reference(const Decode& w, cudaStream_t stream) {
+  const int64_t elements = w.rows * w.tokens * kHeadDim;
+  reference_cache<<<static_cast<unsigned>((elements + 255) / 256), 256, 0, stream>>>(w.token_kv.data(), w.cache.data(), w.tokens, w.rows);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch13, kv_cache_growth, Decode)
     .stateful<GrowEveryToken>(bench::Role::baseline, "realloc_copy_per_token",
                               {.host_bound = true})
     .stateful<BlockPool>(bench::Role::optimized, "block_pool_block_table", {.host_bound = true})
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::exact())
     .mode(bench::Mode::host);
 

@@ -130,10 +130,38 @@ void reference(const Chain& w, bench::HostData& h) {
 // Both GPU forms agree bit for bit; the host compiler may contract a multiply-add of the
 // reference into an FMA (x86-64 with -march=native), one rounding fewer, so the reference is
 // given a few float ulps: values are in [0.1, 1.8], and 1e-6 relative is 8 ulps.
+// The timing-size check (docs/validity.md row 2): one thread per element walks kChain in double
+// with its own reading of each op, sharing no code with the variants (ch14::codegen::apply is the
+// unfused kernels' code). A drift between this and apply fails verification, where both run.
+__device__ double reference_apply(Op op, double v) {
+  switch (op.kind) {
+    case OpKind::add: return v + op.constant;
+    case OpKind::mul: return v * op.constant;
+    case OpKind::max: return fmax(v, double(op.constant));
+    case OpKind::min: return fmin(v, double(op.constant));
+    case OpKind::abs: return fabs(v);
+  }
+  return v;
+}
+
+__global__ void reference_chain(const float* x, float* y, int64_t n, std::array<Op, kChain.size()> chain) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= n) return;
+  double v = x[i];
+  for (const Op& op : chain) v = reference_apply(op, v);
+  y[i] = static_cast<float>(v);
+}
+
+void device_reference(const Chain& w, cudaStream_t stream) {
+  reference_chain<<<static_cast<unsigned>((w.n + 255) / 256), 256, 0, stream>>>(w.x.data(), w.y.data(), w.n, kChain);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch14, codegen_fusion, Chain)
     .baseline("one_kernel_per_op", launch_one_kernel_per_op)
     .stateful<NvrtcFused>(bench::Role::optimized, "nvrtc_fused")
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::allclose(1e-7, 1e-6));
 
 }  // namespace

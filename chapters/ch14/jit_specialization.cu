@@ -182,10 +182,27 @@ void reference(const HeadTranspose& w, bench::HostData& h) {
 
 // One float addition of two values in [-1, 1]: the kernel's result is the exactly rounded sum,
 // within half an ulp, 2^-24 |sum|, of the reference's double sum.
+// The timing-size check (docs/validity.md row 2): one thread per output element reads its input
+// through the permutation written out by hand, adds the bias in double; no shape structs, no JIT.
+__global__ void reference_head_transpose(const float* in, const float* bias, float* out, int64_t batch, int64_t seq,
+                                         int64_t heads, int64_t dim) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;  // out is [batch, heads, seq, dim]
+  if (i >= batch * heads * seq * dim) return;
+  const int64_t d = i % dim, s = i / dim % seq, hd = i / dim / seq % heads, b = i / dim / seq / heads;
+  out[i] = static_cast<float>(double(in[((b * seq + s) * heads + hd) * dim + d]) + double(bias[hd * dim + d]));
+}
+
+void device_reference(const HeadTranspose& w, cudaStream_t stream) {
+  reference_head_transpose<<<static_cast<unsigned>((w.total() + kBlock - 1) / kBlock), kBlock, 0, stream>>>(
+      w.in.data(), w.bias.data(), w.out.data(), w.batch, w.seq, w.heads, w.dim);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch14, jit_specialization, HeadTranspose)
     .baseline("runtime_shapes", launch_runtime_shapes)
     .stateful<NvrtcBakedShapes>(bench::Role::optimized, "nvrtc_baked_shapes")
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::allclose(1e-12, 6e-8));
 
 }  // namespace

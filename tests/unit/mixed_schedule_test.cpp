@@ -195,14 +195,53 @@ TEST(MixedSchedule, RefusesABudgetOfPartialBlocks) {
   EXPECT_THROW(late.add({5, 1}, 2), std::invalid_argument);
 }
 
+// The example's schedules (prefill_decode_interference.cu's limits: a pool of 32768 positions, 256
+// requests, context 8448, budget 2048; verifying 2048, 16, 512, budget 128), pinned: a change to
+// the trace or the scheduler shows here before it moves a recorded expectation.
+struct Shape {
+  int steps, prefill_steps, largest_prefill;
+};
+Shape shape_of(const MixedSchedule& s) {
+  Shape r{s.steps(), 0, 0};
+  for (int step = 0; step < s.steps(); ++step) {
+    r.prefill_steps += s.prefill_tokens(step) > 0;
+    r.largest_prefill = std::max(r.largest_prefill, s.prefill_tokens(step));
+  }
+  return r;
+}
+
 TEST(MixedSchedule, TheChaptersTracesSameWorkEitherWay) {
   for (bool verifying : {true, false}) {
     const ArrivingTrace t = ch15::interference_trace(verifying);
-    const int budget = verifying ? 128 : 2048;
-    const MixedSchedule whole = ch15::make_mixed_schedule(t, policy(Prefill::whole, 0));
-    const MixedSchedule chunked = ch15::make_mixed_schedule(t, policy(Prefill::chunked, budget));
-    check_mixed(t, policy(Prefill::whole, 0), whole);
-    check_mixed(t, policy(Prefill::chunked, budget), chunked);
+    MixedPolicy whole{Prefill::whole, 0, 128, 16, 32768, 256, 8448};
+    if (verifying) whole.budget_rows = 2048, whole.max_batch = 16, whole.max_length = 512;
+    MixedPolicy chunked = whole;
+    chunked.prefill = Prefill::chunked;
+    chunked.budget_tokens = verifying ? 128 : 2048;
+    const MixedSchedule a = ch15::make_mixed_schedule(t, whole);
+    const MixedSchedule b = ch15::make_mixed_schedule(t, chunked);
+    check_mixed(t, whole, a);
+    check_mixed(t, chunked, b);
+    const Shape sa = shape_of(a), sb = shape_of(b);
+    if (verifying) {
+      EXPECT_EQ(t.trace.requests.size(), 12u);
+      EXPECT_EQ(t.trace.prompt_tokens, 741);
+      EXPECT_EQ(t.trace.tokens, 69);
+      EXPECT_EQ(sa.largest_prefill, 376);
+      EXPECT_EQ(sb.largest_prefill, 128);
+      EXPECT_GT(sb.prefill_steps, sa.prefill_steps);  // a document in several chunks
+    } else {
+      EXPECT_EQ(t.trace.requests.size(), 272u);
+      EXPECT_EQ(t.trace.prompt_tokens, 140236);
+      EXPECT_EQ(t.trace.tokens, 15580);
+      EXPECT_EQ(t.trace.longest, 8145);
+      EXPECT_EQ(sa.steps, 880);
+      EXPECT_EQ(sb.steps, 880);
+      EXPECT_EQ(sa.prefill_steps, 257);
+      EXPECT_EQ(sb.prefill_steps, 290);
+      EXPECT_EQ(sa.largest_prefill, 8177);  // a document whole, beside a chat's prompt
+      EXPECT_EQ(sb.largest_prefill, 2048);
+    }
   }
 }
 

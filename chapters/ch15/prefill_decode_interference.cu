@@ -5,10 +5,10 @@
 //
 // The work (serving_engine.cuh, extended with a prefill path): one replay of a seeded trace
 // (serving_schedule.hpp, interference_trace) of 256 chat requests (prompts 16..527 tokens,
-// outputs 16..527, mean 60) arriving one every 2 steps, so some 20 decode at any time, and 16
-// documents (prompts 6144..8191 tokens, 4 output tokens) arriving every 32 steps among them;
-// the chapter's one-layer model (8 heads of 128, MLP 1024 -> 16384 -> 1024, BF16), a paged KV pool
-// of 32768 positions. A step:
+// outputs 16..527, mean 60) arriving one every 2 steps (some 18 decode at a time on average), and
+// 16 documents (prompts 6144..8191 tokens, 4 output tokens) arriving every 32 steps among them; the
+// chapter's one-layer model (8 heads of 128, MLP 1024 -> 16384 -> 1024, BF16), a paged KV pool of
+// 32768 positions. A step:
 //   1. write_kv: the step's prompt chunks' K/V rows and each decoding token's new row into the
 //      pool; the decoding tokens' queries gathered;
 //   2. prefill attention: causal FlashAttention-2 (kernels/flash_attention_mma.cuh) of the step's

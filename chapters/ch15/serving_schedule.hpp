@@ -232,10 +232,10 @@ struct ArrivingTrace {
 };
 
 // The chapter's interference trace (seed 15): chat requests (the ServingTrace shapes: prompts
-// 16..527, outputs 16..527, mean 60) arriving one every 2 steps, so some 30 decode at any time,
-// and 16 long documents (prompts 6144..8191 tokens, 4 output tokens) arriving every 32 steps
-// among them. When verifying: 10 chats of 1..32 tokens and 2 documents of 200..399 prompt tokens
-// (several query blocks, a partial last one).
+// 16..527, outputs 16..527, mean 60) arriving one every 2 steps, so some 18 decode at a time on
+// average, and 16 long documents (prompts 6144..8191 tokens, 4 output tokens) arriving every 32
+// steps among them. When verifying: 10 chats of 1..32 tokens and 2 documents of 200..399 prompt
+// tokens (several query blocks, a partial last one).
 struct InterferenceShape {
   int chats, chat_every, docs, doc_first, doc_every, doc_output;
   LengthShape chat_prompt, chat_output, doc_prompt;

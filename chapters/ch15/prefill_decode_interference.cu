@@ -244,12 +244,7 @@ class MixedReplay {
     BENCH_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(sizeof(kernels::FlashSmemD<kHeadDim>))));
-    kernels::OwnedStream capture_stream;
-    const kernels::Graph graph =
-        kernels::capture(capture_stream.get(), [&](cudaStream_t s) { enqueue(w, s); });
-    gemm_.set_stream(nullptr);  // the capture stream goes
-    exec_.instantiate(graph.get());
-    exec_.upload(stream);  // so that the first timed launch does not pay for it
+    ch15::capture_replay(exec_, gemm_, stream, [&](cudaStream_t s) { enqueue(w, s); });
   }
 
   void operator()(const InterferenceTrace&, cudaStream_t stream) const { exec_.launch(stream); }
@@ -284,24 +279,9 @@ class MixedReplay {
  private:
   void enqueue(const InterferenceTrace& w, cudaStream_t s) {
     gemm_.set_stream(s);
-    const EngineArgs a{w.prompts.data(),
-                       w.outputs.data(),
-                       w.kv_start.data(),
-                       w.token_start.data(),
-                       reinterpret_cast<const uint4*>(w.q.data()),
-                       reinterpret_cast<const uint4*>(w.k_src.data()),
-                       reinterpret_cast<const uint4*>(w.v_src.data()),
-                       reinterpret_cast<uint4*>(k_pool_.data()),
-                       reinterpret_cast<uint4*>(v_pool_.data()),
-                       reinterpret_cast<uint4*>(step_q_.data()),
-                       reinterpret_cast<uint4*>(step_y_.data()),
-                       reinterpret_cast<uint4*>(w.y.data()),
-                       w.context.data(),
-                       block_table_.data(),
-                       int(w.heads),
-                       schedule_.max_blocks,
-                       policy_.block_rows,
-                       int(w.dim / 8)};
+    const EngineArgs a =
+        ch15::engine_args(w, k_pool_.data(), v_pool_.data(), step_q_.data(), step_y_.data(),
+                          block_table_.data(), schedule_.max_blocks, policy_.block_rows);
     const PrefillArgs p{w.prompts.data(),     w.outputs.data(),    w.kv_start.data(),
                         prompt_start_.data(), w.q_prompt.data(),   w.k_src.data(),
                         w.v_src.data(),       prompt_attn_.data(), int(w.heads)};
@@ -335,13 +315,7 @@ class MixedReplay {
                              part_o_.data(), s);
       }
       const int rows = n_prompt + batch;
-      gemm_.linear(step_attn_.data(), w.w_up.data(), step_h_.data(), rows, int(w.ffn), int(w.dim));
-      const int64_t h_count = int64_t{rows} * w.ffn;
-      ch15::relu_bf16<<<unsigned(std::min<int64_t>((h_count + ch15::kThreads - 1) / ch15::kThreads,
-                                                   1024)),
-                        ch15::kThreads, 0, s>>>(step_h_.data(), h_count);
-      BENCH_CHECK_LAUNCH();
-      gemm_.linear(step_h_.data(), w.w_down.data(), step_y_.data(), rows, int(w.dim), int(w.ffn));
+      ch15::step_mlp(w, gemm_, step_attn_.data(), step_h_.data(), step_y_.data(), rows, s);
       scatter_rows<<<unsigned(rows), 128, 0, s>>>(
           a, prompt_start_.data(), rows_.data() + r0, n_prompt, entries,
           reinterpret_cast<uint4*>(w.y_prompt.data()), stamps_.data() + step + 1);

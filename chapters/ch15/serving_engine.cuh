@@ -199,6 +199,29 @@ struct EngineArgs {
   int heads, max_blocks, block_rows, dim_pieces;
 };
 
+inline EngineArgs engine_args(const Serving& w, bf16* k_pool, bf16* v_pool, bf16* step_q,
+                              bf16* step_y, const int* block_table, int max_blocks,
+                              int block_rows) {
+  return {w.prompts.data(),
+          w.outputs.data(),
+          w.kv_start.data(),
+          w.token_start.data(),
+          reinterpret_cast<const uint4*>(w.q.data()),
+          reinterpret_cast<const uint4*>(w.k_src.data()),
+          reinterpret_cast<const uint4*>(w.v_src.data()),
+          reinterpret_cast<uint4*>(k_pool),
+          reinterpret_cast<uint4*>(v_pool),
+          reinterpret_cast<uint4*>(step_q),
+          reinterpret_cast<uint4*>(step_y),
+          reinterpret_cast<uint4*>(w.y.data()),
+          w.context.data(),
+          block_table,
+          int(w.heads),
+          max_blocks,
+          block_rows,
+          int(w.dim / 8)};
+}
+
 // Step part 1 (header): CTA (item, head). Items [0, n_chunks) are prompt rows to write (a chunk's
 // rows first .. first + count - 1), the rest decoding tokens (row P + t, and the token's query
 // into step_q).
@@ -286,6 +309,29 @@ class StepGemm {
   cublasHandle_t handle_ = nullptr;
 };
 
+// Step part 3: y = relu(attn W_up^T) W_down^T over the step's rows (h holds rows x ffn).
+inline void step_mlp(const Serving& w, const StepGemm& gemm, const bf16* attn, bf16* h, bf16* y,
+                     int rows, cudaStream_t s) {
+  gemm.linear(attn, w.w_up.data(), h, rows, int(w.ffn), int(w.dim));
+  const int64_t h_count = int64_t{rows} * w.ffn;
+  relu_bf16<<<unsigned(std::min<int64_t>((h_count + kThreads - 1) / kThreads, 1024)), kThreads, 0,
+              s>>>(h, h_count);
+  BENCH_CHECK_LAUNCH();
+  gemm.linear(h, w.w_down.data(), y, rows, int(w.dim), int(w.ffn));
+}
+
+// Untimed: every step of a replay captured once into `exec` (enqueue(s) launches them on s), and
+// uploaded so that the first timed launch does not pay for it.
+template <class Enqueue>
+void capture_replay(kernels::GraphExec& exec, const StepGemm& gemm, cudaStream_t stream,
+                    Enqueue&& enqueue) {
+  kernels::OwnedStream capture_stream;
+  const kernels::Graph graph = kernels::capture(capture_stream.get(), enqueue);
+  gemm.set_stream(nullptr);  // the capture stream goes
+  exec.instantiate(graph.get());
+  exec.upload(stream);
+}
+
 // A schedule replayed on the GPU: the pool, the step buffers, the graph. Policy in, launch out.
 class Replay {
  public:
@@ -307,12 +353,7 @@ class Replay {
         part_ml_(int64_t{policy.max_batch} * w.heads * max_splits_ * 2),
         part_o_(int64_t{policy.max_batch} * w.heads * max_splits_ * kHeadDim),
         stamps_(schedule_.steps() + 1) {
-    kernels::OwnedStream capture_stream;
-    const kernels::Graph graph =
-        kernels::capture(capture_stream.get(), [&](cudaStream_t s) { enqueue(w, s); });
-    gemm_.set_stream(nullptr);  // the capture stream goes
-    exec_.instantiate(graph.get());
-    exec_.upload(stream);  // so that the first timed launch does not pay for it
+    capture_replay(exec_, gemm_, stream, [&](cudaStream_t s) { enqueue(w, s); });
   }
   Replay(const Replay&) = delete;
   Replay& operator=(const Replay&) = delete;
@@ -348,24 +389,9 @@ class Replay {
 
   void enqueue(const Serving& w, cudaStream_t s) {
     gemm_.set_stream(s);
-    const EngineArgs a{w.prompts.data(),
-                       w.outputs.data(),
-                       w.kv_start.data(),
-                       w.token_start.data(),
-                       reinterpret_cast<const uint4*>(w.q.data()),
-                       reinterpret_cast<const uint4*>(w.k_src.data()),
-                       reinterpret_cast<const uint4*>(w.v_src.data()),
-                       reinterpret_cast<uint4*>(k_pool_.data()),
-                       reinterpret_cast<uint4*>(v_pool_.data()),
-                       reinterpret_cast<uint4*>(step_q_.data()),
-                       reinterpret_cast<uint4*>(step_y_.data()),
-                       reinterpret_cast<uint4*>(w.y.data()),
-                       w.context.data(),
-                       block_table_.data(),
-                       int(w.heads),
-                       schedule_.max_blocks,
-                       policy_.block_rows,
-                       int(w.dim / 8)};
+    const EngineArgs a =
+        engine_args(w, k_pool_.data(), v_pool_.data(), step_q_.data(), step_y_.data(),
+                    block_table_.data(), schedule_.max_blocks, policy_.block_rows);
     stamp<<<1, 1, 0, s>>>(stamps_.data());
     BENCH_CHECK_LAUNCH();
     for (int step = 0; step < schedule_.steps(); ++step) {
@@ -381,12 +407,7 @@ class Replay {
                       schedule_.max_blocks, policy_.block_rows};
       step_attention(w, {schedule_.entries.data() + e0, size_t(batch)}, kv, step_q_.data(),
                      step_attn_.data(), part_ml_.data(), part_o_.data(), s);
-      gemm_.linear(step_attn_.data(), w.w_up.data(), step_h_.data(), batch, int(w.ffn), int(w.dim));
-      const int64_t h_count = int64_t{batch} * w.ffn;
-      relu_bf16<<<unsigned(std::min<int64_t>((h_count + kThreads - 1) / kThreads, 1024)), kThreads,
-                  0, s>>>(step_h_.data(), h_count);
-      BENCH_CHECK_LAUNCH();
-      gemm_.linear(step_h_.data(), w.w_down.data(), step_y_.data(), batch, int(w.dim), int(w.ffn));
+      step_mlp(w, gemm_, step_attn_.data(), step_h_.data(), step_y_.data(), batch, s);
       scatter_y<<<unsigned(batch), 128, 0, s>>>(a, entries, stamps_.data() + step + 1);
       BENCH_CHECK_LAUNCH();
     }

@@ -44,6 +44,8 @@
 #include <kernels/decode_attention.cuh>
 #include <kernels/reference_attention.cuh>
 #include <kernels/reference_gemm.cuh>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "serving_schedule.hpp"
@@ -84,11 +86,14 @@ struct Serving {
   bench::DeviceSpan<bf16> y;                                    // [token][dim]
   bench::DeviceSpan<int> context;                               // [token]
   Serving(bench::Setup& s, ServerLimits timing, ServerLimits verifying)
+      : Serving(s, serving_trace(s.verifying()), s.verifying() ? verifying : timing) {}
+  // Any trace (prefill_decode_interference's arriving one), the limits for this size.
+  Serving(bench::Setup& s, Trace trace_, ServerLimits limits_)
       : heads(s.size("heads", 8, 2)),
         dim(heads * kHeadDim),
         ffn(s.size("ffn", 16384, 96)),
-        trace(serving_trace(s.verifying())),
-        limits(s.verifying() ? verifying : timing),
+        trace(std::move(trace_)),
+        limits(limits_),
         prompts(upload(lengths(&Request::prompt))),
         outputs(upload(lengths(&Request::output))),
         kv_start(upload(trace.kv_start)),
@@ -106,17 +111,25 @@ struct Serving {
     s.param("kv_budget_rows", limits.budget_rows);
     s.param("max_batch", limits.max_batch);
     s.param("max_length", limits.max_length);
-    // Keys attended over, summed over every token: token t of a request sees prompt + t + 1.
+    s.bytes(decode_bytes());
+    s.flops(decode_flops(), bench::ceiling::bf16);
+  }
+
+  // The decode side's cost: attention reads K and V of every key it sees (token t of a request
+  // sees prompt + t + 1); the cache is written once from the sources (read once); q in, y and
+  // context out; the weights at least once.
+  double decode_keys() const {
     double keys = 0;
     for (const Request& r : trace.requests)
       keys += double(r.output) * r.prompt + 0.5 * r.output * (r.output + 1.0);
-    const double row = double(dim) * sizeof(bf16);  // one position's K (or V) over every head
-    // Attention reads K and V of every key it sees; the cache is written once from the sources
-    // (read once); q in, y and context out; the weights at least once.
-    s.bytes(2 * keys * row + 4 * trace.kv_rows * row + 2 * trace.tokens * row + 4.0 * trace.tokens +
-            2.0 * dim * ffn * sizeof(bf16));
-    s.flops(4 * keys * dim + 4.0 * trace.tokens * dim * ffn, bench::ceiling::bf16);
+    return keys;
   }
+  double row_bytes() const { return double(dim) * sizeof(bf16); }  // a position's K over every head
+  double decode_bytes() const {
+    return 2 * decode_keys() * row_bytes() + 4 * trace.kv_rows * row_bytes() +
+           2 * trace.tokens * row_bytes() + 4.0 * trace.tokens + 2.0 * dim * ffn * sizeof(bf16);
+  }
+  double decode_flops() const { return 4 * decode_keys() * dim + 4.0 * trace.tokens * dim * ffn; }
 
  private:
   std::vector<int> lengths(int Request::*field) const {
@@ -154,6 +167,27 @@ struct StepKv {
   }
 };
 
+// Step part 2: the decode attention of a step's entries (their host copy decides the split count:
+// the step's longest context in kChunkKeys splits). q and out [entry][heads][128]; part_ml and
+// part_o hold max_splits splits of every (entry, head).
+inline void step_attention(const Serving& w, std::span<const DecodeEntry> entries, const StepKv& kv,
+                           const bf16* q, bf16* out, float* part_ml, float* part_o,
+                           cudaStream_t s) {
+  int longest = 0;
+  for (const DecodeEntry& e : entries)
+    longest = std::max(longest, w.trace.requests[size_t(e.request)].prompt + e.t + 1);
+  const int splits = int((longest + kChunkKeys - 1) / kChunkKeys);
+  const decode::Args args{q,
+                          out,
+                          part_ml,
+                          part_o,
+                          1,
+                          0,
+                          splits == 1 ? decode::chunk_for(longest, 1, 1) : kChunkKeys,
+                          splits};
+  decode::launch<1>(args, kv, int64_t(entries.size()) * w.heads, s);
+}
+
 // What every step's kernels share: the trace's arrays, the pool and the step buffers.
 struct EngineArgs {
   const int *prompts, *outputs;
@@ -165,18 +199,42 @@ struct EngineArgs {
   int heads, max_blocks, block_rows, dim_pieces;
 };
 
-// Step part 1 (header): CTA (item, head). Items [0, n_admitted) are prompts to write (rows 0..P-1),
-// the rest decoding tokens (row P + t, and the token's query into step_q).
+inline EngineArgs engine_args(const Serving& w, bf16* k_pool, bf16* v_pool, bf16* step_q,
+                              bf16* step_y, const int* block_table, int max_blocks,
+                              int block_rows) {
+  return {w.prompts.data(),
+          w.outputs.data(),
+          w.kv_start.data(),
+          w.token_start.data(),
+          reinterpret_cast<const uint4*>(w.q.data()),
+          reinterpret_cast<const uint4*>(w.k_src.data()),
+          reinterpret_cast<const uint4*>(w.v_src.data()),
+          reinterpret_cast<uint4*>(k_pool),
+          reinterpret_cast<uint4*>(v_pool),
+          reinterpret_cast<uint4*>(step_q),
+          reinterpret_cast<uint4*>(step_y),
+          reinterpret_cast<uint4*>(w.y.data()),
+          w.context.data(),
+          block_table,
+          int(w.heads),
+          max_blocks,
+          block_rows,
+          int(w.dim / 8)};
+}
+
+// Step part 1 (header): CTA (item, head). Items [0, n_chunks) are prompt rows to write (a chunk's
+// rows first .. first + count - 1), the rest decoding tokens (row P + t, and the token's query
+// into step_q).
 static __global__ void __launch_bounds__(kThreads)
-    write_kv(EngineArgs a, const int* admitted, int n_admitted, const DecodeEntry* entries) {
+    write_kv(EngineArgs a, const PrefillChunk* chunks, int n_chunks, const DecodeEntry* entries) {
   const int item = blockIdx.x, head = blockIdx.y;
   int r, first, count;
-  if (item < n_admitted) {
-    r = admitted[item], first = 0, count = a.prompts[r];
+  if (item < n_chunks) {
+    r = chunks[item].request, first = chunks[item].first, count = chunks[item].count;
   } else {
-    const DecodeEntry e = entries[item - n_admitted];
+    const DecodeEntry e = entries[item - n_chunks];
     r = e.request, first = a.prompts[r] + e.t, count = 1;
-    const int64_t entry = item - n_admitted;
+    const int64_t entry = item - n_chunks;
     if (threadIdx.x < kPieces) {
       const int64_t q_row = a.token_start[r] * a.heads + int64_t{head} * a.outputs[r] + e.t;
       a.step_q[(entry * a.heads + head) * kPieces + threadIdx.x] =
@@ -221,6 +279,59 @@ static __global__ void __launch_bounds__(128)
   if (blockIdx.x == 0 && threadIdx.x == 0) *end_stamp = globaltimer_ns();
 }
 
+// The MLP's GEMMs of a replay: its own cuBLAS handle and workspace (a captured graph keeps the
+// workspace's address, so it lives as long as the replay).
+class StepGemm {
+ public:
+  StepGemm() : workspace_(kWorkspaceBytes) {
+    kernels::check_cublas(cublasCreate(&handle_), "cublasCreate");
+    kernels::check_cublas(cublasSetWorkspace(handle_, workspace_.data(), kWorkspaceBytes),
+                          "cublasSetWorkspace");
+  }
+  ~StepGemm() { cublasDestroy(handle_); }
+  StepGemm(const StepGemm&) = delete;
+  StepGemm& operator=(const StepGemm&) = delete;
+  void set_stream(cudaStream_t s) const {
+    kernels::check_cublas(cublasSetStream(handle_, s), "cublasSetStream");
+  }
+  // out [rows][n] = in [rows][k] weight [n][k]^T (column-major: out^T = weight^T(T) in^T(N)).
+  void linear(const bf16* in, const bf16* weight, bf16* out, int rows, int n, int k) const {
+    const float one = 1.0f, zero = 0.0f;
+    kernels::check_cublas(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, weight,
+                                       CUDA_R_16BF, k, in, CUDA_R_16BF, k, &zero, out, CUDA_R_16BF,
+                                       n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                          "cublasGemmEx");
+  }
+
+ private:
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  bench::DeviceBuffer<std::byte> workspace_;
+  cublasHandle_t handle_ = nullptr;
+};
+
+// Step part 3: y = relu(attn W_up^T) W_down^T over the step's rows (h holds rows x ffn).
+inline void step_mlp(const Serving& w, const StepGemm& gemm, const bf16* attn, bf16* h, bf16* y,
+                     int rows, cudaStream_t s) {
+  gemm.linear(attn, w.w_up.data(), h, rows, int(w.ffn), int(w.dim));
+  const int64_t h_count = int64_t{rows} * w.ffn;
+  relu_bf16<<<unsigned(std::min<int64_t>((h_count + kThreads - 1) / kThreads, 1024)), kThreads, 0,
+              s>>>(h, h_count);
+  BENCH_CHECK_LAUNCH();
+  gemm.linear(h, w.w_down.data(), y, rows, int(w.dim), int(w.ffn));
+}
+
+// Untimed: every step of a replay captured once into `exec` (enqueue(s) launches them on s), and
+// uploaded so that the first timed launch does not pay for it.
+template <class Enqueue>
+void capture_replay(kernels::GraphExec& exec, const StepGemm& gemm, cudaStream_t stream,
+                    Enqueue&& enqueue) {
+  kernels::OwnedStream capture_stream;
+  const kernels::Graph graph = kernels::capture(capture_stream.get(), enqueue);
+  gemm.set_stream(nullptr);  // the capture stream goes
+  exec.instantiate(graph.get());
+  exec.upload(stream);
+}
+
 // A schedule replayed on the GPU: the pool, the step buffers, the graph. Policy in, launch out.
 class Replay {
  public:
@@ -229,7 +340,7 @@ class Replay {
         mib_per_row_(double(w.dim) * 2 * sizeof(bf16) / double(1 << 20)),  // K and V of a position
         policy_(policy),
         schedule_(make_schedule(w.trace, policy)),
-        admitted_(upload(schedule_.admitted)),
+        admitted_(upload(whole_prompts(w.trace, schedule_.admitted))),
         entries_(upload(schedule_.entries)),
         block_table_(upload(schedule_.block_table)),
         k_pool_(policy.budget_rows * w.dim),
@@ -241,20 +352,9 @@ class Replay {
         max_splits_(int((policy.max_length + kChunkKeys - 1) / kChunkKeys)),
         part_ml_(int64_t{policy.max_batch} * w.heads * max_splits_ * 2),
         part_o_(int64_t{policy.max_batch} * w.heads * max_splits_ * kHeadDim),
-        stamps_(schedule_.steps() + 1),
-        workspace_(kWorkspaceBytes) {
-    kernels::check_cublas(cublasCreate(&cublas_), "cublasCreate");
-    kernels::check_cublas(cublasSetWorkspace(cublas_, workspace_.data(), kWorkspaceBytes),
-                          "cublasSetWorkspace");
-    kernels::OwnedStream capture_stream;
-    const kernels::Graph graph =
-        kernels::capture(capture_stream.get(), [&](cudaStream_t s) { enqueue(w, s); });
-    kernels::check_cublas(cublasSetStream(cublas_, nullptr),
-                          "cublasSetStream");  // the capture stream goes
-    exec_.instantiate(graph.get());
-    exec_.upload(stream);  // so that the first timed launch does not pay for it
+        stamps_(schedule_.steps() + 1) {
+    capture_replay(exec_, gemm_, stream, [&](cudaStream_t s) { enqueue(w, s); });
   }
-  ~Replay() { cublasDestroy(cublas_); }
   Replay(const Replay&) = delete;
   Replay& operator=(const Replay&) = delete;
 
@@ -280,28 +380,18 @@ class Replay {
   }
 
  private:
-  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  static std::vector<PrefillChunk> whole_prompts(const Trace& trace,
+                                                 const std::vector<int>& admitted) {
+    std::vector<PrefillChunk> chunks;
+    for (int r : admitted) chunks.push_back({r, 0, trace.requests[size_t(r)].prompt});
+    return chunks;
+  }
 
   void enqueue(const Serving& w, cudaStream_t s) {
-    kernels::check_cublas(cublasSetStream(cublas_, s), "cublasSetStream");
-    const EngineArgs a{w.prompts.data(),
-                       w.outputs.data(),
-                       w.kv_start.data(),
-                       w.token_start.data(),
-                       reinterpret_cast<const uint4*>(w.q.data()),
-                       reinterpret_cast<const uint4*>(w.k_src.data()),
-                       reinterpret_cast<const uint4*>(w.v_src.data()),
-                       reinterpret_cast<uint4*>(k_pool_.data()),
-                       reinterpret_cast<uint4*>(v_pool_.data()),
-                       reinterpret_cast<uint4*>(step_q_.data()),
-                       reinterpret_cast<uint4*>(step_y_.data()),
-                       reinterpret_cast<uint4*>(w.y.data()),
-                       w.context.data(),
-                       block_table_.data(),
-                       int(w.heads),
-                       schedule_.max_blocks,
-                       policy_.block_rows,
-                       int(w.dim / 8)};
+    gemm_.set_stream(s);
+    const EngineArgs a =
+        engine_args(w, k_pool_.data(), v_pool_.data(), step_q_.data(), step_y_.data(),
+                    block_table_.data(), schedule_.max_blocks, policy_.block_rows);
     stamp<<<1, 1, 0, s>>>(stamps_.data());
     BENCH_CHECK_LAUNCH();
     for (int step = 0; step < schedule_.steps(); ++step) {
@@ -312,56 +402,28 @@ class Replay {
       write_kv<<<dim3(unsigned(n_admitted + batch), unsigned(w.heads)), kThreads, 0, s>>>(
           a, admitted_.data() + a0, n_admitted, entries);
       BENCH_CHECK_LAUNCH();
-      int longest = 0;  // the step's longest context decides its splits
-      for (int i = e0; i < e0 + batch; ++i) {
-        const DecodeEntry e = schedule_.entries[size_t(i)];
-        longest = std::max(longest, w.trace.requests[size_t(e.request)].prompt + e.t + 1);
-      }
-      const int splits = int((longest + kChunkKeys - 1) / kChunkKeys);
-      const decode::Args args{step_q_.data(),
-                              step_attn_.data(),
-                              part_ml_.data(),
-                              part_o_.data(),
-                              1,
-                              0,
-                              splits == 1 ? decode::chunk_for(longest, 1, 1) : kChunkKeys,
-                              splits};
       const StepKv kv{k_pool_.data(),       v_pool_.data(),      entries,
                       w.prompts.data(),     block_table_.data(), int(w.heads),
                       schedule_.max_blocks, policy_.block_rows};
-      decode::launch<1>(args, kv, int64_t{batch} * w.heads, s);
-      linear(step_attn_.data(), w.w_up.data(), step_h_.data(), batch, int(w.ffn), int(w.dim));
-      const int64_t h_count = int64_t{batch} * w.ffn;
-      relu_bf16<<<unsigned(std::min<int64_t>((h_count + kThreads - 1) / kThreads, 1024)), kThreads,
-                  0, s>>>(step_h_.data(), h_count);
-      BENCH_CHECK_LAUNCH();
-      linear(step_h_.data(), w.w_down.data(), step_y_.data(), batch, int(w.dim), int(w.ffn));
+      step_attention(w, {schedule_.entries.data() + e0, size_t(batch)}, kv, step_q_.data(),
+                     step_attn_.data(), part_ml_.data(), part_o_.data(), s);
+      step_mlp(w, gemm_, step_attn_.data(), step_h_.data(), step_y_.data(), batch, s);
       scatter_y<<<unsigned(batch), 128, 0, s>>>(a, entries, stamps_.data() + step + 1);
       BENCH_CHECK_LAUNCH();
     }
   }
-  // out [rows][n] = in [rows][k] weight [n][k]^T (column-major: out^T = weight^T(T) in^T(N)).
-  void linear(const bf16* in, const bf16* weight, bf16* out, int rows, int n, int k) const {
-    const float one = 1.0f, zero = 0.0f;
-    kernels::check_cublas(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &one, weight,
-                                       CUDA_R_16BF, k, in, CUDA_R_16BF, k, &zero, out, CUDA_R_16BF,
-                                       n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                          "cublasGemmEx");
-  }
-
   int64_t tokens_;
   double mib_per_row_;
   Policy policy_;
   Schedule schedule_;
-  bench::DeviceBuffer<int> admitted_;
+  bench::DeviceBuffer<PrefillChunk> admitted_;  // each admitted request's whole prompt
   bench::DeviceBuffer<DecodeEntry> entries_;
   bench::DeviceBuffer<int> block_table_;
   bench::DeviceBuffer<bf16> k_pool_, v_pool_, step_q_, step_attn_, step_h_, step_y_;
   int max_splits_;
   bench::DeviceBuffer<float> part_ml_, part_o_;
   bench::DeviceBuffer<int64_t> stamps_;
-  bench::DeviceBuffer<std::byte> workspace_;
-  cublasHandle_t cublas_ = nullptr;
+  StepGemm gemm_;
   kernels::GraphExec exec_;
 };
 
@@ -371,14 +433,38 @@ struct SeesPrompt {  // query t of a request sees keys 0 .. prompt + t
   __host__ __device__ bool operator()(int64_t qi, int64_t kj) const { return kj <= prompt + qi; }
 };
 
+// The rest of the layer for row t of a request's attention output a_hm [head][rows][128] (double):
+// a rounded to BF16 as the kernel's output is; h = relu(a W_up^T) rounded to BF16 as the step
+// stores it; y = h W_down^T.
+inline void reference_layer_row(const Serving& w, const bench::HostData& h,
+                                const std::vector<double>& a_hm, int64_t rows, int64_t t,
+                                std::span<double> y) {
+  const auto w_up = h.input<bf16>("w_up"), w_down = h.input<bf16>("w_down");
+  std::vector<double> a(size_t(w.dim)), hid(size_t(w.ffn));
+  for (int64_t hd = 0; hd < w.heads; ++hd)
+    for (int d = 0; d < kHeadDim; ++d)
+      a[size_t(hd * kHeadDim + d)] =
+          __bfloat162float(__float2bfloat16(float(a_hm[size_t((hd * rows + t) * kHeadDim + d)])));
+  for (int64_t f = 0; f < w.ffn; ++f) {
+    double sum = 0;
+    for (int64_t d = 0; d < w.dim; ++d)
+      sum += double(__bfloat162float(w_up[size_t(f * w.dim + d)])) * a[size_t(d)];
+    hid[size_t(f)] = __bfloat162float(__float2bfloat16(float(std::max(sum, 0.0))));
+  }
+  for (int64_t d = 0; d < w.dim; ++d) {
+    double sum = 0;
+    for (int64_t f = 0; f < w.ffn; ++f)
+      sum += double(__bfloat162float(w_down[size_t(d * w.ffn + f)])) * hid[size_t(f)];
+    y[size_t(d)] = sum;
+  }
+}
+
 // The CPU reference in double, from the sources (no cache, no schedule): attention per request
-// and head, rounded to BF16 as the kernel's output is; h = relu(a W_up^T) rounded to BF16 as the
-// step stores it; y = h W_down^T.
+// and head, then the layer's rest per token (reference_layer_row).
 inline void reference(const Serving& w, bench::HostData& h) {
   const auto q = h.input<bf16>("q"), k = h.input<bf16>("k_src"), v = h.input<bf16>("v_src");
-  const auto w_up = h.input<bf16>("w_up"), w_down = h.input<bf16>("w_down");
   const auto y = h.expected("y"), context = h.expected("context");
-  std::vector<double> a_hm, a(size_t(w.dim)), hid(size_t(w.ffn));
+  std::vector<double> a_hm;
   for (size_t r = 0; r < w.trace.requests.size(); ++r) {
     const Request req = w.trace.requests[r];
     const int64_t tok0 = w.trace.token_start[r], row0 = w.trace.kv_start[r];
@@ -389,23 +475,9 @@ inline void reference(const Serving& w, bench::HostData& h) {
                                  std::span<double>(a_hm), w.heads, req.output, req.length(),
                                  SeesPrompt{req.prompt});
     for (int t = 0; t < req.output; ++t) {
-      for (int64_t hd = 0; hd < w.heads; ++hd)
-        for (int d = 0; d < kHeadDim; ++d)
-          a[size_t(hd * kHeadDim + d)] = __bfloat162float(
-              __float2bfloat16(float(a_hm[size_t((hd * req.output + t) * kHeadDim + d)])));
-      for (int64_t f = 0; f < w.ffn; ++f) {
-        double sum = 0;
-        for (int64_t d = 0; d < w.dim; ++d)
-          sum += double(__bfloat162float(w_up[size_t(f * w.dim + d)])) * a[size_t(d)];
-        hid[size_t(f)] = __bfloat162float(__float2bfloat16(float(std::max(sum, 0.0))));
-      }
       const int64_t token = tok0 + t;
-      for (int64_t d = 0; d < w.dim; ++d) {
-        double sum = 0;
-        for (int64_t f = 0; f < w.ffn; ++f)
-          sum += double(__bfloat162float(w_down[size_t(d * w.ffn + f)])) * hid[size_t(f)];
-        y[size_t(token * w.dim + d)] = sum;
-      }
+      reference_layer_row(w, h, a_hm, req.output, t,
+                          y.subspan(size_t(token * w.dim), size_t(w.dim)));
       context[size_t(token)] = req.prompt + t + 1;
     }
   }
@@ -416,6 +488,16 @@ static __global__ void heads_to_rows(const bf16* hm, bf16* rows, int64_t heads, 
   const int64_t t = blockIdx.x, head = blockIdx.y;
   rows[(t * heads + head) * kHeadDim + threadIdx.x] =
       hm[(head * outputs + t) * kHeadDim + threadIdx.x];
+}
+
+// y [rows][dim] = relu(a W_up^T) W_down^T with the reference GEMMs; hid holds rows x ffn. h
+// [row][ffn] = a W_up^T: TN with W_up as A (ffn x dim, row-major) and a as B (dim x rows).
+inline void device_reference_mlp(const Serving& w, const bf16* a, bf16* hid, bf16* y, int64_t rows,
+                                 cudaStream_t stream) {
+  kernels::reference_gemm_tn(w.w_up.data(), a, hid, w.ffn, rows, w.dim, stream);
+  relu_bf16<<<1024, kThreads, 0, stream>>>(hid, rows * w.ffn);
+  BENCH_CHECK_LAUNCH();
+  kernels::reference_gemm_tn(w.w_down.data(), hid, y, w.dim, rows, w.ffn, stream);
 }
 
 // At the timing size, the same on the GPU with plain kernels: reference attention per request
@@ -433,13 +515,7 @@ inline void device_reference(const Serving& w, cudaStream_t stream) {
         a_hm.data() + tok, a.data() + tok, w.heads, req.output);
     BENCH_CHECK_LAUNCH();
   }
-  // h [token][ffn] = a W_up^T: TN with W_up as A (ffn x dim, row-major) and a as B (dim x tokens).
-  kernels::reference_gemm_tn(w.w_up.data(), a.data(), hid.data(), w.ffn, w.trace.tokens, w.dim,
-                             stream);
-  relu_bf16<<<1024, kThreads, 0, stream>>>(hid.data(), hid.size());
-  BENCH_CHECK_LAUNCH();
-  kernels::reference_gemm_tn(w.w_down.data(), hid.data(), w.y.data(), w.dim, w.trace.tokens, w.ffn,
-                             stream);
+  device_reference_mlp(w, a.data(), hid.data(), w.y.data(), w.trace.tokens, stream);
   std::vector<int> context;
   for (const Request& req : w.trace.requests)
     for (int t = 0; t < req.output; ++t) context.push_back(req.prompt + t + 1);

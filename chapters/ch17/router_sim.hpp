@@ -1,9 +1,8 @@
 // ch17/router_sim.hpp: a deterministic discrete-event simulation of requests routed over N model
 // replicas (workers), for ch17's router_load_balance (issue 42). Host only; the step times come
-// from a StepCost the caller provides (the example measures the suite's decode and prefill kernels
-// at start-up; tests/unit/router_sim_test.cpp uses a linear model). Not yet registered as an
-// example: the harness scores a pair by time, and this result is a simulated figure
-// (chapters/ch17/README.md, "What is left", has the harness addition it needs).
+// from a StepCost the caller provides: router_load_balance.cu measures the suite's decode and
+// prefill attention and one linear layer's GEMM in every timed sample and builds a MeasuredStep
+// from them (below); tests/unit/router_sim_test.cpp also uses a linear model.
 //
 // A worker batches continuously: whenever it is idle with work, one step admits waiting requests
 // (up to max_batch running, at most max_prefill_tokens of prompt a step, at least one request),
@@ -77,6 +76,41 @@ inline std::vector<Request> make_trace(const TraceShape& shape, uint64_t seed) {
 // Seconds of one worker step: prefill `prefill_tokens` new prompt tokens, and decode one token for
 // each of `batch` running requests whose contexts sum to `context_sum`.
 using StepCost = std::function<double(int64_t prefill_tokens, int batch, int64_t context_sum)>;
+
+// A straight line through two measured points (x0, y0) and (x1, y1), x0 < x1, used between and
+// beyond them: a fixed cost plus a cost per unit (a launch plus bytes or flops). Noise can make
+// the fitted slope or the fixed cost negative; both are held at zero or above, so a step never
+// costs less than nothing and never less for more work.
+struct Line {
+  double fixed = 0, per_unit = 0;
+  static Line through(double x0, double y0, double x1, double y1) {
+    if (!(x1 > x0)) throw std::invalid_argument("Line::through needs x0 < x1");
+    const double per_unit = std::max(0.0, (y1 - y0) / (x1 - x0));
+    return {std::max(0.0, y0 - per_unit * x0), per_unit};
+  }
+  double operator()(double x) const { return fixed + per_unit * x; }
+};
+
+// A worker step of a transformer of `layers` layers built from measured parts of one layer:
+//   decode attention: seconds against the context tokens summed over the running requests (a read
+//     of their KV cache);
+//   prefill attention: seconds per new prompt token (a causal prompt's attention over its length);
+//   linear: seconds of one d_model x d_model GEMM against its rows, counted linear_per_layer
+//     times a layer (a Llama-7B layer holds 12 d_model^2 weights: q, k, v, o and an MLP of about
+//     8 d_model^2). A step runs one GEMM pass over the weights for all its rows: one per running
+//     request and one per new prompt token.
+struct MeasuredStep {
+  Line decode_attention;
+  double prefill_attention_per_token = 0;
+  Line linear;
+  int layers = 32, linear_per_layer = 12;
+  double operator()(int64_t prefill_tokens, int batch, int64_t context_sum) const {
+    double layer = linear_per_layer * linear(double(batch + prefill_tokens)) +
+                   prefill_attention_per_token * double(prefill_tokens);
+    if (batch > 0) layer += decode_attention(double(context_sum));
+    return layers * layer;
+  }
+};
 
 struct ClusterShape {
   int workers = 8, max_batch = 64, max_prefill_tokens = 8192, cached_prefixes = 2;

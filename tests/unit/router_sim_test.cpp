@@ -5,7 +5,9 @@
 // give the same outcome; and on a trace where 30% of requests share one of 8 long system prompts,
 // the prefix- and load-aware router hits the workers' prefix caches far more often than
 // round-robin, and so cuts the TTFT tail (p99) by more than 2x, at the same tokens/s while neither
-// saturates.
+// saturates. And the step model router_load_balance.cu builds from its measured kernel times
+// (Line, MeasuredStep): a line through two measurements reproduces them and never goes below zero,
+// and a step adds up its parts as documented.
 #include "../../chapters/ch17/router_sim.hpp"
 
 #include <gtest/gtest.h>
@@ -97,6 +99,50 @@ TEST(RouterSim, PrefixAwareRoutingHitsTheCacheAndCutsTheTail) {
   EXPECT_LT(hit_rate(rr), 0.5);
   EXPECT_GE(aware.tokens_per_s(), rr.tokens_per_s());  // the offered load, when neither saturates
   EXPECT_LT(2 * aware.ttft_quantile(trace, 0.99), rr.ttft_quantile(trace, 0.99));
+}
+
+TEST(RouterSim, LineThroughTwoMeasurementsReproducesThem) {
+  const Line line = Line::through(512, 40e-6, 4096, 300e-6);
+  EXPECT_NEAR(line(512), 40e-6, 1e-15);
+  EXPECT_NEAR(line(4096), 300e-6, 1e-15);
+  EXPECT_NEAR(line(8192), 300e-6 + 4096 * (260e-6 / 3584), 1e-15);  // extended beyond
+  EXPECT_GT(line.fixed, 0.0);
+  EXPECT_THROW(Line::through(10, 1, 10, 2), std::invalid_argument);
+  EXPECT_THROW(Line::through(10, 1, 5, 2), std::invalid_argument);
+}
+
+TEST(RouterSim, LineNeverGoesBelowZeroOrDownhill) {
+  // Noise: the larger point measured faster. The slope is held at 0 and the fixed cost at the
+  // first point's time, so more work never costs less.
+  const Line flat = Line::through(64, 20e-6, 2048, 18e-6);
+  EXPECT_EQ(flat.per_unit, 0.0);
+  EXPECT_EQ(flat(0), 20e-6);
+  // A slope steep enough to put the fixed cost below zero: held at zero.
+  const Line steep = Line::through(100, 1e-6, 200, 10e-6);
+  EXPECT_EQ(steep.fixed, 0.0);
+  EXPECT_GE(steep(0), 0.0);
+  EXPECT_NEAR(steep(200), 18e-6, 1e-15);  // the slope is kept, so points above shift up
+}
+
+TEST(RouterSim, MeasuredStepAddsItsPartsPerLayer) {
+  const MeasuredStep step{Line{5e-6, 1e-9}, 2e-8, Line{10e-6, 3e-9}, 32, 12};
+  // Decode only: 4 running requests, 10000 context tokens; 12 GEMMs over 4 rows.
+  EXPECT_NEAR(step(0, 4, 10000), 32 * (12 * (10e-6 + 4 * 3e-9) + 5e-6 + 10000 * 1e-9), 1e-15);
+  // Prefill only: no decode attention at all, the GEMMs over the 300 prompt rows.
+  EXPECT_NEAR(step(300, 0, 0), 32 * (12 * (10e-6 + 300 * 3e-9) + 300 * 2e-8), 1e-15);
+  // Both: one pass over the weights for all rows.
+  EXPECT_NEAR(step(300, 4, 10000),
+              32 * (12 * (10e-6 + 304 * 3e-9) + 300 * 2e-8 + 5e-6 + 10000 * 1e-9), 1e-15);
+}
+
+TEST(RouterSim, EveryRequestServedOnceUnderAMeasuredStep) {
+  const auto trace = make_trace(TraceShape{.requests = 400}, 5);
+  const MeasuredStep step{Line{8e-6, 5e-9}, 5e-8, Line{12e-6, 1.5e-8}, 32, 12};
+  for (Router route : {round_robin(), prefix_and_load_aware()}) {
+    const Outcome out = simulate(trace, ClusterShape{}, step, route);
+    EXPECT_NO_THROW(check_served(trace, out));
+    EXPECT_GT(out.ttft_quantile(trace, 0.99), 0.0);
+  }
 }
 
 }  // namespace

@@ -9,11 +9,16 @@
   - kv_quantization: grouped-query decode, 8 sequences, 32 query heads over 8 KV heads, head dim
     128, 32,768 cached keys (ch19/kv_quantization): SDPA (enable_gqa) over the BF16 cache, and
     the FP8 path a PyTorch user has: an E4M3 cache with a scale per (sequence, KV head), cast to
-    BF16 and scaled on every call, then SDPA; TB/s on the bytes of the cache as stored.
+    BF16 and scaled on every call, then SDPA; TB/s on the bytes of the cache as stored;
+  - fp8_gemm: D = A B at 4096^3 and 8192^3 (ch19/fp8_gemm): torch.mm in BF16, and
+    torch._scaled_mm (cuBLASLt) on E4M3 codes quantised beforehand with per-tensor scales (what
+    the chapter times: the GEMM alone), with use_fast_accum off (the default: cuBLASLt promotes
+    partial sums to FP32) and on; TFLOP/s on 2 m n k, and each result's relative L2 error
+    against the FP32 product of the BF16 operands.
 A feature this PyTorch or GPU lacks prints SKIPPED with the reason; the rest still run. Run it in
 the same GPU session as `bench compare --chapter ch19`, so the two are comparable.
 
-  python3 scripts/peers/torch_quantize.py [--json FILE] [--only fused_quantize,kv_quantization]
+  python3 scripts/peers/torch_quantize.py [--json FILE] [--only fused_quantize,kv_quantization,fp8_gemm]
 
 Timing: CUDA events around a batch of launches after warm-up, the median of several batches
 (torch_rowwise.median_us).
@@ -91,8 +96,42 @@ def run_kv_quantization(copy_tbs):
         skipped("kv_quantization", f"{shape} fp8 cast then sdpa", e)
 
 
+def run_fp8_gemm(copy_tbs):
+    fp8 = getattr(torch, "float8_e4m3fn", None)
+    for n in (4096, 8192):
+        shape = f"{n}^3"
+        a, b = (torch.rand(n, n, device="cuda").mul_(2).sub_(1).to(torch.bfloat16) for _ in range(2))  # b is [N][K]
+        flops = 2.0 * n * n * n
+        reference = a.float() @ b.float().t()
+        err = lambda d: ((d.float() - reference).norm() / reference.norm()).item()
+        try:
+            us = median_us(lambda: torch.mm(a, b.t()))
+            report("fp8_gemm", f"{shape} bf16 torch.mm", us=us, tflops=flops / (us * 1e-6) / 1e12,
+                   rel_l2_vs_fp32=err(torch.mm(a, b.t())))
+        except Exception as e:
+            skipped("fp8_gemm", f"{shape} bf16 torch.mm", e)
+        if fp8 is None or not hasattr(torch, "_scaled_mm"):
+            skipped("fp8_gemm", f"{shape} fp8", "this PyTorch has no float8_e4m3fn or _scaled_mm")
+            continue
+        (a8, sa), (b8, sb) = (quantize_groups(t.view(1, -1), t.numel()) for t in (a, b))  # per tensor
+        a8, b8 = a8.view(n, n), b8.view(n, n)
+        sa, sb = sa.reshape(()).float(), sb.reshape(()).float()
+        for fast in (False, True):
+            label = f"{shape} fp8 e4m3 per-tensor _scaled_mm use_fast_accum={fast}"
+            try:
+                fn = lambda: torch._scaled_mm(a8, b8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
+                                              use_fast_accum=fast)
+                us = median_us(fn)
+                report("fp8_gemm", label, us=us, tflops=flops / (us * 1e-6) / 1e12, rel_l2_vs_fp32=err(fn()))
+            except Exception as e:  # no FP8 tensor cores (pre-sm_89)
+                skipped("fp8_gemm", label, e)
+        del a, b, a8, b8, reference
+        torch.cuda.empty_cache()
+
+
 def main():
-    peer_main(__doc__, {"fused_quantize": run_fused_quantize, "kv_quantization": run_kv_quantization})
+    peer_main(__doc__, {"fused_quantize": run_fused_quantize, "kv_quantization": run_kv_quantization,
+               "fp8_gemm": run_fp8_gemm})
 
 
 if __name__ == "__main__":

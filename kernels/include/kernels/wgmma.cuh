@@ -122,6 +122,12 @@ __device__ __forceinline__ void store_m64n256_bf16(const float (&acc)[128],
       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define BENCH_WGMMA_ACC128_REGS BENCH_WGMMA_ACC64_REGS ", " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define BENCH_WGMMA_ACC128(d) BENCH_WGMMA_ACC64(d), BENCH_WGMMA_ACC64((d + 64))
 // clang-format on
 
 // Descriptor of an MN-major tile (the B operand of O += P V, V stored [key][dim]) written by TMA in
@@ -182,6 +188,26 @@ __device__ __forceinline__ void mma_m64n64k16_bf16_a_regs(float (&d)[32], const 
       "}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
       : BENCH_WGMMA_ACC32(d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b_mn_major), "r"(accumulate));
+  // clang-format on
+}
+
+// --- FP8 (ch19/fp8_gemm): m64n256k32, E4M3 x E4M3, FP32 accumulators d[128] ---------------------
+// d (64 x 256 per warpgroup, FP32) += A (64 x 32, E4M3) * B (256 x 32, E4M3)^T, both K-major in
+// shared memory; accumulate == 0: d = A B^T. The 8-bit forms take no transpose immediates (PTX ISA,
+// wgmma.mma_async: imm-trans-a/b exist only for .f16/.bf16), so both operands must be K-major. A k32
+// step is 32 bytes of a row, as a BF16 k16 step is: descriptor_k_major_sw128 and its +32-byte
+// steps describe an E4M3 tile of 128-value rows (128 bytes, the same swizzle) unchanged. Fragment
+// layout of d: as store_m64n_bf16 says, with kN = 256.
+__device__ __forceinline__ void mma_m64n256k32_e4m3(float (&d)[128], uint64_t desc_a,
+                                                    uint64_t desc_b, int accumulate) {
+  // clang-format off
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {"
+      BENCH_WGMMA_ACC128_REGS
+      "}, %128, %129, p, 1, 1;\n}\n"
+      : BENCH_WGMMA_ACC128(d)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
   // clang-format on
 }
 

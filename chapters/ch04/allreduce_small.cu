@@ -1,21 +1,30 @@
-// ch04/allreduce_small: summing a small FP32 message on every GPU (256 KiB per GPU, N >= 2 GPUs),
-// where an all-reduce costs steps and synchronisation, not link bandwidth.
+// ch04/allreduce_small: summing small FP32 messages on every GPU (32 messages of 256 KiB per GPU,
+// each all-reduced on its own, N >= 2 GPUs), where an all-reduce costs steps and synchronisation,
+// not link bandwidth. The messages are what a tensor-parallel decode step sends: one small
+// all-reduce after each layer's row-parallel GEMM, back to back.
 //
 // Lesson: NCCL's ring takes 2(N-1) steps, each a hop to the next GPU and a wait for its data (its
 // LL protocol sends a flag with every 4 bytes of data, so a step needs no separate handshake, at
-// the price of half the link's bytes), behind a general kernel's setup. Under ~1 MiB that, not the links, sets the time. A one-shot all-reduce takes one
-// step: every GPU reads all N inputs straight from its peers' memory through peer pointers (NVLink
-// loads; no staging copies, no NCCL), sums them and writes its own output. Each GPU then pulls
-// (N-1) x n over its links instead of 2(N-1)/N x n, so the one-shot loses once the message is
-// large enough to be bandwidth-bound: the busbw sweep (metrics, beside NCCL's) shows where.
+// the price of half the link's bytes), behind a general kernel's setup. Under ~1 MiB that, not
+// the links, sets the time. A one-shot all-reduce takes one step: every GPU reads all N inputs
+// straight from its peers' memory through peer pointers (NVLink loads; no staging copies, no
+// NCCL), sums them and writes its own output. Each GPU then pulls (N-1) x n over its links instead
+// of 2(N-1)/N x n, so the one-shot loses once the message is large enough to be bandwidth-bound:
+// the busbw sweep (metrics, beside NCCL's) shows where.
+//
+// Why 32 messages a call: one all-reduce of 256 KiB takes a few microseconds, and a timed call
+// also forks every GPU's stream, joins them and checks the peers' results (~40 us on 4 GPUs).
+// With one message that fixed part was most of the time and the score was noise (13-37%); with
+// 32 the all-reduces are most of it. Every message is its own call on its own slice of the
+// buffers, so no variant can merge them into one large (bandwidth-bound) all-reduce unseen.
 //
 // What changes from baseline to optimized:
-//   1. baseline (ncclAllReduce): one grouped ncclAllReduce per GPU on 32 blocks
+//   1. baseline (ncclAllReduce): one grouped ncclAllReduce per GPU and message on 32 blocks
 //      (ch04::kBandwidthCtas, as ch04/allreduce's optimized);
 //   2. step (ncclAllReduce_own_ctas): the same with NCCL's own block count (PyTorch's default);
-//   3. optimized (one_shot_peer): one kernel per GPU: a flag exchange with every peer, then each
-//      thread sums 16 bytes of all N inputs in GPU order (every GPU gets the same bits) and writes
-//      them, then a second flag exchange.
+//   3. optimized (one_shot_peer): one kernel per GPU and message: a flag exchange with every peer,
+//      then each thread sums 16 bytes of all N inputs in GPU order (every GPU gets the same bits)
+//      and writes them, then a second flag exchange.
 // The protocol (PeerAllReduce): every GPU's memory holds a flag slot per (block, peer) that the
 // peer's block writes, and each block's count of calls (its epoch, kept on the GPU: no host
 // counter, so a captured graph would stay correct). Block b of GPU r starts by storing epoch e
@@ -31,8 +40,9 @@
 // its output over its input would race with its peers' reads. A wait over 5 s traps, so a broken
 // exchange fails the case instead of hanging it (it also traps under a tool that serialises the
 // GPUs' kernels: the exchange needs all N running at once).
-// Declared bytes: busbw's, 2(N-1)/N x 4n, against the `p2p` ceiling, as ch04/allreduce. Hot mode:
-// a call takes microseconds, most of it launch and synchronisation. Every GPU is checked.
+// Declared bytes: busbw's, 2(N-1)/N x 4n for all messages together, against the `p2p` ceiling, as
+// ch04/allreduce. Hot mode: a call takes about a millisecond, most of it launches and
+// synchronisation. Every GPU is checked, every message.
 //
 //   ./bench compare --chapter ch04 --example allreduce_small
 #include <cstdio>
@@ -42,6 +52,7 @@
 namespace {
 
 constexpr int kThreads = 512;
+constexpr int kMessages = 32;                      // all-reduces in one timed call
 constexpr int kMaxBlocks = 256;                    // flag slots per GPU; grids use min(SMs, this)
 constexpr int64_t kSweepBytes = int64_t{1} << 20;  // the sweep's largest message
 constexpr uint64_t kWaitLimitNs = uint64_t{5'000'000'000};
@@ -49,9 +60,13 @@ constexpr uint64_t kWaitLimitNs = uint64_t{5'000'000'000};
 struct SmallAllReduce {
   ch04::Sharded io;
   SmallAllReduce(bench::Setup& s, const std::vector<int>& gpus)
-      : io(s, gpus, s.size("n", int64_t{1} << 16, 10'007), bench::uniform(-1, 1), "sum") {
+      : io(s, gpus, kMessages * s.size("message_floats", int64_t{1} << 16, 313),
+           bench::uniform(-1, 1), "sum") {
     s.bytes(ch04::busbw_factor(gpus.size()) * double(io.n) * sizeof(float), "p2p_gbps");
+    s.param("messages", kMessages);
   }
+  // Message c is elements [first(c), first(c + 1)) of every GPU's buffers.
+  int64_t first(int c) const { return io.n / kMessages * c; }
   explicit SmallAllReduce(bench::Setup& s) : SmallAllReduce(s, ch04::all_gpus()) {}
   void inputs_filled(cudaStream_t s) const { io.refresh(s); }
 };
@@ -183,11 +198,12 @@ class PeerAllReduce {
   int max_blocks_ = kMaxBlocks;
 };
 
-// What every variant shares: the timed call (one all-reduce of the workload's buffers, then the
-// check) and the busbw sweep up to 1 MiB, on buffers of its own on every GPU (the workload's hold
-// 256 KiB). Each variant's enqueue_calls(in, out, count, s, calls) forks every GPU's stream from
-// `s`, enqueues `calls` all-reduces and joins them back once: NCCL orders its calls across GPUs,
-// and the one-shot's end exchange keeps call c+1 on any GPU from overwriting what call c reads.
+// What every variant shares: the timed call (kMessages all-reduces, one per slice of the
+// workload's buffers, then the check) and the busbw sweep up to 1 MiB, on buffers of its own on
+// every GPU. Each variant's enqueue_calls(in, out, count, s, calls) forks every GPU's stream from
+// `s`, enqueues `calls` all-reduces (call c of count(c) floats from in(i, c) into out(i, c) on
+// GPU i) and joins them back once: NCCL orders its calls across GPUs, and the one-shot's end
+// exchange keeps call c+1 on any GPU from overwriting what call c reads.
 template <class Variant>
 class Small {
  public:
@@ -205,15 +221,17 @@ class Small {
     }
   }
   void operator()(const SmallAllReduce& w, cudaStream_t s) const {
-    variant().enqueue_calls([&](size_t i) { return w.io.input(i); },
-                            [&](size_t i) { return w.io.output(i); }, w.io.n, s, 1);
+    variant().enqueue_calls([&](size_t i, int c) { return w.io.input(i) + w.first(c); },
+                            [&](size_t i, int c) { return w.io.output(i) + w.first(c); },
+                            [&](int c) { return w.first(c + 1) - w.first(c); }, s, kMessages);
     w.io.check(s);
   }
   std::vector<bench::Metric> metrics() const {
     return ch04::busbw_sweep(
         s_, w_.io.size(), kSweepBytes, [&](int64_t count, cudaStream_t s, int calls) {
-          variant().enqueue_calls([&](size_t i) { return sweep_in_[i]; },
-                                  [&](size_t i) { return sweep_out_[i]; }, count, s, calls);
+          variant().enqueue_calls([&](size_t i, int) { return sweep_in_[i]; },
+                                  [&](size_t i, int) { return sweep_out_[i]; },
+                                  [&](int) { return count; }, s, calls);
         });
   }
 
@@ -229,11 +247,13 @@ class NcclAllReduce : public Small<NcclAllReduce> {
  public:
   NcclAllReduce(const SmallAllReduce& w, cudaStream_t s, ch04::CtaRange ctas = ch04::kBandwidthCtas)
       : Small(w, s), comms_(w.io.gpus, ctas) {}
-  template <class In, class Out>
-  void enqueue_calls(In in, Out out, int64_t count, cudaStream_t s, int calls) const {
+  template <class In, class Out, class Count>
+  void enqueue_calls(In in, Out out, Count count, cudaStream_t s, int calls) const {
     fan_.fork(s);
     for (int c = 0; c < calls; ++c)
-      ch04::all_reduce(comms_, fan_, w_.io.size(), s, in, out, size_t(count), ncclFloat);
+      ch04::all_reduce(
+          comms_, fan_, w_.io.size(), s, [&](size_t i) { return in(i, c); },
+          [&](size_t i) { return out(i, c); }, size_t(count(c)), ncclFloat);
     fan_.join(s);
   }
 
@@ -247,11 +267,12 @@ struct NcclOwnCtas : NcclAllReduce {
 class OneShot : public Small<OneShot> {
  public:
   OneShot(const SmallAllReduce& w, cudaStream_t s) : Small(w, s), reduce_(w.io.gpus) {}
-  template <class In, class Out>
-  void enqueue_calls(In in, Out out, int64_t count, cudaStream_t s, int calls) const {
+  template <class In, class Out, class Count>
+  void enqueue_calls(In in, Out out, Count count, cudaStream_t s, int calls) const {
     fan_.fork(s);
     for (int c = 0; c < calls; ++c)
-      reduce_([&](size_t i) { return fan_.stream(i, s); }, in, out, count);
+      reduce_([&](size_t i) { return fan_.stream(i, s); }, [&](size_t i) { return in(i, c); },
+              [&](size_t i) { return out(i, c); }, count(c));
     fan_.join(s);
   }
 

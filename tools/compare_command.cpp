@@ -192,7 +192,7 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
     });
   const std::string key = results.context.value("hardware_key", std::string("unknown"));
   const fs::path expectations_dir = resolve_expectations_dir(options.where);
-  const fs::path expectations_file = expectations_dir / (key + ".json");  // what an update writes
+  const fs::path expectations_file = expectations_dir / (key + ".json");
   std::optional<Expectations> expectations;
   std::vector<fs::path> sources;
   try {
@@ -243,8 +243,9 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
       policy.command = options.command_line;
       policy.add_machine = options.add_machine;
       policy.record_outcomes = options.record_outcomes;
-      report_update(update_expectations_file(expectations_file, card, results.context, policy, catalog.check()),
-                    expectations_file, out);
+      for (const auto& [file, part] : update_targets(expectations_dir, card))
+        report_update(update_expectations_file(file, part, results.context, policy, catalog.check()), file,
+                      out);
     }
   } catch (const std::exception& e) {
     err << "bench compare: " << e.what() << "\n";

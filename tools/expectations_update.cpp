@@ -249,6 +249,21 @@ MetricCheck declared_metrics(const Scorecard& card) {
   };
 }
 
+std::vector<std::pair<std::filesystem::path, Scorecard>> update_targets(
+    const std::filesystem::path& dir, const Scorecard& card) {
+  const std::string one_gpu = single_gpu_key(card.hardware_key);
+  if (one_gpu == card.hardware_key) return {{dir / (card.hardware_key + ".json"), card}};
+  const auto needs_several = [](const ScoredRow& row) {
+    return (row.baseline && row.baseline->min_gpus > 1) || (row.subject && row.subject->min_gpus > 1);
+  };
+  Scorecard machine{card.hardware_key, {}}, single{one_gpu, {}};
+  for (const auto& row : card.rows) (needs_several(row) ? machine : single).rows.push_back(row);
+  std::vector<std::pair<std::filesystem::path, Scorecard>> targets;
+  for (auto* part : {&machine, &single})
+    if (!part->rows.empty()) targets.emplace_back(dir / (part->hardware_key + ".json"), std::move(*part));
+  return targets;
+}
+
 UpdateResult update_expectations_file(const std::filesystem::path& file, const Scorecard& card,
                                       const json& context, const UpdatePolicy& policy,
                                       const ExampleCheck& example) {

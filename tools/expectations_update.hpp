@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/expectations.hpp"
@@ -57,6 +58,15 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
 // What the run behind `card` declares each scored example is scored by (a metric, or time), as
 // the check that refuses a file whose entry records another (ExpectationsChecks::metric).
 MetricCheck declared_metrics(const Scorecard& card);
+
+// Which files an update of `card` writes, each with the rows it may accept. On a one-GPU key:
+// <key>.json, every row. On a machine of several GPUs (an "Nx_" key): the examples that need
+// several GPUs (CaseResult::min_gpus) go to the machine's file, and every other example to its
+// GPU's one-GPU file (<gpu>.json, with that key), which is the file a one-GPU machine of the same
+// GPU reads: GPU 0 of a 4x H100 is an H100, and a figure of one GPU does not belong to the four.
+// A file with no row is left out.
+std::vector<std::pair<std::filesystem::path, Scorecard>> update_targets(
+    const std::filesystem::path& dir, const Scorecard& card);
 
 // Loads `file`, plans, and saves atomically when anything was accepted; a file whose entry
 // records another figure than its example declares is refused (ExpectationsError).

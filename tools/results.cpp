@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -52,6 +53,7 @@ void apply_label(CaseResult& c, const std::string& label) {
     else if (key == "bw") c.bw_ceiling = value;
     else if (key == "compute") c.compute_ceiling = value;
     else if (key == "host_bound") c.host_bound = value == "1";
+    else if (key == "gpus") c.min_gpus = std::max(1, std::atoi(value.c_str()));
     else if (key == "throttled") c.throttled_all = value == "all";
     else if (key == "suspect") c.suspect = value;
     else if (key == "escape") c.escape_method = value;

@@ -47,6 +47,7 @@ struct CaseResult {
   bool throttled_all = false;
   std::string fingerprint, mode, stop, bw_ceiling, compute_ceiling;
   bool host_bound = false;  // the variant's time is set by the host (label "host_bound=1")
+  int min_gpus = 1;         // the GPUs its example needs (label "gpus=N", written when N > 1)
   // docs/validity.md rows 1 and 2: how escaped work was looked for ("cupti" or "ratio"), and,
   // when the samples fell in two clusters, what they were (label "suspect=...").
   std::string escape_method;

@@ -115,6 +115,9 @@ void report(benchmark::State& state, const bench::detail::ExampleDef& e,
   // How the timed samples were checked: "device", or "cpu (why not on the device)".
   if (!r.sample_check.empty()) label += ";checks=" + r.sample_check;
   if (v.options.host_bound) label += ";host_bound=1";
+  // How many GPUs the example needs, when more than one: bench compare --update-expectations
+  // records it in the machine's file (4x_...), every other example in its GPU's own file.
+  if (e.min_gpus > 1) label += fmt::format(";gpus={}", e.min_gpus);
   if (!e.scored_metric.empty())
     label += fmt::format(";scored_by={}:{}", e.scored_metric, bench::to_string(e.scored_better));
   if (!r.metrics.empty()) {  // which counters are the variant's own figures (bench::Metric)

@@ -169,3 +169,36 @@ TEST(ExpectationsUpdate, AFileRecordingAnotherFigureIsRefusedAtItsPosition) {
 }
 
 }  // namespace
+
+// On a machine of four GPUs, an update writes the examples that need several GPUs into the
+// machine's file and every other example into its GPU's one-GPU file (update_targets).
+TEST(ExpectationsUpdate, AMachineOfSeveralGpusWritesOneGpuExamplesToTheGpusOwnFile) {
+  std::vector<CaseResult> cases = {make_case("baseline", 1000, 0.01, 100, 1),
+                                   make_case("optimized", 280, 0.01, 100, 2)};
+  for (int i = 0; i < 2; ++i) {
+    CaseResult c = bench::tools::testing::verified_case("ch04/allreduce", i ? "optimized" : "baseline",
+                                                        i ? "optimized" : "baseline", i ? 250.0 : 1000.0);
+    c.min_gpus = 2;
+    cases.push_back(c);
+  }
+  const std::filesystem::path dir = "/expectations";
+  const auto four = bench::tools::update_targets(dir, bench::tools::score(cases, std::nullopt, "4x_h100"));
+  ASSERT_EQ(four.size(), 2u);
+  EXPECT_EQ(four[0].first, dir / "4x_h100.json");
+  EXPECT_EQ(four[0].second.hardware_key, "4x_h100");
+  EXPECT_EQ(four[1].first, dir / "h100.json");
+  EXPECT_EQ(four[1].second.hardware_key, "h100");
+  for (const auto& row : four[0].second.rows) EXPECT_EQ(row.example, "ch04/allreduce");
+  for (const auto& row : four[1].second.rows) EXPECT_EQ(row.example, "ch12/launches");
+  EXPECT_FALSE(four[0].second.rows.empty());
+  EXPECT_FALSE(four[1].second.rows.empty());
+
+  // One GPU: one file, every row. Only one-GPU examples on four GPUs: only the one-GPU file.
+  const auto one = bench::tools::update_targets(dir, bench::tools::score(cases, std::nullopt, "h100"));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].first, dir / "h100.json");
+  cases.resize(2);
+  const auto only_single = bench::tools::update_targets(dir, bench::tools::score(cases, std::nullopt, "4x_h100"));
+  ASSERT_EQ(only_single.size(), 1u);
+  EXPECT_EQ(only_single[0].first, dir / "h100.json");
+}

@@ -77,6 +77,18 @@ TEST(Results, ReadsThrottleCountersAndTheThrottledAllLabel) {
   EXPECT_TRUE(cases[1].throttled_all);
 }
 
+// An example of several GPUs says how many in its label; the others say nothing and read 1.
+TEST(Results, ReadsTheGpusAnExampleNeeds) {
+  const auto cases = bench::tools::extract_cases(parse(R"([
+      {"name": "ch04/allreduce/baseline/iterations:1/manual_time", "run_type": "iteration", "real_time": 900,
+       "time_unit": "us", "verified": 1, "label": "role=baseline;fp=00ff00ff00ff00ff;mode=cold;stop=converged;gpus=2"},
+      {"name": "ch07/copy/baseline/iterations:1/manual_time", "run_type": "iteration", "real_time": 900,
+       "time_unit": "us", "verified": 1, "label": "role=baseline;fp=00ff00ff00ff00ff;mode=cold;stop=converged"}])"));
+  ASSERT_EQ(cases.size(), 2u);
+  EXPECT_EQ(cases[0].min_gpus, 2);
+  EXPECT_EQ(cases[1].min_gpus, 1);
+}
+
 TEST(Results, ErrorsAndSkipsInBothShapes) {
   const auto cases = bench::tools::extract_cases(parse(R"([
       {"name": "ch07/a/baseline/iterations:1/manual_time", "error_occurred": true,

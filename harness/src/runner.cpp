@@ -281,6 +281,36 @@ double scored_value(const ExampleDef& e, const std::vector<Metric>& reported, in
       sample, e.scored_metric));
 }
 
+// The variant's own measure of the whole call (bench::timed_call_ms) against the call's event
+// time (per call, in a hot batch): it may fall short by what the events hold beyond its first and
+// last stamps (a launch, an event record: kTimedCallShortfall and kTimedCallSlackSeconds) and
+// exceed it only by the two clocks' disagreement (kTimedCallExcess).
+constexpr double kTimedCallShortfall = 0.10, kTimedCallExcess = 0.02, kTimedCallSlackSeconds = 10e-6;
+void check_timed_call(const ExampleDef& e, const std::vector<Metric>& reported, double call_seconds,
+                      int sample) {
+  bool found = false;
+  for (const auto& m : reported) {
+    if (!m.whole_timed_call) continue;
+    found = true;
+    const double seconds = m.value * 1e-3;
+    const bool too_short = seconds < (1 - kTimedCallShortfall) * call_seconds - kTimedCallSlackSeconds;
+    const bool too_long = seconds > (1 + kTimedCallExcess) * call_seconds + kTimedCallSlackSeconds;
+    if (!std::isfinite(seconds) || too_short || too_long)
+      throw CheckFailure(fmt::format(
+          "timed sample {}: the variant's own clock says the call took {} = {:.4g} ms, the "
+          "harness's events {:.4g} ms; {} is read off that clock, so the two must agree (within "
+          "-{:.0f}%/+{:.0f}%)",
+          sample, m.name, m.value, call_seconds * 1e3, e.scored_metric, 100 * kTimedCallShortfall,
+          100 * kTimedCallExcess));
+  }
+  if (!found)
+    throw CheckFailure(fmt::format(
+        "timed sample {}: the example is scored by {}, a figure of the variant's own clock, but "
+        "the variant reported no measure of the whole call by that clock (bench::timed_call_ms), "
+        "which the harness checks against its events",
+        sample, e.scored_metric));
+}
+
 }  // namespace
 
 Runner::Runner(DeviceInfo device, std::map<std::string, double> ceilings)
@@ -519,7 +549,9 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
       if (!e.scored_metric.empty()) {  // after the sample's stop event: never in the timed region
         const double metric_start = host_seconds();
         BENCH_CUDA_CHECK(cudaDeviceSynchronize());
-        scored.push_back(scored_value(e, prepared.metrics(), i + 1));
+        const std::vector<Metric> reported = prepared.metrics();
+        scored.push_back(scored_value(e, reported, i + 1));
+        check_timed_call(e, reported, seconds.back(), i + 1);
         metric_seconds += host_seconds() - metric_start;
       }
       r.stop = stats::should_stop(stop, seconds, sampling_seconds());

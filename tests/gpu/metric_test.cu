@@ -3,7 +3,10 @@
 // Planted through the real Runner: a variant that reports it on some samples only, one that
 // reports no metrics at all, one whose figure cannot be a ratio's term (all FAILED, naming the
 // metric), and one that flatters itself on a quarter of its samples (scored by the median of its
-// per-sample values, and SUSPECT), beside the honest form they are measured against.
+// per-sample values, and SUSPECT), beside the honest form they are measured against. Every
+// variant also reports its own clock's time of the whole call (bench::timed_call_ms), which the
+// harness holds against its events: planted at that check's thresholds, a clock 10% slow or 2%
+// fast passes and one 13% slow or 5% fast fails, and a variant that leaves it out fails.
 #include <algorithm>
 #include <cmath>
 
@@ -37,7 +40,7 @@ struct TimedCopy {
   }
   std::vector<Metric> metrics() {
     ++calls;
-    return {{kMetric, latency_us()}};
+    return {{kMetric, latency_us()}, timed_call_ms("call_ms", latency_us() * 1e-3)};
   }
   cudaEvent_t start = nullptr, stop = nullptr;
   int calls = 0;
@@ -48,8 +51,8 @@ struct Intermittent : TimedCopy {
   using TimedCopy::TimedCopy;
   std::vector<Metric> metrics() {
     ++calls;
-    if (calls % 3 != 0) return {{"other_figure", 1.0}};
-    return {{kMetric, latency_us()}};
+    if (calls % 3 != 0) return {{"other_figure", 1.0}, timed_call_ms("call_ms", latency_us() * 1e-3)};
+    return {{kMetric, latency_us()}, timed_call_ms("call_ms", latency_us() * 1e-3)};
   }
 };
 
@@ -58,14 +61,15 @@ struct Flattering : TimedCopy {
   using TimedCopy::TimedCopy;
   std::vector<Metric> metrics() {
     ++calls;
-    return {{kMetric, latency_us() * (calls % 4 == 0 ? 0.1 : 1.0)}};
+    return {{kMetric, latency_us() * (calls % 4 == 0 ? 0.1 : 1.0)},
+            timed_call_ms("call_ms", latency_us() * 1e-3)};
   }
 };
 
 // A figure of zero: no ratio can be taken of it.
 struct Zero : TimedCopy {
   using TimedCopy::TimedCopy;
-  std::vector<Metric> metrics() { return {{kMetric, 0.0}}; }
+  std::vector<Metric> metrics() { return {{kMetric, 0.0}, timed_call_ms("call_ms", latency_us() * 1e-3)}; }
 };
 
 BENCH_EXAMPLE(test, scored_by_metric, SmallCopy)
@@ -76,6 +80,40 @@ BENCH_EXAMPLE(test, scored_by_metric, SmallCopy)
     .stateful<Zero>(Role::step, "zero")
     .step("plain", launch_copy)
     .stateful<TimedCopy>(Role::optimized, "honest_too")
+    .reference(copy_reference);
+
+// The clock check, on a call long enough (256 copies, ~1 ms) that the events' own overhead is
+// a small part of it: a variant whose figure and whole-call time come from a clock that runs
+// `rate` times the harness's. Honest at 1; a clock that runs slow flatters every latency it
+// reports.
+template <int kRatePercent>
+struct RatedClock : TimedCopy {
+  using TimedCopy::TimedCopy;
+  void operator()(const SmallCopy& w, cudaStream_t s) {
+    BENCH_CUDA_CHECK(cudaEventRecord(start, s));
+    for (int i = 0; i < 256; ++i) launch_copy(w, s);
+    BENCH_CUDA_CHECK(cudaEventRecord(stop, s));
+  }
+  std::vector<Metric> metrics() {
+    const double rate = kRatePercent / 100.0;
+    return {{kMetric, latency_us() * rate}, timed_call_ms("call_ms", latency_us() * 1e-3 * rate)};
+  }
+};
+// Reports its figure but no whole-call time.
+struct NoCallTime : RatedClock<100> {
+  using RatedClock::RatedClock;
+  std::vector<Metric> metrics() { return {{kMetric, latency_us()}}; }
+};
+
+BENCH_EXAMPLE(test, scored_by_own_clock, SmallCopy)
+    .scored_by(kMetric, Better::lower)
+    .stateful<RatedClock<100>>(Role::baseline, "honest")
+    .stateful<RatedClock<92>>(Role::step, "slow_8pct")
+    .stateful<RatedClock<87>>(Role::step, "slow_13pct")
+    .stateful<RatedClock<101>>(Role::step, "fast_1pct")
+    .stateful<RatedClock<105>>(Role::step, "fast_5pct")
+    .stateful<NoCallTime>(Role::step, "no_call_time")
+    .stateful<RatedClock<100>>(Role::optimized, "honest_too")
     .reference(copy_reference);
 
 double scored_counter(const detail::CaseResult& r) {
@@ -139,6 +177,30 @@ TEST(ScoredByMetric, AFigureBetterThanItsSamplesSupportIsSuspectAndScoredByTheMe
   EXPECT_GT(scored_counter(flattering), 0.7 * scored_counter(honest));
   EXPECT_NE(flattering.suspect.find("two clusters of copy_latency_us"), std::string::npos)
       << flattering.suspect;
+}
+
+TEST(ScoredByMetric, AVariantsClockWithinTheChecksBoundsIsMeasured) {
+  for (const char* variant : {"baseline", "slow_8pct", "fast_1pct"}) {
+    const auto r = run_case("scored_by_own_clock", variant);
+    EXPECT_EQ(outcome(r), "measured") << variant;
+  }
+}
+
+TEST(ScoredByMetric, AVariantsClockOutsideTheChecksBoundsFails) {
+  for (const char* variant : {"slow_13pct", "fast_5pct"}) {
+    const auto r = run_case("scored_by_own_clock", variant);
+    EXPECT_EQ(outcome(r).rfind("FAILED: timed sample 1: the variant's own clock says the call took "
+                               "call_ms = ",
+                               0),
+              0u)
+        << variant << ": " << outcome(r);
+  }
+}
+
+TEST(ScoredByMetric, AVariantWithoutAWholeCallTimeFails) {
+  const auto r = run_case("scored_by_own_clock", "no_call_time");
+  EXPECT_NE(outcome(r).find("reported no measure of the whole call by that clock"), std::string::npos)
+      << outcome(r);
 }
 
 }  // namespace

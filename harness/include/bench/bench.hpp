@@ -253,10 +253,18 @@ struct VariantOptions {
 // In an example scored by a metric (Example::scored_by) metrics() is also asked after every
 // timed sample, untimed, and must report the scored figure each time (docs/writing-an-example.md,
 // "Scored by a metric").
+// A metric that is the variant's own measure of the whole timed call, by the clock its scored
+// figure comes from (%globaltimer stamps, events inside the call), in milliseconds, is reported
+// with bench::timed_call_ms. An example scored by a metric needs one from every variant: the
+// harness checks it against the call's event time after every timed sample, so a figure read
+// off the variant's clock (a p99 step latency) is tied to the harness's own measurement. A
+// variant whose clock runs slow, or that scales what it reports, fails there.
 struct Metric {
   std::string name;
   double value = 0;
+  bool whole_timed_call = false;  // set by timed_call_ms: value is the call's time, in ms
 };
+inline Metric timed_call_ms(std::string name, double ms) { return {std::move(name), ms, true}; }
 
 // Which way a scored metric is better: a latency is better lower, a rate higher.
 enum class Better { lower, higher };

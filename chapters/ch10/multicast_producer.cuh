@@ -22,9 +22,10 @@
 // sm_90a device code, like ws_gemm.cuh: call it only under BENCH_SM90A_DEVICE.
 #pragma once
 
-#include "ws_gemm.cuh"
+#include <kernels/ws_gemm.cuh>
 
 namespace ch10::ws {
+using namespace kernels::ws;  // the tile this file builds on (kernels/ws_gemm.cuh)
 
 constexpr int kClusterCtas = 2;
 constexpr uint16_t kBothCtas = 0b11;  // multicast mask: ranks 0 and 1

@@ -89,11 +89,12 @@
 #include "multicast_producer.cuh"
 #include "stream_k.cuh"
 #include "tma_store_epilogue.cuh"
-#include "ws_gemm.cuh"
+#include <kernels/ws_gemm.cuh>
 
 namespace {
 
-using namespace ch10::ws;
+using namespace kernels::ws;
+using namespace ch10::ws;  // the epilogue and multicast producer built on it
 namespace stream_k = ch10::stream_k;
 
 // ---- Baseline: ws::producer_consumer (ws_gemm.cuh), one tile per CTA, grid = tile count.

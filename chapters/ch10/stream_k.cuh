@@ -26,7 +26,7 @@
 
 #include "stream_k_plan.hpp"
 #include "tma_store_epilogue.cuh"
-#include "ws_gemm.cuh"
+#include <kernels/ws_gemm.cuh>
 
 namespace ch10::stream_k {
 

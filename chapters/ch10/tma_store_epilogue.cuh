@@ -15,9 +15,10 @@
 
 #include <kernels/bf16_pack.cuh>
 
-#include "ws_gemm.cuh"
+#include <kernels/ws_gemm.cuh>
 
 namespace ch10::ws {
+using namespace kernels::ws;  // the tile this file builds on (kernels/ws_gemm.cuh)
 
 constexpr int kStoreCols = 64;  // one 128-byte swizzle row of BF16: the store box's width
 constexpr int kStoreBuffers = 2;

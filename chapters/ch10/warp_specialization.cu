@@ -47,11 +47,11 @@
 //   ./bench compare --chapter ch10 --example warp_specialization
 #include <bench/bench.hpp>
 
-#include "ws_gemm.cuh"
+#include <kernels/ws_gemm.cuh>
 
 namespace {
 
-using namespace ch10::ws;
+using namespace kernels::ws;
 
 constexpr int kBaselineThreads = kConsumers * kWarpgroup;  // 2 math warpgroups, no producer
 

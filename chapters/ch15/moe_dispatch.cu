@@ -23,6 +23,9 @@
 //      of (expert, 128-row tile, 256-column tile) work items that the scan numbered; A's tensor
 //      map covers the whole permuted buffer and a tile starts at its expert's offset (rows past
 //      the expert's end are read, multiplied and not stored), B's covers all experts' weights.
+//   3. vendor "cublas_grouped": the optimized side's permutation, then cuBLAS's grouped GEMM
+//      (cublasGemmGroupedBatchedEx, a group per expert); its group sizes are host arrays, so the
+//      counts come back to the host before it.
 // Timing: 8192 tokens, 128 experts, hidden 2048 -> ffn 768 (issue 41; the PyTorch peer is
 // scripts/peers/torch_moe_gating.py --only moe_dispatch). Verification: 301 tokens, 12 experts,
 // 320 -> 512: 5 k-blocks (the ring wraps inside a tile), 2 column tiles, partial row tiles in
@@ -37,11 +40,14 @@
 #include <cub/block/block_scan.cuh>
 #include <cuda_bf16.h>
 #include <kernels/arch.cuh>
+#include <cublas_v2.h>
+#include <kernels/cublas_check.hpp>
 #include <kernels/cublaslt_gemm.hpp>
 #include <kernels/occupancy.cuh>
 #include <kernels/reference_gemm.cuh>
 #include <kernels/ws_gemm.cuh>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -348,19 +354,16 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 #endif
 }
 
-class GroupedWgmma {
+// Steps (1)-(4) of the optimized side, on the GPU with no read-back: after them the workload's
+// counts, the offsets, the work items' numbering and the sorted rows are on the device.
+class DevicePermutation {
  public:
-  GroupedWgmma(const Dispatch& w, cudaStream_t)
-      : sorted_(w),
+  explicit DevicePermutation(const Dispatch& w)
+      : sorted(w),
+        offsets(w.experts + 1),
+        tile_prefix(w.experts + 1),
         chunks_(int((w.routed + kChunk - 1) / kChunk)),
-        chunk_base_(int64_t{chunks_} * w.experts),
-        offsets_(w.experts + 1),
-        tile_prefix_(w.experts + 1),
-        map_x_(ws::operand_map(sorted_.x.data(), w.routed, w.hidden, ws::kXShare)),
-        map_w_(ws::operand_map(w.w.data(), w.experts * w.ffn, w.hidden, ws::kYShare)) {
-    ws::allow_smem<grouped_gemm, ws::kSmemBytes>();
-    grid_ = kernels::resident_grid(grouped_gemm, ws::kSpecialisedThreads, ws::kSmemBytes);
-  }
+        chunk_base_(int64_t{chunks_} * w.experts) {}
   void operator()(const Dispatch& w, cudaStream_t stream) {
     const int experts = int(w.experts);
     const unsigned chunk_blocks = unsigned((chunks_ + kWarps - 1) / kWarps);
@@ -370,27 +373,115 @@ class GroupedWgmma {
     BENCH_CHECK_LAUNCH();
     scan_chunks<<<1, kScanThreads, 0, stream>>>(chunk_base_.data(), experts, chunks_, int(w.routed),
                                                 int(w.ffn / ws::kBN), w.counts.data(),
-                                                offsets_.data(), tile_prefix_.data());
+                                                offsets.data(), tile_prefix.data());
     BENCH_CHECK_LAUNCH();
     place_rows<<<chunk_blocks, 32 * kWarps, per_block, stream>>>(
-        w.expert.data(), w.routed, experts, chunks_, chunk_base_.data(), sorted_.position.data());
+        w.expert.data(), w.routed, experts, chunks_, chunk_base_.data(), sorted.position.data());
     BENCH_CHECK_LAUNCH();
     scatter_rows<<<unsigned((w.routed + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
-        w.x.data(), sorted_.position.data(), w.routed, int(w.top_k), w.hidden, sorted_.x.data());
+        w.x.data(), sorted.position.data(), w.routed, int(w.top_k), w.hidden, sorted.x.data());
     BENCH_CHECK_LAUNCH();
+  }
+  Sorted sorted;
+  bench::DeviceBuffer<int32_t> offsets, tile_prefix;
+
+ private:
+  int chunks_;
+  bench::DeviceBuffer<int32_t> chunk_base_;
+};
+
+class GroupedWgmma {
+ public:
+  GroupedWgmma(const Dispatch& w, cudaStream_t)
+      : permute_(w),
+        map_x_(ws::operand_map(permute_.sorted.x.data(), w.routed, w.hidden, ws::kXShare)),
+        map_w_(ws::operand_map(w.w.data(), w.experts * w.ffn, w.hidden, ws::kYShare)) {
+    ws::allow_smem<grouped_gemm, ws::kSmemBytes>();
+    grid_ = kernels::resident_grid(grouped_gemm, ws::kSpecialisedThreads, ws::kSmemBytes);
+  }
+  void operator()(const Dispatch& w, cudaStream_t stream) {
+    permute_(w, stream);
     grouped_gemm<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
-        map_x_, map_w_, sorted_.y.data(), offsets_.data(), tile_prefix_.data(), experts,
-        int(w.ffn), int(w.hidden));
+        map_x_, map_w_, permute_.sorted.y.data(), permute_.offsets.data(),
+        permute_.tile_prefix.data(), int(w.experts), int(w.ffn), int(w.hidden));
     BENCH_CHECK_LAUNCH();
-    launch_combine(w, sorted_, stream);
+    launch_combine(w, permute_.sorted, stream);
   }
 
  private:
-  Sorted sorted_;
-  int chunks_;
-  bench::DeviceBuffer<int32_t> chunk_base_, offsets_, tile_prefix_;
+  DevicePermutation permute_;
   CUtensorMap map_x_, map_w_;
   unsigned grid_ = 0;
+};
+
+// ---- Vendor: the same device permutation, then cuBLAS's grouped GEMM (cublasGemmGroupedBatchedEx,
+// one group per expert with rows). Its sizes are host arrays, so the counts come back to the host
+// first: the read-back the optimized side avoids, kept here because the API needs it.
+class CublasGrouped {
+ public:
+  CublasGrouped(const Dispatch& w, cudaStream_t stream)
+      : permute_(w), pointers_(3 * w.experts), counts_(w.experts) {
+    kernels::check_cublas(cublasCreate(&handle_), "cublasCreate");
+    kernels::check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
+    // A trial of one group on zeroed scratch rows (as A and B: the workload's inputs are not
+    // filled yet), so that a cuBLAS without this path for BF16 is a SKIP with its reason rather
+    // than a failure in the timed call.
+    BENCH_CUDA_CHECK(cudaMemsetAsync(permute_.sorted.x.data(), 0, permute_.sorted.x.bytes(), stream));
+    std::vector<int32_t> one_group(w.experts, 0);
+    one_group[0] = int32_t(std::min<int64_t>(w.routed, 128));
+    const cublasStatus_t status = grouped(w, one_group, stream, permute_.sorted.x.data());
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (status != CUBLAS_STATUS_SUCCESS)
+      throw bench::Unsupported(std::string("cublasGemmGroupedBatchedEx (BF16): ") +
+                               cublasGetStatusString(status));
+  }
+  ~CublasGrouped() { cublasDestroy(handle_); }
+  CublasGrouped(const CublasGrouped&) = delete;
+  CublasGrouped& operator=(const CublasGrouped&) = delete;
+  void operator()(const Dispatch& w, cudaStream_t stream) {
+    permute_(w, stream);
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(counts_.data(), w.counts.data(), w.counts.bytes(),
+                                     cudaMemcpyDeviceToHost, stream));
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // the group sizes are host arrays
+    kernels::check_cublas(grouped(w, counts_, stream, w.w.data()), "cublasGemmGroupedBatchedEx");
+    launch_combine(w, permute_.sorted, stream);
+  }
+
+ private:
+  // y_e [rows][ffn] = x_e [rows][hidden] W_e^T, column-major: C (ffn x rows) = W_e^T' x_e^T', as
+  // LtGemm's TN: op(A) = T on W_e (lda hidden), op(B) = N on x_e (ldb hidden), ldc ffn.
+  cublasStatus_t grouped(const Dispatch& w, const std::vector<int32_t>& counts, cudaStream_t stream,
+                         const bf16* weights) {
+    m_.clear(), n_.clear(), k_.clear(), lda_.clear(), ldc_.clear();
+    host_pointers_.assign(3 * w.experts, nullptr);
+    int groups = 0;
+    for (int e = 0, base = 0; e < int(w.experts); base += counts[e++]) {
+      if (counts[e] == 0) continue;
+      host_pointers_[groups] = weights + e * w.ffn * w.hidden;
+      host_pointers_[w.experts + groups] = permute_.sorted.x.data() + int64_t{base} * w.hidden;
+      host_pointers_[2 * w.experts + groups] = permute_.sorted.y.data() + int64_t{base} * w.ffn;
+      m_.push_back(int(w.ffn)), n_.push_back(counts[e]), k_.push_back(int(w.hidden));
+      lda_.push_back(int(w.hidden)), ldc_.push_back(int(w.ffn));
+      ++groups;
+    }
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(pointers_.data(), host_pointers_.data(), pointers_.bytes(),
+                                     cudaMemcpyHostToDevice, stream));
+    const std::vector<cublasOperation_t> ta(groups, CUBLAS_OP_T), tb(groups, CUBLAS_OP_N);
+    const std::vector<float> alpha(groups, 1.0f), beta(groups, 0.0f);
+    const std::vector<int> one(groups, 1);
+    const void* const* a = pointers_.data();
+    return cublasGemmGroupedBatchedEx(handle_, ta.data(), tb.data(), m_.data(), n_.data(), k_.data(),
+                                      alpha.data(), a, CUDA_R_16BF, lda_.data(), a + w.experts,
+                                      CUDA_R_16BF, lda_.data(), beta.data(),
+                                      const_cast<void* const*>(a + 2 * w.experts), CUDA_R_16BF,
+                                      ldc_.data(), groups, one.data(), CUBLAS_COMPUTE_32F);
+  }
+  DevicePermutation permute_;
+  bench::DeviceBuffer<const void*> pointers_;  // A, B, C pointer arrays, experts each
+  std::vector<const void*> host_pointers_;
+  std::vector<int32_t> counts_;
+  std::vector<int> m_, n_, k_, lda_, ldc_;
+  cublasHandle_t handle_ = nullptr;
 };
 
 std::string requirements(const Dispatch& w) {
@@ -465,6 +556,7 @@ BENCH_EXAMPLE(ch15, moe_dispatch, Dispatch)
     .string_axis("routing", {"uniform", "skewed"})
     .stateful<HostLoop>(bench::Role::baseline, "host_loop", {.blocks_host = true, .host_bound = true})
     .stateful<GroupedWgmma>(bench::Role::optimized, "grouped_wgmma", {.arch_specific = 90})
+    .stateful<CublasGrouped>(bench::Role::vendor, "cublas_grouped", {.blocks_host = true})
     .requires_that(requirements)
     .reference(reference)
     .device_reference(device_reference);

@@ -36,24 +36,24 @@
 // counts exactly (int32's default).
 //
 //   ./bench compare --chapter ch15 --example moe_dispatch
-#include <bench/bench.hpp>
-#include <cub/block/block_scan.cuh>
-#include <cuda_bf16.h>
-#include <kernels/arch.cuh>
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <bench/bench.hpp>
+#include <kernels/arch.cuh>
 #include <kernels/cublas_check.hpp>
 #include <kernels/cublaslt_gemm.hpp>
 #include <kernels/occupancy.cuh>
 #include <kernels/reference_gemm.cuh>
 #include <kernels/ws_gemm.cuh>
-
-#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "moe_dispatch_plan.hpp"
+#include "moe_permutation.cuh"
 
 namespace {
 
@@ -61,6 +61,7 @@ using bf16 = __nv_bfloat16;
 namespace moe = ch15::moe;
 namespace ws = kernels::ws;
 namespace wgmma = kernels::wgmma;
+using moe::kWarps;
 
 constexpr int kTopK = 8;
 
@@ -73,8 +74,8 @@ bench::DeviceBuffer<T> upload(const std::vector<T>& host) {
 
 struct Dispatch {
   int64_t tokens, experts, top_k, hidden, ffn, routed;
-  moe::Routing routing;     // host copy, made at setup from the seed
-  moe::Permutation plan;    // host permutation: the references'
+  moe::Routing routing;                 // host copy, made at setup from the seed
+  moe::Permutation plan;                // host permutation: the references'
   bench::DeviceBuffer<int32_t> expert;  // the routing on the device (tokens x top_k)
   bench::DeviceBuffer<float> weight;
   bench::DeviceSpan<const bf16> x, w;
@@ -106,50 +107,17 @@ struct Dispatch {
 // The permuted operands and results, a variant's own (never shared with another variant or the
 // reference, so that one cannot pass on rows another left behind).
 struct Sorted {
-  bench::DeviceBuffer<bf16> x, y;      // [routed][hidden], [routed][ffn], expert-major
+  bench::DeviceBuffer<bf16> x, y;         // [routed][hidden], [routed][ffn], expert-major
   bench::DeviceBuffer<int32_t> position;  // routed row (token * top_k + j) -> its row in x, y
   explicit Sorted(const Dispatch& w)
       : x(w.routed * w.hidden), y(w.routed * w.ffn), position(w.routed) {}
 };
 
-// ---- Both sides: the combine (unpermute). A warp per token, 8 columns (16 bytes) a lane.
-constexpr int kWarps = 8;
-__global__ void __launch_bounds__(32 * kWarps)
-    combine(const bf16* __restrict__ y_sorted, const int32_t* __restrict__ position,
-            const float* __restrict__ weight, int64_t tokens, int top_k, int ffn,
-            bf16* __restrict__ y) {
-  const int64_t token = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
-  if (token >= tokens) return;
-  for (int c = 8 * (threadIdx.x % 32); c < ffn; c += 8 * 32) {
-    float sum[8] = {};
-    for (int j = 0; j < top_k; ++j) {
-      const float g = weight[token * top_k + j];
-      const uint4 v = *reinterpret_cast<const uint4*>(
-          y_sorted + int64_t{position[token * top_k + j]} * ffn + c);
-      const bf16* h = reinterpret_cast<const bf16*>(&v);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) sum[i] += g * __bfloat162float(h[i]);
-    }
-    uint4 out;
-    bf16* o = reinterpret_cast<bf16*>(&out);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = __float2bfloat16(sum[i]);
-    *reinterpret_cast<uint4*>(y + token * ffn + c) = out;
-  }
-}
 void launch_combine(const Dispatch& w, const Sorted& s, cudaStream_t stream) {
-  combine<<<unsigned((w.tokens + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
+  moe::combine<<<unsigned((w.tokens + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
       s.y.data(), s.position.data(), w.weight.data(), w.tokens, int(w.top_k), int(w.ffn),
       w.y.data());
   BENCH_CHECK_LAUNCH();
-}
-
-// Copies row `src` of a row-major matrix `cols` wide (cols % 8 == 0) to row `dst`, a warp.
-__device__ __forceinline__ void copy_row(const bf16* from, int64_t src, bf16* to, int64_t dst,
-                                         int64_t cols) {
-  for (int64_t c = 8 * (threadIdx.x % 32); c < cols; c += 8 * 32)
-    *reinterpret_cast<uint4*>(to + dst * cols + c) =
-        *reinterpret_cast<const uint4*>(from + src * cols + c);
 }
 
 // ---- 1. Baseline: a host loop over the experts ------------------------------------------------
@@ -176,7 +144,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     const int lane = __ffs(mine) - 1;
     const int64_t row = a - threadIdx.x % 32 + lane;
     if (threadIdx.x % 32 == 0) position[row] = first + n;
-    copy_row(x, row / top_k, x_sorted, first + n, hidden);
+    moe::copy_row(x, row / top_k, x_sorted, first + n, hidden);
   }
 }
 
@@ -190,7 +158,7 @@ class HostLoop {
     BENCH_CUDA_CHECK(cudaMemsetAsync(w.counts.data(), 0, w.counts.bytes(), stream));
     BENCH_CUDA_CHECK(cudaMemsetAsync(cursor_.data(), 0, cursor_.size() * sizeof(int32_t), stream));
     count_experts<<<unsigned((w.routed + 255) / 256), 256, 0, stream>>>(w.expert.data(), w.routed,
-                                                                       w.counts.data());
+                                                                        w.counts.data());
     BENCH_CHECK_LAUNCH();
     BENCH_CUDA_CHECK(cudaMemcpyAsync(counts_.data(), w.counts.data(), w.counts.bytes(),
                                      cudaMemcpyDeviceToHost, stream));
@@ -203,9 +171,9 @@ class HostLoop {
           w.hidden, sorted_.x.data(), sorted_.position.data());
       BENCH_CHECK_LAUNCH();
       // y_e [rows][ffn] = x_e [rows][hidden] W_e^T: the TN GEMM with m = ffn (A = W_e), n = rows.
-      gemm_for(w, counts_[e]).run(w.w.data() + e * w.ffn * w.hidden,
-                                  sorted_.x.data() + int64_t{base} * w.hidden,
-                                  sorted_.y.data() + int64_t{base} * w.ffn, stream);
+      gemm_for(w, counts_[e])
+          .run(w.w.data() + e * w.ffn * w.hidden, sorted_.x.data() + int64_t{base} * w.hidden,
+               sorted_.y.data() + int64_t{base} * w.ffn, stream);
     }
     launch_combine(w, sorted_, stream);
   }
@@ -225,106 +193,16 @@ class HostLoop {
 };
 
 // ---- 2. Optimized: the permutation on the device, one grouped GEMM -----------------------------
-// Routed rows in chunks of kChunk, a warp each; histograms are [expert][chunk] so that one
-// exclusive scan over them gives every (expert, chunk) its first row in expert-major order.
-constexpr int kChunk = 256;
-
-__global__ void __launch_bounds__(32 * kWarps)
-    count_chunks(const int32_t* __restrict__ expert, int64_t routed, int experts, int chunks,
-                 int32_t* __restrict__ chunk_counts) {
-  extern __shared__ int32_t histograms[];  // kWarps x experts
-  int32_t* mine = histograms + (threadIdx.x / 32) * experts;
-  const int chunk = int(blockIdx.x) * kWarps + int(threadIdx.x / 32), lane = threadIdx.x % 32;
-  if (chunk >= chunks) return;
-  for (int e = lane; e < experts; e += 32) mine[e] = 0;
-  __syncwarp();
-  const int64_t end = min(routed, int64_t{chunk + 1} * kChunk);
-  for (int64_t a = int64_t{chunk} * kChunk + lane; a < end; a += 32) atomicAdd(&mine[expert[a]], 1);
-  __syncwarp();
-  for (int e = lane; e < experts; e += 32) chunk_counts[int64_t{e} * chunks + chunk] = mine[e];
-}
-
-// One CTA: the exclusive scan of the histograms in place, then per expert its count, first row
-// (offsets, experts + 1 of them) and first work item of the grouped GEMM (tile_prefix).
-constexpr int kScanThreads = 1024;
-__global__ void __launch_bounds__(kScanThreads)
-    scan_chunks(int32_t* __restrict__ chunk_base, int experts, int chunks, int routed, int n_tiles,
-                int32_t* __restrict__ counts, int32_t* __restrict__ offsets,
-                int32_t* __restrict__ tile_prefix) {
-  using Scan = cub::BlockScan<int32_t, kScanThreads>;
-  __shared__ typename Scan::TempStorage scratch;
-  const int n = experts * chunks, per = (n + kScanThreads - 1) / kScanThreads;
-  const int begin = min(n, int(threadIdx.x) * per), end = min(n, begin + per);
-  int32_t sum = 0;
-  for (int i = begin; i < end; ++i) sum += chunk_base[i];
-  int32_t running;
-  Scan(scratch).ExclusiveSum(sum, running);
-  for (int i = begin; i < end; ++i) {
-    const int32_t c = chunk_base[i];
-    chunk_base[i] = running;
-    running += c;
-  }
-  __syncthreads();  // every base written; and the scan's scratch free again
-  const int e = int(threadIdx.x);
-  int32_t rows = 0;
-  if (e < experts) {
-    const int32_t first = chunk_base[e * chunks];
-    rows = (e + 1 < experts ? chunk_base[(e + 1) * chunks] : routed) - first;
-    counts[e] = rows;
-    offsets[e] = first;
-    if (e == experts - 1) offsets[experts] = routed;
-  }
-  int32_t first_item, items = e < experts ? moe::row_tiles(rows, ws::kBM) * n_tiles : 0;
-  int32_t total;
-  Scan(scratch).ExclusiveSum(items, first_item, total);
-  if (e < experts) tile_prefix[e] = first_item;
-  if (e == 0) tile_prefix[experts] = total;
-}
-
-// A warp per chunk, in routed-row order 32 at a time: each row's place is its expert's next free
-// row; rows of one expert among the 32 take consecutive places in lane order (match_any), so the
-// order within an expert is the routed order, as moe::plan_permutation's.
-__global__ void __launch_bounds__(32 * kWarps)
-    place_rows(const int32_t* __restrict__ expert, int64_t routed, int experts, int chunks,
-               const int32_t* __restrict__ chunk_base, int32_t* __restrict__ position) {
-  extern __shared__ int32_t cursors[];  // kWarps x experts
-  int32_t* next = cursors + (threadIdx.x / 32) * experts;
-  const int chunk = int(blockIdx.x) * kWarps + int(threadIdx.x / 32), lane = threadIdx.x % 32;
-  if (chunk >= chunks) return;
-  for (int e = lane; e < experts; e += 32) next[e] = chunk_base[int64_t{e} * chunks + chunk];
-  __syncwarp();
-  for (int64_t a0 = int64_t{chunk} * kChunk; a0 < min(routed, int64_t{chunk + 1} * kChunk); a0 += 32) {
-    const int64_t a = a0 + lane;
-    const int e = a < routed ? expert[a] : -1;
-    const unsigned peers = __match_any_sync(0xffffffffu, e);
-    const int rank = __popc(peers & ((1u << lane) - 1));
-    const int32_t place = e >= 0 ? next[e] + rank : 0;
-    __syncwarp();
-    if (e >= 0) {
-      position[a] = place;
-      if (rank == 0) next[e] += __popc(peers);
-    }
-    __syncwarp();
-  }
-}
-
-// A warp per routed row: x[token] to its place.
-__global__ void __launch_bounds__(32 * kWarps)
-    scatter_rows(const bf16* __restrict__ x, const int32_t* __restrict__ position, int64_t routed,
-                 int top_k, int64_t hidden, bf16* __restrict__ x_sorted) {
-  const int64_t a = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
-  if (a < routed) copy_row(x, a / top_k, x_sorted, position[a], hidden);
-}
-
 // The grouped GEMM: ws_gemm's producer and consumers, looped over this CTA's work items (a
 // persistent kernel, as ch10's persistent_gemm, with `slot` running on across items). X = the
 // sorted rows (a tile's 128 rows from its expert's offset), Y = the experts' weights stacked
 // [expert * ffn + column][hidden]. The item count is read from memory and broadcast from lane 0,
 // so the loop that holds the wgmma is uniform to the compiler.
 __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
-    grouped_gemm(const __grid_constant__ CUtensorMap map_x, const __grid_constant__ CUtensorMap map_w,
-                 bf16* __restrict__ y_sorted, const int32_t* __restrict__ offsets,
-                 const int32_t* __restrict__ tile_prefix, int experts, int ffn, int hidden) {
+    grouped_gemm(const __grid_constant__ CUtensorMap map_x,
+                 const __grid_constant__ CUtensorMap map_w, bf16* __restrict__ y_sorted,
+                 const int32_t* __restrict__ offsets, const int32_t* __restrict__ tile_prefix,
+                 int experts, int ffn, int hidden) {
 #if BENCH_SM90A_DEVICE
   extern __shared__ uint8_t raw[];
   ws::Smem& sm = ws::init_ring(raw, 1);  // full: the producer's one expect_tx per stage
@@ -362,23 +240,23 @@ class DevicePermutation {
       : sorted(w),
         offsets(w.experts + 1),
         tile_prefix(w.experts + 1),
-        chunks_(int((w.routed + kChunk - 1) / kChunk)),
+        chunks_(int((w.routed + moe::kChunk - 1) / moe::kChunk)),
         chunk_base_(int64_t{chunks_} * w.experts) {}
   void operator()(const Dispatch& w, cudaStream_t stream) {
     const int experts = int(w.experts);
     const unsigned chunk_blocks = unsigned((chunks_ + kWarps - 1) / kWarps);
     const size_t per_block = size_t{kWarps} * experts * sizeof(int32_t);
-    count_chunks<<<chunk_blocks, 32 * kWarps, per_block, stream>>>(w.expert.data(), w.routed,
-                                                                   experts, chunks_, chunk_base_.data());
+    moe::count_chunks<<<chunk_blocks, 32 * kWarps, per_block, stream>>>(
+        w.expert.data(), w.routed, experts, chunks_, chunk_base_.data());
     BENCH_CHECK_LAUNCH();
-    scan_chunks<<<1, kScanThreads, 0, stream>>>(chunk_base_.data(), experts, chunks_, int(w.routed),
-                                                int(w.ffn / ws::kBN), w.counts.data(),
-                                                offsets.data(), tile_prefix.data());
+    moe::scan_chunks<<<1, moe::kScanThreads, 0, stream>>>(
+        chunk_base_.data(), experts, chunks_, int(w.routed), ws::kBM, int(w.ffn / ws::kBN),
+        w.counts.data(), offsets.data(), tile_prefix.data());
     BENCH_CHECK_LAUNCH();
-    place_rows<<<chunk_blocks, 32 * kWarps, per_block, stream>>>(
+    moe::place_rows<<<chunk_blocks, 32 * kWarps, per_block, stream>>>(
         w.expert.data(), w.routed, experts, chunks_, chunk_base_.data(), sorted.position.data());
     BENCH_CHECK_LAUNCH();
-    scatter_rows<<<unsigned((w.routed + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
+    moe::scatter_rows<<<unsigned((w.routed + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
         w.x.data(), sorted.position.data(), w.routed, int(w.top_k), w.hidden, sorted.x.data());
     BENCH_CHECK_LAUNCH();
   }
@@ -426,7 +304,8 @@ class CublasGrouped {
     // A trial of one group on zeroed scratch rows (as A and B: the workload's inputs are not
     // filled yet), so that a cuBLAS without this path for BF16 is a SKIP with its reason rather
     // than a failure in the timed call.
-    BENCH_CUDA_CHECK(cudaMemsetAsync(permute_.sorted.x.data(), 0, permute_.sorted.x.bytes(), stream));
+    BENCH_CUDA_CHECK(
+        cudaMemsetAsync(permute_.sorted.x.data(), 0, permute_.sorted.x.bytes(), stream));
     std::vector<int32_t> one_group(w.experts, 0);
     one_group[0] = int32_t(std::min<int64_t>(w.routed, 128));
     const cublasStatus_t status = grouped(w, one_group, stream, permute_.sorted.x.data());
@@ -470,9 +349,9 @@ class CublasGrouped {
     const std::vector<float> alpha(groups, 1.0f), beta(groups, 0.0f);
     const std::vector<int> one(groups, 1);
     const void* const* a = pointers_.data();
-    return cublasGemmGroupedBatchedEx(handle_, ta.data(), tb.data(), m_.data(), n_.data(), k_.data(),
-                                      alpha.data(), a, CUDA_R_16BF, lda_.data(), a + w.experts,
-                                      CUDA_R_16BF, lda_.data(), beta.data(),
+    return cublasGemmGroupedBatchedEx(handle_, ta.data(), tb.data(), m_.data(), n_.data(),
+                                      k_.data(), alpha.data(), a, CUDA_R_16BF, lda_.data(),
+                                      a + w.experts, CUDA_R_16BF, lda_.data(), beta.data(),
                                       const_cast<void* const*>(a + 2 * w.experts), CUDA_R_16BF,
                                       ldc_.data(), groups, one.data(), CUBLAS_COMPUTE_32F);
   }
@@ -487,12 +366,13 @@ class CublasGrouped {
 std::string requirements(const Dispatch& w) {
   if (w.ffn % ws::kBN != 0 || w.hidden % ws::kBK != 0 || w.hidden == 0)
     return "whole column tiles and k-blocks: needs ffn % 256 == 0, hidden % 64 == 0";
-  if (w.experts > kScanThreads) return "the scan's one CTA: needs experts <= 1024";
+  if (w.experts > moe::kScanThreads) return "the scan's one CTA: needs experts <= 1024";
   return "";
 }
 
 // ---- References ---------------------------------------------------------------------------------
-// Double on the CPU (verification size): each expert output rounded to BF16, as both sides store it.
+// Double on the CPU (verification size): each expert output rounded to BF16, as both sides store
+// it.
 void reference(const Dispatch& w, bench::HostData& h) {
   const auto x = h.input<bf16>("x"), wt = h.input<bf16>("w");
   auto y = h.expected("y"), counts = h.expected("counts");
@@ -520,10 +400,13 @@ void reference(const Dispatch& w, bench::HostData& h) {
 __global__ void reference_gather(const bf16* x, const int32_t* position, int64_t routed, int top_k,
                                  int64_t hidden, bf16* x_sorted) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i < routed * hidden) x_sorted[position[i / hidden] * hidden + i % hidden] = x[(i / hidden / top_k) * hidden + i % hidden];
+  if (i < routed * hidden)
+    x_sorted[position[i / hidden] * hidden + i % hidden] =
+        x[(i / hidden / top_k) * hidden + i % hidden];
 }
-__global__ void reference_combine(const bf16* y_sorted, const int32_t* position, const float* weight,
-                                  int64_t tokens, int top_k, int64_t ffn, bf16* y) {
+__global__ void reference_combine(const bf16* y_sorted, const int32_t* position,
+                                  const float* weight, int64_t tokens, int top_k, int64_t ffn,
+                                  bf16* y) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= tokens * ffn) return;
   const int64_t t = i / ffn, c = i % ffn;
@@ -554,7 +437,8 @@ void device_reference(const Dispatch& w, cudaStream_t stream) {
 
 BENCH_EXAMPLE(ch15, moe_dispatch, Dispatch)
     .string_axis("routing", {"uniform", "skewed"})
-    .stateful<HostLoop>(bench::Role::baseline, "host_loop", {.blocks_host = true, .host_bound = true})
+    .stateful<HostLoop>(bench::Role::baseline, "host_loop",
+                        {.blocks_host = true, .host_bound = true})
     .stateful<GroupedWgmma>(bench::Role::optimized, "grouped_wgmma", {.arch_specific = 90})
     .stateful<CublasGrouped>(bench::Role::vendor, "cublas_grouped", {.blocks_host = true})
     .requires_that(requirements)

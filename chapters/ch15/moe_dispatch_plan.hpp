@@ -32,8 +32,8 @@
 
 namespace ch15::moe {
 
-constexpr int kHotExperts = 4;      // "skewed": this many hot experts...
-constexpr uint64_t kHotBias = 64;   // ...each this many times as likely as a cold one
+constexpr int kHotExperts = 4;     // "skewed": this many hot experts...
+constexpr uint64_t kHotBias = 64;  // ...each this many times as likely as a cold one
 constexpr uint64_t kRoutingSeed = 15;
 
 struct Routing {
@@ -50,7 +50,8 @@ inline bool is_hot(int expert, int experts) {
 
 inline Routing make_routing(int tokens, int experts, int top_k, bool skewed,
                             uint64_t seed = kRoutingSeed) {
-  if (top_k < 1 || top_k > experts) throw std::invalid_argument("moe routing: need 1 <= top_k <= experts");
+  if (top_k < 1 || top_k > experts)
+    throw std::invalid_argument("moe routing: need 1 <= top_k <= experts");
   Routing r{tokens, experts, top_k, std::vector<int32_t>(size_t(tokens) * top_k),
             std::vector<float>(size_t(tokens) * top_k)};
   std::mt19937_64 rng(seed);
@@ -58,7 +59,8 @@ inline Routing make_routing(int tokens, int experts, int top_k, bool skewed,
   std::vector<uint32_t> raw(top_k);
   for (int t = 0; t < tokens; ++t) {
     uint64_t total = 0;
-    for (int e = 0; e < experts; ++e) total += odds[e] = (skewed && is_hot(e, experts)) ? kHotBias : 1;
+    for (int e = 0; e < experts; ++e)
+      total += odds[e] = (skewed && is_hot(e, experts)) ? kHotBias : 1;
     uint64_t raw_sum = 0;
     for (int j = 0; j < top_k; ++j) {  // k draws without replacement, each in proportion to odds
       uint64_t pick = rng() % total;
@@ -69,7 +71,8 @@ inline Routing make_routing(int tokens, int experts, int top_k, bool skewed,
       odds[e] = 0;
       raw_sum += raw[j] = 1 + uint32_t(rng() % 16);  // a weight of 1..16 parts
     }
-    for (int j = 0; j < top_k; ++j) r.weight[size_t(t) * top_k + j] = float(double(raw[j]) / double(raw_sum));
+    for (int j = 0; j < top_k; ++j)
+      r.weight[size_t(t) * top_k + j] = float(double(raw[j]) / double(raw_sum));
   }
   return r;
 }
@@ -91,10 +94,13 @@ inline Permutation plan_permutation(const Routing& r) {
 }
 
 // ---- The tile schedule over groups (host and device).
-CH15_MOE_HD inline int row_tiles(int rows, int tile_rows) { return (rows + tile_rows - 1) / tile_rows; }
+CH15_MOE_HD inline int row_tiles(int rows, int tile_rows) {
+  return (rows + tile_rows - 1) / tile_rows;
+}
 
 // tile_prefix[0] = 0, tile_prefix[e + 1] = tile_prefix[e] + expert e's work items.
-inline std::vector<int32_t> tile_prefix(const std::vector<int32_t>& counts, int tile_rows, int n_tiles) {
+inline std::vector<int32_t> tile_prefix(const std::vector<int32_t>& counts, int tile_rows,
+                                        int n_tiles) {
   std::vector<int32_t> prefix(counts.size() + 1, 0);
   for (size_t e = 0; e < counts.size(); ++e)
     prefix[e + 1] = prefix[e] + row_tiles(counts[e], tile_rows) * n_tiles;
@@ -111,7 +117,10 @@ CH15_MOE_HD inline WorkItem locate_tile(const int32_t* prefix, int experts, int 
   int lo = 0, hi = experts;  // prefix[lo] <= item < prefix[hi]
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    if (prefix[mid] <= item) lo = mid; else hi = mid;
+    if (prefix[mid] <= item)
+      lo = mid;
+    else
+      hi = mid;
   }
   const int local = item - prefix[lo];
   return {lo, local / n_tiles, local % n_tiles};

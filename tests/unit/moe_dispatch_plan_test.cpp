@@ -46,12 +46,14 @@ TEST(MoeDispatchPlan, RoutingIsSeededDistinctAndNormalised) {
 // experts (0, 32, 64, 96) most of the tokens each, about half of all routed rows together.
 TEST(MoeDispatchPlan, UniformIsBalancedAndSkewedHasHotExperts) {
   const int tokens = 8192, experts = 128, k = 8, mean = tokens * k / experts;
-  const moe::Permutation uniform = moe::plan_permutation(moe::make_routing(tokens, experts, k, false));
+  const moe::Permutation uniform =
+      moe::plan_permutation(moe::make_routing(tokens, experts, k, false));
   for (int e = 0; e < experts; ++e) {
     EXPECT_GT(uniform.counts[e], mean * 3 / 4) << e;
     EXPECT_LT(uniform.counts[e], mean * 5 / 4) << e;
   }
-  const moe::Permutation skewed = moe::plan_permutation(moe::make_routing(tokens, experts, k, true));
+  const moe::Permutation skewed =
+      moe::plan_permutation(moe::make_routing(tokens, experts, k, true));
   int hot_rows = 0;
   for (int e = 0; e < experts; ++e) {
     EXPECT_EQ(moe::is_hot(e, experts), e % 32 == 0) << e;

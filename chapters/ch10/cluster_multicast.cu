@@ -79,8 +79,8 @@ struct alignas(1024) Smem {
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the dynamic base
 
 using kernels::ws::Tile;  // first X row and first Y row of the tile
-// Tile `half` (0 or 1) of pair number `pair`: ws_gemm.cuh's grouped rasterisation over pairs
-// (256 x 128 units of D^T, kGroupPairs pair rows per column band), then the half's 128 rows.
+// Tile `half` (0 or 1) of pair number `pair`: kernels/ws_gemm.cuh's grouped rasterisation over
+// pairs (256 x 128 units of D^T, kGroupPairs pair rows per column band), then the half's 128 rows.
 __device__ __forceinline__ Tile pair_tile(int pair, int rows, int cols, int half) {
   const kernels::ws::UnitCoord at =
       kernels::ws::grouped_raster<kGroupPairs>(pair, rows / (kPair * kTile), cols / kTile);

@@ -53,7 +53,7 @@
 #include <algorithm>
 #include <string>
 
-#include "ws_gemm.cuh"  // SizedGemm, operand_map, allow_smem: the workload and host helpers
+#include <kernels/ws_gemm.cuh>  // SizedGemm, operand_map, allow_smem: the workload and host helpers
 
 namespace {
 
@@ -78,12 +78,12 @@ struct alignas(1024) Smem {
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the dynamic base
 
-using ch10::ws::Tile;  // first X row and first Y row of the tile
-// Tile `half` (0 or 1) of pair number `pair`: ws_gemm.cuh's grouped rasterisation over pairs
-// (256 x 128 units of D^T, kGroupPairs pair rows per column band), then the half's 128 rows.
+using kernels::ws::Tile;  // first X row and first Y row of the tile
+// Tile `half` (0 or 1) of pair number `pair`: kernels/ws_gemm.cuh's grouped rasterisation over
+// pairs (256 x 128 units of D^T, kGroupPairs pair rows per column band), then the half's 128 rows.
 __device__ __forceinline__ Tile pair_tile(int pair, int rows, int cols, int half) {
-  const ch10::ws::UnitCoord at =
-      ch10::ws::grouped_raster<kGroupPairs>(pair, rows / (kPair * kTile), cols / kTile);
+  const kernels::ws::UnitCoord at =
+      kernels::ws::grouped_raster<kGroupPairs>(pair, rows / (kPair * kTile), cols / kTile);
   return {(at.row * kPair + half) * kTile, at.col * kTile};
 }
 
@@ -194,7 +194,7 @@ cudaLaunchAttribute pair_cluster() {
 // the timed launches.
 unsigned pair_grid(const kernels::GemmBf16& w) {
   static const int resident_pairs = [] {
-    ch10::ws::allow_smem<pair_gemm<true>, kSmemBytes>();
+    kernels::ws::allow_smem<pair_gemm<true>, kSmemBytes>();
     // One cluster's grid; the cluster size is a launch attribute, as launch_pair_gemm gives it.
     const int clusters =
         kernels::resident_clusters(pair_gemm<true>, kPair, kThreads, kSmemBytes, kPair);
@@ -206,11 +206,11 @@ unsigned pair_grid(const kernels::GemmBf16& w) {
 
 template <bool kMulticast>
 void launch_pair_gemm(const kernels::GemmBf16& w, cudaStream_t stream) {
-  ch10::ws::allow_smem<pair_gemm<kMulticast>, kSmemBytes>();
+  kernels::ws::allow_smem<pair_gemm<kMulticast>, kSmemBytes>();
   // D^T (n x m, row-major) = B A^T: X = B gives the tile rows, Y = A the columns.
-  const CUtensorMap map_x = ch10::ws::operand_map(w.b.data(), w.n, w.k, kTile);
+  const CUtensorMap map_x = kernels::ws::operand_map(w.b.data(), w.n, w.k, kTile);
   const CUtensorMap map_y =
-      ch10::ws::operand_map(w.a.data(), w.m, w.k, kMulticast ? kHalfY : kTile);
+      kernels::ws::operand_map(w.a.data(), w.m, w.k, kMulticast ? kHalfY : kTile);
   cudaLaunchAttribute cluster = pair_cluster();
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(pair_grid(w));
@@ -223,7 +223,7 @@ void launch_pair_gemm(const kernels::GemmBf16& w, cudaStream_t stream) {
                                       int(w.n), int(w.m), int(w.k)));
 }
 
-using Gemm = ch10::ws::SizedGemm<4096, 4096, 4096, 2816, 1792, 320>;
+using Gemm = kernels::ws::SizedGemm<4096, 4096, 4096, 2816, 1792, 320>;
 
 BENCH_EXAMPLE(ch10, cluster_multicast, Gemm)
     .baseline("each_cta_loads", launch_pair_gemm<false>, {.arch_specific = 90})

@@ -1,5 +1,5 @@
-// ch10/multicast_producer.cuh: ws_gemm.cuh's producer role for a cluster of 2 CTAs that share an
-// operand: persistent_gemm's "persistent_multicast".
+// ch10/multicast_producer.cuh: kernels/ws_gemm.cuh's producer role for a cluster of 2 CTAs that
+// share an operand: persistent_gemm's "persistent_multicast".
 //
 // The two CTAs of a cluster compute two tiles stacked in D^T's rows (a 256 x 256 pair: rows
 // r0 and r0 + 128, the same 256 columns), so they need the same Y (= A) block every k-block and
@@ -19,19 +19,20 @@
 // (every arrival and every multicast this CTA takes part in is complete once both CTAs'
 // consumers have released its last stages).
 //
-// sm_90a device code, like ws_gemm.cuh: call it only under BENCH_SM90A_DEVICE.
+// sm_90a device code, like kernels/ws_gemm.cuh: call it only under BENCH_SM90A_DEVICE.
 #pragma once
 
-#include "ws_gemm.cuh"
+#include <kernels/ws_gemm.cuh>
 
 namespace ch10::ws {
+using namespace kernels::ws;  // the tile this file builds on (kernels/ws_gemm.cuh)
 
 constexpr int kClusterCtas = 2;
 constexpr uint16_t kBothCtas = 0b11;  // multicast mask: ranks 0 and 1
 constexpr int kPairRows = kClusterCtas * kBM;
 
-// CTA `rank`'s tile of pair number `pair`: the grouped rasterisation (ws_gemm.cuh) over pairs
-// (256 x 256 units of D^T, kGroupRows pair rows per column band), then the rank's 128 rows.
+// CTA `rank`'s tile of pair number `pair`: the grouped rasterisation (kernels/ws_gemm.cuh) over
+// pairs (256 x 256 units of D^T, kGroupRows pair rows per column band), then the rank's 128 rows.
 __device__ __forceinline__ Tile pair_tile(int pair, int rows, int cols, uint32_t rank) {
   const UnitCoord at = grouped_raster<kGroupRows>(pair, rows / kPairRows, cols / kBN);
   return {at.row * kPairRows + int(rank) * kBM, at.col * kBN};

@@ -4,7 +4,7 @@
 //
 // The GEMM (every variant): BF16 D = A B, FP32 accumulate, the suite's TN layout
 // (kernels/gemm_bf16.cuh), 4096^3 and 8192^3 (the axis mnk: persistent_gemm/<variant>/mnk:4096 and mnk:8192), with
-// warp_specialization's tile (ws_gemm.cuh): 128 x 256 of D^T, a 4-stage TMA ring of 48 KiB
+// warp_specialization's tile (kernels/ws_gemm.cuh): 128 x 256 of D^T, a 4-stage TMA ring of 48 KiB
 // stages, a producer warpgroup (one thread issues the copies) and two consumer warpgroups of
 // 64 x 256 (4 wgmma.m64n256k16 per k-block), setmaxnreg 40/232. Every kernel runs the same
 // math (mma_tile); the schedule, the epilogue and how a stage is filled change, one per rung.
@@ -89,14 +89,15 @@
 #include "multicast_producer.cuh"
 #include "stream_k.cuh"
 #include "tma_store_epilogue.cuh"
-#include "ws_gemm.cuh"
+#include <kernels/ws_gemm.cuh>
 
 namespace {
 
-using namespace ch10::ws;
+using namespace kernels::ws;
+using namespace ch10::ws;  // the epilogue and multicast producer built on it
 namespace stream_k = ch10::stream_k;
 
-// ---- Baseline: ws::producer_consumer (ws_gemm.cuh), one tile per CTA, grid = tile count.
+// ---- Baseline: ws::producer_consumer (kernels/ws_gemm.cuh), one tile per CTA, grid = tile count.
 
 // ---- Step: the same roles, looped over this CTA's tiles. `slot` runs on across tiles.
 __global__ void __launch_bounds__(kSpecialisedThreads, 1)

@@ -21,12 +21,12 @@
 // CTA count; a real wait is at most a tile's time, ~100 us): after 2^24 polls (seconds) the
 // kernel traps, so the harness reports a CUDA error naming it instead of hanging.
 //
-// sm_90a device code, like ws_gemm.cuh: call it only under BENCH_SM90A_DEVICE.
+// sm_90a device code, like kernels/ws_gemm.cuh: call it only under BENCH_SM90A_DEVICE.
 #pragma once
 
 #include "stream_k_plan.hpp"
 #include "tma_store_epilogue.cuh"
-#include "ws_gemm.cuh"
+#include <kernels/ws_gemm.cuh>
 
 namespace ch10::stream_k {
 

@@ -3,21 +3,22 @@
 // memory (TMA store, cp.async.bulk.tensor global <- shared) instead of storing it from registers.
 //
 // Staging, per consumer: 2 buffers of 64 x 64 BF16 (8 KiB, one store box each) in the 128-byte
-// swizzle, 32 KiB for both consumers, after ws_gemm.cuh's ring. Why not a whole 128 x 256 tile
-// (64 KiB): next to the 4-stage ring (192 KiB) it exceeds the 227 KiB an SM gives one CTA, and a
-// 3-stage ring would cut the main loop's cover for load latency, on every k-block, to buy room for
-// a buffer used once per tile. The staging need only hold what the copy engine has not read yet,
-// and it reads a chunk's 8 KiB from shared memory quickly; its global writes are never waited for
-// until the CTA exits. 4 chunks a tile, the buffers alternating across tiles too.
+// swizzle, 32 KiB for both consumers, after kernels/ws_gemm.cuh's ring. Why not a whole 128 x 256
+// tile (64 KiB): next to the 4-stage ring (192 KiB) it exceeds the 227 KiB an SM gives one CTA, and
+// a 3-stage ring would cut the main loop's cover for load latency, on every k-block, to buy room
+// for a buffer used once per tile. The staging need only hold what the copy engine has not read
+// yet, and it reads a chunk's 8 KiB from shared memory quickly; its global writes are never waited
+// for until the CTA exits. 4 chunks a tile, the buffers alternating across tiles too.
 //
-// sm_90a device code, like ws_gemm.cuh: call it only under BENCH_SM90A_DEVICE.
+// sm_90a device code, like kernels/ws_gemm.cuh: call it only under BENCH_SM90A_DEVICE.
 #pragma once
 
 #include <kernels/bf16_pack.cuh>
 
-#include "ws_gemm.cuh"
+#include <kernels/ws_gemm.cuh>
 
 namespace ch10::ws {
+using namespace kernels::ws;  // the tile this file builds on (kernels/ws_gemm.cuh)
 
 constexpr int kStoreCols = 64;  // one 128-byte swizzle row of BF16: the store box's width
 constexpr int kStoreBuffers = 2;

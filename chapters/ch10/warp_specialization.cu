@@ -2,8 +2,8 @@
 // do the math never wait for each other, and move the loader's unused registers to them.
 //
 // The GEMM (both variants, identical): BF16 D = A B, FP32 accumulate, the suite's TN layout
-// (kernels/gemm_bf16.cuh), 4096^3, and the tile code in ws_gemm.cuh, which persistent_gemm shares.
-// One CTA computes a 128 x 256 tile of D^T (ch09's wgmma rung):
+// (kernels/gemm_bf16.cuh), 4096^3, and the tile code in kernels/ws_gemm.cuh, which persistent_gemm
+// shares. One CTA computes a 128 x 256 tile of D^T (ch09's wgmma rung):
 // a 4-stage ring of (128 x 64 B block, 256 x 64 A block) k-blocks written by TMA in the 128-byte
 // swizzle, "full" mbarriers (the bytes landed) and "empty" mbarriers (both math warpgroups are
 // done with the stage); two math warpgroups, each 64 x 256 of the tile (128 FP32 accumulators a
@@ -47,11 +47,11 @@
 //   ./bench compare --chapter ch10 --example warp_specialization
 #include <bench/bench.hpp>
 
-#include "ws_gemm.cuh"
+#include <kernels/ws_gemm.cuh>
 
 namespace {
 
-using namespace ch10::ws;
+using namespace kernels::ws;
 
 constexpr int kBaselineThreads = kConsumers * kWarpgroup;  // 2 math warpgroups, no producer
 
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(kBaselineThreads, 1)
 }
 
 // ---- Optimized: a producer warpgroup (one thread issues every copy) and two consumers:
-// ws::producer_consumer in ws_gemm.cuh (persistent_gemm's baseline too), with its roles
+// ws::producer_consumer in kernels/ws_gemm.cuh (persistent_gemm's baseline too), with its roles
 // produce_tile and consume_tile.
 
 // ---- Host side: ws::launch_per_tile (one CTA per tile) for both.

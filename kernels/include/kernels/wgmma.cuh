@@ -99,6 +99,26 @@ __device__ __forceinline__ void store_m64n256_bf16(const float (&acc)[128],
                                                    int64_t row0, int64_t col0) {
   store_m64n_bf16<256>(acc, out, cols, row0, col0);
 }
+// store_m64n256_bf16 for a tile whose rows stop part-way: rows at or past row_end are not
+// written (a grouped GEMM's last row tile of a group, whose later rows belong to the next group).
+__device__ __forceinline__ void store_m64n256_bf16_rows_below(const float (&acc)[128],
+                                                              __nv_bfloat16* __restrict__ out,
+                                                              int64_t cols, int64_t row0,
+                                                              int64_t col0, int64_t row_end) {
+  const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int64_t row = row0 + warp * 16 + lane / 4;
+  const bool low = row < row_end, high = row + 8 < row_end;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int64_t col = col0 + i * 8 + 2 * (lane % 4);
+    if (low)
+      *reinterpret_cast<__nv_bfloat162*>(out + row * cols + col) =
+          __floats2bfloat162_rn(acc[4 * i], acc[4 * i + 1]);
+    if (high)
+      *reinterpret_cast<__nv_bfloat162*>(out + (row + 8) * cols + col) =
+          __floats2bfloat162_rn(acc[4 * i + 2], acc[4 * i + 3]);
+  }
+}
 
 // --- Attention's shapes (ch16/flash_attention): m64n128k16, FP32 accumulators d[64] ---------------
 // Fragment layout of d: as store_m64n_bf16 says, with kN = 128 (16 column groups).

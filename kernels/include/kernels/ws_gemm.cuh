@@ -1,4 +1,4 @@
-// ch10/ws_gemm.cuh: the TMA + wgmma GEMM tile that warp_specialization and persistent_gemm
+// kernels/ws_gemm.cuh: the TMA + wgmma GEMM tile that ch10's warp_specialization and persistent_gemm
 // schedule in different ways, so that between their variants only the scheduling changes.
 //
 // BF16 D = A B, FP32 accumulate, the suite's TN layout (kernels/gemm_bf16.cuh). The kernels
@@ -30,7 +30,7 @@
 #include <cstdint>
 #include <string>
 
-namespace ch10::ws {
+namespace kernels::ws {
 
 using bf16 = __nv_bfloat16;
 namespace tma = kernels::tma;
@@ -263,4 +263,4 @@ void launch_per_tile(const kernels::GemmBf16& w, cudaStream_t stream) {
   launch<Kernel, kThreads>(w, unsigned(tile_count(w)), stream);
 }
 
-}  // namespace ch10::ws
+}  // namespace kernels::ws

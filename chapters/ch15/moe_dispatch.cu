@@ -1,0 +1,448 @@
+// ch15/moe_dispatch: a mixture-of-experts layer sends each token to k of E experts (ch17's gate
+// picks them) and each expert is a GEMM over the tokens routed to it. Run as a host loop over the
+// experts, that is E small GEMMs launched one after another behind a read-back of the counts; run
+// as a device-side permutation and ONE grouped GEMM, every expert's tiles share one persistent
+// grid and nothing waits for the host.
+//
+// The work (both sides): tokens x top-8 over E experts, x [tokens][hidden] BF16, each expert's
+// W_e [ffn][hidden] BF16 (k-contiguous: the suite's TN layout); every routed row (token, j) gives
+// y_e = x[token] W_e^T (FP32 sums, stored BF16, as PyTorch's grouped_mm does), and
+// y[token] = sum_j weight[token][j] y_{e_j} (FP32, stored BF16). Also written: counts[e], the rows
+// routed to each expert (exact: a lost or doubled routed row fails even where y would not show it).
+// Routing (moe_dispatch_plan.hpp): seeded, made on the host at setup; the axis `routing`:
+// uniform, or skewed (4 hot experts hold about half the routed rows).
+//
+//   1. baseline "host_loop": count the rows per expert on the GPU, copy the counts to the host and
+//      wait; then per expert a gather kernel (its rows into a contiguous block) and a cuBLASLt
+//      GEMM of that block's row count; then the combine (unpermute) kernel. ~2E launches from the
+//      host, each GEMM too small to fill the GPU by itself, and a sync.
+//   2. optimized "grouped_wgmma": the permutation on the device (per-chunk histograms, one scan
+//      that also numbers the GEMM's work items, a stable placement of every routed row, a row
+//      copy), one grouped GEMM, the same combine. The grouped GEMM is kernels/ws_gemm.cuh's
+//      warp-specialised TMA + wgmma tile (ch10's persistent_gemm): persistent CTAs walk the list
+//      of (expert, 128-row tile, 256-column tile) work items that the scan numbered; A's tensor
+//      map covers the whole permuted buffer and a tile starts at its expert's offset (rows past
+//      the expert's end are read, multiplied and not stored), B's covers all experts' weights.
+//   3. vendor "cublas_grouped": the optimized side's permutation, then cuBLAS's grouped GEMM
+//      (cublasGemmGroupedBatchedEx, a group per expert); its group sizes are host arrays, so the
+//      counts come back to the host before it.
+// Timing: 8192 tokens, 128 experts, hidden 2048 -> ffn 768 (issue 41; the PyTorch peer is
+// scripts/peers/torch_moe_gating.py --only moe_dispatch). Verification: 301 tokens, 12 experts,
+// 320 -> 512: 5 k-blocks (the ring wraps inside a tile), 2 column tiles, partial row tiles in
+// every expert, against a double CPU reference; at the timing size a plain GPU reference (host
+// permutation, kernels/reference_gemm.cuh per expert, a plain combine).
+// Tolerance: y at BF16's default relative L2 (8e-3); the reference rounds each expert output to
+// BF16 as both sides do, so what is left is the final rounding and FP32 sums in another order.
+// counts exactly (int32's default).
+//
+//   ./bench compare --chapter ch15 --example moe_dispatch
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <bench/bench.hpp>
+#include <kernels/arch.cuh>
+#include <kernels/cublas_check.hpp>
+#include <kernels/cublaslt_gemm.hpp>
+#include <kernels/occupancy.cuh>
+#include <kernels/reference_gemm.cuh>
+#include <kernels/ws_gemm.cuh>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "moe_dispatch_plan.hpp"
+#include "moe_permutation.cuh"
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+namespace moe = ch15::moe;
+namespace ws = kernels::ws;
+namespace wgmma = kernels::wgmma;
+using moe::kWarps;
+
+constexpr int kTopK = 8;
+
+template <class T>
+bench::DeviceBuffer<T> upload(const std::vector<T>& host) {
+  bench::DeviceBuffer<T> device(int64_t(host.size()));
+  BENCH_CUDA_CHECK(cudaMemcpy(device.data(), host.data(), device.bytes(), cudaMemcpyHostToDevice));
+  return device;
+}
+
+struct Dispatch {
+  int64_t tokens, experts, top_k, hidden, ffn, routed;
+  moe::Routing routing;                 // host copy, made at setup from the seed
+  moe::Permutation plan;                // host permutation: the references'
+  bench::DeviceBuffer<int32_t> expert;  // the routing on the device (tokens x top_k)
+  bench::DeviceBuffer<float> weight;
+  bench::DeviceSpan<const bf16> x, w;
+  bench::DeviceSpan<bf16> y;
+  bench::DeviceSpan<int32_t> counts;
+  explicit Dispatch(bench::Setup& s)
+      : tokens(s.size("tokens", 8192, 301)),
+        experts(s.size("experts", 128, 12)),
+        top_k(kTopK),
+        hidden(s.size("hidden", 2048, 320)),
+        ffn(s.size("ffn", 768, 512)),
+        routed(tokens * top_k),
+        routing(moe::make_routing(int(tokens), int(experts), int(top_k),
+                                  s.string_axis("routing") == "skewed")),
+        plan(moe::plan_permutation(routing)),
+        expert(upload(routing.expert)),
+        weight(upload(routing.weight)),
+        x(s.input<bf16>("x", tokens * hidden, bench::uniform(-1, 1))),
+        w(s.input<bf16>("w", experts * ffn * hidden, bench::uniform(-1, 1))),
+        y(s.output<bf16>("y", tokens * ffn)),
+        counts(s.output<int32_t>("counts", experts)) {
+    s.param("top_k", top_k);
+    s.flops(2.0 * double(routed) * double(hidden) * double(ffn), bench::ceiling::bf16);
+    // Fewest bytes: x and every expert's weights read once, the routing read, y and counts written.
+    s.bytes(double(x.bytes() + w.bytes() + y.bytes() + counts.bytes()) + 8.0 * double(routed));
+  }
+};
+
+// The permuted operands and results, a variant's own (never shared with another variant or the
+// reference, so that one cannot pass on rows another left behind).
+struct Sorted {
+  bench::DeviceBuffer<bf16> x, y;         // [routed][hidden], [routed][ffn], expert-major
+  bench::DeviceBuffer<int32_t> position;  // routed row (token * top_k + j) -> its row in x, y
+  explicit Sorted(const Dispatch& w)
+      : x(w.routed * w.hidden), y(w.routed * w.ffn), position(w.routed) {}
+};
+
+void launch_combine(const Dispatch& w, const Sorted& s, cudaStream_t stream) {
+  moe::combine<<<unsigned((w.tokens + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
+      s.y.data(), s.position.data(), w.weight.data(), w.tokens, int(w.top_k), int(w.ffn),
+      w.y.data());
+  BENCH_CHECK_LAUNCH();
+}
+
+// ---- 1. Baseline: a host loop over the experts ------------------------------------------------
+__global__ void count_experts(const int32_t* __restrict__ expert, int64_t routed,
+                              int32_t* __restrict__ counts) {
+  const int64_t a = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (a < routed) atomicAdd(&counts[expert[a]], 1);
+}
+// Expert e's rows into x_sorted[base..]: a warp looks at 32 routed rows and copies those of e,
+// each to the next free row (an atomic cursor: the order within the expert does not matter,
+// position remembers it).
+__global__ void __launch_bounds__(32 * kWarps)
+    gather_expert(const int32_t* __restrict__ expert, int64_t routed, int top_k, int e, int base,
+                  int32_t* __restrict__ cursor, const bf16* __restrict__ x, int64_t hidden,
+                  bf16* __restrict__ x_sorted, int32_t* __restrict__ position) {
+  const int64_t a = (blockIdx.x * int64_t{kWarps} + threadIdx.x / 32) * 32 + threadIdx.x % 32;
+  if (a - threadIdx.x % 32 >= routed) return;  // whole warps
+  unsigned mine = __ballot_sync(0xffffffffu, a < routed && expert[a] == e);
+  if (mine == 0) return;
+  int first = 0;
+  if (threadIdx.x % 32 == 0) first = base + atomicAdd(cursor, __popc(mine));
+  first = __shfl_sync(0xffffffffu, first, 0);
+  for (int n = 0; mine != 0; ++n, mine &= mine - 1) {
+    const int lane = __ffs(mine) - 1;
+    const int64_t row = a - threadIdx.x % 32 + lane;
+    if (threadIdx.x % 32 == 0) position[row] = first + n;
+    moe::copy_row(x, row / top_k, x_sorted, first + n, hidden);
+  }
+}
+
+class HostLoop {
+ public:
+  HostLoop(const Dispatch& w, cudaStream_t) : sorted_(w), cursor_(w.experts), counts_(w.experts) {
+    for (int32_t rows : w.plan.counts)  // cuBLASLt's plans, made untimed
+      if (rows > 0) gemm_for(w, rows);
+  }
+  void operator()(const Dispatch& w, cudaStream_t stream) {
+    BENCH_CUDA_CHECK(cudaMemsetAsync(w.counts.data(), 0, w.counts.bytes(), stream));
+    BENCH_CUDA_CHECK(cudaMemsetAsync(cursor_.data(), 0, cursor_.size() * sizeof(int32_t), stream));
+    count_experts<<<unsigned((w.routed + 255) / 256), 256, 0, stream>>>(w.expert.data(), w.routed,
+                                                                        w.counts.data());
+    BENCH_CHECK_LAUNCH();
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(counts_.data(), w.counts.data(), w.counts.bytes(),
+                                     cudaMemcpyDeviceToHost, stream));
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // the loop needs every expert's count
+    const unsigned blocks = unsigned((w.routed + 32 * kWarps - 1) / (32 * kWarps));
+    for (int e = 0, base = 0; e < int(w.experts); base += counts_[e++]) {
+      if (counts_[e] == 0) continue;
+      gather_expert<<<blocks, 32 * kWarps, 0, stream>>>(
+          w.expert.data(), w.routed, int(w.top_k), e, base, cursor_.data() + e, w.x.data(),
+          w.hidden, sorted_.x.data(), sorted_.position.data());
+      BENCH_CHECK_LAUNCH();
+      // y_e [rows][ffn] = x_e [rows][hidden] W_e^T: the TN GEMM with m = ffn (A = W_e), n = rows.
+      gemm_for(w, counts_[e])
+          .run(w.w.data() + e * w.ffn * w.hidden, sorted_.x.data() + int64_t{base} * w.hidden,
+               sorted_.y.data() + int64_t{base} * w.ffn, stream);
+    }
+    launch_combine(w, sorted_, stream);
+  }
+
+ private:
+  // One plan per row count, as a framework's per-shape cache of cuBLAS heuristics.
+  kernels::LtGemm& gemm_for(const Dispatch& w, int rows) {
+    auto& plan = gemms_[rows];
+    if (!plan)
+      plan = std::make_unique<kernels::LtGemm>(w.ffn, rows, w.hidden, kernels::LtGemmTypes{});
+    return *plan;
+  }
+  Sorted sorted_;
+  bench::DeviceBuffer<int32_t> cursor_;
+  std::vector<int32_t> counts_;
+  std::map<int, std::unique_ptr<kernels::LtGemm>> gemms_;
+};
+
+// ---- 2. Optimized: the permutation on the device, one grouped GEMM -----------------------------
+// The grouped GEMM: ws_gemm's producer and consumers, looped over this CTA's work items (a
+// persistent kernel, as ch10's persistent_gemm, with `slot` running on across items). X = the
+// sorted rows (a tile's 128 rows from its expert's offset), Y = the experts' weights stacked
+// [expert * ffn + column][hidden]. The item count is read from memory and broadcast from lane 0,
+// so the loop that holds the wgmma is uniform to the compiler.
+__global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
+    grouped_gemm(const __grid_constant__ CUtensorMap map_x,
+                 const __grid_constant__ CUtensorMap map_w, bf16* __restrict__ y_sorted,
+                 const int32_t* __restrict__ offsets, const int32_t* __restrict__ tile_prefix,
+                 int experts, int ffn, int hidden) {
+#if BENCH_SM90A_DEVICE
+  extern __shared__ uint8_t raw[];
+  ws::Smem& sm = ws::init_ring(raw, 1);  // full: the producer's one expect_tx per stage
+  const int n_tiles = ffn / ws::kBN, kblocks = hidden / ws::kBK;
+  const int items = __shfl_sync(0xffffffffu, tile_prefix[experts], 0);
+  uint32_t slot = 0;
+  if (threadIdx.x / ws::kWarpgroup == 0) {
+    wgmma::shrink_registers<ws::kProducerRegisters>();
+    if (threadIdx.x == 0)
+      for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
+        const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
+        const ws::Tile tile{offsets[at.expert] + at.row_tile * ws::kBM,
+                            (at.expert * n_tiles + at.col_tile) * ws::kBN};
+        ws::produce_k_blocks(sm, &map_x, &map_w, tile, 0, kblocks, slot);
+      }
+  } else {
+    float acc[128];
+    const int cw = ws::start_consumer(acc);
+    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
+      const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
+      ws::mma_tile(acc, sm, cw, kblocks, slot);
+      const int first = offsets[at.expert] + at.row_tile * ws::kBM + cw * ws::kXShare;
+      wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, at.col_tile * ws::kBN,
+                                           offsets[at.expert + 1]);
+    }
+  }
+#endif
+}
+
+// Steps (1)-(4) of the optimized side, on the GPU with no read-back: after them the workload's
+// counts, the offsets, the work items' numbering and the sorted rows are on the device.
+class DevicePermutation {
+ public:
+  explicit DevicePermutation(const Dispatch& w)
+      : sorted(w),
+        offsets(w.experts + 1),
+        tile_prefix(w.experts + 1),
+        chunks_(int((w.routed + moe::kChunk - 1) / moe::kChunk)),
+        chunk_base_(int64_t{chunks_} * w.experts) {}
+  void operator()(const Dispatch& w, cudaStream_t stream) {
+    const int experts = int(w.experts);
+    const unsigned chunk_blocks = unsigned((chunks_ + kWarps - 1) / kWarps);
+    const size_t per_block = size_t{kWarps} * experts * sizeof(int32_t);
+    moe::count_chunks<<<chunk_blocks, 32 * kWarps, per_block, stream>>>(
+        w.expert.data(), w.routed, experts, chunks_, chunk_base_.data());
+    BENCH_CHECK_LAUNCH();
+    moe::scan_chunks<<<1, moe::kScanThreads, 0, stream>>>(
+        chunk_base_.data(), experts, chunks_, int(w.routed), ws::kBM, int(w.ffn / ws::kBN),
+        w.counts.data(), offsets.data(), tile_prefix.data());
+    BENCH_CHECK_LAUNCH();
+    moe::place_rows<<<chunk_blocks, 32 * kWarps, per_block, stream>>>(
+        w.expert.data(), w.routed, experts, chunks_, chunk_base_.data(), sorted.position.data());
+    BENCH_CHECK_LAUNCH();
+    moe::scatter_rows<<<unsigned((w.routed + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
+        w.x.data(), sorted.position.data(), w.routed, int(w.top_k), w.hidden, sorted.x.data());
+    BENCH_CHECK_LAUNCH();
+  }
+  Sorted sorted;
+  bench::DeviceBuffer<int32_t> offsets, tile_prefix;
+
+ private:
+  int chunks_;
+  bench::DeviceBuffer<int32_t> chunk_base_;
+};
+
+class GroupedWgmma {
+ public:
+  GroupedWgmma(const Dispatch& w, cudaStream_t)
+      : permute_(w),
+        map_x_(ws::operand_map(permute_.sorted.x.data(), w.routed, w.hidden, ws::kXShare)),
+        map_w_(ws::operand_map(w.w.data(), w.experts * w.ffn, w.hidden, ws::kYShare)) {
+    ws::allow_smem<grouped_gemm, ws::kSmemBytes>();
+    grid_ = kernels::resident_grid(grouped_gemm, ws::kSpecialisedThreads, ws::kSmemBytes);
+  }
+  void operator()(const Dispatch& w, cudaStream_t stream) {
+    permute_(w, stream);
+    grouped_gemm<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
+        map_x_, map_w_, permute_.sorted.y.data(), permute_.offsets.data(),
+        permute_.tile_prefix.data(), int(w.experts), int(w.ffn), int(w.hidden));
+    BENCH_CHECK_LAUNCH();
+    launch_combine(w, permute_.sorted, stream);
+  }
+
+ private:
+  DevicePermutation permute_;
+  CUtensorMap map_x_, map_w_;
+  unsigned grid_ = 0;
+};
+
+// ---- Vendor: the same device permutation, then cuBLAS's grouped GEMM (cublasGemmGroupedBatchedEx,
+// one group per expert with rows). Its sizes are host arrays, so the counts come back to the host
+// first: the read-back the optimized side avoids, kept here because the API needs it.
+class CublasGrouped {
+ public:
+  CublasGrouped(const Dispatch& w, cudaStream_t stream)
+      : permute_(w), pointers_(3 * w.experts), counts_(w.experts) {
+    kernels::check_cublas(cublasCreate(&handle_), "cublasCreate");
+    kernels::check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
+    // A trial of one group on zeroed scratch rows (as A and B: the workload's inputs are not
+    // filled yet), so that a cuBLAS without this path for BF16 is a SKIP with its reason rather
+    // than a failure in the timed call.
+    BENCH_CUDA_CHECK(
+        cudaMemsetAsync(permute_.sorted.x.data(), 0, permute_.sorted.x.bytes(), stream));
+    std::vector<int32_t> one_group(w.experts, 0);
+    one_group[0] = int32_t(std::min<int64_t>(w.routed, 128));
+    const cublasStatus_t status = grouped(w, one_group, stream, permute_.sorted.x.data());
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    if (status != CUBLAS_STATUS_SUCCESS)
+      throw bench::Unsupported(std::string("cublasGemmGroupedBatchedEx (BF16): ") +
+                               cublasGetStatusString(status));
+  }
+  ~CublasGrouped() { cublasDestroy(handle_); }
+  CublasGrouped(const CublasGrouped&) = delete;
+  CublasGrouped& operator=(const CublasGrouped&) = delete;
+  void operator()(const Dispatch& w, cudaStream_t stream) {
+    permute_(w, stream);
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(counts_.data(), w.counts.data(), w.counts.bytes(),
+                                     cudaMemcpyDeviceToHost, stream));
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // the group sizes are host arrays
+    kernels::check_cublas(grouped(w, counts_, stream, w.w.data()), "cublasGemmGroupedBatchedEx");
+    launch_combine(w, permute_.sorted, stream);
+  }
+
+ private:
+  // y_e [rows][ffn] = x_e [rows][hidden] W_e^T, column-major: C (ffn x rows) = W_e^T' x_e^T', as
+  // LtGemm's TN: op(A) = T on W_e (lda hidden), op(B) = N on x_e (ldb hidden), ldc ffn.
+  cublasStatus_t grouped(const Dispatch& w, const std::vector<int32_t>& counts, cudaStream_t stream,
+                         const bf16* weights) {
+    m_.clear(), n_.clear(), k_.clear(), lda_.clear(), ldc_.clear();
+    host_pointers_.assign(3 * w.experts, nullptr);
+    int groups = 0;
+    for (int e = 0, base = 0; e < int(w.experts); base += counts[e++]) {
+      if (counts[e] == 0) continue;
+      host_pointers_[groups] = weights + e * w.ffn * w.hidden;
+      host_pointers_[w.experts + groups] = permute_.sorted.x.data() + int64_t{base} * w.hidden;
+      host_pointers_[2 * w.experts + groups] = permute_.sorted.y.data() + int64_t{base} * w.ffn;
+      m_.push_back(int(w.ffn)), n_.push_back(counts[e]), k_.push_back(int(w.hidden));
+      lda_.push_back(int(w.hidden)), ldc_.push_back(int(w.ffn));
+      ++groups;
+    }
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(pointers_.data(), host_pointers_.data(), pointers_.bytes(),
+                                     cudaMemcpyHostToDevice, stream));
+    const std::vector<cublasOperation_t> ta(groups, CUBLAS_OP_T), tb(groups, CUBLAS_OP_N);
+    const std::vector<float> alpha(groups, 1.0f), beta(groups, 0.0f);
+    const std::vector<int> one(groups, 1);
+    const void* const* a = pointers_.data();
+    return cublasGemmGroupedBatchedEx(handle_, ta.data(), tb.data(), m_.data(), n_.data(),
+                                      k_.data(), alpha.data(), a, CUDA_R_16BF, lda_.data(),
+                                      a + w.experts, CUDA_R_16BF, lda_.data(), beta.data(),
+                                      const_cast<void* const*>(a + 2 * w.experts), CUDA_R_16BF,
+                                      ldc_.data(), groups, one.data(), CUBLAS_COMPUTE_32F);
+  }
+  DevicePermutation permute_;
+  bench::DeviceBuffer<const void*> pointers_;  // A, B, C pointer arrays, experts each
+  std::vector<const void*> host_pointers_;
+  std::vector<int32_t> counts_;
+  std::vector<int> m_, n_, k_, lda_, ldc_;
+  cublasHandle_t handle_ = nullptr;
+};
+
+std::string requirements(const Dispatch& w) {
+  if (w.ffn % ws::kBN != 0 || w.hidden % ws::kBK != 0 || w.hidden == 0)
+    return "whole column tiles and k-blocks: needs ffn % 256 == 0, hidden % 64 == 0";
+  if (w.experts > moe::kScanThreads) return "the scan's one CTA: needs experts <= 1024";
+  return "";
+}
+
+// ---- References ---------------------------------------------------------------------------------
+// Double on the CPU (verification size): each expert output rounded to BF16, as both sides store
+// it.
+void reference(const Dispatch& w, bench::HostData& h) {
+  const auto x = h.input<bf16>("x"), wt = h.input<bf16>("w");
+  auto y = h.expected("y"), counts = h.expected("counts");
+  for (int64_t e = 0; e < w.experts; ++e) counts[e] = w.plan.counts[e];
+  std::vector<double> row(w.ffn);
+  for (int64_t t = 0; t < w.tokens; ++t) {
+    std::fill(row.begin(), row.end(), 0.0);
+    for (int64_t j = 0; j < w.top_k; ++j) {
+      const int64_t e = w.routing.expert[t * w.top_k + j];
+      for (int64_t c = 0; c < w.ffn; ++c) {
+        double dot = 0;
+        for (int64_t k = 0; k < w.hidden; ++k)
+          dot += double(__bfloat162float(x[t * w.hidden + k])) *
+                 double(__bfloat162float(wt[(e * w.ffn + c) * w.hidden + k]));
+        row[c] += double(w.routing.weight[t * w.top_k + j]) *
+                  double(__bfloat162float(__float2bfloat16(float(dot))));
+      }
+    }
+    for (int64_t c = 0; c < w.ffn; ++c) y[t * w.ffn + c] = row[c];
+  }
+}
+
+// A plain GPU version for the timing size: the host's permutation, a copy per element, the
+// simple reference GEMM per expert, a combine of a thread per output.
+__global__ void reference_gather(const bf16* x, const int32_t* position, int64_t routed, int top_k,
+                                 int64_t hidden, bf16* x_sorted) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < routed * hidden)
+    x_sorted[position[i / hidden] * hidden + i % hidden] =
+        x[(i / hidden / top_k) * hidden + i % hidden];
+}
+__global__ void reference_combine(const bf16* y_sorted, const int32_t* position,
+                                  const float* weight, int64_t tokens, int top_k, int64_t ffn,
+                                  bf16* y) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= tokens * ffn) return;
+  const int64_t t = i / ffn, c = i % ffn;
+  float sum = 0;
+  for (int j = 0; j < top_k; ++j)
+    sum += weight[t * top_k + j] * __bfloat162float(y_sorted[position[t * top_k + j] * ffn + c]);
+  y[i] = __float2bfloat16(sum);
+}
+void device_reference(const Dispatch& w, cudaStream_t stream) {
+  const bench::DeviceBuffer<int32_t> position = upload(w.plan.position);
+  const bench::DeviceBuffer<bf16> x_sorted(w.routed * w.hidden), y_sorted(w.routed * w.ffn);
+  BENCH_CUDA_CHECK(cudaMemcpyAsync(w.counts.data(), w.plan.counts.data(), w.counts.bytes(),
+                                   cudaMemcpyHostToDevice, stream));
+  reference_gather<<<unsigned((w.routed * w.hidden + 255) / 256), 256, 0, stream>>>(
+      w.x.data(), position.data(), w.routed, int(w.top_k), w.hidden, x_sorted.data());
+  BENCH_CHECK_LAUNCH();
+  for (int64_t e = 0; e < w.experts; ++e)
+    if (w.plan.counts[e] > 0)
+      kernels::reference_gemm_tn(w.w.data() + e * w.ffn * w.hidden,
+                                 x_sorted.data() + int64_t{w.plan.offsets[e]} * w.hidden,
+                                 y_sorted.data() + int64_t{w.plan.offsets[e]} * w.ffn, w.ffn,
+                                 int64_t{w.plan.counts[e]}, w.hidden, stream);
+  reference_combine<<<unsigned((w.tokens * w.ffn + 255) / 256), 256, 0, stream>>>(
+      y_sorted.data(), position.data(), w.weight.data(), w.tokens, int(w.top_k), w.ffn, w.y.data());
+  BENCH_CHECK_LAUNCH();
+  BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // the scratch buffers go out of scope
+}
+
+BENCH_EXAMPLE(ch15, moe_dispatch, Dispatch)
+    .string_axis("routing", {"uniform", "skewed"})
+    .stateful<HostLoop>(bench::Role::baseline, "host_loop",
+                        {.blocks_host = true, .host_bound = true})
+    .stateful<GroupedWgmma>(bench::Role::optimized, "grouped_wgmma", {.arch_specific = 90})
+    .stateful<CublasGrouped>(bench::Role::vendor, "cublas_grouped", {.blocks_host = true})
+    .requires_that(requirements)
+    .reference(reference)
+    .device_reference(device_reference);
+
+}  // namespace

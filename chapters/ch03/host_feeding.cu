@@ -29,7 +29,6 @@
 #include <kernels/dependent_fma.cuh>
 #include <kernels/group_reduce.cuh>
 #include <mutex>
-#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -58,10 +57,22 @@ struct Feed {
 __host__ __device__ uint8_t encoded_byte(int64_t i) {
   return static_cast<uint8_t>((static_cast<uint64_t>(i) * 2654435761u) >> 17);
 }
+// Euclid's, for host and device alike. std::gcd is host code: called from the device reference
+// (nvcc's relaxed constexpr lets it compile), libstdc++'s binary form never returned on the H100
+// and the case hung until the watchdog ended it.
+__host__ __device__ int64_t greatest_common_divisor(int64_t a, int64_t b) {
+  while (b != 0) {
+    const int64_t r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
+
 // Batch b's shuffle: sample s goes to place (s * stride + offset) mod samples, stride coprime.
 __host__ __device__ int64_t shuffled_place(int64_t b, int64_t s, int64_t samples) {
   int64_t stride = 2 * b + 1;
-  while (std::gcd(stride, samples) != 1) stride += 2;
+  while (greatest_common_divisor(stride, samples) != 1) stride += 2;
   return (s * stride + b * 7) % samples;
 }
 

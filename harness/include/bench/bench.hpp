@@ -256,9 +256,9 @@ struct VariantOptions {
 // A metric that is the variant's own measure of the whole timed call, by the clock its scored
 // figure comes from (%globaltimer stamps, events inside the call), in milliseconds, is reported
 // with bench::timed_call_ms. An example scored by a metric needs one from every variant: the
-// harness checks it against the call's event time after every timed sample, so a figure read
-// off the variant's clock (a p99 step latency) is tied to the harness's own measurement. A
-// variant whose clock runs slow, or that scales what it reports, fails there.
+// harness checks its median over the timed samples against the median of the calls' event
+// times, so a figure read off the variant's clock (a p99 step latency) is tied to the harness's
+// own measurement. A variant whose clock runs slow, or that scales what it reports, fails there.
 struct Metric {
   std::string name;
   double value = 0;

@@ -34,16 +34,20 @@
 // Tolerance: y at BF16's default relative L2 (8e-3); the reference rounds each expert output to
 // BF16 as both sides do, so what is left is the final rounding and FP32 sums in another order.
 // counts exactly (int32's default).
+// Metrics (optimized side, the last call's events): permute_us, gemm_us and gemm_tflops (the
+// grouped GEMM alone, the figure torch._grouped_mm is timed by) and combine_us.
 //
 //   ./bench compare --chapter ch15 --example moe_dispatch
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <array>
 #include <bench/bench.hpp>
 #include <kernels/arch.cuh>
 #include <kernels/cublas_check.hpp>
 #include <kernels/cublaslt_gemm.hpp>
+#include <kernels/event_span.hpp>
 #include <kernels/occupancy.cuh>
 #include <kernels/reference_gemm.cuh>
 #include <kernels/ws_gemm.cuh>
@@ -271,22 +275,40 @@ class DevicePermutation {
 class GroupedWgmma {
  public:
   GroupedWgmma(const Dispatch& w, cudaStream_t)
-      : permute_(w),
+      : flops_(2.0 * double(w.routed) * double(w.hidden) * double(w.ffn)),
+        permute_(w),
         map_x_(ws::operand_map(permute_.sorted.x.data(), w.routed, w.hidden, ws::kXShare)),
         map_w_(ws::operand_map(w.w.data(), w.experts * w.ffn, w.hidden, ws::kYShare)) {
     ws::allow_smem<grouped_gemm, ws::kSmemBytes>();
     grid_ = kernels::resident_grid(grouped_gemm, ws::kSpecialisedThreads, ws::kSmemBytes);
   }
   void operator()(const Dispatch& w, cudaStream_t stream) {
+    parts_[0].begin(stream);
     permute_(w, stream);
+    parts_[0].end(stream);
+    parts_[1].begin(stream);
     grouped_gemm<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
         map_x_, map_w_, permute_.sorted.y.data(), permute_.offsets.data(),
         permute_.tile_prefix.data(), int(w.experts), int(w.ffn), int(w.hidden));
     BENCH_CHECK_LAUNCH();
+    parts_[1].end(stream);
+    parts_[2].begin(stream);
     launch_combine(w, permute_.sorted, stream);
+    parts_[2].end(stream);
+  }
+  // Where the call's time goes (the last call's events): the permutation, the grouped GEMM alone
+  // (comparable with torch._grouped_mm, which the peer times alone too) and the combine.
+  std::vector<bench::Metric> metrics() const {
+    const double gemm_ms = parts_[1].ms();
+    return {{"permute_us", 1e3 * parts_[0].ms()},
+            {"gemm_us", 1e3 * gemm_ms},
+            {"gemm_tflops", flops_ / (gemm_ms * 1e-3) * 1e-12},
+            {"combine_us", 1e3 * parts_[2].ms()}};
   }
 
  private:
+  std::array<kernels::EventSpan, 3> parts_;  // permute, GEMM, combine
+  double flops_ = 0;
   DevicePermutation permute_;
   CUtensorMap map_x_, map_w_;
   unsigned grid_ = 0;

@@ -65,7 +65,11 @@
 # --calibrate measures the ceilings first (bench calibrate, with --calibrate-args such as
 # "--only tf32,bf16 --repetitions 3"), so reports show % of ceiling.
 # --update accepts the first compare run of each chapter into expectations/<hardware_key>.json;
-# the later repeats score against what it wrote (the run-to-run check). --update-runs N makes
+# the later repeats score against what it wrote (the run-to-run check). Keep the update and its
+# rerun in one call: every device call re-sends the working tree, so a later call reads the
+# expectations as they are here, not as the update left them on the device (session.tar.gz
+# carries the updated files back; copy them into the tree). On a machine of several GPUs the
+# one-GPU examples' entries go to the one-GPU file (docs/expectations.md). --update-runs N makes
 # that first run `--repetitions N` (host-bound examples need N >= 3 to be accepted).
 #
 # The device's copy of .git is the one the session started from, so results would record that

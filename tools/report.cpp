@@ -151,17 +151,17 @@ std::string format_markdown(const Scorecard& card) {
     for (const auto& cell : cells(row)) out += fmt::format(" {} |", cell);
     out += "\n";
   }
-  bool any_reason = false;
+  bool any_bullet = false;  // the first reason or note opens the list with a blank line
   for (const auto& row : card.rows)
     if (!row.reason.empty()) {
-      if (!any_reason) out += "\n";
-      any_reason = true;
+      if (!any_bullet) out += "\n";
+      any_bullet = true;
       out += fmt::format("- **{}** `{}/{}`: {}\n", to_string(row.status), row.example, row.variant, row.reason);
     }
   for (const auto& row : card.rows)
     if (!row.ceiling_note.empty()) {
-      if (!any_reason) out += "\n";
-      any_reason = true;
+      if (!any_bullet) out += "\n";
+      any_bullet = true;
       out += fmt::format("- note `{}/{}`: {}\n", row.example, row.variant, row.ceiling_note);
     }
   out += curves_markdown(curves(card));  // an example's points, grouped along each axis

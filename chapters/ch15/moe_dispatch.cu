@@ -102,10 +102,12 @@ struct Dispatch {
         y(s.output<bf16>("y", tokens * ffn)),
         counts(s.output<int32_t>("counts", experts)) {
     s.param("top_k", top_k);
-    s.flops(2.0 * double(routed) * double(hidden) * double(ffn), bench::ceiling::bf16);
+    s.flops(gemm_flops(), bench::ceiling::bf16);
     // Fewest bytes: x and every expert's weights read once, the routing read, y and counts written.
     s.bytes(double(x.bytes() + w.bytes() + y.bytes() + counts.bytes()) + 8.0 * double(routed));
   }
+  // The expert GEMMs' work: every routed row times one expert's hidden x ffn weights.
+  double gemm_flops() const { return 2.0 * double(routed) * double(hidden) * double(ffn); }
 };
 
 // The permuted operands and results, a variant's own (never shared with another variant or the
@@ -275,7 +277,7 @@ class DevicePermutation {
 class GroupedWgmma {
  public:
   GroupedWgmma(const Dispatch& w, cudaStream_t)
-      : flops_(2.0 * double(w.routed) * double(w.hidden) * double(w.ffn)),
+      : flops_(w.gemm_flops()),
         permute_(w),
         map_x_(ws::operand_map(permute_.sorted.x.data(), w.routed, w.hidden, ws::kXShare)),
         map_w_(ws::operand_map(w.w.data(), w.experts * w.ffn, w.hidden, ws::kYShare)) {

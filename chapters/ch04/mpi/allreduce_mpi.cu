@@ -191,7 +191,7 @@ bool open_nccl(ncclComm_t* comm, int rank, int ranks, int ctas, bool ok) {
 // this rank reaches them, through CUDA IPC.
 namespace one_shot = ch04::one_shot;
 struct Peers {
-  one_shot::Args args{};                // in[r], signals[r] for every rank r; out and rank: ours
+  one_shot::Args args{};                 // in[r], signals[r] for every rank r; out and rank: ours
   one_shot::Signals* signals = nullptr;  // this rank's flags (cudaMalloc, zeroed once)
   int max_blocks = 0;                    // the smallest GPU's grid limit, the same on every rank
   one_shot::Kernel kernel = nullptr;
@@ -275,7 +275,8 @@ bool time_and_check(const Gpu& g, Size& z, int ranks, bool plant, bool ok, Call 
   const int64_t n = z.bytes / int64_t(sizeof(float));
   z.wrong = n;
   for (int w = 0; ok && w < 5; ++w) ok = call();  // warm-up
-  ok = ok && ok_cuda(cudaMemsetAsync(g.y, 0xff, z.bytes, g.s), "cudaMemsetAsync") &&  // NaN
+  // The output poisoned with NaN: a result never written counts as wrong.
+  ok = ok && ok_cuda(cudaMemsetAsync(g.y, 0xff, z.bytes, g.s), "cudaMemsetAsync") &&
        ok_cuda(cudaMemsetAsync(g.wrong, 0, sizeof *g.wrong, g.s), "cudaMemsetAsync") &&
        ok_cuda(cudaStreamSynchronize(g.s), "cudaStreamSynchronize");
   // Every rank starts its batch together, outside the timed region, and only if every rank can:
@@ -462,9 +463,9 @@ int main(int argc, char** argv) {
     run_on_gpu(runs, rank, ranks, local, ctas, planted, iters);
   }
 
-  const std::string nccl_how =
-      "ncclAllReduce (" + (ctas > 0 ? std::to_string(ctas) : std::string("NCCL's own")) +
-      " blocks)";
+  const std::string nccl_how = "ncclAllReduce (" +
+                               (ctas > 0 ? std::to_string(ctas) : std::string("NCCL's own")) +
+                               " blocks)";
   auto how = [&](Algorithm a) -> std::string {
     return a == Algorithm::host       ? "host (MPI_Allreduce)"
            : a == Algorithm::one_shot ? "one_shot (peer loads over CUDA IPC)"

@@ -209,7 +209,7 @@ std::string one_shot_unsupported(int ranks, int ranks_on_host, int local) {
            std::to_string(ranks) + " here";
   std::vector<int> gpu_of(ranks);
   MPI_Allgather(&local, 1, MPI_INT, gpu_of.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  bool reaches_all = true;
+  bool reaches_all = cudaSetDevice(local) == cudaSuccess;  // no query below lands on GPU 0
   for (int peer : gpu_of) {
     int can = 1;
     if (peer != local && cudaDeviceCanAccessPeer(&can, local, peer) != cudaSuccess) can = 0;

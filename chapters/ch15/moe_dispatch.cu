@@ -124,10 +124,11 @@ struct Sorted {
   bench::DeviceBuffer<int32_t> position;   // routed row (token * top_k + j) -> its row in x, y
   bench::DeviceBuffer<int32_t> row_token;  // place -> its token (only without x)
   explicit Sorted(const Dispatch& w, bool copies_x = true)
-      : x(copies_x ? w.routed * w.hidden : 0),
+      : x(copies_x ? bench::DeviceBuffer<bf16>(w.routed * w.hidden) : bench::DeviceBuffer<bf16>()),
         y(w.routed * w.ffn),
         position(w.routed),
-        row_token(copies_x ? 0 : w.routed) {}
+        row_token(copies_x ? bench::DeviceBuffer<int32_t>()
+                           : bench::DeviceBuffer<int32_t>(w.routed)) {}
 };
 
 void launch_combine(const Dispatch& w, const Sorted& s, cudaStream_t stream) {

@@ -259,8 +259,9 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 // once that thread's copies have landed (no thread waits). The stage is written by ordinary
 // copies (the generic proxy) and read by wgmma (the async proxy): the consumers fence after the
 // barrier (ws::mma_tile's kGenericX). Rows past the expert's end are zero-filled, multiplied and
-// not stored. Issue rate: 8 copies a thread and k-block against 4 wgmma of 64 x 256 x 16 per
-// consumer, and each warp's copy covers 4 whole 128-byte rows.
+// not stored. Issue rate: a k-block's A is 32 warp-wide cp.async (each 4 whole 128-byte rows,
+// 512 bytes) and 32 warp-wide index loads, against 4.2 MFLOP of wgmma for the CTA, about 0.56 us
+// at the H100's dense BF16 rate shared by 132 SMs: a small fraction of the producer's time.
 namespace gather {
 constexpr int kChunksPerRow = ws::kBK * int(sizeof(bf16)) / 16;  // 8 chunks of 16 bytes a row
 constexpr int kRowStride = ws::kWarpgroup / kChunksPerRow;       // a thread's rows: 16 apart

@@ -25,6 +25,11 @@
 //      dW never exists in memory. One kernel then updates the biases and writes the BF16
 //      copies of the new weights and biases that the next step's GEMMs read (the step pays for
 //      them). The input batch is cast to BF16 inside the step. No host synchronisation.
+//   rung (step): the same BF16 step with plain GEMMs (forward: bias epilogue only; input
+//      gradient: none) and the GELU and dGELU + bias-gradient passes as kernels of this file,
+//      as PyTorch's eager step runs them: on the H100 on 2026-11-27 the fused side's GEMMs
+//      averaged ~570 TFLOP/s against ~720 inferred for PyTorch's, and whether cuBLASLt's
+//      epilogue kernels are the slower ones is what this rung and the metrics below decide.
 // Same arithmetic on both sides (the BF16 rounding aside): same GEMMs, same loss, same update.
 // Cost model: model FLOPs, 6 batch width^2 layers (forward 2, backward 4 per weight, the usual
 // MFU convention; the skipped first-layer input gradient is 1/12 of it), against the BF16
@@ -339,6 +344,37 @@ __global__ void loss_top_grad(const bf16* a, const bf16* z, const float* t, bf16
   if (threadIdx.x == 0) loss_partials[blockIdx.y * gridDim.x + blockIdx.x] = squares;
 }
 
+// The plain-GEMM rung's forward activation, what GELU_AUX_BIAS does in the GEMM: a = GELU(z)
+// from the BF16 pre-activation the GEMM (bias epilogue) stored. Eight values a thread: one 16-byte
+// load, one 16-byte store (n is a multiple of 8: the width is). 4 bytes an element.
+__global__ void gelu_bf16(const bf16* z, bf16* a, int64_t n) {
+  constexpr int kPer = kernels::kBf16PerVector;
+  for (int64_t i = first_index(); i < n / kPer; i += grid_stride()) {
+    float v[kPer];
+    kernels::unpack_bf16x8(kernels::load_stream(reinterpret_cast<const uint4*>(z) + i), v);
+    for (float& e : v) e = gelu_f(e);
+    kernels::store_stream(reinterpret_cast<uint4*>(a) + i, kernels::pack_bf16x8(v));
+  }
+}
+
+// The plain-GEMM rung's backward, what DGELU_BGRAD does in the GEMM: dz = da GELU'(z) in place
+// over the input-gradient GEMM's BF16 output, and the column partial sums of dz (the bias
+// gradient; finish_columns adds the slices). Blocks as column_partials'. 6 bytes an element.
+__global__ void dgelu_columns(bf16* grad, const bf16* z, float* partials, int64_t rows,
+                              int64_t width) {
+  const int64_t col = blockIdx.x * int64_t{kBlock} + threadIdx.x,
+                per = (rows + kChunks - 1) / kChunks;
+  if (col >= width) return;
+  float sum = 0;
+  for (int64_t r = blockIdx.y * per; r < rows && r < (blockIdx.y + 1) * per; ++r) {
+    const int64_t i = r * width + col;
+    const bf16 g = __float2bfloat16(__bfloat162float(grad[i]) * gelu_grad_f(__bfloat162float(z[i])));
+    grad[i] = g;
+    sum += __bfloat162float(g);
+  }
+  partials[blockIdx.y * width + col] = sum;
+}
+
 // What is left of SGD once the weight-gradient GEMMs have updated the FP32 master weights in
 // their epilogue (w_out = w - lr dW): every layer's bias update, and the BF16 copies of the new
 // weights and biases that the next step's GEMMs and forward epilogues read, in one launch. Per
@@ -483,23 +519,31 @@ class LtHandle {
   cublasLtHandle_t handle_ = nullptr;
 };
 
-// Where the optimized step's time goes: an event pair around each part, recorded between its
-// launches on the one stream (nothing the GPU waits for: a timestamp written when the work before
-// it is done), read by metrics() after the last timed call.
+// Where a BF16 step's time goes: an event pair around each part, recorded between its launches on
+// the one stream (nothing the GPU waits for: a timestamp written when the work before it is
+// done), read by metrics() after the last timed call.
 enum Part : int {
   kCastInput = 0,
-  kForward = 1,                  // + layer
-  kLoss = kForward + kLayers,    // loss, top layer's dL/dz and bias gradient
-  kWeightGrad = kLoss + 1,       // + layer: the weight-gradient GEMM, SGD update in its epilogue
-  kInputGrad = kWeightGrad + kLayers,  // + layer - 1: layers 1.. (layer 0's is not computed)
-  kUpdate = kInputGrad + kLayers - 1,  // bias SGD and the next step's BF16 copies
+  kForward = 1,                         // + layer: the forward GEMM
+  kGelu = kForward + kLayers,           // + layer: plain rung only, GELU after the GEMM
+  kLoss = kGelu + kLayers,              // loss, top layer's dL/dz and bias gradient
+  kWeightGrad = kLoss + 1,              // + layer: the weight-gradient GEMM, SGD in its epilogue
+  kInputGrad = kWeightGrad + kLayers,   // + layer - 1: layers 1.. (layer 0's is not computed)
+  kDgelu = kInputGrad + kLayers - 1,    // + layer - 1: plain rung only, dGELU and bias gradient
+  kUpdate = kDgelu + kLayers - 1,       // bias SGD and the next step's BF16 copies
   kParts
 };
 
-class Bf16FusedEpilogues {
+// Where the elementwise work around the GEMMs runs: in cuBLASLt's epilogues (the optimized side)
+// or in kernels of the example's own after plain GEMMs (the rung: what the epilogues are worth,
+// with this cuBLASLt, on this GPU). Everything else is the same code.
+enum class Epilogues { fused, separate };
+
+class Bf16Step {
  public:
-  Bf16FusedEpilogues(const Mlp& m, cudaStream_t stream)
-      : n_(m.activations()),
+  Bf16Step(const Mlp& m, cudaStream_t stream, Epilogues epilogues)
+      : fused_(epilogues == Epilogues::fused),
+        n_(m.activations()),
         d_(m.width),
         dd_(m.weights()),
         batch_(double(m.batch)),
@@ -516,23 +560,30 @@ class Bf16FusedEpilogues {
         loss_partials_(kChunks * ((d_ + kBlock - 1) / kBlock)) {
     // Row-major activations (batch x width) are column-major width x batch for cuBLASLt, and a
     // row-major out x in weight matrix is column-major in x out, i.e. W^T:
-    //   forward      z^T  = W a^T              (op T, op N), epilogue: + bias, GELU, z kept as aux
+    //   forward      z^T  = W a^T              (op T, op N), epilogue: + bias, GELU, z kept as
+    //                aux (fused); + bias only, then gelu_bf16 (separate)
     //   input grad   dz'^T = W^T dz^T           (op N, op N), epilogue: * GELU'(z'), bias gradient
+    //                (fused); none, then dgelu_columns and finish_columns (separate)
     //   weight grad  W_out^T = W^T - lr a^T dz  (op N, op T), alpha = -lr, beta = 1, C = W^T:
-    //                the SGD update of the FP32 master weights, in the GEMM's epilogue
+    //                the SGD update of the FP32 master weights, in the GEMM's epilogue (both)
     const int64_t d = d_, b = m.batch;
     for (int l = 0; l < kLayers; ++l) {
       forward_.emplace_back(std::make_unique<LtPlan>(
           lt_.get(), CUBLAS_OP_T, CUBLAS_OP_N, d, b, d, d, CUDA_R_16BF, workspace_,
-          CUBLASLT_EPILOGUE_GELU_AUX_BIAS, m.b_bf16.data() + l * d, z(l)));
+          fused_ ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS,
+          m.b_bf16.data() + l * d, fused_ ? z(l) : nullptr));
       weight_grad_.emplace_back(std::make_unique<LtPlan>(
           lt_.get(), CUBLAS_OP_N, CUBLAS_OP_T, d, d, b, d, CUDA_R_32F, workspace_,
           CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr, /*alpha=*/-m.lr, /*beta=*/1.0f));
       // layer l's input gradient is layer l-1's output gradient: GELU' and bias gradient of l-1
       if (l > 0)
-        input_grad_.emplace_back(std::make_unique<LtPlan>(
-            lt_.get(), CUBLAS_OP_N, CUBLAS_OP_N, d, b, d, d, CUDA_R_16BF, workspace_,
-            CUBLASLT_EPILOGUE_DGELU_BGRAD, db_.data() + (l - 1) * d, z(l - 1)));
+        input_grad_.emplace_back(
+            fused_ ? std::make_unique<LtPlan>(lt_.get(), CUBLAS_OP_N, CUBLAS_OP_N, d, b, d, d,
+                                              CUDA_R_16BF, workspace_,
+                                              CUBLASLT_EPILOGUE_DGELU_BGRAD,
+                                              db_.data() + (l - 1) * d, z(l - 1))
+                   : std::make_unique<LtPlan>(lt_.get(), CUBLAS_OP_N, CUBLAS_OP_N, d, b, d, d,
+                                              CUDA_R_16BF, workspace_));
     }
     // Every operand the candidates read gets values first (the harness fills m.w, and
     // inputs_filled overwrites m.w_bf16, only after this constructor). The update GEMMs are tuned
@@ -551,15 +602,15 @@ class Bf16FusedEpilogues {
     BENCH_CUDA_CHECK(cudaMemsetAsync(master_scratch.data(), 0, dd_ * sizeof(float), stream));
     const bf16* w = m.w_bf16.data();
     for (int l = 0; l < kLayers; ++l) {
-      tuned_ms_[kForward + l] =
-          forward_[l]->pick_fastest(w + l * dd_, input(l), a(l), a(l), stream);
+      bf16* out = fused_ ? a(l) : z(l);
+      tuned_ms_[kForward + l] = forward_[l]->pick_fastest(w + l * dd_, input(l), out, out, stream);
       tuned_ms_[kWeightGrad + l] = weight_grad_[l]->pick_fastest(
           input(l), dz(l), master_scratch.data(), master_scratch.data(), stream);
       if (l > 0)
         tuned_ms_[kInputGrad + l - 1] =
             input_grad_[l - 1]->pick_fastest(w + l * dd_, dz(l), dz(l - 1), dz(l - 1), stream);
     }
-    time_plain_gemms(w, d, b, stream);
+    if (fused_) time_plain_gemms(w, d, b, stream);
   }
 
   void operator()(const Mlp& m, cudaStream_t stream) {
@@ -570,8 +621,14 @@ class Bf16FusedEpilogues {
     parts_[kCastInput].end(stream);
     for (int l = 0; l < kLayers; ++l) {
       parts_[kForward + l].begin(stream);
-      forward_[l]->run(w16(m, l), input(l), a(l), a(l), stream);
+      forward_[l]->run(w16(m, l), input(l), fused_ ? a(l) : z(l), fused_ ? a(l) : z(l), stream);
       parts_[kForward + l].end(stream);
+      if (!fused_) {
+        parts_[kGelu + l].begin(stream);
+        gelu_bf16<<<kStreamBlocks, kBlock, 0, stream>>>(z(l), a(l), n_);
+        BENCH_CHECK_LAUNCH();
+        parts_[kGelu + l].end(stream);
+      }
     }
     const int top = kLayers - 1;
     const dim3 grid(static_cast<unsigned>((d_ + kBlock - 1) / kBlock), kChunks);
@@ -593,10 +650,19 @@ class Bf16FusedEpilogues {
       weight_grad_[l]->run(input(l), dz(l), m.w.data() + l * dd_, m.w_out.data() + l * dd_,
                            stream);
       parts_[kWeightGrad + l].end(stream);
-      if (l > 0) {
-        parts_[kInputGrad + l - 1].begin(stream);
-        input_grad_[l - 1]->run(w16(m, l), dz(l), dz(l - 1), dz(l - 1), stream);
-        parts_[kInputGrad + l - 1].end(stream);
+      if (l == 0) continue;
+      parts_[kInputGrad + l - 1].begin(stream);
+      input_grad_[l - 1]->run(w16(m, l), dz(l), dz(l - 1), dz(l - 1), stream);
+      parts_[kInputGrad + l - 1].end(stream);
+      if (!fused_) {
+        parts_[kDgelu + l - 1].begin(stream);
+        dgelu_columns<<<grid, kBlock, 0, stream>>>(dz(l - 1), z(l - 1), partials_.data(), m.batch,
+                                                   d_);
+        BENCH_CHECK_LAUNCH();
+        finish_columns<<<grid.x, kBlock, 0, stream>>>(partials_.data(),
+                                                      db_.data() + (l - 1) * d_, d_);
+        BENCH_CHECK_LAUNCH();
+        parts_[kDgelu + l - 1].end(stream);
       }
     }
     parts_[kUpdate].begin(stream);
@@ -609,28 +675,31 @@ class Bf16FusedEpilogues {
   }
 
   // The last timed call's breakdown (µs; TFLOP/s of each GEMM at 2 batch width^2; GB/s of the
-  // elementwise parts on the bytes they must move), and the setup's tuning figures: what the
-  // step's GEMMs and cuBLASLt's best plain BF16 GEMM of each shape (no epilogue, BF16 out, as
-  // PyTorch's autocast matmuls) reached on the idle board. forward + backward + sgd + loss +
-  // cast + other = the step; other_us is what lies between the parts (launch gaps).
+  // elementwise parts on the bytes they must move), and the setup's tuning figures: what each
+  // GEMM kind reached on the idle board, and (optimized side) cuBLASLt's best plain BF16 GEMM of
+  // each shape (no epilogue, BF16 out, as PyTorch's autocast matmuls). forward (GEMMs, and the
+  // rung's GELU) + backward (GEMMs, and the rung's dGELU) + sgd + loss + cast + other = the
+  // step; other_us is what lies between the parts (launch gaps, event records).
   std::vector<bench::Metric> metrics() const {
     std::array<double, kParts> us{};
-    for (int p = 0; p < kParts; ++p) us[p] = 1e3 * parts_[p].ms();
+    for (int p = 0; p < kParts; ++p)
+      if (!(fused_ && is_separate_elementwise(p))) us[p] = 1e3 * parts_[p].ms();
     auto sum = [&](int first, int count) {
       double total = 0;
       for (int p = first; p < first + count; ++p) total += us[p];
       return total;
     };
     const double step_us = 1e3 * span_.ms(), forward = sum(kForward, kLayers),
-                 wgrad = sum(kWeightGrad, kLayers), dgrad = sum(kInputGrad, kLayers - 1),
+                 gelu = sum(kGelu, kLayers), wgrad = sum(kWeightGrad, kLayers),
+                 dgrad = sum(kInputGrad, kLayers - 1), dgelu = sum(kDgelu, kLayers - 1),
                  listed = sum(0, kParts);
     const double n = double(n_), nw = double(kLayers * dd_), nb = double(kLayers * d_);
     auto gbps = [](double bytes, double time_us) { return bytes / (time_us * 1e3); };
     auto tflops = [&](double flops, double time_us) { return flops / (time_us * 1e6); };
     std::vector<bench::Metric> out = {
         {"samples_per_s", batch_ / (step_us * 1e-6)},
-        {"forward_us", forward},
-        {"backward_us", wgrad + dgrad},
+        {"forward_us", forward + gelu},
+        {"backward_us", wgrad + dgrad + dgelu},
         {"wgrad_sgd_us", wgrad},
         {"dgrad_us", dgrad},
         {"sgd_us", us[kUpdate]},
@@ -644,6 +713,12 @@ class Bf16FusedEpilogues {
         {"loss_gbps", gbps(n * 10, us[kLoss])},
         {"sgd_gbps", gbps(nw * 6 + nb * 12, us[kUpdate])},
     };
+    if (!fused_) {  // GELU: z read, a written; dGELU: da read, z read, dz written (BF16)
+      out.push_back({"gelu_us", gelu});
+      out.push_back({"dgelu_us", dgelu});
+      out.push_back({"gelu_gbps", gbps(kLayers * n * 4, gelu)});
+      out.push_back({"dgelu_gbps", gbps((kLayers - 1) * n * 6, dgelu)});
+    }
     auto per_gemm = [&](const std::string& kind, int first, int layer0, int count) {
       for (int i = 0; i < count; ++i)
         out.push_back({kind + std::to_string(layer0 + i) + "_tflops",
@@ -661,6 +736,10 @@ class Bf16FusedEpilogues {
   }
 
  private:
+  static bool is_separate_elementwise(int part) {
+    return (part >= kGelu && part < kGelu + kLayers) ||
+           (part >= kDgelu && part < kDgelu + kLayers - 1);
+  }
   // Untimed: cuBLASLt's best plain GEMM of each of the step's three shapes, on the step's own
   // (already filled) buffers, which the first timed call overwrites. A shape it has no algorithm
   // for is left out of the metrics, not an error.
@@ -683,6 +762,7 @@ class Bf16FusedEpilogues {
   const bf16* input(int l) const { return l == 0 ? x_.data() : a(l - 1); }
   bf16* dz(int l) const { return dz_.data() + (l % 2) * n_; }  // layer l's output gradient
   const bf16* w16(const Mlp& m, int l) const { return m.w_bf16.data() + l * dd_; }
+  bool fused_;
   int64_t n_, d_, dd_;
   double batch_, gemm_flops_;
   LtHandle lt_;
@@ -694,6 +774,15 @@ class Bf16FusedEpilogues {
   std::array<kernels::EventSpan, kParts> parts_;
   std::array<double, kParts> tuned_ms_{};  // the GEMM parts' best time per call at setup
   std::array<double, 3> plain_ms_{};       // forward, dgrad, wgrad shapes without epilogues
+};
+
+class Bf16FusedEpilogues : public Bf16Step {
+ public:
+  Bf16FusedEpilogues(const Mlp& m, cudaStream_t stream) : Bf16Step(m, stream, Epilogues::fused) {}
+};
+class Bf16PlainGemms : public Bf16Step {
+ public:
+  Bf16PlainGemms(const Mlp& m, cudaStream_t stream) : Bf16Step(m, stream, Epilogues::separate) {}
 };
 
 // ---- References ------------------------------------------------------------------------------
@@ -811,10 +900,13 @@ void reference(const Mlp& m, bench::HostData& h) {
 // the update misses it by 24-84x; skipping only the first layer's (the smallest, 2.3%) by ~4x.
 // The update inside the weight-gradient GEMM's epilogue (w + (-lr) acc, in FP32) rounds once
 // less than a separate pass over an FP32 dW did: a difference at FP32's 2^-24 of the weights,
-// far below the BF16 errors above, so the derivation and the tolerance stand.
+// far below the BF16 errors above, so the derivation and the tolerance stand. The plain-GEMM rung
+// rounds twice more per layer (z before GELU, the input gradient before dGELU), each unbiased at
+// 2^-9 like the ~20 roundings already counted; not yet emulated, expected inside the 3x margin.
 BENCH_EXAMPLE(ch01, training_step, Mlp)
     .stateful<Fp32SyncPerLayer>(bench::Role::baseline, "fp32_sgemm_sync_per_layer",
                                 {.blocks_host = true, .compute_ceiling = bench::ceiling::fp32})
+    .stateful<Bf16PlainGemms>(bench::Role::step, "bf16_cublaslt_plain_gemms")
     .stateful<Bf16FusedEpilogues>(bench::Role::optimized, "bf16_cublaslt_fused_epilogues")
     .reference(reference)
     .device_reference(device_reference)

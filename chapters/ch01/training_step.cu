@@ -27,9 +27,11 @@
 //      them). The input batch is cast to BF16 inside the step. No host synchronisation.
 //   rung (step): the same BF16 step with plain GEMMs (forward: bias epilogue only; input
 //      gradient: none) and the GELU and dGELU + bias-gradient passes as kernels of this file,
-//      as PyTorch's eager step runs them: on the H100 on 2026-11-27 the fused side's GEMMs
-//      averaged ~570 TFLOP/s against ~720 inferred for PyTorch's, and whether cuBLASLt's
-//      epilogue kernels are the slower ones is what this rung and the metrics below decide.
+//      as PyTorch's eager step runs them. PyTorch's step, which also casts its weights every
+//      step and keeps FP32 gradients, was 5% faster than the fused side on an H100 on
+//      2026-11-27 (5.381 against 5.672 ms), so its GEMMs ran faster than the fused side's:
+//      whether cuBLASLt's epilogue kernels are the slower ones is what this rung and the
+//      metrics below decide.
 // Same arithmetic on both sides (the BF16 rounding aside): same GEMMs, same loss, same update.
 // Cost model: model FLOPs, 6 batch width^2 layers (forward 2, backward 4 per weight, the usual
 // MFU convention; the skipped first-layer input gradient is 1/12 of it), against the BF16
@@ -299,8 +301,17 @@ class Fp32SyncPerLayer {
 };
 
 // ---- The optimized step: BF16 operands, cuBLASLt epilogues, FP32 master weights ---------------
+// FP32 -> BF16, eight values: two 16-byte streaming loads, one 16-byte store. Every array cast
+// here (the batch, the weights, the biases) has a multiple of 8 elements, as the width is.
+__device__ inline void to_bf16x8(const float* in, bf16* out, int64_t vector) {
+  const float4* from = reinterpret_cast<const float4*>(in) + 2 * vector;
+  const float4 lo = kernels::load_stream(from), hi = kernels::load_stream(from + 1);
+  const float v[kernels::kBf16PerVector] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  kernels::store_stream(reinterpret_cast<uint4*>(out) + vector, kernels::pack_bf16x8(v));
+}
 __global__ void to_bf16(const float* in, bf16* out, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = __float2bfloat16(in[i]);
+  for (int64_t i = first_index(); i < n / kernels::kBf16PerVector; i += grid_stride())
+    to_bf16x8(in, out, i);
 }
 // Untimed: values in (-scale, scale) from a hash of the index, for timing cuBLASLt's candidates
 // on data like the step's (the tensor cores' power, hence the ranking, depends on the data).
@@ -312,7 +323,7 @@ __global__ void fill_for_tuning(bf16* p, int64_t n, float scale) {
 }
 
 // The BF16 copies of the weights and biases that the previous step's SGD kernel would have left
-// (untimed: each timed step writes the next step's copies itself, see sgd_with_bf16_copy).
+// (untimed: each timed step writes the next step's copies itself, see bias_sgd_and_bf16_copies).
 void Mlp::inputs_filled(cudaStream_t stream) {
   to_bf16<<<kStreamBlocks, kBlock, 0, stream>>>(w.data(), w_bf16.data(), w.size());
   BENCH_CHECK_LAUNCH();
@@ -384,14 +395,10 @@ __global__ void dgelu_columns(bf16* grad, const bf16* z, float* partials, int64_
 __global__ void bias_sgd_and_bf16_copies(const float* w_out, bf16* w_next, int64_t nw,
                                          const float* b, const bf16* db, float* b_out,
                                          bf16* b_next, int64_t nb, float lr) {
-  constexpr int kPer = kernels::kBf16PerVector;
-  const int64_t vectors = nw / kPer;
+  const int64_t vectors = nw / kernels::kBf16PerVector;
   for (int64_t i = first_index(); i < vectors + nb; i += grid_stride()) {
     if (i < vectors) {
-      const float4* in = reinterpret_cast<const float4*>(w_out) + 2 * i;
-      const float4 lo = kernels::load_stream(in), hi = kernels::load_stream(in + 1);
-      const float v[kPer] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      kernels::store_stream(reinterpret_cast<uint4*>(w_next) + i, kernels::pack_bf16x8(v));
+      to_bf16x8(w_out, w_next, i);
     } else {
       const int64_t j = i - vectors;
       const float v = b[j] - lr * __bfloat162float(db[j]);

@@ -379,7 +379,8 @@ __global__ void dgelu_columns(bf16* grad, const bf16* z, float* partials, int64_
   float sum = 0;
   for (int64_t r = blockIdx.y * per; r < rows && r < (blockIdx.y + 1) * per; ++r) {
     const int64_t i = r * width + col;
-    const bf16 g = __float2bfloat16(__bfloat162float(grad[i]) * gelu_grad_f(__bfloat162float(z[i])));
+    const bf16 g =
+        __float2bfloat16(__bfloat162float(grad[i]) * gelu_grad_f(__bfloat162float(z[i])));
     grad[i] = g;
     sum += __bfloat162float(g);
   }
@@ -393,8 +394,8 @@ __global__ void dgelu_columns(bf16* grad, const bf16* z, float* partials, int64_
 // the GEMM wrote dW's 4 besides). Eight weights a thread: two 16-byte streaming loads, one
 // 16-byte store (the width is a multiple of 8, so nw is a multiple of 64).
 __global__ void bias_sgd_and_bf16_copies(const float* w_out, bf16* w_next, int64_t nw,
-                                         const float* b, const bf16* db, float* b_out,
-                                         bf16* b_next, int64_t nb, float lr) {
+                                         const float* b, const bf16* db, float* b_out, bf16* b_next,
+                                         int64_t nb, float lr) {
   const int64_t vectors = nw / kernels::kBf16PerVector;
   for (int64_t i = first_index(); i < vectors + nb; i += grid_stride()) {
     if (i < vectors) {
@@ -531,13 +532,13 @@ class LtHandle {
 // done), read by metrics() after the last timed call.
 enum Part : int {
   kCastInput = 0,
-  kForward = 1,                         // + layer: the forward GEMM
-  kGelu = kForward + kLayers,           // + layer: plain rung only, GELU after the GEMM
-  kLoss = kGelu + kLayers,              // loss, top layer's dL/dz and bias gradient
-  kWeightGrad = kLoss + 1,              // + layer: the weight-gradient GEMM, SGD in its epilogue
-  kInputGrad = kWeightGrad + kLayers,   // + layer - 1: layers 1.. (layer 0's is not computed)
-  kDgelu = kInputGrad + kLayers - 1,    // + layer - 1: plain rung only, dGELU and bias gradient
-  kUpdate = kDgelu + kLayers - 1,       // bias SGD and the next step's BF16 copies
+  kForward = 1,                        // + layer: the forward GEMM
+  kGelu = kForward + kLayers,          // + layer: plain rung only, GELU after the GEMM
+  kLoss = kGelu + kLayers,             // loss, top layer's dL/dz and bias gradient
+  kWeightGrad = kLoss + 1,             // + layer: the weight-gradient GEMM, SGD in its epilogue
+  kInputGrad = kWeightGrad + kLayers,  // + layer - 1: layers 1.. (layer 0's is not computed)
+  kDgelu = kInputGrad + kLayers - 1,   // + layer - 1: plain rung only, dGELU and bias gradient
+  kUpdate = kDgelu + kLayers - 1,      // bias SGD and the next step's BF16 copies
   kParts
 };
 
@@ -585,10 +586,9 @@ class Bf16Step {
       // layer l's input gradient is layer l-1's output gradient: GELU' and bias gradient of l-1
       if (l > 0)
         input_grad_.emplace_back(
-            fused_ ? std::make_unique<LtPlan>(lt_.get(), CUBLAS_OP_N, CUBLAS_OP_N, d, b, d, d,
-                                              CUDA_R_16BF, workspace_,
-                                              CUBLASLT_EPILOGUE_DGELU_BGRAD,
-                                              db_.data() + (l - 1) * d, z(l - 1))
+            fused_ ? std::make_unique<LtPlan>(
+                         lt_.get(), CUBLAS_OP_N, CUBLAS_OP_N, d, b, d, d, CUDA_R_16BF, workspace_,
+                         CUBLASLT_EPILOGUE_DGELU_BGRAD, db_.data() + (l - 1) * d, z(l - 1))
                    : std::make_unique<LtPlan>(lt_.get(), CUBLAS_OP_N, CUBLAS_OP_N, d, b, d, d,
                                               CUDA_R_16BF, workspace_));
     }
@@ -654,8 +654,7 @@ class Bf16Step {
       // w_out = w - lr dW: layer l's weights are final here; w_bf16 (the step's operand) is not
       // touched, so the input-gradient GEMM below still reads the weights the forward pass used.
       parts_[kWeightGrad + l].begin(stream);
-      weight_grad_[l]->run(input(l), dz(l), m.w.data() + l * dd_, m.w_out.data() + l * dd_,
-                           stream);
+      weight_grad_[l]->run(input(l), dz(l), m.w.data() + l * dd_, m.w_out.data() + l * dd_, stream);
       parts_[kWeightGrad + l].end(stream);
       if (l == 0) continue;
       parts_[kInputGrad + l - 1].begin(stream);
@@ -666,8 +665,8 @@ class Bf16Step {
         dgelu_columns<<<grid, kBlock, 0, stream>>>(dz(l - 1), z(l - 1), partials_.data(), m.batch,
                                                    d_);
         BENCH_CHECK_LAUNCH();
-        finish_columns<<<grid.x, kBlock, 0, stream>>>(partials_.data(),
-                                                      db_.data() + (l - 1) * d_, d_);
+        finish_columns<<<grid.x, kBlock, 0, stream>>>(partials_.data(), db_.data() + (l - 1) * d_,
+                                                      d_);
         BENCH_CHECK_LAUNCH();
         parts_[kDgelu + l - 1].end(stream);
       }
@@ -728,8 +727,8 @@ class Bf16Step {
     }
     auto per_gemm = [&](const std::string& kind, int first, int layer0, int count) {
       for (int i = 0; i < count; ++i)
-        out.push_back({kind + std::to_string(layer0 + i) + "_tflops",
-                       tflops(gemm_flops_, us[first + i])});
+        out.push_back(
+            {kind + std::to_string(layer0 + i) + "_tflops", tflops(gemm_flops_, us[first + i])});
       out.push_back({"setup_" + kind + "_tflops", tflops(gemm_flops_, 1e3 * tuned_ms_[first])});
     };
     per_gemm("forward", kForward, 0, kLayers);
@@ -738,7 +737,8 @@ class Bf16Step {
     const char* plain_names[] = {"setup_plain_forward_tflops", "setup_plain_dgrad_tflops",
                                  "setup_plain_wgrad_tflops"};
     for (int i = 0; i < 3; ++i)
-      if (plain_ms_[i] > 0) out.push_back({plain_names[i], tflops(gemm_flops_, 1e3 * plain_ms_[i])});
+      if (plain_ms_[i] > 0)
+        out.push_back({plain_names[i], tflops(gemm_flops_, 1e3 * plain_ms_[i])});
     return out;
   }
 

@@ -43,7 +43,8 @@ extern "C" void remember_signal(int signal) { pending_signal = signal; }
 // InterruptScope's: the first SIGINT or SIGTERM while a scope is alive, and the scope count.
 std::atomic<int> scope_signal{0};
 int scopes = 0;
-struct sigaction scope_old_int {}, scope_old_term {};
+struct sigaction scope_old_int {
+}, scope_old_term{};
 extern "C" void remember_scope_signal(int signal) {
   int none = 0;
   scope_signal.compare_exchange_strong(none, signal);
@@ -222,7 +223,8 @@ ExampleRunSummary run_example(const fs::path& binary, const std::string& example
   const fs::path dir = make_temp_dir("bench-example-");
   const fs::path out_file = dir / "out.json";
   const fs::path progress_file = dir / "progress";
-  std::vector<std::string> argv = {binary.string(), "--benchmark_filter=^" + example + "/",
+  std::vector<std::string> argv = {binary.string(),
+                                   "--benchmark_filter=^" + example + "/",
                                    "--benchmark_out=" + out_file.string(),
                                    "--benchmark_out_format=json",
                                    "--bench_samples_out=" + (dir / "samples").string(),

@@ -86,7 +86,8 @@ bool plan_chapters(const CompareOptions& options, ExampleCatalog& catalog, Plan&
 // An interrupt (Ctrl-C, or a SIGTERM from `timeout`) stops the run after passing it on to the
 // example that was running: that example's line names the case it was in, and what finished
 // before it is kept to be saved and scored. Returns the signal that stopped the run, 0 if none.
-int run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& results, std::ostream& out) {
+int run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& results,
+                 std::ostream& out) {
   const InterruptScope interrupts;
   const fs::path build_dir = resolve_build_dir(options.where);
   std::vector<std::string> args = plan.points;  // the points, then the flags given after --
@@ -108,13 +109,16 @@ int run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& r
         if (const int signal = InterruptScope::signal()) {
           // Stopped from outside, not failed: no crash record for it. Its cases are scored only
           // if its process got to write them.
-          if (!results.crashes.empty() && results.crashes.back().example == examples[i]) results.crashes.pop_back();
+          if (!results.crashes.empty() && results.crashes.back().example == examples[i])
+            results.crashes.pop_back();
           const int not_run = static_cast<int>(examples.size() - i - 1);
-          out << fmt::format("[{}/{}] {}: interrupted by signal {} ({}) after {:.1f} s, {}{} of {} cases finished; "
-                             "{} example(s) after it not run\n",
-                             i + 1, examples.size(), examples[i], signal, ::strsignal(signal), summary.seconds,
-                             summary.running_case.empty() ? "" : "in " + summary.running_case + ", ",
-                             summary.cases_ended, cases_of.at(examples[i]).size(), not_run)
+          out << fmt::format(
+                     "[{}/{}] {}: interrupted by signal {} ({}) after {:.1f} s, "
+                     "{}{} of {} cases finished; {} example(s) after it not run\n",
+                     i + 1, examples.size(), examples[i], signal, ::strsignal(signal),
+                     summary.seconds,
+                     summary.running_case.empty() ? "" : "in " + summary.running_case + ", ",
+                     summary.cases_ended, cases_of.at(examples[i]).size(), not_run)
               << std::flush;
           return signal;
         }
@@ -231,8 +235,10 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
   const Scorecard card = score(cases, expectations, key);
   out << format_table(card);
   if (interrupted)
-    out << fmt::format("interrupted by signal {} ({}): exit code {}; the table holds only what finished before it\n",
-                       interrupted, ::strsignal(interrupted), 128 + interrupted);
+    out << fmt::format(
+        "interrupted by signal {} ({}): exit code {}; "
+        "the table holds only what finished before it\n",
+        interrupted, ::strsignal(interrupted), 128 + interrupted);
 
   std::string json_path = options.json_report, markdown_path = options.markdown_report;
   bool svg_refused = false;  // --svg with no case to place: exit 2 once the rest is written

@@ -24,10 +24,11 @@
 // sm_90a device code, like kernels/ws_gemm.cuh: call it only under BENCH_SM90A_DEVICE.
 #pragma once
 
+#include <kernels/flags.cuh>
+#include <kernels/ws_gemm.cuh>
+
 #include "stream_k_plan.hpp"
 #include "tma_store_epilogue.cuh"
-#include <kernels/ws_gemm.cuh>
-#include <kernels/flags.cuh>
 
 namespace ch10::stream_k {
 
@@ -60,7 +61,8 @@ __device__ __forceinline__ void publish_partial(const float (&acc)[128], float* 
     slot[g * ws::kWarpgroup + thread] =
         make_float4(acc[4 * g], acc[4 * g + 1], acc[4 * g + 2], acc[4 * g + 3]);
   ws::warpgroup_sync(1 + cw);
-  if (thread == 0) kernels::store_release<kernels::Scope::gpu>(&flags[cta * ws::kConsumers + cw], 1);
+  if (thread == 0)
+    kernels::store_release<kernels::Scope::gpu>(&flags[cta * ws::kConsumers + cw], 1);
 }
 
 // The finishing CTA's producer thread: waits until CTA `cta` has published both consumers'

@@ -147,10 +147,14 @@ TEST(BenchCompareLive, AnInterruptedRunKeepsWhatFinishedAndNamesTheCaseItWasIn) 
   const fs::path out_file = dir / "out.txt", err_file = dir / "err.txt";
   // A copy of the fixtures: were the run not stopped, the update would write to it.
   fs::copy(kFixtures + "/expectations", dir / "expectations");
-  const std::vector<std::string> args = {
-      BENCH_EXE, "compare", "--chapter", "ch99", "--example", "first,last", "--build-dir", FAKE_BUILD_DIR,
-      "--expectations-dir", (dir / "expectations").string(), "--json", (dir / "report.json").string(),
-      "--save-results", (dir / "results.json").string(), "--update-expectations"};
+  std::vector<std::string> args = {BENCH_EXE, "compare",   "--chapter",
+                                   "ch99",    "--example", "first,last"};
+  for (const std::string& arg :
+       {"--build-dir", std::string(FAKE_BUILD_DIR), "--expectations-dir",
+        (dir / "expectations").string(), "--json", (dir / "report.json").string(), "--save-results",
+        (dir / "results.json").string()})
+    args.push_back(arg);
+  args.push_back("--update-expectations");
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -172,17 +176,22 @@ TEST(BenchCompareLive, AnInterruptedRunKeepsWhatFinishedAndNamesTheCaseItWasIn) 
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   std::ifstream out_in(out_file), err_in(err_file);
-  const std::string out{std::istreambuf_iterator<char>(out_in), {}}, err{std::istreambuf_iterator<char>(err_in), {}};
+  const std::string out{std::istreambuf_iterator<char>(out_in), {}},
+      err{std::istreambuf_iterator<char>(err_in), {}};
   ASSERT_TRUE(WIFEXITED(status)) << out << err;
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << out << err;
   EXPECT_NE(out.find("[1/2] ch99/first: 2 of 2 cases"), std::string::npos) << out;
-  EXPECT_NE(out.find("[2/2] ch99/last: interrupted by signal 15 (Terminated)"), std::string::npos) << out;
+  EXPECT_NE(out.find("[2/2] ch99/last: interrupted by signal 15 (Terminated)"), std::string::npos)
+      << out;
   EXPECT_NE(out.find("in ch99/last/optimized, 1 of 2 cases finished"), std::string::npos) << out;
-  EXPECT_NE(out.find("expectations: not updated: the run was interrupted"), std::string::npos) << out;
-  EXPECT_NE(out.find("interrupted by signal 15 (Terminated): exit code 143"), std::string::npos) << out;
+  EXPECT_NE(out.find("expectations: not updated: the run was interrupted"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("interrupted by signal 15 (Terminated): exit code 143"), std::string::npos)
+      << out;
   const auto status_rows = status_by_row(read_json(dir / "report.json"));
   EXPECT_EQ(status_rows.at("ch99/first/optimized"), "PASS");
-  EXPECT_EQ(status_rows.count("ch99/last/optimized"), 0u);  // stopped from outside: neither run nor FAILED
+  EXPECT_EQ(status_rows.count("ch99/last/optimized"),
+            0u);  // stopped from outside: neither run nor FAILED
   const auto saved = read_json(dir / "results.json");
   EXPECT_EQ(saved["context"]["interrupted_by_signal"], SIGTERM);
   fs::remove_all(dir);

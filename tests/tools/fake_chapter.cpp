@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
     note("start", example + "/baseline");
     note("end", example + "/baseline");
     note("start", example + "/optimized");
-    if (const char* hanging = std::getenv("FAKE_CHAPTER_HANGING")) std::ofstream(hanging) << "hanging\n";
+    if (const char* hanging = std::getenv("FAKE_CHAPTER_HANGING"))
+      std::ofstream(hanging) << "hanging\n";
     std::this_thread::sleep_for(std::chrono::seconds(60));  // a signal ends it first
     return 1;
   }

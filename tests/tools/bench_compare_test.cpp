@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -149,10 +150,10 @@ TEST(BenchCompareLive, AnInterruptedRunKeepsWhatFinishedAndNamesTheCaseItWasIn) 
   fs::copy(kFixtures + "/expectations", dir / "expectations");
   std::vector<std::string> args = {BENCH_EXE, "compare",   "--chapter",
                                    "ch99",    "--example", "first,last"};
-  for (const std::string& arg :
-       {"--build-dir", std::string(FAKE_BUILD_DIR), "--expectations-dir",
-        (dir / "expectations").string(), "--json", (dir / "report.json").string(), "--save-results",
-        (dir / "results.json").string()})
+  for (const std::string& arg : std::initializer_list<std::string>{
+           "--build-dir", FAKE_BUILD_DIR, "--expectations-dir", (dir / "expectations").string(),
+           "--json", (dir / "report.json").string(), "--save-results",
+           (dir / "results.json").string()})
     args.push_back(arg);
   args.push_back("--update-expectations");
   const pid_t pid = ::fork();

@@ -240,6 +240,14 @@ constexpr int kHalfN = kBN / 2;            // one m64n128k32 covers half a consu
 constexpr int kWarpsPerWarpgroup = kWarpgroup / 32;
 constexpr int kBlockScaledReleases = kConsumers * kWarpsPerWarpgroup;  // every warp reads scales
 
+// Two floats from a 32-bit shared address. Through a generic pointer each stage's and half's
+// scale address is 64 bits, and at 192 live sums those registers are what ptxas spills.
+__device__ __forceinline__ float2 load_shared_float2(uint32_t address) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(address));
+  return v;
+}
+
 // Consumer `cw`'s 64 x 256 into `total`, in the m64n256 fragment layout (store_m64n256_bf16).
 // Half h's m64n128 fragment register 4i + j sits at column h 128 + 8i + 2 (lane % 4) + j % 2,
 // which is register 64h + 4i + j of the m64n256 fragment: the halves concatenate.
@@ -256,23 +264,26 @@ __device__ __forceinline__ void consume_block_scaled(float (&total)[128], Smem& 
     // The tile's one B scale of this k-block: a cached load, issued before the wait hides it.
     const float x_scale = __ldg(x_scales + kernels::fp8_block::scale_index(x_block, kb, x_blocks));
     tma::wait_parity(&sm.full[s], (kb / kStages) & 1);
+    // A descriptor's address field is the shared address / 16: a later step of the same rows is
+    // the stage's descriptor plus its byte offset / 16 (2 registers a stage, not 24 per stage
+    // held across the loop; at 192 live accumulators the registers are that tight).
+    const uint64_t x_desc = wgmma::descriptor_k_major_sw128(&sm.x[s][cw * kXShare * kRowBytes]);
+    const uint64_t y_desc = wgmma::descriptor_k_major_sw128(&sm.y[s][0]);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       wgmma::fence();  // part's registers: the previous promotion read them
 #pragma unroll
       for (int step = 0; step < kStepsPerBlock; ++step)
-        wgmma::mma_m64n128k32_e4m3(
-            part,
-            wgmma::descriptor_k_major_sw128(&sm.x[s][cw * kXShare * kRowBytes + step * kStepBytes]),
-            wgmma::descriptor_k_major_sw128(&sm.y[s][half * kHalfN * kRowBytes + step * kStepBytes]),
-            step > 0);
+        wgmma::mma_m64n128k32_e4m3(part, x_desc + step * kStepBytes / 16,
+                                   y_desc + (half * kHalfN * kRowBytes + step * kStepBytes) / 16,
+                                   step > 0);
       wgmma::commit();
       wgmma::wait<0>();  // the promotion reads this half's sums
       // Promotion: total += part x a_scale[column] x b_scale, in FP32 (columns of D^T are A rows).
+      const uint32_t y_scales = tma::smem_addr(&sm.y_scales[s][half * kHalfN + pair]);
 #pragma unroll
       for (int i = 0; i < kHalfN / 8; ++i) {
-        const float2 y_scale =
-            *reinterpret_cast<const float2*>(&sm.y_scales[s][half * kHalfN + 8 * i + pair]);
+        const float2 y_scale = load_shared_float2(y_scales + 8 * i * sizeof(float));
         const float s0 = x_scale * y_scale.x, s1 = x_scale * y_scale.y;
         float* t = &total[half * (kHalfN / 2) + 4 * i];
         t[0] = fmaf(part[4 * i], s0, t[0]);

@@ -62,6 +62,7 @@
 #include <kernels/tma.cuh>
 #include <kernels/wgmma.cuh>
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>

@@ -131,7 +131,8 @@ struct E4m3BlockOperands : E4m3Operands {
 };
 // A k-block of the block-scaled rung is exactly one scale block along k, and a tile's 128 X rows
 // (B's rows: D's columns) exactly one weight block: one B scale a tile a k-block.
-static_assert(E4m3Operands::kBK == kernels::fp8_block::kBlockK && kBM == kernels::fp8_block::kBlockK);
+static_assert(E4m3Operands::kBK == kernels::fp8_block::kBlockK &&
+              kBM == kernels::fp8_block::kBlockK);
 
 struct Tile {
   int r0, c0;  // first row (of X) and column (of Y) of the tile of D^T
@@ -250,7 +251,8 @@ constexpr int kBlockScaledReleases = kConsumers * kWarpsPerWarpgroup;  // every 
 // Half h's m64n128 fragment register 4i + j sits at column h 128 + 8i + 2 (lane % 4) + j % 2,
 // which is register 64h + 4i + j of the m64n256 fragment: the halves concatenate.
 __device__ __forceinline__ void consume_block_scaled(float (&total)[128], Smem& sm, int cw,
-                                                     int kblocks, const float* __restrict__ x_scales,
+                                                     int kblocks,
+                                                     const float* __restrict__ x_scales,
                                                      int x_block, int x_blocks) {
   const int lane = threadIdx.x % 32;
   const int pair = 2 * (lane % 4);  // this thread's first column within each 8-column group

@@ -26,8 +26,9 @@ void check_blocks(int64_t rows, int64_t cols, int block_rows, uint32_t operand) 
   std::vector<bf16> x(rows * cols);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      x[r * cols + c] = __float2bfloat16(std::ldexp(
-          uniform(rng), fp8_block::spread_exponent(operand, r / block_rows, c / fp8_block::kBlockK)));
+      x[r * cols + c] = __float2bfloat16(
+          std::ldexp(uniform(rng),
+                     fp8_block::spread_exponent(operand, r / block_rows, c / fp8_block::kBlockK)));
   const int64_t row_blocks = rows / block_rows, k_blocks = cols / fp8_block::kBlockK;
 
   bf16* x_d = nullptr;
@@ -36,16 +37,18 @@ void check_blocks(int64_t rows, int64_t cols, int block_rows, uint32_t operand) 
   ASSERT_EQ(cudaMalloc(&x_d, x.size() * sizeof(bf16)), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&q_d, x.size()), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dequant_d, row_blocks * k_blocks * sizeof(float)), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(x_d, x.data(), x.size() * sizeof(bf16), cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemset(dequant_d, 0xff, row_blocks * k_blocks * sizeof(float)), cudaSuccess);  // NaN
+  ASSERT_EQ(cudaMemcpy(x_d, x.data(), x.size() * sizeof(bf16), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemset(dequant_d, 0xff, row_blocks * k_blocks * sizeof(float)),
+            cudaSuccess);  // NaN
   kernels::quantize_e4m3_blocks(x_d, q_d, rows, cols, block_rows, dequant_d, nullptr);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint8_t> codes(x.size());
   std::vector<float> dequant(row_blocks * k_blocks);
   ASSERT_EQ(cudaMemcpy(codes.data(), q_d, codes.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(dequant.data(), dequant_d, dequant.size() * sizeof(float),
-                       cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpy(dequant.data(), dequant_d, dequant.size() * sizeof(float), cudaMemcpyDeviceToHost),
+      cudaSuccess);
 
   int64_t wrong_scales = 0, wrong_codes = 0;
   for (int64_t rb = 0; rb < row_blocks; ++rb)

@@ -37,14 +37,18 @@ struct Operand {
 
 Operand make_operand(int64_t rows, int64_t cols, int64_t block_rows, uint32_t operand,
                      uint32_t seed) {
-  Operand o{rows, cols, block_rows, std::vector<float>(rows * cols), std::vector<double>(rows * cols),
+  Operand o{rows,
+            cols,
+            block_rows,
+            std::vector<float>(rows * cols),
+            std::vector<double>(rows * cols),
             std::vector<float>(cols / kBlock * (rows / block_rows))};
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      o.values[r * cols + c] = std::ldexp(
-          uniform(gen), fp8_block::spread_exponent(operand, r / block_rows, c / kBlock));
+      o.values[r * cols + c] =
+          std::ldexp(uniform(gen), fp8_block::spread_exponent(operand, r / block_rows, c / kBlock));
   for (int64_t rb = 0; rb < o.row_blocks(); ++rb)
     for (int64_t kb = 0; kb < cols / kBlock; ++kb) {
       float amax = 0.0f;
@@ -117,7 +121,7 @@ class Fp8BlockGemm : public ::testing::Test {
 
 TEST(Fp8BlockScaling, ScalesAreKBlockMajor) {
   EXPECT_EQ(fp8_block::scale_index(0, 0, 64), 0);
-  EXPECT_EQ(fp8_block::scale_index(5, 0, 64), 5);   // the next row block: the next slot
+  EXPECT_EQ(fp8_block::scale_index(5, 0, 64), 5);    // the next row block: the next slot
   EXPECT_EQ(fp8_block::scale_index(5, 2, 64), 133);  // the next k-block: row_blocks further
 }
 
@@ -137,7 +141,8 @@ TEST(Fp8BlockScaling, SpreadCoversItsRangeWithoutAPattern) {
   // 8 levels drawn independently agree 1 time in 8: 512 of 4096 pairs; a pattern would not.
   EXPECT_LT(same_as_next_row, 700);
   EXPECT_LT(same_as_next_k_block, 700);
-  EXPECT_NE(fp8_block::spread_exponent(kOperandA, 3, 7), fp8_block::spread_exponent(kOperandB, 3, 7));
+  EXPECT_NE(fp8_block::spread_exponent(kOperandA, 3, 7),
+            fp8_block::spread_exponent(kOperandB, 3, 7));
 }
 
 TEST_F(Fp8BlockGemm, RightScalesMeetTheTolerance) {
@@ -176,7 +181,8 @@ TEST_F(Fp8BlockGemm, PerTensorScalesMeetTheToleranceToo) {
     for (float v : o.values) amax = std::max(amax, std::fabs(v));
     const kernels::E4m3Scales s = kernels::e4m3_scales(amax);
     Operand q = o;
-    for (size_t i = 0; i < q.values.size(); ++i) q.codes[i] = round_e4m3(double(q.values[i] * s.quant));
+    for (size_t i = 0; i < q.values.size(); ++i)
+      q.codes[i] = round_e4m3(double(q.values[i] * s.quant));
     std::fill(q.dequant.begin(), q.dequant.end(), s.dequant);
     return q;
   };

@@ -10,9 +10,9 @@
 // k-block as one copy.
 #pragma once
 
-#include "fp8_e4m3.hpp"  // by path: host tests include this header without kernels/include
-
 #include <cstdint>
+
+#include "fp8_e4m3.hpp"  // by path: host tests include this header without kernels/include
 
 namespace kernels::fp8_block {
 
@@ -42,8 +42,8 @@ KERNELS_HOST_DEVICE constexpr int spread_exponent(uint32_t operand, int64_t row_
                                                   int64_t k_block) {
   // lowbias32 (Chris Wellons' integer hash) of the block's coordinates: no short period along
   // either coordinate, unlike a linear formula such as (5 r + 3 kb) % 8.
-  uint32_t h = uint32_t(row_block) * 0x9E3779B1u ^ uint32_t(k_block) * 0x85EBCA77u ^
-               operand * 0xC2B2AE3Du;
+  uint32_t h =
+      uint32_t(row_block) * 0x9E3779B1u ^ uint32_t(k_block) * 0x85EBCA77u ^ operand * 0xC2B2AE3Du;
   h ^= h >> 16;
   h *= 0x7FEB352Du;
   h ^= h >> 15;

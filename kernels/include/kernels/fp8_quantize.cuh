@@ -114,7 +114,8 @@ __global__ void __launch_bounds__(fp8_block::kBlockK)
   const E4m3Scales s = e4m3_scales(group_reduce<fp8_block::kBlockK>(m, Max{}));
   for (int r = 0; r < block_rows; ++r)
     q[(row0 + r) * cols + col] = __nv_fp8_e4m3(float(x[(row0 + r) * cols + col]) * s.quant);
-  if (threadIdx.x == 0) dequant[fp8_block::scale_index(blockIdx.y, blockIdx.x, gridDim.y)] = s.dequant;
+  if (threadIdx.x == 0)
+    dequant[fp8_block::scale_index(blockIdx.y, blockIdx.x, gridDim.y)] = s.dequant;
 }
 
 }  // namespace detail

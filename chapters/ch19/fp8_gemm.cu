@@ -104,6 +104,9 @@ struct alignas(1024) Smem {
   uint64_t full[kStages], empty[kStages];
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the dynamic base
+// The opt-in limit a block may ask for on sm_90 (227 KiB): past it cudaFuncSetAttribute fails at
+// the first launch, on the GPU only. The A-scale slots (4 KiB) took this layout to 198 KiB.
+static_assert(kSmemBytes <= 227 * 1024, "the ring no longer fits one block's shared memory");
 
 // What differs between the operand types: the values a k-block holds, the copy engine's element
 // type, the wgmma, and how the sums are scaled.

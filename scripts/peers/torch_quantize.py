@@ -10,11 +10,15 @@
     128, 32,768 cached keys (ch19/kv_quantization): SDPA (enable_gqa) over the BF16 cache, and
     the FP8 path a PyTorch user has: an E4M3 cache with a scale per (sequence, KV head), cast to
     BF16 and scaled on every call, then SDPA; TB/s on the bytes of the cache as stored;
-  - fp8_gemm: D = A B at 4096^3 and 8192^3 (ch19/fp8_gemm): torch.mm in BF16, and
-    torch._scaled_mm (cuBLASLt) on E4M3 codes quantised beforehand with per-tensor scales (what
-    the chapter times: the GEMM alone), with use_fast_accum off (the default: cuBLASLt promotes
-    partial sums to FP32) and on; TFLOP/s on 2 m n k, and each result's relative L2 error
-    against the FP32 product of the BF16 operands.
+  - fp8_gemm: D = A B at 4096^3 and 8192^3 (ch19/fp8_gemm) on the chapter's operands:
+    uniform(-1, 1) with each 1 x 128 block of A and 128 x 128 block of B scaled by the power of
+    two kernels/fp8_block_scaling.hpp's spread_exponent gives it (the same hash, here); torch.mm
+    in BF16, and torch._scaled_mm (cuBLASLt) on E4M3 codes quantised beforehand (what the
+    chapter times: the GEMM alone): per-tensor scales with use_fast_accum off (the default:
+    cuBLASLt promotes partial sums to FP32) and on, and DeepSeek-style block scales (1 x 128 for
+    A, 128 x 128 for B: cuBLASLt's block scaling, CUDA 12.9+, SM90 only; PyTorch infers the
+    recipe from the scale tensors' shapes); TFLOP/s on 2 m n k, and each result's relative L2
+    error against the FP32 product of the (widened) BF16 operands.
 A feature this PyTorch or GPU lacks prints SKIPPED with the reason; the rest still run. Run it in
 the same GPU session as `bench compare --chapter ch19`, so the two are comparable.
 
@@ -96,11 +100,45 @@ def run_kv_quantization(copy_tbs):
         skipped("kv_quantization", f"{shape} fp8 cast then sdpa", e)
 
 
+def _mul32(h, c):
+    """h * c mod 2^32 for int64 tensors h < 2^32, without overflowing 64 bits."""
+    return (h * (c & 0xFFFF) + (((h * (c >> 16)) & 0xFFFF) << 16)) & 0xFFFFFFFF
+
+
+def spread_exponent(operand, row_block, k_block):
+    """kernels/fp8_block_scaling.hpp's spread_exponent, elementwise on int64 tensors."""
+    h = _mul32(row_block, 0x9E3779B1) ^ _mul32(k_block, 0x85EBCA77) ^ ((operand * 0xC2B2AE3D) & 0xFFFFFFFF)
+    h ^= h >> 16
+    h = _mul32(h, 0x7FEB352D)
+    h ^= h >> 15
+    h = _mul32(h, 0x846CA68B)
+    h ^= h >> 16
+    return -4 + (h % 8)
+
+
+def widened(x, block_rows, operand):
+    """x [rows, k] with block (row / block_rows, col / 128) scaled by 2^spread_exponent (exact)."""
+    rows, k = x.shape
+    rb = (torch.arange(rows, device=x.device) // block_rows).view(-1, 1)
+    kb = (torch.arange(k, device=x.device) // 128).view(1, -1)
+    return torch.ldexp(x.float(), spread_exponent(operand, rb, kb).int()).to(torch.bfloat16)
+
+
+def quantize_blocks(x, block_rows):
+    """x [rows, k] BF16 -> (codes E4M3, dequant [rows / block_rows, k / 128] FP32), the chapter's rule."""
+    rows, k = x.shape
+    xb = x.float().view(rows // block_rows, block_rows, k // 128, 128)
+    amax = xb.abs().amax(dim=(1, 3), keepdim=True).clamp(min=1e-30)
+    codes = (xb * (E4M3_MAX / amax)).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return codes.view(rows, k), (amax / E4M3_MAX).view(rows // block_rows, k // 128)
+
+
 def run_fp8_gemm(copy_tbs):
     fp8 = getattr(torch, "float8_e4m3fn", None)
     for n in (4096, 8192):
         shape = f"{n}^3"
         a, b = (torch.rand(n, n, device="cuda").mul_(2).sub_(1).to(torch.bfloat16) for _ in range(2))  # b is [N][K]
+        a, b = widened(a, 1, 0), widened(b, 128, 1)  # the chapter's operand tags: A 0, B 1
         flops = 2.0 * n * n * n
         reference = a.float() @ b.float().t()
         err = lambda d: ((d.float() - reference).norm() / reference.norm()).item()
@@ -125,7 +163,23 @@ def run_fp8_gemm(copy_tbs):
                 report("fp8_gemm", label, us=us, tflops=flops / (us * 1e-6) / 1e12, rel_l2_vs_fp32=err(fn()))
             except Exception as e:  # no FP8 tensor cores (pre-sm_89)
                 skipped("fp8_gemm", label, e)
-        del a, b, a8, b8, reference
+        del a8, b8
+        # Block scales, laid out as cuBLASLt's block scaling wants them (PyTorch's
+        # test_scaled_mm_block_wise_numerics): A's [M, K/128] outer-dim-major (stride (1, M)),
+        # B's 128 x 128 scales as [K/128, N/128] (the transpose of [N/128, K/128]: stride (1, K/128)).
+        # K/128 is 32 or 64 here, already the multiple of 4 cuBLASLt pads that dimension to.
+        label = f"{shape} fp8 e4m3 block 1x128/128x128 _scaled_mm"
+        try:
+            (a8, sa), (b8, sb) = quantize_blocks(a, 1), quantize_blocks(b, 128)
+            sa = sa.t().contiguous().t()
+            sb = sb.t()
+            fn = lambda: torch._scaled_mm(a8, b8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+            us = median_us(fn)
+            report("fp8_gemm", label, us=us, tflops=flops / (us * 1e-6) / 1e12, rel_l2_vs_fp32=err(fn()))
+            del a8, b8
+        except Exception as e:  # PyTorch built with CUDA < 12.9, or not SM90: says which
+            skipped("fp8_gemm", label, e)
+        del a, b, reference
         torch.cuda.empty_cache()
 
 

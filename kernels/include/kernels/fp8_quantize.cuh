@@ -21,6 +21,7 @@
 #include <bench/bench.hpp>
 #include <cstdint>
 #include <kernels/bf16_pack.cuh>
+#include <kernels/fp8_block_scaling.hpp>
 #include <kernels/fp8_e4m3.hpp>
 #include <kernels/group_reduce.cuh>
 #include <kernels/vector_access.cuh>
@@ -98,7 +99,38 @@ __global__ void quantize(const Bf16* __restrict__ x, __nv_fp8_e4m3* __restrict__
     q[i] = __nv_fp8_e4m3(float(x[i]) * s);  // the same rounding and saturation
 }
 
+// Block (row block blockIdx.y, k-block blockIdx.x) of a rows x cols operand: block_rows rows x
+// 128 columns, thread t owning column t of the block. A plain setup kernel (fused_quantize is
+// the lesson on a fast one): amax over the block, its scales, the cast, the dequant scale stored
+// at fp8_block::scale_index.
+template <class Bf16>
+__global__ void __launch_bounds__(fp8_block::kBlockK)
+    quantize_block(const Bf16* __restrict__ x, __nv_fp8_e4m3* __restrict__ q, int64_t cols,
+                   int block_rows, float* __restrict__ dequant) {
+  const int64_t col = int64_t{blockIdx.x} * fp8_block::kBlockK + threadIdx.x;
+  const int64_t row0 = int64_t{blockIdx.y} * block_rows;
+  float m = 0.0f;
+  for (int r = 0; r < block_rows; ++r) m = fmaxf(m, fabsf(float(x[(row0 + r) * cols + col])));
+  const E4m3Scales s = e4m3_scales(group_reduce<fp8_block::kBlockK>(m, Max{}));
+  for (int r = 0; r < block_rows; ++r)
+    q[(row0 + r) * cols + col] = __nv_fp8_e4m3(float(x[(row0 + r) * cols + col]) * s.quant);
+  if (threadIdx.x == 0)
+    dequant[fp8_block::scale_index(blockIdx.y, blockIdx.x, gridDim.y)] = s.dequant;
+}
+
 }  // namespace detail
+
+// Quantises a rows x cols operand (k = cols contiguous) in blocks of block_rows x 128 values,
+// each with its own scales (kernels/fp8_block_scaling.hpp): codes into q, dequant scales into
+// `dequant` [cols / 128][rows / block_rows]. rows % block_rows == 0, cols % 128 == 0,
+// rows / block_rows <= 65535.
+inline void quantize_e4m3_blocks(const __nv_bfloat16* x, __nv_fp8_e4m3* q, int64_t rows,
+                                 int64_t cols, int block_rows, float* dequant,
+                                 cudaStream_t stream) {
+  const dim3 grid{unsigned(cols / fp8_block::kBlockK), unsigned(rows / block_rows)};
+  detail::quantize_block<<<grid, fp8_block::kBlockK, 0, stream>>>(x, q, cols, block_rows, dequant);
+  BENCH_CHECK_LAUNCH();
+}
 
 // Enqueues amax, scales and cast of `groups` consecutive groups of n values, x[g n, (g + 1) n)
 // into q with scales[g], on `stream`; `blocks` CTAs a group. x must be 16-byte aligned and q

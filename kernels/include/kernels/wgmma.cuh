@@ -231,6 +231,22 @@ __device__ __forceinline__ void mma_m64n256k32_e4m3(float (&d)[128], uint64_t de
   // clang-format on
 }
 
+// The same at half the width: d (64 x 128, FP32) += A (64 x 32, E4M3) * B (128 x 32, E4M3)^T, 64
+// accumulators a thread. ch19/fp8_gemm's block-scaled rung covers a 64 x 256 share in two of these
+// so that a k-block's partial sums (64) fit beside the FP32 totals (128) in the registers.
+__device__ __forceinline__ void mma_m64n128k32_e4m3(float (&d)[64], uint64_t desc_a, uint64_t desc_b,
+                                                    int accumulate) {
+  // clang-format off
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+      BENCH_WGMMA_ACC64_REGS
+      "}, %64, %65, p, 1, 1;\n}\n"
+      : BENCH_WGMMA_ACC64(d)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  // clang-format on
+}
+
 // Register reallocation between warpgroups (setmaxnreg): every warp of a warpgroup executes the
 // same one. `shrink` hands registers above N back to the SM's pool; `grow` waits until the pool
 // holds enough and raises this warp's limit to N. N is a multiple of 8 in [24, 256]. ptxas honours

@@ -39,6 +39,7 @@
 #include <kernels/cuda_graph.hpp>
 #include <kernels/decode_attention.cuh>
 #include <kernels/occupancy.cuh>
+#include <kernels/streaming_gemv.cuh>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -424,10 +425,12 @@ struct FusedOps {
 };
 
 // ---- rung 5: the step as one CUDA graph --------------------------------------------------------
-// Rung 4's launches recorded once from a private stream (untimed), instantiated and uploaded; a
-// step is one cudaGraphLaunch. The buffers are the workload's, the same every sample.
+// A step's launches recorded once from a private stream (untimed), instantiated and uploaded; a
+// step is one cudaGraphLaunch. The buffers are the workload's, the same every sample. Rung 5
+// graphs rung 4's step, rung 6 its own.
+template <class Step>
 struct Graphed {
-  FusedOps step;
+  Step step;
   kernels::GraphExec exec;
   Graphed(const DecoderLayer& w, cudaStream_t s) : step(w, s) {
     kernels::OwnedStream capture_stream;
@@ -437,6 +440,164 @@ struct Graphed {
     exec.upload(s);
   }
   void operator()(const DecoderLayer&, cudaStream_t s) const { exec.launch(s); }
+};
+
+// ---- rung 6: the projections as weight-streaming GEMVs, chained by programmatic launches --------
+// kernels/streaming_gemv.cuh streams each weight matrix with 16-byte loads, a warp per 4 rows, the
+// tokens' activations in shared memory; what rung 4 ran as kernels of their own moves into its
+// prologues and epilogues. The step is 6 kernels:
+//   qkv GEMV      prologue rmsnorm(x) · norm1; epilogue RoPE, q packed, k and v appended
+//   attention     flash decoding over the cache, then the merge with the new key (as rungs 3-5)
+//   o GEMV        prologue the attention output; epilogue h = x + o
+//   gate/up GEMV  prologue rmsnorm(h) · norm2; epilogue SwiGLU (a group holds 2 gate rows and
+//                 their 2 up rows)
+//   down GEMV     prologue the SwiGLU output; epilogue y = h + down
+// Each GEMV is a programmatic launch (kernels/pdl.cuh): it starts while the kernel ahead drains,
+// its first weight loads go out at once, and only its prologue waits. Beyond 8 tokens the FMAs,
+// not the bytes, would set the GEMVs' time: there the step is rung 4's, cuBLASLt (README).
+namespace gemv = kernels::gemv;
+
+// act [t] = rmsnorm(in [t]) · gain, rounded to BF16 as the rmsnorm kernel does; 16-byte accesses.
+__device__ void fill_rmsnorm(const bf16* in, const bf16* gain, bf16* act, int tokens, int64_t k) {
+  const int64_t vectors = k / kernels::kBf16PerVector;
+  const uint4* gains = reinterpret_cast<const uint4*>(gain);
+  for (int t = 0; t < tokens; ++t) {
+    const uint4* row = reinterpret_cast<const uint4*>(in + t * k);
+    float sq = 0;
+    for (int64_t i = threadIdx.x; i < vectors; i += gemv::kThreads) {
+      float v[kernels::kBf16PerVector];
+      kernels::unpack_bf16x8(row[i], v);
+#pragma unroll
+      for (int e = 0; e < kernels::kBf16PerVector; ++e) sq += v[e] * v[e];
+    }
+    const float inv_rms =
+        rsqrtf(kernels::group_reduce<gemv::kThreads>(sq, kernels::Sum{}) / float(k) + kEps);
+    for (int64_t i = threadIdx.x; i < vectors; i += gemv::kThreads) {
+      float v[kernels::kBf16PerVector], g[kernels::kBf16PerVector];
+      kernels::unpack_bf16x8(row[i], v);
+      kernels::unpack_bf16x8(gains[i], g);
+#pragma unroll
+      for (int e = 0; e < kernels::kBf16PerVector; ++e) v[e] *= inv_rms * g[e];
+      reinterpret_cast<uint4*>(act)[t * vectors + i] = kernels::pack_bf16x8(v);
+    }
+  }
+}
+
+__device__ void fill_copy(const bf16* in, bf16* act, int tokens, int64_t k) {
+  for (int64_t i = threadIdx.x; i < tokens * k / kernels::kBf16PerVector; i += gemv::kThreads)
+    reinterpret_cast<uint4*>(act)[i] = reinterpret_cast<const uint4*>(in)[i];
+}
+
+// A group is two RoPE pairs of a q or k head (dims i, i + 1 and their partners i + 64, i + 65),
+// or four dims of a v head: the lane of pair slot 0 or 1 rotates it with its partner's sum.
+struct QkvRopeAppend {
+  const bf16 *x, *norm1;
+  bf16 *q, *k_new, *v_new;
+  int q_heads, kv_heads;
+  int64_t pos;
+  static constexpr int kGroupsPerHead = kHeadDim / gemv::kRowsPerWarp, kHalf = kHeadDim / 2;
+  __device__ int64_t row(int64_t group, int slot) const {
+    const int64_t head = group / kGroupsPerHead, t = group % kGroupsPerHead;
+    if (head < q_heads + kv_heads) return head * kHeadDim + 2 * t + slot % 2 + slot / 2 * kHalf;
+    return head * kHeadDim + gemv::kRowsPerWarp * t + slot;
+  }
+  __device__ void fill(bf16* act, int tokens, int64_t k) const {
+    fill_rmsnorm(x, norm1, act, tokens, k);
+  }
+  __device__ void store(int64_t group, int slot, int token,
+                        const float (&sums)[gemv::kRowsPerWarp]) const {
+    const int64_t head = group / kGroupsPerHead, t = group % kGroupsPerHead;
+    if (head >= q_heads + kv_heads) {
+      const int64_t v_head = head - q_heads - kv_heads;
+      v_new[(token * kv_heads + v_head) * kHeadDim + gemv::kRowsPerWarp * t + slot] =
+          __float2bfloat16(gemv::pick(sums, slot));
+      return;
+    }
+    if (slot >= 2) return;  // the partner rows: rotated by slots 0 and 1
+    const int i = int(2 * t) + slot;
+    float c, s;
+    rope_cos_sin(pos, i, c, s);
+    const float x1 = gemv::pick(sums, slot), x2 = gemv::pick(sums, slot + 2);
+    bf16* out = head < q_heads ? q + (token * q_heads + head) * kHeadDim
+                               : k_new + (token * kv_heads + head - q_heads) * kHeadDim;
+    out[i] = __float2bfloat16(x1 * c - x2 * s);
+    out[i + kHalf] = __float2bfloat16(x2 * c + x1 * s);
+  }
+};
+
+// out [t][j] = residual [t][j] + (in [t] · W [j]): the o projection (h = x + ...) and the down
+// projection (y = h + ...).
+struct ResidualProjection {
+  const bf16 *in, *residual;
+  bf16* out;
+  int64_t n;
+  __device__ int64_t row(int64_t group, int slot) const {
+    return group * gemv::kRowsPerWarp + slot;
+  }
+  __device__ void fill(bf16* act, int tokens, int64_t k) const { fill_copy(in, act, tokens, k); }
+  __device__ void store(int64_t group, int slot, int token,
+                        const float (&sums)[gemv::kRowsPerWarp]) const {
+    const int64_t j = token * n + row(group, slot);
+    out[j] = __float2bfloat16(__bfloat162float(residual[j]) + gemv::pick(sums, slot));
+  }
+};
+
+// A group is gate rows c, c + 1 and up rows ffn + c, ffn + c + 1: act = silu(gate) · up.
+struct GateUpSwiglu {
+  const bf16 *h, *norm2;
+  bf16* act;
+  int64_t ffn;
+  __device__ int64_t row(int64_t group, int slot) const {
+    return 2 * group + slot % 2 + slot / 2 * ffn;
+  }
+  __device__ void fill(bf16* a, int tokens, int64_t k) const { fill_rmsnorm(h, norm2, a, tokens, k); }
+  __device__ void store(int64_t group, int slot, int token,
+                        const float (&sums)[gemv::kRowsPerWarp]) const {
+    if (slot >= 2) return;
+    const float g = gemv::pick(sums, slot), u = gemv::pick(sums, slot + 2);
+    act[token * ffn + 2 * group + slot] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+  }
+};
+
+struct GemvProjections {
+  FusedActivations a;
+  gemv::StreamingGemv<QkvRopeAppend> qkv;
+  gemv::StreamingGemv<ResidualProjection> o, down;
+  gemv::StreamingGemv<GateUpSwiglu> gate_up;
+  GemvProjections(const DecoderLayer& w, cudaStream_t s)
+      : a(w, s),
+        qkv(int(w.batch), w.qkv_dim / gemv::kRowsPerWarp, w.hidden),
+        o(int(w.batch), w.hidden / gemv::kRowsPerWarp, w.hidden),
+        down(int(w.batch), w.hidden / gemv::kRowsPerWarp, w.ffn),
+        gate_up(int(w.batch), w.ffn / 2, w.hidden) {
+    if (w.ffn % 2 != 0) throw std::invalid_argument("transformer_decode: an odd MLP width");
+  }
+  void operator()(const DecoderLayer& w, cudaStream_t s) const {
+    qkv(w.w_qkv.data(),
+        {w.x.data(), w.norm1.data(), a.q.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads),
+         int(w.kv_heads), w.past},
+        s);
+    a.attention(w, s);
+    o(w.w_o.data(), {a.attn.data(), w.x.data(), a.h.data(), w.hidden}, s);
+    gate_up(w.w_gate_up.data(), {a.h.data(), w.norm2.data(), a.act.data(), w.ffn}, s);
+    down(w.w_down.data(), {a.act.data(), a.h.data(), w.y.data(), w.hidden}, s);
+  }
+};
+
+// Up to 8 tokens the GEMVs; beyond, rung 4's step (cuBLASLt's tensor-core GEMMs).
+struct GemvStep {
+  std::unique_ptr<GemvProjections> narrow;
+  std::unique_ptr<FusedOps> wide;
+  GemvStep(const DecoderLayer& w, cudaStream_t s) {
+    if (w.batch <= gemv::kMaxTokens)
+      narrow = std::make_unique<GemvProjections>(w, s);
+    else
+      wide = std::make_unique<FusedOps>(w, s);
+  }
+  void operator()(const DecoderLayer& w, cudaStream_t s) const {
+    if (narrow) return (*narrow)(w, s);
+    (*wide)(w, s);
+  }
 };
 
 void reference(const DecoderLayer& w, bench::HostData& h) { reference::layer(w, h); }
@@ -456,7 +617,9 @@ BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
     .stateful<Bf16Cublaslt>(bench::Role::step, "bf16_cublaslt")
     .stateful<FlashAttention>(bench::Role::step, "flash_attention")
     .stateful<FusedOps>(bench::Role::step, "fused_ops")
-    .stateful<Graphed>(bench::Role::optimized, "cuda_graph")
+    .stateful<Graphed<FusedOps>>(bench::Role::step, "cuda_graph")
+    .stateful<Graphed<GemvStep>>(bench::Role::optimized, "streaming_gemv",
+                                 {.min_compute_capability = 90})
     .reference(reference)
     .device_reference(device_reference)
     .tolerance(bench::relative_l2(1e-2))

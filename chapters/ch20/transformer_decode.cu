@@ -39,6 +39,7 @@
 #include <kernels/cuda_graph.hpp>
 #include <kernels/decode_attention.cuh>
 #include <kernels/occupancy.cuh>
+#include <kernels/pdl.cuh>
 #include <kernels/streaming_gemv.cuh>
 #include <memory>
 #include <stdexcept>
@@ -251,12 +252,16 @@ __global__ void __launch_bounds__(kThreads)
 // The split merge with the new key: pair bh's partials (m, l, o) over the cached keys, then the
 // appended key as one more part (m = its score, l = 1, o = its v row). One CTA per bh, a thread
 // per dimension; scores in log2 units, as the attention kernel keeps them
-// (kernels/online_softmax.cuh).
+// (kernels/online_softmax.cuh). Rung 6 launches it programmatically (kernels/pdl.cuh): it is
+// resident when the attention ends, and the o projection behind it may start once every CTA is
+// past the wait (the projection reads attn after its own).
 __global__ void __launch_bounds__(kHeadDim)
     merge_with_new_key(decode::Args a, const bf16* k_new, const bf16* v_new, bf16* attn,
                        int64_t group) {
   const int64_t bh = blockIdx.x, kv_row = (bh / group) * kHeadDim;
   const int d = threadIdx.x;
+  kernels::pdl::wait_for_prerequisite();
+  kernels::pdl::allow_dependents();
   const float q_k = __bfloat162float(a.q[bh * kHeadDim + d]) * __bfloat162float(k_new[kv_row + d]);
   const float score = kernels::group_reduce<kHeadDim>(q_k, kernels::Sum{}) *
                       (kernels::kLog2e * rsqrtf(float(kHeadDim)));
@@ -271,7 +276,7 @@ __global__ void __launch_bounds__(kHeadDim)
   attn[bh * kHeadDim + d] = __float2bfloat16(o[0] / l);
 }
 
-// Activations of rungs 3-5 (BF16), and the attention's split partials.
+// Activations of rungs 3-6 (BF16), and the attention's split partials.
 struct FusedActivations {
   bench::DeviceBuffer<bf16> xn, qkv, q, attn, o, h, hn, gate_up, act, down;
   bench::DeviceBuffer<float> part_ml, part_o;
@@ -307,13 +312,21 @@ struct FusedActivations {
          {&xn, &qkv, &q, &attn, &o, &h, &hn, &gate_up, &act, &down})  // initcheck: above
       BENCH_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), s));
   }
-  // Flash decoding over the cache into the partials, then the merge with the new key.
-  void attention(const DecoderLayer& w, cudaStream_t s) const {
+  // Flash decoding over the cache into the partials, then the merge with the new key; on rung 6
+  // both launched programmatically (kernels/pdl.cuh: each waits for the kernel ahead inside).
+  void attention(const DecoderLayer& w, cudaStream_t s, bool programmatic = false) const {
     const decode::Args args{q.data(), nullptr, part_ml.data(), part_o.data(), 1, 0, chunk, splits};
     const int64_t pairs = w.batch * w.q_heads;
-    decode::attention<1, GqaCache>
-        <<<dim3(unsigned(splits), unsigned(pairs)), decode::kThreads, 0, s>>>(
-            args, GqaCache{w.k_cache.data(), w.v_cache.data(), w.past, w.group});
+    const dim3 grid{unsigned(splits), unsigned(pairs)};
+    const GqaCache cache{w.k_cache.data(), w.v_cache.data(), w.past, w.group};
+    if (programmatic) {
+      kernels::pdl::launch(decode::attention<1, GqaCache>, grid, dim3(decode::kThreads), 0, s,
+                           args, cache);
+      kernels::pdl::launch(merge_with_new_key, dim3(unsigned(pairs)), dim3(kHeadDim), 0, s, args,
+                           w.k_new.data(), w.v_new.data(), attn.data(), w.group);
+      return;
+    }
+    decode::attention<1, GqaCache><<<grid, decode::kThreads, 0, s>>>(args, cache);
     BENCH_CHECK_LAUNCH();
     merge_with_new_key<<<unsigned(pairs), kHeadDim, 0, s>>>(args, w.k_new.data(), w.v_new.data(),
                                                             attn.data(), w.group);
@@ -577,7 +590,7 @@ struct GemvProjections {
         {w.x.data(), w.norm1.data(), a.q.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads),
          int(w.kv_heads), w.past},
         s);
-    a.attention(w, s);
+    a.attention(w, s, /*programmatic=*/true);
     o(w.w_o.data(), {a.attn.data(), w.x.data(), a.h.data(), w.hidden}, s);
     gate_up(w.w_gate_up.data(), {a.h.data(), w.norm2.data(), a.act.data(), w.ffn}, s);
     down(w.w_down.data(), {a.act.data(), a.h.data(), w.y.data(), w.hidden}, s);

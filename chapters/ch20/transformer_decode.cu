@@ -20,18 +20,26 @@
 //   4. step "fused_ops": RoPE in the append kernel (no separate pass over qkv), residual add +
 //      RMSNorm as one kernel, gate and up as one GEMM of 2 x 14336 rows, SwiGLU as one kernel:
 //      11 launches instead of 15.
-//   5. optimized "cuda_graph": rung 4 captured once (untimed) and replayed as one graph launch:
-//      no host submission between the kernels, only the graph's node-to-node gap.
+//   5. step "cuda_graph": rung 4 captured once (untimed) and replayed as one graph launch: no
+//      host submission between the kernels, only the graph's node-to-node gap.
+//   6. optimized "streaming_gemv": the projections as our own weight-streaming GEMVs
+//      (kernels/streaming_gemv.cuh: 16-byte loads, 256 bytes a lane in flight, the tokens'
+//      activations in shared memory), each with the elementwise work around it in its prologue
+//      (RMSNorm) or epilogue (RoPE and the append, the residual adds, SwiGLU): 6 kernels, graphed,
+//      each launched programmatically (kernels/pdl.cuh), so it starts while the one ahead
+//      drains and its first weight loads need not wait. Up to 8 tokens; at batch 32 this rung
+//      runs rung 4's step in a graph (cuBLASLt: beyond 8 tokens the FMAs would set the time).
 // The persistent megakernel (one launch for the whole layer, weights streamed with no gap between
 // ops) is the next rung: README, "Next".
 //
 // Verification: y and the appended K / V rows against an FP64 CPU layer at a small size of the
 // same structure (batch 3, 8 / 2 heads, MLP 2744, 1000 cached keys). At the timing size the
 // device reference is rung 1's kernels without the syncs: plain code that shares nothing with
-// rungs 2-5 (cuBLASLt, flash decoding, the fused kernels), itself checked against the CPU layer in
-// every run. Tolerance: relative L2 1e-2. Each output passes through a few BF16 roundings (2^-9
-// relative each: qkv, the attention output, h, the MLP activations) on its way, ~3e-3 in all.
-// Timed hot: a decode step follows the previous one back to back, and its 453 MB are 9x L2.
+// rungs 2-6 (cuBLASLt, flash decoding, the fused kernels, the GEMVs), itself checked against the
+// CPU layer in every run. Tolerance: relative L2 1e-2. Each output passes through a few BF16
+// roundings (2^-9 relative each: qkv, the attention output, h, the MLP activations) on its way,
+// ~3e-3 in all. Timed hot: a decode step follows the previous one back to back, and its 453 MB are
+// 9x L2.
 //
 //   ./bench compare --chapter ch20 --example transformer_decode            # batch 1 and 8
 //   ./bench compare --chapter ch20 --example transformer_decode --sweep    # and batch 32
@@ -320,8 +328,8 @@ struct FusedActivations {
     const dim3 grid{unsigned(splits), unsigned(pairs)};
     const GqaCache cache{w.k_cache.data(), w.v_cache.data(), w.past, w.group};
     if (programmatic) {
-      kernels::pdl::launch(decode::attention<1, GqaCache>, grid, dim3(decode::kThreads), 0, s,
-                           args, cache);
+      kernels::pdl::launch(decode::attention<1, GqaCache>, grid, dim3(decode::kThreads), 0, s, args,
+                           cache);
       kernels::pdl::launch(merge_with_new_key, dim3(unsigned(pairs)), dim3(kHeadDim), 0, s, args,
                            w.k_new.data(), w.v_new.data(), attn.data(), w.group);
       return;
@@ -563,7 +571,9 @@ struct GateUpSwiglu {
   __device__ int64_t row(int64_t group, int slot) const {
     return 2 * group + slot % 2 + slot / 2 * ffn;
   }
-  __device__ void fill(bf16* a, int tokens, int64_t k) const { fill_rmsnorm(h, norm2, a, tokens, k); }
+  __device__ void fill(bf16* a, int tokens, int64_t k) const {
+    fill_rmsnorm(h, norm2, a, tokens, k);
+  }
   __device__ void store(int64_t group, int slot, int token,
                         const float (&sums)[gemv::kRowsPerWarp]) const {
     if (slot >= 2) return;
@@ -615,7 +625,7 @@ struct GemvStep {
 
 void reference(const DecoderLayer& w, bench::HostData& h) { reference::layer(w, h); }
 
-// Rung 1's kernels without the syncs: plain FP32 code sharing nothing with rungs 2-5. Its
+// Rung 1's kernels without the syncs: plain FP32 code sharing nothing with rungs 2-6. Its
 // activations are allocated here and freed once the step is done.
 void device_reference(const DecoderLayer& w, cudaStream_t s) {
   const UnfusedActivations<float> act(w, s);

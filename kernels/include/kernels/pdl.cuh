@@ -16,9 +16,8 @@
 
 #include <cuda_runtime.h>
 
-#include <utility>
-
 #include <bench/check.hpp>
+#include <utility>
 
 namespace kernels::pdl {
 

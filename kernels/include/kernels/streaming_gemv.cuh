@@ -22,7 +22,8 @@
 //   void store(int64_t group, int slot, int token, const float (&sums)[kRowsPerWarp]) const
 //                                                 the epilogue, one lane per (slot, token) of the
 //                                                 group, with the token's sums of all the slots
-//                                                 (read a slot other than a constant one with pick).
+//                                                 (read a slot other than a constant one with
+//                                                 pick).
 // Weights are read before the kernel waits for the one ahead (kernels/pdl.cuh): they are inputs
 // nothing in a decode step writes, so a launched dependently the kernel's first loads overlap the
 // tail of the kernel before it, and only the prologue waits.
@@ -149,10 +150,18 @@ class StreamingGemv {
     if (tokens < 1 || tokens > kMaxTokens || k % kBf16PerVector != 0)
       throw std::invalid_argument("StreamingGemv: 1 to 8 tokens, k a multiple of 8");
     switch (padded_tokens(tokens)) {
-      case 1: kernel_ = stream_rows<1, Op>; break;
-      case 2: kernel_ = stream_rows<2, Op>; break;
-      case 4: kernel_ = stream_rows<4, Op>; break;
-      default: kernel_ = stream_rows<8, Op>; break;
+      case 1:
+        kernel_ = stream_rows<1, Op>;
+        break;
+      case 2:
+        kernel_ = stream_rows<2, Op>;
+        break;
+      case 4:
+        kernel_ = stream_rows<4, Op>;
+        break;
+      default:
+        kernel_ = stream_rows<8, Op>;
+        break;
     }
     if (smem_ > size_t(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)))
       throw bench::Unsupported("streaming GEMV: " + std::to_string(smem_) +

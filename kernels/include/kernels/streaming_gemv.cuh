@@ -146,7 +146,7 @@ template <class Op>
 class StreamingGemv {
  public:
   StreamingGemv(int tokens, int64_t groups, int64_t k)
-      : tokens_(tokens), groups_(groups), k_(k), smem_(size_t(padded_tokens(tokens)) * k * 2) {
+      : tokens_(tokens), groups_(groups), k_(k), smem_(size_t(padded_tokens(tokens)) * k * sizeof(bf16)) {
     if (tokens < 1 || tokens > kMaxTokens || k % kBf16PerVector != 0)
       throw std::invalid_argument("StreamingGemv: 1 to 8 tokens, k a multiple of 8");
     switch (padded_tokens(tokens)) {
@@ -163,7 +163,10 @@ class StreamingGemv {
         kernel_ = stream_rows<8, Op>;
         break;
     }
-    if (smem_ > size_t(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)))
+    cudaFuncAttributes attributes = {};
+    BENCH_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel_));
+    if (attributes.sharedSizeBytes + smem_ >
+        size_t(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)))
       throw bench::Unsupported("streaming GEMV: " + std::to_string(smem_) +
                                " bytes of activations exceed this GPU's shared memory per block");
     BENCH_CUDA_CHECK(

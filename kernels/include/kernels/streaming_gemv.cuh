@@ -146,7 +146,10 @@ template <class Op>
 class StreamingGemv {
  public:
   StreamingGemv(int tokens, int64_t groups, int64_t k)
-      : tokens_(tokens), groups_(groups), k_(k), smem_(size_t(padded_tokens(tokens)) * k * sizeof(bf16)) {
+      : tokens_(tokens),
+        groups_(groups),
+        k_(k),
+        smem_(size_t(padded_tokens(tokens)) * k * sizeof(bf16)) {
     if (tokens < 1 || tokens > kMaxTokens || k % kBf16PerVector != 0)
       throw std::invalid_argument("StreamingGemv: 1 to 8 tokens, k a multiple of 8");
     switch (padded_tokens(tokens)) {

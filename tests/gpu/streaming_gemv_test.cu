@@ -14,6 +14,8 @@
 #include <random>
 #include <vector>
 
+#include "device_copy.hpp"
+
 namespace {
 
 namespace gemv = kernels::gemv;
@@ -36,20 +38,6 @@ struct Plain {
   }
 };
 
-template <class T>
-T* upload(const std::vector<T>& host) {
-  T* dev = nullptr;
-  EXPECT_EQ(cudaMalloc(&dev, host.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return dev;
-}
-std::vector<bf16> download(const bf16* dev, std::size_t count) {
-  std::vector<bf16> host(count);
-  EXPECT_EQ(cudaMemcpy(host.data(), dev, count * sizeof(bf16), cudaMemcpyDeviceToHost),
-            cudaSuccess);
-  return host;
-}
 std::vector<bf16> random_bf16(std::size_t count, float scale, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uniform(-scale, scale);

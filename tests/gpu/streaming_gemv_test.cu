@@ -1,8 +1,9 @@
 // Tests kernels/streaming_gemv.cuh, which ch20's streaming_gemv rung times, against the host, and
-// kernels/pdl.cuh's ordering. The product: 1, 3, 5 and 8 tokens (1, 4 and 8 activation rows in
-// shared memory, the padding rows zero and never stored), k = 1000 (not a whole number of the
-// warp's 128-vector steps), 4001 row groups (more than the persistent grid's warps, so warps
-// stride; not a multiple of the 8 warps a block). The chain: a second GEMV launched
+// kernels/pdl.cuh's ordering. The product: 1, 2, 3, 5 and 8 tokens (1, 2, 4 and 8 activation rows
+// in shared memory, the padding rows zero and never stored), k = 2000 (a whole 128-vector step of
+// the warp and a tail), 4001 row groups (more than the persistent grid's warps, so warps stride;
+// not a multiple of the 8 warps a block). The opt-in: a smaller GEMV of the same kernel, planned
+// after a larger one, leaves the larger one launchable. The chain: a second GEMV launched
 // programmatically reads the first one's output in its prologue; that output is NaN until the
 // first kernel writes it, so a prologue that ran before the wait would show as NaN.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <kernels/cuda_graph.hpp>
 #include <kernels/streaming_gemv.cuh>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -71,28 +73,56 @@ double relative_l2(const std::vector<bf16>& out, const std::vector<double>& ref)
   return std::sqrt(err / norm);
 }
 
-// FP32 sums of k = 1000 to 8192 products are exact to ~1e-6; the BF16 output rounding (2^-9
+// FP32 sums of k = 2000 to 8192 products are exact to ~1e-6; the BF16 output rounding (2^-9
 // relative at most, ~1.1e-3 RMS) dominates. A wrong row, token or k offset is an O(1) error.
 constexpr double kTolerance = 3e-3;
 
+// Relative L2 of op's product of random activations with w (on the device at w_d) against the
+// host's; the output starts as NaN, so an element never stored fails it.
+double product_error(const gemv::StreamingGemv<Plain>& op, const std::vector<bf16>& w,
+                     const bf16* w_d, int tokens, int64_t n, int64_t k) {
+  const std::vector<bf16> in = random_bf16(std::size_t(tokens * k), 1.0f, 20 + tokens);
+  bf16 *in_d = upload(in), *out_d = nullptr;
+  EXPECT_EQ(cudaMalloc(&out_d, tokens * n * sizeof(bf16)), cudaSuccess);
+  EXPECT_EQ(cudaMemset(out_d, 0xff, tokens * n * sizeof(bf16)), cudaSuccess);  // NaN
+  op(w_d, Plain{in_d, out_d, n}, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const double error =
+      relative_l2(download(out_d, std::size_t(tokens * n)), product(in, w, tokens, n, k));
+  cudaFree(in_d);
+  cudaFree(out_d);
+  return error;
+}
+
+// k = 2000: 250 vectors a row, one whole 128-vector step and a 122-vector tail, so the first
+// group (whose first step was loaded before the wait) also reloads, and the tail is masked.
 TEST(StreamingGemv, MatchesTheHostForEachTokenCount) {
-  constexpr int64_t kGroups = 4001, n = kGroups * gemv::kRowsPerWarp, k = 1000;
+  constexpr int64_t kGroups = 4001, n = kGroups * gemv::kRowsPerWarp, k = 2000;
   const std::vector<bf16> w = random_bf16(std::size_t(n * k), 0.05f, 20);
   bf16* w_d = upload(w);
-  for (int tokens : {1, 3, 5, 8}) {
-    const std::vector<bf16> in = random_bf16(std::size_t(tokens * k), 1.0f, 20 + tokens);
-    bf16 *in_d = upload(in), *out_d = nullptr;
-    ASSERT_EQ(cudaMalloc(&out_d, tokens * n * sizeof(bf16)), cudaSuccess);
-    ASSERT_EQ(cudaMemset(out_d, 0xff, tokens * n * sizeof(bf16)), cudaSuccess);  // NaN
+  for (int tokens : {1, 2, 3, 5, 8}) {
     const gemv::StreamingGemv<Plain> op(tokens, kGroups, k);
-    op(w_d, Plain{in_d, out_d, n}, nullptr);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_LT(relative_l2(download(out_d, std::size_t(tokens * n)), product(in, w, tokens, n, k)),
-              kTolerance)
-        << tokens << " tokens";
-    cudaFree(in_d);
-    cudaFree(out_d);
+    EXPECT_LT(product_error(op, w, w_d, tokens, n, k), kTolerance) << tokens << " tokens";
   }
+  cudaFree(w_d);
+}
+
+// The dynamic shared-memory opt-in belongs to the kernel, which two GEMVs of one Op and token
+// count share (ch20's o and down projections): a smaller one planned after a larger one must not
+// lower it below what the larger one launches with.
+TEST(StreamingGemv, ASmallerPlanOfTheSameKernelLeavesTheLargerOneLaunchable) {
+  constexpr int tokens = 8;
+  constexpr int64_t kGroups = 300, n = kGroups * gemv::kRowsPerWarp, k_large = 8192, k_small = 64;
+  std::optional<gemv::StreamingGemv<Plain>> large;
+  try {
+    large.emplace(tokens, kGroups, k_large);  // 128 KB of activations: past the 48 KB default
+  } catch (const bench::Unsupported& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const gemv::StreamingGemv<Plain> small(tokens, kGroups, k_small);  // 1 KB
+  const std::vector<bf16> w = random_bf16(std::size_t(n * k_large), 0.02f, 30);
+  bf16* w_d = upload(w);
+  EXPECT_LT(product_error(*large, w, w_d, tokens, n, k_large), kTolerance);
   cudaFree(w_d);
 }
 

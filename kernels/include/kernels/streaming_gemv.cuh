@@ -174,8 +174,13 @@ class StreamingGemv {
         size_t(device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)))
       throw bench::Unsupported("streaming GEMV: " + std::to_string(smem_) +
                                " bytes of activations exceed this GPU's shared memory per block");
-    BENCH_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
+    // The opt-in is the kernel's, not this object's: every StreamingGemv of the same Op and padded
+    // token count shares it (ch20's o and down projections, k = 4096 and 14336), so it is only
+    // ever raised. Set to this object's size, a smaller one made later would make the larger
+    // one's launches fail.
+    if (int(smem_) > attributes.maxDynamicSharedSizeBytes)
+      BENCH_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
     const int64_t resident =
         int64_t{sm_count()} * std::clamp(blocks_per_sm(kernel_, kThreads, smem_), 1, kBlocksPerSm);
     grid_ = unsigned(std::min((groups + kWarps - 1) / kWarps, resident));

@@ -84,9 +84,11 @@ double product_error(const gemv::StreamingGemv<Plain>& op, const std::vector<bf1
   const std::vector<bf16> in = random_bf16(std::size_t(tokens * k), 1.0f, 20 + tokens);
   bf16 *in_d = upload(in), *out_d = nullptr;
   EXPECT_EQ(cudaMalloc(&out_d, tokens * n * sizeof(bf16)), cudaSuccess);
-  EXPECT_EQ(cudaMemset(out_d, 0xff, tokens * n * sizeof(bf16)), cudaSuccess);  // NaN
-  op(w_d, Plain{in_d, out_d, n}, nullptr);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  // On a stream of its own, as in ch20; the output is NaN until the GEMV stores it.
+  const kernels::OwnedStream stream;
+  EXPECT_EQ(cudaMemsetAsync(out_d, 0xff, tokens * n * sizeof(bf16), stream.get()), cudaSuccess);
+  op(w_d, Plain{in_d, out_d, n}, stream.get());
+  EXPECT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
   const double error =
       relative_l2(download(out_d, std::size_t(tokens * n)), product(in, w, tokens, n, k));
   cudaFree(in_d);

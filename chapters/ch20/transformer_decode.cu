@@ -20,18 +20,26 @@
 //   4. step "fused_ops": RoPE in the append kernel (no separate pass over qkv), residual add +
 //      RMSNorm as one kernel, gate and up as one GEMM of 2 x 14336 rows, SwiGLU as one kernel:
 //      11 launches instead of 15.
-//   5. optimized "cuda_graph": rung 4 captured once (untimed) and replayed as one graph launch:
-//      no host submission between the kernels, only the graph's node-to-node gap.
+//   5. step "cuda_graph": rung 4 captured once (untimed) and replayed as one graph launch: no
+//      host submission between the kernels, only the graph's node-to-node gap.
+//   6. optimized "streaming_gemv": the projections as our own weight-streaming GEMVs
+//      (kernels/streaming_gemv.cuh: 16-byte loads, 256 bytes a lane in flight, the tokens'
+//      activations in shared memory), each with the elementwise work around it in its prologue
+//      (RMSNorm) or epilogue (RoPE and the append, the residual adds, SwiGLU): 6 kernels, graphed,
+//      each launched programmatically (kernels/pdl.cuh), so it starts while the one ahead
+//      drains and its first weight loads need not wait. Up to 8 tokens; at batch 32 this rung
+//      runs rung 4's step in a graph (cuBLASLt: beyond 8 tokens the FMAs would set the time).
 // The persistent megakernel (one launch for the whole layer, weights streamed with no gap between
 // ops) is the next rung: README, "Next".
 //
 // Verification: y and the appended K / V rows against an FP64 CPU layer at a small size of the
 // same structure (batch 3, 8 / 2 heads, MLP 2744, 1000 cached keys). At the timing size the
 // device reference is rung 1's kernels without the syncs: plain code that shares nothing with
-// rungs 2-5 (cuBLASLt, flash decoding, the fused kernels), itself checked against the CPU layer in
-// every run. Tolerance: relative L2 1e-2. Each output passes through a few BF16 roundings (2^-9
-// relative each: qkv, the attention output, h, the MLP activations) on its way, ~3e-3 in all.
-// Timed hot: a decode step follows the previous one back to back, and its 453 MB are 9x L2.
+// rungs 2-6 (cuBLASLt, flash decoding, the fused kernels, the GEMVs), itself checked against the
+// CPU layer in every run. Tolerance: relative L2 1e-2. Each output passes through a few BF16
+// roundings (2^-9 relative each: qkv, the attention output, h, the MLP activations) on its way,
+// ~3e-3 in all. Timed hot: a decode step follows the previous one back to back, and its 453 MB are
+// 9x L2.
 //
 //   ./bench compare --chapter ch20 --example transformer_decode            # batch 1 and 8
 //   ./bench compare --chapter ch20 --example transformer_decode --sweep    # and batch 32
@@ -39,6 +47,8 @@
 #include <kernels/cuda_graph.hpp>
 #include <kernels/decode_attention.cuh>
 #include <kernels/occupancy.cuh>
+#include <kernels/pdl.cuh>
+#include <kernels/streaming_gemv.cuh>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -250,12 +260,16 @@ __global__ void __launch_bounds__(kThreads)
 // The split merge with the new key: pair bh's partials (m, l, o) over the cached keys, then the
 // appended key as one more part (m = its score, l = 1, o = its v row). One CTA per bh, a thread
 // per dimension; scores in log2 units, as the attention kernel keeps them
-// (kernels/online_softmax.cuh).
+// (kernels/online_softmax.cuh). Rung 6 launches it programmatically (kernels/pdl.cuh): it is
+// resident when the attention ends, and the o projection behind it may start once every CTA is
+// past the wait (the projection reads attn after its own).
 __global__ void __launch_bounds__(kHeadDim)
     merge_with_new_key(decode::Args a, const bf16* k_new, const bf16* v_new, bf16* attn,
                        int64_t group) {
   const int64_t bh = blockIdx.x, kv_row = (bh / group) * kHeadDim;
   const int d = threadIdx.x;
+  kernels::pdl::wait_for_prerequisite();
+  kernels::pdl::allow_dependents();
   const float q_k = __bfloat162float(a.q[bh * kHeadDim + d]) * __bfloat162float(k_new[kv_row + d]);
   const float score = kernels::group_reduce<kHeadDim>(q_k, kernels::Sum{}) *
                       (kernels::kLog2e * rsqrtf(float(kHeadDim)));
@@ -270,7 +284,7 @@ __global__ void __launch_bounds__(kHeadDim)
   attn[bh * kHeadDim + d] = __float2bfloat16(o[0] / l);
 }
 
-// Activations of rungs 3-5 (BF16), and the attention's split partials.
+// Activations of rungs 3-6 (BF16), and the attention's split partials.
 struct FusedActivations {
   bench::DeviceBuffer<bf16> xn, qkv, q, attn, o, h, hn, gate_up, act, down;
   bench::DeviceBuffer<float> part_ml, part_o;
@@ -306,13 +320,21 @@ struct FusedActivations {
          {&xn, &qkv, &q, &attn, &o, &h, &hn, &gate_up, &act, &down})  // initcheck: above
       BENCH_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), s));
   }
-  // Flash decoding over the cache into the partials, then the merge with the new key.
-  void attention(const DecoderLayer& w, cudaStream_t s) const {
+  // Flash decoding over the cache into the partials, then the merge with the new key; on rung 6
+  // both launched programmatically (kernels/pdl.cuh: each waits for the kernel ahead inside).
+  void attention(const DecoderLayer& w, cudaStream_t s, bool programmatic = false) const {
     const decode::Args args{q.data(), nullptr, part_ml.data(), part_o.data(), 1, 0, chunk, splits};
     const int64_t pairs = w.batch * w.q_heads;
-    decode::attention<1, GqaCache>
-        <<<dim3(unsigned(splits), unsigned(pairs)), decode::kThreads, 0, s>>>(
-            args, GqaCache{w.k_cache.data(), w.v_cache.data(), w.past, w.group});
+    const dim3 grid{unsigned(splits), unsigned(pairs)};
+    const GqaCache cache{w.k_cache.data(), w.v_cache.data(), w.past, w.group};
+    if (programmatic) {
+      kernels::pdl::launch(decode::attention<1, GqaCache>, grid, dim3(decode::kThreads), 0, s, args,
+                           cache);
+      kernels::pdl::launch(merge_with_new_key, dim3(unsigned(pairs)), dim3(kHeadDim), 0, s, args,
+                           w.k_new.data(), w.v_new.data(), attn.data(), w.group);
+      return;
+    }
+    decode::attention<1, GqaCache><<<grid, decode::kThreads, 0, s>>>(args, cache);
     BENCH_CHECK_LAUNCH();
     merge_with_new_key<<<unsigned(pairs), kHeadDim, 0, s>>>(args, w.k_new.data(), w.v_new.data(),
                                                             attn.data(), w.group);
@@ -424,10 +446,12 @@ struct FusedOps {
 };
 
 // ---- rung 5: the step as one CUDA graph --------------------------------------------------------
-// Rung 4's launches recorded once from a private stream (untimed), instantiated and uploaded; a
-// step is one cudaGraphLaunch. The buffers are the workload's, the same every sample.
+// A step's launches recorded once from a private stream (untimed), instantiated and uploaded; a
+// step is one cudaGraphLaunch. The buffers are the workload's, the same every sample. Rung 5
+// graphs rung 4's step, rung 6 its own.
+template <class Step>
 struct Graphed {
-  FusedOps step;
+  Step step;
   kernels::GraphExec exec;
   Graphed(const DecoderLayer& w, cudaStream_t s) : step(w, s) {
     kernels::OwnedStream capture_stream;
@@ -439,9 +463,169 @@ struct Graphed {
   void operator()(const DecoderLayer&, cudaStream_t s) const { exec.launch(s); }
 };
 
+// ---- rung 6: the projections as weight-streaming GEMVs, chained by programmatic launches --------
+// kernels/streaming_gemv.cuh streams each weight matrix with 16-byte loads, a warp per 4 rows, the
+// tokens' activations in shared memory; what rung 4 ran as kernels of their own moves into its
+// prologues and epilogues. The step is 6 kernels:
+//   qkv GEMV      prologue rmsnorm(x) · norm1; epilogue RoPE, q packed, k and v appended
+//   attention     flash decoding over the cache, then the merge with the new key (as rungs 3-5)
+//   o GEMV        prologue the attention output; epilogue h = x + o
+//   gate/up GEMV  prologue rmsnorm(h) · norm2; epilogue SwiGLU (a group holds 2 gate rows and
+//                 their 2 up rows)
+//   down GEMV     prologue the SwiGLU output; epilogue y = h + down
+// Each GEMV is a programmatic launch (kernels/pdl.cuh): it starts while the kernel ahead drains,
+// its first weight loads go out at once, and only its prologue waits. Beyond 8 tokens the FMAs,
+// not the bytes, would set the GEMVs' time: there the step is rung 4's, cuBLASLt (README).
+namespace gemv = kernels::gemv;
+
+// act [t] = rmsnorm(in [t]) · gain, rounded to BF16 as the rmsnorm kernel does; 16-byte accesses.
+__device__ void fill_rmsnorm(const bf16* in, const bf16* gain, bf16* act, int tokens, int64_t k) {
+  const int64_t vectors = k / kernels::kBf16PerVector;
+  const uint4* gains = reinterpret_cast<const uint4*>(gain);
+  for (int t = 0; t < tokens; ++t) {
+    const uint4* row = reinterpret_cast<const uint4*>(in + t * k);
+    float sq = 0;
+    for (int64_t i = threadIdx.x; i < vectors; i += gemv::kThreads) {
+      float v[kernels::kBf16PerVector];
+      kernels::unpack_bf16x8(row[i], v);
+#pragma unroll
+      for (int e = 0; e < kernels::kBf16PerVector; ++e) sq += v[e] * v[e];
+    }
+    const float inv_rms =
+        rsqrtf(kernels::group_reduce<gemv::kThreads>(sq, kernels::Sum{}) / float(k) + kEps);
+    for (int64_t i = threadIdx.x; i < vectors; i += gemv::kThreads) {
+      float v[kernels::kBf16PerVector], g[kernels::kBf16PerVector];
+      kernels::unpack_bf16x8(row[i], v);
+      kernels::unpack_bf16x8(gains[i], g);
+#pragma unroll
+      for (int e = 0; e < kernels::kBf16PerVector; ++e) v[e] *= inv_rms * g[e];
+      reinterpret_cast<uint4*>(act)[t * vectors + i] = kernels::pack_bf16x8(v);
+    }
+  }
+}
+
+__device__ void fill_copy(const bf16* in, bf16* act, int tokens, int64_t k) {
+  for (int64_t i = threadIdx.x; i < tokens * k / kernels::kBf16PerVector; i += gemv::kThreads)
+    reinterpret_cast<uint4*>(act)[i] = reinterpret_cast<const uint4*>(in)[i];
+}
+
+// A group is two RoPE pairs of a q or k head (dims i, i + 1 and their partners i + 64, i + 65),
+// or four dims of a v head: the lane of pair slot 0 or 1 rotates it with its partner's sum.
+struct QkvRopeAppend {
+  const bf16 *x, *norm1;
+  bf16 *q, *k_new, *v_new;
+  int q_heads, kv_heads;
+  int64_t pos;
+  static constexpr int kGroupsPerHead = kHeadDim / gemv::kRowsPerWarp, kHalf = kHeadDim / 2;
+  __device__ int64_t row(int64_t group, int slot) const {
+    const int64_t head = group / kGroupsPerHead, t = group % kGroupsPerHead;
+    if (head < q_heads + kv_heads) return head * kHeadDim + 2 * t + slot % 2 + slot / 2 * kHalf;
+    return head * kHeadDim + gemv::kRowsPerWarp * t + slot;
+  }
+  __device__ void fill(bf16* act, int tokens, int64_t k) const {
+    fill_rmsnorm(x, norm1, act, tokens, k);
+  }
+  __device__ void store(int64_t group, int slot, int token,
+                        const float (&sums)[gemv::kRowsPerWarp]) const {
+    const int64_t head = group / kGroupsPerHead, t = group % kGroupsPerHead;
+    if (head >= q_heads + kv_heads) {
+      const int64_t v_head = head - q_heads - kv_heads;
+      v_new[(token * kv_heads + v_head) * kHeadDim + gemv::kRowsPerWarp * t + slot] =
+          __float2bfloat16(gemv::pick(sums, slot));
+      return;
+    }
+    if (slot >= 2) return;  // the partner rows: rotated by slots 0 and 1
+    const int i = int(2 * t) + slot;
+    float c, s;
+    rope_cos_sin(pos, i, c, s);
+    const float x1 = gemv::pick(sums, slot), x2 = gemv::pick(sums, slot + 2);
+    bf16* out = head < q_heads ? q + (token * q_heads + head) * kHeadDim
+                               : k_new + (token * kv_heads + head - q_heads) * kHeadDim;
+    out[i] = __float2bfloat16(x1 * c - x2 * s);
+    out[i + kHalf] = __float2bfloat16(x2 * c + x1 * s);
+  }
+};
+
+// out [t][j] = residual [t][j] + (in [t] · W [j]): the o projection (h = x + ...) and the down
+// projection (y = h + ...).
+struct ResidualProjection {
+  const bf16 *in, *residual;
+  bf16* out;
+  int64_t n;
+  __device__ int64_t row(int64_t group, int slot) const {
+    return group * gemv::kRowsPerWarp + slot;
+  }
+  __device__ void fill(bf16* act, int tokens, int64_t k) const { fill_copy(in, act, tokens, k); }
+  __device__ void store(int64_t group, int slot, int token,
+                        const float (&sums)[gemv::kRowsPerWarp]) const {
+    const int64_t j = token * n + row(group, slot);
+    out[j] = __float2bfloat16(__bfloat162float(residual[j]) + gemv::pick(sums, slot));
+  }
+};
+
+// A group is gate rows c, c + 1 and up rows ffn + c, ffn + c + 1: act = silu(gate) · up.
+struct GateUpSwiglu {
+  const bf16 *h, *norm2;
+  bf16* act;
+  int64_t ffn;
+  __device__ int64_t row(int64_t group, int slot) const {
+    return 2 * group + slot % 2 + slot / 2 * ffn;
+  }
+  __device__ void fill(bf16* a, int tokens, int64_t k) const {
+    fill_rmsnorm(h, norm2, a, tokens, k);
+  }
+  __device__ void store(int64_t group, int slot, int token,
+                        const float (&sums)[gemv::kRowsPerWarp]) const {
+    if (slot >= 2) return;
+    const float g = gemv::pick(sums, slot), u = gemv::pick(sums, slot + 2);
+    act[token * ffn + 2 * group + slot] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+  }
+};
+
+struct GemvProjections {
+  FusedActivations a;
+  gemv::StreamingGemv<QkvRopeAppend> qkv;
+  gemv::StreamingGemv<ResidualProjection> o, down;
+  gemv::StreamingGemv<GateUpSwiglu> gate_up;
+  GemvProjections(const DecoderLayer& w, cudaStream_t s)
+      : a(w, s),
+        qkv(int(w.batch), w.qkv_dim / gemv::kRowsPerWarp, w.hidden),
+        o(int(w.batch), w.hidden / gemv::kRowsPerWarp, w.hidden),
+        down(int(w.batch), w.hidden / gemv::kRowsPerWarp, w.ffn),
+        gate_up(int(w.batch), w.ffn / 2, w.hidden) {
+    if (w.ffn % 2 != 0) throw std::invalid_argument("transformer_decode: an odd MLP width");
+  }
+  void operator()(const DecoderLayer& w, cudaStream_t s) const {
+    qkv(w.w_qkv.data(),
+        {w.x.data(), w.norm1.data(), a.q.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads),
+         int(w.kv_heads), w.past},
+        s);
+    a.attention(w, s, /*programmatic=*/true);
+    o(w.w_o.data(), {a.attn.data(), w.x.data(), a.h.data(), w.hidden}, s);
+    gate_up(w.w_gate_up.data(), {a.h.data(), w.norm2.data(), a.act.data(), w.ffn}, s);
+    down(w.w_down.data(), {a.act.data(), a.h.data(), w.y.data(), w.hidden}, s);
+  }
+};
+
+// Up to 8 tokens the GEMVs; beyond, rung 4's step (cuBLASLt's tensor-core GEMMs).
+struct GemvStep {
+  std::unique_ptr<GemvProjections> narrow;
+  std::unique_ptr<FusedOps> wide;
+  GemvStep(const DecoderLayer& w, cudaStream_t s) {
+    if (w.batch <= gemv::kMaxTokens)
+      narrow = std::make_unique<GemvProjections>(w, s);
+    else
+      wide = std::make_unique<FusedOps>(w, s);
+  }
+  void operator()(const DecoderLayer& w, cudaStream_t s) const {
+    if (narrow) return (*narrow)(w, s);
+    (*wide)(w, s);
+  }
+};
+
 void reference(const DecoderLayer& w, bench::HostData& h) { reference::layer(w, h); }
 
-// Rung 1's kernels without the syncs: plain FP32 code sharing nothing with rungs 2-5. Its
+// Rung 1's kernels without the syncs: plain FP32 code sharing nothing with rungs 2-6. Its
 // activations are allocated here and freed once the step is done.
 void device_reference(const DecoderLayer& w, cudaStream_t s) {
   const UnfusedActivations<float> act(w, s);
@@ -456,7 +640,9 @@ BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
     .stateful<Bf16Cublaslt>(bench::Role::step, "bf16_cublaslt")
     .stateful<FlashAttention>(bench::Role::step, "flash_attention")
     .stateful<FusedOps>(bench::Role::step, "fused_ops")
-    .stateful<Graphed>(bench::Role::optimized, "cuda_graph")
+    .stateful<Graphed<FusedOps>>(bench::Role::step, "cuda_graph")
+    .stateful<Graphed<GemvStep>>(bench::Role::optimized, "streaming_gemv",
+                                 {.min_compute_capability = 90})
     .reference(reference)
     .device_reference(device_reference)
     .tolerance(bench::relative_l2(1e-2))

@@ -17,6 +17,7 @@
 #include <span>
 #include <vector>
 
+#include "device_copy.hpp"
 #include "host_copy.hpp"
 
 namespace {
@@ -25,21 +26,6 @@ namespace decode = kernels::decode;
 using bf16 = __nv_bfloat16;
 constexpr int kQueries = 4;
 constexpr int64_t kPairs = 6, kKeys = 1000, kDim = decode::kHeadDim;
-
-template <class T>
-T* upload(const std::vector<T>& host) {
-  T* dev = nullptr;
-  EXPECT_EQ(cudaMalloc(&dev, host.size() * sizeof(T)), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(dev, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return dev;
-}
-template <class T>
-std::vector<T> download(const T* dev, std::size_t count) {
-  std::vector<T> host(count);
-  EXPECT_EQ(cudaMemcpy(host.data(), dev, count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return host;
-}
 
 double relative_l2(const std::vector<bf16>& out, const std::vector<double>& ref) {
   double err = 0, norm = 0;

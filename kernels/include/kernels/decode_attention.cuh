@@ -41,6 +41,7 @@
 #include <kernels/bf16_pack.cuh>
 #include <kernels/fp8_quantize.cuh>
 #include <kernels/online_softmax.cuh>
+#include <kernels/pdl.cuh>
 #include <kernels/vector_access.cuh>
 
 namespace kernels::decode {
@@ -240,6 +241,10 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
   // q in shared memory, prescaled so scores come out in log2 units (kernels/online_softmax.cuh).
   float scale = kLog2e / sqrtf(float(kHeadDim));
   if constexpr (Rows::kScaled) scale *= kv.scales(bh).x;  // K's dequant scale
+  // Launched programmatically (ch20's rung 6, kernels/pdl.cuh), the CTA waits here for the kernel
+  // that wrote q; launched the ordinary way, this is a no-op. (So the policy's pair() and scales()
+  // must read only what no kernel ahead writes.)
+  pdl::wait_for_prerequisite();
   for (int i = threadIdx.x; i < kQueries * kHeadDim; i += kThreads)
     q_s[i / kHeadDim][i % kHeadDim] = __bfloat162float(a.q[(bh * a.n_q + a.q_first) * kHeadDim + i]) * scale;
   __syncthreads();

@@ -9,36 +9,24 @@
 //      and one kernel does the layout change and the normalisation on the GPU, where it takes
 //      microseconds.
 // Both start from the same decoded images in pinned host memory (made once, untimed: decoding is
-// not timed on either side; an nvJPEG rung that decodes on the GPU is still to come) and write the
+// not timed on either side; jpeg_decode times the decode, on the CPU and with nvJPEG) and write the
 // same FP16 tensor with the same float arithmetic (one multiply-add per value, then round to
 // nearest FP16), so the two sides agree exactly and the reference (in double) to FP16 rounding.
 // Timed with a host clock around the batch and a device synchronize (Mode::host): the baseline's
 // cost is CPU work, host_bound; the optimized side's time is the link's and the GPU's.
 //
 //   ./bench compare --chapter ch05 --example gpu_preprocess
-#include <cuda_fp16.h>
-
-#include <algorithm>
 #include <bench/bench.hpp>
 #include <cstdint>
 
+#include "normalise.cuh"
+#include "pinned.hpp"
+
 namespace {
 
-constexpr int kChannels = 3;
-// ImageNet's per-channel mean and standard deviation, folded into one multiply-add per value:
-// (x / 255 - mean) / std = x * scale + shift.
-struct Normalisation {
-  float scale[kChannels], shift[kChannels];
-};
-Normalisation imagenet() {
-  const double mean[kChannels] = {0.485, 0.456, 0.406}, stddev[kChannels] = {0.229, 0.224, 0.225};
-  Normalisation n{};
-  for (int c = 0; c < kChannels; ++c) {
-    n.scale[c] = static_cast<float>(1.0 / (255.0 * stddev[c]));
-    n.shift[c] = static_cast<float>(-mean[c] / stddev[c]);
-  }
-  return n;
-}
+using ch05::imagenet;
+using ch05::kChannels;
+using ch05::Normalisation;
 
 struct ImageBatch {
   int64_t images, height, width;
@@ -63,62 +51,37 @@ __host__ __device__ uint8_t raw_value(int64_t i) {
 // The decoder's output, in pinned memory on both sides.
 class DecodedImages {
  public:
-  explicit DecodedImages(const ImageBatch& w) {
-    BENCH_CUDA_CHECK(cudaMallocHost(&raw_, w.values()));
-    for (int64_t i = 0; i < w.values(); ++i) raw_[i] = raw_value(i);
+  explicit DecodedImages(const ImageBatch& w) : raw_(w.values()) {
+    for (int64_t i = 0; i < w.values(); ++i) raw_.data()[i] = raw_value(i);
   }
-  DecodedImages(const DecodedImages&) = delete;
-  DecodedImages& operator=(const DecodedImages&) = delete;
-  ~DecodedImages() { cudaFreeHost(raw_); }
-  const uint8_t* data() const { return raw_; }
+  const uint8_t* data() const { return raw_.data(); }
 
  private:
-  uint8_t* raw_ = nullptr;
+  ch05::PinnedArray<uint8_t> raw_;
 };
 
 class CpuNormalise {
  public:
-  CpuNormalise(const ImageBatch& w, cudaStream_t) : decoded_(w) {
-    BENCH_CUDA_CHECK(cudaMallocHost(&staged_, w.out.bytes()));
-  }
-  CpuNormalise(const CpuNormalise&) = delete;
-  CpuNormalise& operator=(const CpuNormalise&) = delete;
-  ~CpuNormalise() {
-    cudaDeviceSynchronize();  // the upload may still read the staging buffer
-    cudaFreeHost(staged_);
-  }
+  CpuNormalise(const ImageBatch& w, cudaStream_t) : decoded_(w), staged_(w.out.size()) {}
   void operator()(const ImageBatch& w, cudaStream_t stream) {
     const uint8_t* raw = decoded_.data();
+    __half* staged = staged_.data();
     for (int64_t img = 0; img < w.images; ++img)
       for (int64_t p = 0; p < w.pixels(); ++p)
         for (int c = 0; c < kChannels; ++c) {
           const float x = raw[(img * w.pixels() + p) * kChannels + c];
-          staged_[(img * kChannels + c) * w.pixels() + p] =
+          staged[(img * kChannels + c) * w.pixels() + p] =
               __float2half_rn(fmaf(x, norm_.scale[c], norm_.shift[c]));
         }
     BENCH_CUDA_CHECK(
-        cudaMemcpyAsync(w.out.data(), staged_, w.out.bytes(), cudaMemcpyHostToDevice, stream));
+        cudaMemcpyAsync(w.out.data(), staged, w.out.bytes(), cudaMemcpyHostToDevice, stream));
   }
 
  private:
   DecodedImages decoded_;
   Normalisation norm_ = imagenet();
-  __half* staged_ = nullptr;
+  ch05::PinnedArray<__half> staged_;  // the FP16 tensor, staged for the upload
 };
-
-// One thread per pixel: its three bytes in, one value to each channel plane out.
-__global__ void normalise_hwc_to_chw(const uint8_t* __restrict__ raw, __half* __restrict__ out,
-                                     int64_t images, int64_t pixels, Normalisation norm) {
-  const int64_t total = images * pixels;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t img = i / pixels, p = i - img * pixels;
-#pragma unroll
-    for (int c = 0; c < kChannels; ++c)
-      out[(img * kChannels + c) * pixels + p] = __float2half_rn(
-          fmaf(static_cast<float>(raw[i * kChannels + c]), norm.scale[c], norm.shift[c]));
-  }
-}
 
 class GpuNormalise {
  public:
@@ -126,10 +89,8 @@ class GpuNormalise {
   void operator()(const ImageBatch& w, cudaStream_t stream) {
     BENCH_CUDA_CHECK(cudaMemcpyAsync(raw_on_device_.data(), decoded_.data(), w.values(),
                                      cudaMemcpyHostToDevice, stream));
-    const int64_t pixels = w.images * w.pixels();
-    const auto blocks = static_cast<unsigned>(std::min<int64_t>((pixels + 255) / 256, 4096));
-    normalise_hwc_to_chw<<<blocks, 256, 0, stream>>>(raw_on_device_.data(), w.out.data(), w.images,
-                                                     w.pixels(), norm_);
+    ch05::normalise_hwc_to_chw<<<ch05::normalise_blocks(w.images, w.pixels()), 256, 0, stream>>>(
+        raw_on_device_.data(), w.out.data(), w.images, w.pixels(), norm_);
     BENCH_CHECK_LAUNCH();
   }
 
@@ -141,12 +102,11 @@ class GpuNormalise {
 
 void reference(const ImageBatch& w, bench::HostData& h) {
   auto out = h.expected("out");
-  const double mean[kChannels] = {0.485, 0.456, 0.406}, stddev[kChannels] = {0.229, 0.224, 0.225};
   for (int64_t img = 0; img < w.images; ++img)
     for (int64_t p = 0; p < w.pixels(); ++p)
       for (int c = 0; c < kChannels; ++c)
         out[(img * kChannels + c) * w.pixels() + p] =
-            (raw_value((img * w.pixels() + p) * kChannels + c) / 255.0 - mean[c]) / stddev[c];
+            ch05::normalised(raw_value((img * w.pixels() + p) * kChannels + c), c);
 }
 
 // FP16's own rounding (2^-11 relative) sets the error: inside FP16's default relative-L2 bound.
@@ -156,13 +116,13 @@ void reference(const ImageBatch& w, bench::HostData& h) {
 __global__ void reference_normalise(__half* out, int64_t images, int64_t pixels) {
   const int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;  // out is [images][3][pixels]
   if (o >= images * kChannels * pixels) return;
-  const double mean[kChannels] = {0.485, 0.456, 0.406}, stddev[kChannels] = {0.229, 0.224, 0.225};
   const int64_t p = o % pixels, c = o / pixels % kChannels, img = o / pixels / kChannels;
-  out[o] = __double2half((raw_value((img * pixels + p) * kChannels + c) / 255.0 - mean[c]) / stddev[c]);
+  out[o] = __double2half(ch05::normalised(raw_value((img * pixels + p) * kChannels + c), c));
 }
 
 void device_reference(const ImageBatch& w, cudaStream_t stream) {
-  reference_normalise<<<static_cast<unsigned>((w.values() + 255) / 256), 256, 0, stream>>>(w.out.data(), w.images, w.pixels());
+  reference_normalise<<<static_cast<unsigned>((w.values() + 255) / 256), 256, 0, stream>>>(
+      w.out.data(), w.images, w.pixels());
   BENCH_CHECK_LAUNCH();
 }
 

@@ -15,10 +15,15 @@ Times what a PyTorch user writes for the same work as the suite's examples, on t
     torch.compile; ms per step, samples/s and TFLOP/s at 6*B*d^2*layers;
   - preprocess: ch05/gpu_preprocess's batch (256 decoded 224x224 RGB uint8 images in pinned
     memory) normalised to FP16 CHW on the CPU with torch ops then uploaded, and uploaded raw then
-    normalised on the GPU; host clock, ms.
+    normalised on the GPU; host clock, ms;
+  - jpeg: ch05/jpeg_decode's batch (256 224x224 RGB images made as the example makes them, JPEG
+    quality 90 without chroma subsampling, encoded with Pillow) decoded and normalised: one CPU
+    thread decoding with torchvision.io.decode_jpeg (libjpeg-turbo) and with OpenCV's cv2.imdecode
+    (opencv-python-headless; skipped without it), each then uploaded and normalised on the GPU,
+    against torchvision's batched decode_jpeg(device="cuda") (nvJPEG); host clock, ms.
 Run it in the same GPU session as `bench compare` of ch01, ch03 and ch05.
 
-  python3 scripts/peers/torch_host.py [--json FILE] [--only h2d,gemm_batching,sync_loop,training_step,preprocess]
+  python3 scripts/peers/torch_host.py [--json FILE] [--only h2d,gemm_batching,sync_loop,training_step,preprocess,jpeg]
 
 Timing: device work with CUDA events around a batch of launches after warm-up (median of several
 batches, torch_rowwise.median_us); host-bound work with the host clock around work + synchronize.
@@ -30,7 +35,7 @@ import time
 try:
     import torch
 
-    from torch_inference import peer_main, report
+    from torch_inference import peer_main, report, skipped
     from torch_rowwise import median_us
 except ImportError as missing:  # the GPU machine has PyTorch; say so anywhere else, and succeed
     print(f"SKIPPED: {missing}")
@@ -165,10 +170,74 @@ def run_preprocess():
     report("preprocess", "upload uint8, normalise on GPU", ms=gpu, speedup=cpu / gpu)
 
 
+def jpeg_batch(images=256, height=224, width=224):
+    """ch05/jpeg_decode's test images (its test_pixel), encoded as the example encodes them."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    y, x, c = np.meshgrid(np.arange(height), np.arange(width), np.arange(3), indexing="ij")
+    files = []
+    for img in range(images):
+        gradient = 40 + (x * (3 + c) + y * (5 - c) + img * 37) % 170
+        hashed = ((img * 131 + y) * 8191 + x * 3 + c) * 2654435761  # < 2^63: no overflow
+        texture = ((hashed >> 27) & 31) - 12
+        out = io.BytesIO()
+        Image.fromarray((gradient + texture).astype(np.uint8), "RGB").save(out, "JPEG", quality=90, subsampling=0)
+        files.append(torch.frombuffer(bytearray(out.getvalue()), dtype=torch.uint8))
+    return files
+
+
+def run_jpeg():
+    from torchvision.io import decode_jpeg
+
+    files = jpeg_batch()
+    mean = torch.tensor([0.485, 0.456, 0.406], device="cuda").view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225], device="cuda").view(1, 3, 1, 1)
+    decoded = torch.empty((len(files), 224, 224, 3), dtype=torch.uint8).pin_memory()
+
+    def normalise(chw_uint8):
+        return ((chw_uint8.float() / 255 - mean) / std).half().contiguous()
+
+    def cpu_torchvision():
+        for i, f in enumerate(files):  # decode_jpeg gives CHW; the batch is kept HWC as a decoder leaves it
+            decoded[i] = decode_jpeg(f).permute(1, 2, 0)
+        normalise(decoded.to("cuda", non_blocking=True).permute(0, 3, 1, 2))
+
+    def gpu_nvjpeg():
+        normalise(torch.stack(decode_jpeg(files, device="cuda")))
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one decoding thread, as the example's baseline
+    try:
+        cpu = host_median_ms(cpu_torchvision, samples=7)
+    finally:
+        torch.set_num_threads(threads)
+    report("jpeg", "torchvision decode_jpeg, 1 CPU thread", ms=cpu)
+    try:
+        import cv2
+        import numpy as np
+
+        cv2.setNumThreads(1)
+        arrays = [f.numpy() for f in files]
+
+        def cpu_opencv():
+            for i, a in enumerate(arrays):
+                decoded[i] = torch.from_numpy(cv2.cvtColor(cv2.imdecode(a, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB))
+            normalise(decoded.to("cuda", non_blocking=True).permute(0, 3, 1, 2))
+
+        report("jpeg", "OpenCV imdecode, 1 CPU thread", ms=host_median_ms(cpu_opencv, samples=7))
+    except ImportError as missing:
+        skipped("jpeg", "OpenCV imdecode, 1 CPU thread", missing)
+    gpu = host_median_ms(gpu_nvjpeg)
+    report("jpeg", "torchvision decode_jpeg(device=cuda) (nvJPEG)", ms=gpu, speedup=cpu / gpu)
+
+
 def main():
     peer_main(__doc__, {"h2d": lambda copy: run_h2d(), "gemm_batching": lambda copy: run_gemm_batching(),
                         "sync_loop": lambda copy: run_sync_loop(), "training_step": lambda copy: run_training_step(),
-                        "preprocess": lambda copy: run_preprocess()})
+                        "preprocess": lambda copy: run_preprocess(), "jpeg": lambda copy: run_jpeg()})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,235 @@
+// ch05/jpeg_decode: a dataset of JPEG files becomes the network's input (FP16 channel planes,
+// normalised per channel), and the decode, not the normalisation, is now the CPU's cost.
+//
+//   1. baseline: as a data loader worker does it: libjpeg-turbo decodes every image on one CPU
+//      thread into pinned memory, the decoded uint8 batch goes up, and the GPU normalises it
+//      (gpu_preprocess's optimized side): the CPU still touches every pixel, through the IDCT;
+//   2. optimized: nvJPEG decodes the whole batch on the GPU (nvjpegDecodeBatched, GPU-assisted
+//      Huffman decoding), straight into device memory, and the same kernel normalises it: only
+//      the compressed bytes cross the link (a few times fewer than the decoded ones).
+// The images are encoded by the example itself with libjpeg (baseline JPEG, quality 90, no
+// chroma subsampling), once and untimed; both sides start from those bytes in host memory.
+// Timed with a host clock around the batch and a device synchronize (Mode::host): the baseline's
+// cost is CPU work, host_bound.
+// Needs libjpeg (libjpeg-dev) for the example and nvJPEG for its optimized side; found or not at
+// configure time (chapters/ch05/CMakeLists.txt), and SKIPPED with what to install when not.
+//
+//   ./bench compare --chapter ch05 --example jpeg_decode
+#include <bench/bench.hpp>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "normalise.cuh"
+#include "pinned.hpp"
+
+#ifndef BENCH_HAVE_LIBJPEG  // set by chapters/ch05/CMakeLists.txt: 1 when libjpeg was found
+#define BENCH_HAVE_LIBJPEG 0
+#endif
+#ifndef BENCH_HAVE_NVJPEG  // set by chapters/ch05/CMakeLists.txt: 1 when nvJPEG was found
+#define BENCH_HAVE_NVJPEG 0
+#endif
+#if BENCH_HAVE_LIBJPEG
+#include "libjpeg_codec.hpp"
+#endif
+#if BENCH_HAVE_NVJPEG
+#include <nvjpeg.h>
+#endif
+
+namespace {
+
+using ch05::kChannels;
+
+#if BENCH_HAVE_LIBJPEG
+// A test image: a smooth gradient per image and channel (what photographs mostly are) with a
+// hashed texture of up to +-12 levels on top, so that a pixel shifted or an image swapped is many
+// levels off, far beyond the decoders' rounding differences.
+uint8_t test_pixel(int64_t img, int64_t y, int64_t x, int c) {
+  const int64_t gradient = 40 + (x * (3 + c) + y * (5 - c) + img * 37) % 170;
+  const int64_t texture =
+      static_cast<int64_t>(((img * 131 + y) * 8191 + x * 3 + c) * 2654435761u >> 27 & 31) - 12;
+  return static_cast<uint8_t>(gradient + texture);
+}
+#endif
+
+struct JpegBatch {
+  int64_t images, height, width;
+  std::vector<std::vector<uint8_t>> jpegs;         // the files' bytes: where both sides start
+  std::vector<uint8_t> decoded;                    // libjpeg's decode of them, for the reference
+  bench::DeviceSpan<__half> out;                   // [images][3][height][width]
+  bench::DeviceBuffer<uint8_t> decoded_on_device;  // the same, for the timing-size check
+  explicit JpegBatch(bench::Setup& s)
+      : images(s.size("images", 256, 3)),
+        height(s.size("height", 224, 17)),
+        width(s.size("width", 224, 13)),
+        out(s.output<__half>("out", images * kChannels * height * width)),
+        decoded_on_device(values()) {
+#if BENCH_HAVE_LIBJPEG
+    std::vector<uint8_t> rgb(pixels() * kChannels);
+    decoded.resize(values());
+    int64_t jpeg_bytes = 0;
+    for (int64_t img = 0; img < images; ++img) {
+      for (int64_t p = 0; p < pixels(); ++p)
+        for (int c = 0; c < kChannels; ++c)
+          rgb[p * kChannels + c] = test_pixel(img, p / width, p % width, c);
+      jpegs.push_back(ch05::encode_or_throw(rgb.data(), int(height), int(width)));
+      ch05::decode_or_throw(jpegs.back(), decoded.data() + img * pixels() * kChannels, int(height),
+                            int(width));
+      jpeg_bytes += int64_t(jpegs.back().size());
+    }
+    BENCH_CUDA_CHECK(
+        cudaMemcpy(decoded_on_device.data(), decoded.data(), values(), cudaMemcpyHostToDevice));
+    // The fewest bytes: the compressed files up the link once (the tensor is written on the GPU).
+    s.bytes(double(jpeg_bytes), bench::ceiling::h2d_pinned);
+#else
+    throw bench::Unsupported(
+        "built without libjpeg, which encodes this example's images: install "
+        "libjpeg-dev (libjpeg-turbo), then reconfigure");
+#endif
+  }
+  int64_t pixels() const { return height * width; }
+  int64_t values() const { return images * pixels() * kChannels; }
+};
+
+void normalise_on_gpu(const JpegBatch& w, const uint8_t* raw, cudaStream_t stream) {
+  ch05::normalise_hwc_to_chw<<<ch05::normalise_blocks(w.images, w.pixels()), 256, 0, stream>>>(
+      raw, w.out.data(), w.images, w.pixels(), ch05::imagenet());
+  BENCH_CHECK_LAUNCH();
+}
+
+class DecodeOnCpu {
+ public:
+  DecodeOnCpu(const JpegBatch& w, cudaStream_t)
+      : decoded_(w.values()), raw_on_device_(w.values()) {}
+  void operator()(const JpegBatch& w, cudaStream_t stream) {
+#if BENCH_HAVE_LIBJPEG
+    for (int64_t img = 0; img < w.images; ++img)
+      ch05::decode_or_throw(w.jpegs[img], decoded_.data() + img * w.pixels() * kChannels,
+                            int(w.height), int(w.width));
+#endif
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(raw_on_device_.data(), decoded_.data(), w.values(),
+                                     cudaMemcpyHostToDevice, stream));
+    normalise_on_gpu(w, raw_on_device_.data(), stream);
+  }
+
+ private:
+  ch05::PinnedArray<uint8_t> decoded_;
+  bench::DeviceBuffer<uint8_t> raw_on_device_;
+};
+
+#if BENCH_HAVE_NVJPEG
+void nvjpeg_check(nvjpegStatus_t status, const char* call) {
+  if (status != NVJPEG_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(call) + " failed: nvjpegStatus_t " +
+                             std::to_string(int(status)));
+}
+
+class DecodeOnGpu {
+ public:
+  DecodeOnGpu(const JpegBatch& w, cudaStream_t)
+      : raw_on_device_(w.values()), destinations_(new nvjpegImage_t[w.images]()) {
+    // GPU_HYBRID: the Huffman decoding of a batch (of more than 100 baseline images) runs on the
+    // GPU too, not only the IDCT and colour conversion.
+    if (nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT,
+                       &handle_) != NVJPEG_STATUS_SUCCESS)
+      throw bench::Unsupported("nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID) failed on this GPU");
+    nvjpeg_check(nvjpegJpegStateCreate(handle_, &state_), "nvjpegJpegStateCreate");
+    nvjpeg_check(
+        nvjpegDecodeBatchedInitialize(handle_, state_, int(w.images), 1, NVJPEG_OUTPUT_RGBI),
+        "nvjpegDecodeBatchedInitialize");
+    // Each image decodes to interleaved RGB at its place in the batch: the layout the CPU side's
+    // decode leaves, so the same normalisation kernel follows.
+    for (int64_t img = 0; img < w.images; ++img) {
+      bytes_.push_back(w.jpegs[img].data());
+      lengths_.push_back(w.jpegs[img].size());
+      destinations_[img].channel[0] = raw_on_device_.data() + img * w.pixels() * kChannels;
+      destinations_[img].pitch[0] = size_t(w.width) * kChannels;
+    }
+  }
+  DecodeOnGpu(const DecodeOnGpu&) = delete;
+  DecodeOnGpu& operator=(const DecodeOnGpu&) = delete;
+  ~DecodeOnGpu() {
+    cudaDeviceSynchronize();
+    if (state_) nvjpegJpegStateDestroy(state_);
+    if (handle_) nvjpegDestroy(handle_);
+  }
+  void operator()(const JpegBatch& w, cudaStream_t stream) {
+    nvjpeg_check(nvjpegDecodeBatched(handle_, state_, bytes_.data(), lengths_.data(),
+                                     destinations_.get(), stream),
+                 "nvjpegDecodeBatched");
+    normalise_on_gpu(w, raw_on_device_.data(), stream);
+  }
+
+ private:
+  bench::DeviceBuffer<uint8_t> raw_on_device_;
+  nvjpegHandle_t handle_ = nullptr;
+  nvjpegJpegState_t state_ = nullptr;
+  std::vector<const unsigned char*> bytes_;
+  std::vector<size_t> lengths_;
+  // Not a std::vector: nvcc's front end fails on std::vector of nvjpegImage_t, an unnamed struct.
+  std::unique_ptr<nvjpegImage_t[]> destinations_;
+};
+#else
+struct DecodeOnGpu {  // never constructed: the side is SKIPPED first (nvjpeg_missing below)
+  DecodeOnGpu(const JpegBatch&, cudaStream_t) { throw bench::Unsupported("built without nvJPEG"); }
+  void operator()(const JpegBatch&, cudaStream_t) {}
+};
+#endif
+
+std::string nvjpeg_missing(const JpegBatch&) {
+  return BENCH_HAVE_NVJPEG
+             ? ""
+             : "built without nvJPEG: install the CUDA toolkit's libnvjpeg (libnvjpeg-dev-12-x "
+               "or -13-x), or `pip install nvidia-nvjpeg-cu12`, then reconfigure";
+}
+
+// The CPU path's result: libjpeg's decode, normalised in double.
+void reference(const JpegBatch& w, bench::HostData& h) {
+  auto out = h.expected("out");
+  for (int64_t img = 0; img < w.images; ++img)
+    for (int64_t p = 0; p < w.pixels(); ++p)
+      for (int c = 0; c < kChannels; ++c)
+        out[(img * kChannels + c) * w.pixels() + p] =
+            ch05::normalised(w.decoded[(img * w.pixels() + p) * kChannels + c], c);
+}
+
+// The timing-size check (docs/validity.md row 2): the same, on the device, from libjpeg's decode
+// uploaded at setup; no variant's code or buffers.
+__global__ void reference_normalise(const uint8_t* decoded, __half* out, int64_t images,
+                                    int64_t pixels) {
+  const int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;  // out is [images][3][pixels]
+  if (o >= images * kChannels * pixels) return;
+  const int64_t p = o % pixels, c = o / pixels % kChannels, img = o / pixels / kChannels;
+  out[o] = __double2half(ch05::normalised(decoded[(img * pixels + p) * kChannels + c], int(c)));
+}
+
+void device_reference(const JpegBatch& w, cudaStream_t stream) {
+  reference_normalise<<<static_cast<unsigned>((w.values() + 255) / 256), 256, 0, stream>>>(
+      w.decoded_on_device.data(), w.out.data(), w.images, w.pixels());
+  BENCH_CHECK_LAUNCH();
+}
+
+// Two JPEG decoders agree to within rounding, not exactly: nvJPEG's IDCT and colour conversion
+// round differently from libjpeg's integer ones. Each of Y, Cb and Cr may land one level off, and
+// the colour conversion (R = Y + 1.402 Cr', G = Y - 0.344 Cb' - 0.714 Cr', B = Y + 1.772 Cb')
+// carries that to at most 1 + 1.772 + 1 (its own rounding) < 4 levels in one channel. Four
+// levels at the smallest standard deviation (0.224) are 4 / (255 x 0.224) = 0.0700 after
+// normalisation; on top, FP16's rounding (2^-11 relative, inside rtol). The libjpeg side is
+// within FP16 rounding of the reference; a shifted pixel or a swapped image is off by far more
+// than four levels (test_pixel's texture).
+constexpr double kLevelsApart = 4;
+
+BENCH_EXAMPLE(ch05, jpeg_decode, JpegBatch)
+    .stateful<DecodeOnCpu>(bench::Role::baseline, "libjpeg_one_thread_then_gpu_normalise",
+                           {.blocks_host = true, .host_bound = true})
+    .stateful<DecodeOnGpu>(bench::Role::optimized, "nvjpeg_batched_gpu_hybrid",
+                           {.blocks_host = true})
+    .variant_requires(nvjpeg_missing)
+    .reference(reference)
+    .device_reference(device_reference)
+    .tolerance(bench::allclose(kLevelsApart / (255.0 * 0.224), 1e-3))
+    .mode(bench::Mode::host);
+
+}  // namespace

@@ -770,7 +770,7 @@ class Bf16Step {
       parts_[kForward + l].begin(stream);
       forward_[l]->run(w16(m, l), input(l), forward_out(l), forward_out(l), stream);
       parts_[kForward + l].end(stream);
-      if (records(kGelu + l)) {
+      if (l < top && records(kGelu + l)) {  // the top layer's GELU is the loss kernel's
         parts_[kGelu + l].begin(stream);
         gelu_bf16<<<kStreamBlocks, kBlock, 0, stream>>>(z(l), a(l), n_);
         BENCH_CHECK_LAUNCH();

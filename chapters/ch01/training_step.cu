@@ -382,7 +382,8 @@ struct StripThread {
     end_row = min(rows, (blockIdx.y + int64_t{1}) * per);
     if (vector >= vectors_per_row) end_row = first_row;  // past the last column: no rows
   }
-  // The 16-byte vector of row `row` (BF16 elements) or its first half (FP32 elements: two).
+  // Which 8-element group of the matrix this thread's columns are in row `row`: the uint4 index
+  // in a BF16 matrix; in an FP32 one the group is two float4s, from index 2 at(row).
   __device__ int64_t at(int64_t row) const { return row * vectors_per_row + vector; }
 };
 

@@ -1,6 +1,8 @@
 // ch01/training_step: one training step of an MLP, written as a first training loop is (FP32,
-// one kernel per operation, the host waiting after every layer) → BF16 tensor cores with the
-// elementwise work fused into the GEMMs' epilogues and nothing for the host to wait for.
+// one kernel per operation, the host waiting after every layer) → BF16 tensor cores, the
+// elementwise work folded into a GEMM's epilogue where that costs the GEMM little and into one
+// pass of its own where the epilogue slows the GEMM more than the pass costs, and nothing for the
+// host to wait for.
 //
 // The model: 4 layers, each y = GELU(x W^T + b), W width x width (row-major out x in, as
 // PyTorch's Linear), GELU in cuBLASLt's tanh form; batch x width activations, row-major (one
@@ -14,32 +16,48 @@
 //      dGELU, the bias-gradient reduction and the SGD update of each layer, with a
 //      cudaStreamSynchronize after each layer (forward and backward), as a loop that checks on
 //      the GPU layer by layer does;
-//   2. optimized: BF16 tensor-core GEMMs through cuBLASLt with FP32 accumulate. Forward: the
-//      CUBLASLT_EPILOGUE_GELU_AUX_BIAS epilogue adds the bias, applies GELU and also stores the
-//      pre-activation (the "aux" matrix) that backward needs. Backward: each layer's input
-//      gradient GEMM uses CUBLASLT_EPILOGUE_DGELU_BGRAD, which multiplies by GELU'(aux of the
-//      layer below) and reduces that layer's bias gradient over the batch in the same pass; the
-//      top layer's (loss, dGELU and bias gradient) is one fused kernel. Weight gradients and
-//      the SGD update in one BF16 GEMM: FP32 master weights, w_out = w - lr dW computed as
-//      cuBLASLt's alpha A B + beta C with alpha = -lr, beta = 1, C = w, D = w_out (FP32), so
-//      dW never exists in memory. One kernel then updates the biases and writes the BF16
-//      copies of the new weights and biases that the next step's GEMMs read (the step pays for
-//      them). The input batch is cast to BF16 inside the step. No host synchronisation.
-//   rung (step): the same BF16 step with plain GEMMs (forward: bias epilogue only; input
-//      gradient: none) and the GELU and dGELU + bias-gradient passes as kernels of this file,
-//      as PyTorch's eager step runs them. PyTorch's step, which also casts its weights every
-//      step and keeps FP32 gradients, was 5% faster than the fused side on an H100 on
-//      2026-11-27 (5.381 against 5.672 ms), so its GEMMs ran faster than the fused side's:
-//      whether cuBLASLt's epilogue kernels are the slower ones is what this rung and the
-//      metrics below decide.
+//   BF16 sides (four, one recipe each, see Recipe): tensor-core GEMMs through cuBLASLt with
+//      FP32 accumulate, and what every one shares: the input batch cast to BF16 inside the step;
+//      weight gradients and the SGD update in one BF16 GEMM (FP32 master weights, w_out = w - lr
+//      dW computed as cuBLASLt's alpha A B + beta C with alpha = -lr, beta = 1, C = w, D = w_out,
+//      FP32, so dW never exists in memory); the top layer's forward GEMM with the bias epilogue
+//      alone, storing z and no activation, and one kernel that recomputes GELU(z) in FP32 for
+//      the loss, the loss gradient times GELU'(z) and its column sums (the top bias gradient);
+//      one kernel at the end that updates the biases and writes the BF16 copies of the new
+//      weights and biases that the next step's GEMMs read (the step pays for them); no host
+//      synchronisation. Where they differ is where the elementwise work around the other GEMMs
+//      runs:
+//   2. step bf16_cublaslt_fused_epilogues: all of it in cuBLASLt's epilogues. Forward:
+//      CUBLASLT_EPILOGUE_GELU_AUX_BIAS adds the bias, applies GELU and also stores the
+//      pre-activation (the "aux" matrix) that backward needs. Backward: each input-gradient GEMM
+//      uses CUBLASLT_EPILOGUE_DGELU_BGRAD, which multiplies by GELU'(aux of the layer below) and
+//      reduces that layer's bias gradient over the batch in the same pass. On an H100
+//      (2026-11-27) those DGELU_BGRAD GEMMs ran at 397-414 TFLOP/s against 773 for the same GEMM
+//      with no epilogue: ~960 µs of a 5.71 ms step, and the step lost to PyTorch's (5.42 ms);
+//   3. step bf16_cublaslt_dgelu_epilogue_bgradb: which half of that epilogue is slow. GELU' stays
+//      in the input-gradient GEMM (CUBLASLT_EPILOGUE_DGELU, no bias gradient); the bias gradient
+//      comes from the weight-gradient GEMM's CUBLASLT_EPILOGUE_BGRADB, a sum over the batch of
+//      its B operand, which is that same dz;
+//   4. step bf16_cublaslt_plain_gemms: no activation epilogues at all, as PyTorch's eager step
+//      runs: the forward GEMM with the bias epilogue, then gelu_bf16; a plain input-gradient GEMM,
+//      then dgelu_bias_columns (dGELU and the bias gradient in one pass);
+//   5. optimized bf16_cublaslt_gelu_epilogue_dgelu_kernel: the forward's GELU_AUX_BIAS (683-696
+//      TFLOP/s against 775 plain on the H100: its extra cost, ~45 µs a layer, is about what a
+//      separate GELU pass would cost, 4 bytes an element), and backward's plain input-gradient
+//      GEMM (773 TFLOP/s) followed by dgelu_bias_columns: the GEMM's output and the aux read
+//      once, dz written once, 6 bytes an element, ~70 µs a layer at the copy ceiling against the
+//      ~320 µs a layer that DGELU_BGRAD cost. The optimized side on the strength of that
+//      arithmetic; the run decides (it is the fastest of 2-5 only if the plain GEMM's speed
+//      holds next to the kernel).
 // Same arithmetic on both sides (the BF16 rounding aside): same GEMMs, same loss, same update.
 // Cost model: model FLOPs, 6 batch width^2 layers (forward 2, backward 4 per weight, the usual
 // MFU convention; the skipped first-layer input gradient is 1/12 of it), against the BF16
 // ceiling; the baseline is held to the FP32 one. Samples/s is reported as a metric.
-// Metrics (optimized side, the last timed call, from events between its launches): forward_us,
-// backward_us (= wgrad_sgd_us + dgrad_us), sgd_us, loss_us, cast_us, other_us (the gaps), each
-// GEMM's TFLOP/s, the elementwise parts' GB/s on their bytes, and setup figures: each GEMM kind's
-// tuned TFLOP/s and cuBLASLt's best plain GEMM of each shape (what the epilogues cost).
+// Metrics (each BF16 side, the last timed call, from events between its launches): forward_us,
+// backward_us (= wgrad_sgd_us + dgrad_us, + dgelu_us where a kernel does dGELU), sgd_us,
+// loss_us, cast_us, other_us (the gaps), each GEMM's TFLOP/s, the elementwise parts' GB/s on
+// their bytes, and setup figures: each GEMM kind's tuned TFLOP/s and (step 2) cuBLASLt's best
+// plain GEMM of each shape (what the epilogues cost).
 // Timed sustained: both sides hold the board at its power limit, as a training run does.
 //
 //   ./bench compare --chapter ch01 --example training_step
@@ -118,14 +136,18 @@ __host__ __device__ inline double gelu_tanh_grad(double v) {
   return 0.5 * (1.0 + th) +
          0.5 * v * (1.0 - th * th) * 0.7978845608028654 * (1.0 + 3 * 0.044715 * v * v);
 }
-__device__ inline float gelu_f(float v) {
-  return 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+// FP32 on the device; `th` is the tanh both share (the loss kernel needs GELU and its slope of
+// the same value, and tanhf is most of their cost).
+__device__ inline float gelu_tanh_f(float v) {
+  return tanhf(0.7978845608f * (v + 0.044715f * v * v * v));
 }
-__device__ inline float gelu_grad_f(float v) {
-  const float th = tanhf(0.7978845608f * (v + 0.044715f * v * v * v));
+__device__ inline float gelu_f(float v, float th) { return 0.5f * v * (1.0f + th); }
+__device__ inline float gelu_grad_f(float v, float th) {
   return 0.5f * (1.0f + th) +
          0.5f * v * (1.0f - th * th) * 0.7978845608f * (1.0f + 3 * 0.044715f * v * v);
 }
+__device__ inline float gelu_f(float v) { return gelu_f(v, gelu_tanh_f(v)); }
+__device__ inline float gelu_grad_f(float v) { return gelu_grad_f(v, gelu_tanh_f(v)); }
 
 // Grid-stride loops: for (int64_t i = first_index(); i < n; i += grid_stride()).
 __device__ inline int64_t first_index() { return blockIdx.x * int64_t{blockDim.x} + threadIdx.x; }
@@ -331,33 +353,155 @@ void Mlp::inputs_filled(cudaStream_t stream) {
   BENCH_CHECK_LAUNCH();
 }
 
-// Backward's start for the top layer, in one pass over its activations: the loss's partial sums,
-// dL/dz = (a - t) / (batch width) * GELU'(z) in BF16 for the GEMMs, and the column partial sums
-// of that gradient (the bias gradient). Blocks as column_partials'.
-__global__ void loss_top_grad(const bf16* a, const bf16* z, const float* t, bf16* dz,
-                              float* partials, float* loss_partials, int64_t rows, int64_t width,
-                              float scale) {
-  const int64_t col = blockIdx.x * int64_t{kBlock} + threadIdx.x,
-                per = (rows + kChunks - 1) / kChunks;
-  float squares = 0, sum = 0;
-  if (col < width) {
-    for (int64_t r = blockIdx.y * per; r < rows && r < (blockIdx.y + 1) * per; ++r) {
-      const int64_t i = r * width + col;
-      const float diff = __bfloat162float(a[i]) - t[i];
-      squares = fmaf(diff, diff, squares);
-      const bf16 g = __float2bfloat16(diff * scale * gelu_grad_f(__bfloat162float(z[i])));
-      dz[i] = g;
-      sum += __bfloat162float(g);
-    }
-    partials[blockIdx.y * width + col] = sum;
+// ---- Backward's elementwise passes: a BF16 gradient and its column sums, in one pass ----------
+// Two kernels below (the loss's, for the top layer, and dGELU's, for the layers under it) each
+// write a gradient dz (batch x width, BF16, row-major: the next GEMMs' operand) and, for the
+// bias gradient, the FP32 sums of dz's columns over one of kChunks slices of the rows;
+// finish_columns then adds the slices in a fixed order (the same bits every run: no atomics).
+// A block of kBlock threads covers a strip of kStripColumns columns and one row slice: its 32
+// lanes side by side take 8 columns each, so a warp reads 512 contiguous bytes of a BF16 row in
+// 16-byte loads, and its 8 warps take every 8th row of the slice. Each thread loads several rows
+// before it computes, so enough bytes are in flight to reach the copy ceiling (the kernels are
+// memory-bound: a few FLOPs per byte); __launch_bounds__ holds them to 64 registers, 4 blocks
+// (1024 threads) an SM, and the rows in flight are what fits that without spilling.
+constexpr int kStripLanes = 32;                                         // threads across a strip
+constexpr int kRowLanes = kBlock / kStripLanes;                         // warps down the rows
+constexpr int kStripColumns = kStripLanes * kernels::kBf16PerVector;    // 256 columns
+constexpr int kRowsInFlight = 4;      // dGELU: 32 bytes a row (dh, z), 128 bytes in flight
+constexpr int kLossRowsInFlight = 2;  // loss: 48 bytes a row (z, t), 96 in flight; 4 would
+                                      // spill at 64 registers (4 blocks of 256 an SM)
+
+// Where a thread of such a block works: its 8-column vector and its rows.
+struct StripThread {
+  int64_t vectors_per_row, vector, first_row, end_row;
+  __device__ StripThread(int64_t rows, int64_t width)
+      : vectors_per_row(width / kernels::kBf16PerVector),
+        vector(blockIdx.x * int64_t{kStripLanes} + threadIdx.x % kStripLanes) {
+    const int64_t per = (rows + kChunks - 1) / kChunks;
+    first_row = blockIdx.y * per + threadIdx.x / kStripLanes;
+    end_row = min(rows, (blockIdx.y + int64_t{1}) * per);
+    if (vector >= vectors_per_row) end_row = first_row;  // past the last column: no rows
   }
-  squares = kernels::group_reduce<kBlock>(squares, kernels::Sum{});  // every thread takes part
+  // Which 8-element group of the matrix this thread's columns are in row `row`: the uint4 index
+  // in a BF16 matrix; in an FP32 one the group is two float4s, from index 2 at(row).
+  __device__ int64_t at(int64_t row) const { return row * vectors_per_row + vector; }
+};
+
+// The block's column sums of its strip (every thread holds 8 columns' sums over its rows) into
+// partials[slice][column]. Every thread of the block must call it (it has a barrier).
+__device__ void write_strip_partials(const float (&sum)[kernels::kBf16PerVector],
+                                     float* partials, int64_t width) {
+  __shared__ float by_lane[kRowLanes][kStripColumns];
+  const int lane = threadIdx.x % kStripLanes, row_lane = threadIdx.x / kStripLanes;
+  for (int k = 0; k < kernels::kBf16PerVector; ++k)
+    by_lane[row_lane][lane * kernels::kBf16PerVector + k] = sum[k];
+  __syncthreads();
+  const int c = threadIdx.x;  // kBlock == kStripColumns: one column a thread
+  float total = 0;
+  for (int r = 0; r < kRowLanes; ++r) total += by_lane[r][c];
+  const int64_t col = blockIdx.x * int64_t{kStripColumns} + c;
+  if (col < width) partials[blockIdx.y * width + col] = total;
+}
+static_assert(kBlock == kStripColumns, "write_strip_partials sums one column per thread");
+
+// Backward's start, from the top layer's pre-activation z alone (its forward GEMM stores z with
+// the bias epilogue, and no activation: a = GELU(z) is needed only here, so it is recomputed in
+// FP32 instead of written and read back): per element a - t, its square for the loss, and
+// dL/dz = (a - t) / (batch width) * GELU'(z) in BF16; per block the loss's partial sum and the
+// column partials of dL/dz (the top bias gradient). 8 bytes an element: z 2, t 4, dz 2.
+__global__ void __launch_bounds__(kBlock, 4) loss_top_grad(const bf16* z, const float* t, bf16* dz, float* partials,
+                              float* loss_partials, int64_t rows, int64_t width, float scale) {
+  constexpr int kPer = kernels::kBf16PerVector;
+  const StripThread me(rows, width);
+  const auto* z_vectors = reinterpret_cast<const uint4*>(z);
+  const auto* t_halves = reinterpret_cast<const float4*>(t);  // two per 8 elements
+  auto* dz_vectors = reinterpret_cast<uint4*>(dz);
+  float sum[kPer] = {}, squares = 0;
+  for (int64_t row = me.first_row; row < me.end_row; row += kRowLanes * kLossRowsInFlight) {
+    uint4 zs[kLossRowsInFlight];
+    float4 ts[kLossRowsInFlight][2];
+#pragma unroll
+    for (int j = 0; j < kLossRowsInFlight; ++j) {
+      const int64_t r = row + j * kRowLanes;
+      if (r < me.end_row) {
+        zs[j] = kernels::load_stream(z_vectors + me.at(r));
+        ts[j][0] = kernels::load_stream(t_halves + 2 * me.at(r));
+        ts[j][1] = kernels::load_stream(t_halves + 2 * me.at(r) + 1);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kLossRowsInFlight; ++j) {
+      const int64_t r = row + j * kRowLanes;
+      if (r >= me.end_row) break;
+      float v[kPer];
+      kernels::unpack_bf16x8(zs[j], v);
+      const float target[kPer] = {ts[j][0].x, ts[j][0].y, ts[j][0].z, ts[j][0].w,
+                                  ts[j][1].x, ts[j][1].y, ts[j][1].z, ts[j][1].w};
+      for (int k = 0; k < kPer; ++k) {
+        const float th = gelu_tanh_f(v[k]), diff = gelu_f(v[k], th) - target[k];
+        squares = fmaf(diff, diff, squares);
+        v[k] = diff * scale * gelu_grad_f(v[k], th);
+      }
+      const uint4 g = kernels::pack_bf16x8(v);
+      kernels::store_stream(dz_vectors + me.at(r), g);
+      kernels::unpack_bf16x8(g, v);  // the bias gradient sums what the GEMMs will read
+      for (int k = 0; k < kPer; ++k) sum[k] += v[k];
+    }
+  }
+  write_strip_partials(sum, partials, width);
+  squares = kernels::group_reduce<kBlock>(squares, kernels::Sum{});
   if (threadIdx.x == 0) loss_partials[blockIdx.y * gridDim.x + blockIdx.x] = squares;
 }
 
-// The plain-GEMM rung's forward activation, what GELU_AUX_BIAS does in the GEMM: a = GELU(z)
-// from the BF16 pre-activation the GEMM (bias epilogue) stored. Eight values a thread: one 16-byte
-// load, one 16-byte store (n is a multiple of 8: the width is). 4 bytes an element.
+// What DGELU_BGRAD does in the input-gradient GEMM's epilogue, as one pass after a plain GEMM:
+// dz = dh * GELU'(z) (dh: the plain GEMM's BF16 output, dL/da of the layer; z: the forward's
+// pre-activation, the aux matrix) and the column partials of dz (the layer's bias gradient).
+// dh and z read once, dz written once: 6 bytes an element. dh and dz are distinct buffers (the
+// read-only load path must not see its own kernel's writes).
+__global__ void __launch_bounds__(kBlock, 4) dgelu_bias_columns(const bf16* dh, const bf16* z, bf16* dz, float* partials,
+                                   int64_t rows, int64_t width) {
+  constexpr int kPer = kernels::kBf16PerVector;
+  const StripThread me(rows, width);
+  const auto* dh_vectors = reinterpret_cast<const uint4*>(dh);
+  const auto* z_vectors = reinterpret_cast<const uint4*>(z);
+  auto* dz_vectors = reinterpret_cast<uint4*>(dz);
+  float sum[kPer] = {};
+  for (int64_t row = me.first_row; row < me.end_row; row += kRowLanes * kRowsInFlight) {
+    uint4 dhs[kRowsInFlight], zs[kRowsInFlight];
+#pragma unroll
+    for (int j = 0; j < kRowsInFlight; ++j) {
+      const int64_t r = row + j * kRowLanes;
+      if (r < me.end_row) {
+        dhs[j] = kernels::load_stream(dh_vectors + me.at(r));
+        zs[j] = kernels::load_stream(z_vectors + me.at(r));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kRowsInFlight; ++j) {
+      const int64_t r = row + j * kRowLanes;
+      if (r >= me.end_row) break;
+      float g[kPer], pre[kPer];
+      kernels::unpack_bf16x8(dhs[j], g);
+      kernels::unpack_bf16x8(zs[j], pre);
+      for (int k = 0; k < kPer; ++k) g[k] *= gelu_grad_f(pre[k]);
+      const uint4 packed = kernels::pack_bf16x8(g);
+      kernels::store_stream(dz_vectors + me.at(r), packed);
+      kernels::unpack_bf16x8(packed, g);
+      for (int k = 0; k < kPer; ++k) sum[k] += g[k];
+    }
+  }
+  write_strip_partials(sum, partials, width);
+}
+
+// The launch shape of the two kernels above, and of finish_columns after them.
+dim3 strip_grid(int64_t width) {
+  return dim3(static_cast<unsigned>((width + kStripColumns - 1) / kStripColumns), kChunks);
+}
+unsigned column_blocks(int64_t width) { return static_cast<unsigned>((width + kBlock - 1) / kBlock); }
+
+// The plain-forward rung's activation, what GELU_AUX_BIAS does in the GEMM: a = GELU(z) from the
+// BF16 pre-activation the GEMM (bias epilogue) stored. Eight values a thread: one 16-byte load,
+// one 16-byte store (n is a multiple of 8: the width is). 4 bytes an element.
 __global__ void gelu_bf16(const bf16* z, bf16* a, int64_t n) {
   constexpr int kPer = kernels::kBf16PerVector;
   for (int64_t i = first_index(); i < n / kPer; i += grid_stride()) {
@@ -368,41 +512,25 @@ __global__ void gelu_bf16(const bf16* z, bf16* a, int64_t n) {
   }
 }
 
-// The plain-GEMM rung's backward, what DGELU_BGRAD does in the GEMM: dz = da GELU'(z) in place
-// over the input-gradient GEMM's BF16 output, and the column partial sums of dz (the bias
-// gradient; finish_columns adds the slices). Blocks as column_partials'. 6 bytes an element.
-__global__ void dgelu_columns(bf16* grad, const bf16* z, float* partials, int64_t rows,
-                              int64_t width) {
-  const int64_t col = blockIdx.x * int64_t{kBlock} + threadIdx.x,
-                per = (rows + kChunks - 1) / kChunks;
-  if (col >= width) return;
-  float sum = 0;
-  for (int64_t r = blockIdx.y * per; r < rows && r < (blockIdx.y + 1) * per; ++r) {
-    const int64_t i = r * width + col;
-    const bf16 g =
-        __float2bfloat16(__bfloat162float(grad[i]) * gelu_grad_f(__bfloat162float(z[i])));
-    grad[i] = g;
-    sum += __bfloat162float(g);
-  }
-  partials[blockIdx.y * width + col] = sum;
-}
-
 // What is left of SGD once the weight-gradient GEMMs have updated the FP32 master weights in
-// their epilogue (w_out = w - lr dW): every layer's bias update, and the BF16 copies of the new
-// weights and biases that the next step's GEMMs and forward epilogues read, in one launch. Per
-// weight it reads 4 bytes and writes 2 (the separate SGD pass it replaces read 8 and wrote 6, and
-// the GEMM wrote dW's 4 besides). Eight weights a thread: two 16-byte streaming loads, one
-// 16-byte store (the width is a multiple of 8, so nw is a multiple of 64).
+// their epilogue (w_out = w - lr dW): every layer's bias update, b_out = b + db_scale db (db_scale
+// = -lr, or 1 where the bias gradient already carries the GEMM's alpha = -lr), and the BF16
+// copies of the new weights and biases that the next step's GEMMs and forward epilogues read, in
+// one launch. Per weight it reads 4 bytes and writes 2 (the separate SGD pass it replaces read 8
+// and wrote 6, and the GEMM wrote dW's 4 besides). Eight weights a thread: two 16-byte streaming
+// loads, one 16-byte store (the width is a multiple of 8, so nw is a multiple of 64). db is BF16
+// where cuBLASLt's DGELU_BGRAD writes it (D's type), FP32 where the file's kernels or BGRADB do.
+template <class Grad>
 __global__ void bias_sgd_and_bf16_copies(const float* w_out, bf16* w_next, int64_t nw,
-                                         const float* b, const bf16* db, float* b_out, bf16* b_next,
-                                         int64_t nb, float lr) {
+                                         const float* b, const Grad* db, float db_scale,
+                                         float* b_out, bf16* b_next, int64_t nb) {
   const int64_t vectors = nw / kernels::kBf16PerVector;
   for (int64_t i = first_index(); i < vectors + nb; i += grid_stride()) {
     if (i < vectors) {
       to_bf16x8(w_out, w_next, i);
     } else {
       const int64_t j = i - vectors;
-      const float v = b[j] - lr * __bfloat162float(db[j]);
+      const float v = fmaf(db_scale, float(db[j]), b[j]);
       b_out[j] = v;
       b_next[j] = __float2bfloat16(v);
     }
@@ -533,64 +661,75 @@ class LtHandle {
 enum Part : int {
   kCastInput = 0,
   kForward = 1,                        // + layer: the forward GEMM
-  kGelu = kForward + kLayers,          // + layer: plain rung only, GELU after the GEMM
-  kLoss = kGelu + kLayers,             // loss, top layer's dL/dz and bias gradient
+  kGelu = kForward + kLayers,          // + layer (below the top): GELU after a plain GEMM
+  kLoss = kGelu + kLayers - 1,         // loss, top layer's dL/dz and bias gradient
   kWeightGrad = kLoss + 1,             // + layer: the weight-gradient GEMM, SGD in its epilogue
   kInputGrad = kWeightGrad + kLayers,  // + layer - 1: layers 1.. (layer 0's is not computed)
-  kDgelu = kInputGrad + kLayers - 1,   // + layer - 1: plain rung only, dGELU and bias gradient
+  kDgelu = kInputGrad + kLayers - 1,   // + layer - 1: dGELU and bias gradient after a plain GEMM
   kUpdate = kDgelu + kLayers - 1,      // bias SGD and the next step's BF16 copies
   kParts
 };
 
-// Where the elementwise work around the GEMMs runs: in cuBLASLt's epilogues (the optimized side)
-// or in kernels of the example's own after plain GEMMs (the rung: what the epilogues are worth,
-// with this cuBLASLt, on this GPU). Everything else is the same code.
-enum class Epilogues { fused, separate };
+// Where the elementwise work around the GEMMs runs. Each BF16 variant is one recipe; everything
+// else (the GEMMs' shapes and tuning, the top layer and loss, the SGD) is the same code, so the
+// difference between two variants is what their recipes differ in, on this GPU and cuBLASLt.
+enum class Forward {
+  gelu_epilogue,  // GELU_AUX_BIAS: + bias, GELU, and the pre-activation z kept as the aux matrix
+  gelu_kernel,    // BIAS epilogue writes z, then gelu_bf16 writes GELU(z)
+};
+enum class Backward {
+  dgelu_bgrad_epilogue,   // DGELU_BGRAD: * GELU'(z) and the bias gradient, in the dgrad GEMM
+  dgelu_epilogue_bgradb,  // DGELU in the dgrad GEMM; the bias gradient from the wgrad GEMM's
+                          // BGRADB (the sum over the batch of its B operand, dz)
+  dgelu_kernel,           // plain dgrad GEMM, then dgelu_bias_columns and finish_columns
+};
+struct Recipe {
+  Forward forward;
+  Backward backward;
+};
 
 class Bf16Step {
  public:
-  Bf16Step(const Mlp& m, cudaStream_t stream, Epilogues epilogues)
-      : fused_(epilogues == Epilogues::fused),
+  Bf16Step(const Mlp& m, cudaStream_t stream, Recipe recipe)
+      : recipe_(recipe),
         n_(m.activations()),
         d_(m.width),
         dd_(m.weights()),
-        batch_(double(m.batch)),
+        rows_(m.batch),
+        lr_(m.lr),
         gemm_flops_(2.0 * double(m.batch) * double(m.width) * double(m.width)),
         workspace_(size_t{32} << 20),
         x_(n_),
         z_(kLayers * n_),
         a_(kLayers * n_),
         dz_(2 * n_),
-        db_(kLayers * d_),
+        db16_(kLayers * d_),
         w_next_(kLayers * dd_),
         b_next_(kLayers * d_),
+        db32_(kLayers * d_),
         partials_(kChunks * d_),
-        loss_partials_(kChunks * ((d_ + kBlock - 1) / kBlock)) {
+        loss_partials_(kChunks * strip_grid(d_).x) {
     // Row-major activations (batch x width) are column-major width x batch for cuBLASLt, and a
     // row-major out x in weight matrix is column-major in x out, i.e. W^T:
-    //   forward      z^T  = W a^T              (op T, op N), epilogue: + bias, GELU, z kept as
-    //                aux (fused); + bias only, then gelu_bf16 (separate)
-    //   input grad   dz'^T = W^T dz^T           (op N, op N), epilogue: * GELU'(z'), bias gradient
-    //                (fused); none, then dgelu_columns and finish_columns (separate)
+    //   forward      z^T  = W a^T              (op T, op N), epilogue GELU_AUX_BIAS or BIAS; the
+    //                top layer always BIAS: its activation is recomputed by the loss kernel
+    //   input grad   dz'^T = W^T dz^T           (op N, op N), epilogue DGELU_BGRAD, DGELU or none
     //   weight grad  W_out^T = W^T - lr a^T dz  (op N, op T), alpha = -lr, beta = 1, C = W^T:
-    //                the SGD update of the FP32 master weights, in the GEMM's epilogue (both)
+    //                the SGD update of the FP32 master weights, in the GEMM's epilogue (every
+    //                recipe), with BGRADB for the bias gradient in one recipe
     const int64_t d = d_, b = m.batch;
+    const bool bgradb = recipe_.backward == Backward::dgelu_epilogue_bgradb;
     for (int l = 0; l < kLayers; ++l) {
       forward_.emplace_back(std::make_unique<LtPlan>(
           lt_.get(), CUBLAS_OP_T, CUBLAS_OP_N, d, b, d, d, CUDA_R_16BF, workspace_,
-          fused_ ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS,
-          m.b_bf16.data() + l * d, fused_ ? z(l) : nullptr));
+          gelu_in_gemm(l) ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_BIAS,
+          m.b_bf16.data() + l * d, gelu_in_gemm(l) ? z(l) : nullptr));
       weight_grad_.emplace_back(std::make_unique<LtPlan>(
           lt_.get(), CUBLAS_OP_N, CUBLAS_OP_T, d, d, b, d, CUDA_R_32F, workspace_,
-          CUBLASLT_EPILOGUE_DEFAULT, nullptr, nullptr, /*alpha=*/-m.lr, /*beta=*/1.0f));
+          bgradb ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_DEFAULT,
+          bgradb ? db32_.data() + l * d : nullptr, nullptr, /*alpha=*/-m.lr, /*beta=*/1.0f));
       // layer l's input gradient is layer l-1's output gradient: GELU' and bias gradient of l-1
-      if (l > 0)
-        input_grad_.emplace_back(
-            fused_ ? std::make_unique<LtPlan>(
-                         lt_.get(), CUBLAS_OP_N, CUBLAS_OP_N, d, b, d, d, CUDA_R_16BF, workspace_,
-                         CUBLASLT_EPILOGUE_DGELU_BGRAD, db_.data() + (l - 1) * d, z(l - 1))
-                   : std::make_unique<LtPlan>(lt_.get(), CUBLAS_OP_N, CUBLAS_OP_N, d, b, d, d,
-                                              CUDA_R_16BF, workspace_));
+      if (l > 0) input_grad_.emplace_back(input_grad_plan(l - 1));
     }
     // Every operand the candidates read gets values first (the harness fills m.w, and
     // inputs_filled overwrites m.w_bf16, only after this constructor). The update GEMMs are tuned
@@ -609,15 +748,16 @@ class Bf16Step {
     BENCH_CUDA_CHECK(cudaMemsetAsync(master_scratch.data(), 0, dd_ * sizeof(float), stream));
     const bf16* w = m.w_bf16.data();
     for (int l = 0; l < kLayers; ++l) {
-      bf16* out = fused_ ? a(l) : z(l);
-      tuned_ms_[kForward + l] = forward_[l]->pick_fastest(w + l * dd_, input(l), out, out, stream);
+      tuned_ms_[kForward + l] = forward_[l]->pick_fastest(w + l * dd_, input(l), forward_out(l),
+                                                          forward_out(l), stream);
       tuned_ms_[kWeightGrad + l] = weight_grad_[l]->pick_fastest(
           input(l), dz(l), master_scratch.data(), master_scratch.data(), stream);
       if (l > 0)
-        tuned_ms_[kInputGrad + l - 1] =
-            input_grad_[l - 1]->pick_fastest(w + l * dd_, dz(l), dz(l - 1), dz(l - 1), stream);
+        tuned_ms_[kInputGrad + l - 1] = input_grad_[l - 1]->pick_fastest(
+            w + l * dd_, dz(l), input_grad_out(l - 1), input_grad_out(l - 1), stream);
     }
-    if (fused_) time_plain_gemms(w, d, b, stream);
+    if (bgradb) bias_grad_scale_ = measure_bgradb_scale(master_scratch.data(), stream);
+    if (recipe_.backward == Backward::dgelu_bgrad_epilogue) time_plain_gemms(w, d, b, stream);
   }
 
   void operator()(const Mlp& m, cudaStream_t stream) {
@@ -626,26 +766,26 @@ class Bf16Step {
     to_bf16<<<kStreamBlocks, kBlock, 0, stream>>>(m.x.data(), x_.data(), n_);
     BENCH_CHECK_LAUNCH();
     parts_[kCastInput].end(stream);
+    const int top = kLayers - 1;
     for (int l = 0; l < kLayers; ++l) {
       parts_[kForward + l].begin(stream);
-      forward_[l]->run(w16(m, l), input(l), fused_ ? a(l) : z(l), fused_ ? a(l) : z(l), stream);
+      forward_[l]->run(w16(m, l), input(l), forward_out(l), forward_out(l), stream);
       parts_[kForward + l].end(stream);
-      if (!fused_) {
+      if (l < top && records(kGelu + l)) {  // the top layer's GELU is the loss kernel's
         parts_[kGelu + l].begin(stream);
         gelu_bf16<<<kStreamBlocks, kBlock, 0, stream>>>(z(l), a(l), n_);
         BENCH_CHECK_LAUNCH();
         parts_[kGelu + l].end(stream);
       }
     }
-    const int top = kLayers - 1;
-    const dim3 grid(static_cast<unsigned>((d_ + kBlock - 1) / kBlock), kChunks);
     parts_[kLoss].begin(stream);
-    loss_top_grad<<<grid, kBlock, 0, stream>>>(a(top), z(top), m.target.data(), dz(top),
-                                               partials_.data(), loss_partials_.data(), m.batch, d_,
-                                               1.0f / n_);
+    loss_top_grad<<<strip_grid(d_), kBlock, 0, stream>>>(z(top), m.target.data(), dz(top),
+                                                         partials_.data(), loss_partials_.data(),
+                                                         rows_, d_, 1.0f / n_);
     BENCH_CHECK_LAUNCH();
-    finish_columns<<<grid.x, kBlock, 0, stream>>>(partials_.data(), db_.data() + top * d_, d_);
-    BENCH_CHECK_LAUNCH();
+    // (with BGRADB every layer's bias gradient, the top one's included, comes from its weight-
+    // gradient GEMM, so the loss kernel's column partials are left unused)
+    if (recipe_.backward != Backward::dgelu_epilogue_bgradb) finish_bias_grad(top, stream);
     finish_loss<<<1, kBlock, 0, stream>>>(loss_partials_.data(), int(loss_partials_.size()),
                                           m.loss.data(), 0.5f / n_);
     BENCH_CHECK_LAUNCH();
@@ -658,23 +798,27 @@ class Bf16Step {
       parts_[kWeightGrad + l].end(stream);
       if (l == 0) continue;
       parts_[kInputGrad + l - 1].begin(stream);
-      input_grad_[l - 1]->run(w16(m, l), dz(l), dz(l - 1), dz(l - 1), stream);
+      input_grad_[l - 1]->run(w16(m, l), dz(l), input_grad_out(l - 1), input_grad_out(l - 1),
+                              stream);
       parts_[kInputGrad + l - 1].end(stream);
-      if (!fused_) {
+      if (records(kDgelu + l - 1)) {
         parts_[kDgelu + l - 1].begin(stream);
-        dgelu_columns<<<grid, kBlock, 0, stream>>>(dz(l - 1), z(l - 1), partials_.data(), m.batch,
-                                                   d_);
+        dgelu_bias_columns<<<strip_grid(d_), kBlock, 0, stream>>>(
+            input_grad_out(l - 1), z(l - 1), dz(l - 1), partials_.data(), rows_, d_);
         BENCH_CHECK_LAUNCH();
-        finish_columns<<<grid.x, kBlock, 0, stream>>>(partials_.data(), db_.data() + (l - 1) * d_,
-                                                      d_);
-        BENCH_CHECK_LAUNCH();
+        finish_bias_grad(l - 1, stream);
         parts_[kDgelu + l - 1].end(stream);
       }
     }
     parts_[kUpdate].begin(stream);
-    bias_sgd_and_bf16_copies<<<kStreamBlocks, kBlock, 0, stream>>>(
-        m.w_out.data(), w_next_.data(), kLayers * dd_, m.b.data(), db_.data(), m.b_out.data(),
-        b_next_.data(), kLayers * d_, m.lr);
+    if (recipe_.backward == Backward::dgelu_bgrad_epilogue)
+      bias_sgd_and_bf16_copies<<<kStreamBlocks, kBlock, 0, stream>>>(
+          m.w_out.data(), w_next_.data(), kLayers * dd_, m.b.data(), db16_.data(), -lr_,
+          m.b_out.data(), b_next_.data(), kLayers * d_);
+    else
+      bias_sgd_and_bf16_copies<<<kStreamBlocks, kBlock, 0, stream>>>(
+          m.w_out.data(), w_next_.data(), kLayers * dd_, m.b.data(), db32_.data(),
+          bias_grad_scale_, m.b_out.data(), b_next_.data(), kLayers * d_);
     BENCH_CHECK_LAUNCH();
     parts_[kUpdate].end(stream);
     span_.end(stream);
@@ -682,28 +826,29 @@ class Bf16Step {
 
   // The last timed call's breakdown (µs; TFLOP/s of each GEMM at 2 batch width^2; GB/s of the
   // elementwise parts on the bytes they must move), and the setup's tuning figures: what each
-  // GEMM kind reached on the idle board, and (optimized side) cuBLASLt's best plain BF16 GEMM of
-  // each shape (no epilogue, BF16 out, as PyTorch's autocast matmuls). forward (GEMMs, and the
-  // rung's GELU) + backward (GEMMs, and the rung's dGELU) + sgd + loss + cast + other = the
-  // step; other_us is what lies between the parts (launch gaps, event records).
+  // GEMM kind reached on the idle board, and (the DGELU_BGRAD variant) cuBLASLt's best plain BF16
+  // GEMM of each shape (no epilogue, BF16 out, as PyTorch's autocast matmuls). forward (GEMMs,
+  // and GELU where a kernel does it) + backward (GEMMs, and dGELU where a kernel does it) + sgd
+  // + loss + cast + other = the step; other_us is what lies between the parts (launch gaps,
+  // event records).
   std::vector<bench::Metric> metrics() const {
     std::array<double, kParts> us{};
     for (int p = 0; p < kParts; ++p)
-      if (!(fused_ && is_separate_elementwise(p))) us[p] = 1e3 * parts_[p].ms();
+      if (records(p)) us[p] = 1e3 * parts_[p].ms();
     auto sum = [&](int first, int count) {
       double total = 0;
       for (int p = first; p < first + count; ++p) total += us[p];
       return total;
     };
     const double step_us = 1e3 * span_.ms(), forward = sum(kForward, kLayers),
-                 gelu = sum(kGelu, kLayers), wgrad = sum(kWeightGrad, kLayers),
+                 gelu = sum(kGelu, kLayers - 1), wgrad = sum(kWeightGrad, kLayers),
                  dgrad = sum(kInputGrad, kLayers - 1), dgelu = sum(kDgelu, kLayers - 1),
                  listed = sum(0, kParts);
     const double n = double(n_), nw = double(kLayers * dd_), nb = double(kLayers * d_);
     auto gbps = [](double bytes, double time_us) { return bytes / (time_us * 1e3); };
     auto tflops = [&](double flops, double time_us) { return flops / (time_us * 1e6); };
     std::vector<bench::Metric> out = {
-        {"samples_per_s", batch_ / (step_us * 1e-6)},
+        {"samples_per_s", double(rows_) / (step_us * 1e-6)},
         {"forward_us", forward + gelu},
         {"backward_us", wgrad + dgrad + dgelu},
         {"wgrad_sgd_us", wgrad},
@@ -713,16 +858,18 @@ class Bf16Step {
         {"cast_us", us[kCastInput]},
         {"other_us", step_us - listed},
         {"gemm_tflops", tflops(gemm_flops_ * (2 * kLayers - 1), forward + wgrad + dgrad)},
-        // bytes: x read FP32, written BF16; loss: a, z, dz BF16 and t FP32; update: w_out read,
-        // BF16 copy written, and b, db, b_out, b_next
+        // bytes: x read FP32, written BF16; loss: z BF16 and t FP32 read, dz BF16 written;
+        // update: w_out read, BF16 copy written, and b, db, b_out, b_next
         {"cast_gbps", gbps(n * 6, us[kCastInput])},
-        {"loss_gbps", gbps(n * 10, us[kLoss])},
+        {"loss_gbps", gbps(n * 8, us[kLoss])},
         {"sgd_gbps", gbps(nw * 6 + nb * 12, us[kUpdate])},
     };
-    if (!fused_) {  // GELU: z read, a written; dGELU: da read, z read, dz written (BF16)
+    if (recipe_.forward == Forward::gelu_kernel) {  // z read, a written (BF16)
       out.push_back({"gelu_us", gelu});
+      out.push_back({"gelu_gbps", gbps((kLayers - 1) * n * 4, gelu)});
+    }
+    if (recipe_.backward == Backward::dgelu_kernel) {  // dh read, z read, dz written (BF16)
       out.push_back({"dgelu_us", dgelu});
-      out.push_back({"gelu_gbps", gbps(kLayers * n * 4, gelu)});
       out.push_back({"dgelu_gbps", gbps((kLayers - 1) * n * 6, dgelu)});
     }
     auto per_gemm = [&](const std::string& kind, int first, int layer0, int count) {
@@ -743,9 +890,90 @@ class Bf16Step {
   }
 
  private:
-  static bool is_separate_elementwise(int part) {
-    return (part >= kGelu && part < kGelu + kLayers) ||
-           (part >= kDgelu && part < kDgelu + kLayers - 1);
+  // Whether this recipe runs (and times) a part: the separate GELU and dGELU passes exist only
+  // where a kernel, not an epilogue, does that work.
+  bool records(int part) const {
+    if (part >= kGelu && part < kGelu + kLayers - 1) return recipe_.forward == Forward::gelu_kernel;
+    if (part >= kDgelu && part < kDgelu + kLayers - 1)
+      return recipe_.backward == Backward::dgelu_kernel;
+    return true;
+  }
+  // GELU in the forward GEMM's epilogue: below the top layer, where the recipe says so.
+  bool gelu_in_gemm(int l) const {
+    return l < kLayers - 1 && recipe_.forward == Forward::gelu_epilogue;
+  }
+  // The forward GEMM's D: the activation where the epilogue applies GELU (z is then its aux),
+  // else the pre-activation.
+  bf16* forward_out(int l) const { return gelu_in_gemm(l) ? a(l) : z(l); }
+  // The input-gradient GEMM's D for layer l (the output gradient of layer l): dz(l) itself where
+  // an epilogue applies GELU'; for the dGELU kernel, dL/da of layer l, written over a(l), which
+  // is dead by then (its last reader, layer l+1's weight-gradient GEMM, ran just before).
+  bf16* input_grad_out(int l) const {
+    return recipe_.backward == Backward::dgelu_kernel ? a(l) : dz(l);
+  }
+  std::unique_ptr<LtPlan> input_grad_plan(int l) {
+    const int64_t d = d_, b = rows_;
+    switch (recipe_.backward) {
+      case Backward::dgelu_bgrad_epilogue:
+        return std::make_unique<LtPlan>(lt_.get(), CUBLAS_OP_N, CUBLAS_OP_N, d, b, d, d,
+                                        CUDA_R_16BF, workspace_, CUBLASLT_EPILOGUE_DGELU_BGRAD,
+                                        db16_.data() + l * d, z(l));
+      case Backward::dgelu_epilogue_bgradb:
+        return std::make_unique<LtPlan>(lt_.get(), CUBLAS_OP_N, CUBLAS_OP_N, d, b, d, d,
+                                        CUDA_R_16BF, workspace_, CUBLASLT_EPILOGUE_DGELU, nullptr,
+                                        z(l));
+      case Backward::dgelu_kernel:
+        break;
+    }
+    return std::make_unique<LtPlan>(lt_.get(), CUBLAS_OP_N, CUBLAS_OP_N, d, b, d, d, CUDA_R_16BF,
+                                    workspace_);
+  }
+  // Layer l's bias gradient from the column partials in partials_: BF16 next to DGELU_BGRAD's
+  // (D's type, what that recipe's update reads), FP32 otherwise.
+  void finish_bias_grad(int l, cudaStream_t stream) {
+    if (recipe_.backward == Backward::dgelu_bgrad_epilogue)
+      finish_columns<<<column_blocks(d_), kBlock, 0, stream>>>(partials_.data(),
+                                                               db16_.data() + l * d_, d_);
+    else
+      finish_columns<<<column_blocks(d_), kBlock, 0, stream>>>(partials_.data(),
+                                                               db32_.data() + l * d_, d_);
+    BENCH_CHECK_LAUNCH();
+  }
+  // Untimed, BGRADB recipe only. cuBLASLt's header says where BGRADB's bias gradient goes (the
+  // bias pointer, D's type) and what it sums (B over k: dz over the batch), not whether the
+  // GEMM's alpha (-lr here) scales it. So it is measured once: layer 0's plan runs on the tuning
+  // operands and its bias gradient is compared with the file's own column sums of the same dz.
+  // Returns the factor of the bias update, b_out = b + factor db: -lr for the plain sum, 1 for a
+  // sum already scaled by alpha. Neither (to 1%, relative L2) leaves the variant unsupported.
+  float measure_bgradb_scale(float* scratch, cudaStream_t stream) {
+    weight_grad_[0]->run(input(0), dz(0), scratch, scratch, stream);
+    bench::DeviceBuffer<float> ours(d_);
+    column_partials<<<dim3(column_blocks(d_), kChunks), kBlock, 0, stream>>>(
+        dz(0), partials_.data(), rows_, d_);
+    BENCH_CHECK_LAUNCH();
+    finish_columns<<<column_blocks(d_), kBlock, 0, stream>>>(partials_.data(), ours.data(), d_);
+    BENCH_CHECK_LAUNCH();
+    std::vector<float> epilogue(d_), sums(d_);
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(epilogue.data(), db32_.data(), d_ * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream));
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(sums.data(), ours.data(), d_ * sizeof(float),
+                                     cudaMemcpyDeviceToHost, stream));
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    auto relative_error = [&](double factor) {
+      double diff = 0, norm = 0;
+      for (int64_t i = 0; i < d_; ++i) {
+        const double want = factor * sums[i];
+        diff += (epilogue[i] - want) * (epilogue[i] - want);
+        norm += want * want;
+      }
+      return std::sqrt(diff / norm);
+    };
+    if (relative_error(1.0) < 1e-2) return -lr_;
+    if (relative_error(-lr_) < 1e-2) return 1.0f;
+    throw bench::Unsupported(
+        "cuBLASLt's BGRADB bias gradient is neither the column sum of dz nor that sum times "
+        "alpha (relative L2 " + std::to_string(relative_error(1.0)) + ", " +
+        std::to_string(relative_error(-lr_)) + ")");
   }
   // Untimed: cuBLASLt's best plain GEMM of each of the step's three shapes, on the step's own
   // (already filled) buffers, which the first timed call overwrites. A shape it has no algorithm
@@ -769,13 +997,15 @@ class Bf16Step {
   const bf16* input(int l) const { return l == 0 ? x_.data() : a(l - 1); }
   bf16* dz(int l) const { return dz_.data() + (l % 2) * n_; }  // layer l's output gradient
   const bf16* w16(const Mlp& m, int l) const { return m.w_bf16.data() + l * dd_; }
-  bool fused_;
-  int64_t n_, d_, dd_;
-  double batch_, gemm_flops_;
+  Recipe recipe_;
+  int64_t n_, d_, dd_, rows_;
+  float lr_;
+  double gemm_flops_;
+  float bias_grad_scale_ = -lr_;  // the bias update's factor on db32_ (see measure_bgradb_scale)
   LtHandle lt_;
   bench::DeviceBuffer<std::byte> workspace_;
-  bench::DeviceBuffer<bf16> x_, z_, a_, dz_, db_, w_next_, b_next_;
-  bench::DeviceBuffer<float> partials_, loss_partials_;
+  bench::DeviceBuffer<bf16> x_, z_, a_, dz_, db16_, w_next_, b_next_;
+  bench::DeviceBuffer<float> db32_, partials_, loss_partials_;
   std::vector<std::unique_ptr<LtPlan>> forward_, input_grad_, weight_grad_;
   kernels::EventSpan span_;
   std::array<kernels::EventSpan, kParts> parts_;
@@ -783,14 +1013,18 @@ class Bf16Step {
   std::array<double, 3> plain_ms_{};       // forward, dgrad, wgrad shapes without epilogues
 };
 
-class Bf16FusedEpilogues : public Bf16Step {
+// The variants: one recipe each (the roles are at the bottom, with the example's registration).
+template <Forward kForwardRecipe, Backward kBackwardRecipe>
+class Bf16StepWith : public Bf16Step {
  public:
-  Bf16FusedEpilogues(const Mlp& m, cudaStream_t stream) : Bf16Step(m, stream, Epilogues::fused) {}
+  Bf16StepWith(const Mlp& m, cudaStream_t stream)
+      : Bf16Step(m, stream, Recipe{kForwardRecipe, kBackwardRecipe}) {}
 };
-class Bf16PlainGemms : public Bf16Step {
- public:
-  Bf16PlainGemms(const Mlp& m, cudaStream_t stream) : Bf16Step(m, stream, Epilogues::separate) {}
-};
+using Bf16FusedEpilogues = Bf16StepWith<Forward::gelu_epilogue, Backward::dgelu_bgrad_epilogue>;
+using Bf16DgeluEpilogueBgradb =
+    Bf16StepWith<Forward::gelu_epilogue, Backward::dgelu_epilogue_bgradb>;
+using Bf16GeluEpilogueDgeluKernel = Bf16StepWith<Forward::gelu_epilogue, Backward::dgelu_kernel>;
+using Bf16PlainGemms = Bf16StepWith<Forward::gelu_kernel, Backward::dgelu_kernel>;
 
 // ---- References ------------------------------------------------------------------------------
 // At the timing size (docs/validity.md row 2): the FP32 step with the suite's simple trusted GEMM
@@ -913,11 +1147,23 @@ void reference(const Mlp& m, bench::HostData& h) {
 // side weights 6.6e-4 to 9.2e-4, biases 1.8e-4 to 2.6e-4, loss 1.3e-4 to 2.7e-4; rung weights
 // 7.0e-4 to 9.1e-4, biases 1.8e-4 to 2.5e-4, loss 1.5e-5 to 3.1e-4; at batch 512, width 1024
 // both 8.4e-4 on the weights. 3e-3 holds every one with 3.2x margin or more.
+// The third version's sides (the same emulation, 3 seeds at the verification size; batch 512,
+// width 1024 in brackets): the loss kernel's GELU(z) in FP32 removes the top activation's
+// rounding on every BF16 side, the dGELU kernel rounds the input gradient before GELU' (once
+// more a layer than an epilogue), and BGRADB and the kernel sum the bias gradient in FP32 from
+// the BF16 dz instead of rounding it to BF16. DGELU_BGRAD side weights 6.5e-4 to 9.0e-4 [8.4e-4],
+// biases 1.8e-4 to 2.4e-4, loss 1.0e-4 to 2.9e-4; DGELU + BGRADB and the optimized side
+// weights 6.5e-4 to 9.1e-4 [8.4e-4], biases 1.5e-4 to 2.0e-4, loss 1.0e-4 to 2.9e-4; plain
+// GEMMs weights 6.8e-4 to 9.2e-4 [8.4e-4], biases 1.5e-4 to 2.0e-4, loss 1.0e-4 to 2.1e-4.
+// 3e-3 holds every one with 3.2x margin or more.
 BENCH_EXAMPLE(ch01, training_step, Mlp)
     .stateful<Fp32SyncPerLayer>(bench::Role::baseline, "fp32_sgemm_sync_per_layer",
                                 {.blocks_host = true, .compute_ceiling = bench::ceiling::fp32})
+    .stateful<Bf16FusedEpilogues>(bench::Role::step, "bf16_cublaslt_fused_epilogues")
+    .stateful<Bf16DgeluEpilogueBgradb>(bench::Role::step, "bf16_cublaslt_dgelu_epilogue_bgradb")
     .stateful<Bf16PlainGemms>(bench::Role::step, "bf16_cublaslt_plain_gemms")
-    .stateful<Bf16FusedEpilogues>(bench::Role::optimized, "bf16_cublaslt_fused_epilogues")
+    .stateful<Bf16GeluEpilogueDgeluKernel>(bench::Role::optimized,
+                                           "bf16_cublaslt_gelu_epilogue_dgelu_kernel")
     .reference(reference)
     .device_reference(device_reference)
     .tolerance(bench::relative_l2(3e-3))

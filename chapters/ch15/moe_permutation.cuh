@@ -13,6 +13,8 @@
 
 #include <cstdint>
 #include <cub/block/block_scan.cuh>
+#include <kernels/bf16_pack.cuh>
+#include <kernels/vector_access.cuh>
 
 #include "moe_dispatch_plan.hpp"
 
@@ -26,7 +28,7 @@ constexpr int kWarps = 8;  // warps per block of the warp-per-item kernels here
 // ---- Both sides: the combine (unpermute). A warp per token, 8 columns (16 bytes) a lane. The
 // token's kTopK places and weights are loaded once, a lane each, and shuffled to the warp, so a
 // row load never waits for the load of its place; with kTopK fixed the kTopK row loads of a column
-// step are all in flight together.
+// step are all in flight together (each a streaming 16-byte load: y_sorted is read once).
 template <int kTopK>
 __global__ void __launch_bounds__(32 * kWarps)
     combine(const bf16* __restrict__ y_sorted, const int32_t* __restrict__ position,
@@ -47,19 +49,17 @@ __global__ void __launch_bounds__(32 * kWarps)
   for (int c = 8 * lane; c < ffn; c += 8 * 32) {
     uint4 v[kTopK];
 #pragma unroll
-    for (int j = 0; j < kTopK; ++j) v[j] = *reinterpret_cast<const uint4*>(y_sorted + row[j] + c);
-    float sum[8] = {};
+    for (int j = 0; j < kTopK; ++j)  // read once: no L1 allocation (and volatile: issued in order)
+      v[j] = kernels::load_stream(reinterpret_cast<const uint4*>(y_sorted + row[j] + c));
+    float sum[kernels::kBf16PerVector] = {};
 #pragma unroll
     for (int j = 0; j < kTopK; ++j) {
-      const bf16* h = reinterpret_cast<const bf16*>(&v[j]);
+      float h[kernels::kBf16PerVector];
+      kernels::unpack_bf16x8(v[j], h);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) sum[i] += g[j] * __bfloat162float(h[i]);
+      for (int i = 0; i < kernels::kBf16PerVector; ++i) sum[i] += g[j] * h[i];
     }
-    uint4 out;
-    bf16* o = reinterpret_cast<bf16*>(&out);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = __float2bfloat16(sum[i]);
-    *reinterpret_cast<uint4*>(y + token * ffn + c) = out;
+    kernels::store_stream(reinterpret_cast<uint4*>(y + token * ffn + c), kernels::pack_bf16x8(sum));
   }
 }
 // Copies row `src` of a row-major matrix `cols` wide (cols % 8 == 0) to row `dst`, a warp.

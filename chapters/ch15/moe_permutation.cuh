@@ -183,6 +183,19 @@ inline size_t cluster_permutation_smem(int experts) {
   return size_t(kClusterWarps + 1) * size_t(experts) * sizeof(int32_t);
 }
 
+// A warp reads the experts of kRoundsInFlight rounds of 32 routed rows before it matches any:
+// one memory latency for 8 rounds, not one a round (the rows are cold in L2 after a flush).
+constexpr int kRoundsInFlight = 8;
+// The experts of rows first + 32 r + lane (-1 at or past `end`).
+__device__ __forceinline__ void load_experts(const int32_t* __restrict__ expert, int first, int end,
+                                             int lane, int (&ex)[kRoundsInFlight]) {
+#pragma unroll
+  for (int r = 0; r < kRoundsInFlight; ++r) {
+    const int a = first + 32 * r + lane;
+    ex[r] = a < end ? __ldg(expert + a) : -1;
+  }
+}
+
 __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterThreads)
     permute_in_cluster(const int32_t* __restrict__ expert, int routed, int experts, int top_k,
                        int tile_rows, int n_tiles, int32_t* __restrict__ counts,
@@ -203,11 +216,15 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterT
   // 1. Count.
   for (int e = lane; e < experts; e += 32) mine[e] = 0;
   __syncwarp();
-  for (int a0 = begin; a0 < end; a0 += 32) {
-    const int e = a0 + lane < end ? expert[a0 + lane] : -1;
-    const unsigned peers = __match_any_sync(0xffffffffu, e);
-    if (e >= 0 && (peers & lanes_below) == 0) mine[e] += __popc(peers);
-    __syncwarp();
+  for (int a0 = begin; a0 < end; a0 += 32 * kRoundsInFlight) {
+    int ex[kRoundsInFlight];
+    load_experts(expert, a0, end, lane, ex);
+#pragma unroll
+    for (int r = 0; r < kRoundsInFlight; ++r) {
+      const unsigned peers = __match_any_sync(0xffffffffu, ex[r]);
+      if (ex[r] >= 0 && (peers & lanes_below) == 0) mine[ex[r]] += __popc(peers);
+      __syncwarp();
+    }
   }
   __syncthreads();
   for (int e = int(threadIdx.x); e < experts; e += kClusterThreads) {
@@ -251,19 +268,23 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterT
   __syncthreads();
 
   // 3. Place.
-  for (int a0 = begin; a0 < end; a0 += 32) {
-    const int a = a0 + lane;
-    const int ex = a < end ? expert[a] : -1;
-    const unsigned peers = __match_any_sync(0xffffffffu, ex);
-    const int rank = __popc(peers & lanes_below);
-    if (ex >= 0) {
-      const int32_t place = mine[ex] + rank;
-      position[a] = place;
-      if (row_token != nullptr) row_token[place] = a / top_k;
+  for (int a0 = begin; a0 < end; a0 += 32 * kRoundsInFlight) {
+    int ex[kRoundsInFlight];
+    load_experts(expert, a0, end, lane, ex);  // L1 hits now
+#pragma unroll
+    for (int r = 0; r < kRoundsInFlight; ++r) {
+      const int a = a0 + 32 * r + lane;
+      const unsigned peers = __match_any_sync(0xffffffffu, ex[r]);
+      const int rank = __popc(peers & lanes_below);
+      if (ex[r] >= 0) {
+        const int32_t place = mine[ex[r]] + rank;
+        position[a] = place;
+        if (row_token != nullptr) row_token[place] = a / top_k;
+      }
+      __syncwarp();
+      if (ex[r] >= 0 && rank == 0) mine[ex[r]] += __popc(peers);
+      __syncwarp();
     }
-    __syncwarp();
-    if (ex >= 0 && rank == 0) mine[ex] += __popc(peers);
-    __syncwarp();
   }
   cluster.sync();  // no CTA frees its shared memory while another may still read it
 }

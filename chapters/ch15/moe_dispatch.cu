@@ -23,14 +23,17 @@
 //      of (expert, 128-row tile, 256-column tile) work items that the scan numbered; A's tensor
 //      map covers the whole permuted buffer and a tile starts at its expert's offset (rows past
 //      the expert's end are read, multiplied and not stored), B's covers all experts' weights.
-//   3. optimized "grouped_gather" (the rung past grouped_wgmma): no permuted copy of x. The
-//      permutation stops at the row index (each sorted place's token) and the grouped GEMM's
-//      producer warpgroup gathers A's rows straight from x with cp.async into the swizzled stage
-//      the wgmma descriptors read; the weights stay on TMA. Removes the 256 MiB row copy and its
-//      read-back (512 MiB of HBM traffic at the timing size), for a 256 KiB index. It is the
-//      optimized side because it measured faster (README): the gather costs the GEMM a little
-//      beside TMA, and the copy it removes costs more.
-//   4. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
+//   3. step "grouped_gather": no permuted copy of x. The permutation stops at the row index (each
+//      sorted place's token) and the grouped GEMM's producer warpgroup gathers A's rows straight
+//      from x with cp.async into the swizzled stage the wgmma descriptors read; the weights stay
+//      on TMA. Removes the 256 MiB row copy and its read-back (512 MiB of HBM traffic at the
+//      timing size), for a 256 KiB index.
+//   4. step "cluster_permute": grouped_gather with the permutation in ONE launch
+//      (moe::permute_in_cluster: one 8-CTA cluster, per-warp histograms in shared memory, the
+//      CTAs' counts read through DSMEM, the scans in a CTA each) instead of three kernels.
+//   5. optimized "row_tma_gather": cluster_permute with A's rows gathered by TMA, one box of one
+//      row each (2c below), issued by one producer warp, instead of 128 threads of cp.async.
+//   6. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
 //      (cublasGemmGroupedBatchedEx, a group per expert); its group sizes are host arrays, so the
 //      counts come back to the host before it.
 // Timing: 8192 tokens, 128 experts, hidden 2048 -> ffn 768 (issue 41; the PyTorch peer is
@@ -41,7 +44,7 @@
 // Tolerance: y at BF16's default relative L2 (8e-3); the reference rounds each expert output to
 // BF16 as both sides do, so what is left is the final rounding and FP32 sums in another order.
 // counts exactly (int32's default).
-// Metrics (grouped_wgmma and grouped_gather, the last call's events): permute_us, gemm_us and
+// Metrics (the grouped rungs, the last call's events): permute_us, gemm_us and
 // gemm_tflops (the grouped GEMM alone, the figure torch._grouped_mm is timed by) and combine_us.
 //
 //   ./bench compare --chapter ch15 --example moe_dispatch
@@ -212,7 +215,7 @@ class HostLoop {
   std::map<int, std::unique_ptr<kernels::LtGemm>> gemms_;
 };
 
-// ---- 2. Optimized: the permutation on the device, one grouped GEMM -----------------------------
+// ---- 2. Step grouped_wgmma: the permutation on the device, one grouped GEMM --------------------
 // The grouped GEMM: ws_gemm's producer and consumers, looped over this CTA's work items (a
 // persistent kernel, as ch10's persistent_gemm, with `slot` running on across items). X = the
 // sorted rows (a tile's 128 rows from its expert's offset), Y = the experts' weights stacked
@@ -252,7 +255,7 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 #endif
 }
 
-// ---- 2b. Step: the same grouped GEMM, A's rows gathered from x -------------------------------
+// ---- 2b. Steps grouped_gather, cluster_permute: A's rows gathered from x by cp.async ---------
 // Hopper's TMA copies boxes, not lists of rows (a row gather is Blackwell's tile::gather4), so a
 // stage's X block (128 rows x 64 columns, 16 KiB) is 1024 cp.async of 16 bytes, 8 per producer
 // thread, each to the chunk the 128-byte swizzle gives it: the layout TMA writes and the wgmma
@@ -334,7 +337,7 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 #endif
 }
 
-// ---- 2c. The gather as TMA, a row per copy ------------------------------------------------------
+// ---- 2c. Optimized row_tma_gather: the gather as TMA, a row per copy ---------------------------
 // The cp.async gather costs the GEMM beside TMA: 128 threads each issue 8 copies and make one
 // arrival on the stage's barrier (129 arrivals a stage), re-read their row indices every
 // k-block, and the consumers fence the generic proxy before every stage. Here a box of ONE row

@@ -221,6 +221,27 @@ class HostLoop {
 // sorted rows (a tile's 128 rows from its expert's offset), Y = the experts' weights stacked
 // [expert * ffn + column][hidden]. The item count is read from memory and broadcast from lane 0,
 // so the loop that holds the wgmma is uniform to the compiler.
+// The consumer warpgroups of every grouped GEMM here: for each of this CTA's work items, its
+// k-blocks into the accumulators (ws::mma_tile; kGenericX as there), then the tile's rows that
+// belong to its expert stored. A template so that its wgmma is compiled only where a kernel's
+// sm_90a body calls it.
+template <bool kGenericX = false>
+__device__ __forceinline__ void consume_items(ws::Smem& sm, const int32_t* __restrict__ offsets,
+                                              const int32_t* __restrict__ tile_prefix, int items,
+                                              int experts, int n_tiles, int kblocks,
+                                              bf16* __restrict__ y_sorted, int ffn,
+                                              uint32_t& slot) {
+  float acc[128];
+  const int cw = ws::start_consumer(acc);
+  for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
+    const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
+    ws::mma_tile<1, kGenericX>(acc, sm, cw, kblocks, slot);
+    const int first = offsets[at.expert] + at.row_tile * ws::kBM + cw * ws::kXShare;
+    wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, at.col_tile * ws::kBN,
+                                         offsets[at.expert + 1]);
+  }
+}
+
 __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
     grouped_gemm(const __grid_constant__ CUtensorMap map_x,
                  const __grid_constant__ CUtensorMap map_w, bf16* __restrict__ y_sorted,
@@ -242,15 +263,7 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
         ws::produce_k_blocks(sm, &map_x, &map_w, tile, 0, kblocks, slot);
       }
   } else {
-    float acc[128];
-    const int cw = ws::start_consumer(acc);
-    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
-      const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
-      ws::mma_tile(acc, sm, cw, kblocks, slot);
-      const int first = offsets[at.expert] + at.row_tile * ws::kBM + cw * ws::kXShare;
-      wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, at.col_tile * ws::kBN,
-                                           offsets[at.expert + 1]);
-    }
+    consume_items(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks, y_sorted, ffn, slot);
   }
 #endif
 }
@@ -324,15 +337,8 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
     cp_async::commit();  // nothing left in flight when the thread exits
     cp_async::wait<0>();
   } else {
-    float acc[128];
-    const int cw = ws::start_consumer(acc);
-    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
-      const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
-      ws::mma_tile<1, /*kGenericX=*/true>(acc, sm, cw, kblocks, slot);
-      const int first = offsets[at.expert] + at.row_tile * ws::kBM + cw * ws::kXShare;
-      wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, at.col_tile * ws::kBN,
-                                           offsets[at.expert + 1]);
-    }
+    consume_items</*kGenericX=*/true>(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks,
+                                      y_sorted, ffn, slot);
   }
 #endif
 }
@@ -398,15 +404,7 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
       }
     }
   } else {
-    float acc[128];
-    const int cw = ws::start_consumer(acc);
-    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
-      const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
-      ws::mma_tile(acc, sm, cw, kblocks, slot);
-      const int first = offsets[at.expert] + at.row_tile * ws::kBM + cw * ws::kXShare;
-      wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, at.col_tile * ws::kBN,
-                                           offsets[at.expert + 1]);
-    }
+    consume_items(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks, y_sorted, ffn, slot);
   }
 #endif
 }
@@ -436,7 +434,9 @@ class DevicePermutation {
         copies_x_(copies_x),
         how_(how),
         chunks_(int((w.routed + moe::kChunk - 1) / moe::kChunk)),
-        chunk_base_(how == Permute::three_kernels ? int64_t{chunks_} * w.experts : 0) {
+        chunk_base_(how == Permute::three_kernels
+                        ? bench::DeviceBuffer<int32_t>(int64_t{chunks_} * w.experts)
+                        : bench::DeviceBuffer<int32_t>()) {
     if (how_ == Permute::one_cluster) {
       if (copies_x_) throw std::logic_error("moe_dispatch: the cluster permutation only gathers");
       static const bool configured = [] {  // the table for up to kScanThreads experts

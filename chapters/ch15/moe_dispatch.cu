@@ -23,14 +23,17 @@
 //      of (expert, 128-row tile, 256-column tile) work items that the scan numbered; A's tensor
 //      map covers the whole permuted buffer and a tile starts at its expert's offset (rows past
 //      the expert's end are read, multiplied and not stored), B's covers all experts' weights.
-//   3. optimized "grouped_gather" (the rung past grouped_wgmma): no permuted copy of x. The
-//      permutation stops at the row index (each sorted place's token) and the grouped GEMM's
-//      producer warpgroup gathers A's rows straight from x with cp.async into the swizzled stage
-//      the wgmma descriptors read; the weights stay on TMA. Removes the 256 MiB row copy and its
-//      read-back (512 MiB of HBM traffic at the timing size), for a 256 KiB index. It is the
-//      optimized side because it measured faster (README): the gather costs the GEMM a little
-//      beside TMA, and the copy it removes costs more.
-//   4. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
+//   3. step "grouped_gather": no permuted copy of x. The permutation stops at the row index (each
+//      sorted place's token) and the grouped GEMM's producer warpgroup gathers A's rows straight
+//      from x with cp.async into the swizzled stage the wgmma descriptors read; the weights stay
+//      on TMA. Removes the 256 MiB row copy and its read-back (512 MiB of HBM traffic at the
+//      timing size), for a 256 KiB index.
+//   4. step "cluster_permute": grouped_gather with the permutation in ONE launch
+//      (moe::permute_in_cluster: one 8-CTA cluster, per-warp histograms in shared memory, the
+//      CTAs' counts read through DSMEM, the scans in a CTA each) instead of three kernels.
+//   5. optimized "row_tma_gather": cluster_permute with A's rows gathered by TMA, one box of one
+//      row each (2c below), issued by one producer warp, instead of 128 threads of cp.async.
+//   6. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
 //      (cublasGemmGroupedBatchedEx, a group per expert); its group sizes are host arrays, so the
 //      counts come back to the host before it.
 // Timing: 8192 tokens, 128 experts, hidden 2048 -> ffn 768 (issue 41; the PyTorch peer is
@@ -41,7 +44,7 @@
 // Tolerance: y at BF16's default relative L2 (8e-3); the reference rounds each expert output to
 // BF16 as both sides do, so what is left is the final rounding and FP32 sums in another order.
 // counts exactly (int32's default).
-// Metrics (grouped_wgmma and grouped_gather, the last call's events): permute_us, gemm_us and
+// Metrics (the grouped rungs, the last call's events): permute_us, gemm_us and
 // gemm_tflops (the grouped GEMM alone, the figure torch._grouped_mm is timed by) and combine_us.
 //
 //   ./bench compare --chapter ch15 --example moe_dispatch
@@ -61,6 +64,7 @@
 #include <kernels/ws_gemm.cuh>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -134,9 +138,8 @@ struct Sorted {
 };
 
 void launch_combine(const Dispatch& w, const Sorted& s, cudaStream_t stream) {
-  moe::combine<<<unsigned((w.tokens + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
-      s.y.data(), s.position.data(), w.weight.data(), w.tokens, int(w.top_k), int(w.ffn),
-      w.y.data());
+  moe::combine<kTopK><<<unsigned((w.tokens + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
+      s.y.data(), s.position.data(), w.weight.data(), w.tokens, int(w.ffn), w.y.data());
   BENCH_CHECK_LAUNCH();
 }
 
@@ -212,12 +215,33 @@ class HostLoop {
   std::map<int, std::unique_ptr<kernels::LtGemm>> gemms_;
 };
 
-// ---- 2. Optimized: the permutation on the device, one grouped GEMM -----------------------------
+// ---- 2. Step grouped_wgmma: the permutation on the device, one grouped GEMM --------------------
 // The grouped GEMM: ws_gemm's producer and consumers, looped over this CTA's work items (a
 // persistent kernel, as ch10's persistent_gemm, with `slot` running on across items). X = the
 // sorted rows (a tile's 128 rows from its expert's offset), Y = the experts' weights stacked
 // [expert * ffn + column][hidden]. The item count is read from memory and broadcast from lane 0,
 // so the loop that holds the wgmma is uniform to the compiler.
+// The consumer warpgroups of every grouped GEMM here: for each of this CTA's work items, its
+// k-blocks into the accumulators (ws::mma_tile; kGenericX as there), then the tile's rows that
+// belong to its expert stored. A template so that its wgmma is compiled only where a kernel's
+// sm_90a body calls it.
+template <bool kGenericX = false>
+__device__ __forceinline__ void consume_items(ws::Smem& sm, const int32_t* __restrict__ offsets,
+                                              const int32_t* __restrict__ tile_prefix, int items,
+                                              int experts, int n_tiles, int kblocks,
+                                              bf16* __restrict__ y_sorted, int ffn,
+                                              uint32_t& slot) {
+  float acc[128];
+  const int cw = ws::start_consumer(acc);
+  for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
+    const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
+    ws::mma_tile<1, kGenericX>(acc, sm, cw, kblocks, slot);
+    const int first = offsets[at.expert] + at.row_tile * ws::kBM + cw * ws::kXShare;
+    wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, at.col_tile * ws::kBN,
+                                         offsets[at.expert + 1]);
+  }
+}
+
 __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
     grouped_gemm(const __grid_constant__ CUtensorMap map_x,
                  const __grid_constant__ CUtensorMap map_w, bf16* __restrict__ y_sorted,
@@ -239,20 +263,12 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
         ws::produce_k_blocks(sm, &map_x, &map_w, tile, 0, kblocks, slot);
       }
   } else {
-    float acc[128];
-    const int cw = ws::start_consumer(acc);
-    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
-      const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
-      ws::mma_tile(acc, sm, cw, kblocks, slot);
-      const int first = offsets[at.expert] + at.row_tile * ws::kBM + cw * ws::kXShare;
-      wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, at.col_tile * ws::kBN,
-                                           offsets[at.expert + 1]);
-    }
+    consume_items(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks, y_sorted, ffn, slot);
   }
 #endif
 }
 
-// ---- 2b. Step: the same grouped GEMM, A's rows gathered from x -------------------------------
+// ---- 2b. Steps grouped_gather, cluster_permute: A's rows gathered from x by cp.async ---------
 // Hopper's TMA copies boxes, not lists of rows (a row gather is Blackwell's tile::gather4), so a
 // stage's X block (128 rows x 64 columns, 16 KiB) is 1024 cp.async of 16 bytes, 8 per producer
 // thread, each to the chunk the 128-byte swizzle gives it: the layout TMA writes and the wgmma
@@ -321,34 +337,128 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
     cp_async::commit();  // nothing left in flight when the thread exits
     cp_async::wait<0>();
   } else {
-    float acc[128];
-    const int cw = ws::start_consumer(acc);
-    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
-      const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
-      ws::mma_tile<1, /*kGenericX=*/true>(acc, sm, cw, kblocks, slot);
-      const int first = offsets[at.expert] + at.row_tile * ws::kBM + cw * ws::kXShare;
-      wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, at.col_tile * ws::kBN,
-                                           offsets[at.expert + 1]);
-    }
+    consume_items</*kGenericX=*/true>(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks,
+                                      y_sorted, ffn, slot);
   }
 #endif
 }
 
-// Steps (1)-(4) of both grouped rungs, on the GPU with no read-back: after them the workload's
-// counts, the offsets, the work items' numbering and the sorted rows are on the device. Without
-// the row copy (copies_x false: grouped_gather) step (3) also writes each place's token and (4)
-// is gone.
+// ---- 2c. Optimized row_tma_gather: the gather as TMA, a row per copy ---------------------------
+// The cp.async gather costs the GEMM beside TMA: 128 threads each issue 8 copies and make one
+// arrival on the stage's barrier (129 arrivals a stage), re-read their row indices every
+// k-block, and the consumers fence the generic proxy before every stage. Here a box of ONE row
+// (64 columns, 128 bytes) is a TMA copy of its own: the tensor map covers x [tokens][hidden], a
+// row's coordinate is its token, and the 128-byte swizzle is a function of the shared-memory
+// address (bits 7-9 pick the XOR), so row r's box written at stage + 128 r lands in exactly the
+// chunks a whole-tile box would have put it in. One producer warp: each lane holds the tokens of
+// 4 of the tile's 128 rows for the whole tile and issues their 4 copies per k-block; lane 0 also
+// the stage's one expect_tx (the whole 48 KiB: X's rows and W's block) and W's two boxes. Rows
+// past the expert's end ask for row `tokens` of x, past its end: TMA fills zeros and still counts
+// the box's bytes. The writes are the async proxy's, as TMA's always are: the consumers are
+// ws_gemm's own, with no proxy fence.
+namespace row_tma {
+constexpr int kRowsPerLane = ws::kBM / 32;  // 4 rows of the tile per lane
+}  // namespace row_tma
+
+__global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
+    grouped_gemm_row_tma(const __grid_constant__ CUtensorMap map_rows,
+                         const __grid_constant__ CUtensorMap map_w, bf16* __restrict__ y_sorted,
+                         const int32_t* __restrict__ row_token, const int32_t* __restrict__ offsets,
+                         const int32_t* __restrict__ tile_prefix, int experts, int ffn, int hidden,
+                         int tokens) {
+#if BENCH_SM90A_DEVICE
+  using row_tma::kRowsPerLane;
+  extern __shared__ uint8_t raw[];
+  ws::Smem& sm = ws::init_ring(raw, 1);  // full: lane 0's one expect_tx per stage
+  const int n_tiles = ffn / ws::kBN, kblocks = hidden / ws::kBK;
+  const int items = __shfl_sync(0xffffffffu, tile_prefix[experts], 0);
+  uint32_t slot = 0;
+  if (threadIdx.x / ws::kWarpgroup == 0) {
+    wgmma::shrink_registers<ws::kProducerRegisters>();
+    if (threadIdx.x < 32) {
+      const int lane = int(threadIdx.x);
+      for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
+        const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
+        const int first = offsets[at.expert] + at.row_tile * ws::kBM, end = offsets[at.expert + 1];
+        const int c0 = (at.expert * n_tiles + at.col_tile) * ws::kBN;
+        int token[kRowsPerLane];  // the lane's rows: lane + 32 i of the tile
+#pragma unroll
+        for (int i = 0; i < kRowsPerLane; ++i) {
+          const int row = first + lane + 32 * i;
+          token[i] = row < end ? row_token[row] : tokens;
+        }
+        for (int kb = 0; kb < kblocks; ++kb, ++slot) {
+          const int s = int(slot % ws::kStages);
+          if (slot >= ws::kStages) tma::wait_parity(&sm.empty[s], ((slot / ws::kStages) - 1) & 1);
+          if (lane == 0) {
+            tma::arrive_expect_tx(&sm.full[s], ws::kStageBytes);
+            for (int part = 0; part < ws::kConsumers; ++part)
+              tma::load_2d(&sm.y[s][part * ws::kYShare * ws::kBK], &map_w, kb * ws::kBK,
+                           c0 + part * ws::kYShare, &sm.full[s]);
+          }
+#pragma unroll
+          for (int i = 0; i < kRowsPerLane; ++i)
+            tma::load_2d(&sm.x[s][(lane + 32 * i) * ws::kBK], &map_rows, kb * ws::kBK, token[i],
+                         &sm.full[s]);
+        }
+      }
+    }
+  } else {
+    consume_items(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks, y_sorted, ffn, slot);
+  }
+#endif
+}
+
+// The two ways the rungs permute (both on the GPU with no read-back; after either the workload's
+// counts, the offsets, the work items' numbering and each routed row's place are on the device).
+enum class Permute {
+  three_kernels,  // per-chunk histograms, a one-CTA scan, the placement: grouped_wgmma, _gather
+  one_cluster,    // moe::permute_in_cluster: one launch of one 8-CTA cluster
+};
+// Where the grouped GEMM's producer finds A's rows.
+enum class RowsFrom {
+  permuted_copy,    // a copy of x in expert order (step (4) below), loaded by whole-tile TMA boxes
+  cp_async_gather,  // x itself, through the row index, 16-byte cp.async per thread
+  tma_row_gather,   // x itself, through the row index, a one-row TMA box per row
+};
+
+// Steps (1)-(4) of the grouped rungs. Without the row copy (copies_x false: the gathers) step
+// (3) also writes each place's token and (4) is gone; one_cluster always gathers.
 class DevicePermutation {
  public:
-  explicit DevicePermutation(const Dispatch& w, bool copies_x = true)
+  explicit DevicePermutation(const Dispatch& w, bool copies_x = true,
+                             Permute how = Permute::three_kernels)
       : sorted(w, copies_x),
         offsets(w.experts + 1),
         tile_prefix(w.experts + 1),
         copies_x_(copies_x),
+        how_(how),
         chunks_(int((w.routed + moe::kChunk - 1) / moe::kChunk)),
-        chunk_base_(int64_t{chunks_} * w.experts) {}
+        chunk_base_(how == Permute::three_kernels
+                        ? bench::DeviceBuffer<int32_t>(int64_t{chunks_} * w.experts)
+                        : bench::DeviceBuffer<int32_t>()) {
+    if (how_ == Permute::one_cluster) {
+      if (copies_x_) throw std::logic_error("moe_dispatch: the cluster permutation only gathers");
+      static const bool configured = [] {  // the table for up to kScanThreads experts
+        BENCH_CUDA_CHECK(cudaFuncSetAttribute(
+            moe::permute_in_cluster, cudaFuncAttributeMaxDynamicSharedMemorySize,
+            int(moe::cluster_permutation_smem(moe::kScanThreads))));
+        return true;
+      }();
+      (void)configured;
+    }
+  }
   void operator()(const Dispatch& w, cudaStream_t stream) {
     const int experts = int(w.experts);
+    if (how_ == Permute::one_cluster) {
+      moe::permute_in_cluster<<<moe::kClusterCtas, moe::kClusterThreads,
+                                moe::cluster_permutation_smem(experts), stream>>>(
+          w.expert.data(), int(w.routed), experts, int(w.top_k), ws::kBM, int(w.ffn / ws::kBN),
+          w.counts.data(), offsets.data(), tile_prefix.data(), sorted.position.data(),
+          sorted.row_token.data());
+      BENCH_CHECK_LAUNCH();
+      return;
+    }
     const unsigned chunk_blocks = unsigned((chunks_ + kWarps - 1) / kWarps);
     const size_t per_block = size_t{kWarps} * experts * sizeof(int32_t);
     moe::count_chunks<<<chunk_blocks, 32 * kWarps, per_block, stream>>>(
@@ -372,30 +482,36 @@ class DevicePermutation {
 
  private:
   bool copies_x_;
+  Permute how_;
   int chunks_;
   bench::DeviceBuffer<int32_t> chunk_base_;
 };
 
-// kGather false: grouped_wgmma (the permuted copy, TMA for both operands); true: grouped_gather
-// (the row index only, A's rows gathered from x by the GEMM's producer).
-template <bool kGather>
+template <RowsFrom kRows>
 constexpr auto grouped_kernel() {
-  if constexpr (kGather)
+  if constexpr (kRows == RowsFrom::permuted_copy)
+    return grouped_gemm;
+  else if constexpr (kRows == RowsFrom::cp_async_gather)
     return grouped_gemm_gather;
   else
-    return grouped_gemm;
+    return grouped_gemm_row_tma;
 }
-template <bool kGather>
+
+// The grouped rungs: a permutation, one grouped GEMM, the combine.
+template <Permute kPermute, RowsFrom kRows>
 class GroupedWgmma {
-  static constexpr auto kKernel = grouped_kernel<kGather>();
+  static constexpr auto kKernel = grouped_kernel<kRows>();
+  static constexpr bool kCopy = kRows == RowsFrom::permuted_copy;
 
  public:
   GroupedWgmma(const Dispatch& w, cudaStream_t)
       : flops_(2.0 * double(w.routed) * double(w.hidden) * double(w.ffn)),
-        permute_(w, /*copies_x=*/!kGather),
+        permute_(w, /*copies_x=*/kCopy, kPermute),
         map_w_(ws::operand_map(w.w.data(), w.experts * w.ffn, w.hidden, ws::kYShare)) {
-    if constexpr (!kGather)
+    if constexpr (kCopy)
       map_x_ = ws::operand_map(permute_.sorted.x.data(), w.routed, w.hidden, ws::kXShare);
+    if constexpr (kRows == RowsFrom::tma_row_gather)  // x itself, a box of one row
+      map_x_ = ws::operand_map(w.x.data(), w.tokens, w.hidden, 1);
     ws::allow_smem<kKernel, ws::kSmemBytes>();
     grid_ = kernels::resident_grid(kKernel, ws::kSpecialisedThreads, ws::kSmemBytes);
   }
@@ -404,19 +520,24 @@ class GroupedWgmma {
     permute_(w, stream);
     parts_[0].end(stream);
     parts_[1].begin(stream);
-    if constexpr (kGather)
-      grouped_gemm_gather<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
-          w.x.data(), map_w_, permute_.sorted.y.data(), permute_.sorted.row_token.data(),
-          permute_.offsets.data(), permute_.tile_prefix.data(), int(w.experts), int(w.ffn),
-          int(w.hidden));
-    else
+    const Sorted& sorted = permute_.sorted;
+    const int experts = int(w.experts), ffn = int(w.ffn), hidden = int(w.hidden);
+    if constexpr (kRows == RowsFrom::permuted_copy)
       grouped_gemm<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
-          map_x_, map_w_, permute_.sorted.y.data(), permute_.offsets.data(),
-          permute_.tile_prefix.data(), int(w.experts), int(w.ffn), int(w.hidden));
+          map_x_, map_w_, sorted.y.data(), permute_.offsets.data(), permute_.tile_prefix.data(),
+          experts, ffn, hidden);
+    else if constexpr (kRows == RowsFrom::cp_async_gather)
+      grouped_gemm_gather<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
+          w.x.data(), map_w_, sorted.y.data(), sorted.row_token.data(), permute_.offsets.data(),
+          permute_.tile_prefix.data(), experts, ffn, hidden);
+    else
+      grouped_gemm_row_tma<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
+          map_x_, map_w_, sorted.y.data(), sorted.row_token.data(), permute_.offsets.data(),
+          permute_.tile_prefix.data(), experts, ffn, hidden, int(w.tokens));
     BENCH_CHECK_LAUNCH();
     parts_[1].end(stream);
     parts_[2].begin(stream);
-    launch_combine(w, permute_.sorted, stream);
+    launch_combine(w, sorted, stream);
     parts_[2].end(stream);
   }
   // Where the call's time goes (the last call's events): the permutation, the grouped GEMM alone
@@ -433,7 +554,7 @@ class GroupedWgmma {
   std::array<kernels::EventSpan, 3> parts_;  // permute, GEMM, combine
   double flops_ = 0;
   DevicePermutation permute_;
-  CUtensorMap map_x_{}, map_w_;  // map_x_: grouped_wgmma's permuted rows only
+  CUtensorMap map_x_{}, map_w_;  // map_x_: the permuted copy's, or x's rows (tma_row_gather)
   unsigned grid_ = 0;
 };
 
@@ -584,8 +705,17 @@ BENCH_EXAMPLE(ch15, moe_dispatch, Dispatch)
     .string_axis("routing", {"uniform", "skewed"})
     .stateful<HostLoop>(bench::Role::baseline, "host_loop",
                         {.blocks_host = true, .host_bound = true})
-    .stateful<GroupedWgmma<false>>(bench::Role::step, "grouped_wgmma", {.arch_specific = 90})
-    .stateful<GroupedWgmma<true>>(bench::Role::optimized, "grouped_gather", {.arch_specific = 90})
+    .stateful<GroupedWgmma<Permute::three_kernels, RowsFrom::permuted_copy>>(bench::Role::step,
+                                                                             "grouped_wgmma",
+                                                                             {.arch_specific = 90})
+    .stateful<GroupedWgmma<Permute::three_kernels, RowsFrom::cp_async_gather>>(
+        bench::Role::step, "grouped_gather", {.arch_specific = 90})
+    .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather>>(bench::Role::step,
+                                                                             "cluster_permute",
+                                                                             {.arch_specific = 90})
+    .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::tma_row_gather>>(bench::Role::optimized,
+                                                                            "row_tma_gather",
+                                                                            {.arch_specific = 90})
     .stateful<CublasGrouped>(bench::Role::vendor, "cublas_grouped", {.blocks_host = true})
     .requires_that(requirements)
     .reference(reference)

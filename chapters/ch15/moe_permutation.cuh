@@ -1,16 +1,20 @@
 // ch15/moe_permutation.cuh: moe_dispatch's kernels around the expert GEMMs: the device-side
 // permutation of the routed rows into expert-major order (histogram, scan, stable placement, then
 // a row copy or only a row index) and the combine that brings each token's expert outputs back,
-// weighted. Plain CUDA (any architecture); the example says which side runs which.
+// weighted. Plain CUDA, except permute_in_cluster (a thread-block cluster: sm_90); the example
+// says which side runs which.
 //
 // Routed row number a = token * top_k + j. Its place in the sorted buffers is position[a]:
 // expert-major, and within an expert in routed order (as moe::plan_permutation on the host).
 #pragma once
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <cstdint>
 #include <cub/block/block_scan.cuh>
+#include <kernels/bf16_pack.cuh>
+#include <kernels/vector_access.cuh>
 
 #include "moe_dispatch_plan.hpp"
 
@@ -18,30 +22,44 @@ namespace ch15::moe {
 namespace {  // each including file gets its own copy: kernels must not clash at link time
 
 using bf16 = __nv_bfloat16;
+namespace cg = cooperative_groups;
 constexpr int kWarps = 8;  // warps per block of the warp-per-item kernels here
 
-// ---- Both sides: the combine (unpermute). A warp per token, 8 columns (16 bytes) a lane.
+// ---- Both sides: the combine (unpermute). A warp per token, 8 columns (16 bytes) a lane. The
+// token's kTopK places and weights are loaded once, a lane each, and shuffled to the warp, so a
+// row load never waits for the load of its place; with kTopK fixed the kTopK row loads of a column
+// step are all in flight together (each a streaming 16-byte load: y_sorted is read once).
+template <int kTopK>
 __global__ void __launch_bounds__(32 * kWarps)
     combine(const bf16* __restrict__ y_sorted, const int32_t* __restrict__ position,
-            const float* __restrict__ weight, int64_t tokens, int top_k, int ffn,
-            bf16* __restrict__ y) {
+            const float* __restrict__ weight, int64_t tokens, int ffn, bf16* __restrict__ y) {
+  static_assert(kTopK <= 32, "a lane per routed row of the token");
   const int64_t token = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
   if (token >= tokens) return;
-  for (int c = 8 * (threadIdx.x % 32); c < ffn; c += 8 * 32) {
-    float sum[8] = {};
-    for (int j = 0; j < top_k; ++j) {
-      const float g = weight[token * top_k + j];
-      const uint4 v = *reinterpret_cast<const uint4*>(
-          y_sorted + int64_t{position[token * top_k + j]} * ffn + c);
-      const bf16* h = reinterpret_cast<const bf16*>(&v);
+  const int lane = threadIdx.x % 32;
+  const int32_t my_place = lane < kTopK ? position[token * kTopK + lane] : 0;
+  const float my_weight = lane < kTopK ? weight[token * kTopK + lane] : 0.0f;
+  int64_t row[kTopK];
+  float g[kTopK];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) sum[i] += g * __bfloat162float(h[i]);
+  for (int j = 0; j < kTopK; ++j) {
+    row[j] = int64_t{__shfl_sync(0xffffffffu, my_place, j)} * ffn;
+    g[j] = __shfl_sync(0xffffffffu, my_weight, j);
+  }
+  for (int c = 8 * lane; c < ffn; c += 8 * 32) {
+    uint4 v[kTopK];
+#pragma unroll
+    for (int j = 0; j < kTopK; ++j)  // read once: no L1 allocation (and volatile: issued in order)
+      v[j] = kernels::load_stream(reinterpret_cast<const uint4*>(y_sorted + row[j] + c));
+    float sum[kernels::kBf16PerVector] = {};
+#pragma unroll
+    for (int j = 0; j < kTopK; ++j) {
+      float h[kernels::kBf16PerVector];
+      kernels::unpack_bf16x8(v[j], h);
+#pragma unroll
+      for (int i = 0; i < kernels::kBf16PerVector; ++i) sum[i] += g[j] * h[i];
     }
-    uint4 out;
-    bf16* o = reinterpret_cast<bf16*>(&out);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = __float2bfloat16(sum[i]);
-    *reinterpret_cast<uint4*>(y + token * ffn + c) = out;
+    kernels::store_stream(reinterpret_cast<uint4*>(y + token * ffn + c), kernels::pack_bf16x8(sum));
   }
 }
 // Copies row `src` of a row-major matrix `cols` wide (cols % 8 == 0) to row `dst`, a warp.
@@ -138,6 +156,137 @@ __global__ void __launch_bounds__(32 * kWarps)
     }
     __syncwarp();
   }
+}
+
+// ---- The permutation in one kernel: one cluster of 8 CTAs (sm_90) -----------------------------
+// The three kernels above cost three launches, one CTA that scans 32K chunk counts alone, and
+// 256 warps on 32 SMs that walk their chunks twice. A cluster's CTAs can read each other's shared
+// memory (DSMEM) and meet at a hardware barrier, so the whole permutation fits one launch:
+//   1. each warp counts its contiguous run of routed rows per expert (match_any groups a round's
+//      equal experts; the group's first lane adds, so no atomics), into its row of a
+//      [warp][expert] table in shared memory; each CTA sums its warps' rows;
+//   2. cluster.sync(); a thread per expert reads the 8 CTAs' counts through DSMEM: the expert's
+//      total and its rows in the CTAs before this one; two block scans over the experts give the
+//      offsets and the GEMM's work-item numbering (CTA 0 writes them); each warp's first place per
+//      expert follows (the offset, the earlier CTAs' rows, the earlier warps' rows);
+//   3. each warp walks its rows again: a row's place is its warp's next place for its expert plus
+//      its rank among the round's equal experts (stable: routed order within an expert, as the
+//      host plan's). A last cluster.sync() keeps every CTA's shared memory alive until the
+//      others' DSMEM reads are done.
+// Routed rows in kClusterCtas x kClusterWarps contiguous runs, one per warp, in routed order.
+constexpr int kClusterCtas = 8;  // the portable cluster size
+constexpr int kClusterThreads = 1024;
+constexpr int kClusterWarps = kClusterThreads / 32;
+
+// Dynamic shared memory: the [warp][expert] table and the CTA's counts per expert.
+inline size_t cluster_permutation_smem(int experts) {
+  return size_t(kClusterWarps + 1) * size_t(experts) * sizeof(int32_t);
+}
+
+// A warp reads the experts of kRoundsInFlight rounds of 32 routed rows before it matches any:
+// one memory latency for 8 rounds, not one a round (the rows are cold in L2 after a flush).
+constexpr int kRoundsInFlight = 8;
+// The experts of rows first + 32 r + lane (-1 at or past `end`).
+__device__ __forceinline__ void load_experts(const int32_t* __restrict__ expert, int first, int end,
+                                             int lane, int (&ex)[kRoundsInFlight]) {
+#pragma unroll
+  for (int r = 0; r < kRoundsInFlight; ++r) {
+    const int a = first + 32 * r + lane;
+    ex[r] = a < end ? __ldg(expert + a) : -1;
+  }
+}
+
+__global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterThreads)
+    permute_in_cluster(const int32_t* __restrict__ expert, int routed, int experts, int top_k,
+                       int tile_rows, int n_tiles, int32_t* __restrict__ counts,
+                       int32_t* __restrict__ offsets, int32_t* __restrict__ tile_prefix,
+                       int32_t* __restrict__ position, int32_t* __restrict__ row_token) {
+  using Scan = cub::BlockScan<int32_t, kClusterThreads>;
+  __shared__ typename Scan::TempStorage scratch;
+  extern __shared__ int32_t table[];  // [warp][expert]: rows counted, then the warp's next place
+  int32_t* cta_rows = table + kClusterWarps * experts;  // this CTA's rows of each expert
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int cta = int(cluster.block_rank()), warp = int(threadIdx.x) / 32, lane = threadIdx.x % 32;
+  const unsigned lanes_below = (1u << lane) - 1;
+  const int per_warp = (routed + kClusterCtas * kClusterWarps - 1) / (kClusterCtas * kClusterWarps);
+  const int begin = min(routed, (cta * kClusterWarps + warp) * per_warp);
+  const int end = min(routed, begin + per_warp);
+  int32_t* mine = table + warp * experts;
+
+  // 1. Count.
+  for (int e = lane; e < experts; e += 32) mine[e] = 0;
+  __syncwarp();
+  for (int a0 = begin; a0 < end; a0 += 32 * kRoundsInFlight) {
+    int ex[kRoundsInFlight];
+    load_experts(expert, a0, end, lane, ex);
+#pragma unroll
+    for (int r = 0; r < kRoundsInFlight; ++r) {
+      const unsigned peers = __match_any_sync(0xffffffffu, ex[r]);
+      if (ex[r] >= 0 && (peers & lanes_below) == 0) mine[ex[r]] += __popc(peers);
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+  for (int e = int(threadIdx.x); e < experts; e += kClusterThreads) {
+    int32_t rows = 0;
+    for (int w = 0; w < kClusterWarps; ++w) rows += table[w * experts + e];
+    cta_rows[e] = rows;
+  }
+  cluster.sync();  // every CTA's counts written and visible to the cluster
+
+  // 2. Totals, offsets, work items, and each warp's first place (experts <= kClusterThreads).
+  const int e = int(threadIdx.x);
+  int32_t total = 0, in_earlier_ctas = 0;
+  if (e < experts)
+    for (int r = 0; r < kClusterCtas; ++r) {
+      const int32_t rows = *cluster.map_shared_rank(cta_rows + e, r);  // a DSMEM load
+      total += rows;
+      if (r < cta) in_earlier_ctas += rows;
+    }
+  int32_t first, first_item, items = e < experts ? row_tiles(total, tile_rows) * n_tiles : 0;
+  int32_t all_items;
+  Scan(scratch).ExclusiveSum(total, first);
+  __syncthreads();  // the scan's scratch free again
+  Scan(scratch).ExclusiveSum(items, first_item, all_items);
+  if (e < experts) {
+    if (cta == 0) {
+      counts[e] = total;
+      offsets[e] = first;
+      tile_prefix[e] = first_item;
+    }
+    int32_t next = first + in_earlier_ctas;
+    for (int w = 0; w < kClusterWarps; ++w) {
+      const int32_t rows = table[w * experts + e];
+      table[w * experts + e] = next;
+      next += rows;
+    }
+  }
+  if (cta == 0 && e == 0) {
+    offsets[experts] = routed;
+    tile_prefix[experts] = all_items;
+  }
+  __syncthreads();
+
+  // 3. Place.
+  for (int a0 = begin; a0 < end; a0 += 32 * kRoundsInFlight) {
+    int ex[kRoundsInFlight];
+    load_experts(expert, a0, end, lane, ex);  // L1 hits now
+#pragma unroll
+    for (int r = 0; r < kRoundsInFlight; ++r) {
+      const int a = a0 + 32 * r + lane;
+      const unsigned peers = __match_any_sync(0xffffffffu, ex[r]);
+      const int rank = __popc(peers & lanes_below);
+      if (ex[r] >= 0) {
+        const int32_t place = mine[ex[r]] + rank;
+        position[a] = place;
+        if (row_token != nullptr) row_token[place] = a / top_k;
+      }
+      __syncwarp();
+      if (ex[r] >= 0 && rank == 0) mine[ex[r]] += __popc(peers);
+      __syncwarp();
+    }
+  }
+  cluster.sync();  // no CTA frees its shared memory while another may still read it
 }
 
 // A warp per routed row: x[token] to its place.

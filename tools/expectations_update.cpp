@@ -79,6 +79,12 @@ MachineRun machine_run(const ScoredRow& row, const json& context, const std::str
           run_date.empty() ? date : run_date};
 }
 
+// Whether `host` (a machine id, or a host name in older results) already measured the entry.
+bool recorded_machine(const ExampleExpectation& entry, const std::string& host) {
+  return !host.empty() && std::any_of(entry.machines.begin(), entry.machines.end(),
+                                      [&](const MachineRun& m) { return m.host == host; });
+}
+
 // The outcome (NO_SPEEDUP or SKIPPED) a row may be recorded with, as its entry's
 // expected_status: named by --record-outcome, or already the entry's record. Empty: none.
 std::string recordable_outcome(const ScoredRow& row, const UpdatePolicy& policy) {
@@ -170,8 +176,14 @@ UpdateResult plan_update(const std::optional<Expectations>& before, const Scorec
         result.refused.push_back(row.example + ": its scored figure (" + to_string(row.basis) +
                                  ") is the GPU's, so a different one on another machine is a regression or an "
                                  "improvement, not the machine");
+      else if (const MachineRun run = machine_run(row, context, date); recorded_machine(it->second, run.host))
+        // The band is the spread over machines: the same machine twice would count as evidence
+        // of a spread it cannot show (--update-expectations recorded the one that wrote it).
+        result.refused.push_back(row.example + ": this machine (" + run.host +
+                                 ") is already in its machines list: add a machine other than the ones that "
+                                 "measured it");
       else {
-        it->second.machines.push_back(machine_run(row, context, date));
+        it->second.machines.push_back(run);
         result.accepted.push_back(row.example);
       }
       continue;

@@ -433,6 +433,49 @@ TEST(BenchCompareFromResults, HostBoundAndDeviceBoundRealRunsRegressWhenPlantedF
 }
 
 
+// docs/expectations.md, "Host-bound examples": a figure the host sets holds on a machine other
+// than the one that wrote it only through `--add-machine`, run there. The same real H100 run,
+// with its graph side declared host-bound too (so the pair is scored by the machines' spread),
+// replayed as a second lease: its figures join the list, the device-bound pair is refused and
+// left as it was, and the same lease adding itself again is refused.
+TEST(BenchCompareFromResults, AddMachineAppendsAnotherMachineOnceAndOnlyToHostDependentEntries) {
+  const fs::path dir = scratch_dir("add_machine");
+  fs::copy(kFixtures + "/host_bound", dir / "expectations");
+  const fs::path file = dir / "expectations" / "h100_80gb_hbm3.json";
+  nlohmann::json x = read_json(file);
+  x["examples"]["ch12/cuda_graphs"]["machines"] = {{{"speedup", x["examples"]["ch12/cuda_graphs"]["speedup"]},
+                                                    {"optimized_us", 285.0},
+                                                    {"host", "vm/aaaaaaaa"},
+                                                    {"date", "2026-11-21T23:23:32Z"}}};
+  std::ofstream(file) << x.dump(2);
+  nlohmann::json results = read_json(kFixtures + "/host_bound/results_h100.json");
+  for (auto& row : results["benchmarks"])
+    if (row["name"].get<std::string>().rfind("ch12/cuda_graphs/optimized/", 0) == 0)
+      row["label"] = row["label"].get<std::string>() + ";host_bound=1";
+  results["context"]["machine_id"] = "vm/bbbbbbbb";
+  std::ofstream(dir / "results.json") << results.dump();
+  const std::vector<std::string> add = {"compare", "--from-results", (dir / "results.json").string(),
+                                        "--expectations-dir", (dir / "expectations").string(), "--add-machine"};
+
+  const auto first = bench(add);
+  EXPECT_NE(first.out.find("expectations: 1 example(s) accepted"), std::string::npos) << first.out << first.err;
+  EXPECT_NE(first.out.find("refused ch07/transpose: its scored figure (speedup) is the GPU's"), std::string::npos)
+      << first.out;
+  const nlohmann::json after = read_json(file);
+  const auto& machines = after["examples"]["ch12/cuda_graphs"]["machines"];
+  ASSERT_EQ(machines.size(), 2u) << machines.dump();
+  EXPECT_EQ(machines[1]["host"], "vm/bbbbbbbb");
+  EXPECT_EQ(after["examples"]["ch12/cuda_graphs"]["speedup"], x["examples"]["ch12/cuda_graphs"]["speedup"]);
+  EXPECT_EQ(after["examples"]["ch07/transpose"], x["examples"]["ch07/transpose"]);
+
+  const auto again = bench(add);
+  EXPECT_NE(again.out.find("this machine (vm/bbbbbbbb) is already in its machines list"), std::string::npos)
+      << again.out;
+  EXPECT_NE(again.out.find("nothing accepted"), std::string::npos) << again.out;
+  EXPECT_EQ(read_json(file)["examples"]["ch12/cuda_graphs"]["machines"].size(), 2u);
+  fs::remove_all(dir);
+}
+
 // docs/validity.md row 18: compare never lets a chapter run with a known input seed.
 TEST(BenchCompareLive, AFixedInputSeedIsRefused) {
   const auto r = bench({"compare", "--chapter", "ch07", "--", "--bench_seed=5"});

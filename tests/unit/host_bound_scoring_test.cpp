@@ -98,6 +98,14 @@ TEST(HostBoundScoring, AddMachineAppendsOnlyWhereTheScoredFigureIsTheHosts) {
   EXPECT_NEAR(machines[0].speedup, 3.0, 0.05);
   EXPECT_EQ(update.updated.examples.at("ch12/graphs").speedup, recorded().examples.at("ch12/graphs").speedup);
 
+  // The same machine again (or the one whose update wrote the entry) is no second machine.
+  const auto again = bench::tools::plan_update(update.updated, card_of(1221.0, 1221.0 / 3.0, update.updated), context, policy);
+  EXPECT_TRUE(again.accepted.empty());
+  ASSERT_EQ(again.refused.size(), 1u);
+  EXPECT_NE(again.refused[0].find("this machine (lease-2) is already in its machines list"), std::string::npos)
+      << again.refused[0];
+  EXPECT_EQ(again.updated.examples.at("ch12/graphs").machines.size(), 1u);
+
   // A device-bound pair: a different figure is a regression, never "another machine".
   const std::vector<CaseResult> device = {side("baseline", 1221.0, 0.002, false, 1),
                                           side("optimized", 285.0, 0.002, false, 2)};

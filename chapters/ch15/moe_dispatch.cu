@@ -358,6 +358,14 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 // ws_gemm's own, with no proxy fence.
 namespace row_tma {
 constexpr int kRowsPerLane = ws::kBM / 32;  // 4 rows of the tile per lane
+static_assert(kRowsPerLane * 32 == ws::kBM, "the producer warp's lanes cover the tile's rows");
+// Lane 0's one expect_tx must be exactly the bytes of the copies issued on the stage's barrier:
+// kBM one-row boxes of A (each kBK columns) and B's kConsumers boxes of kYShare rows. Too few
+// and the stage completes before its last rows land; too many and the consumers wait forever.
+static_assert(ws::kBM * ws::kBK * sizeof(bf16) +
+                      ws::kConsumers * ws::kYShare * ws::kBK * sizeof(bf16) ==
+                  ws::kStageBytes,
+              "the stage's expect_tx against its boxes");
 }  // namespace row_tma
 
 __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
@@ -446,6 +454,15 @@ class DevicePermutation {
         return true;
       }();
       (void)configured;
+      // The 8 CTAs of 1024 threads (63 registers: a whole SM's register file each) must be
+      // resident together in one GPC. Asked here, outside the timed launches, so that a GPU or
+      // partition that cannot hold the cluster is a SKIP with its reason, not a failed launch.
+      const int clusters = kernels::resident_clusters(
+          moe::permute_in_cluster, moe::kClusterCtas, moe::kClusterThreads,
+          moe::cluster_permutation_smem(int(w.experts)));
+      if (clusters < 1)
+        throw bench::Unsupported(
+            "moe_dispatch: one cluster of 8 CTAs x 1024 threads cannot be resident on this GPU");
     }
   }
   void operator()(const Dispatch& w, cudaStream_t stream) {

@@ -177,6 +177,9 @@ __global__ void __launch_bounds__(32 * kWarps)
 constexpr int kClusterCtas = 8;  // the portable cluster size
 constexpr int kClusterThreads = 1024;
 constexpr int kClusterWarps = kClusterThreads / 32;
+// A thread per expert in step 2: moe_dispatch's requirement (experts <= kScanThreads) covers it.
+static_assert(kClusterThreads == kScanThreads,
+              "experts <= kScanThreads must fit the cluster's CTA");
 
 // Dynamic shared memory: the [warp][expert] table and the CTA's counts per expert.
 inline size_t cluster_permutation_smem(int experts) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -38,6 +39,30 @@ std::string slurp(const fs::path& file) {
 // group (where the terminal's Ctrl-C no longer reaches it): remembered, acted on by the wait loop.
 std::atomic<int> pending_signal{0};
 extern "C" void remember_signal(int signal) { pending_signal = signal; }
+
+// InterruptScope's: the first SIGINT or SIGTERM while a scope is alive, and the scope count.
+std::atomic<int> scope_signal{0};
+int scopes = 0;
+struct sigaction scope_old_int {
+}, scope_old_term{};
+extern "C" void remember_scope_signal(int signal) {
+  int none = 0;
+  scope_signal.compare_exchange_strong(none, signal);
+}
+
+// A blocking wait for `pid` that an InterruptScope's signal interrupts (no SA_RESTART): the child
+// is then asked to end, once, and waited for again.
+pid_t wait_passing_on_interrupts(pid_t pid, int* status) {
+  bool asked = false;
+  for (;;) {
+    const pid_t done = ::waitpid(pid, status, 0);
+    if (done >= 0 || errno != EINTR) return done;
+    if (scope_signal != 0 && !asked) {
+      ::kill(pid, SIGTERM);
+      asked = true;
+    }
+  }
+}
 
 // Waits for `pid`, the leader of its own process group, for at most `timeout_s`; then, or on an
 // interrupt, terminates the group. Returns waitpid's status.
@@ -102,7 +127,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, bool capture, do
   if (pid > 0 && timeout_s > 0) {
     ::setpgid(pid, pid);  // also here, so the group exists before any kill (whichever runs first)
     status = wait_with_timeout(pid, timeout_s, &result.timed_out);
-  } else if (pid > 0 && ::waitpid(pid, &status, 0) < 0) {
+  } else if (pid > 0 && wait_passing_on_interrupts(pid, &status) < 0) {
     status = -1;
   }
   if (pid < 0 || status < 0) {
@@ -121,6 +146,25 @@ ProcessResult run_process(const std::vector<std::string>& argv, bool capture, do
   }
   return result;
 }
+
+InterruptScope::InterruptScope() {
+  if (scopes++ > 0) return;
+  scope_signal = 0;
+  struct sigaction remember {};
+  remember.sa_handler = remember_scope_signal;
+  ::sigemptyset(&remember.sa_mask);
+  remember.sa_flags = 0;  // no SA_RESTART: a blocking waitpid returns EINTR and passes it on
+  ::sigaction(SIGINT, &remember, &scope_old_int);
+  ::sigaction(SIGTERM, &remember, &scope_old_term);
+}
+
+InterruptScope::~InterruptScope() {
+  if (--scopes > 0) return;
+  ::sigaction(SIGINT, &scope_old_int, nullptr);
+  ::sigaction(SIGTERM, &scope_old_term, nullptr);
+}
+
+int InterruptScope::signal() { return scope_signal; }
 
 std::string tail_lines(const std::string& text, int lines) {
   std::vector<std::string> all;
@@ -178,10 +222,13 @@ ExampleRunSummary run_example(const fs::path& binary, const std::string& example
                               const std::vector<std::string>& extra_args, ResultsFile& into) {
   const fs::path dir = make_temp_dir("bench-example-");
   const fs::path out_file = dir / "out.json";
-  std::vector<std::string> argv = {binary.string(), "--benchmark_filter=^" + example + "/",
+  const fs::path progress_file = dir / "progress";
+  std::vector<std::string> argv = {binary.string(),
+                                   "--benchmark_filter=^" + example + "/",
                                    "--benchmark_out=" + out_file.string(),
                                    "--benchmark_out_format=json",
-                                   "--bench_samples_out=" + (dir / "samples").string()};
+                                   "--bench_samples_out=" + (dir / "samples").string(),
+                                   "--bench_progress=" + progress_file.string()};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   const auto start = std::chrono::steady_clock::now();
   ExampleRunSummary summary;
@@ -192,6 +239,16 @@ ExampleRunSummary run_example(const fs::path& binary, const std::string& example
     merge_run(into, json::parse(null_non_finite(slurp(out_file))), dir / "samples");
   } catch (const json::exception&) {
     // A process that died mid-run leaves no or half a JSON file: its cases become a Crash.
+  }
+  {  // "start <case>" and "end <case>" lines: the last case started and not ended was running
+    std::istringstream progress(slurp(progress_file));
+    for (std::string what, name; progress >> what && std::getline(progress >> std::ws, name);) {
+      if (what == "start") summary.running_case = name;
+      if (what == "end" && name == summary.running_case) {
+        summary.running_case.clear();
+        ++summary.cases_ended;
+      }
+    }
   }
   std::set<std::string> reported;
   for (std::size_t i = before; i < into.benchmarks.size(); ++i)

@@ -25,8 +25,21 @@ struct ProcessResult {
 // child shares this process's terminal. With `timeout_s` > 0 the child runs in a process group of
 // its own, and when the time runs out the whole group (a tool and the program it runs) gets
 // SIGTERM, then SIGKILL 5 s later; an interrupt of this process kills the group too, then ends
-// this process as the signal would have.
+// this process as the signal would have. Without a time limit, inside an InterruptScope, an
+// interrupt is passed on to the child (SIGTERM) and the call returns when the child has ended.
 ProcessResult run_process(const std::vector<std::string>& argv, bool capture, double timeout_s = 0);
+
+// While one is alive, SIGINT and SIGTERM do not end this process: the first is remembered
+// (signal() says which), the running child is asked to end, and the caller finishes what it can
+// (bench compare scores what finished before the interruption) before ending with 128 + signal.
+class InterruptScope {
+ public:
+  InterruptScope();
+  ~InterruptScope();
+  InterruptScope(const InterruptScope&) = delete;
+  InterruptScope& operator=(const InterruptScope&) = delete;
+  static int signal();  // 0 while none has arrived
+};
 
 // The last `lines` lines of `text`, joined with " | " so they fit a table's reason column.
 std::string tail_lines(const std::string& text, int lines);
@@ -43,9 +56,13 @@ std::vector<std::string> list_cases(const std::filesystem::path& binary, std::st
 
 // Runs one example in its own process and merges what it produced into `into`; a crash, a
 // missing case or a no-GPU exit becomes a Crash record with the stderr tail.
+// Its harness keeps a progress file (--bench_progress), so a run that was stopped still says
+// which case it was in.
 struct ExampleRunSummary {
   ProcessResult process;
   int cases_reported = 0;
+  int cases_ended = 0;       // cases the process finished (passed or not), from its progress file
+  std::string running_case;  // the case it had started and not finished when it ended, if any
   double seconds = 0;
 };
 ExampleRunSummary run_example(const std::filesystem::path& binary, const std::string& example,

@@ -3,6 +3,7 @@
 // numbers into the expectations file.
 #include <fmt/format.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -82,7 +83,12 @@ bool plan_chapters(const CompareOptions& options, ExampleCatalog& catalog, Plan&
 }
 
 // Runs every selected example of every planned chapter, printing one progress line per example.
-void run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& results, std::ostream& out) {
+// An interrupt (Ctrl-C, or a SIGTERM from `timeout`) stops the run after passing it on to the
+// example that was running: that example's line names the case it was in, and what finished
+// before it is kept to be saved and scored. Returns the signal that stopped the run, 0 if none.
+int run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& results,
+                 std::ostream& out) {
+  const InterruptScope interrupts;
   const fs::path build_dir = resolve_build_dir(options.where);
   std::vector<std::string> args = plan.points;  // the points, then the flags given after --
   args.insert(args.end(), options.harness_args.begin(), options.harness_args.end());
@@ -100,6 +106,22 @@ void run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& 
     for (int rep = 1; rep <= options.repetitions; ++rep)
       for (std::size_t i = 0; i < examples.size(); ++i) {
         const auto summary = run_example(binary, examples[i], cases_of.at(examples[i]), args, results);
+        if (const int signal = InterruptScope::signal()) {
+          // Stopped from outside, not failed: no crash record for it. Its cases are scored only
+          // if its process got to write them.
+          if (!results.crashes.empty() && results.crashes.back().example == examples[i])
+            results.crashes.pop_back();
+          const int not_run = static_cast<int>(examples.size() - i - 1);
+          out << fmt::format(
+                     "[{}/{}] {}: interrupted by signal {} ({}) after {:.1f} s, "
+                     "{}{} of {} cases finished; {} example(s) after it not run\n",
+                     i + 1, examples.size(), examples[i], signal, ::strsignal(signal),
+                     summary.seconds,
+                     summary.running_case.empty() ? "" : "in " + summary.running_case + ", ",
+                     summary.cases_ended, cases_of.at(examples[i]).size(), not_run)
+              << std::flush;
+          return signal;
+        }
         const std::string how = summary.process.ok() ? "" : fmt::format(", {}: {}", summary.process.describe(),
                                                                         tail_lines(summary.process.err, 1));
         const std::string run = options.repetitions > 1 ? fmt::format(" (run {}/{})", rep, options.repetitions) : "";
@@ -108,6 +130,7 @@ void run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& 
             << std::flush;
       }
   }
+  return 0;
 }
 
 // A live run's results in a file of its own (results.hpp, run_results_name; a second run in the
@@ -140,6 +163,7 @@ void report_update(const UpdateResult& update, const fs::path& file, std::ostrea
 int compare_command(const CompareOptions& options, std::ostream& out, std::ostream& err) {
   ResultsFile results;
   const bool live = options.from_results.empty();
+  int interrupted = 0;  // the signal that stopped a live run early
   // Every example key of the expectations read below must name an example of the suite.
   ExampleCatalog catalog(resolve_build_dir(options.where));
   if (!live) {
@@ -164,9 +188,10 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
       err << "bench compare: no CUDA device: " << why << "; score a saved run with --from-results FILE\n";
       return kExitFailed;
     }
-    run_chapters(options, plan, results, out);
+    interrupted = run_chapters(options, plan, results, out);
     // The context is the first chapter binary's: the run's own command is what a reader needs.
     results.context["bench_command"] = options.command_line;
+    if (interrupted) results.context["interrupted_by_signal"] = interrupted;
   }
   const fs::path reports_dir = fs::path(resolve_build_dir(options.where)) / "reports";
   try {
@@ -209,6 +234,11 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
   out << "\n\n";
   const Scorecard card = score(cases, expectations, key);
   out << format_table(card);
+  if (interrupted)
+    out << fmt::format(
+        "interrupted by signal {} ({}): exit code {}; "
+        "the table holds only what finished before it\n",
+        interrupted, ::strsignal(interrupted), 128 + interrupted);
 
   std::string json_path = options.json_report, markdown_path = options.markdown_report;
   bool svg_refused = false;  // --svg with no case to place: exit 2 once the rest is written
@@ -238,7 +268,9 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
     if (!json_path.empty()) out << "JSON report: " << json_path << "\n";
     if (!markdown_path.empty()) out << "Markdown report: " << markdown_path << "\n";
     if (!options.html_report.empty()) out << "HTML report: " << options.html_report << "\n";
-    if (options.update_expectations || options.add_machine) {
+    if ((options.update_expectations || options.add_machine) && interrupted) {
+      out << "expectations: not updated: the run was interrupted before every example had run\n";
+    } else if (options.update_expectations || options.add_machine) {
       UpdatePolicy policy;
       policy.command = options.command_line;
       policy.add_machine = options.add_machine;
@@ -251,6 +283,7 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
     err << "bench compare: " << e.what() << "\n";
     return kExitFailed;
   }
+  if (interrupted) return 128 + interrupted;  // as a shell reports a process the signal ended
   return svg_refused ? kExitUsage : card.exit_code();
 }
 

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <kernels/flags.cuh>
 
 namespace ch04::one_shot {
 
@@ -53,14 +54,6 @@ struct Args {
   int64_t n, n4;               // floats; float4s read as vectors (0: none)
 };
 
-__device__ inline void store_release_sys(uint32_t* flag, uint32_t value) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
-}
-__device__ inline uint32_t load_acquire_sys(const uint32_t* flag) {
-  uint32_t value;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(value) : "l"(flag) : "memory");
-  return value;
-}
 __device__ inline uint64_t globaltimer_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -74,11 +67,13 @@ __device__ void exchange(const Args& a, bool at_end, uint32_t epoch) {
   const int j = threadIdx.x, b = blockIdx.x;
   if (j >= N) return;
   Signals* peer = a.signals[j];
-  store_release_sys(at_end ? &peer->end[b][a.rank] : &peer->start[b][a.rank], epoch);
+  kernels::store_release<kernels::Scope::sys>(
+      at_end ? &peer->end[b][a.rank] : &peer->start[b][a.rank], epoch);
   Signals* self = a.signals[a.rank];
   const uint32_t* mine = at_end ? &self->end[b][j] : &self->start[b][j];
   const uint64_t since = globaltimer_ns();
-  while (int32_t(load_acquire_sys(mine) - epoch) < 0)  // wrap-safe: epochs only grow
+  // Wrap-safe: epochs only grow.
+  while (int32_t(kernels::load_acquire<kernels::Scope::sys>(mine) - epoch) < 0)
     if (globaltimer_ns() - since > kWaitLimitNs) {
       printf("ch04 one-shot all-reduce: GPU %d block %d waited 5 s for GPU %d (%s, call %u)\n",
              a.rank, b, j, at_end ? "end" : "start", epoch);

@@ -24,9 +24,11 @@
 // sm_90a device code, like kernels/ws_gemm.cuh: call it only under BENCH_SM90A_DEVICE.
 #pragma once
 
+#include <kernels/flags.cuh>
+#include <kernels/ws_gemm.cuh>
+
 #include "stream_k_plan.hpp"
 #include "tma_store_epilogue.cuh"
-#include <kernels/ws_gemm.cuh>
 
 namespace ch10::stream_k {
 
@@ -42,15 +44,6 @@ struct alignas(1024) Smem {
 };
 constexpr size_t kSmemBytes = sizeof(Smem) + 1024;
 static_assert(kSmemBytes <= 227 * 1024, "one CTA per SM: at most 227 KiB");
-
-__device__ __forceinline__ void store_release(unsigned* flag, unsigned value) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
-}
-__device__ __forceinline__ unsigned load_acquire(const unsigned* flag) {
-  unsigned value;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(flag) : "memory");
-  return value;
-}
 
 // Consumer `cw`'s half of CTA `cta`'s workspace slot, as float4: [group of 4 floats][thread].
 __device__ __forceinline__ float4* part_of(float* workspace, int cta, int cw) {
@@ -68,7 +61,8 @@ __device__ __forceinline__ void publish_partial(const float (&acc)[128], float* 
     slot[g * ws::kWarpgroup + thread] =
         make_float4(acc[4 * g], acc[4 * g + 1], acc[4 * g + 2], acc[4 * g + 3]);
   ws::warpgroup_sync(1 + cw);
-  if (thread == 0) store_release(&flags[cta * ws::kConsumers + cw], 1);
+  if (thread == 0)
+    kernels::store_release<kernels::Scope::gpu>(&flags[cta * ws::kConsumers + cw], 1);
 }
 
 // The finishing CTA's producer thread: waits until CTA `cta` has published both consumers'
@@ -76,7 +70,7 @@ __device__ __forceinline__ void publish_partial(const float (&acc)[128], float* 
 __device__ __forceinline__ void wait_for_partials(unsigned* flags, int cta) {
   for (int cw = 0; cw < ws::kConsumers; ++cw) {
     unsigned* flag = &flags[cta * ws::kConsumers + cw];
-    for (uint32_t polls = 0; load_acquire(flag) == 0; ++polls)
+    for (uint32_t polls = 0; kernels::load_acquire<kernels::Scope::gpu>(flag) == 0; ++polls)
       if (polls == (1u << 24)) __trap();  // a contributor that never publishes: a bug, not a wait
     *flag = 0;
   }

@@ -25,6 +25,14 @@ using bench::detail::CaseResult;
 
 constexpr int kNoDeviceExitCode = 77;  // ctest's SKIP_RETURN_CODE for gpu/chapter tests
 
+// --bench_progress: one line per case boundary, appended and closed at once, so a process that is
+// killed mid-case (an interrupted bench compare) still leaves the case it was in on disk.
+void note_progress(const char* what, const std::string& name) {
+  const std::string& file = bench::detail::options().progress_file;
+  if (file.empty()) return;
+  std::ofstream(file, std::ios::app) << what << ' ' << name << '\n';
+}
+
 void write_samples(const std::string& dir, const std::string& name,
                    const bench::detail::ExampleDef& e, const CaseResult& r) {
   std::string file = name;
@@ -238,8 +246,10 @@ int main(int argc, char** argv) {
       benchmark::RegisterBenchmark(name.c_str(), [example, &variant, name, &runner, &watchdog](benchmark::State& state) {
         const CaseResult r = [&] {
           const auto watching = watchdog.watch(name);
+          note_progress("start", name);
           return runner->run(*example, variant);
         }();
+        note_progress("end", name);
         if (r.outcome != CaseResult::Outcome::measured) {
           const char* tag = r.outcome == CaseResult::Outcome::skipped ? "SKIPPED: " : "FAILED: ";
           state.SkipWithError((tag + r.message).c_str());

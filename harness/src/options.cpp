@@ -62,6 +62,9 @@ std::string options_help() {
          "  --bench_seed=N            fix the process's input seed (default: a fresh random one);\n"
          "                            each variant and each sample still draws its own inputs\n"
          "  --bench_samples_out=DIR   write each case's raw samples to DIR/<case>.json\n"
+         "  --bench_progress=FILE     append \"start <case>\" and \"end <case>\" to FILE as cases "
+         "run\n"
+         "                            (bench compare names the case an interruption stopped)\n"
          "  --bench_expectations_dir=DIR  where <hardware_key>.json ceilings are read from\n"
          "  --bench_smoke             a quick run: few samples, no soak, every check made\n"
          "  --bench_profile           verify and warm up, then ONE untimed launch between\n"
@@ -121,6 +124,8 @@ std::string parse_options(int* argc, char** argv) {
       else error = fmt::format("{}: expected cold, hot or sustained", arg);
     } else if (key == "bench_samples_out") {
       o.samples_out = value;
+    } else if (key == "bench_progress") {
+      o.progress_file = value;
     } else if (key == "bench_expectations_dir") {
       o.expectations_dir = value;
     } else if (key == "bench_smoke") {

@@ -17,6 +17,7 @@ struct Options {
   // inputs it, another variant or an earlier process has seen (docs/validity.md, memoisation).
   std::optional<uint64_t> seed;
   std::string samples_out;        // --bench_samples_out=DIR: raw samples per case
+  std::string progress_file;      // --bench_progress=FILE: "start <case>" / "end <case>" lines
   std::string expectations_dir;   // --bench_expectations_dir (default <source>/expectations)
   bool smoke = false;             // --bench_smoke: few samples, no sustained soak, every check made
   bool profile = false;           // --bench_profile: one untimed launch under cudaProfilerStart/Stop

@@ -12,8 +12,11 @@ Run it in the same GPU session as `bench compare --chapter ch04`, so the two are
 
 --gpus N uses the first N GPUs (default: all of them), to set 2 beside 4 on one machine.
 
-Timing: rank 0's CUDA events around `reps` back-to-back all_reduce calls (50 up to 16 MiB, 10
-above, as the chapter's sweep), after 5 warm-up calls and a barrier; the mean per call. A machine
+Timing: every rank's CUDA events around `reps` back-to-back all_reduce calls (50 up to 16 MiB, 10
+above, as the chapter's sweep), after 5 warm-up calls and a barrier; the mean per call of the
+slowest rank (`us`, busbw from it), as `ch04_mpi` reports, and rank 0's beside it (`us_rank0`),
+what this script reported until 2026-11-27: a rank that starts its batch last waits less for the
+others, so one rank's time flatters the collective by a few tenths of a percent. A machine
 with fewer than 2 GPUs, or without PyTorch, prints SKIPPED with the reason.
 """
 import argparse
@@ -56,9 +59,13 @@ def worker(rank, world, setting, queue):
             dist.all_reduce(x)
         stop.record()
         torch.cuda.synchronize()
-        us = start.elapsed_time(stop) * 1e3 / reps
+        own_us = start.elapsed_time(stop) * 1e3 / reps
+        slowest = torch.tensor([own_us], device="cuda", dtype=torch.float64)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # outside the timed batch
+        us = slowest.item()
         busbw = nbytes / (us * 1e-6) * 2 * (world - 1) / world * 1e-9
-        rows.append(dict(setting=setting, size=size_label(nbytes), bytes=nbytes, us=us, busbw_gbps=busbw))
+        rows.append(dict(setting=setting, size=size_label(nbytes), bytes=nbytes, us=us, us_rank0=own_us,
+                         busbw_gbps=busbw))
         del x
         nbytes *= 4
     if rank == 0:

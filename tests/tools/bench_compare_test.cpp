@@ -1,10 +1,15 @@
 // The real `bench` executable on saved fixtures and on a fake chapter binary: the table, the
 // JSON report and the exit code, as a user would see them.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -131,6 +136,65 @@ TEST(BenchCompareLive, CrashingExampleFailsAndTheNextIsStillScored) {
                             (dir / "again.json").string()});
   EXPECT_EQ(again.exit_code, 1);
   EXPECT_EQ(status_by_row(read_json(dir / "again.json")), status);
+  fs::remove_all(dir);
+}
+
+// An interrupted compare (Ctrl-C, or `timeout`'s SIGTERM) loses nothing that had finished: the
+// example that was running names the case it was in, the examples before it are saved and scored,
+// the expectations are not updated from a partial run, and the exit says which signal ended it.
+TEST(BenchCompareLive, AnInterruptedRunKeepsWhatFinishedAndNamesTheCaseItWasIn) {
+  const fs::path dir = scratch_dir("interrupted");
+  const fs::path hanging = dir / "hanging";
+  const fs::path out_file = dir / "out.txt", err_file = dir / "err.txt";
+  // A copy of the fixtures: were the run not stopped, the update would write to it.
+  fs::copy(kFixtures + "/expectations", dir / "expectations");
+  std::vector<std::string> args = {BENCH_EXE, "compare",   "--chapter",
+                                   "ch99",    "--example", "first,last"};
+  for (const std::string& arg : std::initializer_list<std::string>{
+           "--build-dir", FAKE_BUILD_DIR, "--expectations-dir", (dir / "expectations").string(),
+           "--json", (dir / "report.json").string(), "--save-results",
+           (dir / "results.json").string()})
+    args.push_back(arg);
+  args.push_back("--update-expectations");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setenv("BENCH_ASSUME_GPU", "1", 1);
+    ::setenv("FAKE_CHAPTER_HANG_IN", "ch99/last", 1);
+    ::setenv("FAKE_CHAPTER_HANGING", hanging.c_str(), 1);
+    std::FILE* out = std::freopen(out_file.c_str(), "w", stdout);
+    std::FILE* err = std::freopen(err_file.c_str(), "w", stderr);
+    if (!out || !err) ::_exit(126);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  for (int i = 0; i < 300 && !fs::exists(hanging); ++i) ::usleep(20'000);  // up to 6 s
+  ASSERT_TRUE(fs::exists(hanging)) << "the fake chapter never reached its hanging case";
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  std::ifstream out_in(out_file), err_in(err_file);
+  const std::string out{std::istreambuf_iterator<char>(out_in), {}},
+      err{std::istreambuf_iterator<char>(err_in), {}};
+  ASSERT_TRUE(WIFEXITED(status)) << out << err;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << out << err;
+  EXPECT_NE(out.find("[1/2] ch99/first: 2 of 2 cases"), std::string::npos) << out;
+  EXPECT_NE(out.find("[2/2] ch99/last: interrupted by signal 15 (Terminated)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("in ch99/last/optimized, 1 of 2 cases finished"), std::string::npos) << out;
+  EXPECT_NE(out.find("expectations: not updated: the run was interrupted"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("interrupted by signal 15 (Terminated): exit code 143"), std::string::npos)
+      << out;
+  const auto status_rows = status_by_row(read_json(dir / "report.json"));
+  EXPECT_EQ(status_rows.at("ch99/first/optimized"), "PASS");
+  EXPECT_EQ(status_rows.count("ch99/last/optimized"),
+            0u);  // stopped from outside: neither run nor FAILED
+  const auto saved = read_json(dir / "results.json");
+  EXPECT_EQ(saved["context"]["interrupted_by_signal"], SIGTERM);
   fs::remove_all(dir);
 }
 

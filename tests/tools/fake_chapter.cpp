@@ -2,6 +2,10 @@
 // it answers --benchmark_list_tests, writes Google Benchmark JSON and sample files for the
 // example its filter names, and aborts for ch99/crasher as a sticky CUDA error or a segfault
 // would end a real one. Asked for no JSON (`bench run`), it prints the filter it was given.
+// With FAKE_CHAPTER_HANG_IN=<example> it finishes that example's baseline, then stays in its
+// optimized case (writing FAKE_CHAPTER_HANGING, if set, once it is there) until a signal ends it,
+// as a long or hung case holds a real one; --bench_progress gets the harness's lines.
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -90,6 +95,19 @@ int main(int argc, char** argv) {
     std::abort();
   }
   const std::filesystem::path samples = flag(argc, argv, "--bench_samples_out");
+  const std::string progress = flag(argc, argv, "--bench_progress");
+  const auto note = [&](const char* what, const std::string& name) {
+    if (!progress.empty()) std::ofstream(progress, std::ios::app) << what << ' ' << name << '\n';
+  };
+  if (const char* hang_in = std::getenv("FAKE_CHAPTER_HANG_IN"); hang_in && example == hang_in) {
+    note("start", example + "/baseline");
+    note("end", example + "/baseline");
+    note("start", example + "/optimized");
+    if (const char* hanging = std::getenv("FAKE_CHAPTER_HANGING"))
+      std::ofstream(hanging) << "hanging\n";
+    std::this_thread::sleep_for(std::chrono::seconds(60));  // a signal ends it first
+    return 1;
+  }
   nlohmann::json out = {{"context", {{"hardware_key", "test_gpu"}, {"gpu_name", "Test GPU"}}},
                         {"benchmarks", {row(example + "/baseline", "baseline", 200, samples),
                                         row(example + "/optimized", "optimized", 100, samples)}}};

@@ -364,9 +364,9 @@ void Mlp::inputs_filled(cudaStream_t stream) {
 // before it computes, so enough bytes are in flight to reach the copy ceiling (the kernels are
 // memory-bound: a few FLOPs per byte); __launch_bounds__ holds them to 64 registers, 4 blocks
 // (1024 threads) an SM, and the rows in flight are what fits that without spilling.
-constexpr int kStripLanes = 32;                                         // threads across a strip
-constexpr int kRowLanes = kBlock / kStripLanes;                         // warps down the rows
-constexpr int kStripColumns = kStripLanes * kernels::kBf16PerVector;    // 256 columns
+constexpr int kStripLanes = 32;                                       // threads across a strip
+constexpr int kRowLanes = kBlock / kStripLanes;                       // warps down the rows
+constexpr int kStripColumns = kStripLanes * kernels::kBf16PerVector;  // 256 columns
 constexpr int kRowsInFlight = 4;      // dGELU: 32 bytes a row (dh, z), 128 bytes in flight
 constexpr int kLossRowsInFlight = 2;  // loss: 48 bytes a row (z, t), 96 in flight; 4 would
                                       // spill at 64 registers (4 blocks of 256 an SM)
@@ -389,8 +389,8 @@ struct StripThread {
 
 // The block's column sums of its strip (every thread holds 8 columns' sums over its rows) into
 // partials[slice][column]. Every thread of the block must call it (it has a barrier).
-__device__ void write_strip_partials(const float (&sum)[kernels::kBf16PerVector],
-                                     float* partials, int64_t width) {
+__device__ void write_strip_partials(const float (&sum)[kernels::kBf16PerVector], float* partials,
+                                     int64_t width) {
   __shared__ float by_lane[kRowLanes][kStripColumns];
   const int lane = threadIdx.x % kStripLanes, row_lane = threadIdx.x / kStripLanes;
   for (int k = 0; k < kernels::kBf16PerVector; ++k)
@@ -409,8 +409,9 @@ static_assert(kBlock == kStripColumns, "write_strip_partials sums one column per
 // FP32 instead of written and read back): per element a - t, its square for the loss, and
 // dL/dz = (a - t) / (batch width) * GELU'(z) in BF16; per block the loss's partial sum and the
 // column partials of dL/dz (the top bias gradient). 8 bytes an element: z 2, t 4, dz 2.
-__global__ void __launch_bounds__(kBlock, 4) loss_top_grad(const bf16* z, const float* t, bf16* dz, float* partials,
-                              float* loss_partials, int64_t rows, int64_t width, float scale) {
+__global__ void __launch_bounds__(kBlock, 4)
+    loss_top_grad(const bf16* z, const float* t, bf16* dz, float* partials, float* loss_partials,
+                  int64_t rows, int64_t width, float scale) {
   constexpr int kPer = kernels::kBf16PerVector;
   const StripThread me(rows, width);
   const auto* z_vectors = reinterpret_cast<const uint4*>(z);
@@ -458,8 +459,9 @@ __global__ void __launch_bounds__(kBlock, 4) loss_top_grad(const bf16* z, const 
 // pre-activation, the aux matrix) and the column partials of dz (the layer's bias gradient).
 // dh and z read once, dz written once: 6 bytes an element. dh and dz are distinct buffers (the
 // read-only load path must not see its own kernel's writes).
-__global__ void __launch_bounds__(kBlock, 4) dgelu_bias_columns(const bf16* dh, const bf16* z, bf16* dz, float* partials,
-                                   int64_t rows, int64_t width) {
+__global__ void __launch_bounds__(kBlock, 4)
+    dgelu_bias_columns(const bf16* dh, const bf16* z, bf16* dz, float* partials, int64_t rows,
+                       int64_t width) {
   constexpr int kPer = kernels::kBf16PerVector;
   const StripThread me(rows, width);
   const auto* dh_vectors = reinterpret_cast<const uint4*>(dh);
@@ -497,7 +499,9 @@ __global__ void __launch_bounds__(kBlock, 4) dgelu_bias_columns(const bf16* dh, 
 dim3 strip_grid(int64_t width) {
   return dim3(static_cast<unsigned>((width + kStripColumns - 1) / kStripColumns), kChunks);
 }
-unsigned column_blocks(int64_t width) { return static_cast<unsigned>((width + kBlock - 1) / kBlock); }
+unsigned column_blocks(int64_t width) {
+  return static_cast<unsigned>((width + kBlock - 1) / kBlock);
+}
 
 // The plain-forward rung's activation, what GELU_AUX_BIAS does in the GEMM: a = GELU(z) from the
 // BF16 pre-activation the GEMM (bias epilogue) stored. Eight values a thread: one 16-byte load,
@@ -748,8 +752,8 @@ class Bf16Step {
     BENCH_CUDA_CHECK(cudaMemsetAsync(master_scratch.data(), 0, dd_ * sizeof(float), stream));
     const bf16* w = m.w_bf16.data();
     for (int l = 0; l < kLayers; ++l) {
-      tuned_ms_[kForward + l] = forward_[l]->pick_fastest(w + l * dd_, input(l), forward_out(l),
-                                                          forward_out(l), stream);
+      tuned_ms_[kForward + l] =
+          forward_[l]->pick_fastest(w + l * dd_, input(l), forward_out(l), forward_out(l), stream);
       tuned_ms_[kWeightGrad + l] = weight_grad_[l]->pick_fastest(
           input(l), dz(l), master_scratch.data(), master_scratch.data(), stream);
       if (l > 0)
@@ -817,8 +821,8 @@ class Bf16Step {
           m.b_out.data(), b_next_.data(), kLayers * d_);
     else
       bias_sgd_and_bf16_copies<<<kStreamBlocks, kBlock, 0, stream>>>(
-          m.w_out.data(), w_next_.data(), kLayers * dd_, m.b.data(), db32_.data(),
-          bias_grad_scale_, m.b_out.data(), b_next_.data(), kLayers * d_);
+          m.w_out.data(), w_next_.data(), kLayers * dd_, m.b.data(), db32_.data(), bias_grad_scale_,
+          m.b_out.data(), b_next_.data(), kLayers * d_);
     BENCH_CHECK_LAUNCH();
     parts_[kUpdate].end(stream);
     span_.end(stream);
@@ -972,8 +976,8 @@ class Bf16Step {
     if (relative_error(-lr_) < 1e-2) return 1.0f;
     throw bench::Unsupported(
         "cuBLASLt's BGRADB bias gradient is neither the column sum of dz nor that sum times "
-        "alpha (relative L2 " + std::to_string(relative_error(1.0)) + ", " +
-        std::to_string(relative_error(-lr_)) + ")");
+        "alpha (relative L2 " +
+        std::to_string(relative_error(1.0)) + ", " + std::to_string(relative_error(-lr_)) + ")");
   }
   // Untimed: cuBLASLt's best plain GEMM of each of the step's three shapes, on the step's own
   // (already filled) buffers, which the first timed call overwrites. A shape it has no algorithm

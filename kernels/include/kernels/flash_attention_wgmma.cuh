@@ -488,19 +488,18 @@ __device__ __forceinline__ void produce(Smem<kD, kConsumers>& sm, const CUtensor
     for (int c = 0; c < kConsumers; ++c)
       tma::load_2d(&sm.q[h][c * kConsumerRows * kHalf], &map_q, h * kHalf,
                    head_row + qb * Sm::kRows + c * kConsumerRows, &sm.q_full);
-  // Tile t of the block into its ring stage, once the stage's previous tile (n - kStages) is
-  // released: K (into sm.k, map_k, k_empty, k_full) or V.
-  auto load = [&](int t, auto& tile, const CUtensorMap& map, uint64_t* empty, uint64_t* full) {
-    const uint32_t n = ring0 + t;
-    const int s = int(n % kStages), key_row = head_row + walk.key_tile(t) * kKeys;
-    const uint32_t reuse_parity = ((n / kStages) - 1) & 1;  // the release of tile n - kStages
-    if (n >= kStages) tma::wait_parity(&empty[s], reuse_parity);
-    tma::arrive_expect_tx(&full[s], Sm::kTileBytes);
-    for (int h = 0; h < Sm::kBoxes; ++h)
-      tma::load_2d(tile[s][h], &map, h * kHalf, key_row, &full[s]);
-  };
   const int tiles = walk.tiles();
   if constexpr (kSchedule == Schedule::overlap) {
+    // Tile t into its ring stage once the stage's previous tile (n - kStages) is released: K
+    // (sm.k, map_k, k_empty, k_full) or V.
+    auto load = [&](int t, auto& tile, const CUtensorMap& map, uint64_t* empty, uint64_t* full) {
+      const uint32_t n = ring0 + t;
+      const int s = int(n % kStages), key_row = head_row + walk.key_tile(t) * kKeys;
+      if (n >= kStages) tma::wait_parity(&empty[s], ((n / kStages) - 1) & 1);
+      tma::arrive_expect_tx(&full[s], Sm::kTileBytes);
+      for (int h = 0; h < Sm::kBoxes; ++h)
+        tma::load_2d(tile[s][h], &map, h * kHalf, key_row, &full[s]);
+    };
     load(0, sm.k, map_k, sm.k_empty, sm.k_full);
     for (int t = 1; t < tiles; ++t) {
       load(t, sm.k, map_k, sm.k_empty, sm.k_full);
@@ -509,8 +508,17 @@ __device__ __forceinline__ void produce(Smem<kD, kConsumers>& sm, const CUtensor
     load(tiles - 1, sm.v, map_v, sm.v_empty, sm.v_full);
   } else {
     for (int t = 0; t < tiles; ++t) {
-      load(t, sm.k, map_k, sm.k_empty, sm.k_full);
-      load(t, sm.v, map_v, sm.v_empty, sm.v_full);
+      const uint32_t n = ring0 + t;
+      const int s = int(n % kStages), key_row = head_row + walk.key_tile(t) * kKeys;
+      const uint32_t reuse_parity = ((n / kStages) - 1) & 1;  // the release of tile n - kStages
+      if (n >= kStages) tma::wait_parity(&sm.k_empty[s], reuse_parity);
+      tma::arrive_expect_tx(&sm.k_full[s], Sm::kTileBytes);
+      for (int h = 0; h < Sm::kBoxes; ++h)
+        tma::load_2d(sm.k[s][h], &map_k, h * kHalf, key_row, &sm.k_full[s]);
+      if (n >= kStages) tma::wait_parity(&sm.v_empty[s], reuse_parity);
+      tma::arrive_expect_tx(&sm.v_full[s], Sm::kTileBytes);
+      for (int h = 0; h < Sm::kBoxes; ++h)
+        tma::load_2d(sm.v[s][h], &map_v, h * kHalf, key_row, &sm.v_full[s]);
     }
   }
 }

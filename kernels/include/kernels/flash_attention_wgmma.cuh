@@ -174,6 +174,18 @@ __device__ __forceinline__ void release(uint64_t* empty) {
   if (threadIdx.x % kWarpgroup == 0) tma::arrive(empty);
 }
 
+// A consumer's last P V (the ring's tile n) alone: issued once V has landed, waited for, and its
+// V stage released.
+template <int kD, int kC>
+__device__ __forceinline__ void last_pv(float (&o)[kD / 2], const uint32_t (&pa)[kKeys / 16][4],
+                                        Smem<kD, kC>& sm, uint32_t n) {
+  const int s = int(n % kStages);
+  tma::wait_parity(&sm.v_full[s], (n / kStages) & 1);
+  issue_pv(o, pa, sm, s);
+  wgmma::wait<0>();
+  release(&sm.v_empty[s]);
+}
+
 // Tile t's masked scores set to -inf, where the walk says the tile may hold any (the causal
 // diagonal, keys past seq): the other tiles skip the 64 compares. sc[4i + e] is row
 // row0 + 8 (e / 2), key key_tile(t) * 128 + 8 i + 2 (lane % 4) + e % 2.
@@ -353,12 +365,7 @@ __device__ __forceinline__ void overlap_tiles(Smem<kD, kC>& sm, int cw, float (&
       overlap_tile<false, true>(sm, cw, sb, sa, o, pa, m, l, walk, k, tiles, ring0, seq, row0);
     }
   }
-  const uint32_t last_n = ring0 + tiles - 1;
-  const int last = int(last_n % kStages);
-  tma::wait_parity(&sm.v_full[last], (last_n / kStages) & 1);
-  issue_pv(o, pa, sm, last);
-  wgmma::wait<0>();
-  release(&sm.v_empty[last]);
+  last_pv(o, pa, sm, ring0 + tiles - 1);
 }
 
 // One consumer warpgroup (cw = 0 .. kC - 1): rows qb * kRows + cw * 64 .. + 63 of this head.
@@ -435,12 +442,7 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
       rescale_and_pack<kD>(o, c, sc, pa);
     }
     release(&sm.q_empty);  // every S is done: Q may be refilled while P V finishes
-    const uint32_t last_n = ring0 + mine - 1;
-    const int last = int(last_n % kStages);
-    tma::wait_parity(&sm.v_full[last], (last_n / kStages) & 1);
-    issue_pv(o, pa, sm, last);
-    wgmma::wait<0>();
-    release(&sm.v_empty[last]);
+    last_pv(o, pa, sm, ring0 + mine - 1);
     for (int t = mine; t < tiles; ++t) {
       wait_turn(cw);
       if (cw != kC - 1 || t + 1 < tiles) pass_turn<kC>(cw);

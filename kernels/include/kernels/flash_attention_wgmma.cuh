@@ -1,8 +1,8 @@
 // kernels/flash_attention_wgmma.cuh: the Hopper FlashAttention forward block (sm_90a only): TMA
 // loads by a producer, wgmma for both products, two or three consumer warpgroups; ch16's
-// `wgmma_ws`, `wgmma_pingpong` and `wgmma_pingpong_192` rungs and ch18's block-sparse
-// `skip_masked_wgmma`. Which 128-key tiles a block walks, and which scores it masks, is a policy
-// (`Walk`, below), as in flash_attention_mma.cuh.
+// `wgmma_ws`, `wgmma_pingpong`, `wgmma_pingpong_192`, `wgmma_persistent` and `wgmma_overlap` rungs
+// and ch18's block-sparse `skip_masked_wgmma`. Which 128-key tiles a block walks, and which
+// scores it masks, is a policy (`Walk`, below), as in flash_attention_mma.cuh.
 //
 // Templated on the head dim kD (128 or 64), the consumer count kConsumers (Team: 2, or 3 at d64,
 // where d128's accumulators would not fit 160 registers) and the schedule.
@@ -31,14 +31,19 @@
 // distance to the next box, then goes unused). Q 32 KiB + 2 stages x (K 32 + V 32 KiB) = 160 KiB
 // at d128; at d64 16 KiB of Q a consumer pair (24 with three) + 64 KiB of ring (one CTA per SM,
 // by registers either way).
-// Two consumer schedules (Schedule):
+// Three consumer schedules (Schedule):
 //   serial ("wgmma_ws"): S, wait, softmax, P V, wait, per tile. The tensor cores idle through each
 //     softmax unless another warpgroup happens to be issuing then;
 //   pingpong ("wgmma_pingpong", FlashAttention-3's two overlaps): (1) within a warpgroup, S of
 //     tile t and P V of tile t - 1 are issued together and the softmax of tile t runs while P V
 //     is on the tensor cores (O is rescaled and P repacked only once it completes); (2) between
 //     the warpgroups, named barriers make them take turns (round robin) issuing those GEMMs, so
-//     one's softmax lines up with the others' GEMMs instead of the softmaxes colliding.
+//     one's softmax lines up with the others' GEMMs instead of the softmaxes colliding;
+//   overlap ("wgmma_overlap", two consumers): pingpong's turns with S one tile ahead inside a
+//     warpgroup. A turn issues P V of tile t - 1, waits for it and issues S of tile t + 1 into a
+//     second S register set; tile t's softmax, O's rescale and P's packing run while that S is on
+//     the tensor cores (overlap_tile says why P V is waited for first: registers). The producer
+//     then loads K one tile ahead of V.
 //
 // A Walk is a small struct with these device members (t counts the block's 128-key tiles, at
 // least one; the tiles a row needs come first):

@@ -3,8 +3,10 @@
 
 Columns, each where its file gives it (a dash where not):
   ours, one process   ch04/allreduce/optimized's busbw_gbps_<size> metrics (ncclAllReduce, 32 blocks)
-  ours, MPI           ch04_mpi --sweep --json (one process per GPU, 32 blocks)
+  ours, MPI           ch04_mpi --sweep --json, its "nccl" rows (one process per GPU, 32 blocks)
   one-shot            ch04/allreduce_small/optimized's metrics (peer-memory kernel, sizes <= 1 MiB)
+  one-shot, MPI       ch04_mpi --sweep --json, its "one_shot" rows (the same kernel, one process per
+                      GPU over CUDA IPC, sizes <= 4 MiB)
   NCCL own blocks     ch04/allreduce_small/ncclAllReduce_own_ctas's metrics (sizes <= 1 MiB)
   PyTorch default, PyTorch 32 CTAs   scripts/peers/torch_allreduce.py --json
   ours / PyTorch      the best of our columns over the better of PyTorch's two
@@ -26,7 +28,8 @@ CASES = {  # column -> case name prefix in the chapter's results
     "one-shot": "ch04/allreduce_small/optimized",
     "NCCL own blocks": "ch04/allreduce_small/ncclAllReduce_own_ctas",
 }
-OURS = ["ours, one process", "ours, MPI", "one-shot", "NCCL own blocks"]
+OURS = ["ours, one process", "ours, MPI", "one-shot", "one-shot, MPI", "NCCL own blocks"]
+MPI = {"ours, MPI": "nccl", "one-shot, MPI": "one_shot"}  # column -> ch04_mpi row's algorithm
 TORCH = {"PyTorch default": "default", "PyTorch 32 CTAs": "ctas32"}
 
 
@@ -54,9 +57,15 @@ def from_results(files):
 
 
 def from_mpi(name):
+    """column -> size -> GB/s; rows without "algorithm" (files from before the one-shot) are NCCL's."""
     with open(name) as f:
         data = json.load(f)
-    return {row["bytes"]: row["busbw_gbps"] for row in data["rows"] if row.get("pass") and row["busbw_gbps"] > 0}
+    out = {column: {} for column in MPI}
+    for column, algorithm in MPI.items():
+        for row in data["rows"]:
+            if row.get("algorithm", "nccl") == algorithm and row.get("pass") and row["busbw_gbps"] > 0:
+                out[column][row["bytes"]] = row["busbw_gbps"]
+    return out
 
 
 def from_torch(name):
@@ -77,7 +86,7 @@ def main():
     parser.add_argument("--torch", help="scripts/peers/torch_allreduce.py --json file")
     args = parser.parse_args()
     columns = from_results(args.results)
-    columns["ours, MPI"] = from_mpi(args.mpi) if args.mpi else {}
+    columns.update(from_mpi(args.mpi) if args.mpi else {column: {} for column in MPI})
     about = []
     if args.torch:
         torch_columns, data = from_torch(args.torch)

@@ -33,12 +33,15 @@
 # --profile runs `bench profile CASE --set basic` (ncu) for each case named, with --metrics added to
 # the basic set, and prints those metrics from each report into the summary.
 # --mpi runs ch04's MPI form on every GPU of the machine (mpirun -np <GPU count>) at each byte
-# count named, then once with the last rank planted wrong (it must report FAILED naming it).
-# --mpi-sweep runs it once more over ch04's sweep sizes (4 KiB to 1 GiB, `ch04_mpi --sweep`), into
-# session/mpi_sweep.json. When the session has ch04's compare results and the MPI sweep or the
-# PyTorch peer (torch_allreduce.py), scripts/ch04_busbw_table.py puts them side by side in one
-# table, session/ch04_busbw.md (and the summary). On a machine of several GPUs the summary
-# starts with `nvidia-smi topo -m`: how the GPUs are joined decides what busbw can reach.
+# count named, then once with the last rank planted wrong (it must report FAILED naming it), and
+# the one-shot kernel alone (`--algorithm one_shot`) at 256 KiB + 4 B, clean then with the last
+# rank planted (NCCL's runs above 4 MiB leave it out).
+# --mpi-sweep runs it once more over ch04's sweep sizes (4 KiB to 1 GiB, `ch04_mpi --sweep`: NCCL
+# at every size, the one-shot up to 4 MiB), into session/mpi_sweep.json. When the session has
+# ch04's compare results and the MPI sweep or the PyTorch peer (torch_allreduce.py),
+# scripts/ch04_busbw_table.py puts them side by side in one table, session/ch04_busbw.md (and the
+# summary). On a machine of several GPUs the summary starts with `nvidia-smi topo -m`: how the
+# GPUs are joined decides what busbw can reach.
 # --nccl-sweep runs `bench compare --chapter ch04 --example allreduce` once per setting named
 # (';'-separated; each a list of VAR=value for NCCL, or "default"), and puts the 1 GiB busbw of
 # both variants and the channel and protocol lines NCCL printed into the
@@ -65,7 +68,11 @@
 # --calibrate measures the ceilings first (bench calibrate, with --calibrate-args such as
 # "--only tf32,bf16 --repetitions 3"), so reports show % of ceiling.
 # --update accepts the first compare run of each chapter into expectations/<hardware_key>.json;
-# the later repeats score against what it wrote (the run-to-run check). --update-runs N makes
+# the later repeats score against what it wrote (the run-to-run check). Keep the update and its
+# rerun in one call: every device call re-sends the working tree, so a later call reads the
+# expectations as they are here, not as the update left them on the device (session.tar.gz
+# carries the updated files back; copy them into the tree). On a machine of several GPUs the
+# one-GPU examples' entries go to the one-GPU file (docs/expectations.md). --update-runs N makes
 # that first run `--repetitions N` (host-bound examples need N >= 3 to be accepted).
 #
 # The device's copy of .git is the one the session started from, so results would record that
@@ -207,6 +214,11 @@ if [ -n "$mpi_bytes" ]; then
   b=${mpi_bytes%% *}
   "${mpi[@]}" --bytes "$b" --plant-wrong-rank $((gpus - 1)) >"$out/mpi_planted.log" 2>&1
   note "mpirun -np $gpus ch04_mpi --bytes $b --plant-wrong-rank $((gpus - 1)): exit $?: $(grep 'ch04_mpi allreduce' "$out/mpi_planted.log")"
+  one_shot=("${mpi[@]}" --algorithm one_shot --bytes 262148)
+  "${one_shot[@]}" >"$out/mpi_one_shot.log" 2>&1
+  note "mpirun -np $gpus ch04_mpi --algorithm one_shot --bytes 262148: exit $?: $(grep 'ch04_mpi allreduce' "$out/mpi_one_shot.log")"
+  "${one_shot[@]}" --plant-wrong-rank $((gpus - 1)) >"$out/mpi_one_shot_planted.log" 2>&1
+  note "mpirun -np $gpus ch04_mpi --algorithm one_shot --bytes 262148 --plant-wrong-rank $((gpus - 1)): exit $?: $(grep 'ch04_mpi allreduce' "$out/mpi_one_shot_planted.log")"
 fi
 if [ "$mpi_sweep" = 1 ]; then
   t=$(date +%s)

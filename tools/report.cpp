@@ -132,6 +132,9 @@ std::string format_table(const Scorecard& card) {
   for (const auto& row : card.rows)
     if (!row.reason.empty())
       out += fmt::format("  {} {}: {}: {}\n", row.example, row.variant, to_string(row.status), row.reason);
+  for (const auto& row : card.rows)
+    if (!row.ceiling_note.empty())
+      out += fmt::format("  {} {}: note: {}\n", row.example, row.variant, row.ceiling_note);
   out += metrics_lines(card);
   out += crossover_lines(curves(card));
   return out + summary_line(card) + "\n";
@@ -148,12 +151,18 @@ std::string format_markdown(const Scorecard& card) {
     for (const auto& cell : cells(row)) out += fmt::format(" {} |", cell);
     out += "\n";
   }
-  bool any_reason = false;
+  bool any_bullet = false;  // the first reason or note opens the list with a blank line
   for (const auto& row : card.rows)
     if (!row.reason.empty()) {
-      if (!any_reason) out += "\n";
-      any_reason = true;
+      if (!any_bullet) out += "\n";
+      any_bullet = true;
       out += fmt::format("- **{}** `{}/{}`: {}\n", to_string(row.status), row.example, row.variant, row.reason);
+    }
+  for (const auto& row : card.rows)
+    if (!row.ceiling_note.empty()) {
+      if (!any_bullet) out += "\n";
+      any_bullet = true;
+      out += fmt::format("- note `{}/{}`: {}\n", row.example, row.variant, row.ceiling_note);
     }
   out += curves_markdown(curves(card));  // an example's points, grouped along each axis
   return out + "\n" + summary_line(card) + "\n";
@@ -179,6 +188,7 @@ nlohmann::json report_json(const Scorecard& card) {
                                    {"unit", row.basis == ScoreBasis::optimized_time ? "us" : "x"}};
     if (row.expected_us) j["expected"]["optimized_us"] = *row.expected_us;
     if (row.pct_ceiling) j["pct_ceiling"] = {{"value", *row.pct_ceiling}, {"ceiling", row.ceiling_name}};
+    if (!row.ceiling_note.empty()) j["ceiling_note"] = row.ceiling_note;
     if (row.versus_vendor) j["optimized_vs_vendor"] = *row.versus_vendor;
     if (row.as_recorded) j["as_recorded"] = true;
     rows.push_back(std::move(j));

@@ -25,21 +25,12 @@
 //   3. optimized (one_shot_peer): one kernel per GPU and message: a flag exchange with every peer,
 //      then each thread sums 16 bytes of all N inputs in GPU order (every GPU gets the same bits)
 //      and writes them, then a second flag exchange.
-// The protocol (PeerAllReduce): every GPU's memory holds a flag slot per (block, peer) that the
-// peer's block writes, and each block's count of calls (its epoch, kept on the GPU: no host
-// counter, so a captured graph would stay correct). Block b of GPU r starts by storing epoch e
-// into slot (b, r) of every GPU (st.release.sys) and waits (ld.acquire.sys, then __syncthreads)
-// until block b of every peer has stored e into its slots: no GPU reads a peer's input before that
-// peer's kernel has started, that is before the earlier work on the peer's stream (whatever wrote
-// the input) has finished. At its end the block exchanges e the same way in a second set of
-// slots, after all its threads' reads: no GPU's kernel ends, and lets later work on its stream
-// overwrite its input, while a peer still reads it. Block b reads the same elements on every GPU,
-// so pairing blocks across GPUs covers every read. A grid has at most as many blocks as the GPU has
-// SMs (512 threads: one fits on any SM), so all of it is resident at once and no block waits on one
-// that cannot start. Out of place only: a GPU writing
-// its output over its input would race with its peers' reads. A wait over 5 s traps, so a broken
-// exchange fails the case instead of hanging it (it also traps under a tool that serialises the
-// GPUs' kernels: the exchange needs all N running at once).
+// The kernel and its protocol are in one_shot.cuh (ch04_mpi runs the same kernel, one process per
+// GPU): two flag exchanges per call between block b of every GPU (st.release.sys stores,
+// ld.acquire.sys waits, an epoch per block kept on the GPU), so no GPU reads a peer's input before
+// the peer's kernel has started or lets its own be overwritten while a peer still reads it; grids
+// of at most one block per SM, so every block is resident; a wait over 5 s traps. Out of place
+// only. PeerAllReduce below gives it peer pointers (peer access between every pair).
 // Declared bytes: busbw's, 2(N-1)/N x 4n for all messages together, against the `p2p` ceiling, as
 // ch04/allreduce. Hot mode: a call takes about a millisecond, most of it launches and
 // synchronisation. Every GPU is checked, every message.
@@ -48,14 +39,13 @@
 #include <cstdio>
 
 #include "multi_gpu.cuh"
+#include "one_shot.cuh"
 
 namespace {
 
-constexpr int kThreads = 512;
 constexpr int kMessages = 32;                      // all-reduces in one timed call
-constexpr int kMaxBlocks = 256;                    // flag slots per GPU; grids use min(SMs, this)
 constexpr int64_t kSweepBytes = int64_t{1} << 20;  // the sweep's largest message
-constexpr uint64_t kWaitLimitNs = uint64_t{5'000'000'000};
+static_assert(ch04::one_shot::kMaxGpus == ch04::kMaxGpus, "a one-shot kernel for every GPU count");
 
 struct SmallAllReduce {
   ch04::Sharded io;
@@ -71,131 +61,48 @@ struct SmallAllReduce {
   void inputs_filled(cudaStream_t s) const { io.refresh(s); }
 };
 
-// In every GPU's memory, zeroed once. start[b][j] / end[b][j]: the last call in which block b of
-// GPU j started / finished reading (written by GPU j); calls[b]: this GPU's block b's calls so far.
-struct Signals {
-  uint32_t start[kMaxBlocks][ch04::kMaxGpus];
-  uint32_t end[kMaxBlocks][ch04::kMaxGpus];
-  uint32_t calls[kMaxBlocks];
-};
-struct OneShotArgs {
-  ch04::GpuPointers<const float> in;   // every GPU's input (a peer's through its peer pointer)
-  ch04::GpuPointers<Signals> signals;  // every GPU's flags
-  float* out;                          // this GPU's output
-  int rank;                            // this GPU's index
-  int64_t n, n4;                       // floats; float4s read as vectors (0: none)
-};
-
-__device__ void store_release_sys(uint32_t* flag, uint32_t value) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(flag), "r"(value) : "memory");
-}
-__device__ uint32_t load_acquire_sys(const uint32_t* flag) {
-  uint32_t value;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(value) : "l"(flag) : "memory");
-  return value;
-}
-__device__ uint64_t globaltimer_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// Thread j < N of the block tells GPU j that this block reached `epoch`, then waits until block
-// blockIdx.x of GPU j has said the same (its own slot included: j == rank returns at once).
-template <int N>
-__device__ void exchange(const OneShotArgs& a, bool at_end, uint32_t epoch) {
-  const int j = threadIdx.x, b = blockIdx.x;
-  if (j >= N) return;
-  Signals* peer = a.signals.p[j];
-  store_release_sys(at_end ? &peer->end[b][a.rank] : &peer->start[b][a.rank], epoch);
-  Signals* self = a.signals.p[a.rank];
-  const uint32_t* mine = at_end ? &self->end[b][j] : &self->start[b][j];
-  const uint64_t since = globaltimer_ns();
-  while (int32_t(load_acquire_sys(mine) - epoch) < 0)  // wrap-safe: epochs only grow
-    if (globaltimer_ns() - since > kWaitLimitNs) {
-      printf("ch04/allreduce_small: GPU %d block %d waited 5 s for GPU %d (%s, call %u)\n", a.rank,
-             b, j, at_end ? "end" : "start", epoch);
-      __trap();
-    }
-}
-
-template <int N>
-__global__ void __launch_bounds__(kThreads) one_shot_sum(OneShotArgs a) {
-  const uint32_t epoch = a.signals.p[a.rank]->calls[blockIdx.x] + 1;
-  exchange<N>(a, false, epoch);
-  __syncthreads();  // the acquire above orders every thread's reads below
-  const int64_t first = blockIdx.x * int64_t(kThreads) + threadIdx.x,
-                stride = int64_t(gridDim.x) * kThreads;
-  for (int64_t i = first; i < a.n4; i += stride) {
-    float4 v[N];
-#pragma unroll
-    for (int g = 0; g < N; ++g)
-      v[g] = __ldcg(reinterpret_cast<const float4*>(a.in.p[g]) + i);  // all in flight
-    float4 sum = v[0];
-#pragma unroll
-    for (int g = 1; g < N; ++g)
-      sum = make_float4(sum.x + v[g].x, sum.y + v[g].y, sum.z + v[g].z, sum.w + v[g].w);
-    reinterpret_cast<float4*>(a.out)[i] = sum;
-  }
-  for (int64_t i = 4 * a.n4 + first; i < a.n; i += stride) {  // the tail (or all, when unaligned)
-    float sum = __ldcg(a.in.p[0] + i);
-#pragma unroll
-    for (int g = 1; g < N; ++g) sum += __ldcg(a.in.p[g] + i);
-    a.out[i] = sum;
-  }
-  __syncthreads();  // every thread of the block has read its share of every peer
-  exchange<N>(a, true, epoch);
-  if (threadIdx.x == 0)
-    a.signals.p[a.rank]->calls[blockIdx.x] = epoch;  // every thread read it above
-}
-using OneShotKernel = void (*)(OneShotArgs);
-const OneShotKernel kOneShot[ch04::kMaxGpus + 1] = {
-    nullptr,         nullptr,         one_shot_sum<2>, one_shot_sum<3>, one_shot_sum<4>,
-    one_shot_sum<5>, one_shot_sum<6>, one_shot_sum<7>, one_shot_sum<8>};
-
-// The one-shot all-reduce over `gpus`: flags on every GPU, peer access between every pair.
+// The one-shot all-reduce over `gpus` (one_shot.cuh): flags on every GPU, peer access between
+// every pair.
 class PeerAllReduce {
  public:
   explicit PeerAllReduce(const std::vector<int>& gpus) : gpus_(gpus), signals_(gpus, 1, 0) {
     for (size_t i = 0; i < gpus.size(); ++i) {
-      int sms = 0;
-      BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpus[i]));
-      max_blocks_ = std::min(max_blocks_, sms);
+      int blocks = 0;
+      BENCH_CUDA_CHECK(ch04::one_shot::max_blocks(gpus[i], &blocks));
+      max_blocks_ = std::min(max_blocks_, blocks);
       for (size_t j = 0; j < gpus.size(); ++j)
         if (j != i) kernels::enable_peer_access(gpus[i], gpus[j]);
       ch04::OnDevice on(gpus[i]);
-      BENCH_CUDA_CHECK(cudaMemset(signals_[i], 0, sizeof(Signals)));
+      BENCH_CUDA_CHECK(cudaMemset(signals_[i], 0, sizeof(ch04::one_shot::Signals)));
       BENCH_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream of any GPU uses them
     }
   }
   // One all-reduce of `count` floats from in(i) into out(i) (GPU i's buffers) on stream(i).
   template <class Stream, class In, class Out>
   void operator()(Stream stream, In in, Out out, int64_t count) const {
-    OneShotArgs a{};
+    ch04::one_shot::Args a{};
     bool aligned = true;
     for (size_t i = 0; i < gpus_.size(); ++i) {
-      a.in.p[i] = in(i);
-      a.signals.p[i] = signals_[i];
+      a.in[i] = in(i);
+      a.signals[i] = signals_[i];
       aligned = aligned && reinterpret_cast<uintptr_t>(in(i)) % 16 == 0 &&
                 reinterpret_cast<uintptr_t>(out(i)) % 16 == 0;
     }
-    a.n = count;
-    a.n4 = aligned ? count / 4 : 0;
-    const int64_t items = a.n4 + (count - 4 * a.n4);
-    const int blocks = int(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, max_blocks_));
+    const int blocks = ch04::one_shot::plan(a, count, aligned, max_blocks_);
+    const ch04::one_shot::Kernel kernel = ch04::one_shot::kernel_for(int(gpus_.size()));
     for (size_t i = 0; i < gpus_.size(); ++i) {
       ch04::OnDevice on(gpus_[i]);
       a.out = out(i);
       a.rank = int(i);
-      kOneShot[gpus_.size()]<<<blocks, kThreads, 0, stream(i)>>>(a);
+      kernel<<<blocks, ch04::one_shot::kThreads, 0, stream(i)>>>(a);
       BENCH_CHECK_LAUNCH();
     }
   }
 
  private:
   std::vector<int> gpus_;
-  ch04::PerGpu<Signals> signals_;  // one Signals on every GPU, GPU 0 included
-  int max_blocks_ = kMaxBlocks;
+  ch04::PerGpu<ch04::one_shot::Signals> signals_;  // one Signals on every GPU, GPU 0 included
+  int max_blocks_ = ch04::one_shot::kMaxBlocks;
 };
 
 // What every variant shares: the timed call (kMessages all-reduces, one per slice of the

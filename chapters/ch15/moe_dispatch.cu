@@ -16,14 +16,21 @@
 //      wait; then per expert a gather kernel (its rows into a contiguous block) and a cuBLASLt
 //      GEMM of that block's row count; then the combine (unpermute) kernel. ~2E launches from the
 //      host, each GEMM too small to fill the GPU by itself, and a sync.
-//   2. optimized "grouped_wgmma": the permutation on the device (per-chunk histograms, one scan
+//   2. step "grouped_wgmma": the permutation on the device (per-chunk histograms, one scan
 //      that also numbers the GEMM's work items, a stable placement of every routed row, a row
 //      copy), one grouped GEMM, the same combine. The grouped GEMM is kernels/ws_gemm.cuh's
 //      warp-specialised TMA + wgmma tile (ch10's persistent_gemm): persistent CTAs walk the list
 //      of (expert, 128-row tile, 256-column tile) work items that the scan numbered; A's tensor
 //      map covers the whole permuted buffer and a tile starts at its expert's offset (rows past
 //      the expert's end are read, multiplied and not stored), B's covers all experts' weights.
-//   3. vendor "cublas_grouped": the optimized side's permutation, then cuBLAS's grouped GEMM
+//   3. optimized "grouped_gather" (the rung past grouped_wgmma): no permuted copy of x. The
+//      permutation stops at the row index (each sorted place's token) and the grouped GEMM's
+//      producer warpgroup gathers A's rows straight from x with cp.async into the swizzled stage
+//      the wgmma descriptors read; the weights stay on TMA. Removes the 256 MiB row copy and its
+//      read-back (512 MiB of HBM traffic at the timing size), for a 256 KiB index. It is the
+//      optimized side because it measured faster (README): the gather costs the GEMM a little
+//      beside TMA, and the copy it removes costs more.
+//   4. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
 //      (cublasGemmGroupedBatchedEx, a group per expert); its group sizes are host arrays, so the
 //      counts come back to the host before it.
 // Timing: 8192 tokens, 128 experts, hidden 2048 -> ffn 768 (issue 41; the PyTorch peer is
@@ -34,8 +41,8 @@
 // Tolerance: y at BF16's default relative L2 (8e-3); the reference rounds each expert output to
 // BF16 as both sides do, so what is left is the final rounding and FP32 sums in another order.
 // counts exactly (int32's default).
-// Metrics (optimized side, the last call's events): permute_us, gemm_us and gemm_tflops (the
-// grouped GEMM alone, the figure torch._grouped_mm is timed by) and combine_us.
+// Metrics (grouped_wgmma and grouped_gather, the last call's events): permute_us, gemm_us and
+// gemm_tflops (the grouped GEMM alone, the figure torch._grouped_mm is timed by) and combine_us.
 //
 //   ./bench compare --chapter ch15 --example moe_dispatch
 #include <cublas_v2.h>
@@ -45,6 +52,7 @@
 #include <array>
 #include <bench/bench.hpp>
 #include <kernels/arch.cuh>
+#include <kernels/async_copy.cuh>
 #include <kernels/cublas_check.hpp>
 #include <kernels/cublaslt_gemm.hpp>
 #include <kernels/event_span.hpp>
@@ -65,6 +73,8 @@ using bf16 = __nv_bfloat16;
 namespace moe = ch15::moe;
 namespace ws = kernels::ws;
 namespace wgmma = kernels::wgmma;
+namespace tma = kernels::tma;
+namespace cp_async = kernels::cp_async;
 using moe::kWarps;
 
 constexpr int kTopK = 8;
@@ -109,12 +119,18 @@ struct Dispatch {
 };
 
 // The permuted operands and results, a variant's own (never shared with another variant or the
-// reference, so that one cannot pass on rows another left behind).
+// reference, so that one cannot pass on rows another left behind). A GEMM that gathers its rows
+// from x has no permuted x (copies_x false) but the index of each place's token.
 struct Sorted {
-  bench::DeviceBuffer<bf16> x, y;         // [routed][hidden], [routed][ffn], expert-major
-  bench::DeviceBuffer<int32_t> position;  // routed row (token * top_k + j) -> its row in x, y
-  explicit Sorted(const Dispatch& w)
-      : x(w.routed * w.hidden), y(w.routed * w.ffn), position(w.routed) {}
+  bench::DeviceBuffer<bf16> x, y;          // [routed][hidden], [routed][ffn], expert-major
+  bench::DeviceBuffer<int32_t> position;   // routed row (token * top_k + j) -> its row in x, y
+  bench::DeviceBuffer<int32_t> row_token;  // place -> its token (only without x)
+  explicit Sorted(const Dispatch& w, bool copies_x = true)
+      : x(copies_x ? bench::DeviceBuffer<bf16>(w.routed * w.hidden) : bench::DeviceBuffer<bf16>()),
+        y(w.routed * w.ffn),
+        position(w.routed),
+        row_token(copies_x ? bench::DeviceBuffer<int32_t>()
+                           : bench::DeviceBuffer<int32_t>(w.routed)) {}
 };
 
 void launch_combine(const Dispatch& w, const Sorted& s, cudaStream_t stream) {
@@ -236,14 +252,99 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 #endif
 }
 
-// Steps (1)-(4) of the optimized side, on the GPU with no read-back: after them the workload's
-// counts, the offsets, the work items' numbering and the sorted rows are on the device.
+// ---- 2b. Step: the same grouped GEMM, A's rows gathered from x -------------------------------
+// Hopper's TMA copies boxes, not lists of rows (a row gather is Blackwell's tile::gather4), so a
+// stage's X block (128 rows x 64 columns, 16 KiB) is 1024 cp.async of 16 bytes, 8 per producer
+// thread, each to the chunk the 128-byte swizzle gives it: the layout TMA writes and the wgmma
+// descriptors expect. The W block stays on TMA (thread 0). A stage's full barrier counts 129
+// arrivals: thread 0's expect_tx for W's bytes and one per producer thread, which cp.async makes
+// once that thread's copies have landed (no thread waits). The stage is written by ordinary
+// copies (the generic proxy) and read by wgmma (the async proxy): the consumers fence after the
+// barrier (ws::mma_tile's kGenericX). Rows past the expert's end are zero-filled, multiplied and
+// not stored. Issue rate: a k-block's A is 32 warp-wide cp.async (each 4 whole 128-byte rows,
+// 512 bytes) and 32 warp-wide index loads, against 4.2 MFLOP of wgmma for the CTA, about 0.56 us
+// at the H100's dense BF16 rate shared by 132 SMs: a small fraction of the producer's time.
+namespace gather {
+constexpr int kChunksPerRow = ws::kBK * int(sizeof(bf16)) / 16;  // 8 chunks of 16 bytes a row
+constexpr int kRowStride = ws::kWarpgroup / kChunksPerRow;       // a thread's rows: 16 apart
+constexpr int kRowsPerThread = ws::kBM / kRowStride;             // 8 of them
+constexpr uint32_t kWBytes = ws::kBN * ws::kBK * sizeof(bf16);   // W's 32 KiB of a stage
+constexpr uint32_t kFullArrivals = 1 + ws::kWarpgroup;           // expect_tx + each copier
+}  // namespace gather
+
+__global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
+    grouped_gemm_gather(const bf16* __restrict__ x, const __grid_constant__ CUtensorMap map_w,
+                        bf16* __restrict__ y_sorted, const int32_t* __restrict__ row_token,
+                        const int32_t* __restrict__ offsets,
+                        const int32_t* __restrict__ tile_prefix, int experts, int ffn, int hidden) {
+#if BENCH_SM90A_DEVICE
+  using namespace gather;
+  extern __shared__ uint8_t raw[];
+  ws::Smem& sm = ws::init_ring(raw, kFullArrivals);
+  const int n_tiles = ffn / ws::kBN, kblocks = hidden / ws::kBK;
+  const int items = __shfl_sync(0xffffffffu, tile_prefix[experts], 0);
+  uint32_t slot = 0;
+  if (threadIdx.x / ws::kWarpgroup == 0) {
+    wgmma::shrink_registers<ws::kProducerRegisters>();
+    // Thread p fills 16-byte chunk p % 8 of rows p / 8 + 16 i. The swizzle puts chunk c of row r
+    // at chunk c ^ (r % 8), the same for all of a thread's rows (16 apart), so it is one column.
+    const int chunk = int(threadIdx.x) % kChunksPerRow, row0 = int(threadIdx.x) / kChunksPerRow;
+    const int swizzled = (chunk ^ (row0 % 8)) * 8;
+    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
+      const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
+      const int first = offsets[at.expert] + at.row_tile * ws::kBM, end = offsets[at.expert + 1];
+      const int c0 = (at.expert * n_tiles + at.col_tile) * ws::kBN;
+      for (int kb = 0; kb < kblocks; ++kb, ++slot) {
+        const int s = int(slot % ws::kStages);
+        if (slot >= ws::kStages) tma::wait_parity(&sm.empty[s], ((slot / ws::kStages) - 1) & 1);
+        if (threadIdx.x == 0) {
+          tma::arrive_expect_tx(&sm.full[s], kWBytes);
+          for (int part = 0; part < ws::kConsumers; ++part)
+            tma::load_2d(&sm.y[s][part * ws::kYShare * ws::kBK], &map_w, kb * ws::kBK,
+                         c0 + part * ws::kYShare, &sm.full[s]);
+        }
+        const bf16* column = x + kb * ws::kBK + chunk * 8;
+        bf16* to = &sm.x[s][row0 * ws::kBK + swizzled];
+        // The thread's 8 row indices are re-read each k-block (L1 hits, 512 bytes per tile for
+        // the warpgroup) rather than held: 8 more live registers spill under the producer's 40.
+#pragma unroll 4
+        for (int i = 0; i < kRowsPerThread; ++i) {  // a zero fill still needs a valid source: x
+          const int row = first + row0 + i * kRowStride;
+          const bool inside = row < end;
+          cp_async::copy16(to + i * kRowStride * ws::kBK,
+                           inside ? column + int64_t{__ldg(row_token + row)} * hidden : x,
+                           inside ? 16 : 0);
+        }
+        cp_async::arrive_on(&sm.full[s]);
+      }
+    }
+    cp_async::commit();  // nothing left in flight when the thread exits
+    cp_async::wait<0>();
+  } else {
+    float acc[128];
+    const int cw = ws::start_consumer(acc);
+    for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
+      const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
+      ws::mma_tile<1, /*kGenericX=*/true>(acc, sm, cw, kblocks, slot);
+      const int first = offsets[at.expert] + at.row_tile * ws::kBM + cw * ws::kXShare;
+      wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, at.col_tile * ws::kBN,
+                                           offsets[at.expert + 1]);
+    }
+  }
+#endif
+}
+
+// Steps (1)-(4) of both grouped rungs, on the GPU with no read-back: after them the workload's
+// counts, the offsets, the work items' numbering and the sorted rows are on the device. Without
+// the row copy (copies_x false: grouped_gather) step (3) also writes each place's token and (4)
+// is gone.
 class DevicePermutation {
  public:
-  explicit DevicePermutation(const Dispatch& w)
-      : sorted(w),
+  explicit DevicePermutation(const Dispatch& w, bool copies_x = true)
+      : sorted(w, copies_x),
         offsets(w.experts + 1),
         tile_prefix(w.experts + 1),
+        copies_x_(copies_x),
         chunks_(int((w.routed + moe::kChunk - 1) / moe::kChunk)),
         chunk_base_(int64_t{chunks_} * w.experts) {}
   void operator()(const Dispatch& w, cudaStream_t stream) {
@@ -258,8 +359,10 @@ class DevicePermutation {
         w.counts.data(), offsets.data(), tile_prefix.data());
     BENCH_CHECK_LAUNCH();
     moe::place_rows<<<chunk_blocks, 32 * kWarps, per_block, stream>>>(
-        w.expert.data(), w.routed, experts, chunks_, chunk_base_.data(), sorted.position.data());
+        w.expert.data(), w.routed, experts, chunks_, chunk_base_.data(), sorted.position.data(),
+        int(w.top_k), copies_x_ ? nullptr : sorted.row_token.data());
     BENCH_CHECK_LAUNCH();
+    if (!copies_x_) return;
     moe::scatter_rows<<<unsigned((w.routed + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(
         w.x.data(), sorted.position.data(), w.routed, int(w.top_k), w.hidden, sorted.x.data());
     BENCH_CHECK_LAUNCH();
@@ -268,28 +371,48 @@ class DevicePermutation {
   bench::DeviceBuffer<int32_t> offsets, tile_prefix;
 
  private:
+  bool copies_x_;
   int chunks_;
   bench::DeviceBuffer<int32_t> chunk_base_;
 };
 
+// kGather false: grouped_wgmma (the permuted copy, TMA for both operands); true: grouped_gather
+// (the row index only, A's rows gathered from x by the GEMM's producer).
+template <bool kGather>
+constexpr auto grouped_kernel() {
+  if constexpr (kGather)
+    return grouped_gemm_gather;
+  else
+    return grouped_gemm;
+}
+template <bool kGather>
 class GroupedWgmma {
+  static constexpr auto kKernel = grouped_kernel<kGather>();
+
  public:
   GroupedWgmma(const Dispatch& w, cudaStream_t)
       : flops_(2.0 * double(w.routed) * double(w.hidden) * double(w.ffn)),
-        permute_(w),
-        map_x_(ws::operand_map(permute_.sorted.x.data(), w.routed, w.hidden, ws::kXShare)),
+        permute_(w, /*copies_x=*/!kGather),
         map_w_(ws::operand_map(w.w.data(), w.experts * w.ffn, w.hidden, ws::kYShare)) {
-    ws::allow_smem<grouped_gemm, ws::kSmemBytes>();
-    grid_ = kernels::resident_grid(grouped_gemm, ws::kSpecialisedThreads, ws::kSmemBytes);
+    if constexpr (!kGather)
+      map_x_ = ws::operand_map(permute_.sorted.x.data(), w.routed, w.hidden, ws::kXShare);
+    ws::allow_smem<kKernel, ws::kSmemBytes>();
+    grid_ = kernels::resident_grid(kKernel, ws::kSpecialisedThreads, ws::kSmemBytes);
   }
   void operator()(const Dispatch& w, cudaStream_t stream) {
     parts_[0].begin(stream);
     permute_(w, stream);
     parts_[0].end(stream);
     parts_[1].begin(stream);
-    grouped_gemm<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
-        map_x_, map_w_, permute_.sorted.y.data(), permute_.offsets.data(),
-        permute_.tile_prefix.data(), int(w.experts), int(w.ffn), int(w.hidden));
+    if constexpr (kGather)
+      grouped_gemm_gather<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
+          w.x.data(), map_w_, permute_.sorted.y.data(), permute_.sorted.row_token.data(),
+          permute_.offsets.data(), permute_.tile_prefix.data(), int(w.experts), int(w.ffn),
+          int(w.hidden));
+    else
+      grouped_gemm<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
+          map_x_, map_w_, permute_.sorted.y.data(), permute_.offsets.data(),
+          permute_.tile_prefix.data(), int(w.experts), int(w.ffn), int(w.hidden));
     BENCH_CHECK_LAUNCH();
     parts_[1].end(stream);
     parts_[2].begin(stream);
@@ -310,13 +433,13 @@ class GroupedWgmma {
   std::array<kernels::EventSpan, 3> parts_;  // permute, GEMM, combine
   double flops_ = 0;
   DevicePermutation permute_;
-  CUtensorMap map_x_, map_w_;
+  CUtensorMap map_x_{}, map_w_;  // map_x_: grouped_wgmma's permuted rows only
   unsigned grid_ = 0;
 };
 
 // ---- Vendor: the same device permutation, then cuBLAS's grouped GEMM (cublasGemmGroupedBatchedEx,
 // one group per expert with rows). Its sizes are host arrays, so the counts come back to the host
-// first: the read-back the optimized side avoids, kept here because the API needs it.
+// first: the read-back the grouped rungs avoid, kept here because the API needs it.
 class CublasGrouped {
  public:
   CublasGrouped(const Dispatch& w, cudaStream_t stream)
@@ -461,7 +584,8 @@ BENCH_EXAMPLE(ch15, moe_dispatch, Dispatch)
     .string_axis("routing", {"uniform", "skewed"})
     .stateful<HostLoop>(bench::Role::baseline, "host_loop",
                         {.blocks_host = true, .host_bound = true})
-    .stateful<GroupedWgmma>(bench::Role::optimized, "grouped_wgmma", {.arch_specific = 90})
+    .stateful<GroupedWgmma<false>>(bench::Role::step, "grouped_wgmma", {.arch_specific = 90})
+    .stateful<GroupedWgmma<true>>(bench::Role::optimized, "grouped_gather", {.arch_specific = 90})
     .stateful<CublasGrouped>(bench::Role::vendor, "cublas_grouped", {.blocks_host = true})
     .requires_that(requirements)
     .reference(reference)

@@ -1,7 +1,7 @@
 // ch15/moe_permutation.cuh: moe_dispatch's kernels around the expert GEMMs: the device-side
-// permutation of the routed rows into expert-major order (histogram, scan, stable placement, row
-// copy) and the combine that brings each token's expert outputs back, weighted. Plain CUDA (any
-// architecture); the example says which side runs which.
+// permutation of the routed rows into expert-major order (histogram, scan, stable placement, then
+// a row copy or only a row index) and the combine that brings each token's expert outputs back,
+// weighted. Plain CUDA (any architecture); the example says which side runs which.
 //
 // Routed row number a = token * top_k + j. Its place in the sorted buffers is position[a]:
 // expert-major, and within an expert in routed order (as moe::plan_permutation on the host).
@@ -110,10 +110,13 @@ __global__ void __launch_bounds__(kScanThreads)
 
 // A warp per chunk, in routed-row order 32 at a time: each row's place is its expert's next free
 // row; rows of one expert among the 32 take consecutive places in lane order (match_any), so the
-// order within an expert is the routed order, as moe::plan_permutation's.
+// order within an expert is the routed order, as moe::plan_permutation's. With row_token (not
+// null) also the inverse, each place's token (routed row / top_k): the index a GEMM that gathers
+// its rows from x reads instead of a permuted copy.
 __global__ void __launch_bounds__(32 * kWarps)
     place_rows(const int32_t* __restrict__ expert, int64_t routed, int experts, int chunks,
-               const int32_t* __restrict__ chunk_base, int32_t* __restrict__ position) {
+               const int32_t* __restrict__ chunk_base, int32_t* __restrict__ position,
+               int top_k = 1, int32_t* __restrict__ row_token = nullptr) {
   extern __shared__ int32_t cursors[];  // kWarps x experts
   int32_t* next = cursors + (threadIdx.x / 32) * experts;
   const int chunk = int(blockIdx.x) * kWarps + int(threadIdx.x / 32), lane = threadIdx.x % 32;
@@ -130,6 +133,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     __syncwarp();
     if (e >= 0) {
       position[a] = place;
+      if (row_token != nullptr) row_token[place] = int32_t(a / top_k);
       if (rank == 0) next[e] += __popc(peers);
     }
     __syncwarp();

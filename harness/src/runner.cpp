@@ -284,8 +284,14 @@ double scored_value(const ExampleDef& e, const std::vector<Metric>& reported, in
 // The variant's own measure of the whole call (bench::timed_call_ms), in seconds: every variant
 // of an example scored by a metric reports one after every timed sample (else the case fails).
 double timed_call_seconds(const ExampleDef& e, const std::vector<Metric>& reported, int sample) {
-  for (const auto& m : reported)
-    if (m.whole_timed_call && std::isfinite(m.value)) return m.value * 1e-3;
+  for (const auto& m : reported) {
+    if (!m.whole_timed_call) continue;
+    if (!std::isfinite(m.value))
+      throw CheckFailure(fmt::format("timed sample {}: the variant reported {} = {}: the whole "
+                                     "call's time must be a finite number of milliseconds",
+                                     sample, m.name, m.value));
+    return m.value * 1e-3;
+  }
   throw CheckFailure(fmt::format(
       "timed sample {}: the example is scored by {}, a figure of the variant's own clock, but "
       "the variant reported no measure of the whole call by that clock (bench::timed_call_ms), "

@@ -5,6 +5,7 @@
 // wait makes every thread's copies visible to the block. The multi-stage pattern is:
 //   prologue: issue stages 0..S-2, commit each;
 //   loop:     wait<S-2>(); __syncthreads(); issue stage k+S-1; commit; compute on stage k.
+// Or, between warps of different roles, arrive_on() a stage's mbarrier after its copies.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -39,6 +40,15 @@ __device__ __forceinline__ void copy4(void* dst, const void* src, int valid = 4)
 }
 
 __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+
+// The mbarrier form of completion (sm_80+): one arrival on `bar` once every cp.async this thread
+// has issued so far has landed, without the thread waiting. .noinc: the arrival counts against
+// the count the barrier was initialised with (one per thread that calls this, per phase), so a
+// warp-specialised producer's copies can fill a ring stage that consumers wait for on `bar`.
+__device__ __forceinline__ void arrive_on(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(bar))
+               : "memory");
+}
 
 // Waits until at most N committed groups of this thread are still in flight.
 template <int N>

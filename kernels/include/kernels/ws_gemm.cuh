@@ -124,10 +124,15 @@ __device__ __forceinline__ void load_share(Smem& sm, const CUtensorMap* map_x,
 
 // Math warpgroup `cw` waits for ring slot `slot` and queues its 4 wgmma (64 x 256 x 64) as one
 // group; `first` (the tile's first k-block) overwrites the accumulators instead of adding.
+// kGenericX: the X block was written by ordinary (generic-proxy) copies, cp.async rather than
+// TMA (ch15's row gather), and wgmma reads shared memory through the async proxy: after the
+// barrier's acquire, a proxy fence makes those writes visible to this thread's wgmma.
+template <bool kGenericX = false>
 __device__ __forceinline__ void mma_k_block(float (&acc)[128], Smem& sm, int cw, uint32_t slot,
                                             bool first) {
   const int s = int(slot % kStages);
   tma::wait_parity(&sm.full[s], (slot / kStages) & 1);
+  if constexpr (kGenericX) tma::fence_proxy_async_shared();
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kBK / 16; ++kk)  // +32 bytes along the swizzled rows per k16 step
@@ -166,12 +171,13 @@ __device__ __forceinline__ void produce_tile(Smem& sm, const CUtensorMap* map_x,
 // k-block kb - 1's after kb's group is queued, and the tile's last one after the final wait,
 // before the epilogue, so the producer may refill it while this warpgroup stores. kCtas: the
 // CTAs whose producers write into this CTA's stages (2 when a cluster multicasts), each told.
-template <int kCtas = 1>
+// kGenericX: as mma_k_block's.
+template <int kCtas = 1, bool kGenericX = false>
 __device__ __forceinline__ void mma_tile(float (&acc)[128], Smem& sm, int cw, int kblocks,
                                          uint32_t& slot) {
   const bool leader = threadIdx.x % kWarpgroup == 0;
   for (int kb = 0; kb < kblocks; ++kb, ++slot) {
-    mma_k_block(acc, sm, cw, slot, kb == 0);
+    mma_k_block<kGenericX>(acc, sm, cw, slot, kb == 0);
     wgmma::wait<1>();
     if (kb > 0 && leader) tma::arrive_each_cta<kCtas>(&sm.empty[(slot - 1) % kStages]);
   }

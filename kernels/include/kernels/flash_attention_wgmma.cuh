@@ -42,8 +42,8 @@
 //   overlap ("wgmma_overlap", two consumers): pingpong's turns with S one tile ahead inside a
 //     warpgroup. A turn issues P V of tile t - 1, waits for it and issues S of tile t + 1 into a
 //     second S register set; tile t's softmax, O's rescale and P's packing run while that S is on
-//     the tensor cores (overlap_tile says why P V is waited for first: registers). The producer
-//     then loads K one tile ahead of V.
+//     the tensor cores, and is waited for before the next turn (overlap_tile says why P V is
+//     waited for first: registers). The producer then loads K one tile ahead of V.
 //
 // A Walk is a small struct with these device members (t counts the block's 128-key tiles, at
 // least one; the tiles a row needs come first):
@@ -293,12 +293,18 @@ __device__ __forceinline__ void pass_over(Smem<kD, kC>& sm, uint32_t n) {
 }
 
 // The overlap schedule, one tile k of a block's `tiles` (the ring's tile n = ring0 + k). On entry
-// S of tile k has been issued into `cur` (a tile ago, or before the loop for tile 0) and P of
-// tile k - 1 is packed in pa. Its turn issues P V of tile k - 1 (none for the first tile), waits
-// for it (and for S of tile k, long done), and issues S of tile k + 1 into `next` (none for the
-// last); tile k's softmax, O's rescale and P's packing then run while S of tile k + 1 is on the
-// tensor cores. kFirst and kLast are template arguments, so no wgmma sits in a branch
-// (cmake/wgmma_guard.sh).
+// S of tile k is in `cur`, complete (issued a tile ago, or before the loop for tile 0, which waits
+// for it here), and P of tile k - 1 is packed in pa. Its turn issues P V of tile k - 1 (none for
+// the first tile), waits for it, and issues S of tile k + 1 into `next` (none for the last); tile
+// k's softmax, O's rescale and P's packing then run while S of tile k + 1 is on the tensor cores,
+// and S of tile k + 1 is waited for before the tile ends. kFirst and kLast are template
+// arguments, so no wgmma sits in a branch (cmake/wgmma_guard.sh).
+// That last wait keeps a habit every other schedule here keeps (and CUTLASS's and
+// FlashAttention-3's ping-pong): no wgmma group is outstanding while the warpgroup blocks on its
+// turn's named barrier or goes round a loop. The wait is usually short: S was issued before the
+// softmax, whose exponentials keep the SFU about as long as S keeps the tensor cores. Here, not
+// at the top of the next tile before wait_turn, because there ptxas spilled (4 to 16 bytes in
+// three of the kernels); here the register allocation is the first form's (no spill).
 // Registers: O (kD / 2), `cur` (64) and `next` (64): 192 at d128, of the consumer's 240. P V of
 // tile k - 1 has to be done before S of tile k + 1 is issued: in flight beside them, pa (32) makes
 // 224, and ptxas then spills and serialises every wgmma (C7512, "insufficient register
@@ -317,7 +323,7 @@ __device__ __forceinline__ void overlap_tile(Smem<kD, kC>& sm, int cw, float (&c
     tma::wait_parity(&sm.v_full[prev], ((n - 1) / kStages) & 1);
     issue_pv(o, pa, sm, prev);
   }
-  wgmma::wait<0>();  // S of tile k, and P V of tile k - 1: O is final up to tile k - 1
+  wgmma::wait<0>();  // P V of tile k - 1 (tile 0: its S): O is final up to tile k - 1
   release(&sm.k_empty[s]);
   if constexpr (!kFirst) release(&sm.v_empty[prev]);
   if constexpr (kLast) release(&sm.q_empty);  // every S is done: Q may be refilled
@@ -334,6 +340,7 @@ __device__ __forceinline__ void overlap_tile(Smem<kD, kC>& sm, int cw, float (&c
   float c[2];
   softmax_scores<kD>(cur, m, l, c);
   rescale_and_pack<kD>(o, c, cur, pa);
+  if constexpr (!kLast) wgmma::wait<0>();  // S of tile k + 1: none outstanding at the next turn
 }
 
 // The overlap schedule's tiles (two consumers): tile 0's S issued before the loop, each tile's

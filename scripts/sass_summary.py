@@ -4,8 +4,11 @@
 For each kernel (demangled with c++filt where it exists) it counts the instructions that prove a
 mechanism is really in the machine code: the tensor-core forms (HGMMA with its shape and whether A
 comes from registers, HMMA), the copy engines (UTMALDG/UTMASTG/UBLKCP, LDGSTS, LDSM), the
-barriers and register hand-over (SYNCS, USETMAXREG, BAR), and local memory (LDL/STL: a spill or a
-stack array, which the README must explain or remove). Run on the GPU machine, where cuobjdump
+barriers and register hand-over (SYNCS, USETMAXREG, BAR), local memory (LDL/STL: a spill or a
+stack array, which the README must explain or remove), and the softmax's exponentials (MUFU.EX2)
+with how many of them sit where a wgmma group is still outstanding ("EX2 under HGMMA": after an
+HGMMA that closes a group, gsb0, and before the WARPGROUP.DEPBAR that waits for it), the
+evidence that the exponentials overlap the tensor cores (ch16's ping-pong and overlap rungs). Run on the GPU machine, where cuobjdump
 is; scripts/gpu_session.sh --sass "ch10 ch16" runs it on the session's build.
 
   scripts/sass_summary.py build/default/chapters/ch16/ch16 [--kernels REGEX] [--markdown] [--with-harness]
@@ -31,7 +34,13 @@ COLUMNS = [
     ("USETMAXREG", re.compile(r"^USETMAXREG")),
     ("BAR", re.compile(r"^BAR\.")),
     ("LDL/STL", re.compile(r"^(LDL|STL)\b")),
+    ("MUFU.EX2", re.compile(r"^MUFU\.EX2")),
 ]
+# Counted beside COLUMNS, in program order (a linear scan: a loop's back edge is not followed, so
+# a loop body sees the state its first entry does): MUFU.EX2 while wgmma groups are outstanding.
+# A group closes at an HGMMA with gsb0; WARPGROUP.DEPBAR.LE gsb0, N leaves at most N of them.
+UNDER = "EX2 under HGMMA"
+DEPBAR = re.compile(r"^WARPGROUP\.DEPBAR\.LE\s+gsb0\s*,\s*(0x[0-9a-f]+|\d+)")
 # Shown even when every kernel counts 0: "no spills" is evidence a README quotes.
 ALWAYS_SHOWN = ("LDL/STL",)
 # The harness's own kernels (fills, the L2 flush, the timer probes) are in every chapter binary;
@@ -49,15 +58,25 @@ def parse(sass_text):
     """Kernel name -> Counter of columns, plus 'form <opcode>' counts for the FORMS columns."""
     kernels = collections.OrderedDict()
     current = None
+    groups = 0  # wgmma groups outstanding at this point of the listing
     for line in sass_text.splitlines():
         m = FUNCTION.match(line)
         if m:
             current = kernels.setdefault(m.group(1), collections.Counter())
+            groups = 0
             continue
         m = INSTRUCTION.match(line)
         if not m or current is None:
             continue
         opcode = m.group(1)
+        operands = line.split(opcode, 1)[1]
+        if opcode.startswith("HGMMA.") and re.search(r"\bgsb0\b", operands):
+            groups += 1
+        elif opcode == "WARPGROUP.DEPBAR.LE":
+            d = DEPBAR.match("WARPGROUP.DEPBAR.LE" + operands.split(";")[0])
+            groups = min(groups, int(d.group(1), 0)) if d else 0
+        elif opcode.startswith("MUFU.EX2") and groups > 0:
+            current[UNDER] += 1
         for column, pattern in COLUMNS:
             if pattern.match(opcode):
                 current[column] += 1
@@ -81,6 +100,8 @@ def demangle(names):
 
 def table(kernels, names, markdown):
     shown = [c for c, _ in COLUMNS if c in ALWAYS_SHOWN or any(k[c] for k in kernels.values())]
+    if "MUFU.EX2" in shown:
+        shown.insert(shown.index("MUFU.EX2") + 1, UNDER)
     forms = sorted({key for k in kernels.values() for key in k if key.startswith("form ")})
     header = ["kernel"] + shown + [f[len("form "):] for f in forms]
     rows = [[names[n]] + [str(k[c]) for c in shown] + [str(k[f]) for f in forms] for n, k in kernels.items()]
@@ -104,6 +125,11 @@ SELF_TEST_SASS = """
         /*0050*/                   HGMMA.64x64x16.F32.BF16 R88, R56, gdesc[UR8], R88, gsb0 ; /* 0x0000 */
         /*0060*/                   STL.64 [R1], R4 ;                             /* 0x0000 */
         /*0070*/                   BAR.SYNC.DEFER_BLOCKING 0x1, 0x100 ;          /* 0x0000 */
+        /*0080*/                   MUFU.EX2 R5, R5 ;                             /* 0x0000 */
+        /*0090*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;               /* 0x0000 */
+        /*00a0*/                   MUFU.EX2 R6, R6 ;                             /* 0x0000 */
+        /*00b0*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;               /* 0x0000 */
+        /*00c0*/                   MUFU.EX2 R7, R7 ;                             /* 0x0000 */
 \t\tFunction : plain
         /*0000*/                   HMMA.16816.F32.BF16 R4, R8, R12, R4 ;         /* 0x0000 */
         /*0010*/                   LDSM.16.M88.4 R8, [R2] ;                      /* 0x0000 */
@@ -115,12 +141,14 @@ def self_test():
     first = k["_Z6kernelILi128EEvv"]
     expected = {"USETMAXREG": 1, "UTMALDG": 1, "SYNCS": 1, "HGMMA": 2, "LDL/STL": 1, "BAR": 1,
                 "form HGMMA.64x128x16.F32.BF16 A:smem": 1, "form HGMMA.64x64x16.F32.BF16 A:regs": 1,
-                "form UTMALDG.2D": 1}
+                "form UTMALDG.2D": 1, "MUFU.EX2": 3, UNDER: 2}
     wrong = {c: (first[c], n) for c, n in expected.items() if first[c] != n}
     wrong.update({"plain " + c: (k["plain"][c], 1) for c in ("HMMA", "LDSM") if k["plain"][c] != 1})
     header = table({"plain": k["plain"]}, {"plain": "plain"}, markdown=False).splitlines()[0]
     if "LDL/STL" not in header.split("\t"):
         wrong["LDL/STL column shown at 0"] = (header, "LDL/STL")
+    if UNDER in header.split("\t"):
+        wrong[UNDER + " column shown without MUFU.EX2"] = (header, "absent")
     for name, harness in (("void bench::detail::(anonymous namespace)::fill_kernel<float>(float*)", True),
                           ("bench::detail::(anonymous namespace)::empty_kernel()", True),
                           ("void <unnamed>::wgmma_ws<64, true, true>(CUtensorMap_st, CUtensorMap_st)", False)):

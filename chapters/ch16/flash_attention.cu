@@ -51,6 +51,13 @@
 //      and first K and V loaded while the consumers finish P V and store O (fw::persistent).
 //      Non-causal blocks are equal, so a fixed stride loses nothing to balance; causal and d64
 //      stay on the plain grid (README: "A persistent kernel").
+//   7. step "wgmma_overlap" (every shape; issue 46): the ping-pong kernel with S one tile ahead
+//      within each consumer (fw::Schedule::overlap, two S register sets): a turn issues P V of
+//      tile t - 1, waits for it, and issues S of tile t + 1, and tile t's softmax, O's rescale and
+//      P's packing run while that S is on the tensor cores (ping-pong runs tile t's softmax under
+//      P V of tile t - 1 instead, with O's rescale and P's packing after it). On the launch of
+//      the rung it builds on: persistent at non-causal d128 (compare with wgmma_persistent), the
+//      plain grid elsewhere (compare with wgmma_pingpong). A step until measured.
 // Flops: those attention needs, 4 x d per visible score (4 x 64 for the twins): seq^2 per head
 // non-causal, seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric
 // "computed_flops_ratio": the tensor-core flops a variant actually executes over the declared
@@ -328,25 +335,25 @@ struct LocateNonCausalBlock {
     return {head, qb, {seq, qb}};
   }
 };
-template <int kD>
+template <int kD, fw::Schedule kSchedule>
 __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
     wgmma_persistent(const __grid_constant__ CUtensorMap map_q,
                      const __grid_constant__ CUtensorMap map_k,
                      const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out,
                      int64_t seq, ch16::LaunchOrder order) {
 #if BENCH_SM90A_DEVICE
-  fw::persistent<kD, 2, fw::Schedule::pingpong>(map_q, map_k, map_v, out, seq, order.ctas(),
-                                                LocateNonCausalBlock{order, seq});
+  fw::persistent<kD, 2, kSchedule>(map_q, map_k, map_v, out, seq, order.ctas(),
+                                   LocateNonCausalBlock{order, seq});
 #endif
 }
 
 // kConsumers = 2: 128-query blocks; 3: 192-query blocks (a third consumer warpgroup).
-// kPersistent: the persistent kernel (ping-pong schedule, non-causal, two consumers).
+// kPersistent: the persistent kernel (non-causal, two consumers, ping-pong or overlap schedule).
 template <class W, fw::Schedule kSchedule, int kConsumers = 2, bool kPersistent = false>
 class WgmmaWs {
   static_assert(!kPersistent || (!W::causal && kConsumers == 2 &&
-                                 kSchedule == fw::Schedule::pingpong),
-                "the persistent kernel walks equal (non-causal) blocks, ping-pong, 2 consumers");
+                                 kSchedule != fw::Schedule::serial),
+                "the persistent kernel walks equal (non-causal) blocks, 2 consumers taking turns");
   static constexpr int kD = W::head_dim;
   static constexpr int kRows = fw::Team<kConsumers>::kRows;
   static constexpr size_t kSmemBytes = fw::kSmemBytes<kD, kConsumers>;
@@ -360,7 +367,7 @@ class WgmmaWs {
         map_v_(fw::tile_map<kD>(w.v.data(), w.bh * w.seq)),
         order_(launch_order(w, int((w.seq + kRows - 1) / kRows))) {
     if constexpr (kPersistent) {
-      BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_persistent<kD>,
+      BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_persistent<kD, kSchedule>,
                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             int(kSmemBytes)));
       // A CTA an SM; at least two blocks a CTA where there are fewer than twice the SMs (the
@@ -382,7 +389,7 @@ class WgmmaWs {
   }
   void operator()(const W& w, cudaStream_t stream) const {
     if constexpr (kPersistent)
-      wgmma_persistent<kD>
+      wgmma_persistent<kD, kSchedule>
           <<<grid_, fw::Team<kConsumers>::kThreads, kSmemBytes, stream>>>(
               map_q_, map_k_, map_v_, w.out.data(), w.seq, order_);
     else
@@ -459,6 +466,10 @@ template <class W>
 using Persistent = WgmmaWs<W, fw::Schedule::pingpong, 2, true>;
 template <class W>
 using Pingpong192 = WgmmaWs<W, fw::Schedule::pingpong, 3>;
+// The overlap schedule on the launch each shape's ping-pong rung uses: persistent at non-causal
+// d128 (over wgmma_persistent), the plain grid elsewhere (over wgmma_pingpong).
+template <class W>
+using Overlap = WgmmaWs<W, fw::Schedule::overlap, 2, !W::causal && W::head_dim == 128>;
 
 void reference(const AnyAttention& a, bench::HostData& h) {
   std::visit(
@@ -505,6 +516,7 @@ BENCH_EXAMPLE(ch16, flash_attention, AnyAttention)
     .stateful<Dispatched<Pingpong192, A64, A64Causal>>(bench::Role::optimized, "wgmma_pingpong_192",
                                                         {.arch_specific = 90})
     .variant_where(d64)
+    .stateful<OnEveryShape<Overlap>>(bench::Role::step, "wgmma_overlap", {.arch_specific = 90})
     .reference(reference)
     .device_reference(device_reference)
     .tolerance(bench::relative_l2(5e-3))

@@ -1,8 +1,8 @@
 // kernels/flash_attention_wgmma.cuh: the Hopper FlashAttention forward block (sm_90a only): TMA
 // loads by a producer, wgmma for both products, two or three consumer warpgroups; ch16's
-// `wgmma_ws`, `wgmma_pingpong` and `wgmma_pingpong_192` rungs and ch18's block-sparse
-// `skip_masked_wgmma`. Which 128-key tiles a block walks, and which scores it masks, is a policy
-// (`Walk`, below), as in flash_attention_mma.cuh.
+// `wgmma_ws`, `wgmma_pingpong`, `wgmma_pingpong_192`, `wgmma_persistent` and `wgmma_overlap` rungs
+// and ch18's block-sparse `skip_masked_wgmma`. Which 128-key tiles a block walks, and which
+// scores it masks, is a policy (`Walk`, below), as in flash_attention_mma.cuh.
 //
 // Templated on the head dim kD (128 or 64), the consumer count kConsumers (Team: 2, or 3 at d64,
 // where d128's accumulators would not fit 160 registers) and the schedule.
@@ -31,14 +31,19 @@
 // distance to the next box, then goes unused). Q 32 KiB + 2 stages x (K 32 + V 32 KiB) = 160 KiB
 // at d128; at d64 16 KiB of Q a consumer pair (24 with three) + 64 KiB of ring (one CTA per SM,
 // by registers either way).
-// Two consumer schedules (Schedule):
+// Three consumer schedules (Schedule):
 //   serial ("wgmma_ws"): S, wait, softmax, P V, wait, per tile. The tensor cores idle through each
 //     softmax unless another warpgroup happens to be issuing then;
 //   pingpong ("wgmma_pingpong", FlashAttention-3's two overlaps): (1) within a warpgroup, S of
 //     tile t and P V of tile t - 1 are issued together and the softmax of tile t runs while P V
 //     is on the tensor cores (O is rescaled and P repacked only once it completes); (2) between
 //     the warpgroups, named barriers make them take turns (round robin) issuing those GEMMs, so
-//     one's softmax lines up with the others' GEMMs instead of the softmaxes colliding.
+//     one's softmax lines up with the others' GEMMs instead of the softmaxes colliding;
+//   overlap ("wgmma_overlap", two consumers): pingpong's turns with S one tile ahead inside a
+//     warpgroup. A turn issues P V of tile t - 1, waits for it and issues S of tile t + 1 into a
+//     second S register set; tile t's softmax, O's rescale and P's packing run while that S is on
+//     the tensor cores, and is waited for before the next turn (overlap_tile says why P V is
+//     waited for first: registers). The producer then loads K one tile ahead of V.
 //
 // A Walk is a small struct with these device members (t counts the block's 128-key tiles, at
 // least one; the tiles a row needs come first):
@@ -133,15 +138,22 @@ constexpr size_t kSmemBytes = sizeof(Smem<kD, kConsumers>) + 1024;  // + room to
 
 // S = Q K^T for consumer cw's 64 rows from stage s, queued as one wgmma group (not waited): over
 // head_dim in kD / 16 k16 steps, +32 bytes along the swizzled rows, (d128) the second box from 4
-// on.
-template <int kD, int kC>
+// on. kOverwrite: the first step declares sc an output only (mma_m64n128k16_bf16_overwrite), for
+// the overlap schedule, where sc's previous contents would otherwise stay live beside the other
+// S set; the other schedules keep the form they were measured with.
+template <int kD, int kC, bool kOverwrite = false>
 __device__ __forceinline__ void issue_scores(float (&sc)[64], Smem<kD, kC>& sm, int cw, int s) {
   wgmma::fence();
 #pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk)
-    wgmma::mma_m64n128k16_bf16(
-        sc, wgmma::descriptor_k_major_sw128(&sm.q[kk / 4][cw * 64 * kHalf + (kk % 4) * 16]),
-        wgmma::descriptor_k_major_sw128(&sm.k[s][kk / 4][(kk % 4) * 16]), kk > 0);
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const uint64_t q =
+        wgmma::descriptor_k_major_sw128(&sm.q[kk / 4][cw * 64 * kHalf + (kk % 4) * 16]);
+    const uint64_t k = wgmma::descriptor_k_major_sw128(&sm.k[s][kk / 4][(kk % 4) * 16]);
+    if (kOverwrite && kk == 0)
+      wgmma::mma_m64n128k16_bf16_overwrite(sc, q, k);
+    else
+      wgmma::mma_m64n128k16_bf16(sc, q, k, kk > 0);
+  }
   wgmma::commit();
 }
 
@@ -167,15 +179,24 @@ __device__ __forceinline__ void release(uint64_t* empty) {
   if (threadIdx.x % kWarpgroup == 0) tma::arrive(empty);
 }
 
-// Online softmax of tile t, in place: sc becomes P (FP32, relative to the new running max), m and
-// l advance, and c is the factor O must be rescaled by before P V. sc[4i + e] is row
+// A consumer's last P V (the ring's tile n) alone: issued once V has landed, waited for, and its
+// V stage released.
+template <int kD, int kC>
+__device__ __forceinline__ void last_pv(float (&o)[kD / 2], const uint32_t (&pa)[kKeys / 16][4],
+                                        Smem<kD, kC>& sm, uint32_t n) {
+  const int s = int(n % kStages);
+  tma::wait_parity(&sm.v_full[s], (n / kStages) & 1);
+  issue_pv(o, pa, sm, s);
+  wgmma::wait<0>();
+  release(&sm.v_empty[s]);
+}
+
+// Tile t's masked scores set to -inf, where the walk says the tile may hold any (the causal
+// diagonal, keys past seq): the other tiles skip the 64 compares. sc[4i + e] is row
 // row0 + 8 (e / 2), key key_tile(t) * 128 + 8 i + 2 (lane % 4) + e % 2.
-template <int kD, class Walk>
-__device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], float (&l)[2],
-                                             float (&c)[2], const Walk& walk, int t, int64_t seq,
-                                             int row0) {
-  // Only the tiles the walk names have masked scores (the causal diagonal, keys past seq): the
-  // others skip the 64 compares.
+template <class Walk>
+__device__ __forceinline__ void mask_tile(float (&sc)[64], const Walk& walk, int t, int64_t seq,
+                                          int row0) {
   if (walk.masks(t)) {
     // 32-bit positions (a head's seq < 2^31): 64-bit ones cost the 192-row kernel a spill.
     const int key0 = walk.key_tile(t) * kKeys + 2 * (threadIdx.x % 4);
@@ -185,6 +206,13 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], flo
       if (key >= seq || !walk.visible(row0 + 8 * ((i % 4) / 2), key)) sc[i] = -INFINITY;
     }
   }
+}
+
+// Online softmax of a (masked) tile, in place: sc becomes P (FP32, relative to the new running
+// max), m and l advance, and c is the factor O must be rescaled by before P V.
+template <int kD>
+__device__ __forceinline__ void softmax_scores(float (&sc)[64], float (&m)[2], float (&l)[2],
+                                               float (&c)[2]) {
   // The row maxima are taken on the raw scores (the scale is positive, so it commutes with max)
   // and the scale is folded into the exponent's one FFMA: 2^(s x scale - m), no separate multiply
   // per score. At head dim 64 the softmax's per-score instructions weigh as much as the GEMMs.
@@ -207,6 +235,15 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], flo
   }
 }
 
+// Online softmax of tile t, in place: its masked scores dropped, then softmax_scores.
+template <int kD, class Walk>
+__device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], float (&l)[2],
+                                             float (&c)[2], const Walk& walk, int t, int64_t seq,
+                                             int row0) {
+  mask_tile(sc, walk, t, seq, row0);
+  softmax_scores<kD>(sc, m, l, c);
+}
+
 // Once no P V group is in flight: O *= c, and P packed to BF16 as the A operand of the next P V
 // (keys 16 kk .. 16 kk + 15 are column groups 2 kk and 2 kk + 1).
 template <int kD>
@@ -226,7 +263,10 @@ __device__ __forceinline__ void rescale_and_pack(float (&o)[kD / 2], const float
 //   serial: S, wait, softmax, P V, wait, per tile;
 //   pingpong: S of tile t issued with P V of tile t - 1 and tile t's softmax run while P V is on
 //     the tensor cores, and the consumers take turns issuing their GEMMs (named barriers).
-enum class Schedule { serial, pingpong };
+//   overlap: pingpong's turns, and S one tile ahead within a warpgroup: a turn issues P V of tile
+//     t - 1, waits for it and issues S of tile t + 1, and tile t's softmax, rescale and packing
+//     run while that S is on the tensor cores (two S register sets).
+enum class Schedule { serial, pingpong, overlap };
 
 // Named barriers 1 .. kConsumers (0 is __syncthreads'): consumer cw waits on 1 + cw for its turn
 // to issue GEMMs (its own 128 threads plus the previous consumer's 128 arrivals) and hands the
@@ -250,6 +290,94 @@ __device__ __forceinline__ void pass_over(Smem<kD, kC>& sm, uint32_t n) {
   release(&sm.k_empty[s]);
   tma::wait_parity(&sm.v_full[s], parity);
   release(&sm.v_empty[s]);
+}
+
+// The overlap schedule, one tile k of a block's `tiles` (the ring's tile n = ring0 + k). On entry
+// S of tile k is in `cur`, complete (issued a tile ago, or before the loop for tile 0, which waits
+// for it here), and P of tile k - 1 is packed in pa. Its turn issues P V of tile k - 1 (none for
+// the first tile), waits for it, and issues S of tile k + 1 into `next` (none for the last); tile
+// k's softmax, O's rescale and P's packing then run while S of tile k + 1 is on the tensor cores,
+// and S of tile k + 1 is waited for before the tile ends. kFirst and kLast are template
+// arguments, so no wgmma sits in a branch (cmake/wgmma_guard.sh).
+// That last wait keeps a habit every other schedule here keeps (and CUTLASS's and
+// FlashAttention-3's ping-pong): no wgmma group is outstanding while the warpgroup blocks on its
+// turn's named barrier or goes round a loop. The wait is usually short: S was issued before the
+// softmax, whose exponentials keep the SFU about as long as S keeps the tensor cores. Here, not
+// at the top of the next tile before wait_turn, because there ptxas spilled (4 to 16 bytes in
+// three of the kernels); here the register allocation is the first form's (no spill).
+// Registers: O (kD / 2), `cur` (64) and `next` (64): 192 at d128, of the consumer's 240. P V of
+// tile k - 1 has to be done before S of tile k + 1 is issued: in flight beside them, pa (32) makes
+// 224, and ptxas then spills and serialises every wgmma (C7512, "insufficient register
+// resources"). So the warpgroup waits for its P V, as pingpong waits for its S; the other
+// consumer's GEMMs fill that wait.
+template <bool kFirst, bool kLast, int kD, int kC, class Walk>
+__device__ __forceinline__ void overlap_tile(Smem<kD, kC>& sm, int cw, float (&cur)[64],
+                                             float (&next)[64], float (&o)[kD / 2],
+                                             uint32_t (&pa)[kKeys / 16][4], float (&m)[2],
+                                             float (&l)[2], const Walk& walk, int k, int tiles,
+                                             uint32_t ring0, int64_t seq, int row0) {
+  const uint32_t n = ring0 + k;
+  const int s = int(n % kStages), prev = int((n - 1) % kStages), after = int((n + 1) % kStages);
+  if constexpr (!kFirst) {
+    wait_turn(cw);
+    tma::wait_parity(&sm.v_full[prev], ((n - 1) / kStages) & 1);
+    issue_pv(o, pa, sm, prev);
+  }
+  wgmma::wait<0>();  // P V of tile k - 1 (tile 0: its S): O is final up to tile k - 1
+  release(&sm.k_empty[s]);
+  if constexpr (!kFirst) release(&sm.v_empty[prev]);
+  if constexpr (kLast) release(&sm.q_empty);  // every S is done: Q may be refilled
+  // The mask before S of tile k + 1 is issued: its compares' temporaries beside the second S set
+  // spilled (only the walk's masked tiles run it: the diagonal, the ragged end).
+  mask_tile(cur, walk, k, seq, row0);
+  if constexpr (!kLast) {
+    tma::wait_parity(&sm.k_full[after], ((n + 1) / kStages) & 1);
+    issue_scores<kD, kC, true>(next, sm, cw, after);
+  }
+  if constexpr (!kFirst) {
+    if (cw != kC - 1 || k + 1 < tiles) pass_turn<kC>(cw);
+  }
+  float c[2];
+  softmax_scores<kD>(cur, m, l, c);
+  rescale_and_pack<kD>(o, c, cur, pa);
+  if constexpr (!kLast) wgmma::wait<0>();  // S of tile k + 1: none outstanding at the next turn
+}
+
+// The overlap schedule's tiles (two consumers): tile 0's S issued before the loop, each tile's
+// overlap_tile with the two S register sets swapping roles (the loop takes two tiles a trip, so
+// each set stays in fixed registers), then the last tile's P V alone. The turns are pingpong's:
+// one a tile from tile 1, the last consumer's first pass opening consumer 0's first turn.
+template <int kD, int kC, class Walk>
+__device__ __forceinline__ void overlap_tiles(Smem<kD, kC>& sm, int cw, float (&o)[kD / 2],
+                                              float (&m)[2], float (&l)[2], const Walk& walk,
+                                              int64_t seq, int row0, uint32_t ring0) {
+  static_assert(kC == 2, "two S register sets fit two consumers' 240 registers, not three's 160");
+  const int tiles = walk.tiles();
+  float sa[64], sb[64];
+  uint32_t pa[kKeys / 16][4];
+  if (cw == kC - 1 && tiles > 1) pass_turn<kC>(cw);
+  const int s0 = int(ring0 % kStages);
+  tma::wait_parity(&sm.k_full[s0], (ring0 / kStages) & 1);
+  issue_scores<kD, kC, true>(sa, sm, cw, s0);
+  if (tiles == 1) {
+    overlap_tile<true, true>(sm, cw, sa, sb, o, pa, m, l, walk, 0, tiles, ring0, seq, row0);
+  } else {
+    overlap_tile<true, false>(sm, cw, sa, sb, o, pa, m, l, walk, 0, tiles, ring0, seq, row0);
+    int k = 1;  // odd tiles compute in sb, even ones in sa
+    for (; k + 2 < tiles; k += 2) {
+      overlap_tile<false, false>(sm, cw, sb, sa, o, pa, m, l, walk, k, tiles, ring0, seq, row0);
+      overlap_tile<false, false>(sm, cw, sa, sb, o, pa, m, l, walk, k + 1, tiles, ring0, seq,
+                                 row0);
+    }
+    if (k + 1 < tiles) {  // two left: k and the last
+      overlap_tile<false, false>(sm, cw, sb, sa, o, pa, m, l, walk, k, tiles, ring0, seq, row0);
+      overlap_tile<false, true>(sm, cw, sa, sb, o, pa, m, l, walk, k + 1, tiles, ring0, seq,
+                                row0);
+    } else {  // k is the last
+      overlap_tile<false, true>(sm, cw, sb, sa, o, pa, m, l, walk, k, tiles, ring0, seq, row0);
+    }
+  }
+  last_pv(o, pa, sm, ring0 + tiles - 1);
 }
 
 // One consumer warpgroup (cw = 0 .. kC - 1): rows qb * kRows + cw * 64 .. + 63 of this head.
@@ -293,6 +421,8 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
     }
     release(&sm.q_empty);
     for (int t = mine; t < tiles; ++t) pass_over(sm, ring0 + t);
+  } else if constexpr (kSchedule == Schedule::overlap) {
+    overlap_tiles(sm, cw, o, m, l, walk, seq, row0, ring0);  // two consumers: mine == tiles
   } else {
     // Consumer 0 issues first (the last consumer's pass opens its first turn). Each pass is
     // matched by one wait: the last consumer skips its last pass, so no arrival is left pending
@@ -324,12 +454,7 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
       rescale_and_pack<kD>(o, c, sc, pa);
     }
     release(&sm.q_empty);  // every S is done: Q may be refilled while P V finishes
-    const uint32_t last_n = ring0 + mine - 1;
-    const int last = int(last_n % kStages);
-    tma::wait_parity(&sm.v_full[last], (last_n / kStages) & 1);
-    issue_pv(o, pa, sm, last);
-    wgmma::wait<0>();
-    release(&sm.v_empty[last]);
+    last_pv(o, pa, sm, ring0 + mine - 1);
     for (int t = mine; t < tiles; ++t) {
       wait_turn(cw);
       if (cw != kC - 1 || t + 1 < tiles) pass_turn<kC>(cw);
@@ -363,8 +488,11 @@ __device__ __forceinline__ Smem<kD, kConsumers>& init_smem() {
 // The producer's thread, one block: Q as 64-row boxes (query_map), one per consumer and 64
 // columns (a 64-row box is a whole number of 8-row swizzle periods, so they stack into the same
 // layout one tall box writes), then the block's K and V tiles into the ring, whose tile ring0 is
-// the block's first.
-template <int kD, int kConsumers, class Walk>
+// the block's first. The overlap schedule needs K one tile ahead of V (at tile k a consumer waits
+// for K of tile k + 1 and V of tile k - 1), so it loads K of tile t before V of tile t - 1:
+// otherwise K of tile k + 1 would queue behind V of tile k, whose stage frees only once P V of
+// tile k - 2 is done, late in the tile before.
+template <int kD, int kConsumers, Schedule kSchedule, class Walk>
 __device__ __forceinline__ void produce(Smem<kD, kConsumers>& sm, const CUtensorMap& map_q,
                                         const CUtensorMap& map_k, const CUtensorMap& map_v,
                                         int head_row, int qb, const Walk& walk, uint32_t ring0) {
@@ -375,18 +503,37 @@ __device__ __forceinline__ void produce(Smem<kD, kConsumers>& sm, const CUtensor
       tma::load_2d(&sm.q[h][c * kConsumerRows * kHalf], &map_q, h * kHalf,
                    head_row + qb * Sm::kRows + c * kConsumerRows, &sm.q_full);
   const int tiles = walk.tiles();
-  for (int t = 0; t < tiles; ++t) {
-    const uint32_t n = ring0 + t;
-    const int s = int(n % kStages), key_row = head_row + walk.key_tile(t) * kKeys;
-    const uint32_t reuse_parity = ((n / kStages) - 1) & 1;  // the release of tile n - kStages
-    if (n >= kStages) tma::wait_parity(&sm.k_empty[s], reuse_parity);
-    tma::arrive_expect_tx(&sm.k_full[s], Sm::kTileBytes);
-    for (int h = 0; h < Sm::kBoxes; ++h)
-      tma::load_2d(sm.k[s][h], &map_k, h * kHalf, key_row, &sm.k_full[s]);
-    if (n >= kStages) tma::wait_parity(&sm.v_empty[s], reuse_parity);
-    tma::arrive_expect_tx(&sm.v_full[s], Sm::kTileBytes);
-    for (int h = 0; h < Sm::kBoxes; ++h)
-      tma::load_2d(sm.v[s][h], &map_v, h * kHalf, key_row, &sm.v_full[s]);
+  if constexpr (kSchedule == Schedule::overlap) {
+    // Tile t into its ring stage once the stage's previous tile (n - kStages) is released: K
+    // (sm.k, map_k, k_empty, k_full) or V.
+    auto load = [&](int t, auto& tile, const CUtensorMap& map, uint64_t* empty, uint64_t* full) {
+      const uint32_t n = ring0 + t;
+      const int s = int(n % kStages), key_row = head_row + walk.key_tile(t) * kKeys;
+      if (n >= kStages) tma::wait_parity(&empty[s], ((n / kStages) - 1) & 1);
+      tma::arrive_expect_tx(&full[s], Sm::kTileBytes);
+      for (int h = 0; h < Sm::kBoxes; ++h)
+        tma::load_2d(tile[s][h], &map, h * kHalf, key_row, &full[s]);
+    };
+    load(0, sm.k, map_k, sm.k_empty, sm.k_full);
+    for (int t = 1; t < tiles; ++t) {
+      load(t, sm.k, map_k, sm.k_empty, sm.k_full);
+      load(t - 1, sm.v, map_v, sm.v_empty, sm.v_full);
+    }
+    load(tiles - 1, sm.v, map_v, sm.v_empty, sm.v_full);
+  } else {
+    for (int t = 0; t < tiles; ++t) {
+      const uint32_t n = ring0 + t;
+      const int s = int(n % kStages), key_row = head_row + walk.key_tile(t) * kKeys;
+      const uint32_t reuse_parity = ((n / kStages) - 1) & 1;  // the release of tile n - kStages
+      if (n >= kStages) tma::wait_parity(&sm.k_empty[s], reuse_parity);
+      tma::arrive_expect_tx(&sm.k_full[s], Sm::kTileBytes);
+      for (int h = 0; h < Sm::kBoxes; ++h)
+        tma::load_2d(sm.k[s][h], &map_k, h * kHalf, key_row, &sm.k_full[s]);
+      if (n >= kStages) tma::wait_parity(&sm.v_empty[s], reuse_parity);
+      tma::arrive_expect_tx(&sm.v_full[s], Sm::kTileBytes);
+      for (int h = 0; h < Sm::kBoxes; ++h)
+        tma::load_2d(sm.v[s][h], &map_v, h * kHalf, key_row, &sm.v_full[s]);
+    }
   }
 }
 
@@ -400,7 +547,8 @@ __device__ __forceinline__ void block(const CUtensorMap& map_q, const CUtensorMa
   auto& sm = init_smem<kD, kConsumers>();
   if (threadIdx.x / kWarpgroup == 0) {
     wgmma::shrink_registers<kProducerRegisters>();
-    if (threadIdx.x == 0) produce(sm, map_q, map_k, map_v, head_row, qb, walk, 0);
+    if (threadIdx.x == 0)
+      produce<kD, kConsumers, kSchedule>(sm, map_q, map_k, map_v, head_row, qb, walk, 0);
   } else {
     wgmma::grow_registers<Team<kConsumers>::kConsumerRegisters>();
     consume<kD, kConsumers, kSchedule>(sm, threadIdx.x / kWarpgroup - 1, qb, walk, seq, out);
@@ -431,7 +579,8 @@ __device__ __forceinline__ void persistent(const CUtensorMap& map_q, const CUten
     for (int item = int(blockIdx.x); item < items; item += int(gridDim.x), ++k) {
       if (k > 0) tma::wait_parity(&sm.q_empty, (k - 1) & 1);  // the consumers are done with Q
       const auto b = locate(item);
-      produce(sm, map_q, map_k, map_v, int(b.head * seq), b.qb, b.walk, ring);
+      produce<kD, kConsumers, kSchedule>(sm, map_q, map_k, map_v, int(b.head * seq), b.qb,
+                                         b.walk, ring);
       ring += b.walk.tiles();
     }
   } else {

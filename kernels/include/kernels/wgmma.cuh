@@ -142,6 +142,14 @@ __device__ __forceinline__ void store_m64n256_bf16_rows_below(const float (&acc)
       "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
       "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+// The same 64 as outputs only ("=f"): for a wgmma whose scale-d is 0, which does not read d. With
+// "+f" the compiler keeps d's previous values alive up to the instruction.
+#define BENCH_WGMMA_OUT32(d) \
+      "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]), \
+      "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]), \
+      "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]), \
+      "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31])
+#define BENCH_WGMMA_OUT64(d) BENCH_WGMMA_OUT32(d), BENCH_WGMMA_OUT32((d + 32))
 #define BENCH_WGMMA_ACC128_REGS BENCH_WGMMA_ACC64_REGS ", " \
   "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
   "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
@@ -173,6 +181,20 @@ __device__ __forceinline__ void mma_m64n128k16_bf16(float (&d)[64], uint64_t des
       "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
       : BENCH_WGMMA_ACC64(d)
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// d (64 x 128, FP32) = A (64 x 16) * B (128 x 16)^T, both K-major in shared memory: the first k
+// step of a product into registers that hold something else until then. scale-d is the immediate
+// 0 and d an output only, so d's previous values are dead before this instruction, not live up to
+// it (with a second accumulator in flight beside it, ch16's overlap schedule spilled without).
+__device__ __forceinline__ void mma_m64n128k16_bf16_overwrite(float (&d)[64], uint64_t desc_a,
+                                                              uint64_t desc_b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      BENCH_WGMMA_ACC64_REGS
+      "}, %64, %65, 0, 1, 1, 0, 0;\n"
+      : BENCH_WGMMA_OUT64(d)
+      : "l"(desc_a), "l"(desc_b));
 }
 
 // d (64 x 128, FP32) += A (64 x 16, BF16, in registers) * B (16 x 128), B MN-major in shared memory

@@ -68,8 +68,8 @@ namespace {
 constexpr int kSkip = 77;  // ctest's SKIP_RETURN_CODE for the suite
 // Beside NCCL (--algorithm both) the one-shot runs up to 4 MiB. Each GPU pulls (N-1) x n bytes
 // over its links, against the ring's 2(N-1)/N x n, so its busbw can reach at most 2/N of a link
-// (half on 4 GPUs, ~198 GB/s on 4x H100): NCCL's ring was already at 154-178 GB/s at 4 MiB and
-// 259 GB/s at 16 MiB there, past that ceiling. 4 MiB is the last size where either can win.
+// (half on 4 GPUs), while NCCL's ring nears the whole link by 16 MiB (the README's sweep): past
+// 4 MiB the one-shot cannot win, so the sweep stops it there.
 constexpr int64_t kOneShotMaxBytes = int64_t{4} << 20;
 
 __host__ __device__ inline float input_value(int rank, int64_t i) {  // k / 1024, k in [-1024, 1024]

@@ -16,9 +16,9 @@
 //   3. Communicators: one NCCL communicator per GPU in this process, created with NVLink
 //      multicast (NVLS) forced off (NCCL_NVLS_ENABLE=0, overwriting any other value) and the
 //      block count the example asks for (CtaRange).
-//   4. LaunchThreads: Fan's fork and join with one launching thread per GPU (persistent workers
-//      for GPUs 1..N-1, the case's thread for GPU 0), for calls bound by how fast one host thread
-//      can launch N GPUs' kernels one after another (ch04/allreduce_small).
+//   4. LaunchThreads: Fan's fork and join with one launching thread per GPU (gpu_threads.hpp:
+//      persistent workers for GPUs 1..N-1, the case's thread for GPU 0), for calls bound by how
+//      fast one host thread can launch N GPUs' kernels one after another (ch04/allreduce_small).
 // Beside them: SideStreams (a highest-priority stream on every GPU, for work that runs beside
 // the main stream: overlap's all-reduces, gradient_compression's pipeline stages), the
 // all_reduce helpers (one grouped call per GPU), mean_us (the metrics' timer) and busbw_sweep
@@ -29,18 +29,15 @@
 #include <kernels/peer_access.hpp>
 #include <nccl.h>
 
+#include "gpu_threads.hpp"
 #include "nccl_ctas.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <exception>
 #include <limits>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace ch04 {
@@ -235,46 +232,34 @@ class Fan {
   cudaEvent_t forked_ = nullptr;
 };
 
-// Fan's fork and join, with every GPU's work enqueued by a thread of its own: one launching thread
-// per GPU inside the process, as one process per GPU has (ch04_mpi). Where a call is many short
-// kernels on every GPU (ch04/allreduce_small: 32 all-reduces, each a launch on each of N GPUs),
-// one thread launching all N x 32 sets the time and brings the host's scheduling jitter into
-// every sample; N threads launch in parallel, and the GPUs' work sets the time again.
+// Fan's fork and join, with every GPU's work enqueued by a thread of its own (GpuThreads): one
+// launching thread per GPU inside the process, as one process per GPU has (ch04_mpi). Where a
+// call is many short kernels on every GPU (ch04/allreduce_small: 32 all-reduces, each a launch on
+// each of N GPUs), one thread launching all of them sets the time and brings the host's
+// scheduling jitter into every sample; N threads launch in parallel, and the GPUs' work sets the
+// time again.
 //
-// operator()(s, enqueue) records a fork event on the case's stream `s`, wakes the workers (an
-// atomic generation counter), and each worker i makes its own stream on GPU i wait for the fork,
-// calls enqueue(i, its stream) with GPU i current and records its join event; meanwhile the
-// calling thread runs enqueue(0, s) itself (GPU 0's work stays on the case's stream). Once every
-// worker has signalled done (an atomic count), `s` waits for every join event, so all the work
-// ends before anything enqueued on `s` later (the harness's stop event). An exception in any
-// enqueue (a CUDA or NCCL error names its call) is stored and rethrown on the calling thread,
-// after every worker has finished with `enqueue` (it lives on the caller's stack). Waits spin for
-// up to kSpin before sleeping (std::atomic::wait): back-to-back calls come far sooner than that,
-// so a timed batch never pays a sleeping thread's wake-up, and an idle pool burns no core.
+// operator()(s, enqueue) records a fork event on the case's stream `s`; worker i makes GPU i
+// current, makes its own stream on GPU i wait for the fork, calls enqueue(i, its stream) and
+// records its join event; meanwhile the calling thread runs enqueue(0, s) itself (GPU 0's work
+// stays on the case's stream). Once every thread is done, `s` waits for every join event, so all
+// the work ends before anything enqueued on `s` later (the harness's stop event). An exception
+// in any enqueue (a CUDA or NCCL error names its call) is rethrown on the calling thread.
 // NCCL allows this: each communicator is used by one thread at a time, with its device current.
 class LaunchThreads {
  public:
-  static constexpr std::chrono::microseconds kSpin{1000};
-
   explicit LaunchThreads(const std::vector<int>& gpus)
-      : gpus_(gpus), streams_(gpus.size()), done_(gpus.size()), errors_(gpus.size()) {
+      : gpus_(gpus), streams_(gpus.size()), done_(gpus.size()), threads_(gpus.size()) {
     BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));  // on GPU 0
     for (size_t i = 1; i < gpus.size(); ++i) {
       OnDevice on(gpus[i]);
       BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking));
       BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
     }
-    try {
-      for (size_t i = 1; i < gpus.size(); ++i) workers_.emplace_back([this, i] { serve(i); });
-    } catch (...) {
-      stop();
-      throw;
-    }
   }
   LaunchThreads(const LaunchThreads&) = delete;
   LaunchThreads& operator=(const LaunchThreads&) = delete;
   ~LaunchThreads() {
-    stop();
     for (size_t i = 1; i < streams_.size(); ++i) {
       cudaEventDestroy(done_[i]);
       cudaStreamDestroy(streams_[i]);
@@ -282,77 +267,30 @@ class LaunchThreads {
     cudaEventDestroy(forked_);
   }
 
-  // enqueue(i, stream) enqueues GPU i's work on `stream` (a stream of GPU i, which is current).
-  // Not reentrant: one call at a time per LaunchThreads (the harness runs a case on one thread).
+  // enqueue(i, stream) enqueues GPU i's work on `stream`, a stream of GPU i, which is current.
   template <class Enqueue>
   void operator()(cudaStream_t s, const Enqueue& enqueue) const {
-    BENCH_CUDA_CHECK(cudaEventRecord(forked_, s));
-    job_ = &enqueue;
-    run_job_ = [](const void* job, size_t i, cudaStream_t stream) { (*static_cast<const Enqueue*>(job))(i, stream); };
-    for (auto& e : errors_) e = nullptr;
-    pending_.store(int(workers_.size()), std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);  // publishes the job and the fork's record
-    generation_.notify_all();
-    try {
-      OnDevice on(gpus_[0]);
-      enqueue(size_t{0}, s);
-    } catch (...) {
-      errors_[0] = std::current_exception();
-    }
-    for (int left = int(workers_.size()); left != 0;) left = changed_from(pending_, left);
-    for (auto& e : errors_)
-      if (e) std::rethrow_exception(e);
+    BENCH_CUDA_CHECK(cudaEventRecord(forked_, s));  // before run: the workers' waits follow it
+    threads_.run([&](size_t i) {
+      if (i == 0) {
+        OnDevice on(gpus_[0]);
+        enqueue(i, s);
+        return;
+      }
+      BENCH_CUDA_CHECK(cudaSetDevice(gpus_[i]));
+      BENCH_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], forked_, 0));
+      enqueue(i, streams_[i]);
+      BENCH_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i]));
+    });
     for (size_t i = 1; i < streams_.size(); ++i) BENCH_CUDA_CHECK(cudaStreamWaitEvent(s, done_[i], 0));
   }
 
  private:
-  // `a`'s value once it differs from `old`: spinning for up to kSpin, then sleeping.
-  template <class T>
-  static T changed_from(const std::atomic<T>& a, T old) {
-    const auto until = std::chrono::steady_clock::now() + kSpin;
-    T now;
-    while ((now = a.load(std::memory_order_acquire)) == old)
-      if (std::chrono::steady_clock::now() > until) a.wait(old, std::memory_order_acquire);
-    return now;
-  }
-  // Worker i's loop: GPU i's part of every job, until stop().
-  void serve(size_t i) {
-    for (uint32_t seen = 0;;) {
-      seen = changed_from(generation_, seen);
-      if (stopping_.load(std::memory_order_acquire)) return;
-      try {
-        BENCH_CUDA_CHECK(cudaSetDevice(gpus_[i]));
-        BENCH_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], forked_, 0));
-        run_job_(job_, i, streams_[i]);
-        BENCH_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i]));
-      } catch (...) {
-        errors_[i] = std::current_exception();
-      }
-      pending_.fetch_sub(1, std::memory_order_release);  // after errors_[i]: the caller reads it
-      pending_.notify_one();
-    }
-  }
-  // Wakes every worker to return and joins it; workers are idle here (no call is in progress).
-  void stop() {
-    stopping_.store(true, std::memory_order_release);
-    generation_.fetch_add(1, std::memory_order_release);
-    generation_.notify_all();
-    for (auto& t : workers_) t.join();
-    workers_.clear();
-  }
-
   std::vector<int> gpus_;
   std::vector<cudaStream_t> streams_;  // [0] unused: GPU 0's work goes on the case's stream
   std::vector<cudaEvent_t> done_;
   cudaEvent_t forked_ = nullptr;
-  std::vector<std::thread> workers_;  // worker i - 1 serves GPU i
-  // The job in progress: written before generation_ is bumped, read by workers after they see it.
-  mutable const void* job_ = nullptr;
-  mutable void (*run_job_)(const void*, size_t, cudaStream_t) = nullptr;
-  mutable std::vector<std::exception_ptr> errors_;  // slot i: GPU i's enqueue threw this
-  mutable std::atomic<uint32_t> generation_{0};     // bumped once per job, and by stop()
-  mutable std::atomic<int> pending_{0};             // workers yet to finish this job
-  std::atomic<bool> stopping_{false};
+  GpuThreads threads_;  // idle between calls: nothing it runs outlives operator()
 };
 
 // A highest-priority stream on every GPU beside that GPU's main stream, and the events between

@@ -213,16 +213,24 @@ class Fan {
   cudaStream_t stream(size_t i, cudaStream_t s) const { return i == 0 ? s : streams_[i]; }
   // Every peer's stream waits for what is queued so far on the case's stream `s`.
   void fork(cudaStream_t s) const {
-    BENCH_CUDA_CHECK(cudaEventRecord(forked_, s));
-    for (size_t i = 1; i < streams_.size(); ++i) BENCH_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], forked_, 0));
+    record_fork(s);
+    for (size_t i = 1; i < streams_.size(); ++i) follow_fork(i);
   }
   // `s` waits for everything queued on every peer's stream.
   void join(cudaStream_t s) const {
     for (size_t i = 1; i < streams_.size(); ++i) {
       OnDevice on(gpus_[i]);
-      BENCH_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i]));
-      BENCH_CUDA_CHECK(cudaStreamWaitEvent(s, done_[i], 0));
+      record_done(i);
     }
+    wait_done(s);
+  }
+  // The steps of fork and join, for a caller that spreads them over threads (LaunchThreads):
+  // record_fork before any follow_fork; record_done(i) with GPU i current, before wait_done.
+  void record_fork(cudaStream_t s) const { BENCH_CUDA_CHECK(cudaEventRecord(forked_, s)); }
+  void follow_fork(size_t i) const { BENCH_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], forked_, 0)); }
+  void record_done(size_t i) const { BENCH_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i])); }
+  void wait_done(cudaStream_t s) const {
+    for (size_t i = 1; i < streams_.size(); ++i) BENCH_CUDA_CHECK(cudaStreamWaitEvent(s, done_[i], 0));
   }
 
  private:
@@ -248,29 +256,12 @@ class Fan {
 // NCCL allows this: each communicator is used by one thread at a time, with its device current.
 class LaunchThreads {
  public:
-  explicit LaunchThreads(const std::vector<int>& gpus)
-      : gpus_(gpus), streams_(gpus.size()), done_(gpus.size()), threads_(gpus.size()) {
-    BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming));  // on GPU 0
-    for (size_t i = 1; i < gpus.size(); ++i) {
-      OnDevice on(gpus[i]);
-      BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&streams_[i], cudaStreamNonBlocking));
-      BENCH_CUDA_CHECK(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
-    }
-  }
-  LaunchThreads(const LaunchThreads&) = delete;
-  LaunchThreads& operator=(const LaunchThreads&) = delete;
-  ~LaunchThreads() {
-    for (size_t i = 1; i < streams_.size(); ++i) {
-      cudaEventDestroy(done_[i]);
-      cudaStreamDestroy(streams_[i]);
-    }
-    cudaEventDestroy(forked_);
-  }
+  explicit LaunchThreads(const std::vector<int>& gpus) : gpus_(gpus), fan_(gpus), threads_(gpus.size()) {}
 
   // enqueue(i, stream) enqueues GPU i's work on `stream`, a stream of GPU i, which is current.
   template <class Enqueue>
   void operator()(cudaStream_t s, const Enqueue& enqueue) const {
-    BENCH_CUDA_CHECK(cudaEventRecord(forked_, s));  // before run: the workers' waits follow it
+    fan_.record_fork(s);  // before run: the workers' waits follow it
     threads_.run([&](size_t i) {
       if (i == 0) {
         OnDevice on(gpus_[0]);
@@ -278,19 +269,17 @@ class LaunchThreads {
         return;
       }
       BENCH_CUDA_CHECK(cudaSetDevice(gpus_[i]));
-      BENCH_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], forked_, 0));
-      enqueue(i, streams_[i]);
-      BENCH_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i]));
+      fan_.follow_fork(i);
+      enqueue(i, fan_.stream(i, s));
+      fan_.record_done(i);
     });
-    for (size_t i = 1; i < streams_.size(); ++i) BENCH_CUDA_CHECK(cudaStreamWaitEvent(s, done_[i], 0));
+    fan_.wait_done(s);
   }
 
  private:
   std::vector<int> gpus_;
-  std::vector<cudaStream_t> streams_;  // [0] unused: GPU 0's work goes on the case's stream
-  std::vector<cudaEvent_t> done_;
-  cudaEvent_t forked_ = nullptr;
-  GpuThreads threads_;  // idle between calls: nothing it runs outlives operator()
+  Fan fan_;
+  GpuThreads threads_;
 };
 
 // A highest-priority stream on every GPU beside that GPU's main stream, and the events between

@@ -18,9 +18,16 @@
 // 32 the all-reduces are most of it. Every message is its own call on its own slice of the
 // buffers, so no variant can merge them into one large (bandwidth-bound) all-reduce unseen.
 //
+// Why a launching thread per GPU (ch04::LaunchThreads), for every variant alike: a call is N x 32
+// launches, and from one host thread they took longer than the GPUs' work (the README's 4-GPU
+// figures), so the host's launch rate set the time and its scheduling jitter spread the samples past what
+// an expectation may record. With one thread per GPU, as one process per GPU has (ch04_mpi),
+// each thread launches 32 and the GPUs' work sets the time: the comparison is then between the
+// kernels, not between how many host calls each side makes.
+//
 // What changes from baseline to optimized:
-//   1. baseline (ncclAllReduce): one grouped ncclAllReduce per GPU and message on 32 blocks
-//      (ch04::kBandwidthCtas, as ch04/allreduce's optimized);
+//   1. baseline (ncclAllReduce): one ncclAllReduce per GPU and message, from that GPU's thread
+//      on its own communicator, on 32 blocks (ch04::kBandwidthCtas, as ch04/allreduce's optimized);
 //   2. step (ncclAllReduce_own_ctas): the same with NCCL's own block count (PyTorch's default);
 //   3. optimized (one_shot_peer): one kernel per GPU and message: a flag exchange with every peer,
 //      then each thread sums 16 bytes of all N inputs in GPU order (every GPU gets the same bits)
@@ -32,8 +39,8 @@
 // of at most one block per SM, so every block is resident; a wait over 5 s traps. Out of place
 // only. PeerAllReduce below gives it peer pointers (peer access between every pair).
 // Declared bytes: busbw's, 2(N-1)/N x 4n for all messages together, against the `p2p` ceiling, as
-// ch04/allreduce. Hot mode: a call takes about a millisecond, most of it launches and
-// synchronisation. Every GPU is checked, every message.
+// ch04/allreduce. Hot mode: back-to-back calls keep the GPUs fed while the threads launch the
+// next. Every GPU is checked, every message.
 //
 //   ./bench compare --chapter ch04 --example allreduce_small
 #include <cstdio>
@@ -77,26 +84,24 @@ class PeerAllReduce {
       BENCH_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream of any GPU uses them
     }
   }
-  // One all-reduce of `count` floats from in(i) into out(i) (GPU i's buffers) on stream(i).
-  template <class Stream, class In, class Out>
-  void operator()(Stream stream, In in, Out out, int64_t count) const {
+  // GPU `rank`'s part of one all-reduce of `count` floats (in(j), out(j): GPU j's buffers), on
+  // `stream`, a stream of that GPU, which is current. Every GPU computes the same grid and the same
+  // alignment from the same pointers, so the N kernels of a call pair up block for block.
+  template <class In, class Out>
+  void launch(size_t rank, cudaStream_t stream, In in, Out out, int64_t count) const {
     ch04::one_shot::Args a{};
     bool aligned = true;
-    for (size_t i = 0; i < gpus_.size(); ++i) {
-      a.in[i] = in(i);
-      a.signals[i] = signals_[i];
-      aligned = aligned && reinterpret_cast<uintptr_t>(in(i)) % 16 == 0 &&
-                reinterpret_cast<uintptr_t>(out(i)) % 16 == 0;
+    for (size_t j = 0; j < gpus_.size(); ++j) {
+      a.in[j] = in(j);
+      a.signals[j] = signals_[j];
+      aligned = aligned && reinterpret_cast<uintptr_t>(in(j)) % 16 == 0 &&
+                reinterpret_cast<uintptr_t>(out(j)) % 16 == 0;
     }
     const int blocks = ch04::one_shot::plan(a, count, aligned, max_blocks_);
-    const ch04::one_shot::Kernel kernel = ch04::one_shot::kernel_for(int(gpus_.size()));
-    for (size_t i = 0; i < gpus_.size(); ++i) {
-      ch04::OnDevice on(gpus_[i]);
-      a.out = out(i);
-      a.rank = int(i);
-      kernel<<<blocks, ch04::one_shot::kThreads, 0, stream(i)>>>(a);
-      BENCH_CHECK_LAUNCH();
-    }
+    a.out = out(rank);
+    a.rank = int(rank);
+    ch04::one_shot::kernel_for(int(gpus_.size()))<<<blocks, ch04::one_shot::kThreads, 0, stream>>>(a);
+    BENCH_CHECK_LAUNCH();
   }
 
  private:
@@ -107,17 +112,19 @@ class PeerAllReduce {
 
 // What every variant shares: the timed call (kMessages all-reduces, one per slice of the
 // workload's buffers, then the check) and the busbw sweep up to 1 MiB, on buffers of its own on
-// every GPU. Each variant's enqueue_calls(in, out, count, s, calls) forks every GPU's stream from
-// `s`, enqueues `calls` all-reduces (call c of count(c) floats from in(i, c) into out(i, c) on
-// GPU i) and joins them back once: NCCL orders its calls across GPUs, and the one-shot's end
-// exchange keeps call c+1 on any GPU from overwriting what call c reads.
+// every GPU. enqueue_calls(in, out, count, s, calls) enqueues `calls` all-reduces (call c of
+// count(c) floats from in(i, c) into out(i, c) on GPU i), each GPU's from a thread of its own
+// (ch04::LaunchThreads, forked from `s` and joined back once): the variant's all_reduce(i, stream,
+// in, out, count) is GPU i's part of one call. No joins between calls: NCCL orders its calls
+// across GPUs, and the one-shot's end exchange keeps call c+1 on any GPU from overwriting what
+// call c reads.
 template <class Variant>
 class Small {
  public:
   Small(const SmallAllReduce& w, cudaStream_t s)
       : w_(w),
         s_(s),
-        fan_(w.io.gpus),
+        launch_(w.io.gpus),
         sweep_in_(w.io.gpus, kSweepBytes / 4, 0),
         sweep_out_(w.io.gpus, kSweepBytes / 4, 0) {
     for (size_t i = 0; i < w.io.size(); ++i) {  // the sweep sums numbers, not what was there
@@ -128,40 +135,48 @@ class Small {
     }
   }
   void operator()(const SmallAllReduce& w, cudaStream_t s) const {
-    variant().enqueue_calls([&](size_t i, int c) { return w.io.input(i) + w.first(c); },
-                            [&](size_t i, int c) { return w.io.output(i) + w.first(c); },
-                            [&](int c) { return w.first(c + 1) - w.first(c); }, s, kMessages);
+    enqueue_calls([&](size_t i, int c) { return w.io.input(i) + w.first(c); },
+                  [&](size_t i, int c) { return w.io.output(i) + w.first(c); },
+                  [&](int c) { return w.first(c + 1) - w.first(c); }, s, kMessages);
     w.io.check(s);
   }
   std::vector<bench::Metric> metrics() const {
     return ch04::busbw_sweep(
         s_, w_.io.size(), kSweepBytes, [&](int64_t count, cudaStream_t s, int calls) {
-          variant().enqueue_calls([&](size_t i, int) { return sweep_in_[i]; },
-                                  [&](size_t i, int) { return sweep_out_[i]; },
-                                  [&](int) { return count; }, s, calls);
+          enqueue_calls([&](size_t i, int) { return sweep_in_[i]; },
+                        [&](size_t i, int) { return sweep_out_[i]; }, [&](int) { return count; },
+                        s, calls);
         });
   }
 
  protected:
+  template <class In, class Out, class Count>
+  void enqueue_calls(In in, Out out, Count count, cudaStream_t s, int calls) const {
+    launch_(s, [&](size_t i, cudaStream_t stream) {
+      for (int c = 0; c < calls; ++c)
+        variant().all_reduce(
+            i, stream, [&](size_t j) { return in(j, c); }, [&](size_t j) { return out(j, c); },
+            int64_t(count(c)));
+    });
+  }
   const Variant& variant() const { return static_cast<const Variant&>(*this); }
   const SmallAllReduce& w_;
   cudaStream_t s_;
-  ch04::Fan fan_;
+  ch04::LaunchThreads launch_;
   ch04::PerGpu<float> sweep_in_, sweep_out_;
 };
 
+// One ncclAllReduce per GPU and call, each GPU's from its own thread on its own communicator:
+// NCCL's one-thread-per-GPU pattern, so no ncclGroupStart/End (every rank's call is issued, by
+// its own thread).
 class NcclAllReduce : public Small<NcclAllReduce> {
  public:
   NcclAllReduce(const SmallAllReduce& w, cudaStream_t s, ch04::CtaRange ctas = ch04::kBandwidthCtas)
       : Small(w, s), comms_(w.io.gpus, ctas) {}
-  template <class In, class Out, class Count>
-  void enqueue_calls(In in, Out out, Count count, cudaStream_t s, int calls) const {
-    fan_.fork(s);
-    for (int c = 0; c < calls; ++c)
-      ch04::all_reduce(
-          comms_, fan_, w_.io.size(), s, [&](size_t i) { return in(i, c); },
-          [&](size_t i) { return out(i, c); }, size_t(count(c)), ncclFloat);
-    fan_.join(s);
+  template <class In, class Out>
+  void all_reduce(size_t i, cudaStream_t stream, In in, Out out, int64_t count) const {
+    ch04::check_nccl(ncclAllReduce(in(i), out(i), size_t(count), ncclFloat, ncclSum, comms_[i], stream),
+                     "ncclAllReduce");
   }
 
  private:
@@ -174,13 +189,9 @@ struct NcclOwnCtas : NcclAllReduce {
 class OneShot : public Small<OneShot> {
  public:
   OneShot(const SmallAllReduce& w, cudaStream_t s) : Small(w, s), reduce_(w.io.gpus) {}
-  template <class In, class Out, class Count>
-  void enqueue_calls(In in, Out out, Count count, cudaStream_t s, int calls) const {
-    fan_.fork(s);
-    for (int c = 0; c < calls; ++c)
-      reduce_([&](size_t i) { return fan_.stream(i, s); }, [&](size_t i) { return in(i, c); },
-              [&](size_t i) { return out(i, c); }, count(c));
-    fan_.join(s);
+  template <class In, class Out>
+  void all_reduce(size_t i, cudaStream_t stream, In in, Out out, int64_t count) const {
+    reduce_.launch(i, stream, in, out, count);
   }
 
  private:

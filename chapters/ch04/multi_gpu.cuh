@@ -16,6 +16,9 @@
 //   3. Communicators: one NCCL communicator per GPU in this process, created with NVLink
 //      multicast (NVLS) forced off (NCCL_NVLS_ENABLE=0, overwriting any other value) and the
 //      block count the example asks for (CtaRange).
+//   4. LaunchThreads: Fan's fork and join with one launching thread per GPU (gpu_threads.hpp:
+//      persistent workers for GPUs 1..N-1, the case's thread for GPU 0), for calls bound by how
+//      fast one host thread can launch N GPUs' kernels one after another (ch04/allreduce_small).
 // Beside them: SideStreams (a highest-priority stream on every GPU, for work that runs beside
 // the main stream: overlap's all-reduces, gradient_compression's pipeline stages), the
 // all_reduce helpers (one grouped call per GPU), mean_us (the metrics' timer) and busbw_sweep
@@ -26,6 +29,7 @@
 #include <kernels/peer_access.hpp>
 #include <nccl.h>
 
+#include "gpu_threads.hpp"
 #include "nccl_ctas.hpp"
 
 #include <algorithm>
@@ -209,16 +213,24 @@ class Fan {
   cudaStream_t stream(size_t i, cudaStream_t s) const { return i == 0 ? s : streams_[i]; }
   // Every peer's stream waits for what is queued so far on the case's stream `s`.
   void fork(cudaStream_t s) const {
-    BENCH_CUDA_CHECK(cudaEventRecord(forked_, s));
-    for (size_t i = 1; i < streams_.size(); ++i) BENCH_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], forked_, 0));
+    record_fork(s);
+    for (size_t i = 1; i < streams_.size(); ++i) follow_fork(i);
   }
   // `s` waits for everything queued on every peer's stream.
   void join(cudaStream_t s) const {
     for (size_t i = 1; i < streams_.size(); ++i) {
       OnDevice on(gpus_[i]);
-      BENCH_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i]));
-      BENCH_CUDA_CHECK(cudaStreamWaitEvent(s, done_[i], 0));
+      record_done(i);
     }
+    wait_done(s);
+  }
+  // The steps of fork and join, for a caller that spreads them over threads (LaunchThreads):
+  // record_fork before any follow_fork; record_done(i) with GPU i current, before wait_done.
+  void record_fork(cudaStream_t s) const { BENCH_CUDA_CHECK(cudaEventRecord(forked_, s)); }
+  void follow_fork(size_t i) const { BENCH_CUDA_CHECK(cudaStreamWaitEvent(streams_[i], forked_, 0)); }
+  void record_done(size_t i) const { BENCH_CUDA_CHECK(cudaEventRecord(done_[i], streams_[i])); }
+  void wait_done(cudaStream_t s) const {
+    for (size_t i = 1; i < streams_.size(); ++i) BENCH_CUDA_CHECK(cudaStreamWaitEvent(s, done_[i], 0));
   }
 
  private:
@@ -226,6 +238,48 @@ class Fan {
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> done_;
   cudaEvent_t forked_ = nullptr;
+};
+
+// Fan's fork and join, with every GPU's work enqueued by a thread of its own (GpuThreads): one
+// launching thread per GPU inside the process, as one process per GPU has (ch04_mpi). Where a
+// call is many short kernels on every GPU (ch04/allreduce_small: 32 all-reduces, each a launch on
+// each of N GPUs), one thread launching all of them sets the time and brings the host's
+// scheduling jitter into every sample; N threads launch in parallel, and the GPUs' work sets the
+// time again.
+//
+// operator()(s, enqueue) records a fork event on the case's stream `s`; worker i makes GPU i
+// current, makes its own stream on GPU i wait for the fork, calls enqueue(i, its stream) and
+// records its join event; meanwhile the calling thread runs enqueue(0, s) itself (GPU 0's work
+// stays on the case's stream). Once every thread is done, `s` waits for every join event, so all
+// the work ends before anything enqueued on `s` later (the harness's stop event). An exception
+// in any enqueue (a CUDA or NCCL error names its call) is rethrown on the calling thread.
+// NCCL allows this: each communicator is used by one thread at a time, with its device current.
+class LaunchThreads {
+ public:
+  explicit LaunchThreads(const std::vector<int>& gpus) : gpus_(gpus), fan_(gpus), threads_(gpus.size()) {}
+
+  // enqueue(i, stream) enqueues GPU i's work on `stream`, a stream of GPU i, which is current.
+  template <class Enqueue>
+  void operator()(cudaStream_t s, const Enqueue& enqueue) const {
+    fan_.record_fork(s);  // before run: the workers' waits follow it
+    threads_.run([&](size_t i) {
+      if (i == 0) {
+        OnDevice on(gpus_[0]);
+        enqueue(i, s);
+        return;
+      }
+      BENCH_CUDA_CHECK(cudaSetDevice(gpus_[i]));
+      fan_.follow_fork(i);
+      enqueue(i, fan_.stream(i, s));
+      fan_.record_done(i);
+    });
+    fan_.wait_done(s);
+  }
+
+ private:
+  std::vector<int> gpus_;
+  Fan fan_;
+  GpuThreads threads_;
 };
 
 // A highest-priority stream on every GPU beside that GPU's main stream, and the events between

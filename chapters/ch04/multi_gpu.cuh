@@ -368,9 +368,10 @@ class Communicators {
   // After an error that left some GPUs' calls enqueued without their peers' (a thread per GPU
   // where one thread threw mid-way): their kernels would wait for the missing peers forever, and
   // so would ncclCommDestroy and any later synchronisation (the harness's, then its watchdog ends
-  // the process). ncclCommAbort stops them; in one group, as NCCL (>= 2.22) asks for several
-  // communicators aborted by one thread. The communicators are unusable afterwards. Call it only
-  // while no other thread uses them.
+  // the process). ncclCommAbort stops them. In one group: each call raises its communicator's
+  // abort flag at once, and NCCL (>= 2.22) reclaims them together at ncclGroupEnd, so no
+  // communicator's teardown waits on kernels of one not yet told to quit. The communicators are
+  // unusable afterwards. Call it only while no other thread uses them.
   void abort() {
     ncclGroupStart();
     for (auto& c : comms_)

@@ -150,14 +150,22 @@ class Small {
   }
 
  protected:
+  // An error on one GPU's thread leaves the others' calls enqueued without it: every thread has
+  // returned when launch_ throws, and the variant's abandon() stops what would otherwise wait for
+  // the missing calls forever (and hang the harness's next synchronisation).
   template <class In, class Out, class Count>
   void enqueue_calls(In in, Out out, Count count, cudaStream_t s, int calls) const {
-    launch_(s, [&](size_t i, cudaStream_t stream) {
-      for (int c = 0; c < calls; ++c)
-        variant().all_reduce(
-            i, stream, [&](size_t j) { return in(j, c); }, [&](size_t j) { return out(j, c); },
-            int64_t(count(c)));
-    });
+    try {
+      launch_(s, [&](size_t i, cudaStream_t stream) {
+        for (int c = 0; c < calls; ++c)
+          variant().all_reduce(
+              i, stream, [&](size_t j) { return in(j, c); }, [&](size_t j) { return out(j, c); },
+              int64_t(count(c)));
+      });
+    } catch (...) {
+      variant().abandon();
+      throw;
+    }
   }
   const Variant& variant() const { return static_cast<const Variant&>(*this); }
   const SmallAllReduce& w_;
@@ -172,15 +180,31 @@ class Small {
 class NcclAllReduce : public Small<NcclAllReduce> {
  public:
   NcclAllReduce(const SmallAllReduce& w, cudaStream_t s, ch04::CtaRange ctas = ch04::kBandwidthCtas)
-      : Small(w, s), comms_(w.io.gpus, ctas) {}
+      : Small(w, s), comms_(w.io.gpus, ctas) {
+    // NCCL connects the ranks on a communicator's first calls, on the host, each rank's call
+    // waiting for the others'. Done here, untimed, from one thread in a group (as main did every
+    // call), so the threaded calls find the ring connected: a thread blocked there on a peer whose
+    // thread had thrown would never return, and run() could not return to abort it.
+    for (const int64_t count : {int64_t{1024}, kSweepBytes / 4}) {
+      ch04::all_reduce_on(
+          comms_, w.io.size(), [](size_t) { return cudaStream_t{}; },  // each GPU's default stream
+          [&](size_t i) { return sweep_in_[i]; }, [&](size_t i) { return sweep_out_[i]; },
+          size_t(count), ncclFloat);
+    }
+    for (const int gpu : w.io.gpus) {
+      ch04::OnDevice on(gpu);
+      BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+  }
   template <class In, class Out>
   void all_reduce(size_t i, cudaStream_t stream, In in, Out out, int64_t count) const {
     ch04::check_nccl(ncclAllReduce(in(i), out(i), size_t(count), ncclFloat, ncclSum, comms_[i], stream),
                      "ncclAllReduce");
   }
+  void abandon() const { comms_.abort(); }
 
  private:
-  ch04::Communicators comms_;
+  mutable ch04::Communicators comms_;  // mutable: abandon() aborts it
 };
 struct NcclOwnCtas : NcclAllReduce {
   NcclOwnCtas(const SmallAllReduce& w, cudaStream_t s) : NcclAllReduce(w, s, {}) {}
@@ -193,6 +217,9 @@ class OneShot : public Small<OneShot> {
   void all_reduce(size_t i, cudaStream_t stream, In in, Out out, int64_t count) const {
     reduce_.launch(i, stream, in, out, count);
   }
+  // Nothing to stop: a kernel whose peers' kernels never came traps after 5 s (one_shot.cuh), an
+  // error that ends the case (and the CUDA context) rather than a hang.
+  void abandon() const {}
 
  private:
   PeerAllReduce reduce_;

@@ -10,10 +10,16 @@
 //
 // The hand-offs: run bumps an atomic generation counter (release: the job is published before
 // it) and each worker counts itself done in an atomic count (release: its result, or its
-// exception, is published before it). A waiting thread spins for up to kSpin, then sleeps in
-// std::atomic::wait until notified: jobs back to back come far sooner than kSpin, so a timed batch
-// never pays a sleeping thread's wake-up, and an idle pool burns no core. The destructor wakes
-// every worker to return and joins it; it must not run during run (one owner, one thread).
+// exception, is published before it). A waiting thread polls (yielding its core to any other
+// runnable thread) for up to kSpin, then sleeps in std::atomic::wait until notified. kSpin is
+// long because the gap it must bridge is the harness's between two timed samples, not between two
+// calls of a batch: a hot batch is ~1 ms of GPU work, and after it the harness waits for it,
+// refills and poisons the inputs and checks the outputs before the next sample, several ms in all.
+// A worker asleep by then would start its GPU's share only after a futex wake-up (tens of us, and
+// jittery), while GPU 0's share, launched by the caller, starts at once: the wake-up would land in
+// every sample's time. Polling until the sampling is over costs N - 1 cores while it lasts; an
+// idle pool still sleeps. The destructor wakes every worker to return and joins it; it must not
+// run during run (one owner, one thread).
 #pragma once
 
 #include <atomic>
@@ -28,7 +34,7 @@ namespace ch04 {
 
 class GpuThreads {
  public:
-  static constexpr std::chrono::microseconds kSpin{1000};
+  static constexpr std::chrono::milliseconds kSpin{250};
 
   explicit GpuThreads(size_t n) : errors_(n) {
     try {
@@ -64,13 +70,17 @@ class GpuThreads {
   }
 
  private:
-  // `a`'s value once it differs from `old`: spinning for up to kSpin, then sleeping.
+  // `a`'s value once it differs from `old`: polling for up to kSpin, then sleeping.
   template <class T>
   static T changed_from(const std::atomic<T>& a, T old) {
     const auto until = std::chrono::steady_clock::now() + kSpin;
     T now;
-    while ((now = a.load(std::memory_order_acquire)) == old)
-      if (std::chrono::steady_clock::now() > until) a.wait(old, std::memory_order_acquire);
+    while ((now = a.load(std::memory_order_acquire)) == old) {
+      if (std::chrono::steady_clock::now() > until)
+        a.wait(old, std::memory_order_acquire);
+      else
+        std::this_thread::yield();
+    }
     return now;
   }
   void serve(size_t i) const {

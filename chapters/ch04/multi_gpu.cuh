@@ -358,9 +358,27 @@ class Communicators {
   Communicators(const Communicators&) = delete;
   Communicators& operator=(const Communicators&) = delete;
   ~Communicators() {
-    for (auto c : comms_) ncclCommDestroy(c);
+    for (auto c : comms_)
+      if (c) ncclCommDestroy(c);
   }
-  ncclComm_t operator[](size_t i) const { return comms_[i]; }
+  ncclComm_t operator[](size_t i) const {
+    if (!comms_[i]) throw std::runtime_error("ch04::Communicators: aborted after an earlier error");
+    return comms_[i];
+  }
+  // After an error that left some GPUs' calls enqueued without their peers' (a thread per GPU
+  // where one thread threw mid-way): their kernels would wait for the missing peers forever, and
+  // so would ncclCommDestroy and any later synchronisation (the harness's, then its watchdog ends
+  // the process). ncclCommAbort stops them. In one group: each call raises its communicator's
+  // abort flag at once, and NCCL (>= 2.22) reclaims them together at ncclGroupEnd, so no
+  // communicator's teardown waits on kernels of one not yet told to quit. The communicators are
+  // unusable afterwards. Call it only while no other thread uses them.
+  void abort() {
+    ncclGroupStart();
+    for (auto& c : comms_)
+      if (c) ncclCommAbort(c);
+    ncclGroupEnd();
+    for (auto& c : comms_) c = nullptr;
+  }
 
  private:
   std::vector<ncclComm_t> comms_;

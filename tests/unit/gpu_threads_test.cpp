@@ -113,11 +113,11 @@ TEST(GpuThreads, SleepingWorkersWakeForAJobAndForTheDestructor) {
   auto threads = std::make_unique<ch04::GpuThreads>(kGpus);
   std::atomic<int> runs{0};
   for (int job = 0; job < 3; ++job) {
-    std::this_thread::sleep_for(ch04::GpuThreads::kSpin * 5);
+    std::this_thread::sleep_for(ch04::GpuThreads::kSpin * 2);
     threads->run([&](size_t) { ++runs; });
   }
   EXPECT_EQ(runs.load(), 3 * int(kGpus));
-  std::this_thread::sleep_for(ch04::GpuThreads::kSpin * 5);
+  std::this_thread::sleep_for(ch04::GpuThreads::kSpin * 2);
   threads.reset();  // returns: every worker woke and was joined
 }
 

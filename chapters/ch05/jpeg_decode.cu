@@ -178,11 +178,26 @@ struct DecodeOnGpu {  // never constructed: the side is SKIPPED first (nvjpeg_mi
 };
 #endif
 
+#ifndef BENCH_NVJPEG_OTHER_MAJOR  // set by chapters/ch05/CMakeLists.txt when nvJPEG is not linked
+#define BENCH_NVJPEG_OTHER_MAJOR 0
+#endif
+// Why the nvJPEG side cannot run: not found, or found for another CUDA major version than this
+// build's toolkit (CMake does not link that one: chapters/ch05/CMakeLists.txt says why).
 std::string nvjpeg_missing(const JpegBatch&) {
-  return BENCH_HAVE_NVJPEG
-             ? ""
-             : "built without nvJPEG: install the CUDA toolkit's libnvjpeg (libnvjpeg-dev-12-x "
-               "or -13-x), or `pip install nvidia-nvjpeg-cu12`, then reconfigure";
+  if (BENCH_HAVE_NVJPEG) return "";
+  const int toolkit = CUDART_VERSION / 1000;
+  const std::string install =
+      "install nvJPEG for CUDA " + std::to_string(toolkit) + " (the toolkit's libnvjpeg-dev-" +
+      std::to_string(toolkit) + "-x, or the pip wheel " +
+      (toolkit >= 13 ? std::string("nvidia-nvjpeg ") + std::to_string(toolkit) + ".x"
+                     : std::string("nvidia-nvjpeg-cu") + std::to_string(toolkit)) +
+      "), then reconfigure";
+  if (BENCH_NVJPEG_OTHER_MAJOR == 0) return "built without nvJPEG: " + install;
+  return "the nvJPEG found at configure time is for CUDA " +
+         (BENCH_NVJPEG_OTHER_MAJOR > 0 ? std::to_string(BENCH_NVJPEG_OTHER_MAJOR)
+                                       : std::string("an unknown version")) +
+         ", this build's toolkit is CUDA " + std::to_string(toolkit) + ", so it was not linked: " +
+         install;
 }
 
 // The CPU path's result: libjpeg's decode, normalised in double.

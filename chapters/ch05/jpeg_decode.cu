@@ -120,10 +120,25 @@ class DecodeOnCpu {
 };
 
 #if BENCH_HAVE_NVJPEG
+const char* nvjpeg_status_name(nvjpegStatus_t status) {
+  switch (status) {
+    case NVJPEG_STATUS_SUCCESS: return "NVJPEG_STATUS_SUCCESS";
+    case NVJPEG_STATUS_NOT_INITIALIZED: return "NVJPEG_STATUS_NOT_INITIALIZED";
+    case NVJPEG_STATUS_INVALID_PARAMETER: return "NVJPEG_STATUS_INVALID_PARAMETER";
+    case NVJPEG_STATUS_BAD_JPEG: return "NVJPEG_STATUS_BAD_JPEG";
+    case NVJPEG_STATUS_JPEG_NOT_SUPPORTED: return "NVJPEG_STATUS_JPEG_NOT_SUPPORTED";
+    case NVJPEG_STATUS_ALLOCATOR_FAILURE: return "NVJPEG_STATUS_ALLOCATOR_FAILURE";
+    case NVJPEG_STATUS_EXECUTION_FAILED: return "NVJPEG_STATUS_EXECUTION_FAILED";
+    case NVJPEG_STATUS_ARCH_MISMATCH: return "NVJPEG_STATUS_ARCH_MISMATCH";
+    case NVJPEG_STATUS_INTERNAL_ERROR: return "NVJPEG_STATUS_INTERNAL_ERROR";
+    case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED: return "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED";
+    default: return "an nvjpegStatus_t this build does not name";
+  }
+}
 void nvjpeg_check(nvjpegStatus_t status, const char* call) {
   if (status != NVJPEG_STATUS_SUCCESS)
-    throw std::runtime_error(std::string(call) + " failed: nvjpegStatus_t " +
-                             std::to_string(int(status)));
+    throw std::runtime_error(std::string(call) + " failed: " + nvjpeg_status_name(status) + " (" +
+                             std::to_string(int(status)) + ")");
 }
 
 class DecodeOnGpu {
@@ -131,14 +146,26 @@ class DecodeOnGpu {
   DecodeOnGpu(const JpegBatch& w, cudaStream_t)
       : raw_on_device_(w.values()), destinations_(new nvjpegImage_t[w.images]()) {
     // GPU_HYBRID: the Huffman decoding of a batch (of more than 100 baseline images) runs on the
-    // GPU too, not only the IDCT and colour conversion.
-    if (nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT,
-                       &handle_) != NVJPEG_STATUS_SUCCESS)
-      throw bench::Unsupported("nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID) failed on this GPU");
-    nvjpeg_check(nvjpegJpegStateCreate(handle_, &state_), "nvjpegJpegStateCreate");
-    nvjpeg_check(
-        nvjpegDecodeBatchedInitialize(handle_, state_, int(w.images), 1, NVJPEG_OUTPUT_RGBI),
-        "nvjpegDecodeBatchedInitialize");
+    // GPU too, not only the IDCT and colour conversion. A GPU or build without that backend says
+    // so (SKIPPED); any other failure is a failure, named.
+    const nvjpegStatus_t created = nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID, nullptr, nullptr,
+                                                  NVJPEG_FLAGS_DEFAULT, &handle_);
+    if (created == NVJPEG_STATUS_ARCH_MISMATCH || created == NVJPEG_STATUS_JPEG_NOT_SUPPORTED ||
+        created == NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED)
+      throw bench::Unsupported(std::string("nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID): ") +
+                               nvjpeg_status_name(created) + " on this GPU");
+    nvjpeg_check(created, "nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID)");
+    try {
+      nvjpeg_check(nvjpegJpegStateCreate(handle_, &state_), "nvjpegJpegStateCreate");
+      // max_cpu_threads (1) is no longer used by nvJPEG; the batch size must be the number of
+      // images each nvjpegDecodeBatched call passes.
+      nvjpeg_check(
+          nvjpegDecodeBatchedInitialize(handle_, state_, int(w.images), 1, NVJPEG_OUTPUT_RGBI),
+          "nvjpegDecodeBatchedInitialize");
+    } catch (...) {  // the destructor does not run for a half-made object
+      release();
+      throw;
+    }
     // Each image decodes to interleaved RGB at its place in the batch: the layout the CPU side's
     // decode leaves, so the same normalisation kernel follows.
     for (int64_t img = 0; img < w.images; ++img) {
@@ -150,11 +177,7 @@ class DecodeOnGpu {
   }
   DecodeOnGpu(const DecodeOnGpu&) = delete;
   DecodeOnGpu& operator=(const DecodeOnGpu&) = delete;
-  ~DecodeOnGpu() {
-    cudaDeviceSynchronize();
-    if (state_) nvjpegJpegStateDestroy(state_);
-    if (handle_) nvjpegDestroy(handle_);
-  }
+  ~DecodeOnGpu() { release(); }
   void operator()(const JpegBatch& w, cudaStream_t stream) {
     nvjpeg_check(nvjpegDecodeBatched(handle_, state_, bytes_.data(), lengths_.data(),
                                      destinations_.get(), stream),
@@ -170,6 +193,14 @@ class DecodeOnGpu {
   std::vector<size_t> lengths_;
   // Not a std::vector: nvcc's front end fails on std::vector of nvjpegImage_t, an unnamed struct.
   std::unique_ptr<nvjpegImage_t[]> destinations_;
+
+  void release() {
+    cudaDeviceSynchronize();  // a decode may still be using the state's buffers
+    if (state_) nvjpegJpegStateDestroy(state_);
+    if (handle_) nvjpegDestroy(handle_);
+    state_ = nullptr;
+    handle_ = nullptr;
+  }
 };
 #else
 struct DecodeOnGpu {  // never constructed: the side is SKIPPED first (nvjpeg_missing below)

@@ -1,13 +1,14 @@
-# bench_find_library(<PREFIX> HEADER <file.h> NAMES <name>... WHEEL <python module> [ROOT <folder>])
+# bench_find_library(<PREFIX> HEADER <file.h> NAMES <name>... WHEEL <python module>... [ROOT <folder>])
 #
 # Finds an optional NVIDIA library (NCCL for ch04, cuFile for ch05) and sets <PREFIX>_INCLUDE_DIR
 # and <PREFIX>_LIBRARY (NOTFOUND when missing: the caller decides what is not built). With ROOT
 # set, only under that folder (include/, lib/); otherwise in order: the CUDA toolkit's folders, the
 # system's (CMake's default paths), then the toolkit's root and the Python wheel that ships the
 # library (`import nvidia.nccl`: site-packages/nvidia/nccl), which is where the GPU machines'
-# PyTorch environment keeps it.
+# PyTorch environment keeps it. WHEEL may name several modules, looked in in that order: CUDA 13's
+# wheels share one folder, site-packages/nvidia/cu13 (`nvidia.cu13`), where CUDA 12's had one each.
 function(bench_find_library prefix)
-  cmake_parse_arguments(ARG "" "HEADER;WHEEL;ROOT" "NAMES" ${ARGN})
+  cmake_parse_arguments(ARG "" "HEADER;ROOT" "NAMES;WHEEL" ${ARGN})
   if(ARG_ROOT)
     set(hints "${ARG_ROOT}")
     set(paths)
@@ -18,13 +19,14 @@ function(bench_find_library prefix)
     set(only_there)
     find_package(Python3 COMPONENTS Interpreter QUIET)
     if(Python3_Interpreter_FOUND)
-      set(module "${ARG_WHEEL}")
-      execute_process(
-        COMMAND "${Python3_EXECUTABLE}" -c "import ${module}, os; print(os.path.dirname(${module}.__file__) if ${module}.__file__ else list(${module}.__path__)[0])"
-        OUTPUT_VARIABLE wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE wheel_rc)
-      if(wheel_rc EQUAL 0 AND wheel)
-        list(APPEND paths "${wheel}")
-      endif()
+      foreach(module IN LISTS ARG_WHEEL)
+        execute_process(
+          COMMAND "${Python3_EXECUTABLE}" -c "import ${module}, os; print(os.path.dirname(${module}.__file__) if ${module}.__file__ else list(${module}.__path__)[0])"
+          OUTPUT_VARIABLE wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE wheel_rc)
+        if(wheel_rc EQUAL 0 AND wheel)
+          list(APPEND paths "${wheel}")
+        endif()
+      endforeach()
     endif()
   endif()
   find_path(${prefix}_INCLUDE_DIR ${ARG_HEADER} HINTS ${hints} PATHS ${paths} PATH_SUFFIXES include ${only_there})

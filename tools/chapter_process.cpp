@@ -35,16 +35,10 @@ std::string slurp(const fs::path& file) {
   return text.str();
 }
 
-// An interrupt or termination that arrives while a time-limited child runs in its own process
-// group (where the terminal's Ctrl-C no longer reaches it): remembered, acted on by the wait loop.
-std::atomic<int> pending_signal{0};
-extern "C" void remember_signal(int signal) { pending_signal = signal; }
-
 // InterruptScope's: the first SIGINT or SIGTERM while a scope is alive, and the scope count.
 std::atomic<int> scope_signal{0};
 int scopes = 0;
-struct sigaction scope_old_int {
-}, scope_old_term{};
+struct sigaction scope_old_int = {}, scope_old_term = {};
 extern "C" void remember_scope_signal(int signal) {
   int none = 0;
   scope_signal.compare_exchange_strong(none, signal);
@@ -65,32 +59,33 @@ pid_t wait_passing_on_interrupts(pid_t pid, int* status) {
 }
 
 // Waits for `pid`, the leader of its own process group, for at most `timeout_s`; then, or on an
-// interrupt, terminates the group. Returns waitpid's status.
+// interrupt, terminates the group. An interrupt is held in an InterruptScope while the group is
+// put down (the group runs apart from the terminal, so its Ctrl-C never reaches it); then, unless
+// an outer scope (bench compare's) takes it, this process ends as the signal would have. Returns
+// waitpid's status.
 int wait_with_timeout(pid_t pid, double timeout_s, bool* timed_out) {
-  struct sigaction forward {}, old_int {}, old_term {};
-  forward.sa_handler = remember_signal;
-  ::sigemptyset(&forward.sa_mask);
-  pending_signal = 0;
-  ::sigaction(SIGINT, &forward, &old_int);
-  ::sigaction(SIGTERM, &forward, &old_term);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  int status = 0;
+  int status = 0, signal = 0;
   pid_t done = 0;
-  while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && pending_signal == 0 &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (done == 0) {  // still running: the time ran out, or we were interrupted
-    *timed_out = pending_signal == 0;
-    ::kill(-pid, SIGTERM);
-    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < grace)
+  {
+    const InterruptScope interrupts;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 && InterruptScope::signal() == 0 &&
+           std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ::kill(-pid, SIGKILL);  // whatever of the group is left, the leader included
-    if (done == 0) done = ::waitpid(pid, &status, 0);
+    if (done == 0) {  // still running: the time ran out, or we were interrupted
+      *timed_out = InterruptScope::signal() == 0;
+      ::kill(-pid, SIGTERM);
+      const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while ((done = ::waitpid(pid, &status, WNOHANG)) == 0 &&
+             std::chrono::steady_clock::now() < grace)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      ::kill(-pid, SIGKILL);  // whatever of the group is left, the leader included
+      if (done == 0) done = wait_passing_on_interrupts(pid, &status);
+    }
+    signal = InterruptScope::signal();
   }
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
-  if (const int signal = pending_signal.exchange(0)) ::raise(signal);  // end as the signal would have
+  if (signal != 0 && scopes == 0) ::raise(signal);  // no outer scope: end as the signal would have
   return done < 0 ? -1 : status;
 }
 

@@ -25,8 +25,9 @@ struct ProcessResult {
 // child shares this process's terminal. With `timeout_s` > 0 the child runs in a process group of
 // its own, and when the time runs out the whole group (a tool and the program it runs) gets
 // SIGTERM, then SIGKILL 5 s later; an interrupt of this process kills the group too, then ends
-// this process as the signal would have. Without a time limit, inside an InterruptScope, an
-// interrupt is passed on to the child (SIGTERM) and the call returns when the child has ended.
+// this process as the signal would have, unless an InterruptScope is alive, which keeps it.
+// Without a time limit, inside an InterruptScope, an interrupt is passed on to the child
+// (SIGTERM) and the call returns when the child has ended.
 ProcessResult run_process(const std::vector<std::string>& argv, bool capture, double timeout_s = 0);
 
 // While one is alive, SIGINT and SIGTERM do not end this process: the first is remembered

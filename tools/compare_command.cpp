@@ -111,14 +111,13 @@ int run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& r
           // if its process got to write them.
           if (!results.crashes.empty() && results.crashes.back().example == examples[i])
             results.crashes.pop_back();
-          const int not_run = static_cast<int>(examples.size() - i - 1);
           out << fmt::format(
                      "[{}/{}] {}: interrupted by signal {} ({}) after {:.1f} s, "
-                     "{}{} of {} cases finished; {} example(s) after it not run\n",
+                     "{}{} of {} cases finished; nothing after it runs\n",
                      i + 1, examples.size(), examples[i], signal, ::strsignal(signal),
                      summary.seconds,
                      summary.running_case.empty() ? "" : "in " + summary.running_case + ", ",
-                     summary.cases_ended, cases_of.at(examples[i]).size(), not_run)
+                     summary.cases_ended, cases_of.at(examples[i]).size())
               << std::flush;
           return signal;
         }

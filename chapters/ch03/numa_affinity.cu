@@ -38,6 +38,8 @@
 #include <thread>
 #include <vector>
 
+#include <kernels/index_reference.cuh>
+
 namespace {
 
 std::string read_line(const std::string& path) {
@@ -96,6 +98,8 @@ __host__ __device__ uint8_t dataset_byte(int64_t i) {
   return static_cast<uint8_t>((static_cast<uint64_t>(i) * 2654435761u) >> 15);
 }
 __host__ __device__ float as_input(uint8_t byte) { return (static_cast<float>(byte) - 127.5f) * (1.0f / 127.5f); }
+// What element i of the uploaded batch holds: both references compute it from the index.
+__host__ __device__ float uploaded_value(int64_t i) { return as_input(dataset_byte(i)); }
 
 // Anonymous memory bound to one node before its first touch, so every page lands there.
 class NodeMemory {
@@ -195,21 +199,14 @@ class NodeFeeder {
 
 void reference(const Upload& w, bench::HostData& h) {
   auto dst = h.expected("dst");
-  for (int64_t i = 0; i < w.n; ++i) dst[i] = as_input(dataset_byte(i));
+  for (int64_t i = 0; i < w.n; ++i) dst[i] = uploaded_value(i);
 }
 
 constexpr bench::VariantOptions kHostSide{.blocks_host = true, .host_bound = true};
 
-// The timing-size check (docs/validity.md row 2): one thread per element computes the dataset's
-// value where it lands; no host memory, no copy.
-__global__ void reference_upload(float* dst, int64_t n) {
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i < n) dst[i] = as_input(dataset_byte(i));
-}
-
+// The timing-size check: the dataset's values computed where they land (index_reference.cuh).
 void device_reference(const Upload& w, cudaStream_t stream) {
-  reference_upload<<<static_cast<unsigned>((w.n + 255) / 256), 256, 0, stream>>>(w.dst.data(), w.n);
-  BENCH_CHECK_LAUNCH();
+  kernels::write_index_values<uploaded_value>(w.dst.data(), w.n, stream);
 }
 
 BENCH_EXAMPLE(ch03, numa_affinity, Upload)

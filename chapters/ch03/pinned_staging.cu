@@ -29,6 +29,8 @@
 #include <memory>
 #include <vector>
 
+#include <kernels/index_reference.cuh>
+
 namespace {
 
 constexpr int kTensors = 4;
@@ -151,16 +153,9 @@ void reference(const Batch& w, bench::HostData& h) {
   for (int64_t i = 0; i < w.n; ++i) dst[i] = batch_value(i);
 }
 
-// The timing-size check (docs/validity.md row 2): one thread per element computes the batch's
-// value where it lands; no host tensors, no copy.
-__global__ void reference_batch(float* dst, int64_t n) {
-  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (i < n) dst[i] = batch_value(i);
-}
-
+// The timing-size check: the batch's values computed where they land (index_reference.cuh).
 void device_reference(const Batch& w, cudaStream_t stream) {
-  reference_batch<<<static_cast<unsigned>((w.n + 255) / 256), 256, 0, stream>>>(w.dst.data(), w.n);
-  BENCH_CHECK_LAUNCH();
+  kernels::write_index_values<batch_value>(w.dst.data(), w.n, stream);
 }
 
 BENCH_EXAMPLE(ch03, pinned_staging, Batch)

@@ -57,7 +57,8 @@
 //      P's packing run while that S is on the tensor cores (ping-pong runs tile t's softmax under
 //      P V of tile t - 1 instead, with O's rescale and P's packing after it). On the launch of
 //      the rung it builds on: persistent at non-causal d128 (compare with wgmma_persistent), the
-//      plain grid elsewhere (compare with wgmma_pingpong). A step until measured.
+//      plain grid elsewhere (compare with wgmma_pingpong). A step: slower than the rung below
+//      it at every point measured (README: "Where its time goes").
 // Flops: those attention needs, 4 x d per visible score (4 x 64 for the twins): seq^2 per head
 // non-causal, seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric
 // "computed_flops_ratio": the tensor-core flops a variant actually executes over the declared

@@ -28,11 +28,13 @@
 //      from x with cp.async into the swizzled stage the wgmma descriptors read; the weights stay
 //      on TMA. Removes the 256 MiB row copy and its read-back (512 MiB of HBM traffic at the
 //      timing size), for a 256 KiB index.
-//   4. step "cluster_permute": grouped_gather with the permutation in ONE launch
+//   4. optimized "cluster_permute": grouped_gather with the permutation in ONE launch
 //      (moe::permute_in_cluster: one 8-CTA cluster, per-warp histograms in shared memory, the
 //      CTAs' counts read through DSMEM, the scans in a CTA each) instead of three kernels.
-//   5. optimized "row_tma_gather": cluster_permute with A's rows gathered by TMA, one box of one
-//      row each (2c below), issued by one producer warp, instead of 128 threads of cp.async.
+//   5. step "row_tma_gather": cluster_permute with A's rows gathered by TMA, one box of one row
+//      each (2c below), issued by one producer warp, instead of 128 threads of cp.async. Measured
+//      3.6-3.7x SLOWER in the GEMM than the cp.async gather on the H100 (README): kept as the step
+//      that shows why a Hopper grouped GEMM gathers its rows with cp.async, not with TMA.
 //   6. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
 //      (cublasGemmGroupedBatchedEx, a group per expert); its group sizes are host arrays, so the
 //      counts come back to the host before it.
@@ -268,7 +270,7 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 #endif
 }
 
-// ---- 2b. Steps grouped_gather, cluster_permute: A's rows gathered from x by cp.async ---------
+// ---- 2b. Step grouped_gather, optimized cluster_permute: A's rows gathered from x by cp.async --
 // Hopper's TMA copies boxes, not lists of rows (a row gather is Blackwell's tile::gather4), so a
 // stage's X block (128 rows x 64 columns, 16 KiB) is 1024 cp.async of 16 bytes, 8 per producer
 // thread, each to the chunk the 128-byte swizzle gives it: the layout TMA writes and the wgmma
@@ -343,9 +345,9 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 #endif
 }
 
-// ---- 2c. Optimized row_tma_gather: the gather as TMA, a row per copy ---------------------------
-// The cp.async gather costs the GEMM beside TMA: 128 threads each issue 8 copies and make one
-// arrival on the stage's barrier (129 arrivals a stage), re-read their row indices every
+// ---- 2c. Step row_tma_gather: the gather as TMA, a row per copy (measured slower) --------------
+// The idea: the cp.async gather costs the GEMM beside TMA: 128 threads each issue 8 copies and
+// make one arrival on the stage's barrier (129 arrivals a stage), re-read their row indices every
 // k-block, and the consumers fence the generic proxy before every stage. Here a box of ONE row
 // (64 columns, 128 bytes) is a TMA copy of its own: the tensor map covers x [tokens][hidden], a
 // row's coordinate is its token, and the 128-byte swizzle is a function of the shared-memory
@@ -356,6 +358,15 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 // past the expert's end ask for row `tokens` of x, past its end: TMA fills zeros and still counts
 // the box's bytes. The writes are the async proxy's, as TMA's always are: the consumers are
 // ws_gemm's own, with no proxy fence.
+// What the H100 measured (README): the GEMM took 1571 us against the cp.async gather's 439.5
+// (uniform routing): 1713 items x 32 k-blocks over 132 CTAs is 3.8 us per k-block per SM
+// against 1.06, so up to ~29 ns for each of a stage's 130 copies if they go one after another.
+// Two costs serialise them: a TMA copy takes its map and coordinates in uniform registers
+// (UTMALDG [URa], [URb]), so a load_2d whose 32 lanes hold 32 different tokens becomes a loop of
+// 32 single-lane issues that ptxas builds around it; and one SM's TMA unit takes the requests in
+// turn, 130 a stage where a whole-tile box is one. Which of the two dominates is not measured
+// (the SASS and an ncu profile would say). Hopper's TMA moves boxes, not row lists (Blackwell's
+// tile::gather4 moves 4 rows a request); for a gather on Hopper, per-thread cp.async wins.
 namespace row_tma {
 constexpr int kRowsPerLane = ws::kBM / 32;  // 4 rows of the tile per lane
 static_assert(kRowsPerLane * 32 == ws::kBM, "the producer warp's lanes cover the tile's rows");
@@ -727,10 +738,12 @@ BENCH_EXAMPLE(ch15, moe_dispatch, Dispatch)
                                                                              {.arch_specific = 90})
     .stateful<GroupedWgmma<Permute::three_kernels, RowsFrom::cp_async_gather>>(
         bench::Role::step, "grouped_gather", {.arch_specific = 90})
-    .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather>>(bench::Role::step,
+    .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather>>(bench::Role::optimized,
                                                                              "cluster_permute",
                                                                              {.arch_specific = 90})
-    .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::tma_row_gather>>(bench::Role::optimized,
+    // Measured 3.2-3.4x slower than cluster_permute on the H100 (its GEMM: one TMA copy per row,
+    // issued in turn; README): a step, kept for that lesson.
+    .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::tma_row_gather>>(bench::Role::step,
                                                                             "row_tma_gather",
                                                                             {.arch_specific = 90})
     .stateful<CublasGrouped>(bench::Role::vendor, "cublas_grouped", {.blocks_host = true})

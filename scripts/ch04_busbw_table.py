@@ -4,7 +4,8 @@
 Columns, each where its file gives it (a dash where not):
   ours, one process   ch04/allreduce/optimized's busbw_gbps_<size> metrics (ncclAllReduce, 32 blocks)
   ours, MPI           ch04_mpi --sweep --json, its "nccl" rows (one process per GPU, 32 blocks)
-  one-shot            ch04/allreduce_small/optimized's metrics (peer-memory kernel, sizes <= 1 MiB)
+  one-shot            ch04/allreduce_small/one_shot_peer's metrics (peer-memory kernel, sizes <= 1 MiB;
+                      the same sweep at every kib point, so their median)
   one-shot, MPI       ch04_mpi --sweep --json, its "one_shot" rows (the same kernel, one process per
                       GPU over CUDA IPC, sizes <= 4 MiB)
   NCCL own blocks     ch04/allreduce_small/ncclAllReduce_own_ctas's metrics (sizes <= 1 MiB)
@@ -25,7 +26,7 @@ import sys
 SIZES = [4096 * 4**k for k in range(10)]  # 4 KiB .. 1 GiB, as the chapter's sweep
 CASES = {  # column -> case name prefix in the chapter's results
     "ours, one process": "ch04/allreduce/optimized",
-    "one-shot": "ch04/allreduce_small/optimized",
+    "one-shot": "ch04/allreduce_small/one_shot_peer",
     "NCCL own blocks": "ch04/allreduce_small/ncclAllReduce_own_ctas",
 }
 OURS = ["ours, one process", "ours, MPI", "one-shot", "one-shot, MPI", "NCCL own blocks"]

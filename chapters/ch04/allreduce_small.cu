@@ -13,8 +13,8 @@
 // The message size is therefore the axis `kib` (KiB per message): 16 (the one-shot pays, 1.2-1.3x
 // in the busbw sweep on 4x H100), 256 (the size this example timed before it had the axis; the
 // one-shot was only just ahead there) and 1024 (where NCCL's ring was ahead); 4 and 64 for
-// --sweep. The
-// busbw sweep (metrics, 4 KiB to 1 MiB, the same at every point) shows the curve in between.
+// --sweep. The busbw sweep (metrics, 4 KiB to 1 MiB, the same at every point) shows the curve in
+// between.
 //
 // Why 32 messages a call: one all-reduce of 256 KiB takes a few microseconds, and a timed call
 // also forks every GPU's stream, joins them and checks the peers' results (~40 us on 4 GPUs).
@@ -271,7 +271,10 @@ class OneShot : public Small<OneShot> {
 
 // The one-shot for messages of at most kOneShotMaxBytes, the baseline's NCCL call above: the
 // choice depends on the message's size alone, the same on every GPU, so the N GPUs' parts of a
-// call always pair up (all one-shot kernels, or all NCCL calls of one communicator).
+// call always pair up (all one-shot kernels, or all NCCL calls of one communicator). At the
+// verification size (313 floats a message) every point takes the one-shot; the NCCL path of the
+// 1 MiB point is checked at the timing size, by the check every timed call ends with (GPU 0's
+// whole result, kPeerSamples elements of every peer's).
 class SizeDispatch : public Small<SizeDispatch> {
  public:
   SizeDispatch(const SmallAllReduce& w, cudaStream_t s)

@@ -73,18 +73,31 @@ constexpr int64_t kSweepBytes = int64_t{1} << 20;  // the sweep's largest messag
 constexpr int64_t kOneShotMaxBytes = int64_t{256} << 10;
 static_assert(ch04::one_shot::kMaxGpus == ch04::kMaxGpus, "a one-shot kernel for every GPU count");
 
+// Floats a message at the verification size: 313 (1252 bytes: every fourth message's slice starts
+// on 16 bytes and the others do not, so the one-shot's float4 loop and its scalar loop both run),
+// or just above kOneShotMaxBytes at a point above it, so that size_dispatch verifies there the
+// NCCL path it times.
+int64_t verification_floats(int64_t timing_floats) {
+  constexpr int64_t kSmall = 313;
+  return timing_floats * int64_t(sizeof(float)) <= kOneShotMaxBytes
+             ? kSmall
+             : kOneShotMaxBytes / int64_t(sizeof(float)) + kSmall;
+}
+
 struct SmallAllReduce {
   ch04::Sharded io;
   SmallAllReduce(bench::Setup& s, const std::vector<int>& gpus)
-      : io(s, gpus,
-           kMessages * s.size("message_floats", s.axis("kib") * 1024 / int64_t(sizeof(float)), 313),
-           bench::uniform(-1, 1), "sum") {
+      : io(s, gpus, kMessages * message_floats(s), bench::uniform(-1, 1), "sum") {
     s.bytes(ch04::busbw_factor(gpus.size()) * double(io.n) * sizeof(float), "p2p_gbps");
     s.param("messages", kMessages);
   }
   // Message c is elements [first(c), first(c + 1)) of every GPU's buffers.
   int64_t first(int c) const { return io.n / kMessages * c; }
   explicit SmallAllReduce(bench::Setup& s) : SmallAllReduce(s, ch04::all_gpus()) {}
+  static int64_t message_floats(bench::Setup& s) {
+    const int64_t timing = s.axis("kib") * 1024 / int64_t(sizeof(float));
+    return s.size("message_floats", timing, verification_floats(timing));
+  }
   void inputs_filled(cudaStream_t s) const { io.refresh(s); }
 };
 
@@ -271,10 +284,8 @@ class OneShot : public Small<OneShot> {
 
 // The one-shot for messages of at most kOneShotMaxBytes, the baseline's NCCL call above: the
 // choice depends on the message's size alone, the same on every GPU, so the N GPUs' parts of a
-// call always pair up (all one-shot kernels, or all NCCL calls of one communicator). At the
-// verification size (313 floats a message) every point takes the one-shot; the NCCL path of the
-// 1 MiB point is checked at the timing size, by the check every timed call ends with (GPU 0's
-// whole result, kPeerSamples elements of every peer's).
+// call always pair up (all one-shot kernels, or all NCCL calls of one communicator). A point
+// verifies the side of the threshold it times (verification_floats).
 class SizeDispatch : public Small<SizeDispatch> {
  public:
   SizeDispatch(const SmallAllReduce& w, cudaStream_t s)

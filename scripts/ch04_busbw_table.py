@@ -4,10 +4,13 @@
 Columns, each where its file gives it (a dash where not):
   ours, one process   ch04/allreduce/optimized's busbw_gbps_<size> metrics (ncclAllReduce, 32 blocks)
   ours, MPI           ch04_mpi --sweep --json, its "nccl" rows (one process per GPU, 32 blocks)
-  one-shot            ch04/allreduce_small/optimized's metrics (peer-memory kernel, sizes <= 1 MiB)
+  one-shot            ch04/allreduce_small/one_shot_peer's metrics (peer-memory kernel, sizes <= 1 MiB;
+                      the same sweep at every kib point, so their median)
   one-shot, MPI       ch04_mpi --sweep --json, its "one_shot" rows (the same kernel, one process per
                       GPU over CUDA IPC, sizes <= 4 MiB)
   NCCL own blocks     ch04/allreduce_small/ncclAllReduce_own_ctas's metrics (sizes <= 1 MiB)
+  NCCL 32, threads    ch04/allreduce_small/baseline's metrics (ncclAllReduce on 32 blocks, each GPU's
+                      calls from a thread of its own; sizes <= 1 MiB)
   PyTorch default, PyTorch 32 CTAs   scripts/peers/torch_allreduce.py --json
   ours / PyTorch      the best of our columns over the better of PyTorch's two
 Every figure is busbw = bytes per GPU / time x 2(N-1)/N, each a batch of back-to-back calls.
@@ -25,10 +28,11 @@ import sys
 SIZES = [4096 * 4**k for k in range(10)]  # 4 KiB .. 1 GiB, as the chapter's sweep
 CASES = {  # column -> case name prefix in the chapter's results
     "ours, one process": "ch04/allreduce/optimized",
-    "one-shot": "ch04/allreduce_small/optimized",
+    "one-shot": "ch04/allreduce_small/one_shot_peer",
     "NCCL own blocks": "ch04/allreduce_small/ncclAllReduce_own_ctas",
+    "NCCL 32, threads": "ch04/allreduce_small/baseline",
 }
-OURS = ["ours, one process", "ours, MPI", "one-shot", "one-shot, MPI", "NCCL own blocks"]
+OURS = ["ours, one process", "NCCL 32, threads", "ours, MPI", "one-shot", "one-shot, MPI", "NCCL own blocks"]
 MPI = {"ours, MPI": "nccl", "one-shot, MPI": "one_shot"}  # column -> ch04_mpi row's algorithm
 TORCH = {"PyTorch default": "default", "PyTorch 32 CTAs": "ctas32"}
 

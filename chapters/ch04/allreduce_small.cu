@@ -1,7 +1,7 @@
-// ch04/allreduce_small: summing small FP32 messages on every GPU (32 messages of 256 KiB per GPU,
-// each all-reduced on its own, N >= 2 GPUs), where an all-reduce costs steps and synchronisation,
-// not link bandwidth. The messages are what a tensor-parallel decode step sends: one small
-// all-reduce after each layer's row-parallel GEMM, back to back.
+// ch04/allreduce_small: summing small FP32 messages on every GPU (32 messages of `kib` KiB per
+// GPU, each all-reduced on its own, N >= 2 GPUs), where an all-reduce costs steps and
+// synchronisation, not link bandwidth. The messages are what a tensor-parallel decode step sends:
+// one small all-reduce after each layer's row-parallel GEMM, back to back.
 //
 // Lesson: NCCL's ring takes 2(N-1) steps, each a hop to the next GPU and a wait for its data (its
 // LL protocol sends a flag with every 4 bytes of data, so a step needs no separate handshake, at
@@ -9,8 +9,12 @@
 // the links, sets the time. A one-shot all-reduce takes one step: every GPU reads all N inputs
 // straight from its peers' memory through peer pointers (NVLink loads; no staging copies, no
 // NCCL), sums them and writes its own output. Each GPU then pulls (N-1) x n over its links instead
-// of 2(N-1)/N x n, so the one-shot loses once the message is large enough to be bandwidth-bound:
-// the busbw sweep (metrics, beside NCCL's) shows where.
+// of 2(N-1)/N x n, so the one-shot loses once the message is large enough to be bandwidth-bound.
+// The message size is therefore the axis `kib` (KiB per message): 16 (the one-shot pays, 1.2-1.3x
+// in the busbw sweep on 4x H100), 256 (the size this example timed before it had the axis; the
+// one-shot was only just ahead there) and 1024 (where NCCL's ring was ahead); 4 and 64 for
+// --sweep. The busbw sweep (metrics, 4 KiB to 1 MiB, the same at every point) shows the curve in
+// between.
 //
 // Why 32 messages a call: one all-reduce of 256 KiB takes a few microseconds, and a timed call
 // also forks every GPU's stream, joins them and checks the peers' results (~40 us on 4 GPUs).
@@ -20,18 +24,29 @@
 //
 // Why a launching thread per GPU (ch04::LaunchThreads), for every variant alike: a call is N x 32
 // launches, and from one host thread they took longer than the GPUs' work (the README's 4-GPU
-// figures), so the host's launch rate set the time and its scheduling jitter spread the samples past what
-// an expectation may record. With one thread per GPU, as one process per GPU has (ch04_mpi),
-// each thread launches 32 and the GPUs' work sets the time: the comparison is then between the
-// kernels, not between how many host calls each side makes.
+// figures), so the host's launch rate set the time and its scheduling jitter spread the samples
+// past what an expectation may record. With one thread per GPU, as one process per GPU has
+// (ch04_mpi), each thread launches 32 and the GPUs' work sets the time: the comparison is then
+// between the kernels, not between how many host calls each side makes.
 //
 // What changes from baseline to optimized:
 //   1. baseline (ncclAllReduce): one ncclAllReduce per GPU and message, from that GPU's thread
 //      on its own communicator, on 32 blocks (ch04::kBandwidthCtas, as ch04/allreduce's optimized);
 //   2. step (ncclAllReduce_own_ctas): the same with NCCL's own block count (PyTorch's default);
-//   3. optimized (one_shot_peer): one kernel per GPU and message: a flag exchange with every peer,
-//      then each thread sums 16 bytes of all N inputs in GPU order (every GPU gets the same bits)
-//      and writes them, then a second flag exchange.
+//   3. step (one_shot_peer): the one-shot at every size, one kernel per GPU and message: a flag
+//      exchange with every peer, then each thread sums 16 bytes of all N inputs in GPU order
+//      (every GPU gets the same bits) and writes them, then a second flag exchange. At the 1 MiB
+//      point it is the lesson's other half: slower than the ring;
+//   4. optimized (size_dispatch): what serving stacks do with both (vLLM's custom all-reduce, for
+//      one, is used only below a maximum size, NCCL above it): the one-shot for messages of
+//      at most kOneShotMaxBytes, NCCL on 32 blocks (the baseline's call) above. So it is the
+//      one-shot at 16 and 256 KiB and the baseline itself at 1024 KiB (an honest 1.00x there).
+//      The threshold is not a model: it is the largest size of the sweep at which the one-shot
+//      was ahead of NCCL on 32 blocks in the 4x H100 run of 2026-11-27 (256 KiB: 33.78 against
+//      32.99 GB/s busbw; 1 MiB: 74.57 against 94.18), so the true crossover there lies somewhere
+//      between 256 KiB and 1 MiB, not measured finer. It is per machine (the one-shot's ceiling is
+//      2/N of the link, NCCL's latency depends on N and the topology): on another machine read
+//      the busbw metrics of one_shot_peer and ncclAllReduce and move it.
 // The kernel and its protocol are in one_shot.cuh (ch04_mpi runs the same kernel, one process per
 // GPU): two flag exchanges per call between block b of every GPU (st.release.sys stores,
 // ld.acquire.sys waits, an epoch per block kept on the GPU), so no GPU reads a peer's input before
@@ -42,7 +57,8 @@
 // ch04/allreduce. Hot mode: back-to-back calls keep the GPUs fed while the threads launch the
 // next. Every GPU is checked, every message.
 //
-//   ./bench compare --chapter ch04 --example allreduce_small
+//   ./bench compare --chapter ch04 --example allreduce_small            # kib 16, 256, 1024
+//   ./bench compare --chapter ch04 --example allreduce_small --sweep    # and 4, 64
 #include <cstdio>
 
 #include "multi_gpu.cuh"
@@ -52,19 +68,36 @@ namespace {
 
 constexpr int kMessages = 32;                      // all-reduces in one timed call
 constexpr int64_t kSweepBytes = int64_t{1} << 20;  // the sweep's largest message
+// size_dispatch's threshold: the one-shot up to here, NCCL above. Measured, not derived: the
+// largest sweep size at which the one-shot led on 4x H100 (2026-11-27); per machine (top of file).
+constexpr int64_t kOneShotMaxBytes = int64_t{256} << 10;
 static_assert(ch04::one_shot::kMaxGpus == ch04::kMaxGpus, "a one-shot kernel for every GPU count");
+
+// Floats a message at the verification size: 313 (1252 bytes: every fourth message's slice starts
+// on 16 bytes and the others do not, so the one-shot's float4 loop and its scalar loop both run),
+// or just above kOneShotMaxBytes at a point above it, so that size_dispatch verifies there the
+// NCCL path it times.
+int64_t verification_floats(int64_t timing_floats) {
+  constexpr int64_t kSmall = 313;
+  return timing_floats * int64_t(sizeof(float)) <= kOneShotMaxBytes
+             ? kSmall
+             : kOneShotMaxBytes / int64_t(sizeof(float)) + kSmall;
+}
 
 struct SmallAllReduce {
   ch04::Sharded io;
   SmallAllReduce(bench::Setup& s, const std::vector<int>& gpus)
-      : io(s, gpus, kMessages * s.size("message_floats", int64_t{1} << 16, 313),
-           bench::uniform(-1, 1), "sum") {
+      : io(s, gpus, kMessages * message_floats(s), bench::uniform(-1, 1), "sum") {
     s.bytes(ch04::busbw_factor(gpus.size()) * double(io.n) * sizeof(float), "p2p_gbps");
     s.param("messages", kMessages);
   }
   // Message c is elements [first(c), first(c + 1)) of every GPU's buffers.
   int64_t first(int c) const { return io.n / kMessages * c; }
   explicit SmallAllReduce(bench::Setup& s) : SmallAllReduce(s, ch04::all_gpus()) {}
+  static int64_t message_floats(bench::Setup& s) {
+    const int64_t timing = s.axis("kib") * 1024 / int64_t(sizeof(float));
+    return s.size("message_floats", timing, verification_floats(timing));
+  }
   void inputs_filled(cudaStream_t s) const { io.refresh(s); }
 };
 
@@ -100,7 +133,8 @@ class PeerAllReduce {
     const int blocks = ch04::one_shot::plan(a, count, aligned, max_blocks_);
     a.out = out(rank);
     a.rank = int(rank);
-    ch04::one_shot::kernel_for(int(gpus_.size()))<<<blocks, ch04::one_shot::kThreads, 0, stream>>>(a);
+    const ch04::one_shot::Kernel kernel = ch04::one_shot::kernel_for(int(gpus_.size()));
+    kernel<<<blocks, ch04::one_shot::kThreads, 0, stream>>>(a);
     BENCH_CHECK_LAUNCH();
   }
 
@@ -141,12 +175,12 @@ class Small {
     w.io.check(s);
   }
   std::vector<bench::Metric> metrics() const {
-    return ch04::busbw_sweep(
-        s_, w_.io.size(), kSweepBytes, [&](int64_t count, cudaStream_t s, int calls) {
-          enqueue_calls([&](size_t i, int) { return sweep_in_[i]; },
-                        [&](size_t i, int) { return sweep_out_[i]; }, [&](int) { return count; },
-                        s, calls);
-        });
+    return ch04::busbw_sweep(s_, w_.io.size(), kSweepBytes,
+                             [&](int64_t count, cudaStream_t s, int calls) {
+                               enqueue_calls([&](size_t i, int) { return sweep_in_[i]; },
+                                             [&](size_t i, int) { return sweep_out_[i]; },
+                                             [&](int) { return count; }, s, calls);
+                             });
   }
 
  protected:
@@ -168,43 +202,66 @@ class Small {
     }
   }
   const Variant& variant() const { return static_cast<const Variant&>(*this); }
+  // GPU i's sweep buffers (kSweepBytes each), also what NcclRanks connects on.
+  auto sweep_input() const {
+    return [this](size_t i) { return static_cast<const float*>(sweep_in_[i]); };
+  }
+  auto sweep_output() const {
+    return [this](size_t i) { return sweep_out_[i]; };
+  }
   const SmallAllReduce& w_;
   cudaStream_t s_;
   ch04::LaunchThreads launch_;
   ch04::PerGpu<float> sweep_in_, sweep_out_;
 };
 
-// One ncclAllReduce per GPU and call, each GPU's from its own thread on its own communicator:
-// NCCL's one-thread-per-GPU pattern, so no ncclGroupStart/End (every rank's call is issued, by
-// its own thread).
-class NcclAllReduce : public Small<NcclAllReduce> {
+// NCCL's all-reduce as the variants below call it: one ncclAllReduce per GPU and call, each GPU's
+// from its own thread on its own communicator: NCCL's one-thread-per-GPU pattern, so no
+// ncclGroupStart/End (every rank's call is issued, by its own thread).
+class NcclRanks {
  public:
-  NcclAllReduce(const SmallAllReduce& w, cudaStream_t s, ch04::CtaRange ctas = ch04::kBandwidthCtas)
-      : Small(w, s), comms_(w.io.gpus, ctas) {
+  // in(i), out(i): buffers of kSweepBytes on GPU i, for the connecting calls.
+  template <class In, class Out>
+  NcclRanks(const std::vector<int>& gpus, ch04::CtaRange ctas, In in, Out out)
+      : comms_(gpus, ctas) {
     // NCCL connects the ranks on a communicator's first calls, on the host, each rank's call
     // waiting for the others'. Done here, untimed, from one thread in a group (as main did every
     // call), so the threaded calls find the ring connected: a thread blocked there on a peer whose
     // thread had thrown would never return, and run() could not return to abort it.
     for (const int64_t count : {int64_t{1024}, kSweepBytes / 4}) {
       ch04::all_reduce_on(
-          comms_, w.io.size(), [](size_t) { return cudaStream_t{}; },  // each GPU's default stream
-          [&](size_t i) { return sweep_in_[i]; }, [&](size_t i) { return sweep_out_[i]; },
-          size_t(count), ncclFloat);
+          comms_, gpus.size(), [](size_t) { return cudaStream_t{}; },  // each GPU's default stream
+          in, out, size_t(count), ncclFloat);
     }
-    for (const int gpu : w.io.gpus) {
+    for (const int gpu : gpus) {
       ch04::OnDevice on(gpu);
       BENCH_CUDA_CHECK(cudaDeviceSynchronize());
     }
   }
   template <class In, class Out>
-  void all_reduce(size_t i, cudaStream_t stream, In in, Out out, int64_t count) const {
-    ch04::check_nccl(ncclAllReduce(in(i), out(i), size_t(count), ncclFloat, ncclSum, comms_[i], stream),
-                     "ncclAllReduce");
+  void launch(size_t i, cudaStream_t stream, In in, Out out, int64_t count) const {
+    ch04::check_nccl(
+        ncclAllReduce(in(i), out(i), size_t(count), ncclFloat, ncclSum, comms_[i], stream),
+        "ncclAllReduce");
   }
-  void abandon() const { comms_.abort(); }
+  void abort() const { comms_.abort(); }
 
  private:
-  mutable ch04::Communicators comms_;  // mutable: abandon() aborts it
+  mutable ch04::Communicators comms_;  // mutable: abort() ends it
+};
+
+class NcclAllReduce : public Small<NcclAllReduce> {
+ public:
+  NcclAllReduce(const SmallAllReduce& w, cudaStream_t s, ch04::CtaRange ctas = ch04::kBandwidthCtas)
+      : Small(w, s), ring_(w.io.gpus, ctas, sweep_input(), sweep_output()) {}
+  template <class In, class Out>
+  void all_reduce(size_t i, cudaStream_t stream, In in, Out out, int64_t count) const {
+    ring_.launch(i, stream, in, out, count);
+  }
+  void abandon() const { ring_.abort(); }
+
+ private:
+  NcclRanks ring_;
 };
 struct NcclOwnCtas : NcclAllReduce {
   NcclOwnCtas(const SmallAllReduce& w, cudaStream_t s) : NcclAllReduce(w, s, {}) {}
@@ -225,13 +282,39 @@ class OneShot : public Small<OneShot> {
   PeerAllReduce reduce_;
 };
 
+// The one-shot for messages of at most kOneShotMaxBytes, the baseline's NCCL call above: the
+// choice depends on the message's size alone, the same on every GPU, so the N GPUs' parts of a
+// call always pair up (all one-shot kernels, or all NCCL calls of one communicator). A point
+// verifies the side of the threshold it times (verification_floats).
+class SizeDispatch : public Small<SizeDispatch> {
+ public:
+  SizeDispatch(const SmallAllReduce& w, cudaStream_t s)
+      : Small(w, s),
+        one_shot_(w.io.gpus),
+        ring_(w.io.gpus, ch04::kBandwidthCtas, sweep_input(), sweep_output()) {}
+  template <class In, class Out>
+  void all_reduce(size_t i, cudaStream_t stream, In in, Out out, int64_t count) const {
+    if (count * int64_t(sizeof(float)) <= kOneShotMaxBytes)
+      one_shot_.launch(i, stream, in, out, count);
+    else
+      ring_.launch(i, stream, in, out, count);
+  }
+  void abandon() const { ring_.abort(); }  // the one-shot's kernels trap on their own
+
+ private:
+  PeerAllReduce one_shot_;
+  NcclRanks ring_;
+};
+
 void reference(const SmallAllReduce& w, bench::HostData& h) { w.io.expect_sum(h, "sum"); }
 
 // As ch04/allreduce: N <= 8 terms in [-1, 1] summed in FP32 in any order, |error| <= 3.34e-6.
 BENCH_EXAMPLE(ch04, allreduce_small, SmallAllReduce)
+    .int_axis("kib", {4, 16, 64, 256, 1024}, /*defaults=*/{16, 256, 1024})
     .stateful<NcclAllReduce>(bench::Role::baseline, "ncclAllReduce")
     .stateful<NcclOwnCtas>(bench::Role::step, "ncclAllReduce_own_ctas")
-    .stateful<OneShot>(bench::Role::optimized, "one_shot_peer")
+    .stateful<OneShot>(bench::Role::step, "one_shot_peer")
+    .stateful<SizeDispatch>(bench::Role::optimized, "size_dispatch")
     .reference(reference)
     .tolerance(bench::allclose(3.4e-6, 0))
     .mode(bench::Mode::hot)

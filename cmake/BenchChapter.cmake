@@ -32,9 +32,12 @@ function(bench_add_chapter chapter)
       set(ARG_SMOKE_FILTER ".")
     endif()
     # A smoke run: every case verified, few samples, short timeout. Without a GPU the binary
-    # exits with BENCH_SKIP_RETURN_CODE and ctest reports the test as skipped.
+    # exits with BENCH_SKIP_RETURN_CODE and ctest reports the test as skipped. Each case's phase
+    # times (setup, verify, samples, final_check...) land in <build>/smoke/<chapter>/, to find
+    # where `./bench test`'s GPU time goes (most of it is in these tests).
     add_test(NAME chapter.${chapter}
-             COMMAND ${chapter} --benchmark_filter=${ARG_SMOKE_FILTER} --bench_smoke)
+             COMMAND ${chapter} --benchmark_filter=${ARG_SMOKE_FILTER} --bench_smoke
+                     --bench_samples_out=${CMAKE_BINARY_DIR}/smoke/${chapter})
     set_tests_properties(chapter.${chapter} PROPERTIES
       LABELS "chapter;gpu" SKIP_RETURN_CODE ${BENCH_SKIP_RETURN_CODE} TIMEOUT 900
       RUN_SERIAL TRUE)

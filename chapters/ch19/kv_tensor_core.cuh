@@ -57,19 +57,16 @@ __device__ __forceinline__ void mma_f16_m16n8k16(float (&d)[4], uint32_t a0, uin
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Two E4M3 codes (the low or the high byte pair of `word`) as an FP16 pair, exactly: the pair's
-// lower byte becomes the lower half.
-__device__ __forceinline__ uint32_t e4m3x2_low_to_f16x2(uint32_t word) {
-  uint32_t r;
-  asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n}"
-      : "=r"(r)
-      : "r"(word));
-  return r;
-}
-__device__ __forceinline__ uint32_t e4m3x2_high_to_f16x2(uint32_t word) {
-  uint32_t r;
-  asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;\n}"
-      : "=r"(r)
+// Four E4M3 codes as two FP16 pairs, exactly: bytes 0, 1 of `word` into `low` (byte 0 in the lower
+// half), bytes 2, 3 into `high`. One cvt.rn.f16x2.e4m3x2 each.
+struct F16Pairs {
+  uint32_t low, high;
+};
+__device__ __forceinline__ F16Pairs e4m3x4_to_f16(uint32_t word) {
+  F16Pairs r;
+  asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, hi;\n}"
+      : "=r"(r.low), "=r"(r.high)
       : "r"(word));
   return r;
 }
@@ -92,29 +89,27 @@ struct KTile {
 struct VTile {
   uint4 rows[4];  // [key t + 4i], bytes 16g..
 };
+// 16 bytes of key `key`'s row from `vectors` (the lane's first vector of row 0 of the pair), or
+// zeros for a key past the end (never NaN bits: p x v must be 0 there).
+__device__ __forceinline__ uint4 load_piece(const uint4* vectors, int64_t row0, int64_t key,
+                                            int64_t end) {
+  return key < end ? kernels::load_stream(vectors + (row0 + key) * kRowVectors)
+                   : make_uint4(0, 0, 0, 0);
+}
 __device__ __forceinline__ void load_k(const __nv_fp8_e4m3* k, int64_t row0, int64_t at,
                                        int64_t end, int g, int t, KTile& tile) {
   const auto* vectors = reinterpret_cast<const uint4*>(k) + t;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t key = at + g + 8 * r;
+  for (int r = 0; r < 2; ++r)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      tile.rows[r][h] = make_uint4(0, 0, 0, 0);
-      if (key < end)
-        tile.rows[r][h] = kernels::load_stream(vectors + (row0 + key) * kRowVectors + 4 * h);
-    }
-  }
+    for (int h = 0; h < 2; ++h)
+      tile.rows[r][h] = load_piece(vectors + 4 * h, row0, at + g + 8 * r, end);
 }
 __device__ __forceinline__ void load_v(const __nv_fp8_e4m3* v, int64_t row0, int64_t at,
                                        int64_t end, int g, int t, VTile& tile) {
   const auto* vectors = reinterpret_cast<const uint4*>(v) + g;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int64_t key = at + t + 4 * i;
-    tile.rows[i] = make_uint4(0, 0, 0, 0);
-    if (key < end) tile.rows[i] = kernels::load_stream(vectors + (row0 + key) * kRowVectors);
-  }
+  for (int i = 0; i < 4; ++i) tile.rows[i] = load_piece(vectors, row0, at + t + 4 * i, end);
 }
 
 // 32-bit word w (0-3) of a 16-byte load.
@@ -168,11 +163,10 @@ __global__ void __launch_bounds__(decode::kThreads, 2) pass(decode::Args a, Kv k
     float s[4] = {};  // S: (key g, query t), (key g, pad), (key g + 8, query t), (key g + 8, pad)
 #pragma unroll
     for (int step = 0; step < 8; ++step) {
-      const uint32_t kg = word_of(k_tile.rows[0][step / 4], step % 4),
-                     kg8 = word_of(k_tile.rows[1][step / 4], step % 4);
-      mma_f16_m16n8k16(s, e4m3x2_low_to_f16x2(kg), e4m3x2_low_to_f16x2(kg8),
-                       e4m3x2_high_to_f16x2(kg), e4m3x2_high_to_f16x2(kg8), qb[step][0],
-                       qb[step][1]);
+      // Rows g and g + 8, k-slots (2t, 2t + 1) from the low byte pair, (2t + 8, 2t + 9) the high.
+      const F16Pairs kg = e4m3x4_to_f16(word_of(k_tile.rows[0][step / 4], step % 4)),
+                     kg8 = e4m3x4_to_f16(word_of(k_tile.rows[1][step / 4], step % 4));
+      mma_f16_m16n8k16(s, kg.low, kg8.low, kg.high, kg8.high, qb[step][0], qb[step][1]);
     }
     // This K tile is in the mma's registers now: the next one's loads go out at once, a whole
     // softmax and p.v ahead of their use (V's after the p.v, a whole q.k ahead).
@@ -202,12 +196,13 @@ __global__ void __launch_bounds__(decode::kThreads, 2) pass(decode::Args a, Kv k
     for (int i = 0; i < 8; ++i) {
       // Dimension tile i: rows g, g + 8 are bytes 2i, 2i + 1 of the lane's 16 (word i / 2).
       const uint32_t sel = i % 2 == 0 ? 0x5140u : 0x7362u;  // (x.b, y.b, x.b+1, y.b+1)
-      const uint32_t keys_t =  // keys t (low bytes) and t + 8 (high bytes)
-          __byte_perm(word_of(v_tile.rows[0], i / 2), word_of(v_tile.rows[2], i / 2), sel);
-      const uint32_t keys_t4 =  // keys t + 4 and t + 12
-          __byte_perm(word_of(v_tile.rows[1], i / 2), word_of(v_tile.rows[3], i / 2), sel);
-      mma_f16_m16n8k16(o[i], e4m3x2_low_to_f16x2(keys_t), e4m3x2_high_to_f16x2(keys_t),
-                       e4m3x2_low_to_f16x2(keys_t4), e4m3x2_high_to_f16x2(keys_t4), pb0, pb1);
+      // Keys t and t + 8 (k-slots 2t, 2t + 1), rows g (low pair) and g + 8 (high pair); then
+      // keys t + 4 and t + 12 (k-slots 2t + 8, 2t + 9).
+      const F16Pairs keys_t = e4m3x4_to_f16(
+          __byte_perm(word_of(v_tile.rows[0], i / 2), word_of(v_tile.rows[2], i / 2), sel));
+      const F16Pairs keys_t4 = e4m3x4_to_f16(
+          __byte_perm(word_of(v_tile.rows[1], i / 2), word_of(v_tile.rows[3], i / 2), sel));
+      mma_f16_m16n8k16(o[i], keys_t.low, keys_t.high, keys_t4.low, keys_t4.high, pb0, pb1);
     }
     if (at_next < end) load_v(kv.v, row0, at_next, end, g, t, v_tile);
   }

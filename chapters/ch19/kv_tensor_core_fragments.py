@@ -9,9 +9,11 @@ B: b0 (k 2t..2t+1, col g), b1 (k 2t+8..); C: c0, c1 (row g, cols 2t, 2t+1), c2, 
 Values stand for the codes (any numbers: the check is of where they go, in double precision), so
 a wrong byte offset, key or lane shows as an error of the order of the output, not of rounding.
 It compares the warp's attention over 37 keys (two full 16-key tiles and a partial one: the
-masking of keys past the end) with the direct softmax, and exits 1 on a mismatch.
+masking of keys past the end) with the direct softmax, and exits 1 on a mismatch. With
+--self-test it also plants each of DEFECTS in turn and exits 1 unless every one fails the check
+(ctest: ch19.kv_tensor_core_fragments).
 
-  python3 chapters/ch19/kv_tensor_core_fragments.py
+  python3 chapters/ch19/kv_tensor_core_fragments.py [--self-test]
 """
 import math
 import random
@@ -62,7 +64,9 @@ def high(w):
     return (w[2], w[3])
 
 
-def main():
+def warp_error(defect=None):
+    """The emulated warp's largest |error| against the direct softmax, and the largest |output|.
+    `defect` plants one of DEFECTS (the self-test's check that the comparison can fail)."""
     rnd = random.Random(1)
     K = [[float(rnd.randint(-448, 448)) for _ in range(D)] for _ in range(KEYS)]
     V = [[float(rnd.randint(-448, 448)) for _ in range(D)] for _ in range(KEYS)]
@@ -78,6 +82,8 @@ def main():
         frag = []
         for s in range(8):
             d = k_word_offset(t, s)
+            if defect == "q_word_order":  # Q^T's words in another order than K's
+                d = k_word_offset(t, s ^ 1)
             x = [q[g // 2][d + e] * SCALE if g % 2 == 0 else 0.0 for e in range(4)]
             frag.append(((x[0], x[1]), (x[2], x[3])))
         qb.append(frag)
@@ -97,10 +103,13 @@ def main():
             for lane in range(32):
                 kg = word_of(k_tile[lane][0][step // 4], step % 4)
                 kg8 = word_of(k_tile[lane][1][step // 4], step % 4)
+                if defect == "k_pair_swap":  # the byte pairs of a K word the other way round
+                    kg, kg8 = high(kg) + low(kg), high(kg8) + low(kg8)
                 a.append([low(kg), low(kg8), high(kg), high(kg8)])
             s = mma(s, a, [qb[lane][step] for lane in range(32)])
         s0 = [s[L][0] * K_DEQUANT if at + L // 4 < end else -math.inf for L in range(32)]
-        s1 = [s[L][2] * K_DEQUANT if at + L // 4 + 8 < end else -math.inf for L in range(32)]
+        s1 = [s[L][2] * K_DEQUANT if at + L // 4 + 8 < end or defect == "no_tail_mask"
+              else -math.inf for L in range(32)]
         tile_max = [max(s0[L], s1[L]) for L in range(32)]
         for mask in (4, 8, 16):
             tile_max = [max(tile_max[L], tile_max[L ^ mask]) for L in range(32)]
@@ -111,17 +120,19 @@ def main():
                 l[L] *= c
                 for i in range(8):
                     o[L][i][0] *= c
-                    o[L][i][2] *= c
+                    if defect != "rescale_one_row":
+                        o[L][i][2] *= c
                 m[L] = m_new
         p_pair = []
         for L in range(32):
             p0, p1 = 2.0 ** (s0[L] - m[L]), 2.0 ** (s1[L] - m[L])
             l[L] += p0 + p1
             p_pair.append((p0, p1))
-        pb = [(p_pair[4 * (L % 4) + (L // 4) // 2], p_pair[4 * (L % 4 + 4) + (L // 4) // 2])
+        second = 4 if defect != "p_shuffle_source" else 0  # keys t + 4, t + 12 from lane t + 4
+        pb = [(p_pair[4 * (L % 4) + (L // 4) // 2], p_pair[4 * (L % 4 + second) + (L // 4) // 2])
               for L in range(32)]
         for i in range(8):
-            sel = 0x5140 if i % 2 == 0 else 0x7362
+            sel = 0x5140 if i % 2 == 0 or defect == "v_selector" else 0x7362
             a = []
             for L in range(32):
                 rows = [word_of(piece, i // 2) for piece in v_tile[L]]  # keys t, t+4, t+8, t+12
@@ -149,9 +160,29 @@ def main():
         for d in range(D):
             ref = sum(p[key] * V[key][d] * V_DEQUANT for key in range(KEYS)) / sum(p)
             worst, largest = max(worst, abs(out[j][d] - ref)), max(largest, abs(ref))
-    ok = worst < 1e-9 * largest
-    verdict = "PASS" if ok else "FAIL"
-    print(f"{verdict}: largest |error| {worst:.3g}, largest |output| {largest:.3g}")
+    return worst, largest
+
+
+# Planted defects, each a one-token slip in kv_tensor_core.cuh's mapping; --self-test requires
+# every one of them to fail the comparison (a check that passes on all of them checks nothing).
+DEFECTS = ("q_word_order", "k_pair_swap", "no_tail_mask", "rescale_one_row", "p_shuffle_source",
+           "v_selector")
+
+
+def passes(worst, largest):
+    return worst < 1e-9 * largest
+
+
+def main():
+    worst, largest = warp_error()
+    ok = passes(worst, largest)
+    print(f"{'PASS' if ok else 'FAIL'}: largest |error| {worst:.3g}, "
+          f"largest |output| {largest:.3g}")
+    if "--self-test" in sys.argv[1:]:
+        for defect in DEFECTS:
+            caught = not passes(*warp_error(defect))
+            print(f"planted {defect}: {'caught' if caught else 'NOT CAUGHT'}")
+            ok = ok and caught
     return 0 if ok else 1
 
 

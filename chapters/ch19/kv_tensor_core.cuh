@@ -3,8 +3,9 @@
 // (kernels::decode::finish_pass) as the chapter's other rungs (kernels/decode_attention.cuh).
 // Those do q.k and p.v as FP32 FMAs on the CUDA cores: 32 warp instructions a key for the 4
 // queries, 12 more to widen the key's E4M3 values to FP32, ~87-93 a key in all (the PTX of their
-// loops), which at half the bytes take longer to issue than the cache takes to read. Here a warp
-// takes 16 keys at a time and does them in 16 mma.sync m16n8k16 (FP16 operands, FP32 sums):
+// loops), which at half the bytes may take longer to issue than the cache takes to read (an
+// estimate from those counts; ncu has not measured it). Here a warp takes 16 keys at a time and
+// does them in 16 mma.sync m16n8k16 (FP16 operands, FP32 sums):
 //   S (16 keys x 8 columns) = K (16 x 128) . Q^T (128 x 8): 8 k-steps of 16 dimensions;
 //   O^T (128 dims x 8 columns) += V^T (128 x 16 keys) . P^T (16 x 8): 8 tiles of 16 dimensions.
 // The 4 queries sit in the even columns (the odd ones are zero in Q^T and ignored in O^T), so

@@ -43,7 +43,8 @@
 // one-hot. A double-precision model of this rounding (same distributions, 1000 keys) gave 0.038
 // and 0.037 relative L2 for the FP8 side (two seeds); BF16 output rounding alone gives the baseline
 // ~0.002. A missing or wrong scale is off by orders of magnitude. The shared kernel's FP8 path
-// against attention over its own dequantised cache: tests/gpu/decode_attention_e4m3_test.cu (3e-3).
+// and fp8_tensor_core's pass against attention over their own dequantised cache:
+// tests/gpu/decode_attention_e4m3_test.cu (3e-3).
 //
 //   ./bench compare --chapter ch19 --example kv_quantization
 //   ./bench compare --chapter ch19 --example kv_quantization --sweep   # kv_len 8192 too

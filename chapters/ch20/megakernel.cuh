@@ -40,6 +40,7 @@
 #include <kernels/occupancy.cuh>
 #include <kernels/online_softmax.cuh>
 #include <kernels/vector_access.cuh>
+#include <stdexcept>
 #include <string>
 
 #include "layer_ops.cuh"
@@ -254,37 +255,31 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
 // ---- the host side: planned untimed, one cooperative launch a step --------------------------
 class DecoderMegakernel {
  public:
-  struct Shape {
-    int tokens, q_heads, kv_heads;
-    int64_t ffn, past;
-  };
-
-  DecoderMegakernel(const Shape& shape, cudaStream_t s)
-      : q_(int64_t{shape.tokens} * shape.q_heads * kHeadDim),
+  DecoderMegakernel(const LayerDims& dims, cudaStream_t s)
+      : q_(dims.batch * dims.hidden),
         attn_(q_.size()),
         h_(q_.size()),
-        act_(int64_t{shape.tokens} * shape.ffn),
+        act_(dims.batch * dims.ffn),
         barrier_(2) {
     Step& p = step_;
-    p.tokens = shape.tokens, p.q_heads = shape.q_heads, p.kv_heads = shape.kv_heads;
-    p.group = shape.q_heads / shape.kv_heads, p.hidden = int64_t{shape.q_heads} * kHeadDim;
-    p.qkv_dim = int64_t{shape.q_heads + 2 * shape.kv_heads} * kHeadDim;
-    p.ffn = shape.ffn, p.past = shape.past;
-    if (shape.tokens < 1 || shape.tokens > gemv::kMaxTokens)
-      throw bench::Unsupported("megakernel: 1 to 8 tokens (" + std::to_string(shape.tokens) +
+    p.tokens = int(dims.batch), p.q_heads = int(dims.q_heads), p.kv_heads = int(dims.kv_heads);
+    p.group = dims.group, p.hidden = dims.hidden, p.qkv_dim = dims.qkv_dim;
+    p.ffn = dims.ffn, p.past = dims.past;
+    if (dims.batch < 1 || dims.batch > gemv::kMaxTokens)
+      throw bench::Unsupported("megakernel: 1 to 8 tokens (" + std::to_string(dims.batch) +
                                " asked); beyond, the FMAs and not the bytes set the time");
-    if (p.ffn % 8 != 0 || p.past < 1 || shape.q_heads % shape.kv_heads != 0)
-      throw std::invalid_argument("megakernel: the MLP width a multiple of 8, a cached key, GQA");
+    if (p.ffn % 8 != 0 || dims.q_heads % dims.kv_heads != 0)
+      throw std::invalid_argument("megakernel: the MLP width a multiple of 8, whole GQA groups");
     if (!kernels::device_attribute(cudaDevAttrCooperativeLaunch))
       throw bench::Unsupported("megakernel: this GPU has no cooperative launch");
-    switch (gemv::padded_tokens(shape.tokens)) {
+    switch (gemv::padded_tokens(p.tokens)) {
       case 1: kernel_ = decoder_layer<1>; break;
       case 2: kernel_ = decoder_layer<2>; break;
       case 4: kernel_ = decoder_layer<4>; break;
       default: kernel_ = decoder_layer<8>; break;
     }
     // Shared memory: the widest prologue (down's: tokens x ffn) or the attention's.
-    smem_ = std::max(size_t(gemv::padded_tokens(shape.tokens)) * std::max(p.hidden, p.ffn) *
+    smem_ = std::max(size_t(gemv::padded_tokens(p.tokens)) * std::max(p.hidden, p.ffn) *
                          sizeof(bf16),
                      sizeof(decode::SplitSmem<1>));
     cudaFuncAttributes attributes = {};
@@ -305,10 +300,13 @@ class DecoderMegakernel {
     grid_ = unsigned(kernels::sm_count() * std::min(per_sm, kMaxBlocksPerSm));
     // Attention items: about one per block (pairs x splits), chunks of at least 256 keys, at least
     // 2 splits where the cache allows.
-    const int64_t pairs = int64_t{shape.tokens} * shape.q_heads;
+    // (decode::finish_pass writes partials only with 2 or more.)
+    const int64_t pairs = dims.batch * dims.q_heads;
     const int64_t wanted = std::clamp<int64_t>(grid_ / pairs, 2, std::max<int64_t>(2, p.past / 256));
     p.chunk = decode::chunk_for(p.past, int(wanted), 1);
-    p.splits = int((p.past + p.chunk - 1) / p.chunk);
+    p.splits = int((p.past + p.chunk - 1) / p.chunk);  // rounding the chunk up may leave fewer
+    if (p.splits < 2)
+      throw std::invalid_argument("megakernel: the cache is too short for two splits");
     part_ml_ = bench::DeviceBuffer<float>(pairs * p.splits * 2);
     part_o_ = bench::DeviceBuffer<float>(pairs * p.splits * kHeadDim);
     p.q = q_.data(), p.attn = attn_.data(), p.h = h_.data(), p.act = act_.data();

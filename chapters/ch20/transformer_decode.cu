@@ -513,7 +513,7 @@ struct GemvStep {
 struct Megakernel {
   mega::DecoderMegakernel kernel;
   Megakernel(const DecoderLayer& w, cudaStream_t s)
-      : kernel({int(w.batch), int(w.q_heads), int(w.kv_heads), w.ffn, w.past}, s) {}
+      : kernel(w.dims(), s) {}
   void operator()(const DecoderLayer& w, cudaStream_t s) const {
     kernel({w.x.data(), w.norm1.data(), w.norm2.data(), w.w_qkv.data(), w.w_o.data(),
             w.w_gate_up.data(), w.w_down.data(), w.k_cache.data(), w.v_cache.data(), w.y.data(),

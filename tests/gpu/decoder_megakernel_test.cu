@@ -1,0 +1,119 @@
+// Tests ch20's megakernel (chapters/ch20/megakernel.cuh: the decoder layer's step as one persistent
+// launch with grid barriers) against ch20's FP64 CPU layer, at a small size of the layer's
+// structure: 8 query heads over 2 KV heads (GQA groups of 4, so a head mix-up shows), MLP 4400
+// (550 16-byte vectors a row: 4 whole 128-vector slabs and a tail; 2200 gate/up row groups, more
+// than the grid has warps at every token count, so warps stride), 700 cached keys (2 chunks, not a
+// whole number of attention steps). 1, 2, 3, 5 and 8 tokens cover the four kernels (1, 2, 4 and 8
+// activation rows, the padding rows zero and never stored). Each output starts as NaN, so an
+// element no phase stores fails; the step runs three times on one plan, so a grid barrier not left
+// ready for the next launch (its arrival count not reset) fails the second run, by its timeout's
+// trap if it would otherwise hang.
+#include <gtest/gtest.h>
+
+#include <ch20/megakernel.cuh>
+#include <cmath>
+#include <cstdint>
+#include <kernels/cuda_graph.hpp>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "device_copy.hpp"
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+std::vector<bf16> random_bf16(std::size_t count, float low, float high, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(low, high);
+  std::vector<bf16> v(count);
+  for (auto& x : v) x = __float2bfloat16(uniform(rng));
+  return v;
+}
+
+std::vector<bf16> weights(int64_t rows, int64_t k, unsigned seed) {  // unit-scale outputs
+  const float a = std::sqrt(3.0f / float(k));
+  return random_bf16(std::size_t(rows * k), -a, a, seed);
+}
+
+// Relative L2 of out against ref; infinite if any output is not finite (an element not written).
+double relative_l2(const std::vector<bf16>& out, const std::vector<double>& ref) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double got = __bfloat162float(out[i]);
+    if (!std::isfinite(got)) return INFINITY;
+    err += (got - ref[i]) * (got - ref[i]), norm += ref[i] * ref[i];
+  }
+  return std::sqrt(err / norm);
+}
+
+// As ch20's registration: each output passes a few BF16 roundings (~3e-3 in all); a wrong row,
+// head, chunk or phase order is an O(1) error.
+constexpr double kTolerance = 1e-2;
+
+TEST(DecoderMegakernel, MatchesTheHostLayerForEachTokenCount) {
+  for (int tokens : {1, 2, 3, 5, 8}) {
+    const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
+    const kernels::OwnedStream stream;
+    std::optional<ch20::mega::DecoderMegakernel> step;
+    try {
+      step.emplace(dims, stream.get());
+    } catch (const bench::Unsupported& e) {
+      GTEST_SKIP() << e.what();
+    }
+    const int64_t kv_rows = dims.batch * dims.kv_heads * dims.past * ch20::kHeadDim,
+                  kv_new = dims.batch * dims.kv_heads * ch20::kHeadDim;
+    const unsigned seed = 100 * unsigned(tokens);
+    const std::vector<bf16> x = random_bf16(std::size_t(dims.batch * dims.hidden), -1.7f, 1.7f, seed),
+                            norm1 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 1),
+                            norm2 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 2),
+                            w_qkv = weights(dims.qkv_dim, dims.hidden, seed + 3),
+                            w_o = weights(dims.hidden, dims.hidden, seed + 4),
+                            w_gate_up = weights(2 * dims.ffn, dims.hidden, seed + 5),
+                            w_down = weights(dims.hidden, dims.ffn, seed + 6),
+                            k_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 7),
+                            v_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 8);
+    std::vector<double> y(x.size()), k_ref(static_cast<std::size_t>(kv_new)), v_ref(k_ref.size());
+    ch20::reference::layer(dims, {x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache},
+                           {y, k_ref, v_ref});
+
+    const std::vector<bf16*> in = {upload(x),      upload(norm1),   upload(norm2),
+                                   upload(w_qkv),  upload(w_o),     upload(w_gate_up),
+                                   upload(w_down), upload(k_cache), upload(v_cache)};
+    // The outputs start as NaN: an element no phase stores fails the comparison.
+    const std::vector<bf16> poison_y(y.size(), __float2bfloat16(NAN)),
+        poison_kv(std::size_t(kv_new), __float2bfloat16(NAN));
+    bf16 *y_d = upload(poison_y), *k_new_d = upload(poison_kv), *v_new_d = upload(poison_kv);
+    const ch20::mega::Io io{in[0], in[1], in[2], in[3], in[4],  in[5],
+                            in[6], in[7], in[8], y_d,   k_new_d, v_new_d};
+    for (int run = 0; run < 3; ++run) {  // the same plan: its barrier left ready for the next
+      (*step)(io, stream.get());
+      ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess) << tokens << " tokens";
+      EXPECT_LT(relative_l2(download(y_d, y.size()), y), kTolerance)
+          << tokens << " tokens, run " << run << ", grid " << step->grid() << ", "
+          << step->splits() << " splits";
+      EXPECT_LT(relative_l2(download(k_new_d, k_ref.size()), k_ref), kTolerance)
+          << tokens << " tokens, run " << run;
+      EXPECT_LT(relative_l2(download(v_new_d, v_ref.size()), v_ref), kTolerance)
+          << tokens << " tokens, run " << run;
+      for (bf16* out : {y_d, k_new_d, v_new_d})  // NaN again before the next run
+        ASSERT_EQ(cudaMemcpy(out, out == y_d ? poison_y.data() : poison_kv.data(),
+                             (out == y_d ? poison_y.size() : poison_kv.size()) * sizeof(bf16),
+                             cudaMemcpyHostToDevice),
+                  cudaSuccess);
+    }
+    for (bf16* p : in) cudaFree(p);
+    for (bf16* p : {y_d, k_new_d, v_new_d}) cudaFree(p);
+  }
+}
+
+// Past 8 tokens the megakernel is not the tool (the FMAs set the time): the plan says so, as a
+// skip, rather than launching a kernel that holds no more than 8 tokens' activations.
+TEST(DecoderMegakernel, NineTokensAreUnsupported) {
+  const kernels::OwnedStream stream;
+  EXPECT_THROW(ch20::mega::DecoderMegakernel(ch20::LayerDims::of(9, 8, 2, 4400, 700), stream.get()),
+               bench::Unsupported);
+}
+
+}  // namespace

@@ -34,8 +34,14 @@ constexpr double kRopeTheta = 500000.0;  // Llama 3's RoPE base
 struct LayerDims {
   int64_t batch, q_heads, kv_heads, group, hidden, qkv_dim, ffn, past;
   static LayerDims of(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t ffn, int64_t past) {
-    return {batch, q_heads, kv_heads, q_heads / kv_heads, q_heads * kHeadDim,
-            (q_heads + 2 * kv_heads) * kHeadDim, ffn, past};
+    return {batch,
+            q_heads,
+            kv_heads,
+            q_heads / kv_heads,
+            q_heads * kHeadDim,
+            (q_heads + 2 * kv_heads) * kHeadDim,
+            ffn,
+            past};
   }
 };
 
@@ -337,9 +343,9 @@ inline void layer(const LayerDims& w, const HostLayer& in, const HostOutputs& ou
 
 inline void layer(const DecoderLayer& w, bench::HostData& h) {
   layer(w.dims(),
-        {h.input<bf16>("x"), h.input<bf16>("norm1"), h.input<bf16>("norm2"),
-         h.input<bf16>("w_qkv"), h.input<bf16>("w_o"), h.input<bf16>("w_gate_up"),
-         h.input<bf16>("w_down"), h.input<bf16>("k_cache"), h.input<bf16>("v_cache")},
+        {h.input<bf16>("x"), h.input<bf16>("norm1"), h.input<bf16>("norm2"), h.input<bf16>("w_qkv"),
+         h.input<bf16>("w_o"), h.input<bf16>("w_gate_up"), h.input<bf16>("w_down"),
+         h.input<bf16>("k_cache"), h.input<bf16>("v_cache")},
         {h.expected("y"), h.expected("k_new"), h.expected("v_new")});
 }
 

@@ -31,7 +31,8 @@ struct GqaCache {
 };
 
 // act [t] = rmsnorm(in [t]) · gain, rounded to BF16 as the rmsnorm kernel does; 16-byte accesses.
-__device__ inline void fill_rmsnorm(const bf16* in, const bf16* gain, bf16* act, int tokens, int64_t k) {
+__device__ inline void fill_rmsnorm(const bf16* in, const bf16* gain, bf16* act, int tokens,
+                                    int64_t k) {
   const int64_t vectors = k / kernels::kBf16PerVector;
   const uint4* gains = reinterpret_cast<const uint4*>(gain);
   for (int t = 0; t < tokens; ++t) {

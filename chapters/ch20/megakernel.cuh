@@ -50,7 +50,11 @@ namespace ch20::mega {
 constexpr int kThreads = gemv::kThreads, kWarps = gemv::kWarps;
 static_assert(kThreads == decode::kThreads, "the attention items and the products share a block");
 constexpr int kMaxBlocksPerSm = 2;  // as rung 6's GEMVs: 16 warps, 128 KB of weights in flight
-constexpr int64_t kPrefetchKeys = 256;  // K and V rows of a chunk prefetched into L2: 128 KB
+// K and V rows of a chunk prefetched into L2 ahead of its item: 256 KB of a KV head's chunk. At
+// batch 1 that is every chunk whole (512 keys): the first chunks, prefetched while the barrier
+// after qkv resolves, are the whole 17 MB cache, a third of the H100's L2. At batch 8 (chunks of
+// 2048 keys, about 4 items a block) the next item's first quarter.
+constexpr int64_t kPrefetchKeys = 512;
 constexpr uint64_t kBarrierTimeoutNs = 20'000'000'000;  // 20 s: a step takes well under 1 ms,
                                                         // and under compute-sanitizer far less
                                                         // than this
@@ -66,9 +70,9 @@ struct Io {
 // need all of it), and the sizes.
 struct Step {
   Io io;
-  bf16 *q, *attn, *h, *act;   // [tokens][hidden] x 3, [tokens][ffn]
-  float *part_ml, *part_o;    // the attention chunks' partials, as decode::finish_pass writes them
-  uint32_t* barrier;          // [2]: arrivals, generation
+  bf16 *q, *attn, *h, *act;  // [tokens][hidden] x 3, [tokens][ffn]
+  float *part_ml, *part_o;   // the attention chunks' partials, as decode::finish_pass writes them
+  uint32_t* barrier;         // [2]: arrivals, generation
   int tokens, q_heads, kv_heads;
   int64_t group, hidden, qkv_dim, ffn, past, chunk;
   int splits;
@@ -90,7 +94,7 @@ __device__ __forceinline__ uint32_t arrive(uint32_t* barrier) {
     generation = kernels::load_acquire<kernels::Scope::gpu>(barrier + 1);
     __threadfence();  // the block's writes, before its arrival
     if (atomicAdd(barrier, 1u) == gridDim.x - 1) {
-      __threadfence();  // the last arrival: everyone's writes, before the release below
+      __threadfence();          // the last arrival: everyone's writes, before the release below
       atomicExch(barrier, 0u);  // ready for the next barrier (nobody arrives before the release)
       kernels::store_release<kernels::Scope::gpu>(barrier + 1, generation + 1);
     }
@@ -102,8 +106,8 @@ __device__ __forceinline__ uint32_t arrive(uint32_t* barrier) {
 __device__ __forceinline__ void wait(const uint32_t* barrier, uint32_t generation) {
   if (threadIdx.x == 0) {
     const uint64_t start = global_ns();
-    for (uint32_t spins = 1;
-         kernels::load_acquire<kernels::Scope::gpu>(barrier + 1) == generation; ++spins)
+    for (uint32_t spins = 1; kernels::load_acquire<kernels::Scope::gpu>(barrier + 1) == generation;
+         ++spins)
       if (spins % 1024 == 0 && global_ns() - start > kBarrierTimeoutNs) __trap();
   }
   __syncthreads();
@@ -115,9 +119,8 @@ using Slab = uint4[gemv::kRowsPerWarp][gemv::kVectorsPerRow];
 // A projection: the prologue into shared memory, then the warps' groups; w holds the slab of group
 // `first` (issued before the barrier ahead resolved).
 template <int kTokens, class Op>
-__device__ __forceinline__ void project(const bf16* weight, int64_t k, int64_t groups,
-                                        const Op& op, const Step& p, uint4* act, int64_t first,
-                                        Slab& w) {
+__device__ __forceinline__ void project(const bf16* weight, int64_t k, int64_t groups, const Op& op,
+                                        const Step& p, uint4* act, int64_t first, Slab& w) {
   gemv::fill_activations<kTokens>(op, act, p.tokens, k);
   __syncthreads();
   gemv::stream_groups<kTokens>(weight, k, groups, p.tokens, op, act, first,
@@ -201,7 +204,7 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   // Warps numbered across the blocks first: a projection with fewer row groups than the grid has
   // warps (qkv at batch 1: 1536 groups) spreads them over every SM, not over the first blocks.
   const int64_t first = int64_t{warp} * gridDim.x + blockIdx.x;
-  const QkvRopeAppend qkv{p.io.x,     p.io.norm1, p.q,    p.io.k_new,
+  const QkvRopeAppend qkv{p.io.x,     p.io.norm1, p.q,        p.io.k_new,
                           p.io.v_new, p.q_heads,  p.kv_heads, p.past};
   const ResidualProjection o{p.attn, p.io.x, p.h, p.hidden}, down{p.act, p.h, p.io.y, p.hidden};
   const GateUpSwiglu gate_up{p.h, p.io.norm2, p.act, p.ffn};
@@ -273,15 +276,23 @@ class DecoderMegakernel {
     if (!kernels::device_attribute(cudaDevAttrCooperativeLaunch))
       throw bench::Unsupported("megakernel: this GPU has no cooperative launch");
     switch (gemv::padded_tokens(p.tokens)) {
-      case 1: kernel_ = decoder_layer<1>; break;
-      case 2: kernel_ = decoder_layer<2>; break;
-      case 4: kernel_ = decoder_layer<4>; break;
-      default: kernel_ = decoder_layer<8>; break;
+      case 1:
+        kernel_ = decoder_layer<1>;
+        break;
+      case 2:
+        kernel_ = decoder_layer<2>;
+        break;
+      case 4:
+        kernel_ = decoder_layer<4>;
+        break;
+      default:
+        kernel_ = decoder_layer<8>;
+        break;
     }
     // Shared memory: the widest prologue (down's: tokens x ffn) or the attention's.
-    smem_ = std::max(size_t(gemv::padded_tokens(p.tokens)) * std::max(p.hidden, p.ffn) *
-                         sizeof(bf16),
-                     sizeof(decode::SplitSmem<1>));
+    smem_ =
+        std::max(size_t(gemv::padded_tokens(p.tokens)) * std::max(p.hidden, p.ffn) * sizeof(bf16),
+                 sizeof(decode::SplitSmem<1>));
     cudaFuncAttributes attributes = {};
     BENCH_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel_));
     if (attributes.sharedSizeBytes + smem_ >
@@ -302,7 +313,8 @@ class DecoderMegakernel {
     // 2 splits where the cache allows.
     // (decode::finish_pass writes partials only with 2 or more.)
     const int64_t pairs = dims.batch * dims.q_heads;
-    const int64_t wanted = std::clamp<int64_t>(grid_ / pairs, 2, std::max<int64_t>(2, p.past / 256));
+    const int64_t wanted =
+        std::clamp<int64_t>(grid_ / pairs, 2, std::max<int64_t>(2, p.past / 256));
     p.chunk = decode::chunk_for(p.past, int(wanted), 1);
     p.splits = int((p.past + p.chunk - 1) / p.chunk);  // rounding the chunk up may leave fewer
     if (p.splits < 2)

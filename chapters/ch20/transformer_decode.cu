@@ -29,13 +29,16 @@
 //      each launched programmatically (kernels/pdl.cuh), so it starts while the one ahead
 //      drains and its first weight loads need not wait. Up to 8 tokens; at batch 32 this rung
 //      runs rung 4's step in a graph (cuBLASLt: beyond 8 tokens the FMAs would set the time).
-// The persistent megakernel (one launch for the whole layer, weights streamed with no gap between
-// ops) is the next rung: README, "Next".
+//   7. step "megakernel": the same ops as rung 6 as phases of ONE persistent cooperative launch
+//      (ch20/megakernel.cuh), grid barriers between them; each warp issues the next projection's
+//      first weights between arriving at a barrier and waiting at it, so the weight stream does not
+//      stop at an op boundary. Up to 8 tokens (batch 32: SKIPPED). A step, not the optimized side,
+//      until a GPU measures it against rung 6.
 //
 // Verification: y and the appended K / V rows against an FP64 CPU layer at a small size of the
 // same structure (batch 3, 8 / 2 heads, MLP 2744, 1000 cached keys). At the timing size the
 // device reference is rung 1's kernels without the syncs: plain code that shares nothing with
-// rungs 2-6 (cuBLASLt, flash decoding, the fused kernels, the GEMVs), itself checked against the
+// rungs 2-7 (cuBLASLt, flash decoding, the fused kernels, the GEMVs), itself checked against the
 // CPU layer in every run. Tolerance: relative L2 1e-2. Each output passes through a few BF16
 // roundings (2^-9 relative each: qkv, the attention output, h, the MLP activations) on its way,
 // ~3e-3 in all. Timed hot: a decode step follows the previous one back to back, and its 453 MB are
@@ -506,14 +509,14 @@ struct GemvStep {
   }
 };
 
-// ---- rung 7: the whole step as one persistent launch (ch20/megakernel.cuh) -----------------------
-// The same ops as rung 6 as phases of one cooperative grid, one or two blocks an SM, grid barriers
-// between them; each warp's next weights go out while a barrier resolves. Up to 8 tokens, as
-// rung 6 (batch 32: SKIPPED). A step of the ladder until a GPU measures it against rung 6.
+// ---- rung 7: the whole step as one persistent launch (ch20/megakernel.cuh)
+// ----------------------- The same ops as rung 6 as phases of one cooperative grid, one or two
+// blocks an SM, grid barriers between them; each warp's next weights go out while a barrier
+// resolves. Up to 8 tokens, as rung 6 (batch 32: SKIPPED). A step of the ladder until a GPU
+// measures it against rung 6.
 struct Megakernel {
   mega::DecoderMegakernel kernel;
-  Megakernel(const DecoderLayer& w, cudaStream_t s)
-      : kernel(w.dims(), s) {}
+  Megakernel(const DecoderLayer& w, cudaStream_t s) : kernel(w.dims(), s) {}
   void operator()(const DecoderLayer& w, cudaStream_t s) const {
     kernel({w.x.data(), w.norm1.data(), w.norm2.data(), w.w_qkv.data(), w.w_o.data(),
             w.w_gate_up.data(), w.w_down.data(), w.k_cache.data(), w.v_cache.data(), w.y.data(),

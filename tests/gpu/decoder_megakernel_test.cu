@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "device_copy.hpp"
+#include "relative_l2.hpp"
 
 namespace {
 
@@ -35,17 +36,6 @@ std::vector<bf16> random_bf16(std::size_t count, float low, float high, unsigned
 std::vector<bf16> weights(int64_t rows, int64_t k, unsigned seed) {  // unit-scale outputs
   const float a = std::sqrt(3.0f / float(k));
   return random_bf16(std::size_t(rows * k), -a, a, seed);
-}
-
-// Relative L2 of out against ref; infinite if any output is not finite (an element not written).
-double relative_l2(const std::vector<bf16>& out, const std::vector<double>& ref) {
-  double err = 0, norm = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double got = __bfloat162float(out[i]);
-    if (!std::isfinite(got)) return INFINITY;
-    err += (got - ref[i]) * (got - ref[i]), norm += ref[i] * ref[i];
-  }
-  return std::sqrt(err / norm);
 }
 
 // As ch20's registration: each output passes a few BF16 roundings (~3e-3 in all); a wrong row,
@@ -65,7 +55,8 @@ TEST(DecoderMegakernel, MatchesTheHostLayerForEachTokenCount) {
     const int64_t kv_rows = dims.batch * dims.kv_heads * dims.past * ch20::kHeadDim,
                   kv_new = dims.batch * dims.kv_heads * ch20::kHeadDim;
     const unsigned seed = 100 * unsigned(tokens);
-    const std::vector<bf16> x = random_bf16(std::size_t(dims.batch * dims.hidden), -1.7f, 1.7f, seed),
+    const std::vector<bf16> x = random_bf16(std::size_t(dims.batch * dims.hidden), -1.7f, 1.7f,
+                                            seed),
                             norm1 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 1),
                             norm2 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 2),
                             w_qkv = weights(dims.qkv_dim, dims.hidden, seed + 3),
@@ -85,14 +76,14 @@ TEST(DecoderMegakernel, MatchesTheHostLayerForEachTokenCount) {
     const std::vector<bf16> poison_y(y.size(), __float2bfloat16(NAN)),
         poison_kv(std::size_t(kv_new), __float2bfloat16(NAN));
     bf16 *y_d = upload(poison_y), *k_new_d = upload(poison_kv), *v_new_d = upload(poison_kv);
-    const ch20::mega::Io io{in[0], in[1], in[2], in[3], in[4],  in[5],
+    const ch20::mega::Io io{in[0], in[1], in[2], in[3], in[4],   in[5],
                             in[6], in[7], in[8], y_d,   k_new_d, v_new_d};
     for (int run = 0; run < 3; ++run) {  // the same plan: its barrier left ready for the next
       (*step)(io, stream.get());
       ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess) << tokens << " tokens";
       EXPECT_LT(relative_l2(download(y_d, y.size()), y), kTolerance)
-          << tokens << " tokens, run " << run << ", grid " << step->grid() << ", "
-          << step->splits() << " splits";
+          << tokens << " tokens, run " << run << ", grid " << step->grid() << ", " << step->splits()
+          << " splits";
       EXPECT_LT(relative_l2(download(k_new_d, k_ref.size()), k_ref), kTolerance)
           << tokens << " tokens, run " << run;
       EXPECT_LT(relative_l2(download(v_new_d, v_ref.size()), v_ref), kTolerance)

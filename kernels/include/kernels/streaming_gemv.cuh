@@ -27,6 +27,8 @@
 // Weights are read before the kernel waits for the one ahead (kernels/pdl.cuh): they are inputs
 // nothing in a decode step writes, so a launched dependently the kernel's first loads overlap the
 // tail of the kernel before it, and only the prologue waits.
+// load_slab, fill_activations and stream_groups are the kernel's pieces as device functions, for a
+// persistent kernel that runs several projections in one launch (ch20's megakernel).
 // Limits: k a multiple of 8 (16-byte rows); tokens × k × 2 bytes of shared memory per block (a
 // GPU without it throws bench::Unsupported); beyond 8 tokens the FMAs, not the bytes, set the time,
 // and a tensor-core GEMM is the tool.
@@ -54,8 +56,8 @@ constexpr int kVectorsPerRow = 4;  // 16-byte loads per row a lane has in flight
 constexpr int kBlocksPerSm = 2;    // at most: 64 KB in flight per block, and room left for the
                                    // dependent kernel's first blocks where registers allow
 constexpr int kMaxTokens = 8;
-// Registers (ptxas, sm_90a, CUDA 13.0, with ch20's epilogues): 116-118 at 1 token and 124-128 at 2
-// (2 blocks an SM), 146-158 at 4 and 181-202 at 8 (1 block an SM: 8 warps, 64 KB in flight).
+// Registers (ptxas, sm_90a, CUDA 13.0, with ch20's epilogues): 102-116 at 1 token and 125-128 at 2
+// (2 blocks an SM), 149-155 at 4 and 181-200 at 8 (1 block an SM: 8 warps, 64 KB in flight).
 
 // The activation rows a launch holds: the tokens rounded up to 1, 2, 4 or 8 (one kernel each);
 // the padding rows are zeros, and their sums are never stored.

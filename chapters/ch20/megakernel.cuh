@@ -85,33 +85,44 @@ __device__ __forceinline__ uint64_t global_ns() {
   return t;
 }
 
-// The block has finished the phase: its thread 0 counts it in. Returns the generation to wait past
-// (meaningful in thread 0 only).
-__device__ __forceinline__ uint32_t arrive(uint32_t* barrier) {
-  __syncthreads();  // every thread's writes of the phase, before thread 0's fence
-  uint32_t generation = 0;
-  if (threadIdx.x == 0) {
-    generation = kernels::load_acquire<kernels::Scope::gpu>(barrier + 1);
+// state [0] counts the blocks arrived, state [1] is the generation, one more per barrier. Thread 0
+// of each block keeps the generation its next barrier starts from in a register (read once at the
+// launch's start: no launch changes it while another runs, and no barrier completes before every
+// block has arrived), so an arrival costs a fence and one atomic, not a load first.
+class GridBarrier {
+ public:
+  __device__ explicit GridBarrier(uint32_t* state)
+      : state_(state),
+        generation_(threadIdx.x == 0 ? kernels::load_acquire<kernels::Scope::gpu>(state + 1) : 0) {}
+
+  // The block has finished the phase: its thread 0 counts it in.
+  __device__ __forceinline__ void arrive() {
+    __syncthreads();  // every thread's writes of the phase, before thread 0's fence
+    if (threadIdx.x != 0) return;
     __threadfence();  // the block's writes, before its arrival
-    if (atomicAdd(barrier, 1u) == gridDim.x - 1) {
-      __threadfence();          // the last arrival: everyone's writes, before the release below
-      atomicExch(barrier, 0u);  // ready for the next barrier (nobody arrives before the release)
-      kernels::store_release<kernels::Scope::gpu>(barrier + 1, generation + 1);
+    if (atomicAdd(state_, 1u) == gridDim.x - 1) {
+      __threadfence();         // the last arrival: everyone's writes, before the release below
+      atomicExch(state_, 0u);  // ready for the next barrier (nobody arrives before the release)
+      kernels::store_release<kernels::Scope::gpu>(state_ + 1, generation_ + 1);
     }
   }
-  return generation;
-}
 
-// Returns once every block has arrived; what they wrote before arriving is then visible.
-__device__ __forceinline__ void wait(const uint32_t* barrier, uint32_t generation) {
-  if (threadIdx.x == 0) {
-    const uint64_t start = global_ns();
-    for (uint32_t spins = 1; kernels::load_acquire<kernels::Scope::gpu>(barrier + 1) == generation;
-         ++spins)
-      if (spins % 1024 == 0 && global_ns() - start > kBarrierTimeoutNs) __trap();
+  // Returns once every block has arrived; what they wrote before arriving is then visible.
+  __device__ __forceinline__ void wait() {
+    if (threadIdx.x == 0) {
+      const uint64_t start = global_ns();
+      for (uint32_t spins = 1;
+           kernels::load_acquire<kernels::Scope::gpu>(state_ + 1) == generation_; ++spins)
+        if (spins % 1024 == 0 && global_ns() - start > kBarrierTimeoutNs) __trap();
+      ++generation_;
+    }
+    __syncthreads();
   }
-  __syncthreads();
-}
+
+ private:
+  uint32_t* state_;
+  uint32_t generation_;  // thread 0's
+};
 
 // ---- the phases --------------------------------------------------------------------------------
 using Slab = uint4[gemv::kRowsPerWarp][gemv::kVectorsPerRow];
@@ -211,14 +222,15 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   const int64_t qkv_groups = p.qkv_dim / gemv::kRowsPerWarp,
                 o_groups = p.hidden / gemv::kRowsPerWarp, gate_up_groups = p.ffn / 2,
                 down_groups = p.hidden / gemv::kRowsPerWarp;
+  GridBarrier barrier(p.barrier);
   Slab w;
 
   // 1. qkv. Nothing to wait for: x and the weights are inputs.
   load_first(p.io.w_qkv, p.hidden, qkv_groups, qkv, first, w);
   project<kTokens>(p.io.w_qkv, p.hidden, qkv_groups, qkv, p, smem, first, w);
-  uint32_t generation = arrive(p.barrier);
+  barrier.arrive();
   prefetch_chunk(p, blockIdx.x);
-  wait(p.barrier, generation);
+  barrier.wait();
 
   // 2. attention over the cache, into the partials; the new key joins in the merge.
   const decode::Args args{p.q, nullptr, p.part_ml, p.part_o, 1, 0, p.chunk, p.splits};
@@ -229,27 +241,28 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
     const int64_t kv_split = item / p.group, bh = kv_split / p.splits * p.group + item % p.group;
     decode::attend_split<1>(args, cache, bh, int(kv_split % p.splits), split_smem);
   }
-  generation = arrive(p.barrier);
+  barrier.arrive();
   load_first(p.io.w_o, p.hidden, o_groups, o, first, w);  // held to phase 4
-  wait(p.barrier, generation);
+  barrier.wait();
 
   // 3. merge, a warp per (sequence, head).
   for (int64_t bh = blockIdx.x * int64_t{kWarps} + warp; bh < int64_t{p.tokens} * p.q_heads;
        bh += int64_t{gridDim.x} * kWarps)
     merge_pair(p, bh);
-  wait(p.barrier, arrive(p.barrier));
+  barrier.arrive();
+  barrier.wait();
 
   // 4. o: h = x + attn · W_oᵀ.
   project<kTokens>(p.io.w_o, p.hidden, o_groups, o, p, smem, first, w);
-  generation = arrive(p.barrier);
+  barrier.arrive();
   load_first(p.io.w_gate_up, p.hidden, gate_up_groups, gate_up, first, w);
-  wait(p.barrier, generation);
+  barrier.wait();
 
   // 5. gate/up with SwiGLU.
   project<kTokens>(p.io.w_gate_up, p.hidden, gate_up_groups, gate_up, p, smem, first, w);
-  generation = arrive(p.barrier);
+  barrier.arrive();
   load_first(p.io.w_down, p.ffn, down_groups, down, first, w);
-  wait(p.barrier, generation);
+  barrier.wait();
 
   // 6. down: y = h + act · W_downᵀ. The launch's end is the last barrier.
   project<kTokens>(p.io.w_down, p.ffn, down_groups, down, p, smem, first, w);

@@ -55,9 +55,9 @@ constexpr int kMaxBlocksPerSm = 2;  // as rung 6's GEMVs: 16 warps, 128 KB of we
 // after qkv resolves, are the whole 17 MB cache, a third of the H100's L2. At batch 8 (chunks of
 // 2048 keys, about 4 items a block) the next item's first quarter.
 constexpr int64_t kPrefetchKeys = 512;
-constexpr uint64_t kBarrierTimeoutNs = 20'000'000'000;  // 20 s: a step takes well under 1 ms,
-                                                        // and under compute-sanitizer far less
-                                                        // than this
+// A barrier waits for the slowest block's phase: well under a millisecond, and still far under this
+// when compute-sanitizer instruments every access. Past it the kernel traps.
+constexpr uint64_t kBarrierTimeoutNs = 20'000'000'000;
 
 // The step's inputs and outputs (as DecoderLayer holds them).
 struct Io {
@@ -312,8 +312,11 @@ class DecoderMegakernel {
         size_t(kernels::device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)))
       throw bench::Unsupported("megakernel: " + std::to_string(smem_) +
                                " bytes of activations exceed this GPU's shared memory per block");
-    BENCH_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
+    // The opt-in is the kernel's, shared by every plan of the same padded token count: only ever
+    // raised, as kernels/streaming_gemv.cuh's (a smaller plan made later must not break a larger).
+    if (int(smem_) > attributes.maxDynamicSharedSizeBytes)
+      BENCH_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
     // The grid barrier needs every block resident at once: the grid is what fits.
     const int per_sm = kernels::blocks_per_sm(kernel_, kThreads, smem_);
     if (per_sm < 1)
@@ -322,9 +325,8 @@ class DecoderMegakernel {
                                " bytes of shared memory fits an SM, so the grid cannot be "
                                "co-resident");
     grid_ = unsigned(kernels::sm_count() * std::min(per_sm, kMaxBlocksPerSm));
-    // Attention items: about one per block (pairs x splits), chunks of at least 256 keys, at least
-    // 2 splits where the cache allows.
-    // (decode::finish_pass writes partials only with 2 or more.)
+    // Attention items: about one per block (pairs x splits), chunks of at least 256 keys, and at
+    // least 2 splits (decode::finish_pass writes partials only then).
     const int64_t pairs = dims.batch * dims.q_heads;
     const int64_t wanted =
         std::clamp<int64_t>(grid_ / pairs, 2, std::max<int64_t>(2, p.past / 256));

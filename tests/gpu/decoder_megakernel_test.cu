@@ -7,7 +7,7 @@
 // activation rows, the padding rows zero and never stored). Each output starts as NaN, so an
 // element no phase stores fails; the step runs three times on one plan, so a grid barrier not left
 // ready for the next launch (its arrival count not reset) fails the second run, by its timeout's
-// trap if it would otherwise hang.
+// trap if it would otherwise hang. And the shared-memory opt-in, which plans of one kernel share.
 #include <gtest/gtest.h>
 
 #include <ch20/megakernel.cuh>
@@ -42,61 +42,84 @@ std::vector<bf16> weights(int64_t rows, int64_t k, unsigned seed) {  // unit-sca
 // head, chunk or phase order is an O(1) error.
 constexpr double kTolerance = 1e-2;
 
+// Runs `plan` (made for dims) `runs` times on random inputs of dims and compares y, k_new and
+// v_new with the FP64 CPU layer after each run.
+void expect_matches_host(const ch20::LayerDims& dims, const ch20::mega::DecoderMegakernel& plan,
+                         cudaStream_t stream, int runs) {
+  const int64_t kv_rows = dims.batch * dims.kv_heads * dims.past * ch20::kHeadDim,
+                kv_new = dims.batch * dims.kv_heads * ch20::kHeadDim;
+  const unsigned seed = unsigned(100 * dims.batch + dims.ffn);
+  const std::vector<bf16> x = random_bf16(std::size_t(dims.batch * dims.hidden), -1.7f, 1.7f, seed),
+                          norm1 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 1),
+                          norm2 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 2),
+                          w_qkv = weights(dims.qkv_dim, dims.hidden, seed + 3),
+                          w_o = weights(dims.hidden, dims.hidden, seed + 4),
+                          w_gate_up = weights(2 * dims.ffn, dims.hidden, seed + 5),
+                          w_down = weights(dims.hidden, dims.ffn, seed + 6),
+                          k_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 7),
+                          v_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 8);
+  std::vector<double> y(x.size()), k_ref(static_cast<std::size_t>(kv_new)), v_ref(k_ref.size());
+  ch20::reference::layer(dims, {x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache},
+                         {y, k_ref, v_ref});
+
+  const std::vector<bf16*> in = {upload(x),      upload(norm1),   upload(norm2),
+                                 upload(w_qkv),  upload(w_o),     upload(w_gate_up),
+                                 upload(w_down), upload(k_cache), upload(v_cache)};
+  // The outputs start as NaN: an element no phase stores fails the comparison.
+  const std::vector<bf16> poison_y(y.size(), __float2bfloat16(NAN)),
+      poison_kv(k_ref.size(), __float2bfloat16(NAN));
+  bf16 *y_d = upload(poison_y), *k_new_d = upload(poison_kv), *v_new_d = upload(poison_kv);
+  const ch20::mega::Io io{in[0], in[1], in[2], in[3], in[4],   in[5],
+                          in[6], in[7], in[8], y_d,   k_new_d, v_new_d};
+  for (int run = 0; run < runs; ++run) {
+    plan(io, stream);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << dims.batch << " tokens, run " << run;
+    EXPECT_LT(relative_l2(download(y_d, y.size()), y), kTolerance)
+        << dims.batch << " tokens, run " << run << ", grid " << plan.grid() << ", " << plan.splits()
+        << " splits";
+    EXPECT_LT(relative_l2(download(k_new_d, k_ref.size()), k_ref), kTolerance)
+        << dims.batch << " tokens, run " << run;
+    EXPECT_LT(relative_l2(download(v_new_d, v_ref.size()), v_ref), kTolerance)
+        << dims.batch << " tokens, run " << run;
+    for (bf16* out : {y_d, k_new_d, v_new_d})  // NaN again before the next run
+      ASSERT_EQ(cudaMemcpy(out, out == y_d ? poison_y.data() : poison_kv.data(),
+                           (out == y_d ? poison_y.size() : poison_kv.size()) * sizeof(bf16),
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+  }
+  for (bf16* p : in) cudaFree(p);
+  for (bf16* p : {y_d, k_new_d, v_new_d}) cudaFree(p);
+}
+
 TEST(DecoderMegakernel, MatchesTheHostLayerForEachTokenCount) {
   for (int tokens : {1, 2, 3, 5, 8}) {
     const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
     const kernels::OwnedStream stream;
-    std::optional<ch20::mega::DecoderMegakernel> step;
+    std::optional<ch20::mega::DecoderMegakernel> plan;
     try {
-      step.emplace(dims, stream.get());
+      plan.emplace(dims, stream.get());
     } catch (const bench::Unsupported& e) {
       GTEST_SKIP() << e.what();
     }
-    const int64_t kv_rows = dims.batch * dims.kv_heads * dims.past * ch20::kHeadDim,
-                  kv_new = dims.batch * dims.kv_heads * ch20::kHeadDim;
-    const unsigned seed = 100 * unsigned(tokens);
-    const std::vector<bf16> x = random_bf16(std::size_t(dims.batch * dims.hidden), -1.7f, 1.7f,
-                                            seed),
-                            norm1 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 1),
-                            norm2 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 2),
-                            w_qkv = weights(dims.qkv_dim, dims.hidden, seed + 3),
-                            w_o = weights(dims.hidden, dims.hidden, seed + 4),
-                            w_gate_up = weights(2 * dims.ffn, dims.hidden, seed + 5),
-                            w_down = weights(dims.hidden, dims.ffn, seed + 6),
-                            k_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 7),
-                            v_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 8);
-    std::vector<double> y(x.size()), k_ref(static_cast<std::size_t>(kv_new)), v_ref(k_ref.size());
-    ch20::reference::layer(dims, {x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache},
-                           {y, k_ref, v_ref});
-
-    const std::vector<bf16*> in = {upload(x),      upload(norm1),   upload(norm2),
-                                   upload(w_qkv),  upload(w_o),     upload(w_gate_up),
-                                   upload(w_down), upload(k_cache), upload(v_cache)};
-    // The outputs start as NaN: an element no phase stores fails the comparison.
-    const std::vector<bf16> poison_y(y.size(), __float2bfloat16(NAN)),
-        poison_kv(std::size_t(kv_new), __float2bfloat16(NAN));
-    bf16 *y_d = upload(poison_y), *k_new_d = upload(poison_kv), *v_new_d = upload(poison_kv);
-    const ch20::mega::Io io{in[0], in[1], in[2], in[3], in[4],   in[5],
-                            in[6], in[7], in[8], y_d,   k_new_d, v_new_d};
-    for (int run = 0; run < 3; ++run) {  // the same plan: its barrier left ready for the next
-      (*step)(io, stream.get());
-      ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess) << tokens << " tokens";
-      EXPECT_LT(relative_l2(download(y_d, y.size()), y), kTolerance)
-          << tokens << " tokens, run " << run << ", grid " << step->grid() << ", " << step->splits()
-          << " splits";
-      EXPECT_LT(relative_l2(download(k_new_d, k_ref.size()), k_ref), kTolerance)
-          << tokens << " tokens, run " << run;
-      EXPECT_LT(relative_l2(download(v_new_d, v_ref.size()), v_ref), kTolerance)
-          << tokens << " tokens, run " << run;
-      for (bf16* out : {y_d, k_new_d, v_new_d})  // NaN again before the next run
-        ASSERT_EQ(cudaMemcpy(out, out == y_d ? poison_y.data() : poison_kv.data(),
-                             (out == y_d ? poison_y.size() : poison_kv.size()) * sizeof(bf16),
-                             cudaMemcpyHostToDevice),
-                  cudaSuccess);
-    }
-    for (bf16* p : in) cudaFree(p);
-    for (bf16* p : {y_d, k_new_d, v_new_d}) cudaFree(p);
+    // Three runs of one plan: its barrier must be left ready for the next launch.
+    expect_matches_host(dims, *plan, stream.get(), 3);
   }
+}
+
+// The dynamic shared-memory opt-in belongs to the kernel, which every plan of one padded token
+// count shares: a smaller plan made after a larger one must leave the larger one launchable.
+TEST(DecoderMegakernel, ASmallerPlanOfTheSameKernelLeavesTheLargerOneLaunchable) {
+  const ch20::LayerDims large = ch20::LayerDims::of(8, 8, 2, 4400, 700),  // 70 KB of activations
+      small = ch20::LayerDims::of(5, 8, 2, 1000, 700);                    // 16 KB
+  const kernels::OwnedStream stream;
+  std::optional<ch20::mega::DecoderMegakernel> large_plan;
+  try {
+    large_plan.emplace(large, stream.get());
+  } catch (const bench::Unsupported& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const ch20::mega::DecoderMegakernel small_plan(small, stream.get());
+  expect_matches_host(large, *large_plan, stream.get(), 1);
 }
 
 // Past 8 tokens the megakernel is not the tool (the FMAs set the time): the plan says so, as a

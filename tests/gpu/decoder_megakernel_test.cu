@@ -81,11 +81,15 @@ void expect_matches_host(const ch20::LayerDims& dims, const ch20::mega::DecoderM
         << dims.batch << " tokens, run " << run;
     EXPECT_LT(relative_l2(download(v_new_d, v_ref.size()), v_ref), kTolerance)
         << dims.batch << " tokens, run " << run;
-    for (bf16* out : {y_d, k_new_d, v_new_d})  // NaN again before the next run
+    // NaN again before the next run. A copy from pageable memory may return before its bytes
+    // land, and the plan's non-blocking stream is not ordered after it: without the device
+    // synchronize, the poison could land after the next run's stores and fail a correct kernel.
+    for (bf16* out : {y_d, k_new_d, v_new_d})
       ASSERT_EQ(cudaMemcpy(out, out == y_d ? poison_y.data() : poison_kv.data(),
                            (out == y_d ? poison_y.size() : poison_kv.size()) * sizeof(bf16),
                            cudaMemcpyHostToDevice),
                 cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   }
   for (bf16* p : in) cudaFree(p);
   for (bf16* p : {y_d, k_new_d, v_new_d}) cudaFree(p);

@@ -7,7 +7,9 @@
 // activation rows, the padding rows zero and never stored). Each output starts as NaN, so an
 // element no phase stores fails; the step runs three times on one plan, so a grid barrier not left
 // ready for the next launch (its arrival count not reset) fails the second run, by its timeout's
-// trap if it would otherwise hang. And the shared-memory opt-in, which plans of one kernel share.
+// trap if it would otherwise hang. A 2000-key cache merges 7 splits, the last one short; a cache of
+// zero keys with large RMSNorm gains makes the new key, which joins only in the merge, carry about
+// a quarter of the heads. And the shared-memory opt-in, which plans of one kernel share.
 #include <gtest/gtest.h>
 
 #include <ch20/megakernel.cuh>
@@ -42,21 +44,33 @@ std::vector<bf16> weights(int64_t rows, int64_t k, unsigned seed) {  // unit-sca
 // head, chunk or phase order is an O(1) error.
 constexpr double kTolerance = 1e-2;
 
+// How the random inputs are drawn where a test needs other than the default: RMSNorm 1's gains
+// (they scale q, k and v, so the scores grow as their square) and a K cache of zeros (every cached
+// score 0).
+struct Inputs {
+  float norm1_low = 0.5f, norm1_high = 1.5f;
+  bool zero_k_cache = false;
+};
+
 // Runs `plan` (made for dims) `runs` times on random inputs of dims and compares y, k_new and
 // v_new with the FP64 CPU layer after each run.
 void expect_matches_host(const ch20::LayerDims& dims, const ch20::mega::DecoderMegakernel& plan,
-                         cudaStream_t stream, int runs) {
+                         cudaStream_t stream, int runs, const Inputs& inputs = {}) {
   const int64_t kv_rows = dims.batch * dims.kv_heads * dims.past * ch20::kHeadDim,
                 kv_new = dims.batch * dims.kv_heads * ch20::kHeadDim;
   const unsigned seed = unsigned(100 * dims.batch + dims.ffn);
   const std::vector<bf16> x = random_bf16(std::size_t(dims.batch * dims.hidden), -1.7f, 1.7f, seed),
-                          norm1 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 1),
+                          norm1 = random_bf16(std::size_t(dims.hidden), inputs.norm1_low,
+                                              inputs.norm1_high, seed + 1),
                           norm2 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 2),
                           w_qkv = weights(dims.qkv_dim, dims.hidden, seed + 3),
                           w_o = weights(dims.hidden, dims.hidden, seed + 4),
                           w_gate_up = weights(2 * dims.ffn, dims.hidden, seed + 5),
                           w_down = weights(dims.hidden, dims.ffn, seed + 6),
-                          k_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 7),
+                          k_cache =
+                              inputs.zero_k_cache
+                                  ? std::vector<bf16>(std::size_t(kv_rows), __float2bfloat16(0.0f))
+                                  : random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 7),
                           v_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 8);
   std::vector<double> y(x.size()), k_ref(static_cast<std::size_t>(kv_new)), v_ref(k_ref.size());
   ch20::reference::layer(dims, {x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache},
@@ -107,6 +121,47 @@ TEST(DecoderMegakernel, MatchesTheHostLayerForEachTokenCount) {
     }
     // Three runs of one plan: its barrier must be left ready for the next launch.
     expect_matches_host(dims, *plan, stream.get(), 3);
+    if (HasFatalFailure())
+      return;  // a trapped barrier loses the context: the rest would only echo it
+  }
+}
+
+// At 700 keys every plan above has 2 splits. A longer cache at 1 token gets 7 (chunks of 320 keys,
+// the last one 80), as the timing size gets 8 at batch 1: the merge folds more than two partials,
+// and a short last chunk.
+TEST(DecoderMegakernel, MergesManySplitsWithAShortLastChunk) {
+  const ch20::LayerDims dims = ch20::LayerDims::of(1, 8, 2, 4400, 2000);
+  const kernels::OwnedStream stream;
+  std::optional<ch20::mega::DecoderMegakernel> plan;
+  try {
+    plan.emplace(dims, stream.get());
+  } catch (const bench::Unsupported& e) {
+    GTEST_SKIP() << e.what();
+  }
+  EXPECT_GE(plan->splits(), 4) << "grid " << plan->grid();
+  expect_matches_host(dims, *plan, stream.get(), 1);
+}
+
+// With random inputs the new key is one of 701 (weight ~1e-3): y would hardly change if the merge
+// dropped it or read another head's. Here the cached keys are zeros (every cached score 0, so the
+// cache's part of the softmax is 700 x 2^0) and RMSNorm 1's gains are ~3, which makes the new key's
+// score q.k / sqrt(128) ~N(0, 9^2) nats: in about a quarter of the heads it is above ln 700 and the
+// head's output is mostly v_new (of size ~3), in the rest mostly the cache's mean of V. A merge
+// that dropped the new key, scaled its score wrongly or read another KV head's row is then an O(1)
+// error in y; the BF16 roundings move a score by ~0.02 nats, a small fraction of the tolerance.
+TEST(DecoderMegakernel, TheNewKeyWeighsInTheMerge) {
+  for (int tokens : {1, 5}) {
+    const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
+    const kernels::OwnedStream stream;
+    std::optional<ch20::mega::DecoderMegakernel> plan;
+    try {
+      plan.emplace(dims, stream.get());
+    } catch (const bench::Unsupported& e) {
+      GTEST_SKIP() << e.what();
+    }
+    expect_matches_host(dims, *plan, stream.get(), 1,
+                        {.norm1_low = 2.5f, .norm1_high = 3.5f, .zero_k_cache = true});
+    if (HasFatalFailure()) return;
   }
 }
 

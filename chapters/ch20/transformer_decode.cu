@@ -509,11 +509,10 @@ struct GemvStep {
   }
 };
 
-// ---- rung 7: the whole step as one persistent launch (ch20/megakernel.cuh)
-// ----------------------- The same ops as rung 6 as phases of one cooperative grid, one or two
-// blocks an SM, grid barriers between them; each warp's next weights go out while a barrier
-// resolves. Up to 8 tokens, as rung 6 (batch 32: SKIPPED). A step of the ladder until a GPU
-// measures it against rung 6.
+// ---- rung 7: the whole step as one persistent launch (ch20/megakernel.cuh) -------------------
+// The same ops as rung 6 as phases of one cooperative grid, one or two blocks an SM, grid barriers
+// between them; each warp's next weights go out while a barrier resolves. Up to 8 tokens, as rung
+// 6 (batch 32: SKIPPED). A step of the ladder until a GPU measures it against rung 6.
 struct Megakernel {
   mega::DecoderMegakernel kernel;
   Megakernel(const DecoderLayer& w, cudaStream_t s) : kernel(w.dims(), s) {}

@@ -8,8 +8,8 @@
 // element no phase stores fails; the step runs three times on one plan, so a grid barrier not left
 // ready for the next launch (its arrival count not reset) fails the second run, by its timeout's
 // trap if it would otherwise hang. A 2000-key cache merges 7 splits, the last one short; a cache of
-// zero keys with large RMSNorm gains makes the new key, which joins only in the merge, carry about
-// a quarter of the heads. And the shared-memory opt-in, which plans of one kernel share.
+// zero keys with larger RMSNorm gains makes the new key, which joins only in the merge, weigh in y.
+// And the shared-memory opt-in, which plans of one kernel share.
 #include <gtest/gtest.h>
 
 #include <ch20/megakernel.cuh>
@@ -143,12 +143,14 @@ TEST(DecoderMegakernel, MergesManySplitsWithAShortLastChunk) {
 }
 
 // With random inputs the new key is one of 701 (weight ~1e-3): y would hardly change if the merge
-// dropped it or read another head's. Here the cached keys are zeros (every cached score 0, so the
-// cache's part of the softmax is 700 x 2^0) and RMSNorm 1's gains are ~3, which makes the new key's
-// score q.k / sqrt(128) ~N(0, 9^2) nats: in about a quarter of the heads it is above ln 700 and the
-// head's output is mostly v_new (of size ~3), in the rest mostly the cache's mean of V. A merge
-// that dropped the new key, scaled its score wrongly or read another KV head's row is then an O(1)
-// error in y; the BF16 roundings move a score by ~0.02 nats, a small fraction of the tolerance.
+// dropped it or read another head's (~1e-3 relative, under the tolerance). Here the cached keys
+// are zeros (every cached score 0: the cache's part of the softmax is 700 x e^0) and RMSNorm 1's
+// gains are ~2, which makes the new key's score q.k / sqrt(128) ~N(0, 4^2) nats: a head whose
+// score is above 4 gives it 7% of the weight or more, one above ln 700 most of it. An FP64
+// host emulation of exactly these inputs (not run on a GPU) puts the BF16 roundings at 3.5e-3 and
+// 3.3e-3 relative L2 in y at 1 and 5 tokens, and the same layer without the new key 6.7e-2 and
+// 3.5e-1 away. Larger gains separate them more but amplify the roundings through the larger
+// scores: at ~3 the roundings alone reached 1.07e-2 at 1 token.
 TEST(DecoderMegakernel, TheNewKeyWeighsInTheMerge) {
   for (int tokens : {1, 5}) {
     const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
@@ -160,7 +162,7 @@ TEST(DecoderMegakernel, TheNewKeyWeighsInTheMerge) {
       GTEST_SKIP() << e.what();
     }
     expect_matches_host(dims, *plan, stream.get(), 1,
-                        {.norm1_low = 2.5f, .norm1_high = 3.5f, .zero_k_cache = true});
+                        {.norm1_low = 1.5f, .norm1_high = 2.5f, .zero_k_cache = true});
     if (HasFatalFailure()) return;
   }
 }

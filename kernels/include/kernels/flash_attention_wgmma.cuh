@@ -1,7 +1,7 @@
 // kernels/flash_attention_wgmma.cuh: the Hopper FlashAttention forward block (sm_90a only): TMA
 // loads by a producer, wgmma for both products, two or three consumer warpgroups; ch16's
-// `wgmma_ws`, `wgmma_pingpong`, `wgmma_pingpong_192`, `wgmma_persistent` and `wgmma_overlap` rungs
-// and ch18's block-sparse `skip_masked_wgmma`. Which 128-key tiles a block walks, and which
+// `wgmma_ws`, `wgmma_pingpong`, `wgmma_pingpong_192`, `wgmma_persistent`, `wgmma_overlap` and
+// `wgmma_overlap_early_turn` rungs and ch18's block-sparse `skip_masked_wgmma`. Which 128-key tiles a block walks, and which
 // scores it masks, is a policy (`Walk`, below), as in flash_attention_mma.cuh.
 //
 // Templated on the head dim kD (128 or 64), the consumer count kConsumers (Team: 2, or 3 at d64,
@@ -31,7 +31,7 @@
 // distance to the next box, then goes unused). Q 32 KiB + 2 stages x (K 32 + V 32 KiB) = 160 KiB
 // at d128; at d64 16 KiB of Q a consumer pair (24 with three) + 64 KiB of ring (one CTA per SM,
 // by registers either way).
-// Three consumer schedules (Schedule):
+// Four consumer schedules (Schedule):
 //   serial ("wgmma_ws"): S, wait, softmax, P V, wait, per tile. The tensor cores idle through each
 //     softmax unless another warpgroup happens to be issuing then;
 //   pingpong ("wgmma_pingpong", FlashAttention-3's two overlaps): (1) within a warpgroup, S of
@@ -44,6 +44,9 @@
 //     second S register set; tile t's softmax, O's rescale and P's packing run while that S is on
 //     the tensor cores, and is waited for before the next turn (overlap_tile says why P V is
 //     waited for first: registers). The producer then loads K one tile ahead of V.
+//   overlap_early_turn ("wgmma_overlap_early_turn"): overlap with the turn passed as soon as P V
+//     of tile t - 1 is issued, before the wait for it, so the other consumer's P V queues behind
+//     it; S of tile t + 1 is then issued outside the turn.
 //
 // A Walk is a small struct with these device members (t counts the block's 128-key tiles, at
 // least one; the tiles a row needs come first):

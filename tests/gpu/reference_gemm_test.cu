@@ -44,7 +44,8 @@ template <class Out>
 void launch_previous(const void* a, const void* b, Out* d, int m, int n, int k, int in_type) {
   const dim3 grid((m + 15) / 16, (n + 15) / 16), block(16, 16);
   if (in_type == 0)
-    previous_reference_gemm_tn<<<grid, block>>>(static_cast<const float*>(a), static_cast<const float*>(b), d, m, n, k);
+    previous_reference_gemm_tn<<<grid, block>>>(static_cast<const float*>(a),
+                                                static_cast<const float*>(b), d, m, n, k);
   else if (in_type == 1)
     previous_reference_gemm_tn<<<grid, block>>>(static_cast<const __nv_bfloat16*>(a),
                                                 static_cast<const __nv_bfloat16*>(b), d, m, n, k);
@@ -56,13 +57,14 @@ void launch_previous(const void* a, const void* b, Out* d, int m, int n, int k, 
 template <class Out>
 void launch_current(const void* a, const void* b, Out* d, int m, int n, int k, int in_type) {
   if (in_type == 0)
-    kernels::reference_gemm_tn(static_cast<const float*>(a), static_cast<const float*>(b), d, m, n, k, nullptr);
+    kernels::reference_gemm_tn(static_cast<const float*>(a), static_cast<const float*>(b), d, m, n,
+                               k, nullptr);
   else if (in_type == 1)
-    kernels::reference_gemm_tn(static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b), d, m, n,
-                               k, nullptr);
+    kernels::reference_gemm_tn(static_cast<const __nv_bfloat16*>(a),
+                               static_cast<const __nv_bfloat16*>(b), d, m, n, k, nullptr);
   else
-    kernels::reference_gemm_tn(static_cast<const __nv_fp8_e4m3*>(a), static_cast<const __nv_fp8_e4m3*>(b), d, m, n,
-                               k, nullptr);
+    kernels::reference_gemm_tn(static_cast<const __nv_fp8_e4m3*>(a),
+                               static_cast<const __nv_fp8_e4m3*>(b), d, m, n, k, nullptr);
 }
 
 // Random operands of the input type (0 float, 1 BF16, 2 FP8 E4M3), on the device, and as the
@@ -105,13 +107,15 @@ std::vector<Out> download(const Out* d, int64_t count) {
 
 template <class Out>
 void expect_same_bits(int m, int n, int k, int in_type) {
-  SCOPED_TRACE(testing::Message() << "m " << m << " n " << n << " k " << k << " input type " << in_type);
+  SCOPED_TRACE(testing::Message() << "m " << m << " n " << n << " k " << k << " input type "
+                                  << in_type);
   const Operand a(int64_t{m} * k, in_type, 7), b(int64_t{n} * k, in_type, 8);
   Out *previous = nullptr, *current = nullptr;
   const int64_t count = int64_t{m} * n;
   ASSERT_EQ(cudaMalloc(&previous, count * sizeof(Out)), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&current, count * sizeof(Out)), cudaSuccess);
-  ASSERT_EQ(cudaMemset(current, 0xff, count * sizeof(Out)), cudaSuccess);  // NaN: an unwritten output shows
+  ASSERT_EQ(cudaMemset(current, 0xff, count * sizeof(Out)),
+            cudaSuccess);  // NaN: an unwritten output shows
   launch_previous(a.device, b.device, previous, m, n, k, in_type);
   launch_current(a.device, b.device, current, m, n, k, in_type);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -126,7 +130,8 @@ void expect_same_bits(int m, int n, int k, int in_type) {
                                std::span<double>(exact), m, n, k);
     double worst = 0;
     for (int64_t e = 0; e < count; ++e)
-      worst = std::fmax(worst, std::fabs(double(float(got[e])) - exact[e]) / (1.0 + std::fabs(exact[e])));
+      worst = std::fmax(worst,
+                        std::fabs(double(float(got[e])) - exact[e]) / (1.0 + std::fabs(exact[e])));
     const double bound = std::is_same_v<Out, float> ? 1e-4 : 1e-2;
     EXPECT_LT(worst, bound);
   }
@@ -135,9 +140,11 @@ void expect_same_bits(int m, int n, int k, int in_type) {
 }
 
 TEST(ReferenceGemm, SameBitsAsTheOneOutputPerThreadFormForEveryInputType) {
-  const int shapes[][3] = {{1, 1, 1}, {16, 16, 16}, {63, 65, 17}, {64, 64, 16}, {130, 77, 300}, {257, 129, 1000}, {64, 192, 4096}};
+  const int shapes[][3] = {{1, 1, 1},      {16, 16, 16},     {63, 65, 17},   {64, 64, 16},
+                           {130, 77, 300}, {257, 129, 1000}, {64, 192, 4096}};
   for (const auto& s : shapes)
-    for (int in_type = 0; in_type < 3; ++in_type) expect_same_bits<float>(s[0], s[1], s[2], in_type);
+    for (int in_type = 0; in_type < 3; ++in_type)
+      expect_same_bits<float>(s[0], s[1], s[2], in_type);
   expect_same_bits<__nv_bfloat16>(130, 77, 300, 1);
   expect_same_bits<__nv_bfloat16>(1000, 300, 129, 1);
 }
@@ -151,11 +158,15 @@ TEST(ReferenceGemm, TimesOfBothFormsAt4096) {
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   auto time_ms = [&](bool current) {
-    if (current) launch_current(a.device, b.device, d, m, n, k, 1);  // warm-up
-    else launch_previous(a.device, b.device, d, m, n, k, 1);
+    if (current)
+      launch_current(a.device, b.device, d, m, n, k, 1);  // warm-up
+    else
+      launch_previous(a.device, b.device, d, m, n, k, 1);
     cudaEventRecord(start);
-    if (current) launch_current(a.device, b.device, d, m, n, k, 1);
-    else launch_previous(a.device, b.device, d, m, n, k, 1);
+    if (current)
+      launch_current(a.device, b.device, d, m, n, k, 1);
+    else
+      launch_previous(a.device, b.device, d, m, n, k, 1);
     cudaEventRecord(stop);
     cudaEventSynchronize(stop);
     float ms = 0;
@@ -165,8 +176,10 @@ TEST(ReferenceGemm, TimesOfBothFormsAt4096) {
   const float previous = time_ms(false), current = time_ms(true);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   const double flops = 2.0 * m * n * k;
-  std::printf("reference_gemm_tn 4096^3 BF16 in, FP32 out: previous %.2f ms (%.1f TFLOP/s), current %.2f ms (%.1f TFLOP/s)\n",
-              previous, flops / previous / 1e9, current, flops / current / 1e9);
+  std::printf(
+      "reference_gemm_tn 4096^3 BF16 in, FP32 out: previous %.2f ms (%.1f TFLOP/s), current %.2f "
+      "ms (%.1f TFLOP/s)\n",
+      previous, flops / previous / 1e9, current, flops / current / 1e9);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   cudaFree(d);

@@ -27,8 +27,8 @@ constexpr int kRefThreads = (kRefTile / kRefMicro) * (kRefTile / kRefMicro);
 constexpr int kRefPad = 4;  // keeps each k row 16-byte aligned; spreads the staging stores
 
 template <class In>
-__device__ void stage_slice(const In* __restrict__ x, int64_t first_row, int64_t rows, int64_t k, int64_t p0,
-                            float (&s)[kRefSlice][kRefTile + kRefPad]) {
+__device__ void stage_slice(const In* __restrict__ x, int64_t first_row, int64_t rows, int64_t k,
+                            int64_t p0, float (&s)[kRefSlice][kRefTile + kRefPad]) {
   // Consecutive threads read consecutive p of a row: coalesced, as both operands are k-contiguous.
   for (int e = threadIdx.x; e < kRefTile * kRefSlice; e += kRefThreads) {
     const int row = e / kRefSlice, p = e % kRefSlice;
@@ -39,8 +39,10 @@ __device__ void stage_slice(const In* __restrict__ x, int64_t first_row, int64_t
 
 template <class In, class Out>
 __global__ void __launch_bounds__(kRefThreads)
-    reference_gemm_tn(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ d, int m, int n, int k) {
-  __shared__ __align__(16) float as[kRefSlice][kRefTile + kRefPad], bs[kRefSlice][kRefTile + kRefPad];
+    reference_gemm_tn(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ d,
+                      int m, int n, int k) {
+  __shared__ __align__(16) float as[kRefSlice][kRefTile + kRefPad],
+      bs[kRefSlice][kRefTile + kRefPad];
   const int ti = threadIdx.x % (kRefTile / kRefMicro), tj = threadIdx.x / (kRefTile / kRefMicro);
   const int64_t i0 = int64_t{blockIdx.x} * kRefTile, j0 = int64_t{blockIdx.y} * kRefTile;
   float acc[kRefMicro][kRefMicro] = {};
@@ -52,7 +54,8 @@ __global__ void __launch_bounds__(kRefThreads)
     for (int q = 0; q < kRefSlice; ++q) {
       const float4 av = *reinterpret_cast<const float4*>(&as[q][ti * kRefMicro]);
       const float4 bv = *reinterpret_cast<const float4*>(&bs[q][tj * kRefMicro]);
-      const float ar[kRefMicro] = {av.x, av.y, av.z, av.w}, br[kRefMicro] = {bv.x, bv.y, bv.z, bv.w};
+      const float ar[kRefMicro] = {av.x, av.y, av.z, av.w},
+                  br[kRefMicro] = {bv.x, bv.y, bv.z, bv.w};
 #pragma unroll
       for (int r = 0; r < kRefMicro; ++r)
 #pragma unroll
@@ -76,7 +79,8 @@ template <class In, class Out>
 void reference_gemm_tn(const In* a, const In* b, Out* d, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
   using detail::kRefTile;
   const dim3 grid(static_cast<unsigned>((m + kRefTile - 1) / kRefTile), static_cast<unsigned>((n + kRefTile - 1) / kRefTile));
-  detail::reference_gemm_tn<<<grid, detail::kRefThreads, 0, stream>>>(a, b, d, int(m), int(n), int(k));
+  detail::reference_gemm_tn<<<grid, detail::kRefThreads, 0, stream>>>(a, b, d, int(m), int(n),
+                                                                      int(k));
   BENCH_CHECK_LAUNCH();
 }
 

@@ -33,7 +33,7 @@ function(bench_add_chapter chapter)
     endif()
     # A smoke run: every case verified, few samples, short timeout. Without a GPU the binary
     # exits with BENCH_SKIP_RETURN_CODE and ctest reports the test as skipped. Each case's phase
-    # times (setup, verify, samples, final_check...) land in <build>/smoke/<chapter>/, to find
+    # times (verify, warmup, samples, final_check...) land in <build>/smoke/<chapter>/, to find
     # where `./bench test`'s GPU time goes (most of it is in these tests).
     add_test(NAME chapter.${chapter}
              COMMAND ${chapter} --benchmark_filter=${ARG_SMOKE_FILTER} --bench_smoke

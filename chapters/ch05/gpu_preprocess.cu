@@ -102,11 +102,8 @@ class GpuNormalise {
 
 void reference(const ImageBatch& w, bench::HostData& h) {
   auto out = h.expected("out");
-  for (int64_t img = 0; img < w.images; ++img)
-    for (int64_t p = 0; p < w.pixels(); ++p)
-      for (int c = 0; c < kChannels; ++c)
-        out[(img * kChannels + c) * w.pixels() + p] =
-            ch05::normalised(raw_value((img * w.pixels() + p) * kChannels + c), c);
+  ch05::normalised_planes(out, w.images, w.pixels(),
+                          [](int64_t i) { return double(raw_value(i)); });
 }
 
 // FP16's own rounding (2^-11 relative) sets the error: inside FP16's default relative-L2 bound.

@@ -234,11 +234,8 @@ std::string nvjpeg_missing(const JpegBatch&) {
 // The CPU path's result: libjpeg's decode, normalised in double.
 void reference(const JpegBatch& w, bench::HostData& h) {
   auto out = h.expected("out");
-  for (int64_t img = 0; img < w.images; ++img)
-    for (int64_t p = 0; p < w.pixels(); ++p)
-      for (int c = 0; c < kChannels; ++c)
-        out[(img * kChannels + c) * w.pixels() + p] =
-            ch05::normalised(w.decoded[(img * w.pixels() + p) * kChannels + c], c);
+  ch05::normalised_planes(out, w.images, w.pixels(),
+                          [&](int64_t i) { return double(w.decoded[i]); });
 }
 
 // The timing-size check (docs/validity.md row 2): the same, on the device, from libjpeg's decode

@@ -17,6 +17,17 @@ __host__ __device__ inline double normalised(double x, int c) {
   return (x / 255.0 - mean[c]) / stddev[c];
 }
 
+// The reference's output: every image's HWC bytes (byte_at(i), i = (image * pixels + p) * 3 + c)
+// as normalised channel planes, out[(image * 3 + c) * pixels + p].
+template <class Out, class ByteAt>
+void normalised_planes(Out& out, int64_t images, int64_t pixels, ByteAt byte_at) {
+  for (int64_t img = 0; img < images; ++img)
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int c = 0; c < kChannels; ++c)
+        out[(img * kChannels + c) * pixels + p] =
+            normalised(byte_at((img * pixels + p) * kChannels + c), c);
+}
+
 // The same, folded into one float multiply-add per value: x * scale + shift.
 struct Normalisation {
   float scale[kChannels], shift[kChannels];

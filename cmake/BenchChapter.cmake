@@ -1,4 +1,7 @@
-# bench_add_chapter(<chNN> [LIBRARIES lib...] [SMOKE_FILTER regex] [RELOCATABLE_DEVICE_CODE])
+# bench_add_chapter(<chNN> [LIBRARIES lib...] [SMOKE_FILTER regex] [RELOCATABLE_DEVICE_CODE] [ALL_GPUS])
+#
+# ALL_GPUS: the smoke run uses every GPU of the machine (NCCL, peer links), so it runs alone
+# instead of on one GPU beside other tests (cmake/BenchGpuTest.cmake).
 #
 # RELOCATABLE_DEVICE_CODE builds the chapter with -rdc=true (CMake adds the device link and
 # cudadevrt), for device-side launches (dynamic parallelism); it costs a device-link step, so
@@ -17,7 +20,7 @@ target_compile_options(bench_cuda_flags INTERFACE
   $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo -Xptxas=--warn-on-spills --expt-relaxed-constexpr>)
 
 function(bench_add_chapter chapter)
-  cmake_parse_arguments(ARG "RELOCATABLE_DEVICE_CODE" "SMOKE_FILTER" "LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "RELOCATABLE_DEVICE_CODE;ALL_GPUS" "SMOKE_FILTER" "LIBRARIES" ${ARGN})
   file(GLOB sources CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*.cu"
                                       "${CMAKE_CURRENT_SOURCE_DIR}/*.cpp")
   add_executable(${chapter} ${sources})
@@ -35,11 +38,14 @@ function(bench_add_chapter chapter)
     # exits with BENCH_SKIP_RETURN_CODE and ctest reports the test as skipped. Each case's phase
     # times (verify, warmup, samples, final_check...) land in <build>/smoke/<chapter>/, to find
     # where `./bench test`'s GPU time goes (most of it is in these tests).
-    add_test(NAME chapter.${chapter}
-             COMMAND ${chapter} --benchmark_filter=${ARG_SMOKE_FILTER} --bench_smoke
-                     --bench_samples_out=${CMAKE_BINARY_DIR}/smoke/${chapter})
+    set(all_gpus "")
+    if(ARG_ALL_GPUS)
+      set(all_gpus ALL_GPUS)
+    endif()
+    bench_add_gpu_test(chapter.${chapter} ${all_gpus}
+      COMMAND $<TARGET_FILE:${chapter}> --benchmark_filter=${ARG_SMOKE_FILTER} --bench_smoke
+              --bench_samples_out=${CMAKE_BINARY_DIR}/smoke/${chapter})
     set_tests_properties(chapter.${chapter} PROPERTIES
-      LABELS "chapter;gpu" SKIP_RETURN_CODE ${BENCH_SKIP_RETURN_CODE} TIMEOUT 900
-      RUN_SERIAL TRUE)
+      LABELS "chapter;gpu" SKIP_RETURN_CODE ${BENCH_SKIP_RETURN_CODE} TIMEOUT 900)
   endif()
 endfunction()

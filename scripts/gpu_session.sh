@@ -161,7 +161,10 @@ note "build ($preset): $(( $(date +%s) - start )) s"
 
 if [ "$run_ctest" = 1 ]; then
   t=$(date +%s)
-  ctest --preset "$preset" -L "$labels" --timeout 900 >"$out/ctest.log" 2>&1
+  # One-GPU tests side by side, one per GPU (cmake/BenchGpuTest.cmake), as `./bench test` runs them.
+  bash scripts/gpu_slots.sh "build/$preset/gpu_slots_found.json" >/dev/null
+  ctest --preset "$preset" -L "$labels" --timeout 900 -j "$(nproc)" \
+        --resource-spec-file "build/$preset/gpu_slots_found.json" >"$out/ctest.log" 2>&1
   note "ctest ($labels): $(( $(date +%s) - t )) s: $(grep -E 'tests passed|tests failed' "$out/ctest.log")"
   grep -E "Failed|\*\*\*|Not Run|Skipped" "$out/ctest.log" | head -20 | tee -a "$summary"
 fi

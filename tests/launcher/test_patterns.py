@@ -6,7 +6,9 @@ GPU because its PASS_REGULAR_EXPRESSION accepted the SKIPPED line).
   - no PASS_REGULAR_EXPRESSION may accept a skip line (an alternative naming SKIP, any case):
     output that says it skipped belongs in SKIP_REGULAR_EXPRESSION, which ctest reports skipped;
   - every test labelled gpu or chapter has SKIP_RETURN_CODE or SKIP_REGULAR_EXPRESSION, so that
-    without a GPU it reports skipped.
+    without a GPU it reports skipped;
+  - every test labelled gpu takes a slot of ctest's "gpus" resource or runs alone (RUN_SERIAL):
+    ctest -j never puts two GPU tests on one GPU at once (cmake/BenchGpuTest.cmake).
 
   test_patterns.py <ctest> <build dir>
 """
@@ -28,6 +30,11 @@ def faults(test):
             and "SKIP_REGULAR_EXPRESSION" not in props):
         out.append(f"labelled {','.join(labels)} but has neither SKIP_RETURN_CODE nor SKIP_REGULAR_EXPRESSION: "
                    "without a GPU it cannot report skipped")
+    takes_gpu_slot = any(r.get(".type") == "gpus"
+                         for group in props.get("RESOURCE_GROUPS", []) for r in group.get("requirements", []))
+    if "gpu" in labels and not takes_gpu_slot and not props.get("RUN_SERIAL"):
+        out.append("labelled gpu but takes no GPU slot and is not RUN_SERIAL: ctest -j could run it on a GPU "
+                   "another test is timing; register it with bench_add_gpu_test")
     return out
 
 
@@ -41,8 +48,15 @@ def self_test():
         {"name": "LABELS", "value": ["chapter", "gpu"]},
         {"name": "SKIP_REGULAR_EXPRESSION", "value": ["SKIPPED: needs one GPU per rank \\(4 ranks\\)"]},
         {"name": "PASS_REGULAR_EXPRESSION", "value": ["4 ranks, 67108868 bytes, ncclAllReduce.*: PASS\n"]}]}
-    assert len(faults(old)) == 2, faults(old)
+    assert len(faults(old)) == 3, faults(old)  # the skip pattern, no skip code, no GPU slot
+    fixed["properties"].append({"name": "RUN_SERIAL", "value": True})
     assert faults(fixed) == [], faults(fixed)
+    one_gpu = {"name": "one_gpu", "properties": [
+        {"name": "LABELS", "value": ["gpu"]}, {"name": "SKIP_RETURN_CODE", "value": 77},
+        {"name": "RESOURCE_GROUPS", "value": [{"requirements": [{".type": "gpus", "slots": 1}]}]}]}
+    assert faults(one_gpu) == [], faults(one_gpu)
+    unguarded = {"name": "unguarded", "properties": one_gpu["properties"][:2]}
+    assert len(faults(unguarded)) == 1, faults(unguarded)
 
 
 def main():

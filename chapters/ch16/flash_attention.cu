@@ -59,6 +59,11 @@
 //      the rung it builds on: persistent at non-causal d128 (compare with wgmma_persistent), the
 //      plain grid elsewhere (compare with wgmma_pingpong). A step: slower than the rung below
 //      it at every point measured (README: "Where its time goes").
+//   8. step "wgmma_overlap_early_turn" (every shape; issue 46): wgmma_overlap with the turn
+//      passed right after P V of tile t - 1 is issued, before the warpgroup waits for it
+//      (fw::Schedule::overlap_early_turn), so the other consumer queues its P V behind it instead
+//      of the tensor cores draining through that wait; S of tile t + 1 is issued outside the
+//      turn. The same launches as wgmma_overlap (compare with it). Not yet measured.
 // Flops: those attention needs, 4 x d per visible score (4 x 64 for the twins): seq^2 per head
 // non-causal, seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric
 // "computed_flops_ratio": the tensor-core flops a variant actually executes over the declared
@@ -349,7 +354,7 @@ __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
 }
 
 // kConsumers = 2: 128-query blocks; 3: 192-query blocks (a third consumer warpgroup).
-// kPersistent: the persistent kernel (non-causal, two consumers, ping-pong or overlap schedule).
+// kPersistent: the persistent kernel (non-causal, two consumers, a schedule with turns).
 template <class W, fw::Schedule kSchedule, int kConsumers = 2, bool kPersistent = false>
 class WgmmaWs {
   static_assert(!kPersistent || (!W::causal && kConsumers == 2 &&
@@ -471,6 +476,10 @@ using Pingpong192 = WgmmaWs<W, fw::Schedule::pingpong, 3>;
 // d128 (over wgmma_persistent), the plain grid elsewhere (over wgmma_pingpong).
 template <class W>
 using Overlap = WgmmaWs<W, fw::Schedule::overlap, 2, !W::causal && W::head_dim == 128>;
+// The same with the turn passed before the wait for P V (compare with wgmma_overlap).
+template <class W>
+using OverlapEarlyTurn =
+    WgmmaWs<W, fw::Schedule::overlap_early_turn, 2, !W::causal && W::head_dim == 128>;
 
 void reference(const AnyAttention& a, bench::HostData& h) {
   std::visit(
@@ -518,6 +527,8 @@ BENCH_EXAMPLE(ch16, flash_attention, AnyAttention)
                                                         {.arch_specific = 90})
     .variant_where(d64)
     .stateful<OnEveryShape<Overlap>>(bench::Role::step, "wgmma_overlap", {.arch_specific = 90})
+    .stateful<OnEveryShape<OverlapEarlyTurn>>(bench::Role::step, "wgmma_overlap_early_turn",
+                                              {.arch_specific = 90})
     .reference(reference)
     .device_reference(device_reference)
     .tolerance(bench::relative_l2(5e-3))

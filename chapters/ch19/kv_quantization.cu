@@ -26,6 +26,11 @@
 //      a key, not 16 of each), the online softmax runs once a key on each lane, not 4 times, and
 //      o is rescaled only when a running max grew; and each warp's rows are prefetched into L2 a
 //      few steps ahead, since half-size loads hold half the bytes in flight (query_scatter_pass).
+//   4. step "fp8_tensor_core" (registered before the optimized side; it replaces it once a GPU
+//      measures it faster): q.k and p.v as mma.sync m16n8k16 on FP16 operands, 16 keys a warp at a
+//      time: the E4M3 codes widened two at a time by cvt.rn.f16x2.e4m3x2 straight into the
+//      fragments, both dequant scales applied after the products (kv_tensor_core.cuh). ~14 PTX
+//      instructions a key for a warp (not counting moves), against ~87-93 on the rungs above.
 // Bytes counted: the smallest form of the work, the FP8 cache (1 byte a value) plus q, the output
 // and the scales; held to the HBM read ceiling. The baseline moves twice the cache bytes, so its
 // percent of ceiling reads half of its real bandwidth. Target: optimized <= 0.55x the baseline.
@@ -38,7 +43,8 @@
 // one-hot. A double-precision model of this rounding (same distributions, 1000 keys) gave 0.038
 // and 0.037 relative L2 for the FP8 side (two seeds); BF16 output rounding alone gives the baseline
 // ~0.002. A missing or wrong scale is off by orders of magnitude. The shared kernel's FP8 path
-// against attention over its own dequantised cache: tests/gpu/decode_attention_e4m3_test.cu (3e-3).
+// and fp8_tensor_core's pass against attention over their own dequantised cache:
+// tests/gpu/decode_attention_e4m3_test.cu (3e-3).
 //
 //   ./bench compare --chapter ch19 --example kv_quantization
 //   ./bench compare --chapter ch19 --example kv_quantization --sweep   # kv_len 8192 too
@@ -48,6 +54,8 @@
 #include <kernels/occupancy.cuh>
 #include <kernels/reference_attention.cuh>
 #include <vector>
+
+#include "kv_tensor_core.cuh"
 
 namespace {
 
@@ -261,6 +269,8 @@ using Bf16SplitKv =
 using Fp8SplitKv =
     SplitKv<E4m3, &GqaDecode::fp8_cache, decode::attention<kQueryHeadsPerKv, E4m3, false>>;
 using Fp8QueryScatter = SplitKv<E4m3, &GqaDecode::fp8_cache, query_scatter_pass<E4m3>>;
+using Fp8TensorCore =
+    SplitKv<E4m3, &GqaDecode::fp8_cache, ch19::kv_tensor_core::pass<kQueryHeadsPerKv, E4m3>>;
 
 struct AllKeys {
   __host__ __device__ bool operator()(int64_t, int64_t) const { return true; }
@@ -278,6 +288,7 @@ BENCH_EXAMPLE(ch19, kv_quantization, GqaDecode)
     .int_axis("kv_len", {8192, 32768}, /*defaults=*/{32768})
     .stateful<Bf16SplitKv>(bench::Role::baseline, "bf16_split_kv")
     .stateful<Fp8SplitKv>(bench::Role::step, "fp8_split_kv")
+    .stateful<Fp8TensorCore>(bench::Role::step, "fp8_tensor_core")
     .stateful<Fp8QueryScatter>(bench::Role::optimized, "fp8_query_scatter")
     .reference(reference)
     .device_reference(device_reference)

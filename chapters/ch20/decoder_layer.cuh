@@ -30,6 +30,21 @@ constexpr int kHeadDim = 128, kThreads = 256, kWarps = kThreads / 32;
 constexpr float kEps = 1e-5f;
 constexpr double kRopeTheta = 500000.0;  // Llama 3's RoPE base
 
+// The layer's sizes: batch (one new token each), heads, MLP width, cached keys per sequence.
+struct LayerDims {
+  int64_t batch, q_heads, kv_heads, group, hidden, qkv_dim, ffn, past;
+  static LayerDims of(int64_t batch, int64_t q_heads, int64_t kv_heads, int64_t ffn, int64_t past) {
+    return {batch,
+            q_heads,
+            kv_heads,
+            q_heads / kv_heads,
+            q_heads * kHeadDim,
+            (q_heads + 2 * kv_heads) * kHeadDim,
+            ffn,
+            past};
+  }
+};
+
 struct DecoderLayer {
   int64_t batch, q_heads, kv_heads, group, hidden, qkv_dim, ffn, past;
   bench::DeviceSpan<const bf16> x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache;
@@ -75,6 +90,7 @@ struct DecoderLayer {
     s.bytes(weights + kv + 2.0 * batch * hidden * sizeof(bf16), bench::ceiling::hbm_read);
     s.flops(2.0 * batch * (weights / sizeof(bf16)) + 4.0 * batch * q_heads * (past + 1) * kHeadDim);
   }
+  LayerDims dims() const { return {batch, q_heads, kv_heads, group, hidden, qkv_dim, ffn, past}; }
 };
 
 // ---- the unfused kernels: one op each, FP32 arithmetic, activations of type A ----------------
@@ -255,12 +271,19 @@ inline std::vector<double> norm(const std::vector<double>& in, std::span<const b
   return out;
 }
 
-inline void layer(const DecoderLayer& w, bench::HostData& h) {
+// The layer's inputs as the host holds them, and where its FP64 outputs go.
+struct HostLayer {
+  std::span<const bf16> x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache;
+};
+struct HostOutputs {
+  std::span<double> y, k_new, v_new;
+};
+
+inline void layer(const LayerDims& w, const HostLayer& in, const HostOutputs& out) {
   const int64_t rows = w.batch, hidden = w.hidden, half = kHeadDim / 2;
-  const std::vector<double> x = widen(h.input<bf16>("x"));
-  const auto k_cache = h.input<bf16>("k_cache"), v_cache = h.input<bf16>("v_cache");
-  std::vector<double> qkv = matmul(norm(x, h.input<bf16>("norm1"), hidden), h.input<bf16>("w_qkv"),
-                                   rows, w.qkv_dim, hidden);
+  const std::vector<double> x = widen(in.x);
+  const auto k_cache = in.k_cache, v_cache = in.v_cache;
+  std::vector<double> qkv = matmul(norm(x, in.norm1, hidden), in.w_qkv, rows, w.qkv_dim, hidden);
   for (int64_t r = 0; r < rows; ++r)  // RoPE on the q and k heads at position `past`
     for (int64_t head = 0; head < w.q_heads + w.kv_heads; ++head)
       for (int64_t i = 0; i < half; ++i) {
@@ -270,7 +293,7 @@ inline void layer(const DecoderLayer& w, bench::HostData& h) {
         pair[0] = x1 * std::cos(angle) - x2 * std::sin(angle);
         pair[half] = x2 * std::cos(angle) + x1 * std::sin(angle);
       }
-  auto k_new = h.expected("k_new"), v_new = h.expected("v_new");
+  const auto k_new = out.k_new, v_new = out.v_new;
   const int64_t kv_row = w.kv_heads * kHeadDim;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t t = 0; t < kv_row; ++t) {
@@ -303,20 +326,27 @@ inline void layer(const DecoderLayer& w, bench::HostData& h) {
       attn[bh * kHeadDim + d] = o / total;
     }
   }
-  const std::vector<double> o = matmul(attn, h.input<bf16>("w_o"), rows, hidden, hidden);
+  const std::vector<double> o = matmul(attn, in.w_o, rows, hidden, hidden);
   std::vector<double> resid(x.size());
   for (size_t i = 0; i < x.size(); ++i) resid[i] = x[i] + o[i];
-  const std::vector<double> gate_up = matmul(norm(resid, h.input<bf16>("norm2"), hidden),
-                                             h.input<bf16>("w_gate_up"), rows, 2 * w.ffn, hidden);
+  const std::vector<double> gate_up =
+      matmul(norm(resid, in.norm2, hidden), in.w_gate_up, rows, 2 * w.ffn, hidden);
   std::vector<double> act(size_t(rows * w.ffn));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < w.ffn; ++c) {
       const double g = gate_up[r * 2 * w.ffn + c];
       act[r * w.ffn + c] = g / (1 + std::exp(-g)) * gate_up[r * 2 * w.ffn + w.ffn + c];
     }
-  const std::vector<double> down = matmul(act, h.input<bf16>("w_down"), rows, hidden, w.ffn);
-  auto y = h.expected("y");
-  for (size_t i = 0; i < resid.size(); ++i) y[i] = resid[i] + down[i];
+  const std::vector<double> down = matmul(act, in.w_down, rows, hidden, w.ffn);
+  for (size_t i = 0; i < resid.size(); ++i) out.y[i] = resid[i] + down[i];
+}
+
+inline void layer(const DecoderLayer& w, bench::HostData& h) {
+  layer(w.dims(),
+        {h.input<bf16>("x"), h.input<bf16>("norm1"), h.input<bf16>("norm2"), h.input<bf16>("w_qkv"),
+         h.input<bf16>("w_o"), h.input<bf16>("w_gate_up"), h.input<bf16>("w_down"),
+         h.input<bf16>("k_cache"), h.input<bf16>("v_cache")},
+        {h.expected("y"), h.expected("k_new"), h.expected("v_new")});
 }
 
 }  // namespace reference

@@ -29,13 +29,16 @@
 //      each launched programmatically (kernels/pdl.cuh), so it starts while the one ahead
 //      drains and its first weight loads need not wait. Up to 8 tokens; at batch 32 this rung
 //      runs rung 4's step in a graph (cuBLASLt: beyond 8 tokens the FMAs would set the time).
-// The persistent megakernel (one launch for the whole layer, weights streamed with no gap between
-// ops) is the next rung: README, "Next".
+//   7. step "megakernel": the same ops as rung 6 as phases of ONE persistent cooperative launch
+//      (ch20/megakernel.cuh), grid barriers between them; each warp issues the next projection's
+//      first weights between arriving at a barrier and waiting at it, so the weight stream does not
+//      stop at an op boundary. Up to 8 tokens (batch 32: SKIPPED). A step, not the optimized side,
+//      until a GPU measures it against rung 6.
 //
 // Verification: y and the appended K / V rows against an FP64 CPU layer at a small size of the
 // same structure (batch 3, 8 / 2 heads, MLP 2744, 1000 cached keys). At the timing size the
 // device reference is rung 1's kernels without the syncs: plain code that shares nothing with
-// rungs 2-6 (cuBLASLt, flash decoding, the fused kernels, the GEMVs), itself checked against the
+// rungs 2-7 (cuBLASLt, flash decoding, the fused kernels, the GEMVs), itself checked against the
 // CPU layer in every run. Tolerance: relative L2 1e-2. Each output passes through a few BF16
 // roundings (2^-9 relative each: qkv, the attention output, h, the MLP activations) on its way,
 // ~3e-3 in all. Timed hot: a decode step follows the previous one back to back, and its 453 MB are
@@ -54,11 +57,12 @@
 #include <vector>
 
 #include "decoder_layer.cuh"
+#include "layer_ops.cuh"
+#include "megakernel.cuh"
 
 namespace {
 
 using namespace ch20;
-namespace decode = kernels::decode;
 
 // ---- GEMMs: out [rows][n] = in [rows][k] · weight [n][k]ᵀ -------------------------------------
 // Rung 1: the plain kernel.
@@ -216,18 +220,6 @@ struct Bf16Cublaslt {
 };
 
 // ---- rung 3: flash decoding over the cache, the new key in the merge ---------------------------
-// The cache as kernels/decode_attention.cuh reads it: pair bh (sequence x 32 + head) walks the
-// rows of KV pair bh / group, [sequence][kv_head][past][128].
-struct GqaCache {
-  const bf16* k;
-  const bf16* v;
-  int64_t n_k;
-  int64_t group;
-  __device__ decode::PairKeys<decode::RowsFrom> pair(int64_t bh) const {
-    return {n_k, {bh / group * n_k}};
-  }
-};
-
 // Packs q as [sequence][head][128] (the layout the attention kernel reads) and appends the new k
 // and v rows; with kRope (rung 4) it applies RoPE to q and k on the way, so qkv is read once.
 template <bool kRope>
@@ -476,112 +468,6 @@ struct Graphed {
 // Each GEMV is a programmatic launch (kernels/pdl.cuh): it starts while the kernel ahead drains,
 // its first weight loads go out at once, and only its prologue waits. Beyond 8 tokens the FMAs,
 // not the bytes, would set the GEMVs' time: there the step is rung 4's, cuBLASLt (README).
-namespace gemv = kernels::gemv;
-
-// act [t] = rmsnorm(in [t]) · gain, rounded to BF16 as the rmsnorm kernel does; 16-byte accesses.
-__device__ void fill_rmsnorm(const bf16* in, const bf16* gain, bf16* act, int tokens, int64_t k) {
-  const int64_t vectors = k / kernels::kBf16PerVector;
-  const uint4* gains = reinterpret_cast<const uint4*>(gain);
-  for (int t = 0; t < tokens; ++t) {
-    const uint4* row = reinterpret_cast<const uint4*>(in + t * k);
-    float sq = 0;
-    for (int64_t i = threadIdx.x; i < vectors; i += gemv::kThreads) {
-      float v[kernels::kBf16PerVector];
-      kernels::unpack_bf16x8(row[i], v);
-#pragma unroll
-      for (int e = 0; e < kernels::kBf16PerVector; ++e) sq += v[e] * v[e];
-    }
-    const float inv_rms =
-        rsqrtf(kernels::group_reduce<gemv::kThreads>(sq, kernels::Sum{}) / float(k) + kEps);
-    for (int64_t i = threadIdx.x; i < vectors; i += gemv::kThreads) {
-      float v[kernels::kBf16PerVector], g[kernels::kBf16PerVector];
-      kernels::unpack_bf16x8(row[i], v);
-      kernels::unpack_bf16x8(gains[i], g);
-#pragma unroll
-      for (int e = 0; e < kernels::kBf16PerVector; ++e) v[e] *= inv_rms * g[e];
-      reinterpret_cast<uint4*>(act)[t * vectors + i] = kernels::pack_bf16x8(v);
-    }
-  }
-}
-
-__device__ void fill_copy(const bf16* in, bf16* act, int tokens, int64_t k) {
-  for (int64_t i = threadIdx.x; i < tokens * k / kernels::kBf16PerVector; i += gemv::kThreads)
-    reinterpret_cast<uint4*>(act)[i] = reinterpret_cast<const uint4*>(in)[i];
-}
-
-// A group is two RoPE pairs of a q or k head (dims i, i + 1 and their partners i + 64, i + 65),
-// or four dims of a v head: the lane of pair slot 0 or 1 rotates it with its partner's sum.
-struct QkvRopeAppend {
-  const bf16 *x, *norm1;
-  bf16 *q, *k_new, *v_new;
-  int q_heads, kv_heads;
-  int64_t pos;
-  static constexpr int kGroupsPerHead = kHeadDim / gemv::kRowsPerWarp, kHalf = kHeadDim / 2;
-  __device__ int64_t row(int64_t group, int slot) const {
-    const int64_t head = group / kGroupsPerHead, t = group % kGroupsPerHead;
-    if (head < q_heads + kv_heads) return head * kHeadDim + 2 * t + slot % 2 + slot / 2 * kHalf;
-    return head * kHeadDim + gemv::kRowsPerWarp * t + slot;
-  }
-  __device__ void fill(bf16* act, int tokens, int64_t k) const {
-    fill_rmsnorm(x, norm1, act, tokens, k);
-  }
-  __device__ void store(int64_t group, int slot, int token,
-                        const float (&sums)[gemv::kRowsPerWarp]) const {
-    const int64_t head = group / kGroupsPerHead, t = group % kGroupsPerHead;
-    if (head >= q_heads + kv_heads) {
-      const int64_t v_head = head - q_heads - kv_heads;
-      v_new[(token * kv_heads + v_head) * kHeadDim + gemv::kRowsPerWarp * t + slot] =
-          __float2bfloat16(gemv::pick(sums, slot));
-      return;
-    }
-    if (slot >= 2) return;  // the partner rows: rotated by slots 0 and 1
-    const int i = int(2 * t) + slot;
-    float c, s;
-    rope_cos_sin(pos, i, c, s);
-    const float x1 = gemv::pick(sums, slot), x2 = gemv::pick(sums, slot + 2);
-    bf16* out = head < q_heads ? q + (token * q_heads + head) * kHeadDim
-                               : k_new + (token * kv_heads + head - q_heads) * kHeadDim;
-    out[i] = __float2bfloat16(x1 * c - x2 * s);
-    out[i + kHalf] = __float2bfloat16(x2 * c + x1 * s);
-  }
-};
-
-// out [t][j] = residual [t][j] + (in [t] · W [j]): the o projection (h = x + ...) and the down
-// projection (y = h + ...).
-struct ResidualProjection {
-  const bf16 *in, *residual;
-  bf16* out;
-  int64_t n;
-  __device__ int64_t row(int64_t group, int slot) const {
-    return group * gemv::kRowsPerWarp + slot;
-  }
-  __device__ void fill(bf16* act, int tokens, int64_t k) const { fill_copy(in, act, tokens, k); }
-  __device__ void store(int64_t group, int slot, int token,
-                        const float (&sums)[gemv::kRowsPerWarp]) const {
-    const int64_t j = token * n + row(group, slot);
-    out[j] = __float2bfloat16(__bfloat162float(residual[j]) + gemv::pick(sums, slot));
-  }
-};
-
-// A group is gate rows c, c + 1 and up rows ffn + c, ffn + c + 1: act = silu(gate) · up.
-struct GateUpSwiglu {
-  const bf16 *h, *norm2;
-  bf16* act;
-  int64_t ffn;
-  __device__ int64_t row(int64_t group, int slot) const {
-    return 2 * group + slot % 2 + slot / 2 * ffn;
-  }
-  __device__ void fill(bf16* a, int tokens, int64_t k) const {
-    fill_rmsnorm(h, norm2, a, tokens, k);
-  }
-  __device__ void store(int64_t group, int slot, int token,
-                        const float (&sums)[gemv::kRowsPerWarp]) const {
-    if (slot >= 2) return;
-    const float g = gemv::pick(sums, slot), u = gemv::pick(sums, slot + 2);
-    act[token * ffn + 2 * group + slot] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
-  }
-};
-
 struct GemvProjections {
   FusedActivations a;
   gemv::StreamingGemv<QkvRopeAppend> qkv;
@@ -623,6 +509,21 @@ struct GemvStep {
   }
 };
 
+// ---- rung 7: the whole step as one persistent launch (ch20/megakernel.cuh) -------------------
+// The same ops as rung 6 as phases of one cooperative grid, one or two blocks an SM, grid barriers
+// between them; each warp's next weights go out while a barrier resolves. Up to 8 tokens, as rung
+// 6 (batch 32: SKIPPED). A step of the ladder until a GPU measures it against rung 6.
+struct Megakernel {
+  mega::DecoderMegakernel kernel;
+  Megakernel(const DecoderLayer& w, cudaStream_t s) : kernel(w.dims(), s) {}
+  void operator()(const DecoderLayer& w, cudaStream_t s) const {
+    kernel({w.x.data(), w.norm1.data(), w.norm2.data(), w.w_qkv.data(), w.w_o.data(),
+            w.w_gate_up.data(), w.w_down.data(), w.k_cache.data(), w.v_cache.data(), w.y.data(),
+            w.k_new.data(), w.v_new.data()},
+           s);
+  }
+};
+
 void reference(const DecoderLayer& w, bench::HostData& h) { reference::layer(w, h); }
 
 // Rung 1's kernels without the syncs: plain FP32 code sharing nothing with rungs 2-6. Its
@@ -643,6 +544,7 @@ BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
     .stateful<Graphed<FusedOps>>(bench::Role::step, "cuda_graph")
     .stateful<Graphed<GemvStep>>(bench::Role::optimized, "streaming_gemv",
                                  {.min_compute_capability = 90})
+    .stateful<Megakernel>(bench::Role::step, "megakernel", {.min_compute_capability = 90})
     .reference(reference)
     .device_reference(device_reference)
     .tolerance(bench::relative_l2(1e-2))

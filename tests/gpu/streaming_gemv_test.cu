@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "device_copy.hpp"
+#include "relative_l2.hpp"
 
 namespace {
 
@@ -60,17 +61,6 @@ std::vector<double> product(const std::vector<bf16>& in, const std::vector<bf16>
       out[std::size_t(t * n + j)] = sum;
     }
   return out;
-}
-
-// Relative L2 of out against ref; infinite if any output is not finite (an element not written).
-double relative_l2(const std::vector<bf16>& out, const std::vector<double>& ref) {
-  double err = 0, norm = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double got = __bfloat162float(out[i]);
-    if (!std::isfinite(got)) return INFINITY;
-    err += (got - ref[i]) * (got - ref[i]), norm += ref[i] * ref[i];
-  }
-  return std::sqrt(err / norm);
 }
 
 // FP32 sums of k = 2000 to 8192 products are exact to ~1e-6; the BF16 output rounding (2^-9

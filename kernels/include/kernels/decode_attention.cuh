@@ -218,17 +218,26 @@ __device__ __forceinline__ void finish_pass(const Args& a, const Kv& kv, int64_t
   }
 }
 
+// A CTA's shared memory: q, prescaled, and finish_pass's merge slots.
+template <int kQueries>
+struct SplitSmem {
+  alignas(16) float q[kQueries][kHeadDim];
+  float o[kWarps][kQueries][kHeadDim];
+  float ml[kWarps][kQueries][2];
+};
+
+// One CTA's work, split `split` of pair bh, as a device function so that a persistent kernel (ch20's
+// megakernel) can run several (bh, split) items in turn, with smem in its own shared memory. Every
+// thread of the block calls it (it synchronizes the block); consecutive calls may share smem.
 template <int kQueries, class Kv, bool kDraftMask = true>
-__global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
+__device__ __forceinline__ void attend_split(const Args& a, const Kv& kv, int64_t bh, int split,
+                                             SplitSmem<kQueries>& smem) {
   using Rows = typename RowsOf<Kv>::type;
   using Raw = typename Rows::Raw;
   constexpr int kKeys = keys_per_lane(kQueries);
-  const int64_t bh = blockIdx.y;
-  const int split = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int half = lane / kLanesPerKey, part = lane % kLanesPerKey;  // which key, which 8 dimensions
-  __shared__ alignas(16) float q_s[kQueries][kHeadDim];
-  __shared__ float o_s[kWarps][kQueries][kHeadDim];  // finish_pass's
-  __shared__ float ml_s[kWarps][kQueries][2];
+  auto& q_s = smem.q;
   const auto keys = kv.pair(bh);
 
   // Query qi sees keys [0, last0 + qi) (all n_k without the draft mask); this CTA reads keys
@@ -327,7 +336,13 @@ __global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
     }
   }
 
-  finish_pass<kQueries, Rows::kScaled>(a, kv, bh, split, m, l, o, o_s, ml_s);
+  finish_pass<kQueries, Rows::kScaled>(a, kv, bh, split, m, l, o, smem.o, smem.ml);
+}
+
+template <int kQueries, class Kv, bool kDraftMask = true>
+__global__ void __launch_bounds__(kThreads) attention(Args a, Kv kv) {
+  __shared__ SplitSmem<kQueries> smem;
+  attend_split<kQueries, Kv, kDraftMask>(a, kv, blockIdx.y, int(blockIdx.x), smem);
 }
 
 // The log-sum-exp combine: one CTA of 128 threads (one per dimension) per (bh, query), over the

@@ -1,7 +1,7 @@
 // kernels/flash_attention_wgmma.cuh: the Hopper FlashAttention forward block (sm_90a only): TMA
 // loads by a producer, wgmma for both products, two or three consumer warpgroups; ch16's
-// `wgmma_ws`, `wgmma_pingpong`, `wgmma_pingpong_192`, `wgmma_persistent` and `wgmma_overlap` rungs
-// and ch18's block-sparse `skip_masked_wgmma`. Which 128-key tiles a block walks, and which
+// `wgmma_ws`, `wgmma_pingpong`, `wgmma_pingpong_192`, `wgmma_persistent`, `wgmma_overlap` and
+// `wgmma_overlap_early_turn` rungs and ch18's block-sparse `skip_masked_wgmma`. Which 128-key tiles a block walks, and which
 // scores it masks, is a policy (`Walk`, below), as in flash_attention_mma.cuh.
 //
 // Templated on the head dim kD (128 or 64), the consumer count kConsumers (Team: 2, or 3 at d64,
@@ -31,7 +31,7 @@
 // distance to the next box, then goes unused). Q 32 KiB + 2 stages x (K 32 + V 32 KiB) = 160 KiB
 // at d128; at d64 16 KiB of Q a consumer pair (24 with three) + 64 KiB of ring (one CTA per SM,
 // by registers either way).
-// Three consumer schedules (Schedule):
+// Four consumer schedules (Schedule):
 //   serial ("wgmma_ws"): S, wait, softmax, P V, wait, per tile. The tensor cores idle through each
 //     softmax unless another warpgroup happens to be issuing then;
 //   pingpong ("wgmma_pingpong", FlashAttention-3's two overlaps): (1) within a warpgroup, S of
@@ -44,6 +44,9 @@
 //     second S register set; tile t's softmax, O's rescale and P's packing run while that S is on
 //     the tensor cores, and is waited for before the next turn (overlap_tile says why P V is
 //     waited for first: registers). The producer then loads K one tile ahead of V.
+//   overlap_early_turn ("wgmma_overlap_early_turn"): overlap with the turn passed as soon as P V
+//     of tile t - 1 is issued, before the wait for it, so the other consumer's P V queues behind
+//     it; S of tile t + 1 is then issued outside the turn.
 //
 // A Walk is a small struct with these device members (t counts the block's 128-key tiles, at
 // least one; the tiles a row needs come first):
@@ -266,7 +269,15 @@ __device__ __forceinline__ void rescale_and_pack(float (&o)[kD / 2], const float
 //   overlap: pingpong's turns, and S one tile ahead within a warpgroup: a turn issues P V of tile
 //     t - 1, waits for it and issues S of tile t + 1, and tile t's softmax, rescale and packing
 //     run while that S is on the tensor cores (two S register sets).
-enum class Schedule { serial, pingpong, overlap };
+//   overlap_early_turn: overlap with the turn passed as soon as P V of tile t - 1 is issued,
+//     before the warpgroup waits for it: the other consumer queues its P V behind it instead of
+//     finding the tensor cores drained, and S of tile t + 1 is issued outside the turn.
+enum class Schedule { serial, pingpong, overlap, overlap_early_turn };
+
+// The schedules that keep S one tile ahead (overlap_tiles; the producer loads K a tile ahead of V).
+constexpr bool one_tile_ahead(Schedule s) {
+  return s == Schedule::overlap || s == Schedule::overlap_early_turn;
+}
 
 // Named barriers 1 .. kConsumers (0 is __syncthreads'): consumer cw waits on 1 + cw for its turn
 // to issue GEMMs (its own 128 threads plus the previous consumer's 128 arrivals) and hands the
@@ -277,6 +288,21 @@ __device__ __forceinline__ void wait_turn(int cw) {
 template <int kConsumers>
 __device__ __forceinline__ void pass_turn(int cw) {
   asm volatile("bar.arrive %0, 256;" ::"r"(1 + (cw + 1) % kConsumers) : "memory");
+}
+// pass_turn where `pass` holds, as one predicated bar.arrive rather than a branch around it: the
+// overlap_early_turn schedule passes its turn while its P V group is in flight, and there a branch
+// cost 8-16 bytes of spill in three of its four kernels; predicated, only the persistent one
+// spills (12 bytes; ptxas -v, CUDA 13.0).
+template <int kConsumers>
+__device__ __forceinline__ void pass_turn_if(int cw, bool pass) {
+  asm volatile(
+      "{\n"
+      " .reg .pred p;\n"
+      " setp.ne.b32 p, %1, 0;\n"
+      " @p bar.arrive %0, 256;\n"
+      "}" ::"r"(1 + (cw + 1) % kConsumers),
+      "r"(int(pass))
+      : "memory");
 }
 
 // A tile this warpgroup does not compute still owes its K and V stages one release each, and
@@ -292,7 +318,7 @@ __device__ __forceinline__ void pass_over(Smem<kD, kC>& sm, uint32_t n) {
   release(&sm.v_empty[s]);
 }
 
-// The overlap schedule, one tile k of a block's `tiles` (the ring's tile n = ring0 + k). On entry
+// The overlap schedules, one tile k of a block's `tiles` (the ring's tile n = ring0 + k). On entry
 // S of tile k is in `cur`, complete (issued a tile ago, or before the loop for tile 0, which waits
 // for it here), and P of tile k - 1 is packed in pa. Its turn issues P V of tile k - 1 (none for
 // the first tile), waits for it, and issues S of tile k + 1 into `next` (none for the last); tile
@@ -310,7 +336,15 @@ __device__ __forceinline__ void pass_over(Smem<kD, kC>& sm, uint32_t n) {
 // 224, and ptxas then spills and serialises every wgmma (C7512, "insufficient register
 // resources"). So the warpgroup waits for its P V, as pingpong waits for its S; the other
 // consumer's GEMMs fill that wait.
-template <bool kFirst, bool kLast, int kD, int kC, class Walk>
+// Where the turn passes (kSchedule): overlap passes it once S of tile k + 1 is issued, so the
+// turn holds the wait for P V (k - 1) and the other consumer can queue nothing behind it: the
+// tensor cores drain while the wait returns, the stages are released, the mask runs and S is
+// issued. overlap_early_turn passes it right after P V (k - 1) is issued, as pingpong does after
+// its two issues; this warpgroup's own issues and waits keep their order (its registers do not
+// change), and a bar.arrive does not block, so still no group is outstanding at a blocking
+// barrier. The turns then order the P V issues only: S of tile k + 1 goes in outside them
+// (scripts/flash_wgmma_protocol.py checks the barrier order of both).
+template <Schedule kSchedule, bool kFirst, bool kLast, int kD, int kC, class Walk>
 __device__ __forceinline__ void overlap_tile(Smem<kD, kC>& sm, int cw, float (&cur)[64],
                                              float (&next)[64], float (&o)[kD / 2],
                                              uint32_t (&pa)[kKeys / 16][4], float (&m)[2],
@@ -322,6 +356,8 @@ __device__ __forceinline__ void overlap_tile(Smem<kD, kC>& sm, int cw, float (&c
     wait_turn(cw);
     tma::wait_parity(&sm.v_full[prev], ((n - 1) / kStages) & 1);
     issue_pv(o, pa, sm, prev);
+    if constexpr (kSchedule == Schedule::overlap_early_turn)
+      pass_turn_if<kC>(cw, cw != kC - 1 || k + 1 < tiles);
   }
   wgmma::wait<0>();  // P V of tile k - 1 (tile 0: its S): O is final up to tile k - 1
   release(&sm.k_empty[s]);
@@ -334,7 +370,7 @@ __device__ __forceinline__ void overlap_tile(Smem<kD, kC>& sm, int cw, float (&c
     tma::wait_parity(&sm.k_full[after], ((n + 1) / kStages) & 1);
     issue_scores<kD, kC, true>(next, sm, cw, after);
   }
-  if constexpr (!kFirst) {
+  if constexpr (!kFirst && kSchedule == Schedule::overlap) {
     if (cw != kC - 1 || k + 1 < tiles) pass_turn<kC>(cw);
   }
   float c[2];
@@ -343,11 +379,11 @@ __device__ __forceinline__ void overlap_tile(Smem<kD, kC>& sm, int cw, float (&c
   if constexpr (!kLast) wgmma::wait<0>();  // S of tile k + 1: none outstanding at the next turn
 }
 
-// The overlap schedule's tiles (two consumers): tile 0's S issued before the loop, each tile's
+// The overlap schedules' tiles (two consumers): tile 0's S issued before the loop, each tile's
 // overlap_tile with the two S register sets swapping roles (the loop takes two tiles a trip, so
 // each set stays in fixed registers), then the last tile's P V alone. The turns are pingpong's:
 // one a tile from tile 1, the last consumer's first pass opening consumer 0's first turn.
-template <int kD, int kC, class Walk>
+template <Schedule kSchedule, int kD, int kC, class Walk>
 __device__ __forceinline__ void overlap_tiles(Smem<kD, kC>& sm, int cw, float (&o)[kD / 2],
                                               float (&m)[2], float (&l)[2], const Walk& walk,
                                               int64_t seq, int row0, uint32_t ring0) {
@@ -360,21 +396,26 @@ __device__ __forceinline__ void overlap_tiles(Smem<kD, kC>& sm, int cw, float (&
   tma::wait_parity(&sm.k_full[s0], (ring0 / kStages) & 1);
   issue_scores<kD, kC, true>(sa, sm, cw, s0);
   if (tiles == 1) {
-    overlap_tile<true, true>(sm, cw, sa, sb, o, pa, m, l, walk, 0, tiles, ring0, seq, row0);
+    overlap_tile<kSchedule, true, true>(sm, cw, sa, sb, o, pa, m, l, walk, 0, tiles, ring0, seq,
+                                        row0);
   } else {
-    overlap_tile<true, false>(sm, cw, sa, sb, o, pa, m, l, walk, 0, tiles, ring0, seq, row0);
+    overlap_tile<kSchedule, true, false>(sm, cw, sa, sb, o, pa, m, l, walk, 0, tiles, ring0, seq,
+                                         row0);
     int k = 1;  // odd tiles compute in sb, even ones in sa
     for (; k + 2 < tiles; k += 2) {
-      overlap_tile<false, false>(sm, cw, sb, sa, o, pa, m, l, walk, k, tiles, ring0, seq, row0);
-      overlap_tile<false, false>(sm, cw, sa, sb, o, pa, m, l, walk, k + 1, tiles, ring0, seq,
-                                 row0);
+      overlap_tile<kSchedule, false, false>(sm, cw, sb, sa, o, pa, m, l, walk, k, tiles, ring0, seq,
+                                            row0);
+      overlap_tile<kSchedule, false, false>(sm, cw, sa, sb, o, pa, m, l, walk, k + 1, tiles, ring0,
+                                            seq, row0);
     }
     if (k + 1 < tiles) {  // two left: k and the last
-      overlap_tile<false, false>(sm, cw, sb, sa, o, pa, m, l, walk, k, tiles, ring0, seq, row0);
-      overlap_tile<false, true>(sm, cw, sa, sb, o, pa, m, l, walk, k + 1, tiles, ring0, seq,
-                                row0);
+      overlap_tile<kSchedule, false, false>(sm, cw, sb, sa, o, pa, m, l, walk, k, tiles, ring0, seq,
+                                            row0);
+      overlap_tile<kSchedule, false, true>(sm, cw, sa, sb, o, pa, m, l, walk, k + 1, tiles, ring0,
+                                           seq, row0);
     } else {  // k is the last
-      overlap_tile<false, true>(sm, cw, sb, sa, o, pa, m, l, walk, k, tiles, ring0, seq, row0);
+      overlap_tile<kSchedule, false, true>(sm, cw, sb, sa, o, pa, m, l, walk, k, tiles, ring0, seq,
+                                           row0);
     }
   }
   last_pv(o, pa, sm, ring0 + tiles - 1);
@@ -421,8 +462,9 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
     }
     release(&sm.q_empty);
     for (int t = mine; t < tiles; ++t) pass_over(sm, ring0 + t);
-  } else if constexpr (kSchedule == Schedule::overlap) {
-    overlap_tiles(sm, cw, o, m, l, walk, seq, row0, ring0);  // two consumers: mine == tiles
+  } else if constexpr (one_tile_ahead(kSchedule)) {
+    // Two consumers: mine == tiles.
+    overlap_tiles<kSchedule>(sm, cw, o, m, l, walk, seq, row0, ring0);
   } else {
     // Consumer 0 issues first (the last consumer's pass opens its first turn). Each pass is
     // matched by one wait: the last consumer skips its last pass, so no arrival is left pending
@@ -503,7 +545,7 @@ __device__ __forceinline__ void produce(Smem<kD, kConsumers>& sm, const CUtensor
       tma::load_2d(&sm.q[h][c * kConsumerRows * kHalf], &map_q, h * kHalf,
                    head_row + qb * Sm::kRows + c * kConsumerRows, &sm.q_full);
   const int tiles = walk.tiles();
-  if constexpr (kSchedule == Schedule::overlap) {
+  if constexpr (one_tile_ahead(kSchedule)) {
     // Tile t into its ring stage once the stage's previous tile (n - kStages) is released: K
     // (sm.k, map_k, k_empty, k_full) or V.
     auto load = [&](int t, auto& tile, const CUtensorMap& map, uint64_t* empty, uint64_t* full) {

@@ -27,6 +27,8 @@
 // Weights are read before the kernel waits for the one ahead (kernels/pdl.cuh): they are inputs
 // nothing in a decode step writes, so a launched dependently the kernel's first loads overlap the
 // tail of the kernel before it, and only the prologue waits.
+// load_slab, fill_activations and stream_groups are the kernel's pieces as device functions, for a
+// persistent kernel that runs several projections in one launch (ch20's megakernel).
 // Limits: k a multiple of 8 (16-byte rows); tokens × k × 2 bytes of shared memory per block (a
 // GPU without it throws bench::Unsupported); beyond 8 tokens the FMAs, not the bytes, set the time,
 // and a tensor-core GEMM is the tool.
@@ -54,8 +56,8 @@ constexpr int kVectorsPerRow = 4;  // 16-byte loads per row a lane has in flight
 constexpr int kBlocksPerSm = 2;    // at most: 64 KB in flight per block, and room left for the
                                    // dependent kernel's first blocks where registers allow
 constexpr int kMaxTokens = 8;
-// Registers (ptxas, sm_90a, CUDA 13.0, with ch20's epilogues): 116-118 at 1 token and 124-128 at 2
-// (2 blocks an SM), 146-158 at 4 and 181-202 at 8 (1 block an SM: 8 warps, 64 KB in flight).
+// Registers (ptxas, sm_90a, CUDA 13.0, with ch20's epilogues): 102-116 at 1 token and 125-128 at 2
+// (2 blocks an SM), 149-155 at 4 and 181-200 at 8 (1 block an SM: 8 warps, 64 KB in flight).
 
 // The activation rows a launch holds: the tokens rounded up to 1, 2, 4 or 8 (one kernel each);
 // the padding rows are zeros, and their sums are never stored.
@@ -76,38 +78,51 @@ __device__ __forceinline__ float pick(const float (&a)[kN], int i) {
   return out;
 }
 
-template <int kTokens, class Op>
-__global__ void __launch_bounds__(kThreads)
-    stream_rows(const bf16* weight, int64_t k, int64_t groups, int tokens, Op op) {
-  extern __shared__ uint4 act[];  // [kTokens][k / 8]
+// The pieces of the kernel below, as device functions, so that a persistent kernel running several
+// projections in one launch (ch20's megakernel) streams each the same way. A warp's weights are
+// the array w [kRowsPerWarp][kVectorsPerRow], 256 bytes a lane.
+
+// Loads the slab of a group's rows that starts at vector v0 into w (zeros past the row's end).
+template <class Op>
+__device__ __forceinline__ void load_slab(const bf16* weight, int64_t k, const Op& op,
+                                          int64_t group, int64_t v0,
+                                          uint4 (&w)[kRowsPerWarp][kVectorsPerRow]) {
   const int lane = threadIdx.x % 32;
-  const int64_t vectors = k / kBf16PerVector, stride = int64_t{gridDim.x} * kWarps;
-  const int64_t first = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
-  uint4 w[kRowsPerWarp][kVectorsPerRow];
-  auto load = [&](int64_t group, int64_t v0) {
+  const int64_t vectors = k / kBf16PerVector;
 #pragma unroll
-    for (int slot = 0; slot < kRowsPerWarp; ++slot) {
-      const uint4* row = reinterpret_cast<const uint4*>(weight + op.row(group, slot) * k);
+  for (int slot = 0; slot < kRowsPerWarp; ++slot) {
+    const uint4* row = reinterpret_cast<const uint4*>(weight + op.row(group, slot) * k);
 #pragma unroll
-      for (int u = 0; u < kVectorsPerRow; ++u) {
-        const int64_t v = v0 + u * 32 + lane;
-        w[slot][u] = v < vectors ? load_stream(row + v) : make_uint4(0, 0, 0, 0);
-      }
+    for (int u = 0; u < kVectorsPerRow; ++u) {
+      const int64_t v = v0 + u * 32 + lane;
+      w[slot][u] = v < vectors ? load_stream(row + v) : make_uint4(0, 0, 0, 0);
     }
-  };
-  // The weights wait for nothing: the first 256 bytes a lane go out before the kernel ahead ends.
-  if (first < groups) load(first, 0);
-  pdl::wait_for_prerequisite();
+  }
+}
+
+// The prologue, by all threads of the block: op.fill writes the tokens' rows, then the padding
+// rows up to kTokens are zeroed. The caller synchronizes the block before the product reads act.
+template <int kTokens, class Op>
+__device__ __forceinline__ void fill_activations(const Op& op, uint4* act, int tokens, int64_t k) {
+  const int64_t vectors = k / kBf16PerVector;
   op.fill(reinterpret_cast<bf16*>(act), tokens, k);
   for (int64_t i = tokens * vectors + threadIdx.x; i < kTokens * vectors; i += kThreads)
     act[i] = make_uint4(0, 0, 0, 0);
-  __syncthreads();
-  pdl::allow_dependents();
+}
 
+// The product: the warp's groups first, first + stride, ... < groups; w must hold the slab at
+// vector 0 of group `first` (load_slab, issued as early as the caller can).
+template <int kTokens, class Op>
+__device__ __forceinline__ void stream_groups(const bf16* weight, int64_t k, int64_t groups,
+                                              int tokens, const Op& op, const uint4* act,
+                                              int64_t first, int64_t stride,
+                                              uint4 (&w)[kRowsPerWarp][kVectorsPerRow]) {
+  const int lane = threadIdx.x % 32;
+  const int64_t vectors = k / kBf16PerVector;
   for (int64_t group = first; group < groups; group += stride) {  // warp-uniform
     float sum[kRowsPerWarp][kTokens] = {};
     for (int64_t v0 = 0; v0 < vectors; v0 += 32 * kVectorsPerRow) {
-      if (group != first || v0 != 0) load(group, v0);
+      if (group != first || v0 != 0) load_slab(weight, k, op, group, v0, w);
 #pragma unroll
       for (int u = 0; u < kVectorsPerRow; ++u) {
         const int64_t v = v0 + u * 32 + lane;
@@ -140,6 +155,22 @@ __global__ void __launch_bounds__(kThreads)
       op.store(group, slot, token, mine);
     }
   }
+}
+
+template <int kTokens, class Op>
+__global__ void __launch_bounds__(kThreads)
+    stream_rows(const bf16* weight, int64_t k, int64_t groups, int tokens, Op op) {
+  extern __shared__ uint4 act[];  // [kTokens][k / 8]
+  const int64_t stride = int64_t{gridDim.x} * kWarps;
+  const int64_t first = blockIdx.x * int64_t{kWarps} + threadIdx.x / 32;
+  uint4 w[kRowsPerWarp][kVectorsPerRow];
+  // The weights wait for nothing: the first 256 bytes a lane go out before the kernel ahead ends.
+  if (first < groups) load_slab(weight, k, op, first, 0, w);
+  pdl::wait_for_prerequisite();
+  fill_activations<kTokens>(op, act, tokens, k);
+  __syncthreads();
+  pdl::allow_dependents();
+  stream_groups<kTokens>(weight, k, groups, tokens, op, act, first, stride, w);
 }
 
 // One projection's launch, planned untimed: the kernel for the padded token count, its shared

@@ -1,0 +1,378 @@
+// ch20/megakernel.cuh: the decoder layer's decode step as ONE persistent launch (ch20's
+// "megakernel" rung), 1 to 8 tokens, sm_90 and later.
+//
+// Rung 6 runs the step as 6 kernels chained by programmatic launches: each kernel's first weight
+// loads overlap the tail of the one ahead, but a kernel still ends, its last blocks draining on a
+// few SMs, and the next one's blocks start from nothing. Here one grid of co-resident blocks (1 or
+// 2 per SM) walks the same ops as phases, separated by grid barriers:
+//   1. qkv       every block: rmsnorm(x) · norm1 into shared memory; the grid's warps share the
+//                rows of W_qkv; epilogue RoPE, q packed, k and v appended (rung 6's QkvRopeAppend)
+//   2. attention the (head, chunk of keys) items of flash decoding (kernels/decode_attention.cuh's
+//                attend_split), over the blocks, the 4 query heads of a KV head on adjacent blocks
+//   3. merge     a warp per (sequence, head): the chunks' partials and the new key
+//   4. o         prologue the attention output; epilogue h = x + o
+//   5. gate/up   prologue rmsnorm(h) · norm2; epilogue SwiGLU
+//   6. down      prologue the SwiGLU output; epilogue y = h + down
+// The products are kernels/streaming_gemv.cuh's, the prologues and epilogues rung 6's
+// (ch20/layer_ops.cuh): this rung changes only what happens between them. Weights are inputs
+// nothing in the step writes, so a warp issues the next projection's first slab (256 bytes a lane,
+// the registers the product starts from) between arriving at a barrier and waiting at it, and the
+// weight stream runs on while the barrier resolves; before the attention the blocks prefetch their
+// first chunk's K and V rows into L2 the same way (the cache, too, is an input), and during it the
+// next chunk's.
+//
+// The barrier is a counter and a generation word in global memory (kernels/flags.cuh's release and
+// acquire): a block's thread 0 arrives with an atomic add after a fence, the last arrival resets
+// the counter and releases the next generation, the others spin on an acquire load of it. It is
+// correct only if every block is resident at once: the host sizes the grid from
+// cudaOccupancyMaxActiveBlocksPerMultiprocessor and launches it cooperatively (the launch fails,
+// rather than hangs, if the grid cannot be co-resident), and a GPU where no block fits is SKIPPED.
+// A barrier that waits longer than kBarrierTimeoutNs traps: a bug fails the run instead of hanging
+// it.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <bench/bench.hpp>
+#include <cstdint>
+#include <kernels/flags.cuh>
+#include <kernels/occupancy.cuh>
+#include <kernels/online_softmax.cuh>
+#include <kernels/vector_access.cuh>
+#include <stdexcept>
+#include <string>
+
+#include "layer_ops.cuh"
+
+namespace ch20::mega {
+
+constexpr int kThreads = gemv::kThreads, kWarps = gemv::kWarps;
+static_assert(kThreads == decode::kThreads, "the attention items and the products share a block");
+constexpr int kMaxBlocksPerSm = 2;  // as rung 6's GEMVs: 16 warps, 128 KB of weights in flight
+// K and V rows of a chunk prefetched into L2 ahead of its item: 256 KB of a KV head's chunk. At
+// batch 1 that is every chunk whole (512 keys): the first chunks, prefetched while the barrier
+// after qkv resolves, are the whole 17 MB cache, a third of the H100's L2. At batch 8 (chunks of
+// 2048 keys, about 4 items a block) the next item's first quarter.
+constexpr int64_t kPrefetchKeys = 512;
+// A barrier waits for the slowest block's phase: well under a millisecond, and still far under this
+// when compute-sanitizer instruments every access. Past it the kernel traps.
+constexpr uint64_t kBarrierTimeoutNs = 20'000'000'000;
+
+// The step's inputs and outputs (as DecoderLayer holds them).
+struct Io {
+  const bf16 *x, *norm1, *norm2, *w_qkv, *w_o, *w_gate_up, *w_down, *k_cache, *v_cache;
+  bf16 *y, *k_new, *v_new;
+};
+
+// Everything a launch reads: the step's buffers, the activations passed between phases through
+// global memory (a phase's output is spread over every block, and the next phase's blocks each
+// need all of it), and the sizes.
+struct Step {
+  Io io;
+  bf16 *q, *attn, *h, *act;  // [tokens][hidden] x 3, [tokens][ffn]
+  float *part_ml, *part_o;   // the attention chunks' partials, as decode::finish_pass writes them
+  uint32_t* barrier;         // [2]: arrivals, generation
+  int tokens, q_heads, kv_heads;
+  int64_t group, hidden, qkv_dim, ffn, past, chunk;
+  int splits;
+};
+
+// ---- the grid barrier, in two halves so that loads can go out between them -------------------
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// state [0] counts the blocks arrived, state [1] is the generation, one more per barrier. Thread 0
+// of each block keeps the generation its next barrier starts from in a register (read once at the
+// launch's start: no launch changes it while another runs, and no barrier completes before every
+// block has arrived), so an arrival costs a fence and one atomic, not a load first.
+class GridBarrier {
+ public:
+  __device__ explicit GridBarrier(uint32_t* state)
+      : state_(state),
+        generation_(threadIdx.x == 0 ? kernels::load_acquire<kernels::Scope::gpu>(state + 1) : 0) {}
+
+  // The block has finished the phase: its thread 0 counts it in.
+  __device__ __forceinline__ void arrive() {
+    __syncthreads();  // every thread's writes of the phase, before thread 0's fence
+    if (threadIdx.x != 0) return;
+    __threadfence();  // the block's writes, before its arrival
+    if (atomicAdd(state_, 1u) == gridDim.x - 1) {
+      __threadfence();         // the last arrival: everyone's writes, before the release below
+      atomicExch(state_, 0u);  // ready for the next barrier (nobody arrives before the release)
+      kernels::store_release<kernels::Scope::gpu>(state_ + 1, generation_ + 1);
+    }
+  }
+
+  // Returns once every block has arrived; what they wrote before arriving is then visible.
+  __device__ __forceinline__ void wait() {
+    if (threadIdx.x == 0) {
+      const uint64_t start = global_ns();
+      for (uint32_t spins = 1;
+           kernels::load_acquire<kernels::Scope::gpu>(state_ + 1) == generation_; ++spins)
+        if (spins % 1024 == 0 && global_ns() - start > kBarrierTimeoutNs) __trap();
+      ++generation_;
+    }
+    __syncthreads();
+  }
+
+ private:
+  uint32_t* state_;
+  uint32_t generation_;  // thread 0's
+};
+
+// ---- the phases --------------------------------------------------------------------------------
+using Slab = uint4[gemv::kRowsPerWarp][gemv::kVectorsPerRow];
+
+// A projection: the prologue into shared memory, then the warps' groups; w holds the slab of group
+// `first` (issued before the barrier ahead resolved).
+template <int kTokens, class Op>
+__device__ __forceinline__ void project(const bf16* weight, int64_t k, int64_t groups, const Op& op,
+                                        const Step& p, uint4* act, int64_t first, Slab& w) {
+  gemv::fill_activations<kTokens>(op, act, p.tokens, k);
+  __syncthreads();
+  gemv::stream_groups<kTokens>(weight, k, groups, p.tokens, op, act, first,
+                               int64_t{gridDim.x} * kWarps, w);
+}
+
+// The first slab of the warp's first group of the next projection, or zeros for a warp with no
+// group there: written on both paths, so the previous phase's slab is dead across the phases
+// between (a conditional load would keep it live through the attention: 188 registers).
+template <class Op>
+__device__ __forceinline__ void load_first(const bf16* weight, int64_t k, int64_t groups,
+                                           const Op& op, int64_t first, Slab& w) {
+  if (first < groups) {
+    gemv::load_slab(weight, k, op, first, 0, w);
+    return;
+  }
+#pragma unroll
+  for (int slot = 0; slot < gemv::kRowsPerWarp; ++slot)
+#pragma unroll
+    for (int u = 0; u < gemv::kVectorsPerRow; ++u) w[slot][u] = make_uint4(0, 0, 0, 0);
+}
+
+// The attention's items: item = (kv pair x splits + split) x group + g, query head kv pair x group
+// + g. The group's query heads read the same chunk of K and V: consecutive items, adjacent blocks,
+// at the same time, so HBM serves the chunk once.
+__device__ __forceinline__ int64_t attention_items(const Step& p) {
+  return int64_t{p.tokens} * p.kv_heads * p.splits * p.group;
+}
+
+// The first kPrefetchKeys K and V rows of an item's chunk into L2, by the block (for the first
+// head of the group only: its siblings read the same rows).
+__device__ __forceinline__ void prefetch_chunk(const Step& p, int64_t item) {
+  if (item >= attention_items(p) || item % p.group != 0) return;
+  const int64_t kv_split = item / p.group, begin = kv_split % p.splits * p.chunk;
+  const int64_t keys = min(min(p.chunk, p.past - begin), int64_t{kPrefetchKeys});
+  const int64_t row0 = (kv_split / p.splits * p.past + begin) * kHeadDim;
+  constexpr int kLine = 128 / sizeof(bf16);  // elements per 128-byte line
+  for (int64_t i = threadIdx.x; i < keys * kHeadDim / kLine; i += kThreads) {
+    kernels::prefetch_l2(p.io.k_cache + row0 + i * kLine);
+    kernels::prefetch_l2(p.io.v_cache + row0 + i * kLine);
+  }
+}
+
+// Pair bh's chunks merged with the new key, by one warp (lane: dimensions 4 lane .. 4 lane + 3);
+// scores in log2 units, as the attention keeps them (kernels/online_softmax.cuh).
+__device__ __forceinline__ void merge_pair(const Step& p, int64_t bh) {
+  const int d = threadIdx.x % 32 * 4;
+  const int64_t kv_row = bh / p.group * kHeadDim;
+  const auto* q = reinterpret_cast<const __nv_bfloat162*>(p.q + bh * kHeadDim + d);
+  const auto* k = reinterpret_cast<const __nv_bfloat162*>(p.io.k_new + kv_row + d);
+  const auto* v = reinterpret_cast<const __nv_bfloat162*>(p.io.v_new + kv_row + d);
+  float q_k = 0, o_new[4];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float2 qf = __bfloat1622float2(q[i]), kf = __bfloat1622float2(k[i]),
+                 vf = __bfloat1622float2(v[i]);
+    q_k += qf.x * kf.x + qf.y * kf.y;
+    o_new[2 * i] = vf.x, o_new[2 * i + 1] = vf.y;
+  }
+  const float score =
+      kernels::warp_reduce(q_k, kernels::Sum{}) * (kernels::kLog2e * rsqrtf(float(kHeadDim)));
+  float m = kernels::kEmptyMax, l = 0, o[4] = {0, 0, 0, 0};
+  for (int split = 0; split < p.splits; ++split) {
+    const int64_t slot = bh * p.splits + split;
+    const float4 part = *reinterpret_cast<const float4*>(p.part_o + slot * kHeadDim + d);
+    const float o_split[4] = {part.x, part.y, part.z, part.w};
+    kernels::merge_softmax_parts(m, l, o, p.part_ml[2 * slot], p.part_ml[2 * slot + 1], o_split);
+  }
+  kernels::merge_softmax_parts(m, l, o, score, 1.0f, o_new);
+  auto* out = reinterpret_cast<__nv_bfloat162*>(p.attn + bh * kHeadDim + d);
+  out[0] = __floats2bfloat162_rn(o[0] / l, o[1] / l);
+  out[1] = __floats2bfloat162_rn(o[2] / l, o[3] / l);
+}
+
+// At 1 and 2 tokens rung 6's GEMVs need under 128 registers, so 2 blocks fit an SM; at 4 and 8 one.
+template <int kTokens>
+__global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
+    decoder_layer(Step p) {
+  extern __shared__ uint4 smem[];  // the projections' activations, or the attention's SplitSmem
+  const int warp = threadIdx.x / 32;
+  // Warps numbered across the blocks first: a projection with fewer row groups than the grid has
+  // warps (qkv at batch 1: 1536 groups) spreads them over every SM, not over the first blocks.
+  const int64_t first = int64_t{warp} * gridDim.x + blockIdx.x;
+  const QkvRopeAppend qkv{p.io.x,     p.io.norm1, p.q,        p.io.k_new,
+                          p.io.v_new, p.q_heads,  p.kv_heads, p.past};
+  const ResidualProjection o{p.attn, p.io.x, p.h, p.hidden}, down{p.act, p.h, p.io.y, p.hidden};
+  const GateUpSwiglu gate_up{p.h, p.io.norm2, p.act, p.ffn};
+  const int64_t qkv_groups = p.qkv_dim / gemv::kRowsPerWarp,
+                o_groups = p.hidden / gemv::kRowsPerWarp, gate_up_groups = p.ffn / 2,
+                down_groups = p.hidden / gemv::kRowsPerWarp;
+  GridBarrier barrier(p.barrier);
+  Slab w;
+
+  // 1. qkv. Nothing to wait for: x and the weights are inputs.
+  load_first(p.io.w_qkv, p.hidden, qkv_groups, qkv, first, w);
+  project<kTokens>(p.io.w_qkv, p.hidden, qkv_groups, qkv, p, smem, first, w);
+  barrier.arrive();
+  prefetch_chunk(p, blockIdx.x);
+  barrier.wait();
+
+  // 2. attention over the cache, into the partials; the new key joins in the merge.
+  const decode::Args args{p.q, nullptr, p.part_ml, p.part_o, 1, 0, p.chunk, p.splits};
+  const GqaCache cache{p.io.k_cache, p.io.v_cache, p.past, p.group};
+  auto& split_smem = *reinterpret_cast<decode::SplitSmem<1>*>(smem);
+  for (int64_t item = blockIdx.x; item < attention_items(p); item += gridDim.x) {
+    prefetch_chunk(p, item + gridDim.x);  // the block's next chunk, while it reads this one
+    const int64_t kv_split = item / p.group, bh = kv_split / p.splits * p.group + item % p.group;
+    decode::attend_split<1>(args, cache, bh, int(kv_split % p.splits), split_smem);
+  }
+  barrier.arrive();
+  load_first(p.io.w_o, p.hidden, o_groups, o, first, w);  // held to phase 4
+  barrier.wait();
+
+  // 3. merge, a warp per (sequence, head).
+  for (int64_t bh = blockIdx.x * int64_t{kWarps} + warp; bh < int64_t{p.tokens} * p.q_heads;
+       bh += int64_t{gridDim.x} * kWarps)
+    merge_pair(p, bh);
+  barrier.arrive();
+  barrier.wait();
+
+  // 4. o: h = x + attn · W_oᵀ.
+  project<kTokens>(p.io.w_o, p.hidden, o_groups, o, p, smem, first, w);
+  barrier.arrive();
+  load_first(p.io.w_gate_up, p.hidden, gate_up_groups, gate_up, first, w);
+  barrier.wait();
+
+  // 5. gate/up with SwiGLU.
+  project<kTokens>(p.io.w_gate_up, p.hidden, gate_up_groups, gate_up, p, smem, first, w);
+  barrier.arrive();
+  load_first(p.io.w_down, p.ffn, down_groups, down, first, w);
+  barrier.wait();
+
+  // 6. down: y = h + act · W_downᵀ. The launch's end is the last barrier.
+  project<kTokens>(p.io.w_down, p.ffn, down_groups, down, p, smem, first, w);
+}
+
+// ---- the host side: planned untimed, one cooperative launch a step --------------------------
+class DecoderMegakernel {
+ public:
+  DecoderMegakernel(const LayerDims& dims, cudaStream_t s)
+      : q_(dims.batch * dims.hidden),
+        attn_(q_.size()),
+        h_(q_.size()),
+        act_(dims.batch * dims.ffn),
+        barrier_(2) {
+    Step& p = step_;
+    p.tokens = int(dims.batch), p.q_heads = int(dims.q_heads), p.kv_heads = int(dims.kv_heads);
+    p.group = dims.group, p.hidden = dims.hidden, p.qkv_dim = dims.qkv_dim;
+    p.ffn = dims.ffn, p.past = dims.past;
+    if (dims.batch < 1 || dims.batch > gemv::kMaxTokens)
+      throw bench::Unsupported("megakernel: 1 to 8 tokens (" + std::to_string(dims.batch) +
+                               " asked); beyond, the FMAs and not the bytes set the time");
+    if (p.ffn % 8 != 0 || dims.q_heads % dims.kv_heads != 0)
+      throw std::invalid_argument("megakernel: the MLP width a multiple of 8, whole GQA groups");
+    if (!kernels::device_attribute(cudaDevAttrCooperativeLaunch))
+      throw bench::Unsupported("megakernel: this GPU has no cooperative launch");
+    switch (gemv::padded_tokens(p.tokens)) {
+      case 1:
+        kernel_ = decoder_layer<1>;
+        break;
+      case 2:
+        kernel_ = decoder_layer<2>;
+        break;
+      case 4:
+        kernel_ = decoder_layer<4>;
+        break;
+      default:
+        kernel_ = decoder_layer<8>;
+        break;
+    }
+    // Shared memory: the widest prologue (down's: tokens x ffn) or the attention's.
+    smem_ =
+        std::max(size_t(gemv::padded_tokens(p.tokens)) * std::max(p.hidden, p.ffn) * sizeof(bf16),
+                 sizeof(decode::SplitSmem<1>));
+    cudaFuncAttributes attributes = {};
+    BENCH_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel_));
+    if (attributes.sharedSizeBytes + smem_ >
+        size_t(kernels::device_attribute(cudaDevAttrMaxSharedMemoryPerBlockOptin)))
+      throw bench::Unsupported("megakernel: " + std::to_string(smem_) +
+                               " bytes of activations exceed this GPU's shared memory per block");
+    // The opt-in is the kernel's, shared by every plan of the same padded token count: only ever
+    // raised, as kernels/streaming_gemv.cuh's (a smaller plan made later must not break a larger).
+    if (int(smem_) > attributes.maxDynamicSharedSizeBytes)
+      BENCH_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel_, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_)));
+    // The grid barrier needs every block resident at once: the grid is what fits.
+    const int per_sm = kernels::blocks_per_sm(kernel_, kThreads, smem_);
+    if (per_sm < 1)
+      throw bench::Unsupported("megakernel: no block of " + std::to_string(kThreads) +
+                               " threads with " + std::to_string(smem_) +
+                               " bytes of shared memory fits an SM, so the grid cannot be "
+                               "co-resident");
+    grid_ = unsigned(kernels::sm_count() * std::min(per_sm, kMaxBlocksPerSm));
+    // Attention items: about one per block (pairs x splits), chunks of at least 256 keys, and at
+    // least 2 splits (decode::finish_pass writes partials only then).
+    const int64_t pairs = dims.batch * dims.q_heads;
+    const int64_t wanted =
+        std::clamp<int64_t>(grid_ / pairs, 2, std::max<int64_t>(2, p.past / 256));
+    p.chunk = decode::chunk_for(p.past, int(wanted), 1);
+    p.splits = int((p.past + p.chunk - 1) / p.chunk);  // rounding the chunk up may leave fewer
+    if (p.splits < 2)
+      throw std::invalid_argument("megakernel: the cache is too short for two splits");
+    part_ml_ = bench::DeviceBuffer<float>(pairs * p.splits * 2);
+    part_o_ = bench::DeviceBuffer<float>(pairs * p.splits * kHeadDim);
+    p.q = q_.data(), p.attn = attn_.data(), p.h = h_.data(), p.act = act_.data();
+    p.part_ml = part_ml_.data(), p.part_o = part_o_.data(), p.barrier = barrier_.data();
+    // The barrier starts at zero arrivals; the activations zeroed once (compute-sanitizer's
+    // initcheck: every later read is of a value some phase wrote).
+    BENCH_CUDA_CHECK(cudaMemsetAsync(barrier_.data(), 0, barrier_.bytes(), s));
+    for (bench::DeviceBuffer<bf16>* b : {&q_, &attn_, &h_, &act_})
+      BENCH_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), s));
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+
+  void operator()(const Io& io, cudaStream_t s) const {
+    Step step = step_;
+    step.io = io;
+    cudaLaunchAttribute cooperative = {};
+    cooperative.id = cudaLaunchAttributeCooperative;
+    cooperative.val.cooperative = 1;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(grid_);
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = smem_;
+    config.stream = s;
+    config.attrs = &cooperative;
+    config.numAttrs = 1;
+    BENCH_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel_, step));
+  }
+
+  unsigned grid() const { return grid_; }
+  int splits() const { return step_.splits; }
+
+ private:
+  bench::DeviceBuffer<bf16> q_, attn_, h_, act_;
+  bench::DeviceBuffer<float> part_ml_, part_o_;
+  bench::DeviceBuffer<uint32_t> barrier_;
+  Step step_ = {};
+  void (*kernel_)(Step) = nullptr;
+  size_t smem_ = 0;
+  unsigned grid_ = 0;
+};
+
+}  // namespace ch20::mega

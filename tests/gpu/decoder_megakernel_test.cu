@@ -1,0 +1,194 @@
+// Tests ch20's megakernel (chapters/ch20/megakernel.cuh: the decoder layer's step as one persistent
+// launch with grid barriers) against ch20's FP64 CPU layer, at a small size of the layer's
+// structure: 8 query heads over 2 KV heads (GQA groups of 4, so a head mix-up shows), MLP 4400
+// (550 16-byte vectors a row: 4 whole 128-vector slabs and a tail; 2200 gate/up row groups, more
+// than the grid has warps at every token count, so warps stride), 700 cached keys (2 chunks, not a
+// whole number of attention steps). 1, 2, 3, 5 and 8 tokens cover the four kernels (1, 2, 4 and 8
+// activation rows, the padding rows zero and never stored). Each output starts as NaN, so an
+// element no phase stores fails; the step runs three times on one plan, so a grid barrier not left
+// ready for the next launch (its arrival count not reset) fails the second run, by its timeout's
+// trap if it would otherwise hang. A 2000-key cache merges 7 splits, the last one short; a cache of
+// zero keys with larger RMSNorm gains makes the new key, which joins only in the merge, weigh in y.
+// And the shared-memory opt-in, which plans of one kernel share.
+#include <gtest/gtest.h>
+
+#include <ch20/megakernel.cuh>
+#include <cmath>
+#include <cstdint>
+#include <kernels/cuda_graph.hpp>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "device_copy.hpp"
+#include "relative_l2.hpp"
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+std::vector<bf16> random_bf16(std::size_t count, float low, float high, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(low, high);
+  std::vector<bf16> v(count);
+  for (auto& x : v) x = __float2bfloat16(uniform(rng));
+  return v;
+}
+
+std::vector<bf16> weights(int64_t rows, int64_t k, unsigned seed) {  // unit-scale outputs
+  const float a = std::sqrt(3.0f / float(k));
+  return random_bf16(std::size_t(rows * k), -a, a, seed);
+}
+
+// As ch20's registration: each output passes a few BF16 roundings (~3e-3 in all); a wrong row,
+// head, chunk or phase order is an O(1) error.
+constexpr double kTolerance = 1e-2;
+
+// How the random inputs are drawn where a test needs other than the default: RMSNorm 1's gains
+// (they scale q, k and v, so the scores grow as their square) and a K cache of zeros (every cached
+// score 0).
+struct Inputs {
+  float norm1_low = 0.5f, norm1_high = 1.5f;
+  bool zero_k_cache = false;
+};
+
+// Runs `plan` (made for dims) `runs` times on random inputs of dims and compares y, k_new and
+// v_new with the FP64 CPU layer after each run.
+void expect_matches_host(const ch20::LayerDims& dims, const ch20::mega::DecoderMegakernel& plan,
+                         cudaStream_t stream, int runs, const Inputs& inputs = {}) {
+  const int64_t kv_rows = dims.batch * dims.kv_heads * dims.past * ch20::kHeadDim,
+                kv_new = dims.batch * dims.kv_heads * ch20::kHeadDim;
+  const unsigned seed = unsigned(100 * dims.batch + dims.ffn);
+  const std::vector<bf16> x = random_bf16(std::size_t(dims.batch * dims.hidden), -1.7f, 1.7f, seed),
+                          norm1 = random_bf16(std::size_t(dims.hidden), inputs.norm1_low,
+                                              inputs.norm1_high, seed + 1),
+                          norm2 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 2),
+                          w_qkv = weights(dims.qkv_dim, dims.hidden, seed + 3),
+                          w_o = weights(dims.hidden, dims.hidden, seed + 4),
+                          w_gate_up = weights(2 * dims.ffn, dims.hidden, seed + 5),
+                          w_down = weights(dims.hidden, dims.ffn, seed + 6),
+                          k_cache =
+                              inputs.zero_k_cache
+                                  ? std::vector<bf16>(std::size_t(kv_rows), __float2bfloat16(0.0f))
+                                  : random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 7),
+                          v_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 8);
+  std::vector<double> y(x.size()), k_ref(static_cast<std::size_t>(kv_new)), v_ref(k_ref.size());
+  ch20::reference::layer(dims, {x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache},
+                         {y, k_ref, v_ref});
+
+  const std::vector<bf16*> in = {upload(x),      upload(norm1),   upload(norm2),
+                                 upload(w_qkv),  upload(w_o),     upload(w_gate_up),
+                                 upload(w_down), upload(k_cache), upload(v_cache)};
+  // The outputs start as NaN: an element no phase stores fails the comparison.
+  const std::vector<bf16> poison_y(y.size(), __float2bfloat16(NAN)),
+      poison_kv(k_ref.size(), __float2bfloat16(NAN));
+  bf16 *y_d = upload(poison_y), *k_new_d = upload(poison_kv), *v_new_d = upload(poison_kv);
+  const ch20::mega::Io io{in[0], in[1], in[2], in[3], in[4],   in[5],
+                          in[6], in[7], in[8], y_d,   k_new_d, v_new_d};
+  for (int run = 0; run < runs; ++run) {
+    plan(io, stream);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess) << dims.batch << " tokens, run " << run;
+    EXPECT_LT(relative_l2(download(y_d, y.size()), y), kTolerance)
+        << dims.batch << " tokens, run " << run << ", grid " << plan.grid() << ", " << plan.splits()
+        << " splits";
+    EXPECT_LT(relative_l2(download(k_new_d, k_ref.size()), k_ref), kTolerance)
+        << dims.batch << " tokens, run " << run;
+    EXPECT_LT(relative_l2(download(v_new_d, v_ref.size()), v_ref), kTolerance)
+        << dims.batch << " tokens, run " << run;
+    // NaN again before the next run. A copy from pageable memory may return before its bytes
+    // land, and the plan's non-blocking stream is not ordered after it: without the device
+    // synchronize, the poison could land after the next run's stores and fail a correct kernel.
+    for (bf16* out : {y_d, k_new_d, v_new_d})
+      ASSERT_EQ(cudaMemcpy(out, out == y_d ? poison_y.data() : poison_kv.data(),
+                           (out == y_d ? poison_y.size() : poison_kv.size()) * sizeof(bf16),
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  for (bf16* p : in) cudaFree(p);
+  for (bf16* p : {y_d, k_new_d, v_new_d}) cudaFree(p);
+}
+
+TEST(DecoderMegakernel, MatchesTheHostLayerForEachTokenCount) {
+  for (int tokens : {1, 2, 3, 5, 8}) {
+    const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
+    const kernels::OwnedStream stream;
+    std::optional<ch20::mega::DecoderMegakernel> plan;
+    try {
+      plan.emplace(dims, stream.get());
+    } catch (const bench::Unsupported& e) {
+      GTEST_SKIP() << e.what();
+    }
+    // Three runs of one plan: its barrier must be left ready for the next launch.
+    expect_matches_host(dims, *plan, stream.get(), 3);
+    if (HasFatalFailure())
+      return;  // a trapped barrier loses the context: the rest would only echo it
+  }
+}
+
+// At 700 keys every plan above has 2 splits. A longer cache at 1 token gets 7 (chunks of 320 keys,
+// the last one 80), as the timing size gets 8 at batch 1: the merge folds more than two partials,
+// and a short last chunk.
+TEST(DecoderMegakernel, MergesManySplitsWithAShortLastChunk) {
+  const ch20::LayerDims dims = ch20::LayerDims::of(1, 8, 2, 4400, 2000);
+  const kernels::OwnedStream stream;
+  std::optional<ch20::mega::DecoderMegakernel> plan;
+  try {
+    plan.emplace(dims, stream.get());
+  } catch (const bench::Unsupported& e) {
+    GTEST_SKIP() << e.what();
+  }
+  EXPECT_GE(plan->splits(), 4) << "grid " << plan->grid();
+  expect_matches_host(dims, *plan, stream.get(), 1);
+}
+
+// With random inputs the new key is one of 701 (weight ~1e-3): y would hardly change if the merge
+// dropped it or read another head's (~1e-3 relative, under the tolerance). Here the cached keys
+// are zeros (every cached score 0: the cache's part of the softmax is 700 x e^0) and RMSNorm 1's
+// gains are ~2, which makes the new key's score q.k / sqrt(128) ~N(0, 4^2) nats: a head whose
+// score is above 4 gives it 7% of the weight or more, one above ln 700 most of it. An FP64
+// host emulation of exactly these inputs (not run on a GPU) puts the BF16 roundings at 3.5e-3 and
+// 3.3e-3 relative L2 in y at 1 and 5 tokens, and the same layer without the new key 6.7e-2 and
+// 3.5e-1 away. Larger gains separate them more but amplify the roundings through the larger
+// scores: at ~3 the roundings alone reached 1.07e-2 at 1 token.
+TEST(DecoderMegakernel, TheNewKeyWeighsInTheMerge) {
+  for (int tokens : {1, 5}) {
+    const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
+    const kernels::OwnedStream stream;
+    std::optional<ch20::mega::DecoderMegakernel> plan;
+    try {
+      plan.emplace(dims, stream.get());
+    } catch (const bench::Unsupported& e) {
+      GTEST_SKIP() << e.what();
+    }
+    expect_matches_host(dims, *plan, stream.get(), 1,
+                        {.norm1_low = 1.5f, .norm1_high = 2.5f, .zero_k_cache = true});
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The dynamic shared-memory opt-in belongs to the kernel, which every plan of one padded token
+// count shares: a smaller plan made after a larger one must leave the larger one launchable.
+TEST(DecoderMegakernel, ASmallerPlanOfTheSameKernelLeavesTheLargerOneLaunchable) {
+  const ch20::LayerDims large = ch20::LayerDims::of(8, 8, 2, 4400, 700),  // 70 KB of activations
+      small = ch20::LayerDims::of(5, 8, 2, 1000, 700);                    // 16 KB
+  const kernels::OwnedStream stream;
+  std::optional<ch20::mega::DecoderMegakernel> large_plan;
+  try {
+    large_plan.emplace(large, stream.get());
+  } catch (const bench::Unsupported& e) {
+    GTEST_SKIP() << e.what();
+  }
+  const ch20::mega::DecoderMegakernel small_plan(small, stream.get());
+  expect_matches_host(large, *large_plan, stream.get(), 1);
+}
+
+// Past 8 tokens the megakernel is not the tool (the FMAs set the time): the plan says so, as a
+// skip, rather than launching a kernel that holds no more than 8 tokens' activations.
+TEST(DecoderMegakernel, NineTokensAreUnsupported) {
+  const kernels::OwnedStream stream;
+  EXPECT_THROW(ch20::mega::DecoderMegakernel(ch20::LayerDims::of(9, 8, 2, 4400, 700), stream.get()),
+               bench::Unsupported);
+}
+
+}  // namespace

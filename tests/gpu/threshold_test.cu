@@ -382,9 +382,18 @@ TEST(Thresholds, Row2_HonestVariantIsDeviceCheckedOnEverySample) {
 }
 
 TEST(Thresholds, Row2_SpoilingEveryTwentiethSampleAtFullSpeedFails) {
-  const auto r = run_case("spoils_at_full_speed", "spoils_every_20th", 40);
-  EXPECT_NE(outcome(r).find("FAILED: timed sample"), std::string::npos) << outcome(r);
-  EXPECT_NE(outcome(r).find("device check found outputs unlike the device reference"), std::string::npos) << outcome(r);
+  // Every run FAILS. Which check sees the spoiled call varies: where it lands on the one secret
+  // host-checked sample (about one run in min_samples; the 4x H100 run of 2026-11-27 met it at
+  // sample 9), the host check catches it and says nothing of the device check. So a run caught
+  // that way is repeated, up to three runs in all, until the device check is the one that sees it.
+  std::string last;
+  for (int run = 0; run < 3; ++run) {
+    const auto r = run_case("spoils_at_full_speed", "spoils_every_20th", 40);
+    last = outcome(r);
+    ASSERT_NE(last.find("FAILED: timed sample"), std::string::npos) << last;
+    if (last.find("device check found outputs unlike the device reference") != std::string::npos) return;
+  }
+  FAIL() << "in three runs the device check never caught the spoiled call; the last: " << last;
 }
 
 TEST(Thresholds, Row2_SpoilingFivePercentOfSamplesAtRandomPositionsFails) {

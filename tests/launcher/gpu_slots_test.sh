@@ -22,8 +22,13 @@ chmod +x "$work/bin/nvidia-smi"
 check "four GPUs listed: four slots" 4 "$(slots "$work/four.json")"
 CUDA_VISIBLE_DEVICES=3,1 PATH="$work/bin:$PATH" bash "$src/scripts/gpu_slots.sh" "$work/two.json" >/dev/null
 check "CUDA_VISIBLE_DEVICES=3,1: two slots" 2 "$(slots "$work/two.json")"
-( unset CUDA_VISIBLE_DEVICES; PATH="/usr/bin:/bin" bash "$src/scripts/gpu_slots.sh" "$work/none.json" >/dev/null )
-check "no nvidia-smi: one slot" 1 "$(slots "$work/none.json")"
+# No GPU: an nvidia-smi that fails, as it does without a driver (a PATH without one would still
+# find the real one on a GPU machine, in /usr/bin).
+mkdir -p "$work/nogpu"
+printf '#!/bin/sh\necho "NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver." >&2\nexit 9\n' >"$work/nogpu/nvidia-smi"
+chmod +x "$work/nogpu/nvidia-smi"
+( unset CUDA_VISIBLE_DEVICES; PATH="$work/nogpu:$PATH" bash "$src/scripts/gpu_slots.sh" "$work/none.json" >/dev/null )
+check "nvidia-smi finds no GPU: one slot" 1 "$(slots "$work/none.json")"
 python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$work/four.json" || { echo "FAIL: the spec is not JSON"; failures=$((failures + 1)); }
 
 # A slot's id to the device the test sees.

@@ -1,5 +1,5 @@
-// Tests kernels/streaming_gemv.cuh, which ch20's streaming_gemv rung times, against the host, and
-// kernels/pdl.cuh's ordering. The product: 1, 2, 3, 5 and 8 tokens (1, 2, 4 and 8 activation rows
+// Tests kernels/streaming_gemv.cuh and kernels/streaming_mma.cuh, which ch20's streaming_gemv and
+// streaming_mma rungs time, against the host, and kernels/pdl.cuh's ordering. The product: 1, 2, 3, 5 and 8 tokens (1, 2, 4 and 8 activation rows
 // in shared memory, the padding rows zero and never stored), k = 2000 (a whole 128-vector step of
 // the warp and a tail), 4001 row groups (more than the persistent grid's warps, so warps stride;
 // not a multiple of the 8 warps a block). The opt-in: a smaller GEMV of the same kernel, planned
@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <kernels/cuda_graph.hpp>
 #include <kernels/streaming_gemv.cuh>
+#include <kernels/streaming_mma.cuh>
 #include <optional>
 #include <random>
 #include <vector>
@@ -32,8 +33,8 @@ struct Plain {
   __device__ int64_t row(int64_t group, int slot) const {
     return group * gemv::kRowsPerWarp + slot;
   }
-  __device__ void fill(bf16* act, int tokens, int64_t k) const {
-    for (int64_t i = threadIdx.x; i < tokens * k; i += gemv::kThreads) act[i] = in[i];
+  __device__ void fill_row(bf16* act_row, int token, int64_t k) const {
+    for (int64_t i = threadIdx.x; i < k; i += gemv::kThreads) act_row[i] = in[token * k + i];
   }
   __device__ void store(int64_t group, int slot, int token,
                         const float (&sums)[gemv::kRowsPerWarp]) const {
@@ -69,7 +70,8 @@ constexpr double kTolerance = 3e-3;
 
 // Relative L2 of op's product of random activations with w (on the device at w_d) against the
 // host's; the output starts as NaN, so an element never stored fails it.
-double product_error(const gemv::StreamingGemv<Plain>& op, const std::vector<bf16>& w,
+template <class Gemv>
+double product_error(const Gemv& op, const std::vector<bf16>& w,
                      const bf16* w_d, int tokens, int64_t n, int64_t k) {
   const std::vector<bf16> in = random_bf16(std::size_t(tokens * k), 1.0f, 20 + tokens);
   bf16 *in_d = upload(in), *out_d = nullptr;
@@ -145,6 +147,72 @@ TEST(StreamingGemv, ProgrammaticLaunchWaitsForTheKernelAhead) {
   for (std::size_t i = 0; i < y1.size(); ++i) y1_rounded[i] = __float2bfloat16(float(y1[i]));
   const std::vector<double> y2 = product(y1_rounded, w2, tokens, n2, n1);
   for (int run = 0; run < 5; ++run) {
+    ASSERT_EQ(cudaMemsetAsync(y1_d, 0xff, tokens * n1 * sizeof(bf16), stream.get()), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(y2_d, 0xff, tokens * n2 * sizeof(bf16), stream.get()), cudaSuccess);
+    exec.launch(stream.get());
+    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+    EXPECT_LT(relative_l2(download(y2_d, std::size_t(tokens * n2)), y2), kTolerance)
+        << "run " << run;
+  }
+  for (bf16* p : {x_d, w1_d, w2_d, y1_d, y2_d}) cudaFree(p);
+}
+
+
+// The tensor-core form: 1 to 32 tokens (1, 3 and 17 pad the last 8-token tile with zeros), 2501
+// groups (313 tiles of 8 groups, the last one ragged with 5; more tiles than the persistent grid
+// has blocks, so blocks stride), k = 2000 (16 slabs of 128 columns, the last one 80 wide: a
+// masked tail, and 2 slabs a warp, so each warp reloads after its first slab).
+TEST(StreamingMma, MatchesTheHostForEachTokenCount) {
+  constexpr int64_t kGroups = 2501, n = kGroups * gemv::kRowsPerWarp, k = 2000;
+  const std::vector<bf16> w = random_bf16(std::size_t(n * k), 0.05f, 40);
+  bf16* w_d = upload(w);
+  for (int tokens : {1, 3, 8, 17, 32}) {
+    const gemv::StreamingMma<Plain> op(tokens, kGroups, k);
+    EXPECT_LT(product_error(op, w, w_d, tokens, n, k), kTolerance) << tokens << " tokens";
+  }
+  cudaFree(w_d);
+}
+
+// A fragment mistake must show: the kernel with b0 and b1 swapped (a B fragment whose k does not
+// match A's) is an O(1) error, far past the tolerance. If this passes with the mistake in, the
+// test above could not see a wrong k numbering either.
+TEST(StreamingMma, APlantedFragmentMistakeFails) {
+  constexpr int tokens = 8;
+  constexpr int64_t kGroups = 301, n = kGroups * gemv::kRowsPerWarp, k = 1024;
+  const std::vector<bf16> w = random_bf16(std::size_t(n * k), 0.05f, 41);
+  bf16* w_d = upload(w);
+  const gemv::StreamingMma<Plain> planted(tokens, kGroups, k, gemv::Fragments::planted_b_swap);
+  EXPECT_GT(product_error(planted, w, w_d, tokens, n, k), 0.3);
+  const gemv::StreamingMma<Plain> correct(tokens, kGroups, k);
+  EXPECT_LT(product_error(correct, w, w_d, tokens, n, k), kTolerance);
+  cudaFree(w_d);
+}
+
+// As the FP32 GEMV's chain test, with the fill kernel between: y2's fill reads y1 after its wait,
+// and y2's product reads the fill's rows after its own; a read before either wait shows as NaN.
+TEST(StreamingMma, ProgrammaticLaunchesWaitForTheKernelAhead) {
+  constexpr int tokens = 32;
+  constexpr int64_t n1 = 8192, k1 = 4096, n2 = 1024;
+  const std::vector<bf16> x = random_bf16(std::size_t(tokens * k1), 1.0f, 51),
+                          w1 = random_bf16(std::size_t(n1 * k1), 0.03f, 52),
+                          w2 = random_bf16(std::size_t(n2 * n1), 0.02f, 53);
+  bf16 *x_d = upload(x), *w1_d = upload(w1), *w2_d = upload(w2), *y1_d = nullptr, *y2_d = nullptr;
+  ASSERT_EQ(cudaMalloc(&y1_d, tokens * n1 * sizeof(bf16)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&y2_d, tokens * n2 * sizeof(bf16)), cudaSuccess);
+  const gemv::StreamingMma<Plain> first(tokens, n1 / gemv::kRowsPerWarp, k1),
+      second(tokens, n2 / gemv::kRowsPerWarp, n1);
+  kernels::OwnedStream stream, capture_stream;
+  const kernels::Graph graph = kernels::capture(capture_stream.get(), [&](cudaStream_t s) {
+    first(w1_d, Plain{x_d, y1_d, n1}, s);
+    second(w2_d, Plain{y1_d, y2_d, n2}, s);
+  });
+  kernels::GraphExec exec;
+  exec.instantiate(graph.get());
+  const std::vector<double> y1 = product(x, w1, tokens, n1, k1);
+  std::vector<bf16> y1_rounded(y1.size());
+  for (std::size_t i = 0; i < y1.size(); ++i) y1_rounded[i] = __float2bfloat16(float(y1[i]));
+  const std::vector<double> y2 = product(y1_rounded, w2, tokens, n2, n1);
+  for (int run = 0; run < 3; ++run) {
     ASSERT_EQ(cudaMemsetAsync(y1_d, 0xff, tokens * n1 * sizeof(bf16), stream.get()), cudaSuccess);
     ASSERT_EQ(cudaMemsetAsync(y2_d, 0xff, tokens * n2 * sizeof(bf16), stream.get()), cudaSuccess);
     exec.launch(stream.get());

@@ -1,6 +1,6 @@
 // kernels/streaming_mma.cuh: the weight-streaming GEMV of kernels/streaming_gemv.cuh on tensor
 // cores, for 1 to 32 tokens: out = act · Wᵀ, BF16 weights [n][k] row-major, FP32 sums, the same
-// Op hooks (row, fill, store) around the product.
+// Op hooks (row, fill_row, store) around the product.
 //
 // Why: the FP32 GEMV does 8 FMAs per weight element and token it streams. At 1 token that is far
 // below the SMs' FMA rate and the bytes set the time; at 8 tokens a 16-byte weight load costs 64
@@ -26,13 +26,14 @@
 //     disjoint k ranges, so nothing a warp would stage is read by another, and staging would be a
 //     copy without reuse; the reuse is inside the warp, one B load serving both m16 tiles. The
 //     activations at 32 tokens x 14336 columns do not fit shared memory anyway, and the fill
-//     hook writes whole rows (a norm needs the whole row): so Op::fill runs first, in a one-block
-//     kernel of its own, into a global buffer [tokens][k]. The L2 reads are tokens / 32 of the
-//     weight bytes (1 at 32 tokens, 1/4 at 8).
+//     hook writes whole rows (a norm needs the whole row): so Op::fill_row runs first, in a
+//     kernel of its own (a block per token), into a global buffer [tokens][k]. The L2 reads of
+//     B are tokens / 32 of the weight bytes (1x at 32 tokens, 1/4 at 8).
 //   - Tokens beyond the count are zeros in the B fragment (never loaded, never stored): a tile is
 //     8 tokens, so 2 to 4 tokens run 8-token MMAs. That costs tensor work (idle at these sizes),
 //     no bytes; what 1 to 4 tokens do pay is the block's reduction and the fill kernel, which the
-//     FP32 GEMV does not have (it is the better kernel there).
+//     FP32 GEMV does not have (at 1 to 4 tokens its FMAs keep up with the bytes: the better
+//     kernel there).
 //   - The 8 warps' partial sums meet in shared memory, [warp][row][token] FP32; the block adds
 //     them and calls op.store per (group, slot, token) with the token's sums of the group's slots.
 // Weights are read before the kernel waits for the fill kernel (kernels/pdl.cuh): the first slab
@@ -98,20 +99,19 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int j) {
   return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
 }
 
-// One launch per projection: Op::fill writes act [tokens][k] (all threads of one block).
+// The prologue as a kernel of its own, a block per token: Op::fill_row writes act [token][0..k).
 template <class Op>
-__global__ void __launch_bounds__(kThreads)
-    fill_activation_rows(Op op, bf16* act, int tokens, int64_t k) {
+__global__ void __launch_bounds__(kThreads) fill_activation_rows(Op op, bf16* act, int64_t k) {
   pdl::allow_dependents();  // the product's blocks may start streaming weights now
   pdl::wait_for_prerequisite();
-  op.fill(act, tokens, k);
+  op.fill_row(act + blockIdx.x * k, int(blockIdx.x), k);
 }
 
 template <int kNTiles, Fragments kFragments, class Op>
 __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1)
     stream_rows_mma(const bf16* weight, const bf16* act, int64_t k, int64_t groups, int tokens,
                     Op op) {
-  constexpr int kTokens = kNTiles * 8, kStride = kTokens + 1;  // +1: the stores spread over banks
+  constexpr int kTokens = kNTiles * 8, kStride = kTokens + 1;  // +1: fewer bank conflicts
   __shared__ float partial[kWarps][kMmaTileRows][kStride];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t vectors = k / kBf16PerVector;
@@ -218,8 +218,8 @@ class StreamingMma {
     grid_ = unsigned(std::min(tiles, resident));
   }
   void operator()(const bf16* weight, const Op& op, cudaStream_t s) const {
-    pdl::launch(fill_activation_rows<Op>, dim3(1), dim3(kThreads), 0, s, op, act_.data(), tokens_,
-                k_);
+    pdl::launch(fill_activation_rows<Op>, dim3(unsigned(tokens_)), dim3(kThreads), 0, s, op,
+                act_.data(), k_);
     pdl::launch(kernel_, dim3(grid_), dim3(kThreads), 0, s, weight,
                 static_cast<const bf16*>(act_.data()), k_, groups_, tokens_, op);
   }

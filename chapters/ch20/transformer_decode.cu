@@ -32,9 +32,9 @@
 //   6b. step "streaming_mma": rung 6's step, its 6 kernels' hooks unchanged, with the products on
 //      tensor cores (kernels/streaming_mma.cuh: the same 16-byte weight stream as the A operand of
 //      mma.sync m16n8k16, 8 tokens an MMA, FP32 sums), 1 to 32 tokens. Each projection's
-//      prologue runs as a one-block kernel of its own ahead of the product (the activations go to
-//      a global buffer: 32 tokens x 14336 do not fit shared memory): 10 kernels, graphed, all
-//      launched programmatically. The lesson: at 8 tokens and more the FP32 GEMV's FMAs, not its
+//      prologue runs as a kernel of its own ahead of the product, a block per token (the
+//      activations go to a global buffer: 32 tokens x 14336 do not fit shared memory): 10
+//      kernels, graphed, all launched programmatically. The lesson: at 8 tokens and more the FP32 GEMV's FMAs, not its
 //      bytes, set its time; MMAs take the arithmetic off the critical path.
 //   7. step "megakernel": the same ops as rung 6 as phases of ONE persistent cooperative launch
 //      (ch20/megakernel.cuh), grid barriers between them; each warp issues the next projection's

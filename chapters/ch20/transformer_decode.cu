@@ -34,8 +34,8 @@
 //      mma.sync m16n8k16, 8 tokens an MMA, FP32 sums), 1 to 32 tokens. Each projection's
 //      prologue runs as a kernel of its own ahead of the product, a block per token (the
 //      activations go to a global buffer: 32 tokens x 14336 do not fit shared memory): 10
-//      kernels, graphed, all launched programmatically. The lesson: at 8 tokens and more the FP32 GEMV's FMAs, not its
-//      bytes, set its time; MMAs take the arithmetic off the critical path.
+//      kernels, graphed, all launched programmatically. The lesson: at 8 tokens and more the FP32
+//      GEMV's FMAs, not its bytes, set its time; MMAs take the arithmetic off the critical path.
 //   7. step "megakernel": the same ops as rung 6 as phases of ONE persistent cooperative launch
 //      (ch20/megakernel.cuh), grid barriers between them; each warp issues the next projection's
 //      first weights between arriving at a barrier and waiting at it, so the weight stream does not
@@ -45,11 +45,11 @@
 // Verification: y and the appended K / V rows against an FP64 CPU layer at a small size of the
 // same structure (batch 3, 8 / 2 heads, MLP 2744, 1000 cached keys). At the timing size the
 // device reference is rung 1's kernels without the syncs: plain code that shares nothing with
-// rungs 2-7 (cuBLASLt, flash decoding, the fused kernels, the GEMVs, the MMAs), itself checked against the
-// CPU layer in every run. Tolerance: relative L2 1e-2. Each output passes through a few BF16
-// roundings (2^-9 relative each: qkv, the attention output, h, the MLP activations) on its way,
-// ~3e-3 in all. Timed hot: a decode step follows the previous one back to back, and its 453 MB are
-// 9x L2.
+// rungs 2-7 (cuBLASLt, flash decoding, the fused kernels, the GEMVs, the MMAs), itself checked
+// against the CPU layer in every run. Tolerance: relative L2 1e-2. Each output passes through a few
+// BF16 roundings (2^-9 relative each: qkv, the attention output, h, the MLP activations) on its
+// way, ~3e-3 in all. Timed hot: a decode step follows the previous one back to back, and its 453 MB
+// are 9x L2.
 //
 //   ./bench compare --chapter ch20 --example transformer_decode            # batch 1 and 8
 //   ./bench compare --chapter ch20 --example transformer_decode --sweep    # and batch 32

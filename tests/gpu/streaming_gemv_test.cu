@@ -1,11 +1,12 @@
 // Tests kernels/streaming_gemv.cuh and kernels/streaming_mma.cuh, which ch20's streaming_gemv and
-// streaming_mma rungs time, against the host, and kernels/pdl.cuh's ordering. The product: 1, 2, 3, 5 and 8 tokens (1, 2, 4 and 8 activation rows
-// in shared memory, the padding rows zero and never stored), k = 2000 (a whole 128-vector step of
-// the warp and a tail), 4001 row groups (more than the persistent grid's warps, so warps stride;
-// not a multiple of the 8 warps a block). The opt-in: a smaller GEMV of the same kernel, planned
-// after a larger one, leaves the larger one launchable. The chain: a second GEMV launched
-// programmatically reads the first one's output in its prologue; that output is NaN until the
-// first kernel writes it, so a prologue that ran before the wait would show as NaN.
+// streaming_mma rungs time, against the host, and kernels/pdl.cuh's ordering. The product: 1, 2, 3,
+// 5 and 8 tokens (1, 2, 4 and 8 activation rows in shared memory, the padding rows zero and never
+// stored), k = 2000 (a whole 128-vector step of the warp and a tail), 4001 row groups (more than
+// the persistent grid's warps, so warps stride; not a multiple of the 8 warps a block). The opt-in:
+// a smaller GEMV of the same kernel, planned after a larger one, leaves the larger one launchable.
+// The chain: a second GEMV launched programmatically reads the first one's output in its prologue;
+// that output is NaN until the first kernel writes it, so a prologue that ran before the wait would
+// show as NaN.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -71,8 +72,8 @@ constexpr double kTolerance = 3e-3;
 // Relative L2 of op's product of random activations with w (on the device at w_d) against the
 // host's; the output starts as NaN, so an element never stored fails it.
 template <class Gemv>
-double product_error(const Gemv& op, const std::vector<bf16>& w,
-                     const bf16* w_d, int tokens, int64_t n, int64_t k) {
+double product_error(const Gemv& op, const std::vector<bf16>& w, const bf16* w_d, int tokens,
+                     int64_t n, int64_t k) {
   const std::vector<bf16> in = random_bf16(std::size_t(tokens * k), 1.0f, 20 + tokens);
   bf16 *in_d = upload(in), *out_d = nullptr;
   EXPECT_EQ(cudaMalloc(&out_d, tokens * n * sizeof(bf16)), cudaSuccess);
@@ -120,18 +121,18 @@ TEST(StreamingGemv, ASmallerPlanOfTheSameKernelLeavesTheLargerOneLaunchable) {
   cudaFree(w_d);
 }
 
-TEST(StreamingGemv, ProgrammaticLaunchWaitsForTheKernelAhead) {
-  // y1 = x · W1ᵀ streams 128 MB; y2 = y1 · W2ᵀ is launched programmatically behind it, so its
-  // blocks may be resident (and its weight loads out) long before y1 is written.
-  constexpr int tokens = 4;
-  constexpr int64_t n1 = 8192, k1 = 8192, n2 = 1024;
+// y1 = x · W1ᵀ; y2 = y1 · W2ᵀ launched programmatically behind it, so its blocks may be resident
+// (and its weight loads out) long before y1 is written. y1 and y2 start as NaN each run, so a
+// read of y1 before the wait shows.
+template <template <class> class Gemv>
+void expect_the_chain_to_wait(int tokens, int64_t n1, int64_t k1, int64_t n2, int runs) {
   const std::vector<bf16> x = random_bf16(std::size_t(tokens * k1), 1.0f, 1),
                           w1 = random_bf16(std::size_t(n1 * k1), 0.02f, 2),
                           w2 = random_bf16(std::size_t(n2 * n1), 0.02f, 3);
   bf16 *x_d = upload(x), *w1_d = upload(w1), *w2_d = upload(w2), *y1_d = nullptr, *y2_d = nullptr;
   ASSERT_EQ(cudaMalloc(&y1_d, tokens * n1 * sizeof(bf16)), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&y2_d, tokens * n2 * sizeof(bf16)), cudaSuccess);
-  const gemv::StreamingGemv<Plain> first(tokens, n1 / gemv::kRowsPerWarp, k1),
+  const Gemv<Plain> first(tokens, n1 / gemv::kRowsPerWarp, k1),
       second(tokens, n2 / gemv::kRowsPerWarp, n1);
   kernels::OwnedStream stream, capture_stream;
   const kernels::Graph graph = kernels::capture(capture_stream.get(), [&](cudaStream_t s) {
@@ -146,7 +147,7 @@ TEST(StreamingGemv, ProgrammaticLaunchWaitsForTheKernelAhead) {
   std::vector<bf16> y1_rounded(y1.size());
   for (std::size_t i = 0; i < y1.size(); ++i) y1_rounded[i] = __float2bfloat16(float(y1[i]));
   const std::vector<double> y2 = product(y1_rounded, w2, tokens, n2, n1);
-  for (int run = 0; run < 5; ++run) {
+  for (int run = 0; run < runs; ++run) {
     ASSERT_EQ(cudaMemsetAsync(y1_d, 0xff, tokens * n1 * sizeof(bf16), stream.get()), cudaSuccess);
     ASSERT_EQ(cudaMemsetAsync(y2_d, 0xff, tokens * n2 * sizeof(bf16), stream.get()), cudaSuccess);
     exec.launch(stream.get());
@@ -157,6 +158,10 @@ TEST(StreamingGemv, ProgrammaticLaunchWaitsForTheKernelAhead) {
   for (bf16* p : {x_d, w1_d, w2_d, y1_d, y2_d}) cudaFree(p);
 }
 
+// W1 is 128 MB: y2's blocks wait a long time.
+TEST(StreamingGemv, ProgrammaticLaunchWaitsForTheKernelAhead) {
+  expect_the_chain_to_wait<gemv::StreamingGemv>(4, 8192, 8192, 1024, 5);
+}
 
 // The tensor-core form: 1 to 32 tokens (1, 3 and 17 pad the last 8-token tile with zeros), 2501
 // groups (313 tiles of 8 groups, the last one ragged with 5; more tiles than the persistent grid
@@ -188,39 +193,10 @@ TEST(StreamingMma, APlantedFragmentMistakeFails) {
   cudaFree(w_d);
 }
 
-// As the FP32 GEMV's chain test, with the fill kernel between: y2's fill reads y1 after its wait,
-// and y2's product reads the fill's rows after its own; a read before either wait shows as NaN.
+// With the fill kernels between: y2's fill reads y1 after its wait, and y2's product reads the
+// fill's rows after its own. 32 tokens, the kernel of 4 token tiles.
 TEST(StreamingMma, ProgrammaticLaunchesWaitForTheKernelAhead) {
-  constexpr int tokens = 32;
-  constexpr int64_t n1 = 8192, k1 = 4096, n2 = 1024;
-  const std::vector<bf16> x = random_bf16(std::size_t(tokens * k1), 1.0f, 51),
-                          w1 = random_bf16(std::size_t(n1 * k1), 0.03f, 52),
-                          w2 = random_bf16(std::size_t(n2 * n1), 0.02f, 53);
-  bf16 *x_d = upload(x), *w1_d = upload(w1), *w2_d = upload(w2), *y1_d = nullptr, *y2_d = nullptr;
-  ASSERT_EQ(cudaMalloc(&y1_d, tokens * n1 * sizeof(bf16)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&y2_d, tokens * n2 * sizeof(bf16)), cudaSuccess);
-  const gemv::StreamingMma<Plain> first(tokens, n1 / gemv::kRowsPerWarp, k1),
-      second(tokens, n2 / gemv::kRowsPerWarp, n1);
-  kernels::OwnedStream stream, capture_stream;
-  const kernels::Graph graph = kernels::capture(capture_stream.get(), [&](cudaStream_t s) {
-    first(w1_d, Plain{x_d, y1_d, n1}, s);
-    second(w2_d, Plain{y1_d, y2_d, n2}, s);
-  });
-  kernels::GraphExec exec;
-  exec.instantiate(graph.get());
-  const std::vector<double> y1 = product(x, w1, tokens, n1, k1);
-  std::vector<bf16> y1_rounded(y1.size());
-  for (std::size_t i = 0; i < y1.size(); ++i) y1_rounded[i] = __float2bfloat16(float(y1[i]));
-  const std::vector<double> y2 = product(y1_rounded, w2, tokens, n2, n1);
-  for (int run = 0; run < 3; ++run) {
-    ASSERT_EQ(cudaMemsetAsync(y1_d, 0xff, tokens * n1 * sizeof(bf16), stream.get()), cudaSuccess);
-    ASSERT_EQ(cudaMemsetAsync(y2_d, 0xff, tokens * n2 * sizeof(bf16), stream.get()), cudaSuccess);
-    exec.launch(stream.get());
-    ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
-    EXPECT_LT(relative_l2(download(y2_d, std::size_t(tokens * n2)), y2), kTolerance)
-        << "run " << run;
-  }
-  for (bf16* p : {x_d, w1_d, w2_d, y1_d, y2_d}) cudaFree(p);
+  expect_the_chain_to_wait<gemv::StreamingMma>(32, 8192, 4096, 1024, 3);
 }
 
 }  // namespace

@@ -55,9 +55,9 @@
 
 namespace kernels::gemv {
 
-constexpr int kMmaTileGroups = 8;                             // a block's tile: 32 rows
-constexpr int kMmaTileRows = kMmaTileGroups * kRowsPerWarp;   // 32
-constexpr int kMmaMTiles = kMmaTileRows / 16;                 // m16 tiles a warp holds
+constexpr int kMmaTileGroups = 8;                            // a block's tile: 32 rows
+constexpr int kMmaTileRows = kMmaTileGroups * kRowsPerWarp;  // 32
+constexpr int kMmaMTiles = kMmaTileRows / 16;                // m16 tiles a warp holds
 constexpr int kMmaVectors = 4;  // 16-byte loads a lane has in flight per row, 2 rows per m16 tile:
                                 // 2 x 2 x 4 x 16 = 256 bytes a lane, as the FP32 GEMV
 constexpr int kMmaSlabK = kMmaVectors * 4 * kBf16PerVector;  // 128 columns a warp's slab
@@ -84,9 +84,10 @@ __device__ __forceinline__ void load_mma_slab(const bf16* weight, int64_t k, int
     for (int h = 0; h < 2; ++h) {
       const int r = m * 16 + h * 8 + g;  // row of the tile
       const int64_t group = tile * kMmaTileGroups + r / kRowsPerWarp;
-      const uint4* row = group < groups ? reinterpret_cast<const uint4*>(
-                                              weight + op.row(group, r % kRowsPerWarp) * k)
-                                        : nullptr;
+      const uint4* row =
+          group < groups
+              ? reinterpret_cast<const uint4*>(weight + op.row(group, r % kRowsPerWarp) * k)
+              : nullptr;
 #pragma unroll
       for (int u = 0; u < kMmaVectors; ++u) {
         const int64_t v = slab * (kMmaSlabK / kBf16PerVector) + u * 4 + t;
@@ -189,13 +190,13 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1)
 template <class Op>
 class StreamingMma {
  public:
-  StreamingMma(int tokens, int64_t groups, int64_t k,
-               Fragments fragments = Fragments::correct)
+  StreamingMma(int tokens, int64_t groups, int64_t k, Fragments fragments = Fragments::correct)
       : tokens_(tokens), groups_(groups), k_(k), act_(size_t(tokens) * size_t(k)) {
     if (tokens < 1 || tokens > kMmaMaxTokens || k % kBf16PerVector != 0)
       throw std::invalid_argument("StreamingMma: 1 to 32 tokens, k a multiple of 8");
     if (fragments == Fragments::planted_b_swap) {
-      if (tokens > 8) throw std::invalid_argument("StreamingMma: the planted mistake is 1-8 tokens");
+      if (tokens > 8)
+        throw std::invalid_argument("StreamingMma: the planted mistake is 1-8 tokens");
       kernel_ = stream_rows_mma<1, Fragments::planted_b_swap, Op>;
     } else {
       switch ((tokens + 7) / 8) {

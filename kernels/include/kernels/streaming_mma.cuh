@@ -25,6 +25,8 @@
 //     32 tokens), straight into registers, not from shared memory: the 8 warps of a block read
 //     disjoint k ranges, so nothing a warp would stage is read by another, and staging would be a
 //     copy without reuse; the reuse is inside the warp, one B load serving both m16 tiles. The
+//     loads bypass L1 (ld.global.cg): no other warp of the SM reads the same bytes, and the
+//     buffer is rewritten by the fill kernel every step, so nothing stale may sit in L1. The
 //     activations at 32 tokens x 14336 columns do not fit shared memory anyway, and the fill
 //     hook writes whole rows (a norm needs the whole row): so Op::fill_row runs first, in a
 //     kernel of its own (a block per token), into a global buffer [tokens][k]. The L2 reads of
@@ -136,7 +138,7 @@ __global__ void __launch_bounds__(kThreads, kNTiles <= 2 ? 2 : 1)
         for (int u = 0; u < kMmaVectors; ++u) {
           const int token = n * 8 + g;
           const int64_t v = slab * (kMmaSlabK / kBf16PerVector) + u * 4 + t;
-          b[n][u] = token < tokens && v < vectors ? __ldg(act_vectors + token * vectors + v)
+          b[n][u] = token < tokens && v < vectors ? __ldcg(act_vectors + token * vectors + v)
                                                   : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll

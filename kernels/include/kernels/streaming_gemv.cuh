@@ -33,8 +33,8 @@
 // load_slab, fill_activations and stream_groups are the kernel's pieces as device functions, for a
 // persistent kernel that runs several projections in one launch (ch20's megakernel).
 // Limits: k a multiple of 8 (16-byte rows); tokens × k × 2 bytes of shared memory per block (a
-// GPU without it throws bench::Unsupported); beyond 8 tokens the FMAs, not the bytes, set the time,
-// and a tensor-core GEMM is the tool.
+// GPU without it throws bench::Unsupported); from about 8 tokens the FMAs, not the bytes, set the
+// time: kernels/streaming_mma.cuh streams the same way into tensor cores, with the same hooks.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -30,36 +30,36 @@ struct GqaCache {
   }
 };
 
-// act [t] = rmsnorm(in [t]) · gain, rounded to BF16 as the rmsnorm kernel does; 16-byte accesses.
-__device__ inline void fill_rmsnorm(const bf16* in, const bf16* gain, bf16* act, int tokens,
-                                    int64_t k) {
+// act_row = rmsnorm(in [token]) · gain, rounded to BF16 as the rmsnorm kernel does; 16-byte
+// accesses, by all gemv::kThreads threads of a block.
+__device__ inline void fill_rmsnorm_row(const bf16* in, const bf16* gain, bf16* act_row, int token,
+                                        int64_t k) {
   const int64_t vectors = k / kernels::kBf16PerVector;
   const uint4* gains = reinterpret_cast<const uint4*>(gain);
-  for (int t = 0; t < tokens; ++t) {
-    const uint4* row = reinterpret_cast<const uint4*>(in + t * k);
-    float sq = 0;
-    for (int64_t i = threadIdx.x; i < vectors; i += gemv::kThreads) {
-      float v[kernels::kBf16PerVector];
-      kernels::unpack_bf16x8(row[i], v);
+  const uint4* row = reinterpret_cast<const uint4*>(in + token * k);
+  float sq = 0;
+  for (int64_t i = threadIdx.x; i < vectors; i += gemv::kThreads) {
+    float v[kernels::kBf16PerVector];
+    kernels::unpack_bf16x8(row[i], v);
 #pragma unroll
-      for (int e = 0; e < kernels::kBf16PerVector; ++e) sq += v[e] * v[e];
-    }
-    const float inv_rms =
-        rsqrtf(kernels::group_reduce<gemv::kThreads>(sq, kernels::Sum{}) / float(k) + kEps);
-    for (int64_t i = threadIdx.x; i < vectors; i += gemv::kThreads) {
-      float v[kernels::kBf16PerVector], g[kernels::kBf16PerVector];
-      kernels::unpack_bf16x8(row[i], v);
-      kernels::unpack_bf16x8(gains[i], g);
+    for (int e = 0; e < kernels::kBf16PerVector; ++e) sq += v[e] * v[e];
+  }
+  const float inv_rms =
+      rsqrtf(kernels::group_reduce<gemv::kThreads>(sq, kernels::Sum{}) / float(k) + kEps);
+  for (int64_t i = threadIdx.x; i < vectors; i += gemv::kThreads) {
+    float v[kernels::kBf16PerVector], g[kernels::kBf16PerVector];
+    kernels::unpack_bf16x8(row[i], v);
+    kernels::unpack_bf16x8(gains[i], g);
 #pragma unroll
-      for (int e = 0; e < kernels::kBf16PerVector; ++e) v[e] *= inv_rms * g[e];
-      reinterpret_cast<uint4*>(act)[t * vectors + i] = kernels::pack_bf16x8(v);
-    }
+    for (int e = 0; e < kernels::kBf16PerVector; ++e) v[e] *= inv_rms * g[e];
+    reinterpret_cast<uint4*>(act_row)[i] = kernels::pack_bf16x8(v);
   }
 }
 
-__device__ inline void fill_copy(const bf16* in, bf16* act, int tokens, int64_t k) {
-  for (int64_t i = threadIdx.x; i < tokens * k / kernels::kBf16PerVector; i += gemv::kThreads)
-    reinterpret_cast<uint4*>(act)[i] = reinterpret_cast<const uint4*>(in)[i];
+__device__ inline void fill_copy_row(const bf16* in, bf16* act_row, int token, int64_t k) {
+  const uint4* src = reinterpret_cast<const uint4*>(in + token * k);
+  for (int64_t i = threadIdx.x; i < k / kernels::kBf16PerVector; i += gemv::kThreads)
+    reinterpret_cast<uint4*>(act_row)[i] = src[i];
 }
 
 // A group is two RoPE pairs of a q or k head (dims i, i + 1 and their partners i + 64, i + 65),
@@ -75,8 +75,8 @@ struct QkvRopeAppend {
     if (head < q_heads + kv_heads) return head * kHeadDim + 2 * t + slot % 2 + slot / 2 * kHalf;
     return head * kHeadDim + gemv::kRowsPerWarp * t + slot;
   }
-  __device__ void fill(bf16* act, int tokens, int64_t k) const {
-    fill_rmsnorm(x, norm1, act, tokens, k);
+  __device__ void fill_row(bf16* act_row, int token, int64_t k) const {
+    fill_rmsnorm_row(x, norm1, act_row, token, k);
   }
   __device__ void store(int64_t group, int slot, int token,
                         const float (&sums)[gemv::kRowsPerWarp]) const {
@@ -108,7 +108,9 @@ struct ResidualProjection {
   __device__ int64_t row(int64_t group, int slot) const {
     return group * gemv::kRowsPerWarp + slot;
   }
-  __device__ void fill(bf16* act, int tokens, int64_t k) const { fill_copy(in, act, tokens, k); }
+  __device__ void fill_row(bf16* act_row, int token, int64_t k) const {
+    fill_copy_row(in, act_row, token, k);
+  }
   __device__ void store(int64_t group, int slot, int token,
                         const float (&sums)[gemv::kRowsPerWarp]) const {
     const int64_t j = token * n + row(group, slot);
@@ -124,8 +126,8 @@ struct GateUpSwiglu {
   __device__ int64_t row(int64_t group, int slot) const {
     return 2 * group + slot % 2 + slot / 2 * ffn;
   }
-  __device__ void fill(bf16* a, int tokens, int64_t k) const {
-    fill_rmsnorm(h, norm2, a, tokens, k);
+  __device__ void fill_row(bf16* act_row, int token, int64_t k) const {
+    fill_rmsnorm_row(h, norm2, act_row, token, k);
   }
   __device__ void store(int64_t group, int slot, int token,
                         const float (&sums)[gemv::kRowsPerWarp]) const {

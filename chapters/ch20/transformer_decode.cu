@@ -29,6 +29,13 @@
 //      each launched programmatically (kernels/pdl.cuh), so it starts while the one ahead
 //      drains and its first weight loads need not wait. Up to 8 tokens; at batch 32 this rung
 //      runs rung 4's step in a graph (cuBLASLt: beyond 8 tokens the FMAs would set the time).
+//   6b. step "streaming_mma": rung 6's step, its 6 kernels' hooks unchanged, with the products on
+//      tensor cores (kernels/streaming_mma.cuh: the same 16-byte weight stream as the A operand of
+//      mma.sync m16n8k16, 8 tokens an MMA, FP32 sums), 1 to 32 tokens. Each projection's
+//      prologue runs as a kernel of its own ahead of the product, a block per token (the
+//      activations go to a global buffer: 32 tokens x 14336 do not fit shared memory): 10
+//      kernels, graphed, all launched programmatically. The lesson: at 8 tokens and more the FP32
+//      GEMV's FMAs, not its bytes, set its time; MMAs take the arithmetic off the critical path.
 //   7. step "megakernel": the same ops as rung 6 as phases of ONE persistent cooperative launch
 //      (ch20/megakernel.cuh), grid barriers between them; each warp issues the next projection's
 //      first weights between arriving at a barrier and waiting at it, so the weight stream does not
@@ -38,11 +45,11 @@
 // Verification: y and the appended K / V rows against an FP64 CPU layer at a small size of the
 // same structure (batch 3, 8 / 2 heads, MLP 2744, 1000 cached keys). At the timing size the
 // device reference is rung 1's kernels without the syncs: plain code that shares nothing with
-// rungs 2-7 (cuBLASLt, flash decoding, the fused kernels, the GEMVs), itself checked against the
-// CPU layer in every run. Tolerance: relative L2 1e-2. Each output passes through a few BF16
-// roundings (2^-9 relative each: qkv, the attention output, h, the MLP activations) on its way,
-// ~3e-3 in all. Timed hot: a decode step follows the previous one back to back, and its 453 MB are
-// 9x L2.
+// rungs 2-7 (cuBLASLt, flash decoding, the fused kernels, the GEMVs, the MMAs), itself checked
+// against the CPU layer in every run. Tolerance: relative L2 1e-2. Each output passes through a few
+// BF16 roundings (2^-9 relative each: qkv, the attention output, h, the MLP activations) on its
+// way, ~3e-3 in all. Timed hot: a decode step follows the previous one back to back, and its 453 MB
+// are 9x L2.
 //
 //   ./bench compare --chapter ch20 --example transformer_decode            # batch 1 and 8
 //   ./bench compare --chapter ch20 --example transformer_decode --sweep    # and batch 32
@@ -52,6 +59,7 @@
 #include <kernels/occupancy.cuh>
 #include <kernels/pdl.cuh>
 #include <kernels/streaming_gemv.cuh>
+#include <kernels/streaming_mma.cuh>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -468,11 +476,12 @@ struct Graphed {
 // Each GEMV is a programmatic launch (kernels/pdl.cuh): it starts while the kernel ahead drains,
 // its first weight loads go out at once, and only its prologue waits. Beyond 8 tokens the FMAs,
 // not the bytes, would set the GEMVs' time: there the step is rung 4's, cuBLASLt (README).
+template <template <class> class Gemv>
 struct GemvProjections {
   FusedActivations a;
-  gemv::StreamingGemv<QkvRopeAppend> qkv;
-  gemv::StreamingGemv<ResidualProjection> o, down;
-  gemv::StreamingGemv<GateUpSwiglu> gate_up;
+  Gemv<QkvRopeAppend> qkv;
+  Gemv<ResidualProjection> o, down;
+  Gemv<GateUpSwiglu> gate_up;
   GemvProjections(const DecoderLayer& w, cudaStream_t s)
       : a(w, s),
         qkv(int(w.batch), w.qkv_dim / gemv::kRowsPerWarp, w.hidden),
@@ -495,11 +504,11 @@ struct GemvProjections {
 
 // Up to 8 tokens the GEMVs; beyond, rung 4's step (cuBLASLt's tensor-core GEMMs).
 struct GemvStep {
-  std::unique_ptr<GemvProjections> narrow;
+  std::unique_ptr<GemvProjections<gemv::StreamingGemv>> narrow;
   std::unique_ptr<FusedOps> wide;
   GemvStep(const DecoderLayer& w, cudaStream_t s) {
     if (w.batch <= gemv::kMaxTokens)
-      narrow = std::make_unique<GemvProjections>(w, s);
+      narrow = std::make_unique<GemvProjections<gemv::StreamingGemv>>(w, s);
     else
       wide = std::make_unique<FusedOps>(w, s);
   }
@@ -508,6 +517,11 @@ struct GemvStep {
     (*wide)(w, s);
   }
 };
+
+// ---- rung 6b: rung 6's projections on tensor cores, at every batch --------------------------
+// The same Op hooks and the same step as rung 6; each projection is a fill kernel (the prologue)
+// and the MMA product with the epilogue, so 4 + 2 + 4 = 10 programmatic launches in the graph.
+using MmaProjections = GemvProjections<gemv::StreamingMma>;
 
 // ---- rung 7: the whole step as one persistent launch (ch20/megakernel.cuh) -------------------
 // The same ops as rung 6 as phases of one cooperative grid, one or two blocks an SM, grid barriers
@@ -544,6 +558,8 @@ BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
     .stateful<Graphed<FusedOps>>(bench::Role::step, "cuda_graph")
     .stateful<Graphed<GemvStep>>(bench::Role::optimized, "streaming_gemv",
                                  {.min_compute_capability = 90})
+    .stateful<Graphed<MmaProjections>>(bench::Role::step, "streaming_mma",
+                                       {.min_compute_capability = 90})
     .stateful<Megakernel>(bench::Role::step, "megakernel", {.min_compute_capability = 90})
     .reference(reference)
     .device_reference(device_reference)

@@ -1,17 +1,19 @@
-// Tests kernels/streaming_gemv.cuh, which ch20's streaming_gemv rung times, against the host, and
-// kernels/pdl.cuh's ordering. The product: 1, 2, 3, 5 and 8 tokens (1, 2, 4 and 8 activation rows
-// in shared memory, the padding rows zero and never stored), k = 2000 (a whole 128-vector step of
-// the warp and a tail), 4001 row groups (more than the persistent grid's warps, so warps stride;
-// not a multiple of the 8 warps a block). The opt-in: a smaller GEMV of the same kernel, planned
-// after a larger one, leaves the larger one launchable. The chain: a second GEMV launched
-// programmatically reads the first one's output in its prologue; that output is NaN until the
-// first kernel writes it, so a prologue that ran before the wait would show as NaN.
+// Tests kernels/streaming_gemv.cuh and kernels/streaming_mma.cuh, which ch20's streaming_gemv and
+// streaming_mma rungs time, against the host, and kernels/pdl.cuh's ordering. The product: 1, 2, 3,
+// 5 and 8 tokens (1, 2, 4 and 8 activation rows in shared memory, the padding rows zero and never
+// stored), k = 2000 (a whole 128-vector step of the warp and a tail), 4001 row groups (more than
+// the persistent grid's warps, so warps stride; not a multiple of the 8 warps a block). The opt-in:
+// a smaller GEMV of the same kernel, planned after a larger one, leaves the larger one launchable.
+// The chain: a second GEMV launched programmatically reads the first one's output in its prologue;
+// that output is NaN until the first kernel writes it, so a prologue that ran before the wait would
+// show as NaN.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <kernels/cuda_graph.hpp>
 #include <kernels/streaming_gemv.cuh>
+#include <kernels/streaming_mma.cuh>
 #include <optional>
 #include <random>
 #include <vector>
@@ -32,8 +34,8 @@ struct Plain {
   __device__ int64_t row(int64_t group, int slot) const {
     return group * gemv::kRowsPerWarp + slot;
   }
-  __device__ void fill(bf16* act, int tokens, int64_t k) const {
-    for (int64_t i = threadIdx.x; i < tokens * k; i += gemv::kThreads) act[i] = in[i];
+  __device__ void fill_row(bf16* act_row, int token, int64_t k) const {
+    for (int64_t i = threadIdx.x; i < k; i += gemv::kThreads) act_row[i] = in[token * k + i];
   }
   __device__ void store(int64_t group, int slot, int token,
                         const float (&sums)[gemv::kRowsPerWarp]) const {
@@ -69,8 +71,9 @@ constexpr double kTolerance = 3e-3;
 
 // Relative L2 of op's product of random activations with w (on the device at w_d) against the
 // host's; the output starts as NaN, so an element never stored fails it.
-double product_error(const gemv::StreamingGemv<Plain>& op, const std::vector<bf16>& w,
-                     const bf16* w_d, int tokens, int64_t n, int64_t k) {
+template <class Gemv>
+double product_error(const Gemv& op, const std::vector<bf16>& w, const bf16* w_d, int tokens,
+                     int64_t n, int64_t k) {
   const std::vector<bf16> in = random_bf16(std::size_t(tokens * k), 1.0f, 20 + tokens);
   bf16 *in_d = upload(in), *out_d = nullptr;
   EXPECT_EQ(cudaMalloc(&out_d, tokens * n * sizeof(bf16)), cudaSuccess);
@@ -118,18 +121,18 @@ TEST(StreamingGemv, ASmallerPlanOfTheSameKernelLeavesTheLargerOneLaunchable) {
   cudaFree(w_d);
 }
 
-TEST(StreamingGemv, ProgrammaticLaunchWaitsForTheKernelAhead) {
-  // y1 = x · W1ᵀ streams 128 MB; y2 = y1 · W2ᵀ is launched programmatically behind it, so its
-  // blocks may be resident (and its weight loads out) long before y1 is written.
-  constexpr int tokens = 4;
-  constexpr int64_t n1 = 8192, k1 = 8192, n2 = 1024;
+// y1 = x · W1ᵀ; y2 = y1 · W2ᵀ launched programmatically behind it, so its blocks may be resident
+// (and its weight loads out) long before y1 is written. y1 and y2 start as NaN each run, so a
+// read of y1 before the wait shows.
+template <template <class> class Gemv>
+void expect_the_chain_to_wait(int tokens, int64_t n1, int64_t k1, int64_t n2, int runs) {
   const std::vector<bf16> x = random_bf16(std::size_t(tokens * k1), 1.0f, 1),
                           w1 = random_bf16(std::size_t(n1 * k1), 0.02f, 2),
                           w2 = random_bf16(std::size_t(n2 * n1), 0.02f, 3);
   bf16 *x_d = upload(x), *w1_d = upload(w1), *w2_d = upload(w2), *y1_d = nullptr, *y2_d = nullptr;
   ASSERT_EQ(cudaMalloc(&y1_d, tokens * n1 * sizeof(bf16)), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&y2_d, tokens * n2 * sizeof(bf16)), cudaSuccess);
-  const gemv::StreamingGemv<Plain> first(tokens, n1 / gemv::kRowsPerWarp, k1),
+  const Gemv<Plain> first(tokens, n1 / gemv::kRowsPerWarp, k1),
       second(tokens, n2 / gemv::kRowsPerWarp, n1);
   kernels::OwnedStream stream, capture_stream;
   const kernels::Graph graph = kernels::capture(capture_stream.get(), [&](cudaStream_t s) {
@@ -144,7 +147,7 @@ TEST(StreamingGemv, ProgrammaticLaunchWaitsForTheKernelAhead) {
   std::vector<bf16> y1_rounded(y1.size());
   for (std::size_t i = 0; i < y1.size(); ++i) y1_rounded[i] = __float2bfloat16(float(y1[i]));
   const std::vector<double> y2 = product(y1_rounded, w2, tokens, n2, n1);
-  for (int run = 0; run < 5; ++run) {
+  for (int run = 0; run < runs; ++run) {
     ASSERT_EQ(cudaMemsetAsync(y1_d, 0xff, tokens * n1 * sizeof(bf16), stream.get()), cudaSuccess);
     ASSERT_EQ(cudaMemsetAsync(y2_d, 0xff, tokens * n2 * sizeof(bf16), stream.get()), cudaSuccess);
     exec.launch(stream.get());
@@ -153,6 +156,47 @@ TEST(StreamingGemv, ProgrammaticLaunchWaitsForTheKernelAhead) {
         << "run " << run;
   }
   for (bf16* p : {x_d, w1_d, w2_d, y1_d, y2_d}) cudaFree(p);
+}
+
+// W1 is 128 MB: y2's blocks wait a long time.
+TEST(StreamingGemv, ProgrammaticLaunchWaitsForTheKernelAhead) {
+  expect_the_chain_to_wait<gemv::StreamingGemv>(4, 8192, 8192, 1024, 5);
+}
+
+// The tensor-core form: 1 to 32 tokens (1, 3 and 17 pad the last 8-token tile with zeros), 2501
+// groups (313 tiles of 8 groups, the last one ragged with 5; more tiles than the persistent grid
+// has blocks, so blocks stride), k = 2000 (16 slabs of 128 columns, the last one 80 wide: a
+// masked tail, and 2 slabs a warp, so each warp reloads after its first slab).
+TEST(StreamingMma, MatchesTheHostForEachTokenCount) {
+  constexpr int64_t kGroups = 2501, n = kGroups * gemv::kRowsPerWarp, k = 2000;
+  const std::vector<bf16> w = random_bf16(std::size_t(n * k), 0.05f, 40);
+  bf16* w_d = upload(w);
+  for (int tokens : {1, 3, 8, 17, 32}) {
+    const gemv::StreamingMma<Plain> op(tokens, kGroups, k);
+    EXPECT_LT(product_error(op, w, w_d, tokens, n, k), kTolerance) << tokens << " tokens";
+  }
+  cudaFree(w_d);
+}
+
+// A fragment mistake must show: the kernel with b0 and b1 swapped (a B fragment whose k does not
+// match A's) is an O(1) error, far past the tolerance. If this passes with the mistake in, the
+// test above could not see a wrong k numbering either.
+TEST(StreamingMma, APlantedFragmentMistakeFails) {
+  constexpr int tokens = 8;
+  constexpr int64_t kGroups = 301, n = kGroups * gemv::kRowsPerWarp, k = 1024;
+  const std::vector<bf16> w = random_bf16(std::size_t(n * k), 0.05f, 41);
+  bf16* w_d = upload(w);
+  const gemv::StreamingMma<Plain> planted(tokens, kGroups, k, gemv::Fragments::planted_b_swap);
+  EXPECT_GT(product_error(planted, w, w_d, tokens, n, k), 0.3);
+  const gemv::StreamingMma<Plain> correct(tokens, kGroups, k);
+  EXPECT_LT(product_error(correct, w, w_d, tokens, n, k), kTolerance);
+  cudaFree(w_d);
+}
+
+// With the fill kernels between: y2's fill reads y1 after its wait, and y2's product reads the
+// fill's rows after its own. 32 tokens, the kernel of 4 token tiles.
+TEST(StreamingMma, ProgrammaticLaunchesWaitForTheKernelAhead) {
+  expect_the_chain_to_wait<gemv::StreamingMma>(32, 8192, 4096, 1024, 3);
 }
 
 }  // namespace

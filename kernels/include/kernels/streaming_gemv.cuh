@@ -16,9 +16,12 @@
 //   int64_t row(int64_t group, int slot) const    weight row of the group's slot 0..3 (a map, so
 //                                                 an epilogue can own rows that belong together:
 //                                                 a RoPE pair, a gate row and its up row);
-//   void fill(bf16* act, int tokens, int64_t k) const
-//                                                 the prologue, by all threads of the block: writes
-//                                                 act [t][0..k) for t < tokens (a copy, a norm);
+//   void fill_row(bf16* act_row, int token, int64_t k) const
+//                                                 the prologue, by all threads of a block: writes
+//                                                 token's activation row act_row [0..k) (a copy,
+//                                                 a norm); a row at a time, so that
+//                                                 kernels/streaming_mma.cuh can fill the rows in
+//                                                 parallel, a block each;
 //   void store(int64_t group, int slot, int token, const float (&sums)[kRowsPerWarp]) const
 //                                                 the epilogue, one lane per (slot, token) of the
 //                                                 group, with the token's sums of all the slots
@@ -30,8 +33,8 @@
 // load_slab, fill_activations and stream_groups are the kernel's pieces as device functions, for a
 // persistent kernel that runs several projections in one launch (ch20's megakernel).
 // Limits: k a multiple of 8 (16-byte rows); tokens × k × 2 bytes of shared memory per block (a
-// GPU without it throws bench::Unsupported); beyond 8 tokens the FMAs, not the bytes, set the time,
-// and a tensor-core GEMM is the tool.
+// GPU without it throws bench::Unsupported); from about 8 tokens the FMAs, not the bytes, set the
+// time: kernels/streaming_mma.cuh streams the same way into tensor cores, with the same hooks.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -100,12 +103,12 @@ __device__ __forceinline__ void load_slab(const bf16* weight, int64_t k, const O
   }
 }
 
-// The prologue, by all threads of the block: op.fill writes the tokens' rows, then the padding
+// The prologue, by all threads of the block: op.fill_row writes the tokens' rows, then the padding
 // rows up to kTokens are zeroed. The caller synchronizes the block before the product reads act.
 template <int kTokens, class Op>
 __device__ __forceinline__ void fill_activations(const Op& op, uint4* act, int tokens, int64_t k) {
   const int64_t vectors = k / kBf16PerVector;
-  op.fill(reinterpret_cast<bf16*>(act), tokens, k);
+  for (int t = 0; t < tokens; ++t) op.fill_row(reinterpret_cast<bf16*>(act + t * vectors), t, k);
   for (int64_t i = tokens * vectors + threadIdx.x; i < kTokens * vectors; i += kThreads)
     act[i] = make_uint4(0, 0, 0, 0);
 }

@@ -16,17 +16,25 @@
 // itself is fused_quantize's lesson). Every side writes D as BF16.
 //
 // The ladder (every rung sm_90a: wgmma and setmaxnreg):
-//   1. baseline "bf16_wgmma": ch10's warp-specialised tile (ws_gemm.cuh): 128 x 256 tile of D^T,
-//      a 4-stage TMA ring in the 128-byte swizzle, one producer warpgroup (one thread issues the
-//      copies), two consumer warpgroups each 64 x 256 with 128 FP32 accumulators a thread, 4
-//      wgmma.m64n256k16 a 64-wide k-block. Reproduced here generic over the operand type, so
-//      that between the two rungs only the type changes.
+//   1. baseline "bf16_wgmma": ch10's warp-specialised tile (kernels/ws_gemm.cuh): 128 x 256 tile
+//      of D^T, a 4-stage TMA ring in the 128-byte swizzle, one producer warpgroup (one thread
+//      issues the copies), two consumer warpgroups each 64 x 256 with 128 FP32 accumulators a
+//      thread, 4 wgmma.m64n256k16 a 64-wide k-block. Reproduced here generic over the operand
+//      type, so that between the two rungs only the type changes.
 //   2. optimized "e4m3_wgmma": the same kernel instantiated on E4M3. A k-block is still one
 //      128-byte swizzle row, now of 128 values, so each stage carries twice the k and each of the
 //      4 wgmma.m64n256k32 per k-block does twice the work at twice the rate; the ring, the
 //      descriptors (+32 bytes a step) and the barriers are byte-for-byte the same. The FP32 sums
 //      are multiplied by dequant(A) x dequant(B), read once per thread, before the BF16 round.
-//   3. step "e4m3_block_scaled" (DeepSeek-V3's scaling): A scaled per row per 128-wide k-block,
+//   3. step "e4m3_persistent": rung 2's math on ch10's persistent_tma_store schedule. One CTA
+//      per SM walks tiles b, b + grid, ... (static: equal tiles), the ring's slots counting on
+//      across tiles, so the producer loads the next tile's first k-blocks while the consumers
+//      store this one; the store goes through shared memory to TMA (kernels/tma_store_epilogue.cuh)
+//      instead of 64 scattered st.global a thread. At twice the math rate the per-tile start and
+//      epilogue are twice rung 2's share of a tile's time; this takes both off the tensor cores'
+//      path except the staging writes. Ping-pong consumers would hide those too; the README says
+//      why this rung keeps the cooperative tile.
+//   4. step "e4m3_block_scaled" (DeepSeek-V3's scaling): A scaled per row per 128-wide k-block,
 //      B per 128 x 128 block. A scale that changes along k no longer commutes with the sum, so
 //      each k-block is summed alone in the wgmma's registers and then promoted: multiplied by
 //      a_scale[row][kb] x b_scale[kb][tile's B block] and added into a separate FP32 total.
@@ -37,7 +45,7 @@
 //      m64n128k32 halves in turn (64 partial sums): wait, promote, next half. The promotion's
 //      128 FMAs a thread a k-block and the wait before it are what this rung costs over rung 2;
 //      DeepGEMM hides them behind the other warpgroup's wgmma with a ping-pong schedule.
-//   4. vendor "cublaslt_e4m3": cuBLASLt FP8 on rung 2's codes and scale pointers.
+//   5. vendor "cublaslt_e4m3": cuBLASLt FP8 on rung 2's codes and scale pointers.
 // The FP8 sides are held to the FP8 tensor ceiling (bench::ceiling::fp8), the baseline to BF16's.
 //
 // Accuracy: every side against the double-precision GEMM of the BF16 values, relative L2 6e-2.
@@ -160,7 +168,8 @@ using kernels::ws::grouped_tile;
 using kernels::ws::Tile;
 static_assert(kBM == kernels::ws::kBM && kBN == kernels::ws::kBN &&
               kConsumers == kernels::ws::kConsumers && kXShare == kernels::ws::kXShare &&
-              kGroupRows == kernels::ws::kGroupRows && kThreads == kernels::ws::kSpecialisedThreads);
+              kGroupRows == kernels::ws::kGroupRows &&
+              kThreads == kernels::ws::kSpecialisedThreads);
 
 // The ring's barriers (in Smem or PersistentSmem): a full barrier completes on the producer's one
 // expect_tx and its bytes, an empty one after `empty_arrivals` releases.
@@ -276,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // that removes, per tile after a CTA's first: the launch, barrier init and tensor-map fetch, the
 // empty ring at the start (the producer is already up to 4 k-blocks into this tile while the
 // consumers finish the previous one), and the consumers' 64 st.global a thread (each bf16x2
-// scattered over 16 rows) while no wgmma runs: they write 4 KiB swizzled chunks to shared memory
+// scattered over 16 rows) while no wgmma runs: they write 8 KiB swizzled chunks to shared memory
 // and one thread hands each to the copy engine, which writes D while they go back to the ring.
 // Per-tensor scales only (the block-scaled rung keeps its own kernel).
 template <class Op>
@@ -516,8 +525,8 @@ void launch_wgmma_gemm(const Fp8Gemm& w, const typename Op::T* a, const typename
 // (kernels::ws::persistent_grid); D through its TMA-store map (kernels::ws::output_map).
 template <class Op>
 void launch_persistent_gemm(const Fp8Gemm& w, const typename Op::T* a, const typename Op::T* b,
-                            const kernels::Fp8Scales* a_scales,
-                            const kernels::Fp8Scales* b_scales, cudaStream_t stream) {
+                            const kernels::Fp8Scales* a_scales, const kernels::Fp8Scales* b_scales,
+                            cudaStream_t stream) {
   const unsigned grid = kernels::ws::persistent_grid<persistent_gemm<Op>, kPersistentSmemBytes>(w);
   const CUtensorMap map_x = operand_map<Op>(b, w.n, w.k, kXShare);
   const CUtensorMap map_y = operand_map<Op>(a, w.m, w.k, kYShare);

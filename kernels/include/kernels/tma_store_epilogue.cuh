@@ -29,7 +29,7 @@ static_assert(kChunks % kStoreBuffers == 0,
 
 using Staging = bf16[kStoreBuffers][kXShare * kStoreCols];  // one consumer's, 16 KiB
 struct alignas(1024) TmaStoreSmem {
-  Smem ring;  // first: init_ring's aligned base is this struct's
+  Smem ring;                    // first: init_ring's aligned base is this struct's
   Staging staging[kConsumers];  // 1024-aligned (sizeof(Smem))
 };
 constexpr size_t kTmaStoreSmemBytes = sizeof(TmaStoreSmem) + 1024;  // 225 KiB + alignment room

@@ -35,7 +35,8 @@
 //   4. the fences: each thread's fence.proxy.async.shared::cta after its writes, then a warpgroup
 //      barrier, before the store is issued; before a buffer is rewritten, wait_group.read until
 //      the store two chunks back has read it; the global writes are waited for only at exit.
-//      2 buffers per consumer (32 KiB) keep the 4-stage ring: tma_store_epilogue.cuh says why.
+//      2 buffers per consumer (32 KiB) keep the 4-stage ring: kernels/tma_store_epilogue.cuh
+//      says why.
 //   step "persistent_multicast", clusters of 2 of that CTA (multicast_producer.cuh), registered
 //   after the optimized rung because it measures the same (H200 4096^3: 174.1 against 172.5 us):
 //   5. the CTAs of a cluster take stacked tiles (a 256 x 256 pair) that need the same Y block;
@@ -83,18 +84,18 @@
 #include <bench/bench.hpp>
 #include <kernels/cublaslt_gemm_bf16.hpp>
 #include <kernels/occupancy.cuh>
+#include <kernels/tma_store_epilogue.cuh>
+#include <kernels/ws_gemm.cuh>
 
 #include <algorithm>
 
 #include "multicast_producer.cuh"
 #include "stream_k.cuh"
-#include "tma_store_epilogue.cuh"
-#include <kernels/ws_gemm.cuh>
 
 namespace {
 
 using namespace kernels::ws;
-using namespace ch10::ws;  // the epilogue and multicast producer built on it
+using namespace ch10::ws;  // the multicast producer built on it
 namespace stream_k = ch10::stream_k;
 
 // ---- Baseline: ws::producer_consumer (kernels/ws_gemm.cuh), one tile per CTA, grid = tile count.
@@ -125,7 +126,7 @@ __global__ void __launch_bounds__(kSpecialisedThreads, 1)
 // ---- Step: the same persistent CTA; the consumers' epilogue goes through shared memory
 // and a TMA store, so the copy engine writes D while the consumers go back to the ring.
 //
-// (tma_store_epilogue.cuh: the staging buffers and store_tile_tma.)
+// (kernels/tma_store_epilogue.cuh: the staging buffers and store_tile_tma.)
 __global__ void __launch_bounds__(kSpecialisedThreads, 1)
     persistent_tma_store(const __grid_constant__ CUtensorMap map_x,
                          const __grid_constant__ CUtensorMap map_y, bf16* /* D: through map_d */,
@@ -258,26 +259,9 @@ __global__ void __launch_bounds__(kSpecialisedThreads, 1)
 }
 
 // ---- Host side.
-// Grid of a persistent kernel: the CTAs resident at once (one per SM), at most one per tile.
-// Asked once, after the shared-memory limit is raised (before it the calculator fits no CTA of
-// this size), outside the timed launches like the attribute itself.
-template <auto Kernel, size_t kSmem>
-unsigned persistent_grid(const kernels::GemmBf16& w) {
-  static const unsigned resident = [] {
-    allow_smem<Kernel, kSmem>();
-    return kernels::resident_grid(Kernel, kSpecialisedThreads, kSmem);
-  }();
-  return std::min(resident, unsigned(tile_count(w)));
-}
-
+// (persistent_grid: kernels/ws_gemm.cuh; output_map: kernels/tma_store_epilogue.cuh.)
 void launch_persistent(const kernels::GemmBf16& w, cudaStream_t stream) {
   launch<persistent, kSpecialisedThreads>(w, persistent_grid<persistent, kSmemBytes>(w), stream);
-}
-
-// D^T (n x m, row-major) in 64 x 64 boxes, 128-byte swizzled like the staging buffers.
-CUtensorMap output_map(const kernels::GemmBf16& w) {
-  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), w.d.data(), uint64_t(w.n),
-                          uint64_t(w.m), kXShare, kStoreCols, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 void launch_persistent_tma_store(const kernels::GemmBf16& w, cudaStream_t stream) {

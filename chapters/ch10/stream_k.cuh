@@ -25,12 +25,13 @@
 #pragma once
 
 #include <kernels/flags.cuh>
+#include <kernels/tma_store_epilogue.cuh>
 #include <kernels/ws_gemm.cuh>
 
 #include "stream_k_plan.hpp"
-#include "tma_store_epilogue.cuh"
 
 namespace ch10::stream_k {
+namespace ws = kernels::ws;  // the tile and the TMA-store epilogue this file builds on
 
 constexpr int kFloat4PerThread = 128 / 4;  // a consumer thread's 64 x 256 / 128 accumulators
 // Floats of one CTA's workspace slot: both consumers' accumulators.

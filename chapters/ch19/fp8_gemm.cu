@@ -16,17 +16,25 @@
 // itself is fused_quantize's lesson). Every side writes D as BF16.
 //
 // The ladder (every rung sm_90a: wgmma and setmaxnreg):
-//   1. baseline "bf16_wgmma": ch10's warp-specialised tile (ws_gemm.cuh): 128 x 256 tile of D^T,
-//      a 4-stage TMA ring in the 128-byte swizzle, one producer warpgroup (one thread issues the
-//      copies), two consumer warpgroups each 64 x 256 with 128 FP32 accumulators a thread, 4
-//      wgmma.m64n256k16 a 64-wide k-block. Reproduced here generic over the operand type, so
-//      that between the two rungs only the type changes.
+//   1. baseline "bf16_wgmma": ch10's warp-specialised tile (kernels/ws_gemm.cuh): 128 x 256 tile
+//      of D^T, a 4-stage TMA ring in the 128-byte swizzle, one producer warpgroup (one thread
+//      issues the copies), two consumer warpgroups each 64 x 256 with 128 FP32 accumulators a
+//      thread, 4 wgmma.m64n256k16 a 64-wide k-block. Reproduced here generic over the operand
+//      type, so that between the two rungs only the type changes.
 //   2. optimized "e4m3_wgmma": the same kernel instantiated on E4M3. A k-block is still one
 //      128-byte swizzle row, now of 128 values, so each stage carries twice the k and each of the
 //      4 wgmma.m64n256k32 per k-block does twice the work at twice the rate; the ring, the
 //      descriptors (+32 bytes a step) and the barriers are byte-for-byte the same. The FP32 sums
 //      are multiplied by dequant(A) x dequant(B), read once per thread, before the BF16 round.
-//   3. step "e4m3_block_scaled" (DeepSeek-V3's scaling): A scaled per row per 128-wide k-block,
+//   3. step "e4m3_persistent": rung 2's math on ch10's persistent_tma_store schedule. One CTA
+//      per SM walks tiles b, b + grid, ... (static: equal tiles), the ring's slots counting on
+//      across tiles, so the producer loads the next tile's first k-blocks while the consumers
+//      store this one; the store goes through shared memory to TMA (kernels/tma_store_epilogue.cuh)
+//      instead of 64 scattered st.global a thread. At twice the math rate the per-tile start and
+//      epilogue are twice rung 2's share of a tile's time; this takes both off the tensor cores'
+//      path except the staging writes. Ping-pong consumers would hide those too; the README says
+//      why this rung keeps the cooperative tile.
+//   4. step "e4m3_block_scaled" (DeepSeek-V3's scaling): A scaled per row per 128-wide k-block,
 //      B per 128 x 128 block. A scale that changes along k no longer commutes with the sum, so
 //      each k-block is summed alone in the wgmma's registers and then promoted: multiplied by
 //      a_scale[row][kb] x b_scale[kb][tile's B block] and added into a separate FP32 total.
@@ -37,7 +45,7 @@
 //      m64n128k32 halves in turn (64 partial sums): wait, promote, next half. The promotion's
 //      128 FMAs a thread a k-block and the wait before it are what this rung costs over rung 2;
 //      DeepGEMM hides them behind the other warpgroup's wgmma with a ping-pong schedule.
-//   4. vendor "cublaslt_e4m3": cuBLASLt FP8 on rung 2's codes and scale pointers.
+//   5. vendor "cublaslt_e4m3": cuBLASLt FP8 on rung 2's codes and scale pointers.
 // The FP8 sides are held to the FP8 tensor ceiling (bench::ceiling::fp8), the baseline to BF16's.
 //
 // Accuracy: every side against the double-precision GEMM of the BF16 values, relative L2 6e-2.
@@ -60,7 +68,9 @@
 #include <kernels/gemm_bf16.cuh>
 #include <kernels/occupancy.cuh>
 #include <kernels/tma.cuh>
+#include <kernels/tma_store_epilogue.cuh>
 #include <kernels/wgmma.cuh>
+#include <kernels/ws_gemm.cuh>
 
 #include <cmath>
 #include <cstdint>
@@ -108,6 +118,19 @@ constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the dynam
 // the first launch, on the GPU only. The A-scale slots (4 KiB) took this layout to 198 KiB.
 static_assert(kSmemBytes <= 227 * 1024, "the ring no longer fits one block's shared memory");
 
+// The persistent rung's: the same ring without the A-scale slots (only the block-scaled rung
+// fills them), then each consumer's TMA-store staging (kernels/tma_store_epilogue.cuh: 2 buffers
+// of 64 x 64 BF16). 192 KiB + 64 bytes of barriers, padded to 193 KiB, + 32 KiB: 225 KiB, + 1 KiB
+// of alignment room, as ch10's persistent_tma_store. With the scale slots it would be 230 KiB.
+struct alignas(1024) PersistentSmem {
+  uint8_t x[kStages][kBM * kRowBytes];
+  uint8_t y[kStages][kBN * kRowBytes];
+  uint64_t full[kStages], empty[kStages];
+  alignas(1024) kernels::ws::Staging staging[kConsumers];  // the swizzle is address bits
+};
+constexpr size_t kPersistentSmemBytes = sizeof(PersistentSmem) + 1024;
+static_assert(kPersistentSmemBytes <= 227 * 1024, "the persistent CTA no longer fits one SM");
+
 // What differs between the operand types: the values a k-block holds, the copy engine's element
 // type, the wgmma, and how the sums are scaled.
 enum class Scaling { none, per_tensor, per_block };
@@ -137,23 +160,22 @@ struct E4m3BlockOperands : E4m3Operands {
 static_assert(E4m3Operands::kBK == kernels::fp8_block::kBlockK &&
               kBM == kernels::fp8_block::kBlockK);
 
-struct Tile {
-  int r0, c0;  // first row (of X) and column (of Y) of the tile of D^T
-};
-// Grouped rasterisation: consecutive CTAs walk kGroupRows row-tiles of one column band, so the
-// CTAs running together share their Y blocks and re-read X from L2.
-__device__ __forceinline__ Tile grouped_tile(int tile, int rows, int cols) {
-  const int tiles_r = rows / kBM, tiles_c = cols / kBN;
-  const int per_band = kGroupRows * tiles_c;
-  const int band = tile / per_band, in_band = tile % per_band;
-  const int first_r = band * kGroupRows, band_rows = min(tiles_r - first_r, kGroupRows);
-  return {(first_r + in_band % band_rows) * kBM, (in_band / band_rows) * kBN};
-}
+// The tile, its grouped rasterisation (consecutive tile numbers walk kGroupRows row-tiles of one
+// column band, so the CTAs running together share their Y blocks and re-read X from L2), the
+// TMA-store epilogue and the persistent grid are ch10's, from kernels/: the tile in D^T's
+// elements and the thread roles are the same for either operand type.
+using kernels::ws::grouped_tile;
+using kernels::ws::Tile;
+static_assert(kBM == kernels::ws::kBM && kBN == kernels::ws::kBN &&
+              kConsumers == kernels::ws::kConsumers && kXShare == kernels::ws::kXShare &&
+              kGroupRows == kernels::ws::kGroupRows &&
+              kThreads == kernels::ws::kSpecialisedThreads);
 
-// The ring's barriers: a full barrier completes on the producer's one expect_tx and its bytes,
-// an empty one after `empty_arrivals` releases.
-__device__ __forceinline__ Smem& init_ring(uint8_t* raw, uint32_t empty_arrivals) {
-  Smem& sm = tma::aligned_1024<Smem>(raw);
+// The ring's barriers (in Smem or PersistentSmem): a full barrier completes on the producer's one
+// expect_tx and its bytes, an empty one after `empty_arrivals` releases.
+template <class Layout>
+__device__ __forceinline__ Layout& init_ring(uint8_t* raw, uint32_t empty_arrivals) {
+  Layout& sm = tma::aligned_1024<Layout>(raw);
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&sm.full[s], 1);
@@ -165,17 +187,24 @@ __device__ __forceinline__ Smem& init_ring(uint8_t* raw, uint32_t empty_arrivals
   return sm;
 }
 
-// The producer's one thread: for each k-block, wait until the consumers released the stage's
-// previous use, then one expect_tx for the whole stage and its 4 copies (2 of X, 2 of Y), plus,
-// block-scaled, the tile's 256 A scales of the k-block (row kb of the [k-blocks][m] scales).
-template <class Op>
-__device__ __forceinline__ void produce(Smem& sm, const CUtensorMap* map_x, const CUtensorMap* map_y,
-                                        const CUtensorMap* map_y_scales, Tile t, int kblocks) {
+// The ring is addressed by a slot, as in kernels/ws_gemm.cuh: the running count of k-blocks a
+// role has put through it. Slot s lives in stage s % 4 and is that stage's (s / 4)-th use, so its
+// barrier parity is (s / 4) & 1. One tile per CTA, the slot is the k-block; the persistent rung
+// keeps counting across its tiles, so a parity flips per ring wrap, not per tile.
+//
+// The producer's one thread: for each k-block of tile t, wait until the consumers released the
+// stage's previous use (slot - 4), then one expect_tx for the whole stage and its 4 copies (2 of
+// X, 2 of Y), plus, block-scaled, the tile's 256 A scales of the k-block (row kb of the
+// [k-blocks][m] scales).
+template <class Op, class Layout>
+__device__ __forceinline__ void produce(Layout& sm, const CUtensorMap* map_x,
+                                        const CUtensorMap* map_y, const CUtensorMap* map_y_scales,
+                                        Tile t, int kblocks, uint32_t& slot) {
   constexpr bool kBlockScaled = Op::kScaling == Scaling::per_block;
   constexpr uint32_t kBytes = kStageBytes + (kBlockScaled ? kBN * sizeof(float) : 0);
-  for (int kb = 0; kb < kblocks; ++kb) {
-    const int s = kb % kStages;
-    if (kb >= kStages) tma::wait_parity(&sm.empty[s], ((kb / kStages) - 1) & 1);
+  for (int kb = 0; kb < kblocks; ++kb, ++slot) {
+    const int s = int(slot % kStages);
+    if (slot >= kStages) tma::wait_parity(&sm.empty[s], ((slot / kStages) - 1) & 1);
     tma::arrive_expect_tx(&sm.full[s], kBytes);
     for (int part = 0; part < kConsumers; ++part) {
       tma::load_2d(&sm.x[s][part * kXShare * kRowBytes], map_x, kb * Op::kBK,
@@ -189,13 +218,15 @@ __device__ __forceinline__ void produce(Smem& sm, const CUtensorMap* map_x, cons
 
 // Consumer `cw`: its 64 x 256 of the tile. Each k-block's 4 wgmma are one group; the stage a
 // group read is released (by the warpgroup's first thread) once the next group is queued and the
-// older one has finished, the last one after the final wait.
-template <class Op>
-__device__ __forceinline__ void consume(float (&acc)[128], Smem& sm, int cw, int kblocks) {
+// older one has finished, the tile's last one after the final wait, before the epilogue, so that
+// a persistent producer refills it with the next tile's k-blocks while this warpgroup stores.
+template <class Op, class Layout>
+__device__ __forceinline__ void consume(float (&acc)[128], Layout& sm, int cw, int kblocks,
+                                        uint32_t& slot) {
   const bool leader = threadIdx.x % kWarpgroup == 0;
-  for (int kb = 0; kb < kblocks; ++kb) {
-    const int s = kb % kStages;
-    tma::wait_parity(&sm.full[s], (kb / kStages) & 1);
+  for (int kb = 0; kb < kblocks; ++kb, ++slot) {
+    const int s = int(slot % kStages);
+    tma::wait_parity(&sm.full[s], (slot / kStages) & 1);
     wgmma::fence();
 #pragma unroll
     for (int step = 0; step < kStepsPerBlock; ++step)  // +32 bytes along the swizzled rows
@@ -204,10 +235,17 @@ __device__ __forceinline__ void consume(float (&acc)[128], Smem& sm, int cw, int
               wgmma::descriptor_k_major_sw128(&sm.y[s][step * kStepBytes]), kb > 0 || step > 0);
     wgmma::commit();
     wgmma::wait<1>();
-    if (kb > 0 && leader) tma::arrive(&sm.empty[(kb - 1) % kStages]);
+    if (kb > 0 && leader) tma::arrive(&sm.empty[(slot - 1) % kStages]);
   }
   wgmma::wait<0>();
-  if (leader) tma::arrive(&sm.empty[(kblocks - 1) % kStages]);
+  if (leader) tma::arrive(&sm.empty[(slot - 1) % kStages]);
+}
+
+// Per-tensor scales commute with the sum: one multiply per accumulator, in FP32, before the BF16
+// round (the same place cuBLASLt applies its A and B scales). `scale`: dequant(X) x dequant(Y).
+__device__ __forceinline__ void apply_scale(float (&acc)[128], float scale) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] *= scale;
 }
 
 // One tile per CTA (grid = tile count). D^T (rows x cols, row-major) = X Y^T with X = B, Y = A.
@@ -220,27 +258,70 @@ __global__ void __launch_bounds__(kThreads, 1)
                const kernels::Fp8Scales* __restrict__ y_scales) {
 #if BENCH_SM90A_DEVICE
   extern __shared__ uint8_t raw[];
-  Smem& sm = init_ring(raw, kConsumers);  // empty: each consumer's leader
+  Smem& sm = init_ring<Smem>(raw, kConsumers);  // empty: each consumer's leader
   const Tile tile = grouped_tile(blockIdx.x, rows, cols);
   const int kblocks = k / Op::kBK;
+  uint32_t slot = 0;  // one tile: the slot is the k-block
   if (threadIdx.x / kWarpgroup == 0) {
     wgmma::shrink_registers<kProducerRegisters>();
-    if (threadIdx.x == 0) produce<Op>(sm, &map_x, &map_y, nullptr, tile, kblocks);
+    if (threadIdx.x == 0) produce<Op>(sm, &map_x, &map_y, nullptr, tile, kblocks, slot);
   } else {
     wgmma::grow_registers<kConsumerRegisters>();
     const int cw = threadIdx.x / kWarpgroup - 1;
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.0f;  // the first wgmma overwrites; never undefined
-    consume<Op>(acc, sm, cw, kblocks);
-    if constexpr (Op::kScaling == Scaling::per_tensor) {
-      // Per-tensor scales commute with the sum: one multiply per accumulator, in FP32, before
-      // the BF16 round (the same place cuBLASLt applies its A and B scales).
-      const float scale = x_scales->dequant * y_scales->dequant;
-#pragma unroll
-      for (int i = 0; i < 128; ++i) acc[i] *= scale;
-    }
+    consume<Op>(acc, sm, cw, kblocks, slot);
+    if constexpr (Op::kScaling == Scaling::per_tensor)
+      apply_scale(acc, x_scales->dequant * y_scales->dequant);
     wgmma::store_m64n256_bf16(acc, out, cols, tile.r0 + cw * kXShare, tile.c0);
+  }
+#endif
+}
+
+// ---- The persistent rung: one CTA per SM walks tiles b, b + grid, ... (ch10's static schedule:
+// equal tiles, so a queue would buy nothing), the ring's slots counting on across them, and the
+// epilogue goes through shared memory to a TMA store (kernels/tma_store_epilogue.cuh). What
+// that removes, per tile after a CTA's first: the launch, barrier init and tensor-map fetch, the
+// empty ring at the start (the producer is already up to 4 k-blocks into this tile while the
+// consumers finish the previous one), and the consumers' 64 st.global a thread (each bf16x2
+// scattered over 16 rows) while no wgmma runs: they write 8 KiB swizzled chunks to shared memory
+// and one thread hands each to the copy engine, which writes D while they go back to the ring.
+// Per-tensor scales only (the block-scaled rung keeps its own kernel).
+template <class Op>
+__global__ void __launch_bounds__(kThreads, 1)
+    persistent_gemm(const __grid_constant__ CUtensorMap map_x,
+                    const __grid_constant__ CUtensorMap map_y, int rows, int cols, int k,
+                    const kernels::Fp8Scales* __restrict__ x_scales,
+                    const kernels::Fp8Scales* __restrict__ y_scales,
+                    const __grid_constant__ CUtensorMap map_d) {
+  static_assert(Op::kScaling != Scaling::per_block, "block scales: block_scaled_gemm");
+#if BENCH_SM90A_DEVICE
+  extern __shared__ uint8_t raw[];
+  PersistentSmem& sm = init_ring<PersistentSmem>(raw, kConsumers);
+  const int tiles = (rows / kBM) * (cols / kBN), kblocks = k / Op::kBK;
+  uint32_t slot = 0;  // k-blocks this role has put through the ring, over all its tiles
+  if (threadIdx.x / kWarpgroup == 0) {
+    wgmma::shrink_registers<kProducerRegisters>();
+    if (threadIdx.x == 0)
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)
+        produce<Op>(sm, &map_x, &map_y, nullptr, grouped_tile(tile, rows, cols), kblocks, slot);
+  } else {
+    wgmma::grow_registers<kConsumerRegisters>();
+    const int cw = threadIdx.x / kWarpgroup - 1;
+    float scale = 1.0f;
+    if constexpr (Op::kScaling == Scaling::per_tensor)
+      scale = x_scales->dequant * y_scales->dequant;  // once: the same for every tile
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;  // each tile's first wgmma overwrites
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      consume<Op>(acc, sm, cw, kblocks, slot);
+      if constexpr (Op::kScaling == Scaling::per_tensor) apply_scale(acc, scale);
+      kernels::ws::store_tile_tma(acc, sm.staging[cw], &map_d, cw, grouped_tile(tile, rows, cols));
+    }
+    // The staging must outlive the copy engine's reads of it, and the CTA its shared memory.
+    if (threadIdx.x % kWarpgroup == 0) tma::wait_all<0>();
   }
 #endif
 }
@@ -309,13 +390,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                       int rows, int cols, int k, const float* __restrict__ x_scales) {
 #if BENCH_SM90A_DEVICE
   extern __shared__ uint8_t raw[];
-  Smem& sm = init_ring(raw, kBlockScaledReleases);
+  Smem& sm = init_ring<Smem>(raw, kBlockScaledReleases);
   const Tile tile = grouped_tile(blockIdx.x, rows, cols);
   const int kblocks = k / E4m3BlockOperands::kBK;
   if (threadIdx.x / kWarpgroup == 0) {
     wgmma::shrink_registers<kBlockScaledProducerRegisters>();
+    uint32_t slot = 0;  // one tile: the slot is the k-block (consume_block_scaled counts kb)
     if (threadIdx.x == 0)
-      produce<E4m3BlockOperands>(sm, &map_x, &map_y, &map_y_scales, tile, kblocks);
+      produce<E4m3BlockOperands>(sm, &map_x, &map_y, &map_y_scales, tile, kblocks, slot);
   } else {
     wgmma::grow_registers<kBlockScaledConsumerRegisters>();
     const int cw = threadIdx.x / kWarpgroup - 1;
@@ -363,10 +445,12 @@ struct Fp8Gemm : kernels::GemmBf16 {
   bench::DeviceBuffer<kernels::Fp8Scales> scales;  // [0]: A's, [1]: B's (16-byte slots)
   bench::DeviceBuffer<fp8> a8_blocks, b8_blocks;   // E4M3 codes, one scale per block
   bench::DeviceBuffer<float> a_block_scales, b_block_scales;  // [k / 128][m], [k / 128][n / 128]
-  // Verification: 3 x 5 tiles (m 768, n 640) and k 640: 5 E4M3 k-blocks and 10 BF16 ones, so
-  // both rings wrap. Timing: m = n = k = the axis mnk.
+  // Verification: 11 x 14 tiles (m 2816, n 1792: 154, more than the persistent grid and not a
+  // multiple of it, so on 132 SMs 22 CTAs run a second tile, which starts mid-ring and reuses
+  // the staging) and k 640: 5 E4M3 k-blocks and 10 BF16 ones, so every ring wraps inside a
+  // tile. Timing: m = n = k = the axis mnk.
   explicit Fp8Gemm(bench::Setup& s)
-      : GemmBf16(s, s.size("m", s.axis("mnk"), 768), s.size("n", s.axis("mnk"), 640),
+      : GemmBf16(s, s.size("m", s.axis("mnk"), 2816), s.size("n", s.axis("mnk"), 1792),
                  s.size("k", s.axis("mnk"), 640)),
         a_wide(m * k),
         b_wide(n * k),
@@ -421,28 +505,33 @@ CUtensorMap operand_map(const typename Op::T* base, int64_t rows, int64_t k, uin
                           box_rows, Op::kBK, CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
-template <auto Kernel>
-void allow_smem() {
-  static const bool configured = [] {
-    BENCH_CUDA_CHECK(
-        cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
-    return true;
-  }();
-  (void)configured;
-}
-
-unsigned tile_count(const Fp8Gemm& w) { return unsigned((w.n / kBM) * (w.m / kBN)); }
+using kernels::ws::allow_smem;
+unsigned tile_count(const Fp8Gemm& w) { return unsigned(kernels::ws::tile_count(w)); }
 
 template <class Op>
 void launch_wgmma_gemm(const Fp8Gemm& w, const typename Op::T* a, const typename Op::T* b,
                        const kernels::Fp8Scales* a_scales, const kernels::Fp8Scales* b_scales,
                        cudaStream_t stream) {
-  allow_smem<wgmma_gemm<Op>>();
+  allow_smem<wgmma_gemm<Op>, kSmemBytes>();
   // D^T (n x m, row-major) = B A^T: X = B gives the tile rows, Y = A the columns.
   const CUtensorMap map_x = operand_map<Op>(b, w.n, w.k, kXShare);
   const CUtensorMap map_y = operand_map<Op>(a, w.m, w.k, kYShare);
   wgmma_gemm<Op><<<tile_count(w), kThreads, kSmemBytes, stream>>>(
       map_x, map_y, w.d.data(), int(w.n), int(w.m), int(w.k), b_scales, a_scales);
+  BENCH_CHECK_LAUNCH();
+}
+
+// The persistent kernel: grid = the CTAs resident at once, at most one per tile
+// (kernels::ws::persistent_grid); D through its TMA-store map (kernels::ws::output_map).
+template <class Op>
+void launch_persistent_gemm(const Fp8Gemm& w, const typename Op::T* a, const typename Op::T* b,
+                            const kernels::Fp8Scales* a_scales, const kernels::Fp8Scales* b_scales,
+                            cudaStream_t stream) {
+  const unsigned grid = kernels::ws::persistent_grid<persistent_gemm<Op>, kPersistentSmemBytes>(w);
+  const CUtensorMap map_x = operand_map<Op>(b, w.n, w.k, kXShare);
+  const CUtensorMap map_y = operand_map<Op>(a, w.m, w.k, kYShare);
+  persistent_gemm<Op><<<grid, kThreads, kPersistentSmemBytes, stream>>>(
+      map_x, map_y, int(w.n), int(w.m), int(w.k), b_scales, a_scales, kernels::ws::output_map(w));
   BENCH_CHECK_LAUNCH();
 }
 
@@ -452,8 +541,12 @@ void launch_bf16(const Fp8Gemm& w, cudaStream_t stream) {
 void launch_e4m3(const Fp8Gemm& w, cudaStream_t stream) {
   launch_wgmma_gemm<E4m3Operands>(w, w.a8.data(), w.b8.data(), w.a_scales(), w.b_scales(), stream);
 }
+void launch_e4m3_persistent(const Fp8Gemm& w, cudaStream_t stream) {
+  launch_persistent_gemm<E4m3Operands>(w, w.a8.data(), w.b8.data(), w.a_scales(), w.b_scales(),
+                                       stream);
+}
 void launch_e4m3_block_scaled(const Fp8Gemm& w, cudaStream_t stream) {
-  allow_smem<block_scaled_gemm>();
+  allow_smem<block_scaled_gemm, kSmemBytes>();
   const CUtensorMap map_x = operand_map<E4m3BlockOperands>(w.b8_blocks.data(), w.n, w.k, kXShare);
   const CUtensorMap map_y = operand_map<E4m3BlockOperands>(w.a8_blocks.data(), w.m, w.k, kYShare);
   const CUtensorMap map_y_scales =
@@ -489,6 +582,7 @@ BENCH_EXAMPLE(ch19, fp8_gemm, Fp8Gemm)
     .mode_where([](const bench::Point& p) { return p.axis("mnk") == 8192; }, bench::Mode::sustained)
     .baseline("bf16_wgmma", launch_bf16, {.arch_specific = 90})
     .optimized("e4m3_wgmma", launch_e4m3, kFp8Rung)
+    .step("e4m3_persistent", launch_e4m3_persistent, kFp8Rung)
     .step("e4m3_block_scaled", launch_e4m3_block_scaled, kFp8Rung)
     .stateful<CublasltE4m3>(bench::Role::vendor, "cublaslt_e4m3",
                             {.min_compute_capability = 89, .compute_ceiling = bench::ceiling::fp8})

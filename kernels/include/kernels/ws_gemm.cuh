@@ -24,9 +24,11 @@
 #include <cuda_bf16.h>
 #include <kernels/arch.cuh>
 #include <kernels/gemm_bf16.cuh>
+#include <kernels/occupancy.cuh>
 #include <kernels/tma.cuh>
 #include <kernels/wgmma.cuh>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -264,6 +266,19 @@ void launch(const kernels::GemmBf16& w, unsigned grid, cudaStream_t stream, cons
                                             extra...);
   BENCH_CHECK_LAUNCH();
 }
+// Grid of a persistent kernel of kSpecialisedThreads threads (ch10's persistent_gemm, ch19's
+// fp8_gemm): the CTAs resident at once (one per SM), at most one per tile. Asked once, after the
+// shared-memory limit is raised (before it the calculator fits no CTA of this size), outside the
+// timed launches like the attribute itself.
+template <auto Kernel, size_t kSmem>
+unsigned persistent_grid(const kernels::GemmBf16& w) {
+  static const unsigned resident = [] {
+    allow_smem<Kernel, kSmem>();
+    return kernels::resident_grid(Kernel, kSpecialisedThreads, kSmem);
+  }();
+  return std::min(resident, unsigned(tile_count(w)));
+}
+
 template <auto Kernel, int kThreads>
 void launch_per_tile(const kernels::GemmBf16& w, cudaStream_t stream) {
   launch<Kernel, kThreads>(w, unsigned(tile_count(w)), stream);

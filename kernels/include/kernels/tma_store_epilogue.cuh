@@ -1,6 +1,7 @@
-// ch10/tma_store_epilogue.cuh: the epilogue of persistent_gemm's "persistent_tma_store": a
-// consumer warpgroup hands its 64 x 256 BF16 share of a tile to the copy engine through shared
-// memory (TMA store, cp.async.bulk.tensor global <- shared) instead of storing it from registers.
+// kernels/tma_store_epilogue.cuh: the epilogue of ch10 persistent_gemm's "persistent_tma_store"
+// and ch19 fp8_gemm's "e4m3_persistent": a consumer warpgroup of kernels/ws_gemm.cuh's tile hands
+// its 64 x 256 BF16 share of a tile to the copy engine through shared memory (TMA store,
+// cp.async.bulk.tensor global <- shared) instead of storing it from registers.
 //
 // Staging, per consumer: 2 buffers of 64 x 64 BF16 (8 KiB, one store box each) in the 128-byte
 // swizzle, 32 KiB for both consumers, after kernels/ws_gemm.cuh's ring. Why not a whole 128 x 256
@@ -8,17 +9,17 @@
 // a 3-stage ring would cut the main loop's cover for load latency, on every k-block, to buy room
 // for a buffer used once per tile. The staging need only hold what the copy engine has not read
 // yet, and it reads a chunk's 8 KiB from shared memory quickly; its global writes are never waited
-// for until the CTA exits. 4 chunks a tile, the buffers alternating across tiles too.
+// for until the CTA exits. 4 chunks a tile, the buffers alternating across tiles too. The output
+// tile is the same for any operand type (FP32 sums, BF16 D), so an 8-bit ring of the same bytes
+// (ch19) uses this epilogue unchanged, with its own shared-memory struct around the staging.
 //
 // sm_90a device code, like kernels/ws_gemm.cuh: call it only under BENCH_SM90A_DEVICE.
 #pragma once
 
 #include <kernels/bf16_pack.cuh>
-
 #include <kernels/ws_gemm.cuh>
 
-namespace ch10::ws {
-using namespace kernels::ws;  // the tile this file builds on (kernels/ws_gemm.cuh)
+namespace kernels::ws {
 
 constexpr int kStoreCols = 64;  // one 128-byte swizzle row of BF16: the store box's width
 constexpr int kStoreBuffers = 2;
@@ -26,9 +27,10 @@ constexpr int kChunks = kBN / kStoreCols;  // 4 column chunks of a consumer's 64
 static_assert(kChunks % kStoreBuffers == 0,
               "a tile's chunks must leave the buffer rotation in step");
 
+using Staging = bf16[kStoreBuffers][kXShare * kStoreCols];  // one consumer's, 16 KiB
 struct alignas(1024) TmaStoreSmem {
-  Smem ring;  // first: init_ring's aligned base is this struct's
-  bf16 staging[kConsumers][kStoreBuffers][kXShare * kStoreCols];  // 1024-aligned (sizeof(Smem))
+  Smem ring;                    // first: init_ring's aligned base is this struct's
+  Staging staging[kConsumers];  // 1024-aligned (sizeof(Smem))
 };
 constexpr size_t kTmaStoreSmemBytes = sizeof(TmaStoreSmem) + 1024;  // 225 KiB + alignment room
 static_assert(kTmaStoreSmemBytes <= 227 * 1024, "one CTA per SM: at most 227 KiB");
@@ -50,8 +52,7 @@ __device__ __forceinline__ void store_shared_bf16x2(uint32_t addr, float lo, flo
 // warpgroup barrier; every thread writes its fragments; each fences its writes into the async
 // proxy; a barrier; the leader issues the chunk's TMA store and commits it as one bulk group, and
 // nobody waits for it: the next chunk goes to the other buffer.
-__device__ __forceinline__ void store_tile_tma(const float (&acc)[128],
-                                               bf16 (&staging)[kStoreBuffers][kXShare * kStoreCols],
+__device__ __forceinline__ void store_tile_tma(const float (&acc)[128], Staging& staging,
                                                const CUtensorMap* map_d, int cw, Tile t) {
   const int thread = threadIdx.x % kWarpgroup, lane = thread % 32;
   const bool leader = thread == 0;
@@ -83,4 +84,10 @@ __device__ __forceinline__ void store_tile_tma(const float (&acc)[128],
   }
 }
 
-}  // namespace ch10::ws
+// ---- Host side: D^T (n x m, row-major) in 64 x 64 boxes, 128-byte swizzled like the staging.
+inline CUtensorMap output_map(const kernels::GemmBf16& w) {
+  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), w.d.data(), uint64_t(w.n),
+                          uint64_t(w.m), kXShare, kStoreCols, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+}  // namespace kernels::ws

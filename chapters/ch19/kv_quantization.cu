@@ -109,8 +109,8 @@ struct GqaDecode {
 };
 
 // The query-scatter pass (a step since the tensor-core pass measured faster): the shared kernel's
-// loop over the E4M3 cache with its instruction count cut (same CTA shape, chunking, loads and end: decode::finish_pass). A half-warp holds a key and
-// each lane 8 of its dimensions, so each of the 4 queries' scores is a sum over 16 lanes; the
+// loop over the E4M3 cache with its instruction count cut (same CTA shape, chunking, loads and
+// end: decode::finish_pass). A half-warp holds a key and each lane 8 of its dimensions, so each of the 4 queries' scores is a sum over 16 lanes; the
 // shared kernel reduces all 4 on every lane (4 x 4 shuffles and adds a key) and runs the online
 // softmax 4 times a key. Here lane `part` of a half-warp computes its partial dots in the order
 // d[j] = q_(j ^ mine) . k, mine = part / 4, so two exchanges halve the set of sums a lane carries

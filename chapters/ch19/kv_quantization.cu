@@ -109,22 +109,22 @@ struct GqaDecode {
 };
 
 // The query-scatter pass (a step since the tensor-core pass measured faster): the shared kernel's
-// loop over the E4M3 cache with its instruction count cut (same CTA shape, chunking, loads and
-// end: decode::finish_pass). A half-warp holds a key and each lane 8 of its dimensions, so each of the 4 queries' scores is a sum over 16 lanes; the
-// shared kernel reduces all 4 on every lane (4 x 4 shuffles and adds a key) and runs the online
-// softmax 4 times a key. Here lane `part` of a half-warp computes its partial dots in the order
-// d[j] = q_(j ^ mine) . k, mine = part / 4, so two exchanges halve the set of sums a lane carries
-// (xor 8: keep d0, d1 and add the partner's d2, d3, which are the same two queries; xor 4: keep
-// e0, add the partner's e1), and two more finish the sum: 4 shuffles and 4 adds a key, after
-// which the lane holds the score of query `mine` only, and runs the softmax for it alone. p of
-// query j then comes from a lane with mine = j (4 shuffles a key, for p.v). And o is rescaled
-// only when a max grew somewhere in the warp (rare after the first keys; exact, since the factor
-// is otherwise 1), rather than every step.
-// An E4M3 load carries half the bytes of a BF16 one, so the registers that hold a step ahead in
-// flight (2 KB a warp over BF16) hold half as many bytes: 16 warps an SM keep ~16 KB in flight,
-// under what HBM's latency asks for (~3 TB/s x ~1 us over 132 SMs: ~23 KB). So the rung also
-// prefetches the rows kPrefetchSteps steps ahead into L2 (prefetch.global.L2, which holds no
-// register): the loads then wait on L2, not HBM.
+// loop over the E4M3 cache with its instruction count cut (same CTA shape, chunking, loads and end:
+// decode::finish_pass). A half-warp holds a key and each lane 8 of its dimensions, so each of the 4
+// queries' scores is a sum over 16 lanes; the shared kernel reduces all 4 on every lane (4 x 4
+// shuffles and adds a key) and runs the online softmax 4 times a key. Here lane `part` of a half-
+// warp computes its partial dots in the order d[j] = q_(j ^ mine) . k, mine = part / 4, so two
+// exchanges halve the set of sums a lane carries (xor 8: keep d0, d1 and add the partner's d2, d3,
+// which are the same two queries; xor 4: keep e0, add the partner's e1), and two more finish the
+// sum: 4 shuffles and 4 adds a key, after which the lane holds the score of query `mine` only, and
+// runs the softmax for it alone. p of query j then comes from a lane with mine = j (4 shuffles a
+// key, for p.v). And o is rescaled only when a max grew somewhere in the warp (rare after the first
+// keys; exact, since the factor is otherwise 1), rather than every step. An E4M3 load carries half
+// the bytes of a BF16 one, so the registers that hold a step ahead in flight (2 KB a warp over
+// BF16) hold half as many bytes: 16 warps an SM keep ~16 KB in flight, under what HBM's latency
+// asks for (~3 TB/s x ~1 us over 132 SMs: ~23 KB). So the rung also prefetches the rows
+// kPrefetchSteps steps ahead into L2 (prefetch.global.L2, which holds no register): the loads then
+// wait on L2, not HBM.
 template <class Kv>
 __global__ void __launch_bounds__(decode::kThreads) query_scatter_pass(decode::Args a, Kv kv) {
   constexpr int kQ = kQueryHeadsPerKv, kKeys = decode::keys_per_lane(kQ),

@@ -35,7 +35,11 @@
 //      each (2c below), issued by one producer warp, instead of 128 threads of cp.async. Measured
 //      3.6-3.7x SLOWER in the GEMM than the cp.async gather on the H100 (README): kept as the step
 //      that shows why a Hopper grouped GEMM gathers its rows with cp.async, not with TMA.
-//   6. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
+//   6. step "epilogue_combine": cluster_permute with the combine in the GEMM's epilogue (2d
+//      below): each routed row's sums, rounded to BF16 and weighted, reduced into an FP32 copy of
+//      y (red.global.add.v4.f32), then one pass to BF16 y that also zeroes the FP32 copy. The
+//      expert outputs (routed x ffn BF16, 96 MiB at the timing size) are never written nor read.
+//   7. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
 //      (cublasGemmGroupedBatchedEx, a group per expert); its group sizes are host arrays, so the
 //      counts come back to the host before it.
 // Timing: 8192 tokens, 128 experts, hidden 2048 -> ffn 768 (issue 41; the PyTorch peer is
@@ -44,10 +48,15 @@
 // every expert, against a double CPU reference; at the timing size a plain GPU reference (host
 // permutation, kernels/reference_gemm.cuh per expert, a plain combine).
 // Tolerance: y at BF16's default relative L2 (8e-3); the reference rounds each expert output to
-// BF16 as both sides do, so what is left is the final rounding and FP32 sums in another order.
-// counts exactly (int32's default).
+// BF16 as every rung does, so what is left is the final rounding and FP32 sums in another order.
+// counts exactly (int32's default). epilogue_combine's sums are also in an order that changes from
+// run to run (whichever CTA's reduction reaches L2 first), so its y is not bitwise reproducible:
+// 8 terms a value in FP32 differ between orders by a few FP32 ulps (2^-24 relative each), which
+// can move a BF16 rounding by one BF16 ulp in a rare element; the relative L2 error stays at the
+// final rounding's (about 1e-3), well inside 8e-3, on every run.
 // Metrics (the grouped rungs, the last call's events): permute_us, gemm_us and
-// gemm_tflops (the grouped GEMM alone, the figure torch._grouped_mm is timed by) and combine_us.
+// gemm_tflops (the grouped GEMM alone, the figure torch._grouped_mm is timed by) and combine_us;
+// in epilogue_combine gemm_us includes the combine's reductions and combine_us is the pass to BF16.
 //
 //   ./bench compare --chapter ch15 --example moe_dispatch
 #include <cublas_v2.h>
@@ -120,6 +129,9 @@ struct Dispatch {
     s.param("top_k", top_k);
     s.flops(2.0 * double(routed) * double(hidden) * double(ffn), bench::ceiling::bf16);
     // Fewest bytes: x and every expert's weights read once, the routing read, y and counts written.
+    // Shared by every rung, so it counts the work, not a rung's intermediates: neither the expert
+    // outputs (written and read back by all rungs but epilogue_combine) nor epilogue_combine's FP32
+    // y32 and its reductions (meant to stay in L2; not measured) are in it.
     s.bytes(double(x.bytes() + w.bytes() + y.bytes() + counts.bytes()) + 8.0 * double(routed));
   }
 };
@@ -265,10 +277,10 @@ __device__ __forceinline__ float bf16_rounded(float v) {
 }
 
 struct CombineIntoY32 {
-  float* __restrict__ y32;                  // [tokens][ffn], zero when the call starts
-  const int32_t* __restrict__ row_token;    // place -> token
-  const int32_t* __restrict__ position;     // routed row (token * kTopK + j) -> place
-  const float* __restrict__ weight;         // routed row -> routing weight
+  float* __restrict__ y32;                // [tokens][ffn], zero when the call starts
+  const int32_t* __restrict__ row_token;  // place -> token
+  const int32_t* __restrict__ position;   // routed row (token * kTopK + j) -> place
+  const float* __restrict__ weight;       // routed row -> routing weight
   int ffn;
   __device__ __forceinline__ void operator()(const float (&acc)[128], int first, int col0,
                                              int end) const {
@@ -289,8 +301,9 @@ struct CombineIntoY32 {
     float* out = y32 + token * ffn + col0 + 4 * ((lane % 4) / 2);
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
-      const float r0 = bf16_rounded(acc[4 * i]), r1 = bf16_rounded(acc[4 * i + 1]);  // row r
-      const float s0 = bf16_rounded(acc[4 * i + 2]), s1 = bf16_rounded(acc[4 * i + 3]);  // r + 8
+      // Row r's pair (r0, r1) and row r + 8's (s0, s1), BF16-rounded as the stored outputs are.
+      const float r0 = bf16_rounded(acc[4 * i]), r1 = bf16_rounded(acc[4 * i + 1]);
+      const float s0 = bf16_rounded(acc[4 * i + 2]), s1 = bf16_rounded(acc[4 * i + 3]);
       // Even lanes give away row r + 8's pair and odd lanes row r's: all lanes shuffle.
       const float got0 = __shfl_xor_sync(0xffffffffu, upper ? r0 : s0, 1);
       const float got1 = __shfl_xor_sync(0xffffffffu, upper ? r1 : s1, 1);
@@ -620,7 +633,8 @@ class DevicePermutation {
 template <RowsFrom kRows, CombineIn kCombine>
 constexpr auto grouped_kernel() {
   if constexpr (kCombine == CombineIn::gemm_epilogue) {
-    static_assert(kRows == RowsFrom::cp_async_gather, "the epilogue combine is built on the gather");
+    static_assert(kRows == RowsFrom::cp_async_gather,
+                  "the epilogue combine is built on the gather");
     return grouped_gemm_gather<CombineIntoY32>;
   } else if constexpr (kRows == RowsFrom::permuted_copy) {
     return grouped_gemm;
@@ -667,12 +681,13 @@ class GroupedWgmma {
           map_x_, map_w_, sorted.y.data(), permute_.offsets.data(), permute_.tile_prefix.data(),
           experts, ffn, hidden);
     else if constexpr (kInEpilogue)
-      grouped_gemm_gather<CombineIntoY32><<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
-          w.x.data(), map_w_,
-          CombineIntoY32{y32_.data(), sorted.row_token.data(), sorted.position.data(),
-                         w.weight.data(), ffn},
-          sorted.row_token.data(), permute_.offsets.data(), permute_.tile_prefix.data(), experts,
-          ffn, hidden);
+      grouped_gemm_gather<CombineIntoY32>
+          <<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
+              w.x.data(), map_w_,
+              CombineIntoY32{y32_.data(), sorted.row_token.data(), sorted.position.data(),
+                             w.weight.data(), ffn},
+              sorted.row_token.data(), permute_.offsets.data(), permute_.tile_prefix.data(),
+              experts, ffn, hidden);
     else if constexpr (kRows == RowsFrom::cp_async_gather)
       grouped_gemm_gather<StoreSorted><<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
           w.x.data(), map_w_, StoreSorted{sorted.y.data(), ffn}, sorted.row_token.data(),
@@ -688,7 +703,7 @@ class GroupedWgmma {
       const int64_t values = w.tokens * w.ffn;
       const int64_t threads = values / kernels::kBf16PerVector;  // ffn % 256 == 0: no tail
       finish_combine<<<unsigned((threads + 255) / 256), 256, 0, stream>>>(y32_.data(), values,
-                                                                        w.y.data());
+                                                                          w.y.data());
       BENCH_CHECK_LAUNCH();
     } else {
       launch_combine(w, sorted, stream);
@@ -712,7 +727,8 @@ class GroupedWgmma {
   double flops_ = 0;
   DevicePermutation permute_;
   CUtensorMap map_x_{}, map_w_;  // map_x_: the permuted copy's, or x's rows (tma_row_gather)
-  bench::DeviceBuffer<float> y32_;  // epilogue_combine's FP32 sums [tokens][ffn], zero between calls
+  // epilogue_combine's FP32 sums [tokens][ffn]: zero between calls.
+  bench::DeviceBuffer<float> y32_;
   unsigned grid_ = 0;
 };
 
@@ -877,9 +893,9 @@ BENCH_EXAMPLE(ch15, moe_dispatch, Dispatch)
                                                                             "row_tma_gather",
                                                                             {.arch_specific = 90})
     // The combine in the GEMM's epilogue (2d): not measured yet, a step until it is.
-    .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather,
-                           CombineIn::gemm_epilogue>>(bench::Role::step, "epilogue_combine",
-                                                      {.arch_specific = 90})
+    .stateful<
+        GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather, CombineIn::gemm_epilogue>>(
+        bench::Role::step, "epilogue_combine", {.arch_specific = 90})
     .stateful<CublasGrouped>(bench::Role::vendor, "cublas_grouped", {.blocks_host = true})
     .requires_that(requirements)
     .reference(reference)

@@ -661,6 +661,8 @@ class GroupedWgmma {
     if constexpr (kInEpilogue) {  // zero once here; each call's finish_combine leaves it zero
       y32_ = bench::DeviceBuffer<float>(w.tokens * w.ffn);
       BENCH_CUDA_CHECK(cudaMemsetAsync(y32_.data(), 0, y32_.bytes(), stream));
+      // The calls may come on another stream than this one: the zeros must have landed first.
+      BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
     }
     if constexpr (kCopy)
       map_x_ = ws::operand_map(permute_.sorted.x.data(), w.routed, w.hidden, ws::kXShare);

@@ -35,7 +35,11 @@
 //      each (2c below), issued by one producer warp, instead of 128 threads of cp.async. Measured
 //      3.6-3.7x SLOWER in the GEMM than the cp.async gather on the H100 (README): kept as the step
 //      that shows why a Hopper grouped GEMM gathers its rows with cp.async, not with TMA.
-//   6. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
+//   6. step "epilogue_combine": cluster_permute with the combine in the GEMM's epilogue (2d
+//      below): each routed row's sums, rounded to BF16 and weighted, reduced into an FP32 copy of
+//      y (red.global.add.v4.f32), then one pass to BF16 y that also zeroes the FP32 copy. The
+//      expert outputs (routed x ffn BF16, 96 MiB at the timing size) are never written nor read.
+//   7. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
 //      (cublasGemmGroupedBatchedEx, a group per expert); its group sizes are host arrays, so the
 //      counts come back to the host before it.
 // Timing: 8192 tokens, 128 experts, hidden 2048 -> ffn 768 (issue 41; the PyTorch peer is
@@ -44,10 +48,15 @@
 // every expert, against a double CPU reference; at the timing size a plain GPU reference (host
 // permutation, kernels/reference_gemm.cuh per expert, a plain combine).
 // Tolerance: y at BF16's default relative L2 (8e-3); the reference rounds each expert output to
-// BF16 as both sides do, so what is left is the final rounding and FP32 sums in another order.
-// counts exactly (int32's default).
+// BF16 as every rung does, so what is left is the final rounding and FP32 sums in another order.
+// counts exactly (int32's default). epilogue_combine's sums are also in an order that changes from
+// run to run (whichever CTA's reduction reaches L2 first), so its y is not bitwise reproducible:
+// 8 terms a value in FP32 differ between orders by a few FP32 ulps (2^-24 relative each), which
+// can move a BF16 rounding by one BF16 ulp in a rare element; the relative L2 error stays at the
+// final rounding's (about 1e-3), well inside 8e-3, on every run.
 // Metrics (the grouped rungs, the last call's events): permute_us, gemm_us and
-// gemm_tflops (the grouped GEMM alone, the figure torch._grouped_mm is timed by) and combine_us.
+// gemm_tflops (the grouped GEMM alone, the figure torch._grouped_mm is timed by) and combine_us;
+// in epilogue_combine gemm_us includes the combine's reductions and combine_us is the pass to BF16.
 //
 //   ./bench compare --chapter ch15 --example moe_dispatch
 #include <cublas_v2.h>
@@ -120,20 +129,24 @@ struct Dispatch {
     s.param("top_k", top_k);
     s.flops(2.0 * double(routed) * double(hidden) * double(ffn), bench::ceiling::bf16);
     // Fewest bytes: x and every expert's weights read once, the routing read, y and counts written.
+    // Shared by every rung, so it counts the work, not a rung's intermediates: neither the expert
+    // outputs (written and read back by all rungs but epilogue_combine) nor epilogue_combine's FP32
+    // y32 and its reductions (meant to stay in L2; not measured) are in it.
     s.bytes(double(x.bytes() + w.bytes() + y.bytes() + counts.bytes()) + 8.0 * double(routed));
   }
 };
 
 // The permuted operands and results, a variant's own (never shared with another variant or the
 // reference, so that one cannot pass on rows another left behind). A GEMM that gathers its rows
-// from x has no permuted x (copies_x false) but the index of each place's token.
+// from x has no permuted x (copies_x false) but the index of each place's token; a GEMM that
+// combines in its epilogue has no sorted y (stores_y false).
 struct Sorted {
   bench::DeviceBuffer<bf16> x, y;          // [routed][hidden], [routed][ffn], expert-major
   bench::DeviceBuffer<int32_t> position;   // routed row (token * top_k + j) -> its row in x, y
   bench::DeviceBuffer<int32_t> row_token;  // place -> its token (only without x)
-  explicit Sorted(const Dispatch& w, bool copies_x = true)
+  explicit Sorted(const Dispatch& w, bool copies_x = true, bool stores_y = true)
       : x(copies_x ? bench::DeviceBuffer<bf16>(w.routed * w.hidden) : bench::DeviceBuffer<bf16>()),
-        y(w.routed * w.ffn),
+        y(stores_y ? bench::DeviceBuffer<bf16>(w.routed * w.ffn) : bench::DeviceBuffer<bf16>()),
         position(w.routed),
         row_token(copies_x ? bench::DeviceBuffer<int32_t>()
                            : bench::DeviceBuffer<int32_t>(w.routed)) {}
@@ -223,24 +236,116 @@ class HostLoop {
 // sorted rows (a tile's 128 rows from its expert's offset), Y = the experts' weights stacked
 // [expert * ffn + column][hidden]. The item count is read from memory and broadcast from lane 0,
 // so the loop that holds the wgmma is uniform to the compiler.
+// Where a consumer warpgroup's finished tile goes (its 64 rows from `first`, 256 columns from
+// col0; rows at or past `end` belong to the next expert and are left alone). Every rung but
+// epilogue_combine stores the expert outputs, BF16, in sorted order, for the combine kernel.
+struct StoreSorted {
+  bf16* __restrict__ y_sorted;
+  int ffn;
+  __device__ __forceinline__ void operator()(const float (&acc)[128], int first, int col0,
+                                             int end) const {
+    wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, col0, end);
+  }
+};
+
+// ---- 2d. Step epilogue_combine: the combine in the GEMM's epilogue --------------------------
+// A token's kTopK rows sit in kTopK different experts' tiles, computed by different CTAs at
+// different times, so no CTA holds a token's whole sum: each adds its row's share, weighted, into
+// an FP32 copy of y (y32, tokens x ffn, 25 MB at the timing size: L2 is 50 MB) with reductions,
+// which the L2 performs (red: no value comes back, the SM does not wait). A pass afterwards
+// (finish_combine) turns y32 into BF16 y and zeroes it for the next call. What goes: the expert
+// outputs' BF16 write (routed x ffn, 96 MiB at the timing size) and the combine's read of them.
+// What comes: the reductions (the same routed x ffn values, as FP32) and the pass over y32.
+// Each value is rounded to BF16 before it is weighted, as the other rungs store it (and PyTorch's
+// grouped_mm returns it): the same arithmetic as theirs, only the sums' order differs.
+//
+// The vector form: red.global.add.v4.f32 (PTX ISA 8.1, sm_90 and later; 16-byte aligned address,
+// as every vector access): one request of 4 floats instead of 4. The accumulator fragment gives a
+// thread 2 adjacent columns of 2 rows (r and r + 8; wgmma::store_m64n_bf16 says which), so lanes
+// 2q and 2q + 1, which hold columns c, c+1 and c+2, c+3 of the same two rows, swap one pair:
+// the even lane then has 4 adjacent columns of row r, the odd one of row r + 8. Two shuffles per
+// 4 values; each thread then writes one row of the tile (its token and weight found once a tile).
+// y32 rows are ffn floats (ffn % 256 == 0) and the columns 8 i + 4 (lane % 4 / 2) from a
+// 256-aligned col0: every address is 16-byte aligned.
+__device__ __forceinline__ void red_add_v4(float* address, float a, float b, float c, float d) {
+  asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(address), "f"(a), "f"(b),
+               "f"(c), "f"(d)
+               : "memory");
+}
+__device__ __forceinline__ float bf16_rounded(float v) {
+  return __bfloat162float(__float2bfloat16(v));
+}
+
+struct CombineIntoY32 {
+  float* __restrict__ y32;                // [tokens][ffn], zero when the call starts
+  const int32_t* __restrict__ row_token;  // place -> token
+  const int32_t* __restrict__ position;   // routed row (token * kTopK + j) -> place
+  const float* __restrict__ weight;       // routed row -> routing weight
+  int ffn;
+  __device__ __forceinline__ void operator()(const float (&acc)[128], int first, int col0,
+                                             int end) const {
+    const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+    const bool upper = (lane & 1) != 0;  // after the swap: row r + 8 (odd lanes) or r (even)
+    const int row = first + warp * 16 + lane / 4 + (upper ? 8 : 0);
+    const bool inside = row < end;
+    // The row's token, and its weight: the routed row of that token whose place is this row (the
+    // permutation keeps place -> token only; kTopK places of the token, one 32-byte sector).
+    int64_t token = 0;
+    float scale = 0.0f;
+    if (inside) {
+      token = __ldg(row_token + row);
+#pragma unroll
+      for (int j = 0; j < kTopK; ++j)
+        if (__ldg(position + token * kTopK + j) == row) scale = __ldg(weight + token * kTopK + j);
+    }
+    float* out = y32 + token * ffn + col0 + 4 * ((lane % 4) / 2);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      // Row r's pair (r0, r1) and row r + 8's (s0, s1), BF16-rounded as the stored outputs are.
+      const float r0 = bf16_rounded(acc[4 * i]), r1 = bf16_rounded(acc[4 * i + 1]);
+      const float s0 = bf16_rounded(acc[4 * i + 2]), s1 = bf16_rounded(acc[4 * i + 3]);
+      // Even lanes give away row r + 8's pair and odd lanes row r's: all lanes shuffle.
+      const float got0 = __shfl_xor_sync(0xffffffffu, upper ? r0 : s0, 1);
+      const float got1 = __shfl_xor_sync(0xffffffffu, upper ? r1 : s1, 1);
+      // Selects, not a branch on `upper`: that would split every warp in two halves, each
+      // issuing its own reduction. The even lane's columns come first in either row.
+      if (inside)
+        red_add_v4(out + 8 * i, scale * (upper ? got0 : r0), scale * (upper ? got1 : r1),
+                   scale * (upper ? s0 : got0), scale * (upper ? s1 : got1));
+    }
+  }
+};
+
+// y = BF16(y32), and y32 = 0 for the next call, 8 values a thread. The zeroing rides on this pass
+// rather than a memset at the start of the call: both are timed work either way, but here the
+// lines are already being read (the zero stores hit lines in L2 this thread just read) and it is
+// one launch less; y32 is zeroed once, untimed, when the rung is built.
+__global__ void finish_combine(float* __restrict__ y32, int64_t values, bf16* __restrict__ y) {
+  const int64_t i = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * kernels::kBf16PerVector;
+  if (i >= values) return;
+  float4* from = reinterpret_cast<float4*>(y32 + i);
+  const float4 a = from[0], b = from[1];
+  from[0] = from[1] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const float sums[kernels::kBf16PerVector] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+  *reinterpret_cast<uint4*>(y + i) = kernels::pack_bf16x8(sums);
+}
+
 // The consumer warpgroups of every grouped GEMM here: for each of this CTA's work items, its
-// k-blocks into the accumulators (ws::mma_tile; kGenericX as there), then the tile's rows that
-// belong to its expert stored. A template so that its wgmma is compiled only where a kernel's
-// sm_90a body calls it.
-template <bool kGenericX = false>
+// k-blocks into the accumulators (ws::mma_tile; kGenericX as there), then the tile handed to the
+// epilogue (StoreSorted or CombineIntoY32) with the rows that belong to its expert. A template so
+// that its wgmma is compiled only where a kernel's sm_90a body calls it.
+template <bool kGenericX, class Epilogue>
 __device__ __forceinline__ void consume_items(ws::Smem& sm, const int32_t* __restrict__ offsets,
                                               const int32_t* __restrict__ tile_prefix, int items,
                                               int experts, int n_tiles, int kblocks,
-                                              bf16* __restrict__ y_sorted, int ffn,
-                                              uint32_t& slot) {
+                                              const Epilogue& epilogue, uint32_t& slot) {
   float acc[128];
   const int cw = ws::start_consumer(acc);
   for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
     const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
     ws::mma_tile<1, kGenericX>(acc, sm, cw, kblocks, slot);
     const int first = offsets[at.expert] + at.row_tile * ws::kBM + cw * ws::kXShare;
-    wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, at.col_tile * ws::kBN,
-                                         offsets[at.expert + 1]);
+    epilogue(acc, first, at.col_tile * ws::kBN, offsets[at.expert + 1]);
   }
 }
 
@@ -265,7 +370,8 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
         ws::produce_k_blocks(sm, &map_x, &map_w, tile, 0, kblocks, slot);
       }
   } else {
-    consume_items(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks, y_sorted, ffn, slot);
+    consume_items<false>(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks,
+                         StoreSorted{y_sorted, ffn}, slot);
   }
 #endif
 }
@@ -290,9 +396,12 @@ constexpr uint32_t kWBytes = ws::kBN * ws::kBK * sizeof(bf16);   // W's 32 KiB o
 constexpr uint32_t kFullArrivals = 1 + ws::kWarpgroup;           // expect_tx + each copier
 }  // namespace gather
 
+// The epilogue is a parameter: StoreSorted (grouped_gather, cluster_permute) or CombineIntoY32
+// (epilogue_combine, 2d above); the gather is the same.
+template <class Epilogue>
 __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
     grouped_gemm_gather(const bf16* __restrict__ x, const __grid_constant__ CUtensorMap map_w,
-                        bf16* __restrict__ y_sorted, const int32_t* __restrict__ row_token,
+                        const Epilogue epilogue, const int32_t* __restrict__ row_token,
                         const int32_t* __restrict__ offsets,
                         const int32_t* __restrict__ tile_prefix, int experts, int ffn, int hidden) {
 #if BENCH_SM90A_DEVICE
@@ -340,7 +449,7 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
     cp_async::wait<0>();
   } else {
     consume_items</*kGenericX=*/true>(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks,
-                                      y_sorted, ffn, slot);
+                                      epilogue, slot);
   }
 #endif
 }
@@ -423,7 +532,8 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
       }
     }
   } else {
-    consume_items(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks, y_sorted, ffn, slot);
+    consume_items<false>(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks,
+                         StoreSorted{y_sorted, ffn}, slot);
   }
 #endif
 }
@@ -440,14 +550,19 @@ enum class RowsFrom {
   cp_async_gather,  // x itself, through the row index, 16-byte cp.async per thread
   tma_row_gather,   // x itself, through the row index, a one-row TMA box per row
 };
+// Where the weighted sum over a token's experts is made.
+enum class CombineIn {
+  own_kernel,     // moe::combine over the BF16 expert outputs the GEMM stored
+  gemm_epilogue,  // the GEMM's reductions into y32, then finish_combine (2d)
+};
 
 // Steps (1)-(4) of the grouped rungs. Without the row copy (copies_x false: the gathers) step
 // (3) also writes each place's token and (4) is gone; one_cluster always gathers.
 class DevicePermutation {
  public:
   explicit DevicePermutation(const Dispatch& w, bool copies_x = true,
-                             Permute how = Permute::three_kernels)
-      : sorted(w, copies_x),
+                             Permute how = Permute::three_kernels, bool stores_y = true)
+      : sorted(w, copies_x, stores_y),
         offsets(w.experts + 1),
         tile_prefix(w.experts + 1),
         copies_x_(copies_x),
@@ -515,27 +630,40 @@ class DevicePermutation {
   bench::DeviceBuffer<int32_t> chunk_base_;
 };
 
-template <RowsFrom kRows>
+template <RowsFrom kRows, CombineIn kCombine>
 constexpr auto grouped_kernel() {
-  if constexpr (kRows == RowsFrom::permuted_copy)
+  if constexpr (kCombine == CombineIn::gemm_epilogue) {
+    static_assert(kRows == RowsFrom::cp_async_gather,
+                  "the epilogue combine is built on the gather");
+    return grouped_gemm_gather<CombineIntoY32>;
+  } else if constexpr (kRows == RowsFrom::permuted_copy) {
     return grouped_gemm;
-  else if constexpr (kRows == RowsFrom::cp_async_gather)
-    return grouped_gemm_gather;
-  else
+  } else if constexpr (kRows == RowsFrom::cp_async_gather) {
+    return grouped_gemm_gather<StoreSorted>;
+  } else {
     return grouped_gemm_row_tma;
+  }
 }
 
-// The grouped rungs: a permutation, one grouped GEMM, the combine.
-template <Permute kPermute, RowsFrom kRows>
+// The grouped rungs: a permutation, one grouped GEMM, the combine (its own kernel, or the GEMM's
+// epilogue and the pass to BF16).
+template <Permute kPermute, RowsFrom kRows, CombineIn kCombine = CombineIn::own_kernel>
 class GroupedWgmma {
-  static constexpr auto kKernel = grouped_kernel<kRows>();
+  static constexpr auto kKernel = grouped_kernel<kRows, kCombine>();
   static constexpr bool kCopy = kRows == RowsFrom::permuted_copy;
+  static constexpr bool kInEpilogue = kCombine == CombineIn::gemm_epilogue;
 
  public:
-  GroupedWgmma(const Dispatch& w, cudaStream_t)
+  GroupedWgmma(const Dispatch& w, cudaStream_t stream)
       : flops_(2.0 * double(w.routed) * double(w.hidden) * double(w.ffn)),
-        permute_(w, /*copies_x=*/kCopy, kPermute),
+        permute_(w, /*copies_x=*/kCopy, kPermute, /*stores_y=*/!kInEpilogue),
         map_w_(ws::operand_map(w.w.data(), w.experts * w.ffn, w.hidden, ws::kYShare)) {
+    if constexpr (kInEpilogue) {  // zero once here; each call's finish_combine leaves it zero
+      y32_ = bench::DeviceBuffer<float>(w.tokens * w.ffn);
+      BENCH_CUDA_CHECK(cudaMemsetAsync(y32_.data(), 0, y32_.bytes(), stream));
+      // The calls may come on another stream than this one: the zeros must have landed first.
+      BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
     if constexpr (kCopy)
       map_x_ = ws::operand_map(permute_.sorted.x.data(), w.routed, w.hidden, ws::kXShare);
     if constexpr (kRows == RowsFrom::tma_row_gather)  // x itself, a box of one row
@@ -554,10 +682,18 @@ class GroupedWgmma {
       grouped_gemm<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
           map_x_, map_w_, sorted.y.data(), permute_.offsets.data(), permute_.tile_prefix.data(),
           experts, ffn, hidden);
+    else if constexpr (kInEpilogue)
+      grouped_gemm_gather<CombineIntoY32>
+          <<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
+              w.x.data(), map_w_,
+              CombineIntoY32{y32_.data(), sorted.row_token.data(), sorted.position.data(),
+                             w.weight.data(), ffn},
+              sorted.row_token.data(), permute_.offsets.data(), permute_.tile_prefix.data(),
+              experts, ffn, hidden);
     else if constexpr (kRows == RowsFrom::cp_async_gather)
-      grouped_gemm_gather<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
-          w.x.data(), map_w_, sorted.y.data(), sorted.row_token.data(), permute_.offsets.data(),
-          permute_.tile_prefix.data(), experts, ffn, hidden);
+      grouped_gemm_gather<StoreSorted><<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
+          w.x.data(), map_w_, StoreSorted{sorted.y.data(), ffn}, sorted.row_token.data(),
+          permute_.offsets.data(), permute_.tile_prefix.data(), experts, ffn, hidden);
     else
       grouped_gemm_row_tma<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
           map_x_, map_w_, sorted.y.data(), sorted.row_token.data(), permute_.offsets.data(),
@@ -565,11 +701,21 @@ class GroupedWgmma {
     BENCH_CHECK_LAUNCH();
     parts_[1].end(stream);
     parts_[2].begin(stream);
-    launch_combine(w, sorted, stream);
+    if constexpr (kInEpilogue) {
+      const int64_t values = w.tokens * w.ffn;
+      const int64_t threads = values / kernels::kBf16PerVector;  // ffn % 256 == 0: no tail
+      finish_combine<<<unsigned((threads + 255) / 256), 256, 0, stream>>>(y32_.data(), values,
+                                                                          w.y.data());
+      BENCH_CHECK_LAUNCH();
+    } else {
+      launch_combine(w, sorted, stream);
+    }
     parts_[2].end(stream);
   }
   // Where the call's time goes (the last call's events): the permutation, the grouped GEMM alone
-  // (comparable with torch._grouped_mm, which the peer times alone too) and the combine.
+  // (comparable with torch._grouped_mm, which the peer times alone too) and the combine. In
+  // epilogue_combine gemm_us (and gemm_tflops) include the combine's reductions, and combine_us
+  // is the pass from y32 to BF16 y.
   std::vector<bench::Metric> metrics() const {
     const double gemm_ms = parts_[1].ms();
     return {{"permute_us", 1e3 * parts_[0].ms()},
@@ -583,6 +729,8 @@ class GroupedWgmma {
   double flops_ = 0;
   DevicePermutation permute_;
   CUtensorMap map_x_{}, map_w_;  // map_x_: the permuted copy's, or x's rows (tma_row_gather)
+  // epilogue_combine's FP32 sums [tokens][ffn]: zero between calls.
+  bench::DeviceBuffer<float> y32_;
   unsigned grid_ = 0;
 };
 
@@ -746,6 +894,10 @@ BENCH_EXAMPLE(ch15, moe_dispatch, Dispatch)
     .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::tma_row_gather>>(bench::Role::step,
                                                                             "row_tma_gather",
                                                                             {.arch_specific = 90})
+    // The combine in the GEMM's epilogue (2d): not measured yet, a step until it is.
+    .stateful<
+        GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather, CombineIn::gemm_epilogue>>(
+        bench::Role::step, "epilogue_combine", {.arch_specific = 90})
     .stateful<CublasGrouped>(bench::Role::vendor, "cublas_grouped", {.blocks_host = true})
     .requires_that(requirements)
     .reference(reference)

@@ -98,12 +98,12 @@ class FastestPlan {
 
   const std::string& chosen_label() const { return kept_->label; }
 
-  // chosen_rung (the kept plan's rung number); setup_ms (host time from construction to the
+  // chosen_rung (the kept plan's rung number); tuning_setup_ms (host time from construction to the
   // choice: building every candidate and timing them); and, where they were timed, each
   // candidate's best round as tuning_us_<label>.
   std::vector<bench::Metric> metrics() const {
     if (!kept_) return {};
-    std::vector<bench::Metric> out{{"chosen_rung", kept_->rung}, {"setup_ms", setup_ms_}};
+    std::vector<bench::Metric> out{{"chosen_rung", kept_->rung}, {"tuning_setup_ms", setup_ms_}};
     for (const Timed& t : timed_)
       if (t.us > 0) out.push_back({"tuning_us_" + t.label, t.us});
     return out;

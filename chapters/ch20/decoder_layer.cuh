@@ -91,6 +91,12 @@ struct DecoderLayer {
     s.flops(2.0 * batch * (weights / sizeof(bf16)) + 4.0 * batch * q_heads * (past + 1) * kHeadDim);
   }
   LayerDims dims() const { return {batch, q_heads, kv_heads, group, hidden, qkv_dim, ffn, past}; }
+
+  // How many times the harness has filled the inputs (it calls this after each fill). A variant
+  // is prepared before the first fill at the verification size and after it at the timing size;
+  // the autotuned rung (ch20/fastest_plan.cuh) times its candidates only on filled inputs.
+  void inputs_filled(cudaStream_t) { ++fills; }
+  int fills = 0;
 };
 
 // ---- the unfused kernels: one op each, FP32 arithmetic, activations of type A ----------------

@@ -22,13 +22,14 @@
 //      11 launches instead of 15.
 //   5. step "cuda_graph": rung 4 captured once (untimed) and replayed as one graph launch: no
 //      host submission between the kernels, only the graph's node-to-node gap.
-//   6. optimized "streaming_gemv": the projections as our own weight-streaming GEMVs
+//   6. step "streaming_gemv": the projections as our own weight-streaming GEMVs
 //      (kernels/streaming_gemv.cuh: 16-byte loads, 256 bytes a lane in flight, the tokens'
 //      activations in shared memory), each with the elementwise work around it in its prologue
 //      (RMSNorm) or epilogue (RoPE and the append, the residual adds, SwiGLU): 6 kernels, graphed,
 //      each launched programmatically (kernels/pdl.cuh), so it starts while the one ahead
-//      drains and its first weight loads need not wait. Up to 8 tokens; at batch 32 this rung
-//      runs rung 4's step in a graph (cuBLASLt: beyond 8 tokens the FMAs would set the time).
+//      drains and its first weight loads need not wait. Up to 8 tokens; past 8 (batch 16, 32)
+//      this rung runs rung 4's step in a graph (cuBLASLt: beyond 8 tokens the FMAs would set the
+//      time).
 //   6b. step "streaming_mma": rung 6's step, its 6 kernels' hooks unchanged, with the products on
 //      tensor cores (kernels/streaming_mma.cuh: the same 16-byte weight stream as the A operand of
 //      mma.sync m16n8k16, 8 tokens an MMA, FP32 sums), 1 to 32 tokens. Each projection's
@@ -39,20 +40,25 @@
 //   7. step "megakernel": the same ops as rung 6 as phases of ONE persistent cooperative launch
 //      (ch20/megakernel.cuh), grid barriers between them; each warp issues the next projection's
 //      first weights between arriving at a barrier and waiting at it, so the weight stream does not
-//      stop at an op boundary. Up to 8 tokens (batch 32: SKIPPED). A step, not the optimized side,
-//      until a GPU measures it against rung 6.
+//      stop at an op boundary. Up to 8 tokens (batch 16 and 32: SKIPPED).
+//   8. optimized "autotuned": no single rung of 5-7 is fastest at every batch (the README's
+//      table), so this rung builds each of them that supports the batch (rung 5's graph, rung
+//      6's where it is not rung 5's, rung 6b's, rung 7 up to 8 tokens) at setup, times them on
+//      the workload's own inputs and keeps the fastest (ch20/fastest_plan.cuh): autotuning, as
+//      cuBLASLt's candidates are picked. A timed call is one launch of the kept plan; the
+//      report's chosen_rung says which (6b as 6.5).
 //
 // Verification: y and the appended K / V rows against an FP64 CPU layer at a small size of the
 // same structure (batch 3, 8 / 2 heads, MLP 2744, 1000 cached keys). At the timing size the
 // device reference is rung 1's kernels without the syncs: plain code that shares nothing with
-// rungs 2-7 (cuBLASLt, flash decoding, the fused kernels, the GEMVs, the MMAs), itself checked
+// rungs 2-8 (cuBLASLt, flash decoding, the fused kernels, the GEMVs, the MMAs), itself checked
 // against the CPU layer in every run. Tolerance: relative L2 1e-2. Each output passes through a few
 // BF16 roundings (2^-9 relative each: qkv, the attention output, h, the MLP activations) on its
 // way, ~3e-3 in all. Timed hot: a decode step follows the previous one back to back, and its 453 MB
 // are 9x L2.
 //
 //   ./bench compare --chapter ch20 --example transformer_decode            # batch 1 and 8
-//   ./bench compare --chapter ch20 --example transformer_decode --sweep    # and batch 32
+//   ./bench compare --chapter ch20 --example transformer_decode --sweep    # and 2, 4, 16, 32
 #include <kernels/cublaslt_gemm.hpp>
 #include <kernels/cuda_graph.hpp>
 #include <kernels/decode_attention.cuh>
@@ -65,6 +71,7 @@
 #include <vector>
 
 #include "decoder_layer.cuh"
+#include "fastest_plan.cuh"
 #include "layer_ops.cuh"
 #include "megakernel.cuh"
 
@@ -526,7 +533,7 @@ using MmaProjections = GemvProjections<gemv::StreamingMma>;
 // ---- rung 7: the whole step as one persistent launch (ch20/megakernel.cuh) -------------------
 // The same ops as rung 6 as phases of one cooperative grid, one or two blocks an SM, grid barriers
 // between them; each warp's next weights go out while a barrier resolves. Up to 8 tokens, as rung
-// 6 (batch 32: SKIPPED). A step of the ladder until a GPU measures it against rung 6.
+// 6 (batch 16 and 32: SKIPPED).
 struct Megakernel {
   mega::DecoderMegakernel kernel;
   Megakernel(const DecoderLayer& w, cudaStream_t s) : kernel(w.dims(), s) {}
@@ -538,9 +545,30 @@ struct Megakernel {
   }
 };
 
+// ---- rung 8: the fastest of rungs 5-7 at this batch, picked by timing at setup ----------------
+// Every plan that supports the batch is built and timed on the step's own inputs
+// (ch20/fastest_plan.cuh: best of 5 rounds of 10 back-to-back calls each, the candidates taking
+// turns); the others are freed, and a timed call launches the kept one. Rung 6 is left out past 8
+// tokens, where it is rung 5's step; rung 7 leaves itself out there (bench::Unsupported). At the
+// verification size the inputs are filled only after a variant is prepared (w.fills is 0): there
+// nothing is timed and rung 5's graph is kept; every candidate is verified as its own rung.
+struct Autotuned {
+  FastestPlan<DecoderLayer> plan;
+  Autotuned(const DecoderLayer& w, cudaStream_t s) {
+    plan.consider<Graphed<FusedOps>>("cuda_graph", 5, w, s);
+    if (w.batch <= gemv::kMaxTokens)
+      plan.consider<Graphed<GemvProjections<gemv::StreamingGemv>>>("streaming_gemv", 6, w, s);
+    plan.consider<Graphed<MmaProjections>>("streaming_mma", 6.5, w, s);
+    plan.consider<Megakernel>("megakernel", 7, w, s);
+    plan.keep_fastest(s, /*time_them=*/w.fills > 0);
+  }
+  void operator()(const DecoderLayer&, cudaStream_t s) const { plan(s); }
+  std::vector<bench::Metric> metrics() const { return plan.metrics(); }
+};
+
 void reference(const DecoderLayer& w, bench::HostData& h) { reference::layer(w, h); }
 
-// Rung 1's kernels without the syncs: plain FP32 code sharing nothing with rungs 2-6. Its
+// Rung 1's kernels without the syncs: plain FP32 code sharing nothing with rungs 2-8. Its
 // activations are allocated here and freed once the step is done.
 void device_reference(const DecoderLayer& w, cudaStream_t s) {
   const UnfusedActivations<float> act(w, s);
@@ -549,18 +577,19 @@ void device_reference(const DecoderLayer& w, cudaStream_t s) {
 }
 
 BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
-    .int_axis("batch", {1, 8, 32}, /*defaults=*/{1, 8})
+    .int_axis("batch", {1, 2, 4, 8, 16, 32}, /*defaults=*/{1, 8})
     .stateful<Fp32UnfusedSynced>(bench::Role::baseline, "fp32_unfused_synced",
                                  {.blocks_host = true})
     .stateful<Bf16Cublaslt>(bench::Role::step, "bf16_cublaslt")
     .stateful<FlashAttention>(bench::Role::step, "flash_attention")
     .stateful<FusedOps>(bench::Role::step, "fused_ops")
     .stateful<Graphed<FusedOps>>(bench::Role::step, "cuda_graph")
-    .stateful<Graphed<GemvStep>>(bench::Role::optimized, "streaming_gemv",
+    .stateful<Graphed<GemvStep>>(bench::Role::step, "streaming_gemv",
                                  {.min_compute_capability = 90})
     .stateful<Graphed<MmaProjections>>(bench::Role::step, "streaming_mma",
                                        {.min_compute_capability = 90})
     .stateful<Megakernel>(bench::Role::step, "megakernel", {.min_compute_capability = 90})
+    .stateful<Autotuned>(bench::Role::optimized, "autotuned", {.min_compute_capability = 90})
     .reference(reference)
     .device_reference(device_reference)
     .tolerance(bench::relative_l2(1e-2))

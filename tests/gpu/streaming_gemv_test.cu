@@ -163,15 +163,16 @@ TEST(StreamingGemv, ProgrammaticLaunchWaitsForTheKernelAhead) {
   expect_the_chain_to_wait<gemv::StreamingGemv>(4, 8192, 8192, 1024, 5);
 }
 
-// The tensor-core form: 1 to 32 tokens (1, 3 and 17 pad the last 8-token tile with zeros), 2501
-// groups (313 tiles of 8 groups, the last one ragged with 5; more tiles than the persistent grid
-// has blocks, so blocks stride), k = 2000 (16 slabs of 128 columns, the last one 80 wide: a
-// masked tail, and 2 slabs a warp, so each warp reloads after its first slab).
+// The tensor-core form: 1 to 32 tokens, each of its four kernels (1 to 4 token tiles: 16 tokens is
+// the two-tile one, which ch20's batch-16 sweep point runs; 1, 3 and 17 pad the last 8-token tile
+// with zeros), 2501 groups (313 tiles of 8 groups, the last one ragged with 5; more tiles than the
+// persistent grid has blocks, so blocks stride), k = 2000 (16 slabs of 128 columns, the last one
+// 80 wide: a masked tail, and 2 slabs a warp, so each warp reloads after its first slab).
 TEST(StreamingMma, MatchesTheHostForEachTokenCount) {
   constexpr int64_t kGroups = 2501, n = kGroups * gemv::kRowsPerWarp, k = 2000;
   const std::vector<bf16> w = random_bf16(std::size_t(n * k), 0.05f, 40);
   bf16* w_d = upload(w);
-  for (int tokens : {1, 3, 8, 17, 32}) {
+  for (int tokens : {1, 3, 8, 16, 17, 32}) {
     const gemv::StreamingMma<Plain> op(tokens, kGroups, k);
     EXPECT_LT(product_error(op, w, w_d, tokens, n, k), kTolerance) << tokens << " tokens";
   }

@@ -18,6 +18,10 @@ masking of keys past the end) with the direct softmax, and exits 1 on a mismatch
 import math
 import random
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "kernels"))
+import mma_fragments  # noqa: E402 (the layout, from the PTX ISA)
 
 D, QUERIES, KEYS, TILE = 128, 4, 37, 16
 K_DEQUANT = V_DEQUANT = 1 / 448
@@ -29,22 +33,10 @@ def k_word_offset(t, s):  # kv_tensor_core.cuh's k_word_offset
 
 
 def mma(c, a, b):
-    """c[lane][4] + A . B, A and B gathered from a[lane][4] and b[lane][2] (value pairs)."""
-    A = [[0.0] * 16 for _ in range(16)]
-    B = [[0.0] * 8 for _ in range(16)]
-    for lane in range(32):
-        g, t = lane // 4, lane % 4
-        for j in range(2):
-            A[g][2 * t + j], A[g + 8][2 * t + j] = a[lane][0][j], a[lane][1][j]
-            A[g][2 * t + 8 + j], A[g + 8][2 * t + 8 + j] = a[lane][2][j], a[lane][3][j]
-            B[2 * t + j][g], B[2 * t + 8 + j][g] = b[lane][0][j], b[lane][1][j]
-    prod = [[sum(A[i][k] * B[k][n] for k in range(16)) for n in range(8)] for i in range(16)]
-    out = []
-    for lane in range(32):
-        g, t = lane // 4, lane % 4
-        out.append([c[lane][0] + prod[g][2 * t], c[lane][1] + prod[g][2 * t + 1],
-                    c[lane][2] + prod[g + 8][2 * t], c[lane][3] + prod[g + 8][2 * t + 1]])
-    return out
+    """c[lane][4] + A . B, in the C fragment layout (kernels/mma_fragments.py)."""
+    prod = mma_fragments.product(a, b)
+    return [[c[lane][i] + v for i, v in enumerate(mma_fragments.c_fragment(prod, lane))]
+            for lane in range(32)]
 
 
 def word_of(piece, w):  # 4 values ("bytes") of a 16-value load

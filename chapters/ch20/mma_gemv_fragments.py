@@ -5,9 +5,9 @@ Lane by lane, as the kernel does it: each lane's 16-byte weight loads (rows g an
 m16 tile, vectors u * 4 + t of a 128-column slab), the registers picked as A (a0..a3) and B (b0,
 b1) for MMA step s of each 32-column chunk, the warps' k split over the slabs, the zero padding of
 tokens past the count and of columns past k, and the C fragment written to the block's partials
-[warp][row][token]. The MMA itself follows the PTX ISA's m16n8k16 fragment layout (written out
-below from the ISA, not from kernels/mma_bf16.cuh), so a wrong register choice in the kernel's
-mapping gives a wrong sum here. Integers, so the check is exact.
+[warp][row][token]. The MMA itself follows the PTX ISA's m16n8k16 fragment layout
+(kernels/mma_fragments.py, written from the ISA, not from kernels/mma_bf16.cuh), so a wrong
+register choice in the kernel's mapping gives a wrong sum here. Integers, so the check is exact.
 
   python3 chapters/ch20/mma_gemv_fragments.py              # the kernel's mapping: must match
   python3 chapters/ch20/mma_gemv_fragments.py --self-test  # and each planted slip must not
@@ -15,6 +15,10 @@ mapping gives a wrong sum here. Integers, so the check is exact.
 import argparse
 import random
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "kernels"))
+import mma_fragments  # noqa: E402 (the layout, from the PTX ISA)
 
 WARPS, TILE_GROUPS, ROWS_PER_GROUP, VECTORS, BF16_PER_VECTOR = 8, 8, 4, 4, 8
 TILE_ROWS = TILE_GROUPS * ROWS_PER_GROUP  # 32: two m16 tiles
@@ -23,21 +27,11 @@ SLAB_K = VECTORS * 4 * BF16_PER_VECTOR  # 128
 
 
 def mma_m16n8k16(d, a, b):
-    """d (16 x 8) += A (16 x 16) B (16 x 8); a[lane] = 4 registers of 2 values, b[lane] = 2."""
-    A = [[0] * 16 for _ in range(16)]
-    B = [[0] * 8 for _ in range(16)]
-    for lane in range(32):
-        g, t = lane // 4, lane % 4
-        for c in range(2):
-            A[g][2 * t + c] = a[lane][0][c]
-            A[g + 8][2 * t + c] = a[lane][1][c]
-            A[g][2 * t + 8 + c] = a[lane][2][c]
-            A[g + 8][2 * t + 8 + c] = a[lane][3][c]
-            B[2 * t + c][g] = b[lane][0][c]
-            B[2 * t + 8 + c][g] = b[lane][1][c]
+    """d (16 x 8) += A B from the lanes' fragments (kernels/mma_fragments.py)."""
+    prod = mma_fragments.product(a, b)
     for i in range(16):
         for j in range(8):
-            d[i][j] += sum(A[i][kk] * B[kk][j] for kk in range(16))
+            d[i][j] += prod[i][j]
 
 
 def vector(matrix, row, v, k):

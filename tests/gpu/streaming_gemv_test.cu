@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <kernels/cuda_graph.hpp>
 #include <kernels/streaming_gemv.cuh>
 #include <kernels/streaming_mma.cuh>
@@ -89,17 +90,25 @@ double product_error(const Gemv& op, const std::vector<bf16>& w, const bf16* w_d
   return error;
 }
 
-// k = 2000: 250 vectors a row, one whole 128-vector step and a 122-vector tail, so the first
-// group (whose first step was loaded before the wait) also reloads, and the tail is masked.
-TEST(StreamingGemv, MatchesTheHostForEachTokenCount) {
-  constexpr int64_t kGroups = 4001, n = kGroups * gemv::kRowsPerWarp, k = 2000;
-  const std::vector<bf16> w = random_bf16(std::size_t(n * k), 0.05f, 20);
+// Each token count's product against the host's, for one GEMV form on one weight matrix of
+// `groups` row groups and k columns.
+template <template <class> class Gemv>
+void expect_matches_host(int64_t groups, int64_t k, unsigned seed,
+                         std::initializer_list<int> token_counts) {
+  const int64_t n = groups * gemv::kRowsPerWarp;
+  const std::vector<bf16> w = random_bf16(std::size_t(n * k), 0.05f, seed);
   bf16* w_d = upload(w);
-  for (int tokens : {1, 2, 3, 5, 8}) {
-    const gemv::StreamingGemv<Plain> op(tokens, kGroups, k);
+  for (int tokens : token_counts) {
+    const Gemv<Plain> op(tokens, groups, k);
     EXPECT_LT(product_error(op, w, w_d, tokens, n, k), kTolerance) << tokens << " tokens";
   }
   cudaFree(w_d);
+}
+
+// k = 2000: 250 vectors a row, one whole 128-vector step and a 122-vector tail, so the first
+// group (whose first step was loaded before the wait) also reloads, and the tail is masked.
+TEST(StreamingGemv, MatchesTheHostForEachTokenCount) {
+  expect_matches_host<gemv::StreamingGemv>(4001, 2000, 20, {1, 2, 3, 5, 8});
 }
 
 // The dynamic shared-memory opt-in belongs to the kernel, which two GEMVs of one Op and token
@@ -169,14 +178,7 @@ TEST(StreamingGemv, ProgrammaticLaunchWaitsForTheKernelAhead) {
 // persistent grid has blocks, so blocks stride), k = 2000 (16 slabs of 128 columns, the last one
 // 80 wide: a masked tail, and 2 slabs a warp, so each warp reloads after its first slab).
 TEST(StreamingMma, MatchesTheHostForEachTokenCount) {
-  constexpr int64_t kGroups = 2501, n = kGroups * gemv::kRowsPerWarp, k = 2000;
-  const std::vector<bf16> w = random_bf16(std::size_t(n * k), 0.05f, 40);
-  bf16* w_d = upload(w);
-  for (int tokens : {1, 3, 8, 16, 17, 32}) {
-    const gemv::StreamingMma<Plain> op(tokens, kGroups, k);
-    EXPECT_LT(product_error(op, w, w_d, tokens, n, k), kTolerance) << tokens << " tokens";
-  }
-  cudaFree(w_d);
+  expect_matches_host<gemv::StreamingMma>(2501, 2000, 40, {1, 3, 8, 16, 17, 32});
 }
 
 // A fragment mistake must show: the kernel with b0 and b1 swapped (a B fragment whose k does not

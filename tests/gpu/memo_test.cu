@@ -174,6 +174,31 @@ BENCH_EXAMPLE(test, memo_call_count, SmallCopy)
     .stateful<SkipsOddCalls>(Role::optimized, "skips_odd_calls")
     .reference(copy_reference);
 
+// ---- declares no outputs: nothing a sample could leave poisoned, nothing to verify ------------
+// Its one input is read and its work done, but a workload without an output has no answer to
+// check; only a calibration (calibrate's event_pair_us) may be one.
+struct InputOnly {
+  int64_t n;
+  DeviceSpan<const float> in;
+  explicit InputOnly(Setup& s) : n(s.size("n", 1 << 20, 10'007)), in(s.input<float>("in", n, uniform(-1, 1))) {}
+};
+
+__global__ void read_only(const float* in, int64_t n, float* sink) {
+  float sum = 0;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    sum += in[i];
+  if (sum == 12345.678f) *sink = sum;  // never true on uniform(-1, 1) inputs: keeps the loads
+}
+
+void read_inputs(const InputOnly& w, cudaStream_t s) {
+  read_only<<<264, 256, 0, s>>>(w.in.data(), w.n, nullptr);
+  BENCH_CHECK_LAUNCH();
+}
+
+BENCH_EXAMPLE(test, no_outputs, InputOnly)
+    .baseline("reads_inputs", read_inputs)
+    .reference([](const InputOnly&, HostData&) {});
+
 // Builds the example's timing-size workload outside the Runner, with fixed inputs.
 detail::WorkloadInstance workload_with_fixed_inputs(const std::string& name, cudaStream_t s) {
   detail::WorkloadInstance w = detail::build_workload(example(name), /*verifying=*/false);
@@ -237,6 +262,11 @@ TEST(Memoisation, Row18_AnswersMemoisedByAnotherVariantAreNeverServed) {
 TEST(Memoisation, Row18_ATimedSampleThatWritesNothingFails) {
   const auto r = run_case("memo_call_count", "optimized");
   EXPECT_NE(outcome(r).find("wrote none of its outputs"), std::string::npos) << outcome(r);
+}
+
+TEST(Memoisation, Row18_AWorkloadWithoutOutputsFails) {
+  const auto r = run_case("no_outputs", "baseline");
+  EXPECT_NE(outcome(r).find("declares no outputs"), std::string::npos) << outcome(r);
 }
 
 }  // namespace

@@ -225,7 +225,9 @@ int compare_command(const CompareOptions& options, std::ostream& out, std::ostre
     err << "bench compare: " << e.what() << "\n";
     return kExitUsage;
   }
-  if (!expectations)
+  if (!results.context.contains("hardware_key"))  // an interrupt before any chapter reported
+    out << "expectations: not read: no chapter finished, so this run names no GPU";
+  else if (!expectations)
     out << "expectations: none for " << key << " (" << expectations_file.string() << " does not exist): every example is NEW";
   else
     for (size_t i = 0; i < sources.size(); ++i)

@@ -139,11 +139,13 @@ TEST(BenchCompareLive, CrashingExampleFailsAndTheNextIsStillScored) {
   fs::remove_all(dir);
 }
 
-// An interrupted compare (Ctrl-C, or `timeout`'s SIGTERM) loses nothing that had finished: the
-// example that was running names the case it was in, the examples before it are saved and scored,
-// the expectations are not updated from a partial run, and the exit says which signal ended it.
-TEST(BenchCompareLive, AnInterruptedRunKeepsWhatFinishedAndNamesTheCaseItWasIn) {
-  const fs::path dir = scratch_dir("interrupted");
+// A live compare of ch99's two examples, with an update asked for, stopped by SIGTERM once the fake
+// chapter hangs in `hang_in`: its exit status and what it printed.
+struct StoppedRun {
+  int status = 0;
+  std::string out, err;
+};
+StoppedRun compare_stopped_in(const fs::path& dir, const std::string& hang_in) {
   const fs::path hanging = dir / "hanging";
   const fs::path out_file = dir / "out.txt", err_file = dir / "err.txt";
   // A copy of the fixtures: were the run not stopped, the update would write to it.
@@ -156,11 +158,15 @@ TEST(BenchCompareLive, AnInterruptedRunKeepsWhatFinishedAndNamesTheCaseItWasIn) 
            (dir / "results.json").string()})
     args.push_back(arg);
   args.push_back("--update-expectations");
+  StoppedRun run;
   const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
+  if (pid < 0) {
+    ADD_FAILURE() << "fork failed";
+    return run;
+  }
   if (pid == 0) {
     ::setenv("BENCH_ASSUME_GPU", "1", 1);
-    ::setenv("FAKE_CHAPTER_HANG_IN", "ch99/last", 1);
+    ::setenv("FAKE_CHAPTER_HANG_IN", hang_in.c_str(), 1);
     ::setenv("FAKE_CHAPTER_HANGING", hanging.c_str(), 1);
     std::FILE* out = std::freopen(out_file.c_str(), "w", stdout);
     std::FILE* err = std::freopen(err_file.c_str(), "w", stderr);
@@ -172,13 +178,21 @@ TEST(BenchCompareLive, AnInterruptedRunKeepsWhatFinishedAndNamesTheCaseItWasIn) 
     ::_exit(127);
   }
   for (int i = 0; i < 300 && !fs::exists(hanging); ++i) ::usleep(20'000);  // up to 6 s
-  ASSERT_TRUE(fs::exists(hanging)) << "the fake chapter never reached its hanging case";
+  EXPECT_TRUE(fs::exists(hanging)) << "the fake chapter never reached its hanging case";
   ::kill(pid, SIGTERM);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_EQ(::waitpid(pid, &run.status, 0), pid);
   std::ifstream out_in(out_file), err_in(err_file);
-  const std::string out{std::istreambuf_iterator<char>(out_in), {}},
-      err{std::istreambuf_iterator<char>(err_in), {}};
+  run.out.assign(std::istreambuf_iterator<char>(out_in), {});
+  run.err.assign(std::istreambuf_iterator<char>(err_in), {});
+  return run;
+}
+
+// An interrupted compare (Ctrl-C, or `timeout`'s SIGTERM) loses nothing that had finished: the
+// example that was running names the case it was in, the examples before it are saved and scored,
+// the expectations are not updated from a partial run, and the exit says which signal ended it.
+TEST(BenchCompareLive, AnInterruptedRunKeepsWhatFinishedAndNamesTheCaseItWasIn) {
+  const fs::path dir = scratch_dir("interrupted");
+  const auto [status, out, err] = compare_stopped_in(dir, "ch99/last");
   ASSERT_TRUE(WIFEXITED(status)) << out << err;
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << out << err;
   EXPECT_NE(out.find("[1/2] ch99/first: 2 of 2 cases"), std::string::npos) << out;
@@ -195,6 +209,20 @@ TEST(BenchCompareLive, AnInterruptedRunKeepsWhatFinishedAndNamesTheCaseItWasIn) 
             0u);  // stopped from outside: neither run nor FAILED
   const auto saved = read_json(dir / "results.json");
   EXPECT_EQ(saved["context"]["interrupted_by_signal"], SIGTERM);
+  fs::remove_all(dir);
+}
+
+// Stopped before any example finished, the run names no GPU: it says so, rather than looking for
+// an "unknown" GPU's expectations and calling every example NEW (seen when a lease's time limit
+// stopped a rerun in its first example).
+TEST(BenchCompareLive, AnInterruptBeforeAnyExampleFinishedNamesNoGpu) {
+  const fs::path dir = scratch_dir("interrupted_first");
+  const auto [status, out, err] = compare_stopped_in(dir, "ch99/first");
+  ASSERT_TRUE(WIFEXITED(status)) << out << err;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << out << err;
+  EXPECT_NE(out.find("expectations: not read: no chapter finished"), std::string::npos) << out;
+  EXPECT_EQ(out.find("unknown"), std::string::npos) << out;
+  EXPECT_EQ(out.find("NEW"), std::string::npos) << out;
   fs::remove_all(dir);
 }
 

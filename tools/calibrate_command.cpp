@@ -131,8 +131,12 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
                        chosen.size(), dir.string());
     for (const auto& spec : chosen) {
       const std::string file = file_key(std::string(spec.name), key) + ".json";
-      out << fmt::format("  {:<27} {:<8} {:<43} {:<20} {}\n", spec.name, spec.unit, case_of(spec),
-                         file, spec.method);
+      std::string method(spec.method);
+      for (const auto& pair : calibration::kFasterOf)
+        if (pair.name == spec.name)
+          method += fmt::format(" (stored: the faster of it and {})", pair.other);
+      out << fmt::format("  {:<27} {:<8} {:<47} {:<20} {}\n", spec.name, spec.unit, case_of(spec),
+                         file, method);
     }
     return kExitOk;
   }

@@ -460,9 +460,26 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
     svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#c62828\">no ceilings for {}:</text><text x=\"{}\" y=\"{}\" "
                        "fill=\"#c62828\">run ./bench calibrate</text>\n",
                        left + width + 10, top + 12, escape(run.card.hardware_key), left + width + 10, top + 26);
-  // The points, each with its number beside it (moved round the point where it would overprint
-  // another number).
-  std::vector<std::pair<double, double>> placed;
+  // The points, each with its number beside it: the first of six places round the point that
+  // overprints no other number and no memory level's name. Where a cluster of points (a chapter's
+  // memory-bound examples share an intensity) leaves none of them free, the number goes farther
+  // out, on rings of growing radius inside the plot, joined to its point by a thin leader line;
+  // only where every ring is taken too does it overprint, at the first place. A number is a box
+  // w wide and 9 px high, (lx, ly) its baseline's left end.
+  struct NumberBox {
+    double x, y, w;
+  };
+  std::vector<NumberBox> placed;
+  auto clear_at = [&](double lx, double ly, double w) {
+    if (lx < left || lx + w > left + width || ly - 9 < top || ly > top + height) return false;
+    for (const auto& b : placed)
+      if (lx < b.x + b.w + 2 && b.x < lx + w + 2 && std::abs(b.y - ly) < 11) return false;
+    for (const auto& label : slope_labels) {  // nor on a memory level's name
+      const auto [u, v] = label.frame(lx + w / 2, ly - 4);
+      if (u > -w / 2 - 2 && u < label.length + w / 2 + 2 && v > -21 && v < 4) return false;
+    }
+    return true;
+  };
   for (std::size_t i = 0; i < numbered.size(); ++i) {
     const RooflinePoint& p = *numbered[i];
     const double cx = x(p.intensity), cy = y(p.tflops);
@@ -476,19 +493,25 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
     const std::string n = std::to_string(i + 1);
     const double w = 6.0 * n.size();
     double lx = cx + 6, ly = cy - 4;
+    bool found = false;
     for (auto [dx, dy] : {std::pair{6.0, -4.0}, {6.0, 10.0}, {-6.0 - w, -4.0}, {-6.0 - w, 10.0}, {-w / 2, -8.0},
-                          {-w / 2, 16.0}}) {
-      lx = cx + dx, ly = cy + dy;
-      bool clear = true;
-      for (const auto& [px, py] : placed)
-        if (std::abs(px - lx) < w + 2 && std::abs(py - ly) < 10) clear = false;
-      for (const auto& label : slope_labels) {  // nor on a memory level's name
-        const auto [u, v] = label.frame(lx + w / 2, ly - 4);
-        if (u > -w / 2 - 2 && u < label.length + w / 2 + 2 && v > -21 && v < 4) clear = false;
+                          {-w / 2, 16.0}})
+      if (clear_at(cx + dx, cy + dy, w)) {
+        lx = cx + dx, ly = cy + dy, found = true;
+        break;
       }
-      if (clear) break;
-    }
-    placed.emplace_back(lx, ly);
+    // The rings: the number's centre r px from the point, twelve directions each, upper right first.
+    for (double r = 20; !found && r <= 80; r += 12)
+      for (int k = 0; !found && k < 12; ++k) {
+        const double a = (k * 30 - 45) * M_PI / 180, ux = std::cos(a), uy = std::sin(a);
+        if (clear_at(cx + r * ux - w / 2, cy + r * uy + 4, w)) {
+          lx = cx + r * ux - w / 2, ly = cy + r * uy + 4, found = true;
+          svg += fmt::format("<line class=\"leader\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+                             "stroke=\"#90a4ae\" stroke-width=\"0.6\"/>\n",
+                             cx + 5 * ux, cy + 5 * uy, cx + (r - 7) * ux, cy + (r - 7) * uy);
+        }
+      }
+    placed.push_back({lx, ly, w});
     svg += fmt::format("<text class=\"point-number\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"9\" fill=\"#37474f\">{}</text>\n",
                        lx, ly, n);
   }

@@ -173,6 +173,46 @@ TEST(HtmlReport, EveryPointHasANumberThatTheKeyTableHolds) {
   EXPECT_EQ(count(svg, "class=\"variant-legend\""), 2);  // baseline and optimized
 }
 
+// A chapter's memory-bound examples share an intensity, so their points crowd one spot (a run
+// of ch08 to ch10 puts about ten at 0.25 flop/B): more numbers than the six places round a
+// point. Each still gets a place of its own (the generator's box: 6 px a digit, 9 px
+// high, 2 px apart), the ones moved out joined to their point by a leader line.
+TEST(HtmlReport, CrowdedPointsStillGetANumberEachThatOverprintsNoOther) {
+  std::vector<CaseResult> cases;
+  bench::Expectations x;
+  x.hardware_key = "test_gpu";
+  x.ceilings["hbm_copy_gbps"] = {3000.0, "GB/s"};
+  x.ceilings["fp32_tflops"] = {60.0, "TFLOP/s"};
+  for (int e = 0; e < 12; ++e)
+    for (auto [variant, us] : {std::pair{"baseline", 2000.0}, {"optimized", 1000.0}}) {
+      CaseResult c = bench::tools::testing::verified_case(fmt::format("ch08/stream_{}", e), variant, variant, us);
+      c.flops = 2.5e8, c.bytes = 1e9;  // 0.25 flop/B, every example alike
+      c.samples = bench::tools::testing::normal_samples(us, 0.01, 40, static_cast<unsigned>(e * 2 + (us < 1500)));
+      c.compute_ceiling = "fp32_tflops";
+      cases.push_back(c);
+    }
+  ReportRun run;
+  run.source = "fixture";
+  run.expectations = x;
+  run.card = bench::tools::score(cases, x, "test_gpu");
+  const std::string svg = bench::tools::roofline_svg(run);
+  struct Box {
+    double x, y, w;
+    std::string n;
+  };
+  std::vector<Box> numbers;
+  for (const auto& m : all(svg, std::regex(R"re(<text class="point-number" x="(-?[\d.]+)" y="(-?[\d.]+)"[^>]*>(\d+)</text>)re")))
+    numbers.push_back({std::stod(m[1]), std::stod(m[2]), 6.0 * m[3].length(), m[3]});
+  ASSERT_EQ(numbers.size(), 24u);
+  for (std::size_t i = 0; i < numbers.size(); ++i)
+    for (std::size_t j = i + 1; j < numbers.size(); ++j) {
+      const Box &a = numbers[i], &b = numbers[j];
+      const bool apart = a.x + a.w + 2 <= b.x || b.x + b.w + 2 <= a.x || std::abs(a.y - b.y) >= 11;
+      EXPECT_TRUE(apart) << a.n << " at " << a.x << "," << a.y << " overprints " << b.n << " at " << b.x << "," << b.y;
+    }
+  EXPECT_GT(count(svg, "class=\"leader\""), 0);
+}
+
 TEST(HtmlReport, WithoutCeilingsItSaysSoInsteadOfDrawingARoof) {
   const std::string svg = bench::tools::roofline_svg(a_run(false));
   EXPECT_EQ(count(svg, "class=\"roof\""), 0);

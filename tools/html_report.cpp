@@ -636,7 +636,8 @@ std::string rows_table(const Scorecard& card) {
   for (const char* column : table_header()) html += fmt::format("<th>{}</th>", escape(column));
   html += "<th>ceiling</th><th>note</th></tr></thead><tbody>\n";
   for (const auto& r : card.rows) {
-    std::string note = r.reason;
+    // A case past 101% of its ceiling (within the allowance) is flagged first, naming the ceiling.
+    std::string note = r.ceiling_note.empty() ? r.reason : r.ceiling_note + (r.reason.empty() ? "" : ". " + r.reason);
     for (const auto* side : {&r.baseline, &r.subject})
       if (*side)
         if (const auto flags = sample_flags(**side); !flags.empty())

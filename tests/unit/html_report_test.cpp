@@ -258,6 +258,24 @@ TEST(HtmlReport, TheRowsTableHasTheMarkdownColumnsAndSortsInline) {
   EXPECT_EQ(html.find("<script src"), std::string::npos);
 }
 
+// A case above its ceiling (within the allowance) is flagged in the rows table, naming the
+// ceiling, as compare.md notes it.
+TEST(HtmlReport, ACaseAboveItsCeilingIsFlaggedInTheTableNamingIt) {
+  std::vector<CaseResult> cases = {gemm_case("baseline", 20000, 1), gemm_case("optimized", 4000, 2)};
+  cases[1].tflops = 730;  // 104.3% of the 700 TFLOP/s recorded: another board's ceiling
+  bench::Expectations x;
+  x.hardware_key = "test_gpu";
+  x.ceilings["bf16_tflops"] = {700.0, "TFLOP/s"};
+  ReportRun run;
+  run.source = "fixture";
+  run.expectations = x;
+  run.card = bench::tools::score(cases, x, "test_gpu");
+  ASSERT_FALSE(run.card.rows.at(0).ceiling_note.empty());
+  const std::string html = bench::tools::html_report({run});
+  EXPECT_NE(html.find("<td>bf16_tflops</td><td class=\"note\">104.3% of bf16_tflops: above the ceiling recorded"),
+            std::string::npos);
+}
+
 TEST(HtmlReport, FailedCasesAndSeveralRunsStillRender) {
   ReportRun first = a_run(true), second = a_run(true);
   second.context["date"] = "2026-11-24T00:00:00Z";

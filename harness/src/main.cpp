@@ -243,25 +243,30 @@ int main(int argc, char** argv) {
   for (const auto* example : points) {
     for (const auto& variant : example->variants) {
       const std::string name = bench::detail::case_name(*example, variant);
-      benchmark::RegisterBenchmark(name.c_str(), [example, &variant, name, &runner, &watchdog](benchmark::State& state) {
-        const CaseRun r = [&] {
-          const auto watching = watchdog.watch(name);
-          note_progress("start", name);
-          return runner->run(*example, variant);
-        }();
-        note_progress("end", name);
-        if (r.outcome != CaseRun::Outcome::measured) {
-          const char* tag = r.outcome == CaseRun::Outcome::skipped ? "SKIPPED: " : "FAILED: ";
-          state.SkipWithError((tag + r.message).c_str());
-          return;
-        }
-        if (bench::detail::options().profile || bench::detail::options().verify_only)
-          return report_untimed(state, variant, r);
-        for (auto _ : state) state.SetIterationTime(bench::stats::median(r.samples));
-        report(state, *example, variant, r, runner->ceilings());
-        if (!bench::detail::options().samples_out.empty())
-          write_samples(bench::detail::options().samples_out, name, *example, r);
-      })->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(
+          name.c_str(),
+          [example, &variant, name, &runner, &watchdog](benchmark::State& state) {
+            const CaseRun r = [&] {
+              const auto watching = watchdog.watch(name);
+              note_progress("start", name);
+              return runner->run(*example, variant);
+            }();
+            note_progress("end", name);
+            if (r.outcome != CaseRun::Outcome::measured) {
+              const char* tag = r.outcome == CaseRun::Outcome::skipped ? "SKIPPED: " : "FAILED: ";
+              state.SkipWithError((tag + r.message).c_str());
+              return;
+            }
+            if (bench::detail::options().profile || bench::detail::options().verify_only)
+              return report_untimed(state, variant, r);
+            for (auto _ : state) state.SetIterationTime(bench::stats::median(r.samples));
+            report(state, *example, variant, r, runner->ceilings());
+            if (!bench::detail::options().samples_out.empty())
+              write_samples(bench::detail::options().samples_out, name, *example, r);
+          })
+          ->UseManualTime()
+          ->Iterations(1)
+          ->Unit(benchmark::kMicrosecond);
     }
   }
 

@@ -405,10 +405,12 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     if (!b.is_input) output_bytes += static_cast<double>(b.bytes());
   r.l2_write_slack_bytes = std::min({static_cast<double>(device_.l2_bytes), output_bytes, r.bytes});
   // A case with no outputs has nothing a sample could leave poisoned and nothing to verify: only a
-  // calibration may be one (calibrate's event_pair_us times two event records, which write nothing).
+  // calibration may be one (calibrate's event_pair_us times two event records, which write
+  // nothing).
   const bool writes_outputs = output_bytes > 0;
   if (!writes_outputs && e.chapter != "calibrate")
-    throw CheckFailure("the workload declares no outputs: there is nothing to verify (Setup::output)");
+    throw CheckFailure(
+        "the workload declares no outputs: there is nothing to verify (Setup::output)");
   r.bandwidth_ceiling = w.setup->bandwidth_ceiling;
   // A tensor-core ceiling is the burst figure or the power-limited one, by the case's mode.
   r.compute_ceiling = ceiling_for_mode(
@@ -559,7 +561,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
       samples.push_back(take());
       seconds.push_back(samples.back().seconds);
       seconds_median.add(seconds.back());
-      if (writes_outputs && output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % kPoisonPatterns])
+      if (writes_outputs &&
+          output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % kPoisonPatterns])
         throw CheckFailure(fmt::format("timed sample {} wrote none of its outputs (they still hold "
                                        "the poison written before it)", i + 1));
       if (!e.scored_metric.empty()) {  // after the sample's stop event: never in the timed region

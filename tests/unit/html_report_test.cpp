@@ -321,14 +321,63 @@ TEST(HtmlReport, RunsOfSeveralGpusAreSetSideBySide) {
   std::string why;
   EXPECT_TRUE(well_formed(body_of(html), &why)) << why;
   ASSERT_NE(html.find("GPUs side by side"), std::string::npos);
-  EXPECT_NE(html.find("<th>test_gpu speedup</th>"), std::string::npos);
-  EXPECT_NE(html.find("<th>4x_test_gpu speedup</th>"), std::string::npos);
+  EXPECT_NE(html.find("<th data-gpu=\"test_gpu\">Test GPU speedup</th>"), std::string::npos);
+  EXPECT_NE(html.find("<th data-gpu=\"4x_test_gpu\">4× Test GPU speedup</th>"), std::string::npos);
   const auto table = html.substr(html.find("class=\"gpus sortable\""));
   const auto gemm_row = table.substr(table.find("<td>ch09/gemm</td>"));
   EXPECT_NE(gemm_row.substr(0, gemm_row.find("</tr>")).find("6.6"), std::string::npos) << gemm_row.substr(0, 400);  // 20000 / 3000
   const auto copy_row = table.substr(table.find("<td>ch07/copy</td>"));
   EXPECT_EQ(count(copy_row.substr(0, copy_row.find("</tr>")), "<td>-</td>"), 3);
   EXPECT_NE(html.find("<h2>4× Test GPU"), std::string::npos);  // not read as the one-GPU machine
+}
+
+// The side-by-side columns are headed by the GPUs' names as a reader knows them, taken from each
+// run's device name, not by hardware keys ("h100_80gb_hbm3 speedup").
+ReportRun run_on(const std::string& hardware_key, const std::string& device_name) {
+  ReportRun run = a_run(true);
+  run.context["gpu_name"] = device_name;
+  run.card = bench::tools::score({gemm_case("baseline", 20000, 1), gemm_case("optimized", 4000, 2)},
+                                 run.expectations, hardware_key);
+  return run;
+}
+std::vector<std::string> side_by_side_headers(const std::string& html) {
+  const auto head = html.substr(html.find("class=\"gpus sortable\""));
+  std::vector<std::string> out;
+  static const std::regex th(R"(<th[^>]*>([^<]*)</th>)");
+  const std::string row = head.substr(0, head.find("</tr>"));
+  for (auto it = std::sregex_iterator(row.begin(), row.end(), th); it != std::sregex_iterator();
+       ++it)
+    out.push_back((*it)[1]);
+  return out;
+}
+
+TEST(HtmlReport, SideBySideColumnsAreNamedAsAReaderKnowsTheGpus) {
+  const std::string html = bench::tools::html_report(
+      {run_on("h100_80gb_hbm3", "NVIDIA H100 80GB HBM3"), run_on("h200", "NVIDIA H200"),
+       run_on("4x_h100_80gb_hbm3", "NVIDIA H100 80GB HBM3")});
+  EXPECT_EQ(side_by_side_headers(html),
+            (std::vector<std::string>{"example", "variant", "H100 speedup", "H100 status",
+                                      "H100 % ceil", "H200 speedup", "H200 status", "H200 % ceil",
+                                      "4× H100 speedup", "4× H100 status", "4× H100 % ceil"}));
+  // Each column still carries its hardware key, as the GPU's section does.
+  EXPECT_NE(html.find("<th data-gpu=\"4x_h100_80gb_hbm3\">4× H100 status</th>"), std::string::npos);
+  EXPECT_NE(html.find("<section data-gpu=\"h200\">"), std::string::npos);
+}
+
+TEST(HtmlReport, TwoBoardsOfOneChipSideBySideKeepTheirFullNames) {
+  const std::string html = bench::tools::html_report(
+      {run_on("h100_80gb_hbm3", "NVIDIA H100 80GB HBM3"), run_on("h100_pcie", "NVIDIA H100 PCIe"),
+       run_on("a100_sxm4_80gb", "NVIDIA A100-SXM4-80GB")});
+  const auto headers = side_by_side_headers(html);
+  ASSERT_EQ(headers.size(), 11u);
+  EXPECT_EQ(headers[2], "H100 80GB HBM3 speedup");  // "H100" twice would not tell them apart
+  EXPECT_EQ(headers[5], "H100 PCIe speedup");
+  EXPECT_EQ(headers[8], "A100-SXM4-80GB speedup");
+  // Alone beside another chip, the A100 is its chip's name.
+  EXPECT_EQ(
+      side_by_side_headers(bench::tools::html_report(
+          {run_on("a100_sxm4_80gb", "NVIDIA A100-SXM4-80GB"), run_on("h200", "NVIDIA H200")}))[2],
+      "A100 speedup");
 }
 
 }  // namespace

@@ -407,8 +407,38 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
     numbered.insert(numbered.end(), chain.begin(), chain.end());
   }
 
+  // The key under the plot: one row per number. Each text column is as wide as its longest cell
+  // (7 px a character bounds the 11 px sans-serif), so a long rung name ("persistent_multicast")
+  // never runs into the intensity beside it; the SVG widens when the key needs it.
+  std::vector<std::vector<std::string>> key_rows = {
+      {"#", "example", "variant", "flop/B", "TFLOP/s", "% of its ceiling"}};
+  for (std::size_t i = 0; i < numbered.size(); ++i) {
+    const RooflinePoint& p = *numbered[i];
+    std::string pct = "–";
+    if (p.pct_ceiling) {
+      pct = fmt::format("{:.1f}%{}", *p.pct_ceiling,
+                        p.ceiling_name.empty() ? "" : " of " + label_of(p.ceiling_name));
+    } else {
+      for (const auto& r : lines)
+        if (r.name == p.compute_ceiling)
+          pct = fmt::format("{:.1f}% of {}", 100 * p.tflops / r.value, r.label);
+    }
+    key_rows.push_back({std::to_string(i + 1), p.example, p.variant,
+                        fmt::format("{:.3g}", p.intensity), fmt::format("{:.4g}", p.tflops), pct});
+  }
+  auto widest = [&](std::size_t column) {
+    std::size_t chars = 0;
+    for (const auto& row : key_rows) chars = std::max(chars, row[column].size());
+    return 7 * static_cast<int>(chars);
+  };
+  // Left edges of #, example, variant and the percent; right edges of the two numbers.
+  const int example_x = left + 28, variant_x = example_x + widest(1) + 12;
+  const int intensity_end = variant_x + widest(2) + 12 + widest(3),
+            tflops_end = intensity_end + 12 + widest(4);
+  const int pct_x = tflops_end + 30;
   const int key_top = top + height + 74, key_row = 14;
-  std::string svg = svg_open(left + width + margin, key_top + key_row * (static_cast<int>(numbered.size()) + 1) + 8,
+  std::string svg = svg_open(std::max(left + width + margin, pct_x + widest(5) + 10),
+                             key_top + key_row * (static_cast<int>(numbered.size()) + 1) + 8,
                              "roofline: " + run_title(run));
   for (double d : x.decades())
     svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0:.1f}\" "
@@ -585,31 +615,21 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
   }
   svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#555\">the line joins each example's rungs, baseline first</text>\n", lx + 10,
                      top + height + 54);
-  const int cols[] = {left, left + 28, left + 330, left + 430, left + 500, left + 570};
-  auto key_line = [&](int row, const std::vector<std::string>& cells, const std::string& attributes) {
+  const int cols[] = {left, example_x, variant_x, intensity_end, tflops_end, pct_x};
+  auto key_line = [&](std::size_t row, const std::string& attributes) {
     std::string line = "<g " + attributes + ">";
-    for (std::size_t c = 0; c < cells.size(); ++c)
-      line += fmt::format("<text x=\"{}\" y=\"{}\"{}>{}</text>", cols[c], key_top + key_row * row,
-                          c >= 3 && c <= 4 ? " text-anchor=\"end\" dx=\"40\"" : "", escape(cells[c]));
+    for (std::size_t c = 0; c < key_rows[row].size(); ++c)
+      line += fmt::format("<text x=\"{}\" y=\"{}\"{}>{}</text>", cols[c],
+                          key_top + key_row * static_cast<int>(row),
+                          c == 3 || c == 4 ? " text-anchor=\"end\"" : "", escape(key_rows[row][c]));
     return line + "</g>\n";
   };
-  svg += key_line(0, {"#", "example", "variant", "flop/B", "TFLOP/s", "% of its ceiling"},
-                  "class=\"key-head\" font-weight=\"bold\"");
-  for (std::size_t i = 0; i < numbered.size(); ++i) {
-    const RooflinePoint& p = *numbered[i];
-    std::string pct = "–";
-    if (p.pct_ceiling) {
-      pct = fmt::format("{:.1f}%{}", *p.pct_ceiling, p.ceiling_name.empty() ? "" : " of " + label_of(p.ceiling_name));
-    } else {
-      for (const auto& r : lines)
-        if (r.name == p.compute_ceiling) pct = fmt::format("{:.1f}% of {}", 100 * p.tflops / r.value, r.label);
-    }
-    svg += key_line(static_cast<int>(i) + 1,
-                    {std::to_string(i + 1), p.example, p.variant, fmt::format("{:.3g}", p.intensity),
-                     fmt::format("{:.4g}", p.tflops), pct},
-                    fmt::format("class=\"key-row\" data-n=\"{}\" fill=\"{}\"", i + 1,
-                                p.role == "baseline" ? "#546e7a" : variant_colour(p.role)));
-  }
+  svg += key_line(0, "class=\"key-head\" font-weight=\"bold\"");
+  for (std::size_t i = 0; i < numbered.size(); ++i)
+    svg += key_line(
+        i + 1, fmt::format("class=\"key-row\" data-n=\"{}\" fill=\"{}\"", i + 1,
+                           numbered[i]->role == "baseline" ? "#546e7a"
+                                                           : variant_colour(numbered[i]->role)));
   return svg + "</svg>\n";
 }
 

@@ -213,6 +213,42 @@ TEST(HtmlReport, CrowdedPointsStillGetANumberEachThatOverprintsNoOther) {
   EXPECT_GT(count(svg, "class=\"leader\""), 0);
 }
 
+// The key's columns are as wide as their text: a long rung name (ch10's persistent_multicast,
+// ch01's bf16_cublaslt_dgelu_epilogue_bgradb) ends before the intensity beside it begins, and the
+// SVG is wide enough for the last column. At 7 px a character (an upper bound at 11 px).
+TEST(HtmlReport, TheKeysColumnsMakeRoomForALongRungName) {
+  ReportRun run = a_run(true);
+  std::vector<CaseResult> cases = {gemm_case("baseline", 20000, 1),
+                                   gemm_case("optimized", 4000, 2)};
+  CaseResult rung = gemm_case("bf16_cublaslt_dgelu_epilogue_bgradb_and_more", 9000, 3);
+  rung.role = "step";
+  cases.push_back(rung);
+  run.card = bench::tools::score(cases, *run.expectations, "test_gpu");
+  const std::string svg = bench::tools::roofline_svg(run);
+  static const std::regex row(
+      R"re(<g class="key-row"[^>]*>((?:<text[^>]*>[^<]*</text>){6})</g>)re");
+  static const std::regex cell(R"re(<text x="(\d+)"[^>]*>([^<]*)</text>)re");
+  int rows = 0;
+  for (auto r = std::sregex_iterator(svg.begin(), svg.end(), row); r != std::sregex_iterator();
+       ++r, ++rows) {
+    const std::string cells_text = (*r)[1];
+    std::vector<std::pair<int, std::string>> cells;
+    for (auto c = std::sregex_iterator(cells_text.begin(), cells_text.end(), cell);
+         c != std::sregex_iterator(); ++c)
+      cells.emplace_back(std::stoi((*c)[1]), (*c)[2]);
+    ASSERT_EQ(cells.size(), 6u);
+    const auto px = [](const std::string& text) { return 7 * static_cast<int>(text.size()); };
+    // variant (left-aligned) ends before the intensity (right-aligned at its x) starts
+    EXPECT_LE(cells[2].first + px(cells[2].second), cells[3].first - px(cells[3].second))
+        << cells[2].second;
+    EXPECT_LE(cells[1].first + px(cells[1].second), cells[2].first) << cells[1].second;
+    std::smatch width;
+    ASSERT_TRUE(std::regex_search(svg, width, std::regex(R"re(<svg[^>]* width="(\d+)")re")));
+    EXPECT_LE(cells[5].first + px(cells[5].second), std::stoi(width[1])) << cells[5].second;
+  }
+  EXPECT_EQ(rows, 3);
+}
+
 TEST(HtmlReport, WithoutCeilingsItSaysSoInsteadOfDrawingARoof) {
   const std::string svg = bench::tools::roofline_svg(a_run(false));
   EXPECT_EQ(count(svg, "class=\"roof\""), 0);

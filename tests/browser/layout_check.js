@@ -55,7 +55,8 @@
   function has(list, example) { return list.some(function (n) { return n === example || n.indexOf(example + "/") === 0; }); }
   var gpus = document.querySelector("table.gpus");
   var gpuRows = gpus ? Array.from(gpus.tBodies[0].rows) : [];
-  var gpuHeads = gpus ? Array.from(gpus.tHead.rows[0].cells).map(function (th) { return th.textContent.trim(); }) : [];
+  // A GPU's columns are headed by its name ("H100 status") and carry its hardware key (data-gpu).
+  var gpuHeads = gpus ? Array.from(gpus.tHead.rows[0].cells) : [];
   if (Object.keys(expected).length > 1 && !gpus) found.missing.push("no side-by-side table for " + Object.keys(expected).length + " GPUs");
   Object.keys(expected).forEach(function (gpu) {
     var section = document.querySelector('section[data-gpu="' + gpu + '"]');
@@ -63,7 +64,7 @@
     var table = section.querySelector("table.rows");
     var tabled = table ? names(Array.from(table.tBodies[0].rows)) : [];
     var charted = Array.from(section.querySelectorAll(".speedup-row")).map(function (g) { return g.getAttribute("data-example"); });
-    var status = gpuHeads.indexOf(gpu + " status");
+    var status = gpuHeads.findIndex(function (th) { return th.getAttribute("data-gpu") === gpu && /status$/.test(th.textContent.trim()); });
     if (gpus && status < 0) found.missing.push(gpu + ": no column in the side-by-side table");
     expected[gpu].forEach(function (example) {
       if (!has(tabled, example)) found.missing.push(gpu + " rows table: " + example);

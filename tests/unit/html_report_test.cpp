@@ -213,6 +213,42 @@ TEST(HtmlReport, CrowdedPointsStillGetANumberEachThatOverprintsNoOther) {
   EXPECT_GT(count(svg, "class=\"leader\""), 0);
 }
 
+// The key's columns are as wide as their text: a long rung name (ch10's persistent_multicast,
+// ch01's bf16_cublaslt_dgelu_epilogue_bgradb) ends before the intensity beside it begins, and the
+// SVG is wide enough for the last column. At 7 px a character (an upper bound at 11 px).
+TEST(HtmlReport, TheKeysColumnsMakeRoomForALongRungName) {
+  ReportRun run = a_run(true);
+  std::vector<CaseResult> cases = {gemm_case("baseline", 20000, 1),
+                                   gemm_case("optimized", 4000, 2)};
+  CaseResult rung = gemm_case("bf16_cublaslt_dgelu_epilogue_bgradb_and_more", 9000, 3);
+  rung.role = "step";
+  cases.push_back(rung);
+  run.card = bench::tools::score(cases, *run.expectations, "test_gpu");
+  const std::string svg = bench::tools::roofline_svg(run);
+  static const std::regex row(
+      R"re(<g class="key-row"[^>]*>((?:<text[^>]*>[^<]*</text>){6})</g>)re");
+  static const std::regex cell(R"re(<text x="(\d+)"[^>]*>([^<]*)</text>)re");
+  int rows = 0;
+  for (auto r = std::sregex_iterator(svg.begin(), svg.end(), row); r != std::sregex_iterator();
+       ++r, ++rows) {
+    const std::string cells_text = (*r)[1];
+    std::vector<std::pair<int, std::string>> cells;
+    for (auto c = std::sregex_iterator(cells_text.begin(), cells_text.end(), cell);
+         c != std::sregex_iterator(); ++c)
+      cells.emplace_back(std::stoi((*c)[1]), (*c)[2]);
+    ASSERT_EQ(cells.size(), 6u);
+    const auto px = [](const std::string& text) { return 7 * static_cast<int>(text.size()); };
+    // variant (left-aligned) ends before the intensity (right-aligned at its x) starts
+    EXPECT_LE(cells[2].first + px(cells[2].second), cells[3].first - px(cells[3].second))
+        << cells[2].second;
+    EXPECT_LE(cells[1].first + px(cells[1].second), cells[2].first) << cells[1].second;
+    std::smatch width;
+    ASSERT_TRUE(std::regex_search(svg, width, std::regex(R"re(<svg[^>]* width="(\d+)")re")));
+    EXPECT_LE(cells[5].first + px(cells[5].second), std::stoi(width[1])) << cells[5].second;
+  }
+  EXPECT_EQ(rows, 3);
+}
+
 TEST(HtmlReport, WithoutCeilingsItSaysSoInsteadOfDrawingARoof) {
   const std::string svg = bench::tools::roofline_svg(a_run(false));
   EXPECT_EQ(count(svg, "class=\"roof\""), 0);
@@ -321,14 +357,63 @@ TEST(HtmlReport, RunsOfSeveralGpusAreSetSideBySide) {
   std::string why;
   EXPECT_TRUE(well_formed(body_of(html), &why)) << why;
   ASSERT_NE(html.find("GPUs side by side"), std::string::npos);
-  EXPECT_NE(html.find("<th>test_gpu speedup</th>"), std::string::npos);
-  EXPECT_NE(html.find("<th>4x_test_gpu speedup</th>"), std::string::npos);
+  EXPECT_NE(html.find("<th data-gpu=\"test_gpu\">Test GPU speedup</th>"), std::string::npos);
+  EXPECT_NE(html.find("<th data-gpu=\"4x_test_gpu\">4× Test GPU speedup</th>"), std::string::npos);
   const auto table = html.substr(html.find("class=\"gpus sortable\""));
   const auto gemm_row = table.substr(table.find("<td>ch09/gemm</td>"));
   EXPECT_NE(gemm_row.substr(0, gemm_row.find("</tr>")).find("6.6"), std::string::npos) << gemm_row.substr(0, 400);  // 20000 / 3000
   const auto copy_row = table.substr(table.find("<td>ch07/copy</td>"));
   EXPECT_EQ(count(copy_row.substr(0, copy_row.find("</tr>")), "<td>-</td>"), 3);
   EXPECT_NE(html.find("<h2>4× Test GPU"), std::string::npos);  // not read as the one-GPU machine
+}
+
+// The side-by-side columns are headed by the GPUs' names as a reader knows them, taken from each
+// run's device name, not by hardware keys ("h100_80gb_hbm3 speedup").
+ReportRun run_on(const std::string& hardware_key, const std::string& device_name) {
+  ReportRun run = a_run(true);
+  run.context["gpu_name"] = device_name;
+  run.card = bench::tools::score({gemm_case("baseline", 20000, 1), gemm_case("optimized", 4000, 2)},
+                                 run.expectations, hardware_key);
+  return run;
+}
+std::vector<std::string> side_by_side_headers(const std::string& html) {
+  const auto head = html.substr(html.find("class=\"gpus sortable\""));
+  std::vector<std::string> out;
+  static const std::regex th(R"(<th[^>]*>([^<]*)</th>)");
+  const std::string row = head.substr(0, head.find("</tr>"));
+  for (auto it = std::sregex_iterator(row.begin(), row.end(), th); it != std::sregex_iterator();
+       ++it)
+    out.push_back((*it)[1]);
+  return out;
+}
+
+TEST(HtmlReport, SideBySideColumnsAreNamedAsAReaderKnowsTheGpus) {
+  const std::string html = bench::tools::html_report(
+      {run_on("h100_80gb_hbm3", "NVIDIA H100 80GB HBM3"), run_on("h200", "NVIDIA H200"),
+       run_on("4x_h100_80gb_hbm3", "NVIDIA H100 80GB HBM3")});
+  EXPECT_EQ(side_by_side_headers(html),
+            (std::vector<std::string>{"example", "variant", "H100 speedup", "H100 status",
+                                      "H100 % ceil", "H200 speedup", "H200 status", "H200 % ceil",
+                                      "4× H100 speedup", "4× H100 status", "4× H100 % ceil"}));
+  // Each column still carries its hardware key, as the GPU's section does.
+  EXPECT_NE(html.find("<th data-gpu=\"4x_h100_80gb_hbm3\">4× H100 status</th>"), std::string::npos);
+  EXPECT_NE(html.find("<section data-gpu=\"h200\">"), std::string::npos);
+}
+
+TEST(HtmlReport, TwoBoardsOfOneChipSideBySideKeepTheirFullNames) {
+  const std::string html = bench::tools::html_report(
+      {run_on("h100_80gb_hbm3", "NVIDIA H100 80GB HBM3"), run_on("h100_pcie", "NVIDIA H100 PCIe"),
+       run_on("a100_sxm4_80gb", "NVIDIA A100-SXM4-80GB")});
+  const auto headers = side_by_side_headers(html);
+  ASSERT_EQ(headers.size(), 11u);
+  EXPECT_EQ(headers[2], "H100 80GB HBM3 speedup");  // "H100" twice would not tell them apart
+  EXPECT_EQ(headers[5], "H100 PCIe speedup");
+  EXPECT_EQ(headers[8], "A100-SXM4-80GB speedup");
+  // Alone beside another chip, the A100 is its chip's name.
+  EXPECT_EQ(
+      side_by_side_headers(bench::tools::html_report(
+          {run_on("a100_sxm4_80gb", "NVIDIA A100-SXM4-80GB"), run_on("h200", "NVIDIA H200")}))[2],
+      "A100 speedup");
 }
 
 }  // namespace

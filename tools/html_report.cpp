@@ -72,19 +72,77 @@ std::string svg_open(int width, int height, const std::string& label) {
                      width, height, width, height, escape(label));
 }
 
+// "4× " for a machine of several GPUs, whose hardware key says so ("4x_h100_80gb_hbm3"): the GPU's
+// name alone would read like the single-GPU machine's. Empty for one GPU.
+std::string gpu_count_prefix(const std::string& hardware_key) {
+  const auto x = hardware_key.find("x_");
+  const bool several = x != std::string::npos && x > 0 &&
+                       std::all_of(hardware_key.begin(), hardware_key.begin() + x,
+                                   [](char c) { return c >= '0' && c <= '9'; });
+  return several ? hardware_key.substr(0, x) + "× " : "";
+}
+
 std::string run_title(const ReportRun& run) {
   const std::string gpu = context_string(run.context, "gpu_name");
   const std::string sha = context_string(run.context, "git_sha");
   const std::string date = context_string(run.context, "date");
-  // A machine of several GPUs has a hardware key that says so ("4x_h100_80gb_hbm3"); the GPU's
-  // name alone would read like the single-GPU machine's.
-  const std::string& key = run.card.hardware_key;
-  const auto x = key.find("x_");
-  const bool several = x != std::string::npos && x > 0 &&
-                       std::all_of(key.begin(), key.begin() + x, [](char c) { return c >= '0' && c <= '9'; });
-  const std::string count = several ? key.substr(0, x) + "× " : "";
-  return fmt::format("{}{} · {} · {}", count, gpu.empty() ? run.card.hardware_key : gpu, date.substr(0, 16),
+  return fmt::format("{}{} · {} · {}", gpu_count_prefix(run.card.hardware_key),
+                     gpu.empty() ? run.card.hardware_key : gpu, date.substr(0, 16),
                      sha.substr(0, 12));
+}
+
+// The device name less the vendor: "NVIDIA H100 80GB HBM3" -> "H100 80GB HBM3".
+std::string name_without_vendor(const std::string& name) {
+  const std::string vendor = "NVIDIA ";
+  return name.rfind(vendor, 0) == 0 ? name.substr(vendor.size()) : name;
+}
+
+// The GPU as a reader names it, for a column header: the device name less the vendor and the words
+// that only tell boards of one chip apart (memory size and kind, form factor), so "NVIDIA H100
+// 80GB HBM3" is "H100", "NVIDIA A100-SXM4-80GB" "A100", and a machine of four H100s "4× H100".
+// Without a device name in the run's context, the hardware key.
+std::string short_gpu_name(const ReportRun& run) {
+  const std::string name = name_without_vendor(context_string(run.context, "gpu_name"));
+  if (name.empty()) return run.card.hardware_key;
+  auto board_word = [](const std::string& w) {
+    const bool gigabytes =
+        w.size() > 2 && w.compare(w.size() - 2, 2, "GB") == 0 &&
+        std::all_of(w.begin(), w.end() - 2, [](char c) { return c >= '0' && c <= '9'; });
+    return gigabytes || w.rfind("HBM", 0) == 0 || w.rfind("PCIe", 0) == 0 ||
+           w.rfind("SXM", 0) == 0 || w.rfind("NVL", 0) == 0;
+  };
+  std::string chip;
+  std::size_t start = 0;
+  while (start < name.size()) {
+    const std::size_t end = std::min(name.find_first_of(" -", start), name.size());
+    const std::string word = name.substr(start, end - start);
+    if (board_word(word)) break;
+    if (!word.empty()) chip += (chip.empty() ? "" : " ") + word;
+    start = end + 1;
+  }
+  return gpu_count_prefix(run.card.hardware_key) + (chip.empty() ? name : chip);
+}
+
+// Each GPU's column label in the side-by-side table, keyed by hardware key: its short name, unless
+// two of the page's GPUs share it (an H100 SXM beside an H100 PCIe), when they get their full
+// device names, or failing that their hardware keys.
+std::map<std::string, std::string> gpu_labels(
+    const std::vector<std::string>& gpus, const std::map<std::string, const ReportRun*>& latest) {
+  auto unique = [&](auto label_of) {
+    std::map<std::string, std::string> labels;
+    std::set<std::string> seen;
+    for (const auto& gpu : gpus)
+      if (!seen.insert(labels[gpu] = label_of(*latest.at(gpu))).second)
+        return std::map<std::string, std::string>{};
+    return labels;
+  };
+  if (auto labels = unique(short_gpu_name); !labels.empty()) return labels;
+  auto full_name = [](const ReportRun& run) {
+    const std::string name = name_without_vendor(context_string(run.context, "gpu_name"));
+    return gpu_count_prefix(run.card.hardware_key) + (name.empty() ? run.card.hardware_key : name);
+  };
+  if (auto labels = unique(full_name); !labels.empty()) return labels;
+  return unique([](const ReportRun& run) { return run.card.hardware_key; });
 }
 
 // ---- speedups -------------------------------------------------------------------------------
@@ -349,8 +407,38 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
     numbered.insert(numbered.end(), chain.begin(), chain.end());
   }
 
+  // The key under the plot: one row per number. Each text column is as wide as its longest cell
+  // (7 px a character bounds the 11 px sans-serif), so a long rung name ("persistent_multicast")
+  // never runs into the intensity beside it; the SVG widens when the key needs it.
+  std::vector<std::vector<std::string>> key_rows = {
+      {"#", "example", "variant", "flop/B", "TFLOP/s", "% of its ceiling"}};
+  for (std::size_t i = 0; i < numbered.size(); ++i) {
+    const RooflinePoint& p = *numbered[i];
+    std::string pct = "–";
+    if (p.pct_ceiling) {
+      pct = fmt::format("{:.1f}%{}", *p.pct_ceiling,
+                        p.ceiling_name.empty() ? "" : " of " + label_of(p.ceiling_name));
+    } else {
+      for (const auto& r : lines)
+        if (r.name == p.compute_ceiling)
+          pct = fmt::format("{:.1f}% of {}", 100 * p.tflops / r.value, r.label);
+    }
+    key_rows.push_back({std::to_string(i + 1), p.example, p.variant,
+                        fmt::format("{:.3g}", p.intensity), fmt::format("{:.4g}", p.tflops), pct});
+  }
+  auto widest = [&](std::size_t column) {
+    std::size_t chars = 0;
+    for (const auto& row : key_rows) chars = std::max(chars, row[column].size());
+    return 7 * static_cast<int>(chars);
+  };
+  // Left edges of #, example, variant and the percent; right edges of the two numbers.
+  const int example_x = left + 28, variant_x = example_x + widest(1) + 12;
+  const int intensity_end = variant_x + widest(2) + 12 + widest(3),
+            tflops_end = intensity_end + 12 + widest(4);
+  const int pct_x = tflops_end + 30;
   const int key_top = top + height + 74, key_row = 14;
-  std::string svg = svg_open(left + width + margin, key_top + key_row * (static_cast<int>(numbered.size()) + 1) + 8,
+  std::string svg = svg_open(std::max(left + width + margin, pct_x + widest(5) + 10),
+                             key_top + key_row * (static_cast<int>(numbered.size()) + 1) + 8,
                              "roofline: " + run_title(run));
   for (double d : x.decades())
     svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#eee\"/><text x=\"{0:.1f}\" "
@@ -460,9 +548,26 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
     svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#c62828\">no ceilings for {}:</text><text x=\"{}\" y=\"{}\" "
                        "fill=\"#c62828\">run ./bench calibrate</text>\n",
                        left + width + 10, top + 12, escape(run.card.hardware_key), left + width + 10, top + 26);
-  // The points, each with its number beside it (moved round the point where it would overprint
-  // another number).
-  std::vector<std::pair<double, double>> placed;
+  // The points, each with its number beside it: the first of six places round the point that
+  // overprints no other number and no memory level's name. Where a cluster of points (a chapter's
+  // memory-bound examples share an intensity) leaves none of them free, the number goes farther
+  // out, on rings of growing radius inside the plot, joined to its point by a thin leader line;
+  // only where every ring is taken too does it overprint, at the first place. A number is a box
+  // w wide and 9 px high, (lx, ly) its baseline's left end.
+  struct NumberBox {
+    double x, y, w;
+  };
+  std::vector<NumberBox> placed;
+  auto clear_at = [&](double lx, double ly, double w) {
+    if (lx < left || lx + w > left + width || ly - 9 < top || ly > top + height) return false;
+    for (const auto& b : placed)
+      if (lx < b.x + b.w + 2 && b.x < lx + w + 2 && std::abs(b.y - ly) < 11) return false;
+    for (const auto& label : slope_labels) {  // nor on a memory level's name
+      const auto [u, v] = label.frame(lx + w / 2, ly - 4);
+      if (u > -w / 2 - 2 && u < label.length + w / 2 + 2 && v > -21 && v < 4) return false;
+    }
+    return true;
+  };
   for (std::size_t i = 0; i < numbered.size(); ++i) {
     const RooflinePoint& p = *numbered[i];
     const double cx = x(p.intensity), cy = y(p.tflops);
@@ -476,19 +581,25 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
     const std::string n = std::to_string(i + 1);
     const double w = 6.0 * n.size();
     double lx = cx + 6, ly = cy - 4;
+    bool found = false;
     for (auto [dx, dy] : {std::pair{6.0, -4.0}, {6.0, 10.0}, {-6.0 - w, -4.0}, {-6.0 - w, 10.0}, {-w / 2, -8.0},
-                          {-w / 2, 16.0}}) {
-      lx = cx + dx, ly = cy + dy;
-      bool clear = true;
-      for (const auto& [px, py] : placed)
-        if (std::abs(px - lx) < w + 2 && std::abs(py - ly) < 10) clear = false;
-      for (const auto& label : slope_labels) {  // nor on a memory level's name
-        const auto [u, v] = label.frame(lx + w / 2, ly - 4);
-        if (u > -w / 2 - 2 && u < label.length + w / 2 + 2 && v > -21 && v < 4) clear = false;
+                          {-w / 2, 16.0}})
+      if (clear_at(cx + dx, cy + dy, w)) {
+        lx = cx + dx, ly = cy + dy, found = true;
+        break;
       }
-      if (clear) break;
-    }
-    placed.emplace_back(lx, ly);
+    // The rings: the number's centre r px from the point, twelve directions each, upper right first.
+    for (double r = 20; !found && r <= 80; r += 12)
+      for (int k = 0; !found && k < 12; ++k) {
+        const double a = (k * 30 - 45) * M_PI / 180, ux = std::cos(a), uy = std::sin(a);
+        if (clear_at(cx + r * ux - w / 2, cy + r * uy + 4, w)) {
+          lx = cx + r * ux - w / 2, ly = cy + r * uy + 4, found = true;
+          svg += fmt::format("<line class=\"leader\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+                             "stroke=\"#90a4ae\" stroke-width=\"0.6\"/>\n",
+                             cx + 5 * ux, cy + 5 * uy, cx + (r - 7) * ux, cy + (r - 7) * uy);
+        }
+      }
+    placed.push_back({lx, ly, w});
     svg += fmt::format("<text class=\"point-number\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"9\" fill=\"#37474f\">{}</text>\n",
                        lx, ly, n);
   }
@@ -504,31 +615,21 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
   }
   svg += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"#555\">the line joins each example's rungs, baseline first</text>\n", lx + 10,
                      top + height + 54);
-  const int cols[] = {left, left + 28, left + 330, left + 430, left + 500, left + 570};
-  auto key_line = [&](int row, const std::vector<std::string>& cells, const std::string& attributes) {
+  const int cols[] = {left, example_x, variant_x, intensity_end, tflops_end, pct_x};
+  auto key_line = [&](std::size_t row, const std::string& attributes) {
     std::string line = "<g " + attributes + ">";
-    for (std::size_t c = 0; c < cells.size(); ++c)
-      line += fmt::format("<text x=\"{}\" y=\"{}\"{}>{}</text>", cols[c], key_top + key_row * row,
-                          c >= 3 && c <= 4 ? " text-anchor=\"end\" dx=\"40\"" : "", escape(cells[c]));
+    for (std::size_t c = 0; c < key_rows[row].size(); ++c)
+      line += fmt::format("<text x=\"{}\" y=\"{}\"{}>{}</text>", cols[c],
+                          key_top + key_row * static_cast<int>(row),
+                          c == 3 || c == 4 ? " text-anchor=\"end\"" : "", escape(key_rows[row][c]));
     return line + "</g>\n";
   };
-  svg += key_line(0, {"#", "example", "variant", "flop/B", "TFLOP/s", "% of its ceiling"},
-                  "class=\"key-head\" font-weight=\"bold\"");
-  for (std::size_t i = 0; i < numbered.size(); ++i) {
-    const RooflinePoint& p = *numbered[i];
-    std::string pct = "–";
-    if (p.pct_ceiling) {
-      pct = fmt::format("{:.1f}%{}", *p.pct_ceiling, p.ceiling_name.empty() ? "" : " of " + label_of(p.ceiling_name));
-    } else {
-      for (const auto& r : lines)
-        if (r.name == p.compute_ceiling) pct = fmt::format("{:.1f}% of {}", 100 * p.tflops / r.value, r.label);
-    }
-    svg += key_line(static_cast<int>(i) + 1,
-                    {std::to_string(i + 1), p.example, p.variant, fmt::format("{:.3g}", p.intensity),
-                     fmt::format("{:.4g}", p.tflops), pct},
-                    fmt::format("class=\"key-row\" data-n=\"{}\" fill=\"{}\"", i + 1,
-                                p.role == "baseline" ? "#546e7a" : variant_colour(p.role)));
-  }
+  svg += key_line(0, "class=\"key-head\" font-weight=\"bold\"");
+  for (std::size_t i = 0; i < numbered.size(); ++i)
+    svg += key_line(
+        i + 1, fmt::format("class=\"key-row\" data-n=\"{}\" fill=\"{}\"", i + 1,
+                           numbered[i]->role == "baseline" ? "#546e7a"
+                                                           : variant_colour(numbered[i]->role)));
   return svg + "</svg>\n";
 }
 
@@ -613,7 +714,8 @@ std::string rows_table(const Scorecard& card) {
   for (const char* column : table_header()) html += fmt::format("<th>{}</th>", escape(column));
   html += "<th>ceiling</th><th>note</th></tr></thead><tbody>\n";
   for (const auto& r : card.rows) {
-    std::string note = r.reason;
+    // A case past 101% of its ceiling (within the allowance) is flagged first, naming the ceiling.
+    std::string note = r.ceiling_note.empty() ? r.reason : r.ceiling_note + (r.reason.empty() ? "" : ". " + r.reason);
     for (const auto* side : {&r.baseline, &r.subject})
       if (*side)
         if (const auto flags = sample_flags(**side); !flags.empty())
@@ -845,7 +947,9 @@ std::string curves_html(const Scorecard& card) {
 // GPU, the speedup with its interval, the status and the percent of that GPU's ceiling, so the
 // same lesson reads across GPUs at a glance (a dash where a GPU has no such row). Sortable and
 // filterable like the rows table.
-std::string side_by_side_html(const std::vector<std::string>& gpus, const std::vector<Scorecard>& cards) {
+std::string side_by_side_html(const std::vector<std::string>& gpus,
+                              const std::map<std::string, std::string>& labels,
+                              const std::vector<Scorecard>& cards) {
   std::vector<std::pair<std::string, std::string>> keys;  // (example, variant) in first-seen order
   std::map<std::pair<std::string, std::string>, std::vector<const ScoredRow*>> by_key;
   for (std::size_t g = 0; g < cards.size(); ++g)
@@ -864,8 +968,13 @@ std::string side_by_side_html(const std::vector<std::string>& gpus, const std::v
       "ceiling. Each GPU's full section follows.</p>\n<div class=\"table-tools\"><input type=\"search\" "
       "class=\"row-filter\" placeholder=\"filter rows\" aria-label=\"filter rows\" /></div>\n"
       "<div class=\"table-wrap\"><table class=\"gpus sortable\"><thead><tr><th>example</th><th>variant</th>";
+  // Headed by the GPU's name as a reader knows it; data-gpu keeps its hardware key, which the
+  // sections below are keyed by.
   for (const auto& gpu : gpus)
-    html += fmt::format("<th>{0} speedup</th><th>{0} status</th><th>{0} % ceil</th>", escape(gpu));
+    html += fmt::format(
+        "<th data-gpu=\"{0}\">{1} speedup</th><th data-gpu=\"{0}\">{1} status</th>"
+        "<th data-gpu=\"{0}\">{1} % ceil</th>",
+        escape(gpu), escape(labels.at(gpu)));
   html += "</tr></thead><tbody>\n";
   for (const auto& key : keys) {
     html += "<tr><td>" + escape(key.first) + "</td><td>" + escape(key.second) + "</td>";
@@ -906,8 +1015,12 @@ std::string html_report(const std::vector<ReportRun>& runs) {
   }
   if (gpus.size() > 1) {
     std::vector<Scorecard> cards;
-    for (const auto& gpu : gpus) cards.push_back(latest_per_point(by_gpu[gpu]));
-    html += side_by_side_html(gpus, cards);
+    std::map<std::string, const ReportRun*> latest;
+    for (const auto& gpu : gpus) {
+      cards.push_back(latest_per_point(by_gpu[gpu]));
+      latest[gpu] = by_gpu[gpu].back();
+    }
+    html += side_by_side_html(gpus, gpu_labels(gpus, latest), cards);
   }
   for (const auto& gpu : gpus) {
     const auto& of_gpu = by_gpu[gpu];

@@ -54,6 +54,10 @@ struct Mlp {
         w_bf16(kLayers * width * width),
         b_bf16(kLayers * width) {
     s.flops(6.0 * batch * width * width * kLayers, bench::ceiling::bf16);
+    // Fewest bytes: every input read once, the new weights, biases and the loss written once (the
+    // activations, gradients and BF16 copies are each side's own traffic).
+    s.bytes(double(x.bytes() + target.bytes() + w.bytes() + b.bytes() + w_out.bytes() +
+                   b_out.bytes() + loss.bytes()));
   }
   int64_t activations() const { return batch * width; }
   int64_t weights() const { return width * width; }

@@ -35,6 +35,7 @@ struct Sgemm {
         b(s.input<float>("b", n * k, bench::uniform(-1, 1))),   // k x n, column-major
         d(s.output<float>("d", m * n)) {                        // m x n, column-major
     s.flops(2.0 * m * n * k, bench::ceiling::tf32);
+    s.bytes(double(a.bytes() + b.bytes() + d.bytes()));  // fewest bytes: A, B read; D written
   }
 };
 

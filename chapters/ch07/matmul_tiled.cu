@@ -32,6 +32,7 @@ struct Matmul {
         b(s.input<float>("b", k * n, bench::uniform(-1, 1))),
         c(s.output<float>("c", m * n)) {
     s.flops(2.0 * m * n * k, bench::ceiling::fp32);
+    s.bytes(double(a.bytes() + b.bytes() + c.bytes()));  // fewest bytes: A, B read; C written
   }
 };
 

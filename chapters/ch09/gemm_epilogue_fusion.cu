@@ -17,7 +17,8 @@
 //      applied to the FP32 accumulators in registers before the single BF16 store.
 // The baseline rounds the GEMM result to BF16 before GELU, the fused one does not; both are
 // within the BF16 tolerance (relative L2 1e-2, as the other BF16 GEMMs here).
-// Cost model: flops only (2mnk; the epilogue's ~10 flops per output are 0.5% more).
+// Cost model: 2mnk flops (the epilogue's ~10 flops per output are 0.5% more); bytes: W, X and the
+// bias read once, D written once (the baseline's second pass over D is what it does more).
 //
 //   ./bench compare --chapter ch09 --example gemm_epilogue_fusion
 #include <bench/bench.hpp>
@@ -44,6 +45,7 @@ struct Linear {
         bias(s.input<bf16>("bias", m, bench::uniform(-4, 4))),
         d(s.output<bf16>("d", m * n)) {
     s.flops(2.0 * m * n * k, bench::ceiling::bf16);
+    s.bytes(double(w.bytes() + x.bytes() + bias.bytes() + d.bytes()));
   }
 };
 

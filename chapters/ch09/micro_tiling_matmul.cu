@@ -40,6 +40,7 @@ struct Matmul {
         b(s.input<float>("b", n * k, bench::uniform(-1, 1))),
         d(s.output<float>("d", m * n)) {
     s.flops(2.0 * m * n * k, bench::ceiling::fp32);
+    s.bytes(double(a.bytes() + b.bytes() + d.bytes()));  // fewest bytes: A, B read; D written
   }
 };
 

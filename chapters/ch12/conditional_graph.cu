@@ -19,7 +19,6 @@
 #include "ch12_graph.cuh"
 
 #include <algorithm>
-#include <cstdio>
 #include <vector>
 
 namespace {
@@ -110,35 +109,43 @@ void launch_round(const Solve& w, cudaGraphConditionalHandle handle, cudaStream_
   BENCH_CHECK_LAUNCH();
 }
 
+// Rounds the last solve took (the check kernel counts them on the device): reported by both sides
+// as the metric `rounds`, so a run can show that both did the same work. The count depends on b,
+// which is fresh for every timed sample (docs/validity.md row 18), so it can move by a round or so
+// between samples and runs; a time that moves with it is the work, not the method.
+std::vector<bench::Metric> rounds_metric(const Solve& w) {
+  Control c{};
+  BENCH_CUDA_CHECK(cudaMemcpy(&c, w.control.data(), sizeof c, cudaMemcpyDeviceToHost));
+  return {{"rounds", double(c.rounds + 1)}};  // check counts the rounds after the first
+}
+
 class HostLoop {
  public:
-  HostLoop(const Solve&, cudaStream_t) { BENCH_CUDA_CHECK(cudaHostAlloc(&flag_, sizeof(int), cudaHostAllocDefault)); }
-  ~HostLoop() {
-    if (solves_ > 0) std::fprintf(stderr, "conditional_graph/baseline: %d host round trips per solve\n", rounds_);
-    cudaFreeHost(flag_);
+  HostLoop(const Solve& w, cudaStream_t) : w_(&w) {
+    BENCH_CUDA_CHECK(cudaHostAlloc(&flag_, sizeof(int), cudaHostAllocDefault));
   }
+  ~HostLoop() { cudaFreeHost(flag_); }
   HostLoop(const HostLoop&) = delete;
   HostLoop& operator=(const HostLoop&) = delete;
   void operator()(const Solve& w, cudaStream_t s) {
     launch_init(w, s);
-    rounds_ = 0;
     do {
       launch_round<false>(w, 0, s);
       BENCH_CUDA_CHECK(cudaMemcpyAsync(flag_, &w.control.data()->keep_going, sizeof(int), cudaMemcpyDeviceToHost, s));
       BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
-      ++rounds_;
     } while (*flag_ != 0);
-    ++solves_;
   }
+  std::vector<bench::Metric> metrics() const { return rounds_metric(*w_); }
 
  private:
+  const Solve* w_;
   int* flag_ = nullptr;
-  int rounds_ = 0, solves_ = 0;
 };
 
 struct WhileGraph {
   ch12::GraphExec exec;
-  WhileGraph(const Solve& w, cudaStream_t s) {
+  const Solve* w_;
+  WhileGraph(const Solve& w, cudaStream_t s) : w_(&w) {
     cudaGraph_t g = nullptr;
     BENCH_CUDA_CHECK(cudaGraphCreate(&g, 0));
     const ch12::Graph graph(g);
@@ -168,6 +175,7 @@ struct WhileGraph {
     launch_init(w, s);
     exec.launch(s);
   }
+  std::vector<bench::Metric> metrics() const { return rounds_metric(*w_); }
 };
 
 // The exact solution (Thomas algorithm, double); the solver stops within ~1e-4 of it.

@@ -78,6 +78,10 @@ struct MlpStep {
         b2_new(s.output<float>("b2_new", d_out)) {
     // The six GEMMs; the elementwise work is O(batch x hidden) next to it.
     s.flops(6.0 * batch * (d_in * hidden + hidden * d_out), bench::ceiling::bf16);
+    // Fewest bytes: every input read once, the updated weights and biases written once (the
+    // activations and gradients between the GEMMs are each side's own traffic).
+    s.bytes(double(x.bytes() + target.bytes() + w1.bytes() + b1.bytes() + w2.bytes() + b2.bytes() +
+                   w1_new.bytes() + b1_new.bytes() + w2_new.bytes() + b2_new.bytes()));
   }
 };
 

@@ -90,6 +90,11 @@ struct Linear {
         weight(out * in) {
     s.param("weight_seed", kWeightSeed);
     s.flops(2.0 * tokens * in * out, bench::ceiling::bf16);
+    // Fewest bytes: X and the bias read, Y written, and the weight as the FP8 side reads it, one
+    // E4M3 byte a value and its dequantisation scale (the BF16 side reads 2 bytes a weight: it is
+    // under-counted, which lowers only its bandwidth fraction, far below its compute one).
+    s.bytes(double(x.bytes() + bias.bytes() + y.bytes()) + double(out * in) * sizeof(fp8) +
+            sizeof(float));
     make_weight<<<4 * kernels::sm_count(), 256>>>(weight.data(), out * in, kWeightSeed,
                                                   std::sqrt(3.0f / static_cast<float>(in)));
     BENCH_CHECK_LAUNCH();

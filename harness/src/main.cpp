@@ -21,7 +21,7 @@
 
 namespace {
 
-using bench::detail::CaseResult;
+using bench::detail::CaseRun;
 
 constexpr int kNoDeviceExitCode = 77;  // ctest's SKIP_RETURN_CODE for gpu/chapter tests
 
@@ -34,7 +34,7 @@ void note_progress(const char* what, const std::string& name) {
 }
 
 void write_samples(const std::string& dir, const std::string& name,
-                   const bench::detail::ExampleDef& e, const CaseResult& r) {
+                   const bench::detail::ExampleDef& e, const CaseRun& r) {
   std::string file = name;
   std::replace(file.begin(), file.end(), '/', '.');
   std::filesystem::create_directories(dir);
@@ -71,7 +71,7 @@ void replace_non_finite(benchmark::UserCounters& counters) {
 }
 
 void report(benchmark::State& state, const bench::detail::ExampleDef& e,
-            const bench::detail::VariantDef& v, const CaseResult& r,
+            const bench::detail::VariantDef& v, const CaseRun& r,
             const std::map<std::string, double>& ceilings) {
   using bench::stats::quantile;
   const double median = bench::stats::median(r.samples);
@@ -138,7 +138,7 @@ void report(benchmark::State& state, const bench::detail::ExampleDef& e,
 // --bench_profile: the case ran once under the profiler, untimed. No time or rate is reported,
 // and "mode=profile" in the label makes the bench tools refuse the row as a measurement.
 // --bench_verify_only (`bench sanitize`): only the verification runs ran; "mode=verify".
-void report_untimed(benchmark::State& state, const bench::detail::VariantDef& v, const CaseResult& r) {
+void report_untimed(benchmark::State& state, const bench::detail::VariantDef& v, const CaseRun& r) {
   const bool profiled = bench::detail::options().profile;
   for (auto _ : state) state.SetIterationTime(0);
   auto& c = state.counters;
@@ -243,25 +243,30 @@ int main(int argc, char** argv) {
   for (const auto* example : points) {
     for (const auto& variant : example->variants) {
       const std::string name = bench::detail::case_name(*example, variant);
-      benchmark::RegisterBenchmark(name.c_str(), [example, &variant, name, &runner, &watchdog](benchmark::State& state) {
-        const CaseResult r = [&] {
-          const auto watching = watchdog.watch(name);
-          note_progress("start", name);
-          return runner->run(*example, variant);
-        }();
-        note_progress("end", name);
-        if (r.outcome != CaseResult::Outcome::measured) {
-          const char* tag = r.outcome == CaseResult::Outcome::skipped ? "SKIPPED: " : "FAILED: ";
-          state.SkipWithError((tag + r.message).c_str());
-          return;
-        }
-        if (bench::detail::options().profile || bench::detail::options().verify_only)
-          return report_untimed(state, variant, r);
-        for (auto _ : state) state.SetIterationTime(bench::stats::median(r.samples));
-        report(state, *example, variant, r, runner->ceilings());
-        if (!bench::detail::options().samples_out.empty())
-          write_samples(bench::detail::options().samples_out, name, *example, r);
-      })->UseManualTime()->Iterations(1)->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(
+          name.c_str(),
+          [example, &variant, name, &runner, &watchdog](benchmark::State& state) {
+            const CaseRun r = [&] {
+              const auto watching = watchdog.watch(name);
+              note_progress("start", name);
+              return runner->run(*example, variant);
+            }();
+            note_progress("end", name);
+            if (r.outcome != CaseRun::Outcome::measured) {
+              const char* tag = r.outcome == CaseRun::Outcome::skipped ? "SKIPPED: " : "FAILED: ";
+              state.SkipWithError((tag + r.message).c_str());
+              return;
+            }
+            if (bench::detail::options().profile || bench::detail::options().verify_only)
+              return report_untimed(state, variant, r);
+            for (auto _ : state) state.SetIterationTime(bench::stats::median(r.samples));
+            report(state, *example, variant, r, runner->ceilings());
+            if (!bench::detail::options().samples_out.empty())
+              write_samples(bench::detail::options().samples_out, name, *example, r);
+          })
+          ->UseManualTime()
+          ->Iterations(1)
+          ->Unit(benchmark::kMicrosecond);
     }
   }
 

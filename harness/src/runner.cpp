@@ -33,13 +33,13 @@ struct NvtxRange {
 // One phase of a case: an NVTX range that also records its host wall time in the result.
 class Phase {
  public:
-  Phase(const char* name, CaseResult& r) : range_(name), name_(name), result_(r) {}
+  Phase(const char* name, CaseRun& r) : range_(name), name_(name), result_(r) {}
   ~Phase() { result_.phase_seconds.emplace_back(name_, host_seconds() - start_); }
 
  private:
   NvtxRange range_;
   const char* name_;
-  CaseResult& result_;
+  CaseRun& result_;
   double start_ = host_seconds();
 };
 
@@ -156,7 +156,7 @@ CheckedRun begin_checked_run(const ExampleDef& e, const WorkloadInstance& w, uin
 }
 
 void end_checked_run(const ExampleDef& e, const WorkloadInstance& w, CheckedRun& c, int run,
-                     cudaStream_t s, const char* what, CaseResult& r) {
+                     cudaStream_t s, const char* what, CaseRun& r) {
   BENCH_CUDA_CHECK(cudaDeviceSynchronize());
   if (input_checksum(w, s) != c.input_checksum)
     throw CheckFailure(fmt::format("{}: the variant modified its inputs (checksum changed)", what));
@@ -226,7 +226,7 @@ struct ProfilerRange {
 };
 
 void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& launch,
-                  Sampler& sampler, uint64_t seed, cudaStream_t s, CaseResult& r) {
+                  Sampler& sampler, uint64_t seed, cudaStream_t s, CaseRun& r) {
   // Like a checked timed sample: fresh inputs, poisoned outputs, L2 flushed, then checked. The
   // fill, poison, clock probe and flush kernels all run before the profiler starts, so the
   // range holds the variant's own kernels from exactly one launch (host mode's sequence:
@@ -245,7 +245,7 @@ void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& 
 
 // VALIDITY row 1 with CUPTI: every kernel, copy and memset these calls start, on any stream of any
 // GPU, must be done when the case's stream reaches the point where a timed call's stop event is.
-void trace_calls(const Launch& launch, cudaStream_t s, int calls, CaseResult& r) {
+void trace_calls(const Launch& launch, cudaStream_t s, int calls, CaseRun& r) {
   WorkTracer& tracer = WorkTracer::get();
   tracer.start();
   for (int i = 0; i < calls; ++i) {
@@ -326,17 +326,17 @@ void check_timed_call(const ExampleDef& e, const std::vector<double>& variant_se
 Runner::Runner(DeviceInfo device, std::map<std::string, double> ceilings)
     : device_(std::move(device)), ceilings_(std::move(ceilings)) {}
 
-CaseResult Runner::run(const ExampleDef& example, const VariantDef& variant) {
-  CaseResult result;
+CaseRun Runner::run(const ExampleDef& example, const VariantDef& variant) {
+  CaseRun result;
   result.mode = example.mode;
   if (options().mode && example.mode != Mode::host) result.mode = *options().mode;
   if (!context_lost_.empty()) {
-    result.outcome = CaseResult::Outcome::failed;
+    result.outcome = CaseRun::Outcome::failed;
     result.message = "CUDA context lost in an earlier case: " + context_lost_;
     return result;
   }
   if (auto why = unsupported_reason(example, variant, device_); !why.empty()) {
-    result.outcome = CaseResult::Outcome::skipped;
+    result.outcome = CaseRun::Outcome::skipped;
     result.message = why;
     return result;
   }
@@ -344,10 +344,10 @@ CaseResult Runner::run(const ExampleDef& example, const VariantDef& variant) {
     if (!sampler_) sampler_ = std::make_unique<Sampler>(device_);
     measure(example, variant, result);
   } catch (const Unsupported& e) {
-    result.outcome = CaseResult::Outcome::skipped;
+    result.outcome = CaseRun::Outcome::skipped;
     result.message = e.what();
   } catch (const CudaError& e) {
-    result.outcome = CaseResult::Outcome::failed;
+    result.outcome = CaseRun::Outcome::failed;
     result.message = e.what();
     // A sticky error leaves the context unusable: later cases in this process cannot run.
     if (cudaDeviceSynchronize() != cudaSuccess) {
@@ -355,14 +355,14 @@ CaseResult Runner::run(const ExampleDef& example, const VariantDef& variant) {
       result.message += " (sticky: the CUDA context is lost)";
     }
   } catch (const std::exception& e) {
-    result.outcome = CaseResult::Outcome::failed;
+    result.outcome = CaseRun::Outcome::failed;
     result.message = e.what();
     cudaGetLastError();
   }
   return result;
 }
 
-void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
+void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
   const Options& opt = options();
   // NVTX: the range "ch07:transpose:optimized" holds the phases "verify", "build", "warmup",
   // "escape_check", "samples" and "final_check" (each also timed into r.phase_seconds), or
@@ -405,10 +405,12 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
     if (!b.is_input) output_bytes += static_cast<double>(b.bytes());
   r.l2_write_slack_bytes = std::min({static_cast<double>(device_.l2_bytes), output_bytes, r.bytes});
   // A case with no outputs has nothing a sample could leave poisoned and nothing to verify: only a
-  // calibration may be one (calibrate's event_pair_us times two event records, which write nothing).
+  // calibration may be one (calibrate's event_pair_us times two event records, which write
+  // nothing).
   const bool writes_outputs = output_bytes > 0;
   if (!writes_outputs && e.chapter != "calibrate")
-    throw CheckFailure("the workload declares no outputs: there is nothing to verify (Setup::output)");
+    throw CheckFailure(
+        "the workload declares no outputs: there is nothing to verify (Setup::output)");
   r.bandwidth_ceiling = w.setup->bandwidth_ceiling;
   // A tensor-core ceiling is the burst figure or the power-limited one, by the case's mode.
   r.compute_ceiling = ceiling_for_mode(
@@ -559,7 +561,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseResult& r) {
       samples.push_back(take());
       seconds.push_back(samples.back().seconds);
       seconds_median.add(seconds.back());
-      if (writes_outputs && output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % kPoisonPatterns])
+      if (writes_outputs &&
+          output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % kPoisonPatterns])
         throw CheckFailure(fmt::format("timed sample {} wrote none of its outputs (they still hold "
                                        "the poison written before it)", i + 1));
       if (!e.scored_metric.empty()) {  // after the sample's stop event: never in the timed region

@@ -13,7 +13,9 @@
 
 namespace bench::detail {
 
-struct CaseResult {
+// One case's run through the Runner: its samples and checks, as the chapter binary reports them
+// (tools/results.hpp's CaseResult is the same run as bench reads it back from the JSON).
+struct CaseRun {
   enum class Outcome { measured, skipped, failed } outcome = Outcome::measured;
   std::string message;                 // why skipped or failed
   Mode mode = Mode::cold;
@@ -69,14 +71,14 @@ struct CaseResult {
 class Runner {
  public:
   Runner(DeviceInfo device, std::map<std::string, double> ceilings);
-  CaseResult run(const ExampleDef& example, const VariantDef& variant);
+  CaseRun run(const ExampleDef& example, const VariantDef& variant);
   const DeviceInfo& device() const { return device_; }
   const std::map<std::string, double>& ceilings() const { return ceilings_; }
   // Set once a sticky CUDA error has lost the context; every later case fails with it.
   const std::string& context_lost() const { return context_lost_; }
 
  private:
-  void measure(const ExampleDef& example, const VariantDef& variant, CaseResult& result);
+  void measure(const ExampleDef& example, const VariantDef& variant, CaseRun& result);
   DeviceInfo device_;
   std::map<std::string, double> ceilings_;
   std::unique_ptr<Sampler> sampler_;

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The HTML report in a real browser (docs/reports.md): headless Chromium renders a report made
-# from checked-in fixtures, takes a screenshot and dumps the DOM it built. The DOM must hold as
-# many speedup rows and roofline points as the file was written with (a mangled SVG loses
-# them), at least one of each, and Chromium's console must show no error.
+# The HTML report in a real browser (docs/reports.md): headless Chromium renders reports made
+# from checked-in real runs of an H100 and an H200, takes a screenshot of each and dumps the
+# DOM it built. Each page must keep every speedup row, roofline point and roof the file was
+# written with, show no console error, and pass layout_check.js in Chromium's layout: every
+# example of its runs present, no two labels overlapping or clipped, each ceiling named, the
+# tables sorting by a header click, the page within an 800 px window. A copy of one page with
+# each of those faults planted must fail every check, so the checks are shown able to fail.
 # Usage: report_test.sh <bench executable> <fixtures dir> <output dir>. Exit 77 (skipped) when
 # no Chromium is installed: `./bench test` installs chromium-headless-shell where it can.
 set -uo pipefail
 bench="$1" fixtures="$2" out="$3"
+here="$(cd "$(dirname "$0")" && pwd)"
 browser="${BENCH_CHROMIUM:-}"
 for candidate in chromium-headless-shell chromium chromium-browser; do
   [ -n "$browser" ] && break
@@ -20,100 +24,95 @@ if [ -z "$browser" ]; then
 fi
 mkdir -p "$out"
 fail() { echo "FAILED: $*"; exit 1; }
-
-# Two real H100 runs (trimmed: the examples whose cost models place them on the roofline, and
-# two that cannot be placed), so the history is drawn too; the H100's ceilings as of 2026-11-23.
-"$bench" report "$fixtures/report/h100_run_a.json" "$fixtures/report/h100_run_b.json" \
-  --expectations-dir "$fixtures/report" --html "$out/report.html" >/dev/null || fail "bench report"
 flags=(--headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking
        --disable-component-update --disable-sync --hide-scrollbars --user-data-dir="$out/profile"
        --enable-logging=stderr --v=0)
-timeout 120 "$browser" "${flags[@]}" --window-size=1100,4000 --screenshot="$out/report.png" \
-  "file://$out/report.html" >"$out/screenshot.log" 2>&1 || fail "screenshot: $(tail -3 "$out/screenshot.log")"
-[ -s "$out/report.png" ] || fail "no screenshot written"
-timeout 120 "$browser" "${flags[@]}" --dump-dom "file://$out/report.html" >"$out/dom.html" 2>"$out/dom.log" \
-  || fail "dump-dom: $(tail -3 "$out/dom.log")"
-
+runs="$fixtures/report"
 status=0
-for mark in 'class="speedup-row"' 'class="point"' 'class="roof"'; do
-  written=$(grep -o "$mark" "$out/report.html" | wc -l)
-  rendered=$(grep -o "$mark" "$out/dom.html" | wc -l)
-  echo "$mark: $written written, $rendered in the DOM"
-  [ "$written" -gt 0 ] || { echo "FAILED: the report has no $mark"; status=1; }
-  [ "$written" = "$rendered" ] || { echo "FAILED: the DOM lost $mark marks"; status=1; }
-done
-# Chromium logs page console messages as "CONSOLE(...)" or ":CONSOLE:" lines.
-if grep -hiE "console.*(error|uncaught)" "$out/screenshot.log" "$out/dom.log"; then
-  echo "FAILED: console errors above"
-  status=1
-fi
 
-# The merged page of several GPUs (a real 4x H100 ch04 run beside a real single-H100 one, where
-# ch04 is SKIPPED) gets the side-by-side table. A copy of each page gets a checking script that
-# runs in Chromium's layout: no two SVG labels may overlap (each label's own box, rotated as
-# drawn, less 1 px each side), and clicking the speedup header must sort the rows
-# table by that number. The script writes its verdict into the DOM that --dump-dom returns.
-"$bench" report "$fixtures/report/h100_run_a.json" "$fixtures/report/h100_ch04.json" \
-  "$fixtures/report/4x_h100_ch04.json" --expectations-dir "$fixtures/report" --html "$out/gpus.html" >/dev/null ||
-  fail "bench report (two GPUs)"
-grep -q 'class="gpus sortable"' "$out/gpus.html" || { echo "FAILED: no side-by-side table for two GPUs"; status=1; }
-for gpu in h100_80gb_hbm3 4x_h100_80gb_hbm3; do
-  grep -q "<th>$gpu speedup</th>" "$out/gpus.html" || { echo "FAILED: no $gpu column"; status=1; }
-done
-timeout 120 "$browser" "${flags[@]}" --window-size=800,3000 --screenshot="$out/gpus.png" \
-  "file://$out/gpus.html" >>"$out/screenshot.log" 2>&1 || fail "screenshot (two GPUs)"
-check_script='<script>
-(function () {
-  // Each label as the four corners of its own box (getBBox) in page coordinates (getScreenCTM),
-  // so a rotated label is a rotated rectangle, not its much larger upright bounding box; two
-  // labels overlap when no edge of either separates them (separating axis test), shrunk 1 px.
-  function corners(t) {
-    var b = t.getBBox(), m = t.getScreenCTM(), p = t.ownerSVGElement.createSVGPoint();
-    return [[b.x + 1, b.y + 1], [b.x + b.width - 1, b.y + 1], [b.x + b.width - 1, b.y + b.height - 1], [b.x + 1, b.y + b.height - 1]]
-      .map(function (c) { p.x = c[0]; p.y = c[1]; var q = p.matrixTransform(m); return [q.x, q.y]; });
-  }
-  function separated(a, b) {
-    return [a, b].some(function (poly) {
-      return poly.some(function (c, i) {
-        var d = poly[(i + 1) % 4], nx = d[1] - c[1], ny = c[0] - d[0];
-        var pa = a.map(function (q) { return q[0] * nx + q[1] * ny; }), pb = b.map(function (q) { return q[0] * nx + q[1] * ny; });
-        return Math.max.apply(null, pa) <= Math.min.apply(null, pb) || Math.max.apply(null, pb) <= Math.min.apply(null, pa);
-      });
-    });
-  }
-  var overlaps = [];
-  document.querySelectorAll("svg").forEach(function (svg, n) {
-    var boxes = Array.from(svg.querySelectorAll("text")).filter(function (t) { return t.textContent.trim(); })
-      .map(function (t) { return { t: t.textContent.trim(), c: corners(t) }; });
-    for (var i = 0; i < boxes.length; ++i)
-      for (var j = i + 1; j < boxes.length; ++j)
-        if (!separated(boxes[i].c, boxes[j].c)) overlaps.push("svg " + n + ": \"" + boxes[i].t + "\" / \"" + boxes[j].t + "\"");
-  });
-  var sorted = "no rows table";
-  var table = document.querySelector("table.rows");
-  if (table) {
-    var col = Array.from(table.tHead.rows[0].cells).findIndex(function (th) { return th.textContent.trim() === "speedup [95% CI]"; });
-    table.tHead.rows[0].cells[col].click();
-    var values = Array.from(table.tBodies[0].rows).map(function (tr) { return parseFloat(tr.cells[col].textContent); })
-      .filter(function (v) { return !isNaN(v); });
-    sorted = values.length < 2 ? "too few rows" : values.every(function (v, i) { return i === 0 || values[i - 1] <= v; }) ? "ascending" : "NOT sorted: " + values.join(",");
-  }
-  var out = document.createElement("pre");
-  out.id = "layout-check";
-  out.textContent = "overlaps=" + overlaps.length + " " + overlaps.slice(0, 8).join("; ") + "\nsort=" + sorted;
-  document.body.appendChild(out);
-})();
-</script>'
-for page in report gpus; do
-  { grep -v '^</body></html>$' "$out/$page.html"; printf '%s\n</body></html>\n' "$check_script"; } >"$out/${page}_checked.html"
+# The examples of results files as `var expected = {hardware_key: [examples]}`, for
+# layout_check.js: every case's and crash's example under its run's GPU.
+expected_examples() {
+  for file; do
+    gpu=$(grep -m1 -oE '"hardware_key": *"[^"]*"' "$file" | sed -E 's/.*"([^"]*)"$/\1/')
+    grep -oE '"(name|example)": *"ch[0-9]+/[A-Za-z0-9_]+' "$file" | sed -E "s|.*\"|$gpu |"
+  done | sort -u | awk '{ list[$1] = list[$1] (list[$1] ? "," : "") "\"" $2 "\"" }
+    END { for (g in list) s = s (s ? "," : "") "\"" g "\":[" list[g] "]"; print "var expected = {" s "};" }'
+}
+
+# layout_check.js on a copy of PAGE (an .html under $out) at 800 px, the examples of FILES
+# expected; prints its verdict, one line per check.
+layout_verdict() {
+  local page="$1"
+  shift
+  { grep -v '^</body></html>$' "$out/$page.html"
+    printf '<script>\n%s\n' "$(expected_examples "$@")"; cat "$here/layout_check.js"; printf '</script>\n</body></html>\n'
+  } >"$out/${page}_checked.html"
   timeout 120 "$browser" "${flags[@]}" --window-size=800,3000 --virtual-time-budget=5000 --dump-dom \
     "file://$out/${page}_checked.html" >"$out/${page}_checked_dom.html" 2>>"$out/dom.log" || fail "dump-dom ($page)"
-  verdict=$(sed -n '/id="layout-check"/,/<\/pre>/p' "$out/${page}_checked_dom.html" | sed 's/<[^>]*>//g')
-  echo "$page: $verdict"
-  case "$verdict" in
-    *"overlaps=0 "*"sort=ascending"*) ;;
-    *) echo "FAILED: $page: labels overlap or sorting failed (above)"; status=1 ;;
-  esac
+  sed -n '/<pre id="layout-check">/,/<\/pre>/p' "$out/${page}_checked_dom.html" | sed 's/<[^>]*>//g'
+}
+
+# check_page NAME WIDTH FILES...: `bench report` of FILES as NAME.html, its screenshot at
+# WIDTH px, its DOM against the file, and its layout verdict.
+check_page() {
+  local name="$1" width="$2"
+  shift 2
+  "$bench" report "$@" --expectations-dir "$runs" --html "$out/$name.html" >/dev/null || fail "bench report ($name)"
+  timeout 120 "$browser" "${flags[@]}" --window-size="$width",4000 --screenshot="$out/$name.png" \
+    "file://$out/$name.html" >>"$out/screenshot.log" 2>&1 || fail "screenshot ($name): $(tail -3 "$out/screenshot.log")"
+  [ -s "$out/$name.png" ] || fail "no screenshot written ($name)"
+  timeout 120 "$browser" "${flags[@]}" --dump-dom "file://$out/$name.html" >"$out/$name.dom.html" 2>"$out/$name.dom.log" ||
+    fail "dump-dom ($name): $(tail -3 "$out/$name.dom.log")"
+  for mark in 'class="speedup-row"' 'class="point"' 'class="roof"'; do
+    written=$(grep -o "$mark" "$out/$name.html" | wc -l)
+    rendered=$(grep -o "$mark" "$out/$name.dom.html" | wc -l)
+    echo "$name: $mark: $written written, $rendered in the DOM"
+    [ "$written" -gt 0 ] || { echo "FAILED: $name has no $mark"; status=1; }
+    [ "$written" = "$rendered" ] || { echo "FAILED: the DOM of $name lost $mark marks"; status=1; }
+  done
+  # Chromium logs page console messages as "CONSOLE(...)" or ":CONSOLE:" lines.
+  if grep -hiE "console.*(error|uncaught)" "$out/$name.dom.log"; then
+    echo "FAILED: $name: console errors above"
+    status=1
+  fi
+  verdict=$(layout_verdict "$name" "$@")
+  echo "$verdict" | sed "s/^/$name: /"
+  [ -n "$verdict" ] || { echo "FAILED: $name: the layout check wrote no verdict"; status=1; }
+  if echo "$verdict" | grep -vE '^[a-z]+=0 ?$' | grep -q .; then
+    echo "FAILED: $name: layout check (above)"
+    status=1
+  fi
+}
+
+# Two real H100 runs of 2026-11-23 (trimmed to 7 examples: the ones whose cost models place them
+# on the roofline, and two that cannot be placed), so the history is drawn too; the H100's
+# ceilings as of then.
+check_page h100_history 1100 "$runs/h100_run_a.json" "$runs/h100_run_b.json"
+# Two chapters of one real H200 lease (2026-11-27, at 0b0b35e; trim.py kept 3 ch07 examples of a
+# --sweep run and 5 of ch09's 11, with a ladder, a vendor rung, a SKIPPED point and a REGRESSED
+# example) merged into one page, scored against that lease's H200 expectations (trimmed alike).
+check_page h200 1100 "$runs/h200_ch07.json" "$runs/h200_ch09.json"
+# The same H100 and H200 runs on one page: the side-by-side table, H100 | H200 columns per example
+# (5 examples in both, the rest in one only).
+check_page h100_h200 800 "$runs/h100_run_a.json" "$runs/h100_run_b.json" "$runs/h200_ch07.json" "$runs/h200_ch09.json"
+# A real 4x H100 ch04 run beside a real single-H100 one, where ch04 is SKIPPED.
+check_page h100_4x_h100 800 "$runs/h100_run_a.json" "$runs/h100_ch04.json" "$runs/4x_h100_ch04.json"
+
+# The checks shown able to fail: one fault of each kind planted in a copy of the H100 | H200 page
+# (a label outside its SVG, a roofline number printed twice, ch09/softmax's table rows deleted, a
+# ceiling's name deleted, the sort order inverted, a heading wider than the window).
+sed -e '0,/<\/svg>/s//<text x="-100" y="20">planted outside<\/text><\/svg>/' \
+    -e '0,/^<text class="point-number"/{/^<text class="point-number"/p}' \
+    -e '/<tr[^>]*><td>ch09\/softmax<\/td>/d' \
+    -e '0,/<text class="ceiling-label"[^>]*>[^<]*<\/text>/s///' \
+    -e 's/(up ? 1 : -1)/(up ? -1 : 1)/' \
+    -e 's#<h1>#<h1 style="width:1200px">#' "$out/h100_h200.html" >"$out/planted.html"
+planted=$(layout_verdict planted "$runs/h100_run_a.json" "$runs/h100_run_b.json" "$runs/h200_ch07.json" "$runs/h200_ch09.json")
+echo "$planted" | sed 's/^/planted: /'
+for check in overlaps outside missing unnamed unsorted wide; do
+  echo "$planted" | grep -qE "^$check=[1-9]" || { echo "FAILED: the layout check missed the planted $check"; status=1; }
 done
-echo "screenshots: $out/report.png $out/gpus.png"
+echo "$planted" | grep -q "rows table: ch09/softmax" || { echo "FAILED: the layout check missed ch09/softmax's deleted rows"; status=1; }
+echo "screenshots: $out/*.png"
 exit $status

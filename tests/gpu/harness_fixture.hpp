@@ -64,8 +64,8 @@ inline const detail::ExampleDef* find_example(const std::string& example) {
 
 // Runs chapter/example/variant, registered with BENCH_EXAMPLE in a test file, with a short
 // sampling budget.
-inline detail::CaseResult run_case(const std::string& example, const std::string& variant,
-                                   int min_samples = 10) {
+inline detail::CaseRun run_case(const std::string& example, const std::string& variant,
+                                int min_samples = 10) {
   auto& o = detail::options();
   o.stop.min_samples = min_samples;
   o.stop.min_time_s = 0;
@@ -79,11 +79,14 @@ inline detail::CaseResult run_case(const std::string& example, const std::string
   return {};
 }
 
-inline std::string outcome(const detail::CaseResult& r) {
+inline std::string outcome(const detail::CaseRun& r) {
   switch (r.outcome) {
-    case detail::CaseResult::Outcome::measured: return "measured";
-    case detail::CaseResult::Outcome::skipped: return "SKIPPED: " + r.message;
-    case detail::CaseResult::Outcome::failed: return "FAILED: " + r.message;
+    case detail::CaseRun::Outcome::measured:
+      return "measured";
+    case detail::CaseRun::Outcome::skipped:
+      return "SKIPPED: " + r.message;
+    case detail::CaseRun::Outcome::failed:
+      return "FAILED: " + r.message;
   }
   return "?";
 }

@@ -116,7 +116,7 @@ BENCH_EXAMPLE(test, scored_by_own_clock, SmallCopy)
     .stateful<RatedClock<100>>(Role::optimized, "honest_too")
     .reference(copy_reference);
 
-double scored_counter(const detail::CaseResult& r) {
+double scored_counter(const detail::CaseRun& r) {
   for (const auto& m : r.metrics)
     if (m.name == kMetric) return m.value;
   return -1;

@@ -173,6 +173,82 @@ TEST(HtmlReport, EveryPointHasANumberThatTheKeyTableHolds) {
   EXPECT_EQ(count(svg, "class=\"variant-legend\""), 2);  // baseline and optimized
 }
 
+// A chapter's memory-bound examples share an intensity, so their points crowd one spot (a run
+// of ch08 to ch10 puts about ten at 0.25 flop/B): more numbers than the six places round a
+// point. Each still gets a place of its own (the generator's box: 6 px a digit, 9 px
+// high, 2 px apart), the ones moved out joined to their point by a leader line.
+TEST(HtmlReport, CrowdedPointsStillGetANumberEachThatOverprintsNoOther) {
+  std::vector<CaseResult> cases;
+  bench::Expectations x;
+  x.hardware_key = "test_gpu";
+  x.ceilings["hbm_copy_gbps"] = {3000.0, "GB/s"};
+  x.ceilings["fp32_tflops"] = {60.0, "TFLOP/s"};
+  for (int e = 0; e < 12; ++e)
+    for (auto [variant, us] : {std::pair{"baseline", 2000.0}, {"optimized", 1000.0}}) {
+      CaseResult c = bench::tools::testing::verified_case(fmt::format("ch08/stream_{}", e), variant, variant, us);
+      c.flops = 2.5e8, c.bytes = 1e9;  // 0.25 flop/B, every example alike
+      c.samples = bench::tools::testing::normal_samples(us, 0.01, 40, static_cast<unsigned>(e * 2 + (us < 1500)));
+      c.compute_ceiling = "fp32_tflops";
+      cases.push_back(c);
+    }
+  ReportRun run;
+  run.source = "fixture";
+  run.expectations = x;
+  run.card = bench::tools::score(cases, x, "test_gpu");
+  const std::string svg = bench::tools::roofline_svg(run);
+  struct Box {
+    double x, y, w;
+    std::string n;
+  };
+  std::vector<Box> numbers;
+  for (const auto& m : all(svg, std::regex(R"re(<text class="point-number" x="(-?[\d.]+)" y="(-?[\d.]+)"[^>]*>(\d+)</text>)re")))
+    numbers.push_back({std::stod(m[1]), std::stod(m[2]), 6.0 * m[3].length(), m[3]});
+  ASSERT_EQ(numbers.size(), 24u);
+  for (std::size_t i = 0; i < numbers.size(); ++i)
+    for (std::size_t j = i + 1; j < numbers.size(); ++j) {
+      const Box &a = numbers[i], &b = numbers[j];
+      const bool apart = a.x + a.w + 2 <= b.x || b.x + b.w + 2 <= a.x || std::abs(a.y - b.y) >= 11;
+      EXPECT_TRUE(apart) << a.n << " at " << a.x << "," << a.y << " overprints " << b.n << " at " << b.x << "," << b.y;
+    }
+  EXPECT_GT(count(svg, "class=\"leader\""), 0);
+}
+
+// The key's columns are as wide as their text: a long rung name (ch10's persistent_multicast,
+// ch01's bf16_cublaslt_dgelu_epilogue_bgradb) ends before the intensity beside it begins, and the
+// SVG is wide enough for the last column. At 7 px a character (an upper bound at 11 px).
+TEST(HtmlReport, TheKeysColumnsMakeRoomForALongRungName) {
+  ReportRun run = a_run(true);
+  std::vector<CaseResult> cases = {gemm_case("baseline", 20000, 1),
+                                   gemm_case("optimized", 4000, 2)};
+  CaseResult rung = gemm_case("bf16_cublaslt_dgelu_epilogue_bgradb_and_more", 9000, 3);
+  rung.role = "step";
+  cases.push_back(rung);
+  run.card = bench::tools::score(cases, *run.expectations, "test_gpu");
+  const std::string svg = bench::tools::roofline_svg(run);
+  static const std::regex row(
+      R"re(<g class="key-row"[^>]*>((?:<text[^>]*>[^<]*</text>){6})</g>)re");
+  static const std::regex cell(R"re(<text x="(\d+)"[^>]*>([^<]*)</text>)re");
+  int rows = 0;
+  for (auto r = std::sregex_iterator(svg.begin(), svg.end(), row); r != std::sregex_iterator();
+       ++r, ++rows) {
+    const std::string cells_text = (*r)[1];
+    std::vector<std::pair<int, std::string>> cells;
+    for (auto c = std::sregex_iterator(cells_text.begin(), cells_text.end(), cell);
+         c != std::sregex_iterator(); ++c)
+      cells.emplace_back(std::stoi((*c)[1]), (*c)[2]);
+    ASSERT_EQ(cells.size(), 6u);
+    const auto px = [](const std::string& text) { return 7 * static_cast<int>(text.size()); };
+    // variant (left-aligned) ends before the intensity (right-aligned at its x) starts
+    EXPECT_LE(cells[2].first + px(cells[2].second), cells[3].first - px(cells[3].second))
+        << cells[2].second;
+    EXPECT_LE(cells[1].first + px(cells[1].second), cells[2].first) << cells[1].second;
+    std::smatch width;
+    ASSERT_TRUE(std::regex_search(svg, width, std::regex(R"re(<svg[^>]* width="(\d+)")re")));
+    EXPECT_LE(cells[5].first + px(cells[5].second), std::stoi(width[1])) << cells[5].second;
+  }
+  EXPECT_EQ(rows, 3);
+}
+
 TEST(HtmlReport, WithoutCeilingsItSaysSoInsteadOfDrawingARoof) {
   const std::string svg = bench::tools::roofline_svg(a_run(false));
   EXPECT_EQ(count(svg, "class=\"roof\""), 0);
@@ -216,6 +292,24 @@ TEST(HtmlReport, TheRowsTableHasTheMarkdownColumnsAndSortsInline) {
   EXPECT_NE(html.find(".table-wrap{max-width:100%;overflow-x:auto}"), std::string::npos);
   EXPECT_EQ(count(html, "<script>"), 1);
   EXPECT_EQ(html.find("<script src"), std::string::npos);
+}
+
+// A case above its ceiling (within the allowance) is flagged in the rows table, naming the
+// ceiling, as compare.md notes it.
+TEST(HtmlReport, ACaseAboveItsCeilingIsFlaggedInTheTableNamingIt) {
+  std::vector<CaseResult> cases = {gemm_case("baseline", 20000, 1), gemm_case("optimized", 4000, 2)};
+  cases[1].tflops = 730;  // 104.3% of the 700 TFLOP/s recorded: another board's ceiling
+  bench::Expectations x;
+  x.hardware_key = "test_gpu";
+  x.ceilings["bf16_tflops"] = {700.0, "TFLOP/s"};
+  ReportRun run;
+  run.source = "fixture";
+  run.expectations = x;
+  run.card = bench::tools::score(cases, x, "test_gpu");
+  ASSERT_FALSE(run.card.rows.at(0).ceiling_note.empty());
+  const std::string html = bench::tools::html_report({run});
+  EXPECT_NE(html.find("<td>bf16_tflops</td><td class=\"note\">104.3% of bf16_tflops: above the ceiling recorded"),
+            std::string::npos);
 }
 
 TEST(HtmlReport, FailedCasesAndSeveralRunsStillRender) {
@@ -263,14 +357,63 @@ TEST(HtmlReport, RunsOfSeveralGpusAreSetSideBySide) {
   std::string why;
   EXPECT_TRUE(well_formed(body_of(html), &why)) << why;
   ASSERT_NE(html.find("GPUs side by side"), std::string::npos);
-  EXPECT_NE(html.find("<th>test_gpu speedup</th>"), std::string::npos);
-  EXPECT_NE(html.find("<th>4x_test_gpu speedup</th>"), std::string::npos);
+  EXPECT_NE(html.find("<th data-gpu=\"test_gpu\">Test GPU speedup</th>"), std::string::npos);
+  EXPECT_NE(html.find("<th data-gpu=\"4x_test_gpu\">4× Test GPU speedup</th>"), std::string::npos);
   const auto table = html.substr(html.find("class=\"gpus sortable\""));
   const auto gemm_row = table.substr(table.find("<td>ch09/gemm</td>"));
   EXPECT_NE(gemm_row.substr(0, gemm_row.find("</tr>")).find("6.6"), std::string::npos) << gemm_row.substr(0, 400);  // 20000 / 3000
   const auto copy_row = table.substr(table.find("<td>ch07/copy</td>"));
   EXPECT_EQ(count(copy_row.substr(0, copy_row.find("</tr>")), "<td>-</td>"), 3);
   EXPECT_NE(html.find("<h2>4× Test GPU"), std::string::npos);  // not read as the one-GPU machine
+}
+
+// The side-by-side columns are headed by the GPUs' names as a reader knows them, taken from each
+// run's device name, not by hardware keys ("h100_80gb_hbm3 speedup").
+ReportRun run_on(const std::string& hardware_key, const std::string& device_name) {
+  ReportRun run = a_run(true);
+  run.context["gpu_name"] = device_name;
+  run.card = bench::tools::score({gemm_case("baseline", 20000, 1), gemm_case("optimized", 4000, 2)},
+                                 run.expectations, hardware_key);
+  return run;
+}
+std::vector<std::string> side_by_side_headers(const std::string& html) {
+  const auto head = html.substr(html.find("class=\"gpus sortable\""));
+  std::vector<std::string> out;
+  static const std::regex th(R"(<th[^>]*>([^<]*)</th>)");
+  const std::string row = head.substr(0, head.find("</tr>"));
+  for (auto it = std::sregex_iterator(row.begin(), row.end(), th); it != std::sregex_iterator();
+       ++it)
+    out.push_back((*it)[1]);
+  return out;
+}
+
+TEST(HtmlReport, SideBySideColumnsAreNamedAsAReaderKnowsTheGpus) {
+  const std::string html = bench::tools::html_report(
+      {run_on("h100_80gb_hbm3", "NVIDIA H100 80GB HBM3"), run_on("h200", "NVIDIA H200"),
+       run_on("4x_h100_80gb_hbm3", "NVIDIA H100 80GB HBM3")});
+  EXPECT_EQ(side_by_side_headers(html),
+            (std::vector<std::string>{"example", "variant", "H100 speedup", "H100 status",
+                                      "H100 % ceil", "H200 speedup", "H200 status", "H200 % ceil",
+                                      "4× H100 speedup", "4× H100 status", "4× H100 % ceil"}));
+  // Each column still carries its hardware key, as the GPU's section does.
+  EXPECT_NE(html.find("<th data-gpu=\"4x_h100_80gb_hbm3\">4× H100 status</th>"), std::string::npos);
+  EXPECT_NE(html.find("<section data-gpu=\"h200\">"), std::string::npos);
+}
+
+TEST(HtmlReport, TwoBoardsOfOneChipSideBySideKeepTheirFullNames) {
+  const std::string html = bench::tools::html_report(
+      {run_on("h100_80gb_hbm3", "NVIDIA H100 80GB HBM3"), run_on("h100_pcie", "NVIDIA H100 PCIe"),
+       run_on("a100_sxm4_80gb", "NVIDIA A100-SXM4-80GB")});
+  const auto headers = side_by_side_headers(html);
+  ASSERT_EQ(headers.size(), 11u);
+  EXPECT_EQ(headers[2], "H100 80GB HBM3 speedup");  // "H100" twice would not tell them apart
+  EXPECT_EQ(headers[5], "H100 PCIe speedup");
+  EXPECT_EQ(headers[8], "A100-SXM4-80GB speedup");
+  // Alone beside another chip, the A100 is its chip's name.
+  EXPECT_EQ(
+      side_by_side_headers(bench::tools::html_report(
+          {run_on("a100_sxm4_80gb", "NVIDIA A100-SXM4-80GB"), run_on("h200", "NVIDIA H200")}))[2],
+      "A100 speedup");
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // kernels/gemm_bf16.cuh: the BF16 TN GEMM workload that tensor-core examples share, with its
 // checks. D (m x n, column-major, BF16) = A (m x k, row-major, BF16) x B (k x n, column-major,
 // BF16), FP32 accumulate: both operands k-contiguous (what ldmatrix, TMA boxes, wgmma's K-major
-// tiles and cuBLASLt's fastest BF16 kernels want). Flops 2mnk against the BF16 tensor ceiling.
+// tiles and cuBLASLt's fastest BF16 kernels want). Flops 2mnk against the BF16 tensor ceiling;
+// bytes 2(mk + nk + mn), A and B read once and D written once, against the copy ceiling (reads
+// and a write): what places the GEMM on the roofline.
 #pragma once
 
 #include <bench/bench.hpp>
@@ -24,6 +26,7 @@ struct GemmBf16 {
         b(s.input<__nv_bfloat16>("b", n * k, bench::uniform(-1, 1))),
         d(s.output<__nv_bfloat16>("d", m * n)) {
     s.flops(2.0 * m * n * k, bench::ceiling::bf16);
+    s.bytes(double(a.bytes() + b.bytes() + d.bytes()));  // fewest bytes: A, B read; D written
   }
 };
 

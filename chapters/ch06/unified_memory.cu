@@ -29,8 +29,10 @@
 //   ./bench compare --chapter ch06 --example unified_memory
 #include <bench/bench.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -84,19 +86,34 @@ class ManagedStep {
   ManagedStep& operator=(const ManagedStep&) = delete;
   ~ManagedStep() { cudaFree(batch_); }
   void operator()(const Batch& w, cudaStream_t stream) {
+    const auto start = Clock::now();
     if constexpr (P == Prefetch::both_ways)  // bring the pages home before the host writes them
       BENCH_CUDA_CHECK(cudaMemPrefetchAsync(batch_, bytes_, cudaMemLocation{cudaMemLocationTypeHost, 0}, 0, stream));
     // The producer must not overwrite a batch the previous step's kernel is still reading.
     BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const auto written = Clock::now();
     for (int64_t i = 0; i < w.n; ++i) batch_[i] = batch_value(i);  // the host producer: dirties every page
+    host_wait_ms_ = ms(written - start);
+    host_write_ms_ = ms(Clock::now() - written);
     if constexpr (P != Prefetch::none)
       BENCH_CUDA_CHECK(cudaMemPrefetchAsync(batch_, bytes_, device_, 0, stream));
     scale_by_batch<<<static_cast<unsigned>((w.n + kBlock - 1) / kBlock), kBlock, 0, stream>>>(batch_, w.x.data(),
                                                                                                w.y.data(), w.n);
     BENCH_CHECK_LAUNCH();
   }
+  // Where the host's part of the last step went (host clock): waiting for the stream (with the
+  // prefetch home, for both_ways) and the producer's writes (CPU page faults included, where the
+  // pages were on the GPU). The rest of a sample is the GPU side: the migration to the device
+  // (faults or prefetch) and the kernel. Where prefetching does not pay on a machine, these say
+  // which side of the link set the time.
+  std::vector<bench::Metric> metrics() const {
+    return {{"host_wait_ms", host_wait_ms_}, {"host_write_ms", host_write_ms_}};
+  }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  static double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+  double host_wait_ms_ = 0, host_write_ms_ = 0;
   size_t bytes_;
   float* batch_ = nullptr;
   cudaMemLocation device_{};

@@ -11,8 +11,10 @@ Columns, each where its file gives it (a dash where not):
   NCCL own blocks     ch04/allreduce_small/ncclAllReduce_own_ctas's metrics (sizes <= 1 MiB)
   NCCL 32, threads    ch04/allreduce_small/baseline's metrics (ncclAllReduce on 32 blocks, each GPU's
                       calls from a thread of its own; sizes <= 1 MiB)
-  PyTorch default, PyTorch 32 CTAs   scripts/peers/torch_allreduce.py --json
-  ours / PyTorch      the best of our columns over the better of PyTorch's two
+  PyTorch default, 32 CTAs, 64 CTAs   scripts/peers/torch_allreduce.py --json
+  ... , 64 blocks     the same from --results-64 / --mpi-64: runs with 64 blocks instead of 32
+                      (NCCL_MIN_CTAS=NCCL_MAX_CTAS=64 for the one-process form, --ctas 64 for MPI)
+  ours / PyTorch      the best of our columns over the best of PyTorch's settings
 Every figure is busbw = bytes per GPU / time x 2(N-1)/N, each a batch of back-to-back calls.
 
   python3 scripts/ch04_busbw_table.py --results session/results_ch04_1.json \\
@@ -32,9 +34,10 @@ CASES = {  # column -> case name prefix in the chapter's results
     "NCCL own blocks": "ch04/allreduce_small/ncclAllReduce_own_ctas",
     "NCCL 32, threads": "ch04/allreduce_small/baseline",
 }
-OURS = ["ours, one process", "NCCL 32, threads", "ours, MPI", "one-shot", "one-shot, MPI", "NCCL own blocks"]
+OURS = ["ours, one process", "ours, one process, 64 blocks", "NCCL 32, threads", "ours, MPI", "ours, MPI, 64 blocks",
+        "one-shot", "one-shot, MPI", "NCCL own blocks"]
 MPI = {"ours, MPI": "nccl", "one-shot, MPI": "one_shot"}  # column -> ch04_mpi row's algorithm
-TORCH = {"PyTorch default": "default", "PyTorch 32 CTAs": "ctas32"}
+TORCH = {"PyTorch default": "default", "PyTorch 32 CTAs": "ctas32", "PyTorch 64 CTAs": "ctas64"}
 
 
 def label(nbytes):
@@ -87,10 +90,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", nargs="+", action="extend", default=[], help="bench compare --save-results file(s)")
     parser.add_argument("--mpi", help="ch04_mpi --json file")
+    parser.add_argument("--results-64", nargs="+", action="extend", default=[], help="as --results, run on 64 blocks")
+    parser.add_argument("--mpi-64", help="as --mpi, run with --ctas 64")
     parser.add_argument("--torch", help="scripts/peers/torch_allreduce.py --json file")
     args = parser.parse_args()
     columns = from_results(args.results)
     columns.update(from_mpi(args.mpi) if args.mpi else {column: {} for column in MPI})
+    columns["ours, one process, 64 blocks"] = from_results(args.results_64)["ours, one process"]
+    columns["ours, MPI, 64 blocks"] = from_mpi(args.mpi_64)["ours, MPI"] if args.mpi_64 else {}
     about = []
     if args.torch:
         torch_columns, data = from_torch(args.torch)

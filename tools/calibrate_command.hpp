@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../calibrate/ceilings.hpp"
 #include "bench/expectations.hpp"
 #include "commands.hpp"
 
@@ -27,6 +28,19 @@ struct CalibrateOptions {
 // 0: every selected ceiling measured (or SKIPPED, e.g. p2p on one GPU) and stored;
 // 1: a case FAILED or was not verified (the others are still stored); 2: bad usage.
 int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::ostream& err);
+
+// The ceilings whose names start with one of `prefixes` (all when empty), in kCeilings' order,
+// and with each one stored as the faster of two forms (calibration::kFasterOf), its other form:
+// `--only fp8_burst` measures cuBLASLt and the persistent kernel, since the figure stored is the
+// faster of both; measured alone, it would fall back to one form's. A prefix that starts no
+// ceiling's name sets `error`.
+std::vector<calibration::CeilingSpec> select_ceilings(const std::vector<std::string>& prefixes,
+                                                      std::string* error);
+
+// For each pair of calibration::kFasterOf that was measured: stores the faster figure (and its
+// noise) under the pair's name, with a method naming both forms and both figures, and says so on
+// `out`. The other form's own entry is kept as measured.
+void keep_faster(std::map<std::string, Ceiling>& measured, std::ostream& out);
 
 // Which file in `dir` each measured ceiling is stored in. On one GPU ("h200"): its file. On a
 // machine of N GPUs ("2x_h200"): a ceiling that needs several GPUs (p2p_gbps) in the machine's

@@ -34,7 +34,8 @@
 //      instead of 64 scattered st.global a thread. At twice the math rate the per-tile start and
 //      epilogue are twice rung 2's share of a tile's time; this takes both off the tensor cores'
 //      path except the staging writes. Ping-pong consumers would hide those too; the README says
-//      why this rung keeps the cooperative tile.
+//      why this rung keeps the cooperative tile. Its kernel, with the tile and the ring's roles
+//      that every rung uses, is kernels/fp8_gemm.cuh: calibrate times it for the FP8 ceiling.
 //   4. step "e4m3_block_scaled" (DeepSeek-V3's scaling): A scaled per row per 128-wide k-block,
 //      B per 128 x 128 block. A scale that changes along k no longer commutes with the sum, so
 //      each k-block is summed alone in the wgmma's registers and then promoted: multiplied by
@@ -65,11 +66,11 @@
 #include <kernels/arch.cuh>
 #include <kernels/cublaslt_gemm.hpp>
 #include <kernels/fp8_block_scaling.hpp>
+#include <kernels/fp8_gemm.cuh>
 #include <kernels/fp8_quantize.cuh>
 #include <kernels/gemm_bf16.cuh>
 #include <kernels/occupancy.cuh>
 #include <kernels/tma.cuh>
-#include <kernels/tma_store_epilogue.cuh>
 #include <kernels/wgmma.cuh>
 #include <kernels/ws_gemm.cuh>
 
@@ -86,28 +87,28 @@ using fp8 = __nv_fp8_e4m3;
 namespace tma = kernels::tma;
 namespace wgmma = kernels::wgmma;
 
-// ---- The tile: ch10's, in bytes, so that it holds either operand type.
-constexpr int kRowBytes = 128;  // a k-block row: one 128-byte swizzle row (64 BF16 or 128 E4M3)
-constexpr int kBM = 128;        // tile rows (D columns), from X = B: wgmma's M side
-constexpr int kBN = 256;        // tile columns (D rows), from Y = A: wgmma's N side
-constexpr int kStages = 4;
-constexpr int kConsumers = 2;  // math warpgroups, 64 tile rows each
-constexpr int kWarpgroup = 128;
-constexpr int kThreads = (1 + kConsumers) * kWarpgroup;  // producer + 2 consumers
-constexpr int kXShare = kBM / kConsumers;                 // 64 X rows per copy
-constexpr int kYShare = kBN / kConsumers;                 // 128 Y rows per copy
-constexpr int kStepBytes = 32;                            // one wgmma's k: 16 BF16 or 32 E4M3
-constexpr int kStepsPerBlock = kRowBytes / kStepBytes;    // 4 wgmma a k-block
-constexpr uint32_t kStageBytes = (kBM + kBN) * kRowBytes;  // 48 KiB
-constexpr int kGroupRows = 16;  // rasterisation: 16 row-tiles per column band (ch10's)
-constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;  // setmaxnreg, per thread
-static_assert(wgmma::fits_register_pool(kProducerRegisters, kConsumerRegisters, kConsumers));
+// ---- The tile: ch10's, in bytes, so that it holds either operand type (kernels/fp8_gemm.cuh,
+// which the persistent rung's kernel lives in too, since calibrate measures the FP8 ceiling on
+// it): a k-block is one 128-byte swizzle row, 64 BF16 or 128 E4M3, 4 wgmma steps of 32 bytes;
+// a 4-stage ring of 48 KiB stages; one producer warpgroup, two consumers of 64 x 256 each.
+using kernels::fp8_gemm::consume;
+using kernels::fp8_gemm::E4m3Operands;
+using kernels::fp8_gemm::grouped_tile;
+using kernels::fp8_gemm::init_ring;
+using kernels::fp8_gemm::produce;
+using kernels::fp8_gemm::Scaling;
+using kernels::fp8_gemm::Tile;
+using kernels::fp8_gemm::kBM, kernels::fp8_gemm::kBN, kernels::fp8_gemm::kConsumers,
+    kernels::fp8_gemm::kRowBytes, kernels::fp8_gemm::kStages, kernels::fp8_gemm::kStepBytes,
+    kernels::fp8_gemm::kStepsPerBlock, kernels::fp8_gemm::kThreads, kernels::fp8_gemm::kWarpgroup,
+    kernels::fp8_gemm::kXShare;
 // The block-scaled rung's consumers hold 128 totals + 64 partial sums + the k-block's scales:
 // the producer gives up all it can (24, setmaxnreg's least) so that they get 240.
 constexpr int kBlockScaledProducerRegisters = 24, kBlockScaledConsumerRegisters = 240;
 static_assert(wgmma::fits_register_pool(kBlockScaledProducerRegisters,
                                         kBlockScaledConsumerRegisters, kConsumers));
 
+// The one-tile kernels' shared memory: the ring, and the block-scaled rung's A-scale slots.
 struct alignas(1024) Smem {
   uint8_t x[kStages][kBM * kRowBytes];  // 16 KiB each (1024-aligned: the swizzle is address bits)
   uint8_t y[kStages][kBN * kRowBytes];  // 32 KiB each
@@ -119,22 +120,8 @@ constexpr size_t kSmemBytes = sizeof(Smem) + 1024;  // + room to align the dynam
 // the first launch, on the GPU only. The A-scale slots (4 KiB) took this layout to 198 KiB.
 static_assert(kSmemBytes <= 227 * 1024, "the ring no longer fits one block's shared memory");
 
-// The persistent rung's: the same ring without the A-scale slots (only the block-scaled rung
-// fills them), then each consumer's TMA-store staging (kernels/tma_store_epilogue.cuh: 2 buffers
-// of 64 x 64 BF16). 192 KiB + 64 bytes of barriers, padded to 193 KiB, + 32 KiB: 225 KiB, + 1 KiB
-// of alignment room, as ch10's persistent_tma_store. With the scale slots it would be 230 KiB.
-struct alignas(1024) PersistentSmem {
-  uint8_t x[kStages][kBM * kRowBytes];
-  uint8_t y[kStages][kBN * kRowBytes];
-  uint64_t full[kStages], empty[kStages];
-  alignas(1024) kernels::ws::Staging staging[kConsumers];  // the swizzle is address bits
-};
-constexpr size_t kPersistentSmemBytes = sizeof(PersistentSmem) + 1024;
-static_assert(kPersistentSmemBytes <= 227 * 1024, "the persistent CTA no longer fits one SM");
-
-// What differs between the operand types: the values a k-block holds, the copy engine's element
-// type, the wgmma, and how the sums are scaled.
-enum class Scaling { none, per_tensor, per_block };
+// What differs between the operand types (kernels::fp8_gemm::E4m3Operands: E4M3 codes,
+// wgmma.m64n256k32, per-tensor scales): here, the baseline's BF16 and the block-scaled rung's.
 struct Bf16Operands {
   using T = bf16;
   static constexpr int kBK = kRowBytes / int(sizeof(T));  // 64
@@ -142,15 +129,6 @@ struct Bf16Operands {
   static constexpr Scaling kScaling = Scaling::none;
   __device__ static void mma(float (&acc)[128], uint64_t a, uint64_t b, int accumulate) {
     wgmma::mma_m64n256k16_bf16(acc, a, b, accumulate);
-  }
-};
-struct E4m3Operands {
-  using T = fp8;
-  static constexpr int kBK = kRowBytes / int(sizeof(T));  // 128
-  static constexpr CUtensorMapDataType kMapType = CU_TENSOR_MAP_DATA_TYPE_UINT8;  // codes as bytes
-  static constexpr Scaling kScaling = Scaling::per_tensor;
-  __device__ static void mma(float (&acc)[128], uint64_t a, uint64_t b, int accumulate) {
-    wgmma::mma_m64n256k32_e4m3(acc, a, b, accumulate);
   }
 };
 struct E4m3BlockOperands : E4m3Operands {
@@ -161,93 +139,12 @@ struct E4m3BlockOperands : E4m3Operands {
 static_assert(E4m3Operands::kBK == kernels::fp8_block::kBlockK &&
               kBM == kernels::fp8_block::kBlockK);
 
-// The tile, its grouped rasterisation (consecutive tile numbers walk kGroupRows row-tiles of one
-// column band, so the CTAs running together share their Y blocks and re-read X from L2), the
-// TMA-store epilogue and the persistent grid are ch10's, from kernels/: the tile in D^T's
-// elements and the thread roles are the same for either operand type.
-using kernels::ws::grouped_tile;
-using kernels::ws::Tile;
-static_assert(kBM == kernels::ws::kBM && kBN == kernels::ws::kBN &&
-              kConsumers == kernels::ws::kConsumers && kXShare == kernels::ws::kXShare &&
-              kGroupRows == kernels::ws::kGroupRows &&
-              kThreads == kernels::ws::kSpecialisedThreads);
-
-// The ring's barriers (in Smem or PersistentSmem): a full barrier completes on the producer's one
-// expect_tx and its bytes, an empty one after `empty_arrivals` releases.
-template <class Layout>
-__device__ __forceinline__ Layout& init_ring(uint8_t* raw, uint32_t empty_arrivals) {
-  Layout& sm = tma::aligned_1024<Layout>(raw);
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      tma::mbarrier_init(&sm.full[s], 1);
-      tma::mbarrier_init(&sm.empty[s], empty_arrivals);
-    }
-    tma::fence_barrier_init();
-  }
-  __syncthreads();
-  return sm;
-}
-
-// The ring is addressed by a slot, as in kernels/ws_gemm.cuh: the running count of k-blocks a
-// role has put through it. Slot s lives in stage s % 4 and is that stage's (s / 4)-th use, so its
-// barrier parity is (s / 4) & 1. One tile per CTA, the slot is the k-block; the persistent rung
-// keeps counting across its tiles, so a parity flips per ring wrap, not per tile.
-//
-// The producer's one thread: for each k-block of tile t, wait until the consumers released the
-// stage's previous use (slot - 4), then one expect_tx for the whole stage and its 4 copies (2 of
-// X, 2 of Y), plus, block-scaled, the tile's 256 A scales of the k-block (row kb of the
-// [k-blocks][m] scales).
-template <class Op, class Layout>
-__device__ __forceinline__ void produce(Layout& sm, const CUtensorMap* map_x,
-                                        const CUtensorMap* map_y, const CUtensorMap* map_y_scales,
-                                        Tile t, int kblocks, uint32_t& slot) {
-  constexpr bool kBlockScaled = Op::kScaling == Scaling::per_block;
-  constexpr uint32_t kBytes = kStageBytes + (kBlockScaled ? kBN * sizeof(float) : 0);
-  for (int kb = 0; kb < kblocks; ++kb, ++slot) {
-    const int s = int(slot % kStages);
-    if (slot >= kStages) tma::wait_parity(&sm.empty[s], ((slot / kStages) - 1) & 1);
-    tma::arrive_expect_tx(&sm.full[s], kBytes);
-    for (int part = 0; part < kConsumers; ++part) {
-      tma::load_2d(&sm.x[s][part * kXShare * kRowBytes], map_x, kb * Op::kBK,
-                   t.r0 + part * kXShare, &sm.full[s]);
-      tma::load_2d(&sm.y[s][part * kYShare * kRowBytes], map_y, kb * Op::kBK,
-                   t.c0 + part * kYShare, &sm.full[s]);
-    }
-    if constexpr (kBlockScaled) tma::load_2d(sm.y_scales[s], map_y_scales, t.c0, kb, &sm.full[s]);
-  }
-}
-
-// Consumer `cw`: its 64 x 256 of the tile. Each k-block's 4 wgmma are one group; the stage a
-// group read is released (by the warpgroup's first thread) once the next group is queued and the
-// older one has finished, the tile's last one after the final wait, before the epilogue, so that
-// a persistent producer refills it with the next tile's k-blocks while this warpgroup stores.
-template <class Op, class Layout>
-__device__ __forceinline__ void consume(float (&acc)[128], Layout& sm, int cw, int kblocks,
-                                        uint32_t& slot) {
-  const bool leader = threadIdx.x % kWarpgroup == 0;
-  for (int kb = 0; kb < kblocks; ++kb, ++slot) {
-    const int s = int(slot % kStages);
-    tma::wait_parity(&sm.full[s], (slot / kStages) & 1);
-    wgmma::fence();
-#pragma unroll
-    for (int step = 0; step < kStepsPerBlock; ++step)  // +32 bytes along the swizzled rows
-      Op::mma(acc,
-              wgmma::descriptor_k_major_sw128(&sm.x[s][cw * kXShare * kRowBytes + step * kStepBytes]),
-              wgmma::descriptor_k_major_sw128(&sm.y[s][step * kStepBytes]), kb > 0 || step > 0);
-    wgmma::commit();
-    wgmma::wait<1>();
-    if (kb > 0 && leader) tma::arrive(&sm.empty[(slot - 1) % kStages]);
-  }
-  wgmma::wait<0>();
-  if (leader) tma::arrive(&sm.empty[(slot - 1) % kStages]);
-}
-
-// Per-tensor scales commute with the sum: one multiply per accumulator, in FP32, before the BF16
-// round (the same place cuBLASLt applies its A and B scales). `scale`: dequant(X) x dequant(Y).
-__device__ __forceinline__ void apply_scale(float (&acc)[128], float scale) {
-#pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] *= scale;
-}
+// The ring's roles (kernels/fp8_gemm.cuh), on either operand type: the producer's one thread
+// (produce) waits for a stage's release, then one expect_tx for the whole stage and its 4 copies
+// (2 of X, 2 of Y), block-scaled plus the tile's 256 A scales of the k-block; each consumer
+// (consume) waits for a stage, queues its 4 wgmma as one group and releases the stage the group
+// before once that has finished. A slot is the running count of k-blocks a role has put through
+// the ring: one tile per CTA, the slot is the k-block.
 
 // One tile per CTA (grid = tile count). D^T (rows x cols, row-major) = X Y^T with X = B, Y = A.
 // x_scales / y_scales: the operands' per-tensor scales (E4M3 only; BF16 passes nullptr).
@@ -264,68 +161,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int kblocks = k / Op::kBK;
   uint32_t slot = 0;  // one tile: the slot is the k-block
   if (threadIdx.x / kWarpgroup == 0) {
-    wgmma::shrink_registers<kProducerRegisters>();
+    wgmma::shrink_registers<kernels::fp8_gemm::kProducerRegisters>();
     if (threadIdx.x == 0) produce<Op>(sm, &map_x, &map_y, nullptr, tile, kblocks, slot);
   } else {
-    wgmma::grow_registers<kConsumerRegisters>();
+    wgmma::grow_registers<kernels::fp8_gemm::kConsumerRegisters>();
     const int cw = threadIdx.x / kWarpgroup - 1;
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.0f;  // the first wgmma overwrites; never undefined
     consume<Op>(acc, sm, cw, kblocks, slot);
     if constexpr (Op::kScaling == Scaling::per_tensor)
-      apply_scale(acc, x_scales->dequant * y_scales->dequant);
+      kernels::fp8_gemm::apply_scale(acc, x_scales->dequant * y_scales->dequant);
     wgmma::store_m64n256_bf16(acc, out, cols, tile.r0 + cw * kXShare, tile.c0);
   }
 #endif
 }
 
-// ---- The persistent rung: one CTA per SM walks tiles b, b + grid, ... (ch10's static schedule:
-// equal tiles, so a queue would buy nothing), the ring's slots counting on across them, and the
-// epilogue goes through shared memory to a TMA store (kernels/tma_store_epilogue.cuh). What
-// that removes, per tile after a CTA's first: the launch, barrier init and tensor-map fetch, the
-// empty ring at the start (the producer is already up to 4 k-blocks into this tile while the
-// consumers finish the previous one), and the consumers' 64 st.global a thread (each bf16x2
-// scattered over 16 rows) while no wgmma runs: they write 8 KiB swizzled chunks to shared memory
-// and one thread hands each to the copy engine, which writes D while they go back to the ring.
-// Per-tensor scales only (the block-scaled rung keeps its own kernel).
-template <class Op>
-__global__ void __launch_bounds__(kThreads, 1)
-    persistent_gemm(const __grid_constant__ CUtensorMap map_x,
-                    const __grid_constant__ CUtensorMap map_y, int rows, int cols, int k,
-                    const kernels::Fp8Scales* __restrict__ x_scales,
-                    const kernels::Fp8Scales* __restrict__ y_scales,
-                    const __grid_constant__ CUtensorMap map_d) {
-  static_assert(Op::kScaling != Scaling::per_block, "block scales: block_scaled_gemm");
-#if BENCH_SM90A_DEVICE
-  extern __shared__ uint8_t raw[];
-  PersistentSmem& sm = init_ring<PersistentSmem>(raw, kConsumers);
-  const int tiles = (rows / kBM) * (cols / kBN), kblocks = k / Op::kBK;
-  uint32_t slot = 0;  // k-blocks this role has put through the ring, over all its tiles
-  if (threadIdx.x / kWarpgroup == 0) {
-    wgmma::shrink_registers<kProducerRegisters>();
-    if (threadIdx.x == 0)
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x)
-        produce<Op>(sm, &map_x, &map_y, nullptr, grouped_tile(tile, rows, cols), kblocks, slot);
-  } else {
-    wgmma::grow_registers<kConsumerRegisters>();
-    const int cw = threadIdx.x / kWarpgroup - 1;
-    float scale = 1.0f;
-    if constexpr (Op::kScaling == Scaling::per_tensor)
-      scale = x_scales->dequant * y_scales->dequant;  // once: the same for every tile
-    float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;  // each tile's first wgmma overwrites
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      consume<Op>(acc, sm, cw, kblocks, slot);
-      if constexpr (Op::kScaling == Scaling::per_tensor) apply_scale(acc, scale);
-      kernels::ws::store_tile_tma(acc, sm.staging[cw], &map_d, cw, grouped_tile(tile, rows, cols));
-    }
-    // The staging must outlive the copy engine's reads of it, and the CTA its shared memory.
-    if (threadIdx.x % kWarpgroup == 0) tma::wait_all<0>();
-  }
-#endif
-}
+// ---- The persistent rung: kernels::fp8_gemm::persistent_gemm<E4m3Operands>, rung 2's math
+// (produce, consume, apply_scale above) on ch10's persistent_tma_store schedule. One CTA per SM
+// walks tiles b, b + grid, ..., the ring's slots counting on across them (the producer loads the
+// next tile's first k-blocks while the consumers store this one), and each consumer's epilogue
+// goes through shared memory to a TMA store (kernels/tma_store_epilogue.cuh) instead of 64
+// scattered st.global a thread while no wgmma runs. Its shared memory is the ring without the
+// A-scale slots, plus the staging (225 KiB + 1 KiB). It lives in kernels/ because calibrate
+// times it too: the FP8 ceiling is the faster of cuBLASLt and this kernel.
 
 // ---- The block-scaled rung's consumer: one k-block at a time, promoted into FP32 totals.
 constexpr int kHalfN = kBN / 2;            // one m64n128k32 covers half a consumer's columns
@@ -488,9 +347,7 @@ struct Fp8Gemm : kernels::GemmBf16 {
 };
 
 std::string requirements(const Fp8Gemm& w) {
-  if (w.m % kBN != 0 || w.n % kBM != 0 || w.k % E4m3Operands::kBK != 0 || w.k == 0)
-    return "whole tiles only: needs m % 256 == 0, n % 128 == 0, k % 128 == 0, k > 0";
-  return "";
+  return kernels::fp8_gemm::requirements(w.m, w.n, w.k);
 }
 
 // What correct means: the GEMM of the widened BF16 values, in double (CPU) or the device's plain
@@ -505,13 +362,8 @@ void device_reference(const Fp8Gemm& w, cudaStream_t stream) {
   kernels::reference_gemm_tn(w.a_wide.data(), w.b_wide.data(), w.d.data(), w.m, w.n, w.k, stream);
 }
 
-// A rows x k row-major operand in boxes of box_rows x one 128-byte row, 128-byte swizzled.
-template <class Op>
-CUtensorMap operand_map(const typename Op::T* base, int64_t rows, int64_t k, uint32_t box_rows) {
-  return tma::make_map_2d(Op::kMapType, sizeof(typename Op::T), base, uint64_t(rows), uint64_t(k),
-                          box_rows, Op::kBK, CU_TENSOR_MAP_SWIZZLE_128B);
-}
-
+// Each operand: rows x k row-major, in boxes of box_rows x one 128-byte row, 128-byte swizzled.
+using kernels::fp8_gemm::operand_map;
 using kernels::ws::allow_smem;
 unsigned tile_count(const Fp8Gemm& w) { return unsigned(kernels::ws::tile_count(w)); }
 
@@ -522,23 +374,9 @@ void launch_wgmma_gemm(const Fp8Gemm& w, const typename Op::T* a, const typename
   allow_smem<wgmma_gemm<Op>, kSmemBytes>();
   // D^T (n x m, row-major) = B A^T: X = B gives the tile rows, Y = A the columns.
   const CUtensorMap map_x = operand_map<Op>(b, w.n, w.k, kXShare);
-  const CUtensorMap map_y = operand_map<Op>(a, w.m, w.k, kYShare);
+  const CUtensorMap map_y = operand_map<Op>(a, w.m, w.k, kernels::fp8_gemm::kYShare);
   wgmma_gemm<Op><<<tile_count(w), kThreads, kSmemBytes, stream>>>(
       map_x, map_y, w.d.data(), int(w.n), int(w.m), int(w.k), b_scales, a_scales);
-  BENCH_CHECK_LAUNCH();
-}
-
-// The persistent kernel: grid = the CTAs resident at once, at most one per tile
-// (kernels::ws::persistent_grid); D through its TMA-store map (kernels::ws::output_map).
-template <class Op>
-void launch_persistent_gemm(const Fp8Gemm& w, const typename Op::T* a, const typename Op::T* b,
-                            const kernels::Fp8Scales* a_scales, const kernels::Fp8Scales* b_scales,
-                            cudaStream_t stream) {
-  const unsigned grid = kernels::ws::persistent_grid<persistent_gemm<Op>, kPersistentSmemBytes>(w);
-  const CUtensorMap map_x = operand_map<Op>(b, w.n, w.k, kXShare);
-  const CUtensorMap map_y = operand_map<Op>(a, w.m, w.k, kYShare);
-  persistent_gemm<Op><<<grid, kThreads, kPersistentSmemBytes, stream>>>(
-      map_x, map_y, int(w.n), int(w.m), int(w.k), b_scales, a_scales, kernels::ws::output_map(w));
   BENCH_CHECK_LAUNCH();
 }
 
@@ -548,14 +386,17 @@ void launch_bf16(const Fp8Gemm& w, cudaStream_t stream) {
 void launch_e4m3(const Fp8Gemm& w, cudaStream_t stream) {
   launch_wgmma_gemm<E4m3Operands>(w, w.a8.data(), w.b8.data(), w.a_scales(), w.b_scales(), stream);
 }
+// The persistent kernel: grid = the CTAs resident at once, at most one per tile
+// (kernels::ws::persistent_grid); D through its TMA-store map (kernels::ws::output_map).
 void launch_e4m3_persistent(const Fp8Gemm& w, cudaStream_t stream) {
-  launch_persistent_gemm<E4m3Operands>(w, w.a8.data(), w.b8.data(), w.a_scales(), w.b_scales(),
-                                       stream);
+  kernels::fp8_gemm::launch_persistent<E4m3Operands>(w.a8.data(), w.b8.data(), w.d.data(), w.m,
+                                                     w.n, w.k, w.a_scales(), w.b_scales(), stream);
 }
 void launch_e4m3_block_scaled(const Fp8Gemm& w, cudaStream_t stream) {
   allow_smem<block_scaled_gemm, kSmemBytes>();
   const CUtensorMap map_x = operand_map<E4m3BlockOperands>(w.b8_blocks.data(), w.n, w.k, kXShare);
-  const CUtensorMap map_y = operand_map<E4m3BlockOperands>(w.a8_blocks.data(), w.m, w.k, kYShare);
+  const CUtensorMap map_y =
+      operand_map<E4m3BlockOperands>(w.a8_blocks.data(), w.m, w.k, kernels::fp8_gemm::kYShare);
   const CUtensorMap map_y_scales =
       tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), w.a_block_scales.data(),
                        uint64_t(w.k / kernels::fp8_block::kBlockK), uint64_t(w.m), 1, kBN,

@@ -73,15 +73,8 @@ __device__ __forceinline__ float block_max(float m) {
     m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, mask));
   return m;
 }
-// max |x| of the 8 BF16 values in v, from their bits: a finite BF16's magnitude orders as its bits
-// with the sign cleared (the same for FP32), so two 16-bit integer maxima a pair replace 8
-// conversions, 8 fabs and 8 fmax, and the values need not be unpacked until the cast.
-__device__ __forceinline__ float abs_max8(uint4 v) {
-  constexpr unsigned kMagnitudes = 0x7fff7fffu;
-  const unsigned m = __vmaxu2(__vmaxu2(v.x & kMagnitudes, v.y & kMagnitudes),
-                              __vmaxu2(v.z & kMagnitudes, v.w & kMagnitudes));
-  return __uint_as_float(max(m & 0xffffu, m >> 16) << 16);
-}
+// max |x| of 8 BF16 values already widened (the two-pass baseline's way); the one-pass kernel
+// takes it from the packed bits (kernels::abs_max_bf16x8) and unpacks only to cast.
 __device__ __forceinline__ float abs_max8(const float (&v)[kBf16PerVector]) {
   float m = 0.0f;
 #pragma unroll
@@ -168,7 +161,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   float m[kSlots];
 #pragma unroll
-  for (int k = 0; k < kSlots; ++k) m[k] = abs_max8(raw[k]);
+  for (int k = 0; k < kSlots; ++k) m[k] = kernels::abs_max_bf16x8(raw[k]);
   // The cast widens a slot only when it stores it: 16 registers of row held, not 48.
   auto cast = [&](int k, float quant) {
     float f[kBf16PerVector];

@@ -1,6 +1,7 @@
 // kernels/tma_store_epilogue.cuh: the epilogue of ch10 persistent_gemm's "persistent_tma_store"
-// and ch19 fp8_gemm's "e4m3_persistent": a consumer warpgroup of kernels/ws_gemm.cuh's tile hands
-// its 64 x 256 BF16 share of a tile to the copy engine through shared memory (TMA store,
+// and of kernels/fp8_gemm.cuh's persistent E4M3 kernel (ch19 fp8_gemm's "e4m3_persistent", and
+// one of calibrate's FP8 ceilings): a consumer warpgroup of kernels/ws_gemm.cuh's tile hands its
+// 64 x 256 BF16 share of a tile to the copy engine through shared memory (TMA store,
 // cp.async.bulk.tensor global <- shared) instead of storing it from registers.
 //
 // Staging, per consumer: 2 buffers of 64 x 64 BF16 (8 KiB, one store box each) in the 128-byte
@@ -11,7 +12,8 @@
 // yet, and it reads a chunk's 8 KiB from shared memory quickly; its global writes are never waited
 // for until the CTA exits. 4 chunks a tile, the buffers alternating across tiles too. The output
 // tile is the same for any operand type (FP32 sums, BF16 D), so an 8-bit ring of the same bytes
-// (ch19) uses this epilogue unchanged, with its own shared-memory struct around the staging.
+// (kernels/fp8_gemm.cuh) uses this epilogue unchanged, with its own shared-memory struct around
+// the staging.
 //
 // sm_90a device code, like kernels/ws_gemm.cuh: call it only under BENCH_SM90A_DEVICE.
 #pragma once
@@ -84,10 +86,14 @@ __device__ __forceinline__ void store_tile_tma(const float (&acc)[128], Staging&
   }
 }
 
-// ---- Host side: D^T (n x m, row-major) in 64 x 64 boxes, 128-byte swizzled like the staging.
+// ---- Host side: D (m x n, column-major) as D^T (n x m, row-major) in 64 x 64 boxes, 128-byte
+// swizzled like the staging.
+inline CUtensorMap output_map(bf16* d, int64_t m, int64_t n) {
+  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), d, uint64_t(n),
+                          uint64_t(m), kXShare, kStoreCols, CU_TENSOR_MAP_SWIZZLE_128B);
+}
 inline CUtensorMap output_map(const kernels::GemmBf16& w) {
-  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), w.d.data(), uint64_t(w.n),
-                          uint64_t(w.m), kXShare, kStoreCols, CU_TENSOR_MAP_SWIZZLE_128B);
+  return output_map(w.d.data(), w.m, w.n);
 }
 
 }  // namespace kernels::ws

@@ -271,12 +271,16 @@ void launch(const kernels::GemmBf16& w, unsigned grid, cudaStream_t stream, cons
 // shared-memory limit is raised (before it the calculator fits no CTA of this size), outside the
 // timed launches like the attribute itself.
 template <auto Kernel, size_t kSmem>
-unsigned persistent_grid(const kernels::GemmBf16& w) {
+unsigned persistent_grid(int tiles) {
   static const unsigned resident = [] {
     allow_smem<Kernel, kSmem>();
     return kernels::resident_grid(Kernel, kSpecialisedThreads, kSmem);
   }();
-  return std::min(resident, unsigned(tile_count(w)));
+  return std::min(resident, unsigned(tiles));
+}
+template <auto Kernel, size_t kSmem>
+unsigned persistent_grid(const kernels::GemmBf16& w) {
+  return persistent_grid<Kernel, kSmem>(tile_count(w));
 }
 
 template <auto Kernel, int kThreads>

@@ -63,7 +63,9 @@
 //      passed right after P V of tile t - 1 is issued, before the warpgroup waits for it
 //      (fw::Schedule::overlap_early_turn), so the other consumer queues its P V behind it instead
 //      of the tensor cores draining through that wait; S of tile t + 1 is issued outside the
-//      turn. The same launches as wgmma_overlap (compare with it). Not yet measured.
+//      turn. The same launches as wgmma_overlap (compare with it). A step: 13-21% faster than
+//      wgmma_overlap, level with the persistent rung at non-causal d128, behind ping-pong
+//      elsewhere (README, the 4x H100 lease).
 // Flops: those attention needs, 4 x d per visible score (4 x 64 for the twins): seq^2 per head
 // non-causal, seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric
 // "computed_flops_ratio": the tensor-core flops a variant actually executes over the declared

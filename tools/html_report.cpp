@@ -173,8 +173,8 @@ std::string speedup_svg(const Scorecard& card) {
   // cut at the SVG's left edge.
   std::size_t longest = 0;
   for (const auto* r : rows) longest = std::max(longest, r->example.size());
-  const int label_width = std::max(250, 7 * static_cast<int>(longest) + 16), plot_width = 560, row_height = 22,
-            top = 24;
+  const int label_width = std::max(250, 7 * static_cast<int>(longest) + 16), plot_width = 560,
+            row_height = 22, top = 24;
   const int height = top + row_height * static_cast<int>(rows.size()) + 30;
   const LogAxis x(lo, hi, label_width, label_width + plot_width);
   std::string svg = svg_open(label_width + plot_width + 250, height, "speedup of each example with its 95% interval");
@@ -600,7 +600,8 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
     for (double r = 20; !found && r <= 200; r += 12) {
       const int directions = std::max(12, static_cast<int>(2 * M_PI * r / 25));
       for (int k = 0; !found && k < directions; ++k) {
-        const double a = (k * 360.0 / directions - 45) * M_PI / 180, ux = std::cos(a), uy = std::sin(a);
+        const double a = (k * 360.0 / directions - 45) * M_PI / 180, ux = std::cos(a),
+                     uy = std::sin(a);
         if (clear_at(cx + r * ux - w / 2, cy + r * uy + 4, w)) {
           lx = cx + r * ux - w / 2, ly = cy + r * uy + 4, found = true;
           svg += fmt::format("<line class=\"leader\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "

@@ -294,7 +294,10 @@ TEST(HtmlReport, ALongExampleNameIsNotCutAtTheSpeedupChartsEdge) {
   run.card = bench::tools::score(cases, *run.expectations, "test_gpu");
   const std::string html = bench::tools::html_report({run});
   std::smatch label;
-  ASSERT_TRUE(std::regex_search(html, label, std::regex(R"re(<text x="(\d+)" y="[\d.]+" text-anchor="end" dominant-baseline="middle">)re" + name + "<")));
+  ASSERT_TRUE(std::regex_search(
+      html, label,
+      std::regex(R"re(<text x="(\d+)" y="[\d.]+" text-anchor="end" dominant-baseline="middle">)re" +
+                 name + "<")));
   EXPECT_GE(std::stoi(label[1]) - 7 * static_cast<int>(name.size()), 0);
 }
 

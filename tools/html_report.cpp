@@ -168,7 +168,13 @@ std::string speedup_svg(const Scorecard& card) {
     std::nth_element(estimates.begin(), estimates.begin() + estimates.size() / 2, estimates.end());
     hi = std::min(hi, std::max(10.0, 30 * estimates[estimates.size() / 2]));
   }
-  const int label_width = 250, plot_width = 560, row_height = 22, top = 24;
+  // The names' column is as wide as the longest name (7 px a character bounds the 11 px
+  // sans-serif), so a long example point ("ch17/moe_gating/tokens:8192/config:deepseek_v3") is not
+  // cut at the SVG's left edge.
+  std::size_t longest = 0;
+  for (const auto* r : rows) longest = std::max(longest, r->example.size());
+  const int label_width = std::max(250, 7 * static_cast<int>(longest) + 16), plot_width = 560,
+            row_height = 22, top = 24;
   const int height = top + row_height * static_cast<int>(rows.size()) + 30;
   const LogAxis x(lo, hi, label_width, label_width + plot_width);
   std::string svg = svg_open(label_width + plot_width + 250, height, "speedup of each example with its 95% interval");
@@ -588,10 +594,14 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
         lx = cx + dx, ly = cy + dy, found = true;
         break;
       }
-    // The rings: the number's centre r px from the point, twelve directions each, upper right first.
-    for (double r = 20; !found && r <= 80; r += 12)
-      for (int k = 0; !found && k < 12; ++k) {
-        const double a = (k * 30 - 45) * M_PI / 180, ux = std::cos(a), uy = std::sin(a);
+    // The rings: the number's centre r px from the point, upper right first; twelve directions
+    // on the inner rings, and as many as keep neighbouring places ~25 px apart farther out, where
+    // a dense cluster (a page of ~200 cases, GEMM and attention rungs at 1000 TFLOP/s) needs them.
+    for (double r = 20; !found && r <= 200; r += 12) {
+      const int directions = std::max(12, static_cast<int>(2 * M_PI * r / 25));
+      for (int k = 0; !found && k < directions; ++k) {
+        const double a = (k * 360.0 / directions - 45) * M_PI / 180, ux = std::cos(a),
+                     uy = std::sin(a);
         if (clear_at(cx + r * ux - w / 2, cy + r * uy + 4, w)) {
           lx = cx + r * ux - w / 2, ly = cy + r * uy + 4, found = true;
           svg += fmt::format("<line class=\"leader\" x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
@@ -599,6 +609,7 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
                              cx + 5 * ux, cy + 5 * uy, cx + (r - 7) * ux, cy + (r - 7) * uy);
         }
       }
+    }
     placed.push_back({lx, ly, w});
     svg += fmt::format("<text class=\"point-number\" x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"9\" fill=\"#37474f\">{}</text>\n",
                        lx, ly, n);

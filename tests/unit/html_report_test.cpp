@@ -177,13 +177,20 @@ TEST(HtmlReport, EveryPointHasANumberThatTheKeyTableHolds) {
 // of ch08 to ch10 puts about ten at 0.25 flop/B): more numbers than the six places round a
 // point. Each still gets a place of its own (the generator's box: 6 px a digit, 9 px
 // high, 2 px apart), the ones moved out joined to their point by a leader line.
-TEST(HtmlReport, CrowdedPointsStillGetANumberEachThatOverprintsNoOther) {
+// A chapter's memory-bound examples at one intensity (12 examples), and a cluster as dense as a
+// page of ten chapter runs makes (80 examples at one point: the H100 page of 2026-11-27 has ~100
+// GEMM and attention rungs between 500 and 4000 flop/B near 1000 TFLOP/s, and rings out to 80 px
+// left 7 pairs overprinted there).
+class CrowdedPoints : public ::testing::TestWithParam<int> {};
+
+TEST_P(CrowdedPoints, StillGetANumberEachThatOverprintsNoOther) {
   std::vector<CaseResult> cases;
   bench::Expectations x;
   x.hardware_key = "test_gpu";
   x.ceilings["hbm_copy_gbps"] = {3000.0, "GB/s"};
   x.ceilings["fp32_tflops"] = {60.0, "TFLOP/s"};
-  for (int e = 0; e < 12; ++e)
+  const int examples = GetParam();
+  for (int e = 0; e < examples; ++e)
     for (auto [variant, us] : {std::pair{"baseline", 2000.0}, {"optimized", 1000.0}}) {
       CaseResult c = bench::tools::testing::verified_case(fmt::format("ch08/stream_{}", e), variant, variant, us);
       c.flops = 2.5e8, c.bytes = 1e9;  // 0.25 flop/B, every example alike
@@ -203,7 +210,7 @@ TEST(HtmlReport, CrowdedPointsStillGetANumberEachThatOverprintsNoOther) {
   std::vector<Box> numbers;
   for (const auto& m : all(svg, std::regex(R"re(<text class="point-number" x="(-?[\d.]+)" y="(-?[\d.]+)"[^>]*>(\d+)</text>)re")))
     numbers.push_back({std::stod(m[1]), std::stod(m[2]), 6.0 * m[3].length(), m[3]});
-  ASSERT_EQ(numbers.size(), 24u);
+  ASSERT_EQ(numbers.size(), 2u * examples);
   for (std::size_t i = 0; i < numbers.size(); ++i)
     for (std::size_t j = i + 1; j < numbers.size(); ++j) {
       const Box &a = numbers[i], &b = numbers[j];
@@ -212,6 +219,8 @@ TEST(HtmlReport, CrowdedPointsStillGetANumberEachThatOverprintsNoOther) {
     }
   EXPECT_GT(count(svg, "class=\"leader\""), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(HtmlReport, CrowdedPoints, ::testing::Values(12, 80));
 
 // The key's columns are as wide as their text: a long rung name (ch10's persistent_multicast,
 // ch01's bf16_cublaslt_dgelu_epilogue_bgradb) ends before the intensity beside it begins, and the
@@ -269,6 +278,27 @@ TEST(HtmlReport, SpeedupRowsCarryTheirIntervalEndsAndStatus) {
   EXPECT_NE(html.find("Test GPU"), std::string::npos);
   EXPECT_NE(html.find("<td>bench compare --chapter ch09 --html page.html</td>"), std::string::npos);
   EXPECT_EQ(html.find("http://"), html.find("http://www.w3.org/2000/svg"));  // nothing fetched
+}
+
+// A long example point's name ("ch17/moe_gating/tokens:8192/config:deepseek_v3") fits left of
+// the speedup chart: its right-aligned text starts at x >= 0. At 7 px a character.
+TEST(HtmlReport, ALongExampleNameIsNotCutAtTheSpeedupChartsEdge) {
+  const std::string name = "ch17/moe_gating/tokens:8192/config:deepseek_v3_and_longer";
+  std::vector<CaseResult> cases;
+  for (auto [variant, us] : {std::pair{"baseline", 2000.0}, {"optimized", 1000.0}}) {
+    CaseResult c = bench::tools::testing::verified_case(name, variant, variant, us);
+    c.samples = bench::tools::testing::normal_samples(us, 0.01, 40, us < 1500 ? 1u : 2u);
+    cases.push_back(c);
+  }
+  ReportRun run = a_run(true);
+  run.card = bench::tools::score(cases, *run.expectations, "test_gpu");
+  const std::string html = bench::tools::html_report({run});
+  std::smatch label;
+  ASSERT_TRUE(std::regex_search(
+      html, label,
+      std::regex(R"re(<text x="(\d+)" y="[\d.]+" text-anchor="end" dominant-baseline="middle">)re" +
+                 name + "<")));
+  EXPECT_GE(std::stoi(label[1]) - 7 * static_cast<int>(name.size()), 0);
 }
 
 // Issue 47: the table has compare.md's columns and the ceiling's name, sorts and filters with

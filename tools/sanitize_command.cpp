@@ -164,6 +164,7 @@ json report_json(const std::string& sanitizer, const std::string& version, const
               {"verdict", to_string(run.result.verdict)},
               {"reason", run.result.reason},
               {"errors", run.result.errors},
+              {"skipped_by_tool", run.result.skipped},
               {"seconds", run.seconds},
               {"log", run.log.string()},
               {"notes", run.notes},

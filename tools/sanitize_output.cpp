@@ -99,6 +99,8 @@ std::string SanitizerFinding::where() const {
 SanitizerOutput parse_sanitizer_output(std::string_view text) {
   static const std::regex summary(R"(^(\w+) SUMMARY:\s*(\d+)?)");  // ERROR, RACECHECK, LEAK
   static const std::regex racecheck_totals(R"(\((\d+) errors?, (\d+) warnings?\))");
+  static const std::regex skipped(
+      R"(^(\d+) errors? (?:was|were) skipped \(error buffer overflow\))");
   SanitizerOutput out;
   SanitizerFinding* open = nullptr;  // the report the indented lines belong to
   std::istringstream in{std::string(text)};
@@ -120,6 +122,10 @@ SanitizerOutput parse_sanitizer_output(std::string_view text) {
     open = nullptr;
     std::smatch m;
     if (content == "COMPUTE-SANITIZER" || content == "CUDA-MEMCHECK") continue;
+    if (std::regex_search(content, m, skipped)) {
+      out.skipped_count = out.skipped_count.value_or(0) + std::stol(m.str(1));
+      continue;
+    }
     if (std::regex_search(content, m, summary)) {
       // "ERROR SUMMARY: 96 errors were not printed ..." follows the count past --print-limit.
       if (content.find("not printed") != std::string::npos) continue;
@@ -208,6 +214,7 @@ SanitizeResult judge(const SanitizeEvidence& e) {
   const std::optional<long> error_count = beyond_warnings(o.error_count);
   const std::optional<long> hazard_count = beyond_warnings(o.hazard_count);
   r.errors = error_count.value_or(hazard_count.value_or(static_cast<long>(o.findings.size())));
+  r.skipped = o.skipped_count.value_or(0);
   auto verdict = [&](SanitizeVerdict v, std::string reason) {
     r.verdict = v;
     r.reason = std::move(reason);
@@ -227,14 +234,21 @@ SanitizeResult judge(const SanitizeEvidence& e) {
     const bool shown_in_libraries = std::all_of(o.findings.begin(), o.findings.end(),
                                                 [](const SanitizerFinding& f) { return f.in_library_code(); });
     const long shown = static_cast<long>(o.findings.size());
-    library_only = shown_in_libraries && r.errors <= shown;
-    if (!library_only)  // shown only in libraries, the rest may be anyone's: say how to see them
-      return verdict(SanitizeVerdict::found,
-                     shown_in_libraries
-                         ? fmt::format("the {} shown are in library code (no line information); {} more were not "
-                                       "printed (`bench sanitize --print-limit {}` prints them)",
-                                       shown, r.errors - shown, std::max<long>(1000, r.errors))
-                         : unchecked);
+    library_only = shown_in_libraries && r.errors <= shown && r.skipped == 0;
+    if (!library_only) {  // shown only in libraries, the rest may be anyone's: say how to see them
+      if (!shown_in_libraries) return verdict(SanitizeVerdict::found, unchecked);
+      std::string unseen;
+      if (r.errors > shown)
+        unseen =
+            fmt::format("{} more were not printed (`bench sanitize --print-limit {}` prints them)",
+                        r.errors - shown, std::max<long>(1000, r.errors));
+      if (r.skipped > 0)
+        unseen +=
+            fmt::format("{}{} the tool dropped unseen", unseen.empty() ? "" : "; ", r.skipped);
+      return verdict(
+          SanitizeVerdict::found,
+          fmt::format("the {} shown are in library code (no line information); {}", shown, unseen));
+    }
   }
   // Counted or signalled by the exit code, but printed in a form this parser does not know:
   // still a finding, named by the first line it did not recognise. After an unsupported-program
@@ -295,6 +309,9 @@ std::string describe(const SanitizeResult& r) {
       std::string line = (r.verdict == SanitizeVerdict::found ? "FOUND " : "in library code only: ") + r.finding->what;
       if (const std::string where = r.finding->where(); !where.empty()) line += " " + where;
       if (r.errors > 1) line += fmt::format(" ({} errors)", r.errors);
+      if (r.skipped > 0)
+        line += fmt::format(" and {} more the tool found but dropped (its error buffer overflowed)",
+                            r.skipped);
       return line;
     }
     case SanitizeVerdict::refused:

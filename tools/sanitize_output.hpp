@@ -37,6 +37,11 @@ struct SanitizerOutput {
   // "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)": E + W, every hazard the tool
   // found; only the first --print-limit of them are displayed (and parsed into findings).
   std::optional<long> hazard_count;
+  // "N errors were skipped (error buffer overflow).": reports the tool found but dropped, past the
+  // records it keeps per launch. Not in error_count, which counts instead one "Error buffer
+  // overflow" warning per launch that overflowed (ch15's moe_dispatch under initcheck: 1,028
+  // counted, 615,424 skipped).
+  std::optional<long> skipped_count;
   std::vector<std::string> tool_errors;    // the sanitizer's own errors ("Error: Device not supported")
   // Warnings that the tool cannot check this program ("Warning: CUDA Dynamic Parallelism is not
   // supported by the selected tool": racecheck, synccheck and initcheck on a binary built for
@@ -82,6 +87,7 @@ struct SanitizeResult {
   SanitizeVerdict verdict = SanitizeVerdict::clean;
   std::optional<SanitizerFinding> finding;  // the first, when verdict is found
   long errors = 0;                          // how many the sanitizer counted (0 when unknown)
+  long skipped = 0;    // and dropped uncounted (SanitizerOutput::skipped_count)
   std::string reason;  // refused, failed or skipped: why; clean: what was not run; found: what was not checked
 };
 

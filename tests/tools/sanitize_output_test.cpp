@@ -321,6 +321,63 @@ TEST(SanitizeJudge, ErrorsAllShownAndAllInLibraryCodeAreNotTheExamples) {
   EXPECT_EQ(judge(mixed).reason, "");
 }
 
+// initcheck past its error buffer, in the shape ch15's moe_dispatch printed it on an H100
+// (2026-11-27; the log's own totals, two of its reports): the summary counts 1,028 (1,024 reports
+// and one overflow warning per launch that overflowed), and 615,424 more were found but dropped.
+const char* kOverflowedInitcheck = R"(========= COMPUTE-SANITIZER
+========= Uninitialized __global__ memory read of size 16 bytes
+=========     at kernels::load_stream(const float4 *)+0x620 in /work/main/kernels/include/kernels/vector_access.cuh:17
+=========     by thread (0,0,0) in block (37,0,0)
+=========     Address 0x7fee38f2e800
+=========
+========= Uninitialized __global__ memory read of size 16 bytes
+=========     at kernels::load_stream(const float4 *)+0x620 in /work/main/kernels/include/kernels/vector_access.cuh:17
+=========     by thread (1,0,0) in block (37,0,0)
+=========     Address 0x7fee38f2e810
+=========
+========= Warning: Error buffer overflow has been detected. Some records have been dropped
+========= 615424 errors were skipped (error buffer overflow).
+========= ERROR SUMMARY: 1028 errors
+========= ERROR SUMMARY: 924 errors were not printed. Use --print-limit option to adjust the number of printed errors
+)";
+
+TEST(SanitizeJudge, ReportsTheToolDroppedAreCountedAndSaid) {
+  const SanitizerOutput o = parse_sanitizer_output(kOverflowedInitcheck);
+  EXPECT_EQ(o.error_count, 1028);
+  EXPECT_EQ(o.skipped_count, 615424);
+  EXPECT_EQ(o.findings.size(), 2u);
+  SanitizeEvidence e = ran_cleanly(kOverflowedInitcheck);
+  e.exit_code = 86;
+  const SanitizeResult r = judge(e);
+  EXPECT_EQ(r.verdict, SanitizeVerdict::found);
+  EXPECT_EQ(r.errors, 1028);
+  EXPECT_EQ(r.skipped, 615424);
+  EXPECT_EQ(describe(r),
+            "FOUND Uninitialized __global__ memory read of size 16 bytes in "
+            "kernels::load_stream(const float4 *) at "
+            "/work/main/kernels/include/kernels/vector_access.cuh:17 (1028 errors) and 615424 more "
+            "the tool found "
+            "but dropped (its error buffer overflowed)");
+  EXPECT_FALSE(parse_sanitizer_output(kMemcheckFinding).skipped_count.has_value());
+
+  // Every shown report in library code but some dropped unseen: those may be anyone's, so not
+  // "library code only".
+  std::string library = kOverflowedInitcheck;
+  for (std::size_t at;
+       (at = library.find(" in /work/main/kernels/include/kernels/vector_access.cuh:17")) !=
+       std::string::npos;)
+    library.erase(
+        at, std::string(" in /work/main/kernels/include/kernels/vector_access.cuh:17").size());
+  library.replace(library.find("ERROR SUMMARY: 1028 errors"), 26, "ERROR SUMMARY: 2 errors");
+  SanitizeEvidence lib = ran_cleanly(library);
+  lib.exit_code = 86;
+  ASSERT_TRUE(lib.output.findings[0].in_library_code());
+  EXPECT_EQ(judge(lib).verdict, SanitizeVerdict::found);
+  EXPECT_EQ(
+      judge(lib).reason,
+      "the 2 shown are in library code (no line information); 615424 the tool dropped unseen");
+}
+
 TEST(SanitizeJudge, FindingsTheParserCannotReadStillCount) {
   SanitizeEvidence e = ran_cleanly("========= Some report in a new shape\n=========     at k()+0x10 in k.cu:3\n");
   e.exit_code = 86;  // --error-exitcode: the sanitizer counted errors

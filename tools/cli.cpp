@@ -66,7 +66,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   app.fallthrough();
   Locations where;
   app.add_option("--build-dir", where.build_dir, "build tree holding chapters/chNN/chNN (default: this bench's build)");
-  app.add_option("--expectations-dir", where.expectations_dir, "folder of <hardware_key>.json (default: <source>/expectations)");
+  app.add_option("--expectations-dir", where.expectations_dir,
+                 "folder of <hardware_key>.json, for scoring and for the chapters' ceilings "
+                 "(default: <source>/expectations)");
 
   ListOptions list;
   auto* list_cmd = app.add_subcommand("list", "list chapters and their cases");

@@ -91,6 +91,10 @@ int run_chapters(const CompareOptions& options, const Plan& plan, ResultsFile& r
   const InterruptScope interrupts;
   const fs::path build_dir = resolve_build_dir(options.where);
   std::vector<std::string> args = plan.points;  // the points, then the flags given after --
+  // The chapters read their ceilings (each case's percent of ceiling in the results) from the
+  // same files this command scores against: with --expectations-dir, those there, not the tree's.
+  if (!options.where.expectations_dir.empty())
+    args.push_back("--bench_expectations_dir=" + options.where.expectations_dir);
   args.insert(args.end(), options.harness_args.begin(), options.harness_args.end());
   for (const auto& [chapter, listing] : plan.listed) {
     const auto& [examples, cases_of, list_error] = listing;

@@ -296,6 +296,23 @@ TEST(BenchCompareLive, TwoRunsInARowEachKeepTheirResults) {
   fs::remove_all(dir);
 }
 
+// The chapters' percent of ceiling comes from the ceilings of the files `compare` scores against:
+// given --expectations-dir, the chapter process is told it (upd_ch19.json of 2026-11-27 carried
+// 110.4% from the tree's old ceilings beside a table that read 100.6% from the directory's).
+TEST(BenchCompareLive, TheChaptersReadCeilingsFromTheExpectationsDirGiven) {
+  const fs::path dir = scratch_dir("ceilings_dir");
+  fs::create_directories(dir / "chapters" / "ch99");
+  fs::copy_file(fs::path(FAKE_BUILD_DIR) / "chapters/ch99/ch99", dir / "chapters/ch99/ch99");
+  ::setenv("BENCH_ASSUME_GPU", "1", 1);
+  const auto given = bench({"compare", "--chapter", "ch99", "--example", "first", "--build-dir",
+                            dir.string(), "--expectations-dir", kFixtures + "/expectations"});
+  ::unsetenv("BENCH_ASSUME_GPU");
+  ASSERT_EQ(given.exit_code, 0) << given.out << given.err;
+  const auto results = read_json(dir / "reports" / "results.json");
+  EXPECT_EQ(results["context"].value("fake_expectations_dir", std::string("?")),
+            kFixtures + "/expectations");
+}
+
 TEST(BenchCompareLive, WithoutAGpuSaysSoInOneLine) {
   if (bench::cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
   const auto r = bench({"compare", "--chapter", "ch99", "--build-dir", FAKE_BUILD_DIR});

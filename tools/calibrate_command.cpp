@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -59,7 +60,56 @@ std::string file_key(const std::string& ceiling, const std::string& hardware_key
   return single_gpu_key(hardware_key);
 }
 
+// One ceiling's figure from one GPU's runs: the median over repetitions of each run's figure,
+// the median of their noise and the runs' spread ((max - min) / median); or, when a run did not
+// measure and verify it, why not (`skipped`: it was SKIPPED, e.g. p2p on one GPU).
+struct BoardFigure {
+  double value = 0, noise = 0, spread = 0;
+  std::string failure;
+  bool skipped = false;
+};
+BoardFigure board_figure(const CeilingSpec& spec, const std::vector<CaseResult>& reps,
+                         int repetitions) {
+  BoardFigure f;
+  const auto bad = std::find_if(reps.begin(), reps.end(), [](const CaseResult& c) {
+    return c.outcome != Outcome::measured || !c.verified;
+  });
+  if (reps.size() != static_cast<std::size_t>(repetitions) || bad != reps.end()) {
+    f.skipped = bad != reps.end() && bad->outcome == Outcome::skipped;
+    f.failure = bad == reps.end() ? "FAILED: the case did not report"
+                : bad->outcome == Outcome::measured
+                    ? "FAILED: not verified"
+                    : (f.skipped ? "SKIPPED: " : "FAILED: ") + bad->message;
+    return f;
+  }
+  std::vector<double> values, noises;
+  for (const auto& c : reps) values.push_back(figure(spec, c)), noises.push_back(c.noise);
+  f.value = stats::median(values);
+  f.noise = stats::median(noises);
+  const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+  f.spread = (*hi - *lo) / f.value;
+  return f;
+}
+
+// CUDA_VISIBLE_DEVICES for the g-th GPU this process sees: the g-th entry of the list it was
+// given, if any ("2,3" and g = 1: "3"), else g.
+std::string visible_device(int g) {
+  const char* given = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!given || !*given) return std::to_string(g);
+  std::vector<std::string> entries;
+  std::stringstream list(given);
+  for (std::string e; std::getline(list, e, ',');) entries.push_back(e);
+  return g < static_cast<int>(entries.size()) ? entries[g] : std::to_string(g);
+}
+
 }  // namespace
+
+std::size_t best_board(const CeilingSpec& spec, const std::vector<double>& figures) {
+  const auto best = spec.counter == Counter::time_us
+                        ? std::min_element(figures.begin(), figures.end())
+                        : std::max_element(figures.begin(), figures.end());
+  return static_cast<std::size_t>(best - figures.begin());
+}
 
 std::vector<CeilingSpec> select_ceilings(const std::vector<std::string>& prefixes,
                                          std::string* error) {
@@ -151,65 +201,122 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
     return kExitFailed;
   }
 
+  // The GPUs each one-GPU ceiling is measured on: the first the process sees, or with
+  // --every-gpu each of them in turn (CUDA_VISIBLE_DEVICES naming one), board -1 meaning "as
+  // given". The boards of one model differ by a few percent, and a case on a faster board would
+  // read above 100% of a slower board's ceiling: the fastest board's figure is stored. Ceilings
+  // of several GPUs (p2p) then run once more with every GPU visible.
+  std::vector<int> boards{-1};
+  if (const int devices = cuda_device_count(); options.every_gpu && devices > 1) {
+    boards.clear();
+    for (int g = 0; g < devices; ++g) boards.push_back(g);
+  }
+  const bool every_gpu = boards.front() >= 0;
+  auto runs_on = [&](const CeilingSpec& spec) {
+    return every_gpu && spec.gpus <= 1 ? boards : std::vector<int>{-1};
+  };
+
   // One process per repetition runs every selected case (separate processes, not Google
   // Benchmark repetitions: a repeated run must reproduce from a fresh start, and GB's
   // aggregate rows carry NaN coefficients of variation that are not valid JSON).
-  std::string filter = "--benchmark_filter=^calibrate/(";
-  for (std::size_t i = 0; i < chosen.size(); ++i) filter += (i ? "|" : "") + std::string(chosen[i].name);
-  filter += ")/";
-  const fs::path json_file = fs::temp_directory_path() / fmt::format("bench-calibrate-{}.json", ::getpid());
-  std::vector<std::string> argv = {binary.string(), filter, "--benchmark_out=" + json_file.string(),
-                                   "--benchmark_out_format=json"};
-  argv.insert(argv.end(), options.harness_args.begin(), options.harness_args.end());
-  std::map<std::string, std::vector<CaseResult>> runs;  // case name -> one result per repetition
-  std::string hardware_key;
+  std::map<int, std::map<std::string, std::vector<CaseResult>>>
+      runs;                         // board -> case -> one result per repetition
+  std::map<int, std::string> keys;  // board -> the hardware key it reported
   int status = kExitOk;
-  for (int rep = 0; rep < options.repetitions; ++rep) {
-    out << std::flush;
-    const ProcessResult process = run_process(argv, /*capture=*/false);
-    if (!process.ok()) status = kExitFailed;
-    try {
-      const ResultsFile results = load_results(json_file);
-      if (hardware_key.empty()) hardware_key = hardware_key_of(results);
-      for (auto& c : extract_cases(results)) runs[c.name].push_back(std::move(c));
-    } catch (const std::exception& e) {
-      err << "bench calibrate: run " << rep + 1 << " of the calibrate binary (" << process.describe()
-          << ") left no results: " << e.what() << "\n";
-      status = kExitFailed;
+  const char* given_devices = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string restore = given_devices ? given_devices : "";
+  for (const int board : every_gpu ? [&] { auto b = boards; b.push_back(-1); return b; }() : boards) {
+    std::vector<CeilingSpec> specs;
+    for (const auto& spec : chosen) {
+      const auto on = runs_on(spec);
+      if (std::find(on.begin(), on.end(), board) != on.end()) specs.push_back(spec);
     }
-    fs::remove(json_file);
+    if (specs.empty()) continue;
+    std::string filter = "--benchmark_filter=^calibrate/(";
+    for (std::size_t i = 0; i < specs.size(); ++i)
+      filter += (i ? "|" : "") + std::string(specs[i].name);
+    filter += ")/";
+    const fs::path json_file =
+        fs::temp_directory_path() / fmt::format("bench-calibrate-{}.json", ::getpid());
+    std::vector<std::string> argv = {binary.string(), filter,
+                                     "--benchmark_out=" + json_file.string(),
+                                     "--benchmark_out_format=json"};
+    argv.insert(argv.end(), options.harness_args.begin(), options.harness_args.end());
+    if (board >= 0) {
+      ::setenv("CUDA_VISIBLE_DEVICES", visible_device(board).c_str(), 1);
+      out << fmt::format("GPU {} of {} (CUDA_VISIBLE_DEVICES={}):\n", board, boards.size(),
+                         visible_device(board));
+    } else if (every_gpu) {
+      out << "every GPU, for the ceilings of several GPUs:\n";
+    }
+    for (int rep = 0; rep < options.repetitions; ++rep) {
+      out << std::flush;
+      const ProcessResult process = run_process(argv, /*capture=*/false);
+      if (!process.ok()) status = kExitFailed;
+      try {
+        const ResultsFile results = load_results(json_file);
+        if (!keys.count(board)) keys[board] = hardware_key_of(results);
+        for (auto& c : extract_cases(results)) runs[board][c.name].push_back(std::move(c));
+      } catch (const std::exception& e) {
+        err << "bench calibrate: run " << rep + 1 << " of the calibrate binary ("
+            << process.describe() << ") left no results: " << e.what() << "\n";
+        status = kExitFailed;
+      }
+      fs::remove(json_file);
+    }
+    if (given_devices)
+      ::setenv("CUDA_VISIBLE_DEVICES", restore.c_str(), 1);
+    else
+      ::unsetenv("CUDA_VISIBLE_DEVICES");
   }
+  // The machine's key (several GPUs: "4x_h100_80gb_hbm3") from the run that saw every GPU; a
+  // one-GPU run's key is the one-GPU file's, where its ceilings go anyway (ceiling_files).
+  const std::string hardware_key = keys.count(-1) ? keys[-1]
+                                   : keys.empty() ? ""
+                                                  : keys.begin()->second;
 
   const std::string date = utc_now(kIsoUtc);
   std::map<std::string, Ceiling> measured;
   out << fmt::format("\n{:<27} {:>10} {:<8} {:>7} {:>8}  {}\n", "ceiling", "value", "unit", "noise",
                      "spread", "outcome");
   for (const auto& spec : chosen) {
-    const auto& reps = runs[case_of(spec)];
-    const auto bad = std::find_if(reps.begin(), reps.end(), [](const CaseResult& c) {
-      return c.outcome != Outcome::measured || !c.verified;
-    });
-    if (reps.size() != static_cast<std::size_t>(options.repetitions) || bad != reps.end()) {
-      const bool skipped = bad != reps.end() && bad->outcome == Outcome::skipped;
-      if (!skipped) status = kExitFailed;
-      const std::string what = bad == reps.end() ? "FAILED: the case did not report"
-                               : bad->outcome == Outcome::measured ? "FAILED: not verified"
-                               : (skipped ? "SKIPPED: " : "FAILED: ") + bad->message;
-      out << fmt::format("{:<27} {:>10} {:<8} {:>7} {:>8}  {} (not stored)\n", spec.name, "-",
-                         spec.unit, "-", "-", what);
-      continue;
-    }
     // The stored figure is the median over repetitions of each run's median; its noise the
     // median of the runs' noise; the spread (max - min) / median says how well runs agree.
-    std::vector<double> values, noises;
-    for (const auto& c : reps) values.push_back(figure(spec, c)), noises.push_back(c.noise);
-    const double value = stats::median(values);
-    const double noise = stats::median(noises);
-    const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
-    const std::string spread = reps.size() > 1 ? fmt::format("{:.1f}%", 100.0 * (*hi - *lo) / value) : "-";
-    measured[std::string(spec.name)] = Ceiling{value, std::string(spec.unit), noise, std::string(spec.method), date};
-    out << fmt::format("{:<27} {:>10.4g} {:<8} {:>6.2f}% {:>8}  measured\n", spec.name, value,
-                       spec.unit, 100 * noise, spread);
+    // Over several boards: the best board's.
+    const std::vector<int> on = runs_on(spec);
+    std::vector<BoardFigure> figures;
+    for (const int board : on)
+      figures.push_back(board_figure(spec, runs[board][case_of(spec)], options.repetitions));
+    const auto failed = std::find_if(figures.begin(), figures.end(),
+                                     [](const BoardFigure& f) { return !f.failure.empty(); });
+    if (failed != figures.end()) {
+      if (!failed->skipped) status = kExitFailed;
+      const std::string where =
+          on.size() > 1 ? fmt::format(" on GPU {}", on[failed - figures.begin()]) : "";
+      out << fmt::format("{:<27} {:>10} {:<8} {:>7} {:>8}  {}{} (not stored)\n", spec.name, "-",
+                         spec.unit, "-", "-", failed->failure, where);
+      continue;
+    }
+    std::vector<double> values;
+    for (const auto& f : figures) values.push_back(f.value);
+    const std::size_t best = best_board(spec, values);
+    const BoardFigure& f = figures[best];
+    std::string method(spec.method), boards_seen;
+    if (on.size() > 1) {
+      for (std::size_t i = 0; i < values.size(); ++i)
+        boards_seen += fmt::format("{}{:.4g}", i ? ", " : "", values[i]);
+      method += fmt::format("; the best of {} GPUs of one machine (GPU {}; all: {} {})", on.size(),
+                            on[best], boards_seen, spec.unit);
+    }
+    measured[std::string(spec.name)] =
+        Ceiling{f.value, std::string(spec.unit), f.noise, method, date};
+    const std::string spread =
+        options.repetitions > 1 ? fmt::format("{:.1f}%", 100.0 * f.spread) : "-";
+    out << fmt::format("{:<27} {:>10.4g} {:<8} {:>6.2f}% {:>8}  measured{}\n", spec.name, f.value,
+                       spec.unit, 100 * f.noise, spread,
+                       on.size() > 1 ? fmt::format(" on GPU {} (GPUs 0..{}: {})", on[best],
+                                                   on.size() - 1, boards_seen)
+                                     : "");
   }
 
   // A ceiling is the most this GPU was seen to do. The copy kernel and cudaMemcpyAsync are two

@@ -5,6 +5,7 @@
 // The list of ceilings, their units and methods: calibrate/ceilings.hpp.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <iosfwd>
 #include <map>
@@ -22,6 +23,7 @@ struct CalibrateOptions {
   bool dry_run = false;                   // list what would be measured and where it would go
   std::vector<std::string> only;          // name prefixes ("hbm", "bf16"); empty: every ceiling
   int repetitions = 1;                    // > 1: run the binary that often, store the median, report the spread
+  bool every_gpu = false;  // measure each one-GPU ceiling on every GPU, store the best board's
   std::vector<std::string> harness_args;  // after "--": flags for the calibrate binary
 };
 
@@ -41,6 +43,10 @@ std::vector<calibration::CeilingSpec> select_ceilings(const std::vector<std::str
 // noise) under the pair's name, with a method naming both forms and both figures, and says so on
 // `out`. The other form's own entry is kept as measured.
 void keep_faster(std::map<std::string, Ceiling>& measured, std::ostream& out);
+
+// Of one ceiling measured on each GPU of a machine (--every-gpu), the index of the best board's
+// figure: the highest, or for a time (launch_us, ...) the lowest.
+std::size_t best_board(const calibration::CeilingSpec& spec, const std::vector<double>& figures);
 
 // Which file in `dir` each measured ceiling is stored in. On one GPU ("h200"): its file. On a
 // machine of N GPUs ("2x_h200"): a ceiling that needs several GPUs (p2p_gbps) in the machine's

@@ -171,6 +171,9 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   calibrate_cmd->add_option("--only", calibrate.only, "only ceilings whose names start with these (e.g. hbm,bf16)")
       ->delimiter(',');
   calibrate_cmd->add_option("--repetitions", calibrate.repetitions, "run each case this often and report the spread");
+  calibrate_cmd->add_flag(
+      "--every-gpu", calibrate.every_gpu,
+      "on several GPUs: measure each one-GPU ceiling on every one, store the best board's");
   calibrate_cmd->add_option("harness_args", calibrate.harness_args, "after --: flags for the calibrate binary");
 
   ProfileOptions profile;

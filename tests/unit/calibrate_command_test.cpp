@@ -9,6 +9,7 @@
 
 namespace {
 
+using bench::tools::best_board;
 using bench::tools::ceiling_files;
 using bench::tools::keep_faster;
 using bench::tools::select_ceilings;
@@ -131,3 +132,16 @@ TEST(CeilingFiles, SeveralGpusKeepOnlyTheLinksInTheMachinesFile) {
 }
 
 }  // namespace
+
+// --every-gpu keeps the best board: the boards of one model differ by a few percent (4x H100,
+// 2026-11-27: ch02's TF32 GEMM on GPU 3 read 102.4% of GPU 0's calibrated ceiling).
+TEST(BestBoard, TheFastestForAThroughputTheQuickestForATime) {
+  using bench::calibration::kCeilings;
+  const auto spec = [&](std::string_view name) {
+    return *std::find_if(kCeilings.begin(), kCeilings.end(),
+                         [&](const auto& s) { return s.name == name; });
+  };
+  EXPECT_EQ(best_board(spec("tf32_tflops"), {396.4, 401.2, 399.0, 405.9}), 3u);
+  EXPECT_EQ(best_board(spec("hbm_read_gbps"), {3151, 3102}), 0u);
+  EXPECT_EQ(best_board(spec("launch_us"), {4.59, 4.21, 4.80}), 1u);
+}

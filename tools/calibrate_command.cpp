@@ -91,15 +91,18 @@ BoardFigure board_figure(const CeilingSpec& spec, const std::vector<CaseResult>&
   return f;
 }
 
-// CUDA_VISIBLE_DEVICES for the g-th GPU this process sees: the g-th entry of the list it was
-// given, if any ("2,3" and g = 1: "3"), else g.
-std::string visible_device(int g) {
-  const char* given = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (!given || !*given) return std::to_string(g);
-  std::vector<std::string> entries;
-  std::stringstream list(given);
-  for (std::string e; std::getline(list, e, ',');) entries.push_back(e);
-  return g < static_cast<int>(entries.size()) ? entries[g] : std::to_string(g);
+// CUDA_VISIBLE_DEVICES naming each of the `count` GPUs this process sees, one at a time: the
+// entries of the list it was given, if any ("2,3": "2" and "3"), else their indices.
+std::vector<std::string> one_device_each(const std::optional<std::string>& given, int count) {
+  std::vector<std::string> names;
+  if (given && !given->empty()) {
+    std::stringstream list(*given);
+    for (std::string e; std::getline(list, e, ',');) names.push_back(e);
+  }
+  names.resize(std::max<std::size_t>(names.size(), count));
+  for (int g = 0; g < count; ++g)
+    if (names[g].empty()) names[g] = std::to_string(g);
+  return names;
 }
 
 }  // namespace
@@ -215,6 +218,23 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
   auto runs_on = [&](const CeilingSpec& spec) {
     return every_gpu && spec.gpus <= 1 ? boards : std::vector<int>{-1};
   };
+  // Each board's run sees that GPU alone; the run of every GPU (-1) and whatever follows see what
+  // this process was given.
+  const char* given_env = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::optional<std::string> given =
+      given_env ? std::optional<std::string>(given_env) : std::nullopt;
+  const std::vector<std::string> device_of =
+      one_device_each(given, static_cast<int>(boards.size()));
+  auto show_only = [&](int board) {
+    if (board >= 0)
+      ::setenv("CUDA_VISIBLE_DEVICES", device_of[board].c_str(), 1);
+    else if (given)
+      ::setenv("CUDA_VISIBLE_DEVICES", given->c_str(), 1);
+    else
+      ::unsetenv("CUDA_VISIBLE_DEVICES");
+  };
+  std::vector<int> order = boards;
+  if (every_gpu) order.push_back(-1);
 
   // One process per repetition runs every selected case (separate processes, not Google
   // Benchmark repetitions: a repeated run must reproduce from a fresh start, and GB's
@@ -223,9 +243,7 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
       runs;                         // board -> case -> one result per repetition
   std::map<int, std::string> keys;  // board -> the hardware key it reported
   int status = kExitOk;
-  const char* given_devices = std::getenv("CUDA_VISIBLE_DEVICES");
-  const std::string restore = given_devices ? given_devices : "";
-  for (const int board : every_gpu ? [&] { auto b = boards; b.push_back(-1); return b; }() : boards) {
+  for (const int board : order) {
     std::vector<CeilingSpec> specs;
     for (const auto& spec : chosen) {
       const auto on = runs_on(spec);
@@ -242,12 +260,11 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
                                      "--benchmark_out=" + json_file.string(),
                                      "--benchmark_out_format=json"};
     argv.insert(argv.end(), options.harness_args.begin(), options.harness_args.end());
-    if (board >= 0) {
-      ::setenv("CUDA_VISIBLE_DEVICES", visible_device(board).c_str(), 1);
-      out << fmt::format("GPU {} of {} (CUDA_VISIBLE_DEVICES={}):\n", board, boards.size(),
-                         visible_device(board));
-    } else if (every_gpu) {
-      out << "every GPU, for the ceilings of several GPUs:\n";
+    if (every_gpu) {
+      show_only(board);
+      out << (board >= 0 ? fmt::format("GPU {} of {} (CUDA_VISIBLE_DEVICES={}):\n", board,
+                                       boards.size(), device_of[board])
+                         : std::string("every GPU, for the ceilings of several GPUs:\n"));
     }
     for (int rep = 0; rep < options.repetitions; ++rep) {
       out << std::flush;
@@ -264,11 +281,8 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
       }
       fs::remove(json_file);
     }
-    if (given_devices)
-      ::setenv("CUDA_VISIBLE_DEVICES", restore.c_str(), 1);
-    else
-      ::unsetenv("CUDA_VISIBLE_DEVICES");
   }
+  if (every_gpu) show_only(-1);
   // The machine's key (several GPUs: "4x_h100_80gb_hbm3") from the run that saw every GPU; a
   // one-GPU run's key is the one-GPU file's, where its ceilings go anyway (ceiling_files).
   const std::string hardware_key = keys.count(-1) ? keys[-1]

@@ -18,6 +18,10 @@
 namespace bench::tools {
 namespace {
 
+// At most how wide `chars` characters of the SVGs' 11 px sans-serif text are: 7 px each (bytes
+// counted, so a multi-byte character only widens the bound). Columns of names are sized by it.
+constexpr int text_px(std::size_t chars) { return 7 * static_cast<int>(chars); }
+
 std::string escape(const std::string& text) {
   std::string out;
   for (char c : text) {
@@ -168,13 +172,12 @@ std::string speedup_svg(const Scorecard& card) {
     std::nth_element(estimates.begin(), estimates.begin() + estimates.size() / 2, estimates.end());
     hi = std::min(hi, std::max(10.0, 30 * estimates[estimates.size() / 2]));
   }
-  // The names' column is as wide as the longest name (7 px a character bounds the 11 px
-  // sans-serif), so a long example point ("ch17/moe_gating/tokens:8192/config:deepseek_v3") is not
-  // cut at the SVG's left edge.
+  // The names' column is as wide as the longest name (text_px), so a long example point
+  // ("ch17/moe_gating/tokens:8192/config:deepseek_v3") is not cut at the SVG's left edge.
   std::size_t longest = 0;
   for (const auto* r : rows) longest = std::max(longest, r->example.size());
-  const int label_width = std::max(250, 7 * static_cast<int>(longest) + 16), plot_width = 560,
-            row_height = 22, top = 24;
+  const int label_width = std::max(250, text_px(longest) + 16), plot_width = 560, row_height = 22,
+            top = 24;
   const int height = top + row_height * static_cast<int>(rows.size()) + 30;
   const LogAxis x(lo, hi, label_width, label_width + plot_width);
   std::string svg = svg_open(label_width + plot_width + 250, height, "speedup of each example with its 95% interval");
@@ -414,8 +417,8 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
   }
 
   // The key under the plot: one row per number. Each text column is as wide as its longest cell
-  // (7 px a character bounds the 11 px sans-serif), so a long rung name ("persistent_multicast")
-  // never runs into the intensity beside it; the SVG widens when the key needs it.
+  // (text_px), so a long rung name ("persistent_multicast") never runs into the intensity beside
+  // it; the SVG widens when the key needs it.
   std::vector<std::vector<std::string>> key_rows = {
       {"#", "example", "variant", "flop/B", "TFLOP/s", "% of its ceiling"}};
   for (std::size_t i = 0; i < numbered.size(); ++i) {
@@ -435,7 +438,7 @@ static std::string roofline_of(const ReportRun& run, const std::vector<RooflineP
   auto widest = [&](std::size_t column) {
     std::size_t chars = 0;
     for (const auto& row : key_rows) chars = std::max(chars, row[column].size());
-    return 7 * static_cast<int>(chars);
+    return text_px(chars);
   };
   // Left edges of #, example, variant and the percent; right edges of the two numbers.
   const int example_x = left + 28, variant_x = example_x + widest(1) + 12;

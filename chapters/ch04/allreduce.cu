@@ -11,8 +11,9 @@
 //      every peer copies the sum back: (N-1) x n bytes in through one GPU, then (N-1) x n out;
 //   2. optimized: one ncclAllReduce per GPU in a group: NCCL splits the buffer into chunks and
 //      pipelines reduce-scatter then all-gather over all links at once, each GPU reducing its
-//      chunk as it arrives, on at least 32 blocks (ch04::kBandwidthCtas: NCCL's own choice left
-//      4% of the busbw at 1 GiB on 2x H200).
+//      chunk as it arrives, on 32 blocks below 16 MiB and 64 from there up (ch04::bandwidth_ctas:
+//      NCCL's own choice left 4% of the busbw at 1 GiB on 2x H200; 64 blocks gain 1.5-3% from
+//      64 MiB up on 4x H100 and lose at 1-4 MiB), one communicator for each block count.
 // Same inputs (shard i is GPU i's gradient), same result on every GPU, every GPU checked (see
 // multi_gpu.cuh). Declared: only bytes, 2(N-1)/N x 4n per GPU against the `p2p` ceiling, so
 // the report's GB/s is busbw and its % is of the peer link. The (N-1) x n additions are not
@@ -107,21 +108,24 @@ class GatherReduceBroadcast : public Sweep<GatherReduceBroadcast> {
 
 class NcclAllReduce : public Sweep<NcclAllReduce> {
  public:
-  NcclAllReduce(const AllReduce& w, cudaStream_t s) : Sweep(w, s), comms_(w.io.gpus, ch04::kBandwidthCtas) {}
+  NcclAllReduce(const AllReduce& w, cudaStream_t s)
+      : Sweep(w, s), small_(w.io.gpus, ch04::kBandwidthCtas), large_(w.io.gpus, ch04::kLargeMessageCtas) {}
   void enqueue(int64_t count, cudaStream_t s) const { enqueue_calls(count, s, 1); }
   // Every GPU's stream joins the case's stream once, after the last call: NCCL orders its own
   // calls on each GPU's stream and across GPUs, so joins between them would only add bubbles.
   void enqueue_calls(int64_t count, cudaStream_t s, int calls) const {
     const auto& io = w_.io;
+    const bool large = count * int64_t(sizeof(float)) >= ch04::kLargeMessageBytes;
+    const ch04::Communicators& comms = large ? large_ : small_;  // ch04::bandwidth_ctas's choice
     fan_.fork(s);
     for (int c = 0; c < calls; ++c)
-      ch04::all_reduce(comms_, fan_, io.size(), s, [&](size_t i) { return io.input(i); },
+      ch04::all_reduce(comms, fan_, io.size(), s, [&](size_t i) { return io.input(i); },
                        [&](size_t i) { return io.output(i); }, size_t(count), ncclFloat);
     fan_.join(s);
   }
 
  private:
-  ch04::Communicators comms_;
+  ch04::Communicators small_, large_;  // on kBandwidthCtas and kLargeMessageCtas blocks
 };
 
 void reference(const AllReduce& w, bench::HostData& h) { w.io.expect_sum(h, "sum"); }

@@ -3,6 +3,8 @@
 // includes no harness code.
 #pragma once
 
+#include <cstdint>
+
 namespace ch04 {
 
 // The thread blocks (NCCL channels) each NCCL kernel of a communicator may use: ncclConfig_t's
@@ -18,5 +20,16 @@ struct CtaRange {
 // choice on 2x H200 (NVLink, NVLS off) is 24 channels, 330 GB/s busbw at 1 GiB; 32 gave
 // 343.5 GB/s (the NCCL_MIN_NCHANNELS sweep in this chapter's README).
 inline constexpr CtaRange kBandwidthCtas{.min = 32, .max = 32};
+// From 16 MiB a message up, 64 blocks. On 4x H100 (NV18 between every pair) 64 blocks gave 1.5-3%
+// more busbw than 32 from 64 MiB to 1 GiB, in one process and under MPI, were level at 16 MiB, and
+// gave 3-6% less at 1 and 4 MiB: a wider ring splits a small message into shares too small to pay
+// for each block's handshakes (the sweep in this chapter's README). A communicator's block count
+// is fixed when it is created, so a program that sends both sizes holds one communicator of each
+// and picks per call; PyTorch users get one count for every size (NCCL_MIN/MAX_CTAS).
+inline constexpr CtaRange kLargeMessageCtas{.min = 64, .max = 64};
+inline constexpr int64_t kLargeMessageBytes = int64_t{16} << 20;
+inline constexpr CtaRange bandwidth_ctas(int64_t bytes) {
+  return bytes >= kLargeMessageBytes ? kLargeMessageCtas : kBandwidthCtas;
+}
 
 }  // namespace ch04

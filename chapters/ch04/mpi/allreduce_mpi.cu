@@ -37,8 +37,9 @@
 // 1/1024 in [-1, 1] chosen by a hash of (r, i), so every partial sum is exact in FP32 and the sum
 // in any order equals the reference. The verdicts meet in MPI_Allgather; rank 0 prints PASS or
 // FAILED with the failing ranks, and every rank exits 0 (every size PASS) or 1.
-// --ctas N (default 32, as the one-process example; 0: NCCL's own choice) is the number of thread
-// blocks (channels) NCCL's kernel uses (ncclConfig_t::minCTAs = maxCTAs = N).
+// --ctas N is the number of thread blocks (channels) NCCL's kernel uses (ncclConfig_t::minCTAs =
+// maxCTAs = N; 0: NCCL's own choice). Without it, as the one-process example: 32 below 16 MiB
+// and 64 from there up (ch04::bandwidth_ctas), through one communicator for each count.
 // --plant-wrong-rank R makes rank R corrupt one element of its result before checking, for
 // either algorithm: the run must then be FAILED naming rank R (ctest ch04.mpi.*planted_wrong_rank).
 // --host-only replaces the GPU by MPI_Allreduce on host memory and checks on the host: the verdict
@@ -58,6 +59,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../nccl_ctas.hpp"
@@ -303,6 +305,7 @@ bool time_and_check(const Gpu& g, Size& z, int ranks, bool plant, bool ok, Call 
 // NCCL error the remaining runs count as all wrong.
 void run_on_gpu(std::vector<Size>& runs, int rank, int ranks, int local, int ctas, int64_t planted,
                 int iters) {
+  auto ctas_for = [&](int64_t bytes) { return ctas >= 0 ? ctas : ch04::bandwidth_ctas(bytes).min; };
   int64_t most = 0;
   bool nccl = false, peer = false;
   for (const auto& z : runs) {
@@ -312,14 +315,28 @@ void run_on_gpu(std::vector<Size>& runs, int rank, int ranks, int local, int cta
   }
   Gpu g;
   bool ok = open_gpu(g, local, most, rank);
-  ncclComm_t comm = nullptr;
-  if (nccl) ok = open_nccl(&comm, rank, ranks, ctas, ok);
+  // One communicator per block count the sizes need (two at most: ch04::bandwidth_ctas).
+  std::vector<std::pair<int, ncclComm_t>> comms;
+  for (const auto& z : runs) {
+    if (z.algorithm != Algorithm::nccl) continue;
+    const int c = ctas_for(z.bytes);
+    if (std::none_of(comms.begin(), comms.end(), [&](const auto& e) { return e.first == c; })) {
+      comms.push_back({c, nullptr});
+      ok = open_nccl(&comms.back().second, rank, ranks, c, ok);
+    }
+  }
+  auto comm_for = [&](int64_t bytes) {
+    for (const auto& [c, comm] : comms)
+      if (c == ctas_for(bytes)) return comm;
+    return ncclComm_t{nullptr};
+  };
   Peers peers;
   if (peer) ok = open_peers(peers, g, rank, ranks, local, ok);
   for (auto& z : runs) {
     z.calls = iters > 0 ? iters : z.bytes <= (int64_t{16} << 20) ? 50 : 10;
     const int64_t n = z.bytes / int64_t(sizeof(float));
     if (z.algorithm == Algorithm::nccl) {
+      ncclComm_t comm = comm_for(z.bytes);
       ok = time_and_check(g, z, ranks, rank == planted, ok, [&] {
         return ok_nccl(ncclAllReduce(g.x, g.y, n, ncclFloat, ncclSum, comm, g.s), "ncclAllReduce");
       });
@@ -336,7 +353,8 @@ void run_on_gpu(std::vector<Size>& runs, int rank, int ranks, int local, int cta
   }
   cudaStreamSynchronize(g.s);
   if (peer) close_peers(peers, rank, ranks);
-  if (comm) ncclCommDestroy(comm);
+  for (const auto& [c, comm] : comms)
+    if (comm) ncclCommDestroy(comm);
   close_gpu(g);
 }
 
@@ -387,7 +405,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> sizes;
   int64_t planted = -1;
   int iters = 0;                        // 0: 50 up to 16 MiB, 10 above
-  int ctas = ch04::kBandwidthCtas.min;  // 0: NCCL's own choice
+  int ctas = -1;                        // -1: by size (ch04::bandwidth_ctas); 0: NCCL's own choice
   bool host_only = false, want_nccl = true, want_one_shot = true;
   const char* json_file = nullptr;
   for (int a = 1; a < argc; ++a) {
@@ -463,20 +481,17 @@ int main(int argc, char** argv) {
     run_on_gpu(runs, rank, ranks, local, ctas, planted, iters);
   }
 
-  const std::string nccl_how = "ncclAllReduce (" +
-                               (ctas > 0 ? std::to_string(ctas) : std::string("NCCL's own")) +
-                               " blocks)";
-  auto how = [&](Algorithm a) -> std::string {
-    return a == Algorithm::host       ? "host (MPI_Allreduce)"
-           : a == Algorithm::one_shot ? "one_shot (peer loads over CUDA IPC)"
-                                      : nccl_how;
+  auto how = [&](const Size& z) -> std::string {
+    const int c = ctas >= 0 ? ctas : ch04::bandwidth_ctas(z.bytes).min;
+    return z.algorithm == Algorithm::host       ? "host (MPI_Allreduce)"
+           : z.algorithm == Algorithm::one_shot ? "one_shot (peer loads over CUDA IPC)"
+                                                : "ncclAllReduce (" + (c > 0 ? std::to_string(c) : std::string("NCCL's own")) + " blocks)";
   };
   bool pass = true;
   std::string rows, methods;
   for (const auto& z : runs) {
-    report(z, rank, ranks, how(z.algorithm), &pass, &rows);
-    if (methods.find(how(z.algorithm)) == std::string::npos)
-      methods += (methods.empty() ? "" : "; ") + how(z.algorithm);
+    report(z, rank, ranks, how(z), &pass, &rows);
+    if (methods.find(how(z)) == std::string::npos) methods += (methods.empty() ? "" : "; ") + how(z);
   }
   if (rank == 0 && json_file) {
     if (std::FILE* f = std::fopen(json_file, "w")) {

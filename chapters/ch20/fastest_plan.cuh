@@ -56,8 +56,9 @@ class FastestPlan {
     if (kept_) throw std::logic_error("FastestPlan: consider() after keep_fastest()");
     try {
       auto state = std::make_shared<S>(w, s);
-      candidates_.push_back(
-          {std::move(label), rung, [state, &w](cudaStream_t stream) { (*state)(w, stream); }});
+      candidates_.push_back({std::move(label), rung,
+                             [state, &w](cudaStream_t stream) { (*state)(w, stream); },
+                             [state] { return own_metrics(*state); }});
     } catch (const bench::Unsupported& why) {
       left_out_ += (left_out_.empty() ? "" : "; ") + label + ": " + why.what();
     }
@@ -99,13 +100,15 @@ class FastestPlan {
   const std::string& chosen_label() const { return kept_->label; }
 
   // chosen_rung (the kept plan's rung number); tuning_setup_ms (host time from construction to the
-  // choice: building every candidate and timing them); and, where they were timed, each
-  // candidate's best round as tuning_us_<label>.
+  // choice: building every candidate and timing them); where they were timed, each candidate's
+  // best round as tuning_us_<label>; then the kept plan's own metrics, if it reports any (ch20's
+  // graphed rungs: where their time goes, op by op).
   std::vector<bench::Metric> metrics() const {
     if (!kept_) return {};
     std::vector<bench::Metric> out{{"chosen_rung", kept_->rung}, {"tuning_setup_ms", setup_ms_}};
     for (const Timed& t : timed_)
       if (t.us > 0) out.push_back({"tuning_us_" + t.label, t.us});
+    for (bench::Metric& m : kept_->metrics()) out.push_back(std::move(m));
     return out;
   }
 
@@ -114,8 +117,16 @@ class FastestPlan {
     std::string label;
     double rung;
     std::function<void(cudaStream_t)> launch;
+    std::function<std::vector<bench::Metric>()> metrics;
     double best_us = std::numeric_limits<double>::infinity();
   };
+  template <class S>
+  static std::vector<bench::Metric> own_metrics(const S& plan) {
+    if constexpr (requires { plan.metrics(); })
+      return plan.metrics();
+    else
+      return {};
+  }
   struct Timed {
     std::string label;
     double us;

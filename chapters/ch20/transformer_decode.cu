@@ -48,6 +48,11 @@
 //      cuBLASLt's candidates are picked. A timed call is one launch of the kept plan; the
 //      report's chosen_rung says which (6b as 6.5).
 //
+// Where the time goes: the graphed rungs (5, 6, 6b, and 8 when it keeps one of them) list their
+// step as ops, and after the timed samples time each op on its own, uncaptured
+// (ch20/op_breakdown.hpp): op_us_<op>, op_gbps_<op> for the weight and cache streams, and
+// op_us_sum to hold against the row's time. Rung 7's ops are phases of one launch: no breakdown.
+//
 // Verification: y and the appended K / V rows against an FP64 CPU layer at a small size of the
 // same structure (batch 3, 8 / 2 heads, MLP 2744, 1000 cached keys). At the timing size the
 // device reference is rung 1's kernels without the syncs: plain code that shares nothing with
@@ -74,6 +79,7 @@
 #include "fastest_plan.cuh"
 #include "layer_ops.cuh"
 #include "megakernel.cuh"
+#include "op_breakdown.hpp"
 
 namespace {
 
@@ -427,40 +433,63 @@ struct FusedOps {
             w.batch,
             {{w.qkv_dim, w.hidden}, {w.hidden, w.hidden}, {2 * w.ffn, w.hidden}, {w.hidden, w.ffn}},
             s) {}
-  void operator()(const DecoderLayer& w, cudaStream_t s) const {
+  // The step as its ops, in order, each with the bytes it streams (ch20/op_breakdown.hpp): a call
+  // launches them; rung 5's metrics() times them one by one.
+  template <class Op>
+  void ops(const DecoderLayer& w, cudaStream_t s, Op&& op) const {
     const int64_t rows = w.batch, hidden = w.hidden, n = rows * hidden;
-    rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(),
-                                                int(hidden));
-    BENCH_CHECK_LAUNCH();
-    linear_op(a.xn.data(), w.w_qkv.data(), a.qkv.data(), rows, w.qkv_dim, hidden, s);
-    pack_q_append_kv<true><<<unsigned(rows), kThreads, 0, s>>>(
-        a.qkv.data(), a.q.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads), int(w.kv_heads),
-        w.qkv_dim, w.past);
-    BENCH_CHECK_LAUNCH();
-    a.attention(w, s);
-    linear_op(a.attn.data(), w.w_o.data(), a.o.data(), rows, hidden, hidden, s);
-    add_rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), a.o.data(), w.norm2.data(),
-                                                    a.h.data(), a.hn.data(), int(hidden));
-    BENCH_CHECK_LAUNCH();
-    linear_op(a.hn.data(), w.w_gate_up.data(), a.gate_up.data(), rows, 2 * w.ffn, hidden, s);
-    swiglu<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(a.gate_up.data(), a.act.data(), rows,
-                                                         w.ffn);
-    BENCH_CHECK_LAUNCH();
-    linear_op(a.act.data(), w.w_down.data(), a.down.data(), rows, hidden, w.ffn, s);
-    add<<<blocks_for(n), kThreads, 0, s>>>(a.h.data(), a.down.data(), w.y.data(), n);
-    BENCH_CHECK_LAUNCH();
+    op("norm1", 0, [&] {
+      rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(),
+                                                  int(hidden));
+      BENCH_CHECK_LAUNCH();
+    });
+    op("qkv", streamed_bytes(w.w_qkv),
+       [&] { linear_op(a.xn.data(), w.w_qkv.data(), a.qkv.data(), rows, w.qkv_dim, hidden, s); });
+    op("rope_append", 0, [&] {
+      pack_q_append_kv<true><<<unsigned(rows), kThreads, 0, s>>>(
+          a.qkv.data(), a.q.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads), int(w.kv_heads),
+          w.qkv_dim, w.past);
+      BENCH_CHECK_LAUNCH();
+    });
+    op("attention", streamed_bytes(w.k_cache) + streamed_bytes(w.v_cache),
+       [&] { a.attention(w, s); });
+    op("o", streamed_bytes(w.w_o),
+       [&] { linear_op(a.attn.data(), w.w_o.data(), a.o.data(), rows, hidden, hidden, s); });
+    op("residual_norm2", 0, [&] {
+      add_rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), a.o.data(), w.norm2.data(),
+                                                      a.h.data(), a.hn.data(), int(hidden));
+      BENCH_CHECK_LAUNCH();
+    });
+    op("gate_up", streamed_bytes(w.w_gate_up), [&] {
+      linear_op(a.hn.data(), w.w_gate_up.data(), a.gate_up.data(), rows, 2 * w.ffn, hidden, s);
+    });
+    op("swiglu", 0, [&] {
+      swiglu<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(a.gate_up.data(), a.act.data(), rows,
+                                                           w.ffn);
+      BENCH_CHECK_LAUNCH();
+    });
+    op("down", streamed_bytes(w.w_down),
+       [&] { linear_op(a.act.data(), w.w_down.data(), a.down.data(), rows, hidden, w.ffn, s); });
+    op("residual", 0, [&] {
+      add<<<blocks_for(n), kThreads, 0, s>>>(a.h.data(), a.down.data(), w.y.data(), n);
+      BENCH_CHECK_LAUNCH();
+    });
   }
+  void operator()(const DecoderLayer& w, cudaStream_t s) const { ops(w, s, JustLaunch{}); }
 };
 
 // ---- rung 5: the step as one CUDA graph --------------------------------------------------------
 // A step's launches recorded once from a private stream (untimed), instantiated and uploaded; a
 // step is one cudaGraphLaunch. The buffers are the workload's, the same every sample. Rung 5
-// graphs rung 4's step, rung 6 its own.
+// graphs rung 4's step, rung 6 its own. After the timed samples, metrics() times the graph's
+// launches op by op, uncaptured, on a stream of its own (ch20/op_breakdown.hpp): their sum beside
+// the row's time is what the graph changes.
 template <class Step>
 struct Graphed {
   Step step;
   kernels::GraphExec exec;
-  Graphed(const DecoderLayer& w, cudaStream_t s) : step(w, s) {
+  const DecoderLayer& layer;
+  Graphed(const DecoderLayer& w, cudaStream_t s) : step(w, s), layer(w) {
     kernels::OwnedStream capture_stream;
     const kernels::Graph graph =
         kernels::capture(capture_stream.get(), [&](cudaStream_t cs) { step(w, cs); });
@@ -468,6 +497,10 @@ struct Graphed {
     exec.upload(s);
   }
   void operator()(const DecoderLayer&, cudaStream_t s) const { exec.launch(s); }
+  std::vector<bench::Metric> metrics() const {
+    const kernels::OwnedStream breakdown_stream;
+    return time_ops(step, layer, breakdown_stream.get());
+  }
 };
 
 // ---- rung 6: the projections as weight-streaming GEMVs, chained by programmatic launches --------
@@ -497,16 +530,29 @@ struct GemvProjections {
         gate_up(int(w.batch), w.ffn / 2, w.hidden) {
     if (w.ffn % 2 != 0) throw std::invalid_argument("transformer_decode: an odd MLP width");
   }
-  void operator()(const DecoderLayer& w, cudaStream_t s) const {
-    qkv(w.w_qkv.data(),
-        {w.x.data(), w.norm1.data(), a.q.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads),
-         int(w.kv_heads), w.past},
-        s);
-    a.attention(w, s, /*programmatic=*/true);
-    o(w.w_o.data(), {a.attn.data(), w.x.data(), a.h.data(), w.hidden}, s);
-    gate_up(w.w_gate_up.data(), {a.h.data(), w.norm2.data(), a.act.data(), w.ffn}, s);
-    down(w.w_down.data(), {a.act.data(), a.h.data(), w.y.data(), w.hidden}, s);
+  // The step as its ops (as rung 4's): a projection is its product with the prologue and
+  // epilogue around it, a kernel on rung 6, a fill kernel and the product on rung 6b.
+  template <class Op>
+  void ops(const DecoderLayer& w, cudaStream_t s, Op&& op) const {
+    op("qkv", streamed_bytes(w.w_qkv), [&] {
+      qkv(w.w_qkv.data(),
+          {w.x.data(), w.norm1.data(), a.q.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads),
+           int(w.kv_heads), w.past},
+          s);
+    });
+    op("attention", streamed_bytes(w.k_cache) + streamed_bytes(w.v_cache),
+       [&] { a.attention(w, s, /*programmatic=*/true); });
+    op("o", streamed_bytes(w.w_o), [&] {
+      o(w.w_o.data(), {a.attn.data(), w.x.data(), a.h.data(), w.hidden}, s);
+    });
+    op("gate_up", streamed_bytes(w.w_gate_up), [&] {
+      gate_up(w.w_gate_up.data(), {a.h.data(), w.norm2.data(), a.act.data(), w.ffn}, s);
+    });
+    op("down", streamed_bytes(w.w_down), [&] {
+      down(w.w_down.data(), {a.act.data(), a.h.data(), w.y.data(), w.hidden}, s);
+    });
   }
+  void operator()(const DecoderLayer& w, cudaStream_t s) const { ops(w, s, JustLaunch{}); }
 };
 
 // Up to 8 tokens the GEMVs; beyond, rung 4's step (cuBLASLt's tensor-core GEMMs).
@@ -519,10 +565,12 @@ struct GemvStep {
     else
       wide = std::make_unique<FusedOps>(w, s);
   }
-  void operator()(const DecoderLayer& w, cudaStream_t s) const {
-    if (narrow) return (*narrow)(w, s);
-    (*wide)(w, s);
+  template <class Op>
+  void ops(const DecoderLayer& w, cudaStream_t s, Op&& op) const {
+    if (narrow) return narrow->ops(w, s, op);
+    wide->ops(w, s, op);
   }
+  void operator()(const DecoderLayer& w, cudaStream_t s) const { ops(w, s, JustLaunch{}); }
 };
 
 // ---- rung 6b: rung 6's projections on tensor cores, at every batch --------------------------

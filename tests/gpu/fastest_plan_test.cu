@@ -5,7 +5,8 @@
 // the last or the slowest fails one of them), its reported time that plan's; after the choice a
 // call must launch the kept plan and no other. A candidate that throws bench::Unsupported is left
 // out, and none left is Unsupported with its reason. Untimed (inputs not filled yet), the first is
-// kept and nothing runs until a call.
+// kept and nothing runs until a call. A plan's own metrics (ch20's op breakdown) are reported for
+// the kept plan only.
 #include <gtest/gtest.h>
 
 #include <ch20/fastest_plan.cuh>
@@ -56,6 +57,15 @@ struct SpinPlan {
 using Slow = SpinPlan<0, 60>;
 using Fastest = SpinPlan<1, 20>;
 using Middle = SpinPlan<2, 40>;
+
+// SpinPlan that also reports a metric of its own, as ch20's graphed rungs report their ops.
+template <int kId, int kMicroseconds>
+struct ReportingPlan : SpinPlan<kId, kMicroseconds> {
+  using SpinPlan<kId, kMicroseconds>::SpinPlan;
+  std::vector<bench::Metric> metrics() const {
+    return {{"own_plan" + std::to_string(kId), kId + 1.0}};
+  }
+};
 
 struct RefusingPlan {
   RefusingPlan(const Counters&, cudaStream_t) { throw bench::Unsupported("not on this workload"); }
@@ -142,6 +152,19 @@ TEST_F(FastestPlan, NoPlanLeftIsUnsupportedWithTheReason) {
     EXPECT_NE(std::string(why.what()).find("refusing: not on this workload"), std::string::npos)
         << why.what();
   }
+}
+
+TEST_F(FastestPlan, ReportsTheKeptPlansOwnMetricsOnly) {
+  const Counters w;
+  ch20::FastestPlan<Counters> plan;
+  consider<ReportingPlan<0, 60>>(plan, w, s);  // Slow, with metrics of its own
+  consider<ReportingPlan<1, 20>>(plan, w, s);  // Fastest, likewise
+  consider<Middle>(plan, w, s);
+  plan.keep_fastest(s, /*time_them=*/true);
+  const std::vector<bench::Metric> metrics = plan.metrics();
+  EXPECT_EQ(metric(metrics, "chosen_rung"), Fastest::kRung);
+  EXPECT_EQ(metric(metrics, "own_plan1"), 2.0);
+  EXPECT_EQ(metric(metrics, "own_plan0"), -1);  // a candidate not kept: freed, not asked
 }
 
 // Inputs not filled yet (the verification size's preparation): nothing runs, the first is kept.

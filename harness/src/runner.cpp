@@ -439,6 +439,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
 
   if (opt.profile) return profile_once(e, w, launch, *sampler_, seed, s, r);
 
+  double launch_seconds = 0;  // one launch's event time, back to back (sets r.batch)
   {  // VALIDITY row 1: work the case's events did not see shows up as wall time they missed.
     Phase phase("escape_check", r);
     const int launches = std::clamp(static_cast<int>(std::ceil(5e-3 / std::max(r.warm_call_s, 1e-7))), 3, 2000);
@@ -466,7 +467,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     // power, and over a 1.5 ms batch that let the clock recover by up to 14% (H100, 8192^3
     // BF16); over 20 ms they are about the gap the host's own sync left before.
     const double batch_seconds = r.mode == Mode::sustained ? kSustainedBatchSeconds : 1e-3;
-    r.batch = std::clamp(static_cast<int>(std::ceil(batch_seconds * launches / std::max(events, 1e-9))), 1, 1000);
+    launch_seconds = std::max(events, 1e-9) / launches;
+    r.batch = std::clamp(static_cast<int>(std::ceil(batch_seconds / launch_seconds)), 1, 1000);
     if (r.mode == Mode::hot || r.mode == Mode::sustained) r.l2_write_slack_bytes /= r.batch;
   }
 
@@ -557,11 +559,16 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     const int min_samples = std::max(1, stop.min_samples);
     const int secret = std::uniform_int_distribution<int>(0, min_samples - 1)(pick);
-    // Sustained: the probed batches go in front of kProbeBatches distinct samples among the first
-    // max(min_samples, kProbeBatches), drawn here; any not reached when sampling stops run then.
+    // Sustained: the probed batches go in front of kProbeBatches distinct samples drawn here,
+    // uniformly over those the window is sure to take (its batch time over one launch's: ~50),
+    // so a variant that cheats only late in the window meets them too; any not reached when
+    // sampling stops run then.
     std::vector<int> probe_at;
     if (probe_among_samples) {
-      std::vector<int> all(static_cast<std::size_t>(std::max(min_samples, kProbeBatches)));
+      const double window = std::floor(stop.min_time_s / std::max(launch_seconds, 1e-9));
+      const int sure = static_cast<int>(std::min({window, 1e4, static_cast<double>(stop.max_samples)}));
+      const int range = std::max({min_samples, kProbeBatches, sure});
+      std::vector<int> all(static_cast<std::size_t>(range));
       std::iota(all.begin(), all.end(), 0);
       std::shuffle(all.begin(), all.end(), pick);
       probe_at.assign(all.begin(), all.begin() + kProbeBatches);

@@ -16,19 +16,23 @@
 //     1.5x the mean repeat + 20 us: that needs over a third of the repeats skipped. (ii) The
 //     probe: kProbeBatches (4) batches with an event after every launch; FAILED when the repeats
 //     under half the median repeat (median >= 5 us) number at least max(2, ceil(4% of those
-//     probed)). Before this test the probe ran BEFORE the soak, in batches of min(r.batch, 64):
+//     probed)). Before this file the probe ran BEFORE the soak, in batches of min(r.batch, 64):
 //     a variant that skips only after the soak (it sees a second of back-to-back batches of
 //     r.batch launches, as the adversary below does by its host clock) met the probe honest,
-//     and skipping any share under a third of its non-last launches passed, verified.
-//   - Now (runner.cpp, probe_among_samples) the 4 probed batches sit at secret positions
-//     among the first max(min_samples, 4) timed samples, each r.batch launches long on fresh
-//     inputs into poisoned outputs, as a timed sample is. The rule this file proves: a
-//     variant that skips k = ceil(4% x (r.batch - 1)) of the repeats of every sustained batch
-//     (the fewest that reaches 4% of a batch's repeats), wherever it puts them, never the last,
-//     FAILS with certainty: the 4 probed batches hold 4k fast repeats, at least the bar of
-//     ceil(4% x 4 (r.batch - 1)). One that skips in only some batches is caught when the probed
-//     ones hold enough of its skips: with a share q of batches cheating at that rate, about q^4
-//     (4 of 4 probes must land on cheating batches); at 4x that rate, 1 - (1 - q)^4.
+//     and skipping any share under a third of its non-last launches passed with every output
+//     check (derived from the code above; not run against the old harness).
+//   - Now (runner.cpp, probe_among_samples) the 4 probed batches sit at secret positions drawn
+//     uniformly over the samples the window is sure to take (its 1 s of batch time over one
+//     launch's: ~50 of 20 ms; at least min_samples), each r.batch launches long on fresh inputs
+//     into poisoned outputs, as a timed sample is; any not reached when sampling stops run then.
+//     The rule this file proves: a variant that skips k = ceil(4% x (r.batch - 1)) of the
+//     repeats of every sustained batch (the fewest that reach 4% of a batch's repeats),
+//     wherever it puts them, never the last, FAILS with certainty: the 4 probed batches hold
+//     4k fast repeats, at least the bar of ceil(4% x 4 (r.batch - 1)). One that skips in only a
+//     share q of its batches, which it cannot tell from the probed ones, is caught by chance:
+//     at that rate when all 4 probes land on its cheating batches (about q^4); at 4x that rate
+//     or more (k per batch then reaches the whole bar) when one does (about 1 - (1 - q)^4: 94%
+//     at q = 1/2, the least that moves the median).
 //
 // How the adversary knows it is in sustained mode, with nothing the harness tells it: it reads
 // the host clock at each call. Calls under kGap apart are one batch; a harness synchronises

@@ -60,10 +60,6 @@ constexpr auto kGap = std::chrono::microseconds(150);
 constexpr int kLongRun = 32;   // a batch this long is no cold or hot batch of this work
 constexpr int kSoakRuns = 8;   // this many long batches: the soak has begun
 
-__global__ void spin_copy_kernel(const float* in, float* out, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
-    out[i] = in[i];
-}
 __global__ void write_first_only(const float* in, float* out) { out[0] = in[0]; }  // not all poison
 
 // How many of a batch's repeats (launches after its first) each adversary skips.
@@ -93,7 +89,7 @@ struct SkipsWhenSustained {
       write_first_only<<<1, 1, 0, s>>>(w.in.data(), w.out.data());
     } else {
       detail::launch_spin(kWorkNs, sink.data(), s);
-      spin_copy_kernel<<<264, 256, 0, s>>>(w.in.data(), w.out.data(), w.n);
+      copy_kernel<<<264, 256, 0, s>>>(w.in.data(), w.out.data(), w.n);
     }
     BENCH_CHECK_LAUNCH();
   }

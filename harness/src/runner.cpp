@@ -560,13 +560,14 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     const int min_samples = std::max(1, stop.min_samples);
     const int secret = std::uniform_int_distribution<int>(0, min_samples - 1)(pick);
     // Sustained: the probed batches go in front of kProbeBatches distinct samples drawn here,
-    // uniformly over those the window is sure to take (its batch time over one launch's: ~50),
-    // so a variant that cheats only late in the window meets them too; any not reached when
-    // sampling stops run then.
+    // uniformly over those the stop rule asks for (its minimum time over one launch's: ~50 of
+    // 20 ms for a 1 s window), at most what the timeout holds, so a variant that cheats only
+    // late in the window meets them too; any not reached when sampling stops run then.
     std::vector<int> probe_at;
     if (probe_among_samples) {
-      const double window = std::floor(stop.min_time_s / std::max(launch_seconds, 1e-9));
-      const int sure = static_cast<int>(std::min({window, 1e4, static_cast<double>(stop.max_samples)}));
+      const double launch = std::max(launch_seconds, 1e-9);
+      const double asked = std::min(stop.min_time_s / launch, stop.timeout_s / (r.batch * launch));
+      const int sure = static_cast<int>(std::min({std::floor(asked), 1e4, static_cast<double>(stop.max_samples)}));
       const int range = std::max({min_samples, kProbeBatches, sure});
       std::vector<int> all(static_cast<std::size_t>(range));
       std::iota(all.begin(), all.end(), 0);

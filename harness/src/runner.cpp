@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
 #include <random>
 
@@ -73,7 +74,8 @@ constexpr double kMemoSlackSeconds = 20e-6;
 // VALIDITY row 18, hot batches, probed: a few batches with an event after every launch. Honest
 // repeats of one launch on one input take about the same time; a variant that skips some of its
 // repeats (it has seen their inputs) shows them as launches under half the median repeat. A
-// batch of 1-in-8 skips fails with 4 x 63 repeats probed (31 fast against a bar of 10).
+// batch of 1-in-8 skips fails with 4 x 63 repeats probed (31 fast against a bar of 10). In
+// sustained mode the probed batches are as long as the timed ones and sit among them (below).
 constexpr int kProbeBatches = 4;
 constexpr int kProbeLaunches = 64;
 constexpr double kFastFraction = 0.5;         // "fast": under half the median
@@ -437,6 +439,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
 
   if (opt.profile) return profile_once(e, w, launch, *sampler_, seed, s, r);
 
+  double launch_seconds = 0;  // one launch's event time, back to back (sets r.batch)
   {  // VALIDITY row 1: work the case's events did not see shows up as wall time they missed.
     Phase phase("escape_check", r);
     const int launches = std::clamp(static_cast<int>(std::ceil(5e-3 / std::max(r.warm_call_s, 1e-7))), 3, 2000);
@@ -464,31 +467,42 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     // power, and over a 1.5 ms batch that let the clock recover by up to 14% (H100, 8192^3
     // BF16); over 20 ms they are about the gap the host's own sync left before.
     const double batch_seconds = r.mode == Mode::sustained ? kSustainedBatchSeconds : 1e-3;
-    r.batch = std::clamp(static_cast<int>(std::ceil(batch_seconds * launches / std::max(events, 1e-9))), 1, 1000);
+    launch_seconds = std::max(events, 1e-9) / launches;
+    r.batch = std::clamp(static_cast<int>(std::ceil(batch_seconds / launch_seconds)), 1, 1000);
     if (r.mode == Mode::hot || r.mode == Mode::sustained) r.l2_write_slack_bytes /= r.batch;
   }
 
-  if (r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained)) {
-    Phase phase("memo_probe", r);
-    const int launches = std::min(r.batch, kProbeLaunches);
-    std::vector<double> repeats;
-    for (int b = 0; b < kProbeBatches; ++b) {
-      fill_inputs(w, run_seed(~seed, b), s);  // inputs no sample or check draws
-      poison_outputs(w, b, s);
-      const std::vector<double> each = sampler_->per_launch(launch, s, launches);
-      repeats.insert(repeats.end(), each.begin() + 1, each.end());
-    }
-    const double median_repeat = stats::median(repeats);
-    const auto fast = std::count_if(repeats.begin(), repeats.end(),
+  // The probe's batches (row 18). Hot: before the samples, min(r.batch, kProbeLaunches) launches
+  // each. Sustained: at kProbeBatches secret positions among the timed samples (below), each
+  // as long as a timed batch and on fresh inputs into poisoned outputs as a sample is: a
+  // variant can tell the soak and the timed batches after it apart from what came before (a
+  // second of back-to-back batches, each r.batch long), so a probe run before the soak, or in
+  // batches of another length, would meet only its honest calls.
+  std::vector<double> probed;  // every probed repeat's own time
+  auto probe_batch = [&](int b, int launches) {
+    fill_inputs(w, run_seed(~seed, b), s);  // inputs no sample or check draws
+    poison_outputs(w, b, s);
+    const std::vector<double> each = sampler_->per_launch(launch, s, launches);
+    probed.insert(probed.end(), each.begin() + 1, each.end());
+  };
+  auto judge_probe = [&] {
+    const double median_repeat = stats::median(probed);
+    const auto fast = std::count_if(probed.begin(), probed.end(),
                                     [&](double t) { return t < kFastFraction * median_repeat; });
-    r.probed_repeats = static_cast<int>(repeats.size());
+    r.probed_repeats = static_cast<int>(probed.size());
     r.fast_repeats = static_cast<int>(fast);
     if (median_repeat >= kProbeFloorSeconds &&
-        fast >= std::max<double>(2, std::ceil(kFastRepeatShare * static_cast<double>(repeats.size()))))
+        fast >= std::max<double>(2, std::ceil(kFastRepeatShare * static_cast<double>(probed.size()))))
       throw CheckFailure(fmt::format(
-          "the variant skips work on inputs it has already seen: {} of {} repeats in probed hot "
+          "the variant skips work on inputs it has already seen: {} of {} repeats in probed {} "
           "batches ran under half the median repeat ({:.2f} us) (memoisation)",
-          fast, repeats.size(), median_repeat * 1e6));
+          fast, probed.size(), to_string(r.mode), median_repeat * 1e6));
+  };
+  const bool probe_among_samples = r.batch > 1 && r.mode == Mode::sustained;
+  if (r.batch > 1 && r.mode == Mode::hot) {
+    Phase phase("memo_probe", r);
+    for (int b = 0; b < kProbeBatches; ++b) probe_batch(b, std::min(r.batch, kProbeLaunches));
+    judge_probe();
   }
 
   if (r.mode == Mode::cold) r.timer_floor_s = sampler_->timer_floor(s);
@@ -545,6 +559,32 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     const int min_samples = std::max(1, stop.min_samples);
     const int secret = std::uniform_int_distribution<int>(0, min_samples - 1)(pick);
+    // Sustained: the probed batches go in front of kProbeBatches distinct samples drawn here,
+    // uniformly over those the stop rule asks for (its minimum time over one launch's: ~50 of
+    // 20 ms for a 1 s window), at most what the timeout holds, so a variant that cheats only
+    // late in the window meets them too; any not reached when sampling stops run then.
+    std::vector<int> probe_at;
+    if (probe_among_samples) {
+      const double launch = std::max(launch_seconds, 1e-9);
+      const double asked = std::min(stop.min_time_s / launch, stop.timeout_s / (r.batch * launch));
+      const int sure = static_cast<int>(std::min({std::floor(asked), 1e4, static_cast<double>(stop.max_samples)}));
+      const int range = std::max({min_samples, kProbeBatches, sure});
+      std::vector<int> all(static_cast<std::size_t>(range));
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), pick);
+      probe_at.assign(all.begin(), all.begin() + kProbeBatches);
+    }
+    int probes_run = 0;
+    double probe_seconds = 0;  // host time in probed batches: not sampling time
+    auto probe_where = [&](auto due) {
+      for (int& at : probe_at)
+        if (at >= 0 && due(at)) {
+          const double probe_start = host_seconds();
+          probe_batch(probes_run++, r.batch);
+          probe_seconds += host_seconds() - probe_start;
+          at = -1;
+        }
+    };
     bool secret_checked = false;
     double last_check_seconds = 0;
     DeviceCheck device_check(e, w);
@@ -554,9 +594,10 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     // Sampling time, for the stop rule and the check budgets: the loop's wall time less what its
     // checks and the scored metric's calls cost.
     auto sampling_seconds = [&] {
-      return host_seconds() - start - r.verify_seconds - r.compare_seconds - metric_seconds;
+      return host_seconds() - start - r.verify_seconds - r.compare_seconds - metric_seconds - probe_seconds;
     };
     for (int i = 0;; ++i) {
+      probe_where([&](int at) { return at == i; });
       fill_inputs(w, run_seed(seed, kFirstSampleRun + i), s);
       const uint64_t inputs = input_checksum(w, s);
       poison_outputs(w, kFirstSampleRun + i, s);
@@ -626,6 +667,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
       }
       if (r.stop != stats::StopReason::none) break;
     }
+    probe_where([](int) { return true; });
+    if (probe_among_samples) judge_probe();
     r.sample_check = device_check.on() ? "device" : "cpu (" + device_check.why_off() + ")";
     r.escape_5pct = worst_case_escape(check_chances, 0.05);
   }

@@ -32,6 +32,12 @@ inline void copy_reference(const SmallCopy& w, HostData& h) {
   for (int64_t i = 0; i < w.n; ++i) out[i] = in[i];
 }
 
+// SmallCopy's device reference (threshold_test.cu, sustained_test.cu): with one, timed samples are
+// checked on the device (sample_check.hpp).
+inline void device_copy_reference(const SmallCopy& w, cudaStream_t s) {
+  BENCH_CUDA_CHECK(cudaMemcpyAsync(w.out.data(), w.in.data(), w.n * sizeof(float), cudaMemcpyDeviceToDevice, s));
+}
+
 static __global__ void copy_kernel(const float* in, float* out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
     out[i] = in[i];

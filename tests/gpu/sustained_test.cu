@@ -1,0 +1,214 @@
+// docs/validity.md rows 2 and 18 in sustained mode: a variant honest in cold and hot runs that
+// skips work only inside sustained batches, planted at the defence's threshold and run through
+// the real Runner, beside an honest control and a control showing the adversary really skips.
+//
+// What sustained mode checks (harness/src/runner.cpp, Runner::measure), and so the rule proved:
+//   - A timed sample is one batch of r.batch back-to-back launches on inputs refilled before it,
+//     into outputs poisoned before it; r.batch = ceil(kSustainedBatchSeconds (20 ms) / one
+//     launch's event time), at most 1000. Every output check sees the batch's LAST launch only:
+//     the poison check (every sample), the device check (sample i, from 1, with probability
+//     min(1, 93/i) while within budget: every sample up to the 93rd; a 1 s window of 20 ms
+//     batches is ~50 samples), the secret host check, and the host check of a sample under half
+//     the median so far. So a variant that spoils the last launch of a share f of its samples is
+//     caught as in cold mode (escapes with probability at most exp(-93 f), under 1% at f = 5%).
+//   - A launch that is not a batch's last is overwritten by the next: no output check ever sees
+//     it. Only timing does. (i) The timed batches' first-launch rule fails a first launch over
+//     1.5x the mean repeat + 20 us: that needs over a third of the repeats skipped. (ii) The
+//     probe: kProbeBatches (4) batches with an event after every launch; FAILED when the repeats
+//     under half the median repeat (median >= 5 us) number at least max(2, ceil(4% of those
+//     probed)). Before this file the probe ran BEFORE the soak, in batches of min(r.batch, 64):
+//     a variant that skips only after the soak (it sees a second of back-to-back batches of
+//     r.batch launches, as the adversary below does by its host clock) met the probe honest,
+//     and skipping any share under a third of its non-last launches passed with every output
+//     check (derived from the code above; not run against the old harness).
+//   - Now (runner.cpp, probe_among_samples) the 4 probed batches sit at secret positions drawn
+//     uniformly over the samples the stop rule asks for (its minimum time over one launch's:
+//     ~50 of 20 ms in the 1 s window; at least min_samples, at most what the timeout holds),
+//     each r.batch launches long on fresh inputs into poisoned outputs, as a timed sample is;
+//     any not reached when sampling stops run then.
+//     The rule this file proves: a variant that skips k = ceil(4% x (r.batch - 1)) of the
+//     repeats of every sustained batch (the fewest that reach 4% of a batch's repeats),
+//     wherever it puts them, never the last, FAILS with certainty: the 4 probed batches hold
+//     4k fast repeats, at least the bar of ceil(4% x 4 (r.batch - 1)). One that skips in only a
+//     share q of its batches, which it cannot tell from the probed ones, is caught by chance:
+//     at that rate when all 4 probes land on its cheating batches (about q^4); at 4x that rate
+//     or more (k per batch then reaches the whole bar) when one does (about 1 - (1 - q)^4: 94%
+//     at q = 1/2, the least that moves the median).
+//
+// How the adversary knows it is in sustained mode, with nothing the harness tells it: it reads
+// the host clock at each call. Calls under kGap apart are one batch; a harness synchronises
+// between batches. After kSoakRuns batches of at least kLongRun launches (the soak: ~50 batches
+// of ~100 launches of its 200 us work) it skips. Cold mode (one launch per sample) and hot mode
+// (batches of ~1 ms, 5 launches here) never show it that. It learns the batch length from the
+// batch before and never skips a batch's first or last launch.
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "device_kernels.hpp"
+#include "harness_fixture.hpp"
+#include "workload.hpp"
+
+namespace bench::testing {
+namespace {
+
+constexpr uint64_t kWorkNs = 200'000;  // the honest work: 200 us and a copy
+// runner.cpp's kFastRepeatShare, the probe's bar: the adversary at the threshold skips the
+// fewest repeats per batch that reach it.
+constexpr double kProbeBar = 0.04;
+// Calls closer than this are one batch: a cold call waits for the one before (200 us of work).
+constexpr auto kGap = std::chrono::microseconds(150);
+constexpr int kLongRun = 32;   // a batch this long is no cold or hot batch of this work
+constexpr int kSoakRuns = 8;   // this many long batches: the soak has begun
+
+__global__ void write_first_only(const float* in, float* out) { out[0] = in[0]; }  // not all poison
+
+// How many of a batch's repeats (launches after its first) each adversary skips.
+struct Honest {
+  static int skips(int) { return 0; }
+};
+struct AtTheProbeBar {
+  static int skips(int repeats) { return static_cast<int>(std::ceil(kProbeBar * repeats)); }
+};
+struct OneInFour {  // the old hot margin's escape (issue 38): first launch 1.33x the repeats, under 1.5x
+  static int skips(int repeats) { return repeats / 4; }
+};
+
+template <class Policy>
+struct SkipsWhenSustained {
+  SkipsWhenSustained(const SmallCopy&, cudaStream_t) {}
+  void operator()(const SmallCopy& w, cudaStream_t s) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last > kGap) {  // a new batch: the one before has its length
+      long_runs += run >= kLongRun;
+      previous = run;
+      run = 0;
+    }
+    last = now;
+    if (skips_at(run++)) {
+      ++skipped;
+      write_first_only<<<1, 1, 0, s>>>(w.in.data(), w.out.data());
+    } else {
+      detail::launch_spin(kWorkNs, sink.data(), s);
+      copy_kernel<<<264, 256, 0, s>>>(w.in.data(), w.out.data(), w.n);
+    }
+    BENCH_CHECK_LAUNCH();
+  }
+  // Position p of a batch as long as the one before (L launches): skip k of its repeats, spread
+  // over positions 1 to L - 2 (1 + j (L - 2) / k for j < k), never the last, whose outputs
+  // every check reads.
+  bool skips_at(int p) const {
+    const int length = previous;
+    if (long_runs < kSoakRuns || length < kLongRun || p < 1 || p > length - 2) return false;
+    const int k = std::min(Policy::skips(length - 1), length - 2);
+    for (int j = 0; j < k; ++j)
+      if (1 + static_cast<int64_t>(j) * (length - 2) / k == p) return true;
+    return false;
+  }
+  std::chrono::steady_clock::time_point last{};
+  int run = 0, previous = 0, long_runs = 0;
+  DeviceBuffer<unsigned long long> sink{1};
+  static inline long skipped = 0;  // by every instance: what a run through the Runner skipped
+};
+
+BENCH_EXAMPLE(test, sustained_skips, SmallCopy)
+    .stateful<SkipsWhenSustained<Honest>>(Role::baseline, "honest")
+    .stateful<SkipsWhenSustained<OneInFour>>(Role::step, "skips_1_in_4_when_sustained")
+    .stateful<SkipsWhenSustained<AtTheProbeBar>>(Role::optimized, "skips_at_the_bar_when_sustained")
+    .reference(copy_reference)
+    .device_reference(device_copy_reference)
+    .tolerance(exact())
+    .mode(Mode::sustained);
+
+double phase_seconds(const detail::CaseRun& r, const std::string& name) {
+  for (const auto& [phase, seconds] : r.phase_seconds)
+    if (phase == name) return seconds;
+  return -1;
+}
+
+// The adversary's tell works only where a sustained batch is long and a hot one short: measured.
+void expect_batches_the_tell_sees(const detail::CaseRun& r) {
+  EXPECT_GE(r.batch, kLongRun) << "sustained batches of " << r.batch << " launches: too short for the tell";
+  EXPECT_GE(phase_seconds(r, "soak"), kSustainedSoakSeconds);
+}
+
+TEST(Sustained, Control_TheAdversarySkipsAtTheBarOnlyAfterASoak) {
+  // Outside the Runner, the call pattern of each mode by the host clock: cold (one call, then a
+  // sync), hot (batches of 5), a soak (batches of 100), then one timed batch of 100 launches.
+  detail::WorkloadInstance w = detail::build_workload(*find_example("sustained_skips"), true);
+  detail::fill_inputs(w, 7, nullptr);
+  const auto& work = *static_cast<const SmallCopy*>(w.object.get());
+  SkipsWhenSustained<AtTheProbeBar> adversary(work, nullptr);
+  const long before = SkipsWhenSustained<AtTheProbeBar>::skipped;
+  auto batch = [&](int launches) {
+    for (int i = 0; i < launches; ++i) adversary(work, nullptr);
+    BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+    std::this_thread::sleep_for(2 * kGap);  // a harness's untimed work between batches
+  };
+  for (int i = 0; i < 20; ++i) batch(1);
+  for (int i = 0; i < 20; ++i) batch(5);
+  EXPECT_EQ(SkipsWhenSustained<AtTheProbeBar>::skipped - before, 0) << "it skipped in cold or hot batches";
+  constexpr int kBatch = 100;
+  for (int i = 0; i < kSoakRuns + 1; ++i) batch(kBatch);
+  const long soaked = SkipsWhenSustained<AtTheProbeBar>::skipped;
+  // poison, then one batch: its last launch writes the right answer whatever it skipped
+  BENCH_CUDA_CHECK(cudaMemset(work.out.data(), 0xff, work.n * sizeof(float)));
+  batch(kBatch);
+  const long in_batch = SkipsWhenSustained<AtTheProbeBar>::skipped - soaked;
+  const int bar = static_cast<int>(std::ceil(kProbeBar * (kBatch - 1)));
+  EXPECT_EQ(in_batch, bar) << "skips in one sustained batch of " << kBatch;
+  EXPECT_GE(static_cast<double>(in_batch) / (kBatch - 1), kProbeBar);
+  std::vector<float> in(work.n), out(work.n);
+  BENCH_CUDA_CHECK(cudaMemcpy(in.data(), work.in.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
+  BENCH_CUDA_CHECK(cudaMemcpy(out.data(), work.out.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(in, out) << "the batch's outputs are wrong: an output check would catch it, not the probe";
+}
+
+TEST(Sustained, HonestVariantIsMeasuredCheckedAndProbedAmongItsSamples) {
+  const auto r = run_case("sustained_skips", "baseline");
+  ASSERT_EQ(outcome(r), "measured");
+  expect_batches_the_tell_sees(r);
+  // Four probed batches, each as long as a timed one: their repeats are 4 (batch - 1).
+  EXPECT_EQ(r.probed_repeats, 4 * (r.batch - 1));
+  EXPECT_EQ(r.fast_repeats, 0);
+  EXPECT_EQ(r.sample_check, "device");
+  EXPECT_GE(r.compared_samples, 1);
+  EXPECT_GE(r.verified_samples, 1);  // the secret host-checked sample
+  EXPECT_TRUE(r.suspect.empty()) << r.suspect;
+}
+
+TEST(Sustained, TheAdversaryIsHonestAndMeasuredInColdAndHotMode) {
+  const long before = SkipsWhenSustained<AtTheProbeBar>::skipped;
+  for (const Mode mode : {Mode::cold, Mode::hot}) {
+    detail::options().mode = mode;
+    const auto r = run_case("sustained_skips", "optimized");
+    detail::options().mode.reset();
+    EXPECT_EQ(outcome(r), "measured") << to_string(mode);
+    if (mode == Mode::hot) EXPECT_LT(r.batch, kLongRun) << "hot batches long enough to look sustained";
+  }
+  EXPECT_EQ(SkipsWhenSustained<AtTheProbeBar>::skipped - before, 0);
+}
+
+TEST(Sustained, Row18_SkippingRepeatsAtTheProbeBarOnlyInSustainedBatchesFails) {
+  const long before = SkipsWhenSustained<AtTheProbeBar>::skipped;
+  const auto r = run_case("sustained_skips", "optimized");
+  EXPECT_NE(outcome(r).find("FAILED: the variant skips work on inputs it has already seen"), std::string::npos)
+      << outcome(r);
+  EXPECT_NE(outcome(r).find("probed sustained batches"), std::string::npos) << outcome(r);
+  expect_batches_the_tell_sees(r);
+  EXPECT_EQ(r.probed_repeats, 4 * (r.batch - 1));
+  // Every probed batch met its skips: 4 k, k the fewest that reach the bar in one batch.
+  EXPECT_EQ(r.fast_repeats, 4 * AtTheProbeBar::skips(r.batch - 1));
+  EXPECT_GT(SkipsWhenSustained<AtTheProbeBar>::skipped - before, 0);
+}
+
+TEST(Sustained, Row18_SkippingOneRepeatInFourOnlyInSustainedBatchesFails) {
+  // Under the timed batches' 1.5x first-launch margin: only the probe can catch it.
+  const auto r = run_case("sustained_skips", "skips_1_in_4_when_sustained");
+  EXPECT_NE(outcome(r).find("FAILED: the variant skips work on inputs it has already seen"), std::string::npos)
+      << outcome(r);
+  expect_batches_the_tell_sees(r);
+}
+
+}  // namespace
+}  // namespace bench::testing

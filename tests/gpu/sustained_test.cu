@@ -41,9 +41,11 @@
 // of ~100 launches of its 200 us work) it skips. Cold mode (one launch per sample) and hot mode
 // (batches of ~1 ms, 5 launches here) never show it that. It learns the batch length from the
 // batch before and never skips a batch's first or last launch.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <vector>
 
 #include "device_kernels.hpp"
 #include "harness_fixture.hpp"
@@ -60,6 +62,20 @@ constexpr double kProbeBar = 0.04;
 constexpr auto kGap = std::chrono::microseconds(150);
 constexpr int kLongRun = 32;   // a batch this long is no cold or hot batch of this work
 constexpr int kSoakRuns = 8;   // this many long batches: the soak has begun
+// runner.cpp's kProbeBatches: the probed batches per case.
+constexpr int kProbeBatches = 4;
+
+// When an adversary starts to skip: after `runs` batches of at least `min_run` launches.
+struct AfterTheSoak {  // sustained mode's soak: ~50 batches of ~100 launches
+  static constexpr int min_run = kLongRun, runs = kSoakRuns;
+};
+// Hot mode: honest for its first 5 batches of 2 launches or more, what the harness ran before
+// its first timed sample when the hot probe came first: the escape check's batch (~25 launches
+// of this work) and the probe's 4 batches (CUPTI's 3 traced calls, back to back, may count as
+// one more: it then skips in the probe's last batch only, 1 fast repeat under the bar of 2).
+struct AfterTheFirstHotBatches {
+  static constexpr int min_run = 2, runs = 1 + kProbeBatches;
+};
 
 __global__ void write_first_only(const float* in, float* out) { out[0] = in[0]; }  // not all poison
 
@@ -74,13 +90,13 @@ struct OneInFour {  // the old hot margin's escape (issue 38): first launch 1.33
   static int skips(int repeats) { return repeats / 4; }
 };
 
-template <class Policy>
-struct SkipsWhenSustained {
-  SkipsWhenSustained(const SmallCopy&, cudaStream_t) {}
+template <class Tell, class Policy>
+struct SkipsOnceTold {
+  SkipsOnceTold(const SmallCopy&, cudaStream_t) {}
   void operator()(const SmallCopy& w, cudaStream_t s) {
     const auto now = std::chrono::steady_clock::now();
     if (now - last > kGap) {  // a new batch: the one before has its length
-      long_runs += run >= kLongRun;
+      long_runs += run >= Tell::min_run;
       previous = run;
       run = 0;
     }
@@ -99,7 +115,7 @@ struct SkipsWhenSustained {
   // every check reads.
   bool skips_at(int p) const {
     const int length = previous;
-    if (long_runs < kSoakRuns || length < kLongRun || p < 1 || p > length - 2) return false;
+    if (long_runs < Tell::runs || length < Tell::min_run || p < 1 || p > length - 2) return false;
     const int k = std::min(Policy::skips(length - 1), length - 2);
     for (int j = 0; j < k; ++j)
       if (1 + static_cast<int64_t>(j) * (length - 2) / k == p) return true;
@@ -110,6 +126,10 @@ struct SkipsWhenSustained {
   DeviceBuffer<unsigned long long> sink{1};
   static inline long skipped = 0;  // by every instance: what a run through the Runner skipped
 };
+template <class Policy>
+using SkipsWhenSustained = SkipsOnceTold<AfterTheSoak, Policy>;
+template <class Policy>
+using SkipsAfterItsFirstHotBatches = SkipsOnceTold<AfterTheFirstHotBatches, Policy>;
 
 BENCH_EXAMPLE(test, sustained_skips, SmallCopy)
     .stateful<SkipsWhenSustained<Honest>>(Role::baseline, "honest")
@@ -119,6 +139,17 @@ BENCH_EXAMPLE(test, sustained_skips, SmallCopy)
     .device_reference(device_copy_reference)
     .tolerance(exact())
     .mode(Mode::sustained);
+
+BENCH_EXAMPLE(test, hot_skips_after_first_batches, SmallCopy)
+    .stateful<SkipsAfterItsFirstHotBatches<Honest>>(Role::baseline, "honest")
+    .stateful<SkipsAfterItsFirstHotBatches<AtTheProbeBar>>(Role::optimized, "skips_at_the_bar_after_5_batches")
+    .reference(copy_reference)
+    .device_reference(device_copy_reference)
+    .tolerance(exact())
+    .mode(Mode::hot);
+
+// The probe's bar over `probed` repeats (runner.cpp, judge_probe): at least 2, and 4% of them.
+int probe_bar(int probed) { return std::max(2, static_cast<int>(std::ceil(kProbeBar * probed))); }
 
 double phase_seconds(const detail::CaseRun& r, const std::string& name) {
   for (const auto& [phase, seconds] : r.phase_seconds)
@@ -208,6 +239,68 @@ TEST(Sustained, Row18_SkippingOneRepeatInFourOnlyInSustainedBatchesFails) {
   EXPECT_NE(outcome(r).find("FAILED: the variant skips work on inputs it has already seen"), std::string::npos)
       << outcome(r);
   expect_batches_the_tell_sees(r);
+}
+
+// ---- hot mode: honest for its first few batches, then at the bar ------------------------------
+TEST(HotProbe, Control_TheAdversarySkipsAtTheBarOnlyAfterItsFirstBatches) {
+  // Outside the Runner, by the host clock: single calls with a sync between (verification,
+  // warm-up), then its first 5 batches of 5 (honest), then one batch of 5 into poisoned outputs.
+  using Adversary = SkipsAfterItsFirstHotBatches<AtTheProbeBar>;
+  detail::WorkloadInstance w = detail::build_workload(*find_example("hot_skips_after_first_batches"), true);
+  detail::fill_inputs(w, 7, nullptr);
+  const auto& work = *static_cast<const SmallCopy*>(w.object.get());
+  Adversary adversary(work, nullptr);
+  const long before = Adversary::skipped;
+  auto batch = [&](int launches) {
+    for (int i = 0; i < launches; ++i) adversary(work, nullptr);
+    BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+    std::this_thread::sleep_for(2 * kGap);  // a harness's untimed work between batches
+  };
+  constexpr int kBatch = 5;  // a hot batch of this work (~1 ms)
+  for (int i = 0; i < 20; ++i) batch(1);
+  for (int i = 0; i < AfterTheFirstHotBatches::runs; ++i) batch(kBatch);
+  EXPECT_EQ(Adversary::skipped - before, 0) << "it skipped in single calls or its first batches";
+  const long honest = Adversary::skipped;
+  BENCH_CUDA_CHECK(cudaMemset(work.out.data(), 0xff, work.n * sizeof(float)));
+  batch(kBatch);
+  const long in_batch = Adversary::skipped - honest;
+  EXPECT_EQ(in_batch, AtTheProbeBar::skips(kBatch - 1)) << "skips in one hot batch of " << kBatch;
+  EXPECT_GE(static_cast<double>(in_batch) / (kBatch - 1), kProbeBar);
+  std::vector<float> in(work.n), out(work.n);
+  BENCH_CUDA_CHECK(cudaMemcpy(in.data(), work.in.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
+  BENCH_CUDA_CHECK(cudaMemcpy(out.data(), work.out.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
+  EXPECT_EQ(in, out) << "the batch's outputs are wrong: an output check would catch it, not the probe";
+}
+
+TEST(HotProbe, HonestVariantIsMeasuredAndProbedAmongItsSamples) {
+  const auto r = run_case("hot_skips_after_first_batches", "baseline");
+  ASSERT_EQ(outcome(r), "measured");
+  EXPECT_GE(r.batch, 2);
+  // Four probed batches, each as long as a timed one (no cap): their repeats are 4 (batch - 1).
+  EXPECT_EQ(r.probed_repeats, kProbeBatches * (r.batch - 1));
+  EXPECT_EQ(r.fast_repeats, 0);
+  EXPECT_TRUE(r.suspect.empty()) << r.suspect;
+}
+
+TEST(HotProbe, Row18_SkippingRepeatsAtTheProbeBarAfterItsFirstHotBatchesFails) {
+  // Before the timed samples the harness now runs 1 or 2 of the batches it counts (the escape
+  // check's; CUPTI's traced calls), so it is honest for at most 4 more: samples and probes. Probes
+  // sit at distinct positions, each in front of its own sample, so at most 2 of the 4 fall in
+  // those 4 batches and at least 2 meet its skips, k each: FAILED whenever 2k reach the bar.
+  using Adversary = SkipsAfterItsFirstHotBatches<AtTheProbeBar>;
+  const long before = Adversary::skipped;
+  const auto r = run_case("hot_skips_after_first_batches", "optimized");
+  const int probed = kProbeBatches * (r.batch - 1), k = AtTheProbeBar::skips(r.batch - 1);
+  ASSERT_GE(2 * k, probe_bar(probed)) << "hot batches of " << r.batch
+                                      << ": two probed batches of its skips no longer reach the bar";
+  EXPECT_NE(outcome(r).find("FAILED: the variant skips work on inputs it has already seen"), std::string::npos)
+      << outcome(r);
+  EXPECT_NE(outcome(r).find("probed hot batches"), std::string::npos) << outcome(r);
+  EXPECT_EQ(r.probed_repeats, probed);
+  // 2, 3 or 4 probed batches met its k skips; the bar is 2 (4% of 16 repeats at batches of 5).
+  EXPECT_GE(r.fast_repeats, std::max(2 * k, probe_bar(probed)));
+  EXPECT_LE(r.fast_repeats, kProbeBatches * k);
+  EXPECT_GT(Adversary::skipped - before, 0);
 }
 
 }  // namespace

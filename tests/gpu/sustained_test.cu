@@ -1,6 +1,8 @@
-// docs/validity.md rows 2 and 18 in sustained mode: a variant honest in cold and hot runs that
-// skips work only inside sustained batches, planted at the defence's threshold and run through
-// the real Runner, beside an honest control and a control showing the adversary really skips.
+// docs/validity.md rows 2 and 18 in sustained and hot mode: a variant honest in cold and hot runs
+// that skips work only inside sustained batches, and one honest for its first few hot batches
+// that then skips, each planted at the defence's threshold and run through the real Runner,
+// beside an honest control and a control showing the adversary really skips (HotProbe.*, at
+// the end: the same adversary, told by another tell when to start).
 //
 // What sustained mode checks (harness/src/runner.cpp, Runner::measure), and so the rule proved:
 //   - A timed sample is one batch of r.batch back-to-back launches on inputs refilled before it,
@@ -21,11 +23,11 @@
 //     r.batch launches, as the adversary below does by its host clock) met the probe honest,
 //     and skipping any share under a third of its non-last launches passed with every output
 //     check (derived from the code above; not run against the old harness).
-//   - Now (runner.cpp, probe_among_samples) the 4 probed batches sit at secret positions drawn
-//     uniformly over the samples the stop rule asks for (its minimum time over one launch's:
-//     ~50 of 20 ms in the 1 s window; at least min_samples, at most what the timeout holds),
-//     each r.batch launches long on fresh inputs into poisoned outputs, as a timed sample is;
-//     any not reached when sampling stops run then.
+//   - Now (runner.cpp, probe_among_samples), in hot and sustained mode alike, the 4 probed
+//     batches sit at secret positions drawn uniformly over the samples the stop rule asks for
+//     (its minimum time over one launch's: ~50 of 20 ms in the 1 s window; at least
+//     min_samples, at most what the timeout holds), each r.batch launches long on fresh inputs
+//     into poisoned outputs, as a timed sample is; any not reached when sampling stops run then.
 //     The rule this file proves: a variant that skips k = ceil(4% x (r.batch - 1)) of the
 //     repeats of every sustained batch (the fewest that reach 4% of a batch's repeats),
 //     wherever it puts them, never the last, FAILS with certainty: the 4 probed batches hold
@@ -41,6 +43,17 @@
 // of ~100 launches of its 200 us work) it skips. Cold mode (one launch per sample) and hot mode
 // (batches of ~1 ms, 5 launches here) never show it that. It learns the batch length from the
 // batch before and never skips a batch's first or last launch.
+//
+// Hot mode (HotProbe.*): the same adversary, honest for its first 5 batches of 2 launches or
+// more by the host clock, what the hot probe's batches and the escape check's came to when the
+// probe ran before the samples (so it met that probe honest; derived from the code, not run
+// against the old harness). Its hot batches are 5 launches (1 ms of 200 us work): 1 skip in a
+// batch's 4 repeats is the fewest that reach 4%, and the bar over 4 x 4 probed repeats is 2.
+// Now it is honest for at most 4 samples and probes (the escape check's batch comes first), and
+// probes sit at distinct positions, each in front of its own sample: at most 2 of the 4 fall
+// there, so at least 2 meet a skip each and it FAILS with certainty. A variant honest for h
+// timed batches that skips at the bar only where it takes all 4 probes (longer batches) passes
+// with probability about 4h / (the probes' range): docs/validity.md, row 18.
 #include <algorithm>
 #include <chrono>
 #include <cmath>

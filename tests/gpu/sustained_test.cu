@@ -176,36 +176,51 @@ void expect_batches_the_tell_sees(const detail::CaseRun& r) {
   EXPECT_GE(phase_seconds(r, "soak"), kSustainedSoakSeconds);
 }
 
-TEST(Sustained, Control_TheAdversarySkipsAtTheBarOnlyAfterASoak) {
-  // Outside the Runner, the call pattern of each mode by the host clock: cold (one call, then a
-  // sync), hot (batches of 5), a soak (batches of 100), then one timed batch of 100 launches.
-  detail::WorkloadInstance w = detail::build_workload(*find_example("sustained_skips"), true);
-  detail::fill_inputs(w, 7, nullptr);
-  const auto& work = *static_cast<const SmallCopy*>(w.object.get());
-  SkipsWhenSustained<AtTheProbeBar> adversary(work, nullptr);
-  const long before = SkipsWhenSustained<AtTheProbeBar>::skipped;
-  auto batch = [&](int launches) {
+// Outside the Runner, by the host clock: an adversary's calls in batches, each followed by a sync
+// and a harness's untimed gap, as the Runner makes them.
+template <class Adversary>
+struct CallPattern {
+  explicit CallPattern(const std::string& example)
+      : w(detail::build_workload(*find_example(example), true)),
+        work((detail::fill_inputs(w, 7, nullptr), *static_cast<const SmallCopy*>(w.object.get()))),
+        adversary(work, nullptr) {}
+  void batch(int launches) {
     for (int i = 0; i < launches; ++i) adversary(work, nullptr);
     BENCH_CUDA_CHECK(cudaDeviceSynchronize());
     std::this_thread::sleep_for(2 * kGap);  // a harness's untimed work between batches
-  };
-  for (int i = 0; i < 20; ++i) batch(1);
-  for (int i = 0; i < 20; ++i) batch(5);
-  EXPECT_EQ(SkipsWhenSustained<AtTheProbeBar>::skipped - before, 0) << "it skipped in cold or hot batches";
+  }
+  // One batch into poisoned outputs: its skips. Its last launch must write the right answer
+  // whatever it skipped, or an output check, not the probe, would catch it.
+  long skips_in_a_checked_batch(int launches) {
+    const long before = Adversary::skipped;
+    BENCH_CUDA_CHECK(cudaMemset(work.out.data(), 0xff, work.n * sizeof(float)));
+    batch(launches);
+    std::vector<float> in(work.n), out(work.n);
+    BENCH_CUDA_CHECK(cudaMemcpy(in.data(), work.in.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
+    BENCH_CUDA_CHECK(cudaMemcpy(out.data(), work.out.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(in, out) << "the batch's outputs are wrong: an output check would catch it, not the probe";
+    return Adversary::skipped - before;
+  }
+  detail::WorkloadInstance w;
+  const SmallCopy& work;
+  Adversary adversary;
+};
+
+TEST(Sustained, Control_TheAdversarySkipsAtTheBarOnlyAfterASoak) {
+  // Cold (one call, then a sync), hot (batches of 5), a soak (batches of 100), then one timed
+  // batch of 100 launches.
+  using Adversary = SkipsWhenSustained<AtTheProbeBar>;
+  CallPattern<Adversary> calls("sustained_skips");
+  const long before = Adversary::skipped;
+  for (int i = 0; i < 20; ++i) calls.batch(1);
+  for (int i = 0; i < 20; ++i) calls.batch(5);
+  EXPECT_EQ(Adversary::skipped - before, 0) << "it skipped in cold or hot batches";
   constexpr int kBatch = 100;
-  for (int i = 0; i < kSoakRuns + 1; ++i) batch(kBatch);
-  const long soaked = SkipsWhenSustained<AtTheProbeBar>::skipped;
-  // poison, then one batch: its last launch writes the right answer whatever it skipped
-  BENCH_CUDA_CHECK(cudaMemset(work.out.data(), 0xff, work.n * sizeof(float)));
-  batch(kBatch);
-  const long in_batch = SkipsWhenSustained<AtTheProbeBar>::skipped - soaked;
+  for (int i = 0; i < kSoakRuns + 1; ++i) calls.batch(kBatch);
+  const long in_batch = calls.skips_in_a_checked_batch(kBatch);
   const int bar = static_cast<int>(std::ceil(kProbeBar * (kBatch - 1)));
   EXPECT_EQ(in_batch, bar) << "skips in one sustained batch of " << kBatch;
   EXPECT_GE(static_cast<double>(in_batch) / (kBatch - 1), kProbeBar);
-  std::vector<float> in(work.n), out(work.n);
-  BENCH_CUDA_CHECK(cudaMemcpy(in.data(), work.in.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
-  BENCH_CUDA_CHECK(cudaMemcpy(out.data(), work.out.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
-  EXPECT_EQ(in, out) << "the batch's outputs are wrong: an output check would catch it, not the probe";
 }
 
 TEST(Sustained, HonestVariantIsMeasuredCheckedAndProbedAmongItsSamples) {
@@ -256,33 +271,18 @@ TEST(Sustained, Row18_SkippingOneRepeatInFourOnlyInSustainedBatchesFails) {
 
 // ---- hot mode: honest for its first few batches, then at the bar ------------------------------
 TEST(HotProbe, Control_TheAdversarySkipsAtTheBarOnlyAfterItsFirstBatches) {
-  // Outside the Runner, by the host clock: single calls with a sync between (verification,
-  // warm-up), then its first 5 batches of 5 (honest), then one batch of 5 into poisoned outputs.
+  // Single calls with a sync between (verification, warm-up), its first 5 batches of 5 (honest),
+  // then one batch of 5.
   using Adversary = SkipsAfterItsFirstHotBatches<AtTheProbeBar>;
-  detail::WorkloadInstance w = detail::build_workload(*find_example("hot_skips_after_first_batches"), true);
-  detail::fill_inputs(w, 7, nullptr);
-  const auto& work = *static_cast<const SmallCopy*>(w.object.get());
-  Adversary adversary(work, nullptr);
+  CallPattern<Adversary> calls("hot_skips_after_first_batches");
   const long before = Adversary::skipped;
-  auto batch = [&](int launches) {
-    for (int i = 0; i < launches; ++i) adversary(work, nullptr);
-    BENCH_CUDA_CHECK(cudaDeviceSynchronize());
-    std::this_thread::sleep_for(2 * kGap);  // a harness's untimed work between batches
-  };
   constexpr int kBatch = 5;  // a hot batch of this work (~1 ms)
-  for (int i = 0; i < 20; ++i) batch(1);
-  for (int i = 0; i < AfterTheFirstHotBatches::runs; ++i) batch(kBatch);
+  for (int i = 0; i < 20; ++i) calls.batch(1);
+  for (int i = 0; i < AfterTheFirstHotBatches::runs; ++i) calls.batch(kBatch);
   EXPECT_EQ(Adversary::skipped - before, 0) << "it skipped in single calls or its first batches";
-  const long honest = Adversary::skipped;
-  BENCH_CUDA_CHECK(cudaMemset(work.out.data(), 0xff, work.n * sizeof(float)));
-  batch(kBatch);
-  const long in_batch = Adversary::skipped - honest;
+  const long in_batch = calls.skips_in_a_checked_batch(kBatch);
   EXPECT_EQ(in_batch, AtTheProbeBar::skips(kBatch - 1)) << "skips in one hot batch of " << kBatch;
   EXPECT_GE(static_cast<double>(in_batch) / (kBatch - 1), kProbeBar);
-  std::vector<float> in(work.n), out(work.n);
-  BENCH_CUDA_CHECK(cudaMemcpy(in.data(), work.in.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
-  BENCH_CUDA_CHECK(cudaMemcpy(out.data(), work.out.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
-  EXPECT_EQ(in, out) << "the batch's outputs are wrong: an output check would catch it, not the probe";
 }
 
 TEST(HotProbe, HonestVariantIsMeasuredAndProbedAmongItsSamples) {

@@ -304,8 +304,8 @@ TEST(HotProbe, Row18_SkippingRepeatsAtTheProbeBarAfterItsFirstHotBatchesFails) {
   const long before = Adversary::skipped;
   const auto r = run_case("hot_skips_after_first_batches", "optimized");
   const int probed = kProbeBatches * (r.batch - 1), k = AtTheProbeBar::skips(r.batch - 1);
-  ASSERT_GE(2 * k, probe_bar(probed)) << "hot batches of " << r.batch
-                                      << ": two probed batches of its skips no longer reach the bar";
+  ASSERT_GE(2 * k, probe_bar(probed)) << "hot batches of " << r.batch << " (" << outcome(r)
+                                      << "): two probed batches of its skips no longer reach the bar";
   EXPECT_NE(outcome(r).find("FAILED: the variant skips work on inputs it has already seen"), std::string::npos)
       << outcome(r);
   EXPECT_NE(outcome(r).find("probed hot batches"), std::string::npos) << outcome(r);

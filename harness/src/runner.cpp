@@ -73,11 +73,12 @@ constexpr double kMemoSlackSeconds = 20e-6;
 
 // VALIDITY row 18, hot batches, probed: a few batches with an event after every launch. Honest
 // repeats of one launch on one input take about the same time; a variant that skips some of its
-// repeats (it has seen their inputs) shows them as launches under half the median repeat. A
-// batch of 1-in-8 skips fails with 4 x 63 repeats probed (31 fast against a bar of 10). In
-// sustained mode the probed batches are as long as the timed ones and sit among them (below).
+// repeats (it has seen their inputs) shows them as launches under half the median repeat. The
+// probed batches are as long as the timed ones (r.batch launches, no cap: a probe shorter than a
+// batch misses a variant that skips only past its length) and sit among them (below): 4
+// (r.batch - 1) repeats are probed, and a variant that skips 1 repeat in 8 shows about 12.5% of
+// them fast against a bar of 4%.
 constexpr int kProbeBatches = 4;
-constexpr int kProbeLaunches = 64;
 constexpr double kFastFraction = 0.5;         // "fast": under half the median
 constexpr double kFastRepeatShare = 0.04;     // FAILED at 4% of repeats fast (and at least 2)
 constexpr double kProbeFloorSeconds = 5e-6;   // under this a repeat is launch-bound: nothing to skip
@@ -472,12 +473,12 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     if (r.mode == Mode::hot || r.mode == Mode::sustained) r.l2_write_slack_bytes /= r.batch;
   }
 
-  // The probe's batches (row 18). Hot: before the samples, min(r.batch, kProbeLaunches) launches
-  // each. Sustained: at kProbeBatches secret positions among the timed samples (below), each
-  // as long as a timed batch and on fresh inputs into poisoned outputs as a sample is: a
-  // variant can tell the soak and the timed batches after it apart from what came before (a
-  // second of back-to-back batches, each r.batch long), so a probe run before the soak, or in
-  // batches of another length, would meet only its honest calls.
+  // The probe's batches (row 18), hot and sustained alike: at kProbeBatches secret positions
+  // among the timed samples (below), each as long as a timed batch and on fresh inputs into
+  // poisoned outputs as a sample is. A variant can count its calls and batches, or read its
+  // host clock, and so tell what ran before the samples (a sustained soak, a hot case's warm-up
+  // and escape check) from the samples; a probe run before them, or in batches of another
+  // length, would meet only its honest calls.
   std::vector<double> probed;  // every probed repeat's own time
   auto probe_batch = [&](int b, int launches) {
     fill_inputs(w, run_seed(~seed, b), s);  // inputs no sample or check draws
@@ -498,12 +499,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
           "batches ran under half the median repeat ({:.2f} us) (memoisation)",
           fast, probed.size(), to_string(r.mode), median_repeat * 1e6));
   };
-  const bool probe_among_samples = r.batch > 1 && r.mode == Mode::sustained;
-  if (r.batch > 1 && r.mode == Mode::hot) {
-    Phase phase("memo_probe", r);
-    for (int b = 0; b < kProbeBatches; ++b) probe_batch(b, std::min(r.batch, kProbeLaunches));
-    judge_probe();
-  }
+  const bool probe_among_samples = r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained);
 
   if (r.mode == Mode::cold) r.timer_floor_s = sampler_->timer_floor(s);
   const bool blocking_kernel = !v.options.blocks_host && !cuda_tool_present();
@@ -559,10 +555,11 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     const int min_samples = std::max(1, stop.min_samples);
     const int secret = std::uniform_int_distribution<int>(0, min_samples - 1)(pick);
-    // Sustained: the probed batches go in front of kProbeBatches distinct samples drawn here,
-    // uniformly over those the stop rule asks for (its minimum time over one launch's: ~50 of
-    // 20 ms for a 1 s window), at most what the timeout holds, so a variant that cheats only
-    // late in the window meets them too; any not reached when sampling stops run then.
+    // Hot and sustained: the probed batches go in front of kProbeBatches distinct samples drawn
+    // here, uniformly over those the stop rule asks for (its minimum time over one launch's:
+    // ~50 of 20 ms for sustained mode's 1 s window; 250 hot samples of a 200 us launch for the
+    // default 0.05 s), at most what the timeout holds, so a variant that cheats only late
+    // meets them too; any not reached when sampling stops run then.
     std::vector<int> probe_at;
     if (probe_among_samples) {
       const double launch = std::max(launch_seconds, 1e-9);

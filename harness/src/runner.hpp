@@ -47,7 +47,7 @@ struct CaseRun {
   // The worst case over where a variant puts them: the probability that a variant corrupting
   // 5% of the timed samples escaped every check, from each sample's chance of being checked.
   double escape_5pct = 1;
-  int probed_repeats = 0;              // hot batches: repeats timed one by one (memoisation probe)
+  int probed_repeats = 0;              // hot and sustained batches: repeats timed one by one (memoisation probe)
   int fast_repeats = 0;                // of those, under half the median repeat
   std::string suspect;                 // non-empty: two separate clusters of sample times
   double max_abs_err = 0, rel_l2_err = 0;

@@ -1,6 +1,8 @@
-// docs/validity.md rows 2 and 18 in sustained mode: a variant honest in cold and hot runs that
-// skips work only inside sustained batches, planted at the defence's threshold and run through
-// the real Runner, beside an honest control and a control showing the adversary really skips.
+// docs/validity.md rows 2 and 18 in sustained and hot mode: a variant honest in cold and hot runs
+// that skips work only inside sustained batches, and one honest for its first few hot batches
+// that then skips, each planted at the defence's threshold and run through the real Runner,
+// beside an honest control and a control showing the adversary really skips (HotProbe.*, at
+// the end: the same adversary, told by another tell when to start).
 //
 // What sustained mode checks (harness/src/runner.cpp, Runner::measure), and so the rule proved:
 //   - A timed sample is one batch of r.batch back-to-back launches on inputs refilled before it,
@@ -21,11 +23,11 @@
 //     r.batch launches, as the adversary below does by its host clock) met the probe honest,
 //     and skipping any share under a third of its non-last launches passed with every output
 //     check (derived from the code above; not run against the old harness).
-//   - Now (runner.cpp, probe_among_samples) the 4 probed batches sit at secret positions drawn
-//     uniformly over the samples the stop rule asks for (its minimum time over one launch's:
-//     ~50 of 20 ms in the 1 s window; at least min_samples, at most what the timeout holds),
-//     each r.batch launches long on fresh inputs into poisoned outputs, as a timed sample is;
-//     any not reached when sampling stops run then.
+//   - Now (runner.cpp, probe_among_samples), in hot and sustained mode alike, the 4 probed
+//     batches sit at secret positions drawn uniformly over the samples the stop rule asks for
+//     (its minimum time over one launch's: ~50 of 20 ms in the 1 s window; at least
+//     min_samples, at most what the timeout holds), each r.batch launches long on fresh inputs
+//     into poisoned outputs, as a timed sample is; any not reached when sampling stops run then.
 //     The rule this file proves: a variant that skips k = ceil(4% x (r.batch - 1)) of the
 //     repeats of every sustained batch (the fewest that reach 4% of a batch's repeats),
 //     wherever it puts them, never the last, FAILS with certainty: the 4 probed batches hold
@@ -41,9 +43,22 @@
 // of ~100 launches of its 200 us work) it skips. Cold mode (one launch per sample) and hot mode
 // (batches of ~1 ms, 5 launches here) never show it that. It learns the batch length from the
 // batch before and never skips a batch's first or last launch.
+//
+// Hot mode (HotProbe.*): the same adversary, honest for its first 5 batches of 2 launches or
+// more by the host clock, what the hot probe's batches and the escape check's came to when the
+// probe ran before the samples (so it met that probe honest; derived from the code, not run
+// against the old harness). Its hot batches are 5 launches (1 ms of 200 us work): 1 skip in a
+// batch's 4 repeats is the fewest that reach 4%, and the bar over 4 x 4 probed repeats is 2.
+// Now it is honest for at most 4 samples and probes (the escape check's batch comes first), and
+// probes sit at distinct positions, each in front of its own sample: at most 2 of the 4 fall
+// there, so at least 2 meet a skip each and it FAILS with certainty. A variant honest for h
+// timed batches that skips at the bar only where it takes all 4 probes (longer batches) passes
+// with probability about 4h / (the probes' range): docs/validity.md, row 18.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <vector>
 
 #include "device_kernels.hpp"
 #include "harness_fixture.hpp"
@@ -60,6 +75,20 @@ constexpr double kProbeBar = 0.04;
 constexpr auto kGap = std::chrono::microseconds(150);
 constexpr int kLongRun = 32;   // a batch this long is no cold or hot batch of this work
 constexpr int kSoakRuns = 8;   // this many long batches: the soak has begun
+// runner.cpp's kProbeBatches: the probed batches per case.
+constexpr int kProbeBatches = 4;
+
+// When an adversary starts to skip: after `runs` batches of at least `min_run` launches.
+struct AfterTheSoak {  // sustained mode's soak: ~50 batches of ~100 launches
+  static constexpr int min_run = kLongRun, runs = kSoakRuns;
+};
+// Hot mode: honest for its first 5 batches of 2 launches or more, what the harness ran before
+// its first timed sample when the hot probe came first: the escape check's batch (~25 launches
+// of this work) and the probe's 4 batches (CUPTI's 3 traced calls, back to back, may count as
+// one more: it then skips in the probe's last batch only, 1 fast repeat under the bar of 2).
+struct AfterTheFirstHotBatches {
+  static constexpr int min_run = 2, runs = 1 + kProbeBatches;
+};
 
 __global__ void write_first_only(const float* in, float* out) { out[0] = in[0]; }  // not all poison
 
@@ -74,13 +103,13 @@ struct OneInFour {  // the old hot margin's escape (issue 38): first launch 1.33
   static int skips(int repeats) { return repeats / 4; }
 };
 
-template <class Policy>
-struct SkipsWhenSustained {
-  SkipsWhenSustained(const SmallCopy&, cudaStream_t) {}
+template <class Tell, class Policy>
+struct SkipsOnceTold {
+  SkipsOnceTold(const SmallCopy&, cudaStream_t) {}
   void operator()(const SmallCopy& w, cudaStream_t s) {
     const auto now = std::chrono::steady_clock::now();
     if (now - last > kGap) {  // a new batch: the one before has its length
-      long_runs += run >= kLongRun;
+      long_runs += run >= Tell::min_run;
       previous = run;
       run = 0;
     }
@@ -99,7 +128,7 @@ struct SkipsWhenSustained {
   // every check reads.
   bool skips_at(int p) const {
     const int length = previous;
-    if (long_runs < kSoakRuns || length < kLongRun || p < 1 || p > length - 2) return false;
+    if (long_runs < Tell::runs || length < Tell::min_run || p < 1 || p > length - 2) return false;
     const int k = std::min(Policy::skips(length - 1), length - 2);
     for (int j = 0; j < k; ++j)
       if (1 + static_cast<int64_t>(j) * (length - 2) / k == p) return true;
@@ -110,6 +139,10 @@ struct SkipsWhenSustained {
   DeviceBuffer<unsigned long long> sink{1};
   static inline long skipped = 0;  // by every instance: what a run through the Runner skipped
 };
+template <class Policy>
+using SkipsWhenSustained = SkipsOnceTold<AfterTheSoak, Policy>;
+template <class Policy>
+using SkipsAfterItsFirstHotBatches = SkipsOnceTold<AfterTheFirstHotBatches, Policy>;
 
 BENCH_EXAMPLE(test, sustained_skips, SmallCopy)
     .stateful<SkipsWhenSustained<Honest>>(Role::baseline, "honest")
@@ -119,6 +152,17 @@ BENCH_EXAMPLE(test, sustained_skips, SmallCopy)
     .device_reference(device_copy_reference)
     .tolerance(exact())
     .mode(Mode::sustained);
+
+BENCH_EXAMPLE(test, hot_skips_after_first_batches, SmallCopy)
+    .stateful<SkipsAfterItsFirstHotBatches<Honest>>(Role::baseline, "honest")
+    .stateful<SkipsAfterItsFirstHotBatches<AtTheProbeBar>>(Role::optimized, "skips_at_the_bar_after_5_batches")
+    .reference(copy_reference)
+    .device_reference(device_copy_reference)
+    .tolerance(exact())
+    .mode(Mode::hot);
+
+// The probe's bar over `probed` repeats (runner.cpp, judge_probe): at least 2, and 4% of them.
+int probe_bar(int probed) { return std::max(2, static_cast<int>(std::ceil(kProbeBar * probed))); }
 
 double phase_seconds(const detail::CaseRun& r, const std::string& name) {
   for (const auto& [phase, seconds] : r.phase_seconds)
@@ -132,36 +176,51 @@ void expect_batches_the_tell_sees(const detail::CaseRun& r) {
   EXPECT_GE(phase_seconds(r, "soak"), kSustainedSoakSeconds);
 }
 
-TEST(Sustained, Control_TheAdversarySkipsAtTheBarOnlyAfterASoak) {
-  // Outside the Runner, the call pattern of each mode by the host clock: cold (one call, then a
-  // sync), hot (batches of 5), a soak (batches of 100), then one timed batch of 100 launches.
-  detail::WorkloadInstance w = detail::build_workload(*find_example("sustained_skips"), true);
-  detail::fill_inputs(w, 7, nullptr);
-  const auto& work = *static_cast<const SmallCopy*>(w.object.get());
-  SkipsWhenSustained<AtTheProbeBar> adversary(work, nullptr);
-  const long before = SkipsWhenSustained<AtTheProbeBar>::skipped;
-  auto batch = [&](int launches) {
+// Outside the Runner, by the host clock: an adversary's calls in batches, each followed by a sync
+// and a harness's untimed gap, as the Runner makes them.
+template <class Adversary>
+struct CallPattern {
+  explicit CallPattern(const std::string& example)
+      : w(detail::build_workload(*find_example(example), true)),
+        work((detail::fill_inputs(w, 7, nullptr), *static_cast<const SmallCopy*>(w.object.get()))),
+        adversary(work, nullptr) {}
+  void batch(int launches) {
     for (int i = 0; i < launches; ++i) adversary(work, nullptr);
     BENCH_CUDA_CHECK(cudaDeviceSynchronize());
     std::this_thread::sleep_for(2 * kGap);  // a harness's untimed work between batches
-  };
-  for (int i = 0; i < 20; ++i) batch(1);
-  for (int i = 0; i < 20; ++i) batch(5);
-  EXPECT_EQ(SkipsWhenSustained<AtTheProbeBar>::skipped - before, 0) << "it skipped in cold or hot batches";
+  }
+  // One batch into poisoned outputs: its skips. Its last launch must write the right answer
+  // whatever it skipped, or an output check, not the probe, would catch it.
+  long skips_in_a_checked_batch(int launches) {
+    const long before = Adversary::skipped;
+    BENCH_CUDA_CHECK(cudaMemset(work.out.data(), 0xff, work.n * sizeof(float)));
+    batch(launches);
+    std::vector<float> in(work.n), out(work.n);
+    BENCH_CUDA_CHECK(cudaMemcpy(in.data(), work.in.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
+    BENCH_CUDA_CHECK(cudaMemcpy(out.data(), work.out.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(in, out) << "the batch's outputs are wrong: an output check would catch it, not the probe";
+    return Adversary::skipped - before;
+  }
+  detail::WorkloadInstance w;
+  const SmallCopy& work;
+  Adversary adversary;
+};
+
+TEST(Sustained, Control_TheAdversarySkipsAtTheBarOnlyAfterASoak) {
+  // Cold (one call, then a sync), hot (batches of 5), a soak (batches of 100), then one timed
+  // batch of 100 launches.
+  using Adversary = SkipsWhenSustained<AtTheProbeBar>;
+  CallPattern<Adversary> calls("sustained_skips");
+  const long before = Adversary::skipped;
+  for (int i = 0; i < 20; ++i) calls.batch(1);
+  for (int i = 0; i < 20; ++i) calls.batch(5);
+  EXPECT_EQ(Adversary::skipped - before, 0) << "it skipped in cold or hot batches";
   constexpr int kBatch = 100;
-  for (int i = 0; i < kSoakRuns + 1; ++i) batch(kBatch);
-  const long soaked = SkipsWhenSustained<AtTheProbeBar>::skipped;
-  // poison, then one batch: its last launch writes the right answer whatever it skipped
-  BENCH_CUDA_CHECK(cudaMemset(work.out.data(), 0xff, work.n * sizeof(float)));
-  batch(kBatch);
-  const long in_batch = SkipsWhenSustained<AtTheProbeBar>::skipped - soaked;
+  for (int i = 0; i < kSoakRuns + 1; ++i) calls.batch(kBatch);
+  const long in_batch = calls.skips_in_a_checked_batch(kBatch);
   const int bar = static_cast<int>(std::ceil(kProbeBar * (kBatch - 1)));
   EXPECT_EQ(in_batch, bar) << "skips in one sustained batch of " << kBatch;
   EXPECT_GE(static_cast<double>(in_batch) / (kBatch - 1), kProbeBar);
-  std::vector<float> in(work.n), out(work.n);
-  BENCH_CUDA_CHECK(cudaMemcpy(in.data(), work.in.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
-  BENCH_CUDA_CHECK(cudaMemcpy(out.data(), work.out.data(), work.n * sizeof(float), cudaMemcpyDeviceToHost));
-  EXPECT_EQ(in, out) << "the batch's outputs are wrong: an output check would catch it, not the probe";
 }
 
 TEST(Sustained, HonestVariantIsMeasuredCheckedAndProbedAmongItsSamples) {
@@ -208,6 +267,53 @@ TEST(Sustained, Row18_SkippingOneRepeatInFourOnlyInSustainedBatchesFails) {
   EXPECT_NE(outcome(r).find("FAILED: the variant skips work on inputs it has already seen"), std::string::npos)
       << outcome(r);
   expect_batches_the_tell_sees(r);
+}
+
+// ---- hot mode: honest for its first few batches, then at the bar ------------------------------
+TEST(HotProbe, Control_TheAdversarySkipsAtTheBarOnlyAfterItsFirstBatches) {
+  // Single calls with a sync between (verification, warm-up), its first 5 batches of 5 (honest),
+  // then one batch of 5.
+  using Adversary = SkipsAfterItsFirstHotBatches<AtTheProbeBar>;
+  CallPattern<Adversary> calls("hot_skips_after_first_batches");
+  const long before = Adversary::skipped;
+  constexpr int kBatch = 5;  // a hot batch of this work (~1 ms)
+  for (int i = 0; i < 20; ++i) calls.batch(1);
+  for (int i = 0; i < AfterTheFirstHotBatches::runs; ++i) calls.batch(kBatch);
+  EXPECT_EQ(Adversary::skipped - before, 0) << "it skipped in single calls or its first batches";
+  const long in_batch = calls.skips_in_a_checked_batch(kBatch);
+  EXPECT_EQ(in_batch, AtTheProbeBar::skips(kBatch - 1)) << "skips in one hot batch of " << kBatch;
+  EXPECT_GE(static_cast<double>(in_batch) / (kBatch - 1), kProbeBar);
+}
+
+TEST(HotProbe, HonestVariantIsMeasuredAndProbedAmongItsSamples) {
+  const auto r = run_case("hot_skips_after_first_batches", "baseline");
+  ASSERT_EQ(outcome(r), "measured");
+  EXPECT_GE(r.batch, 2);
+  // Four probed batches, each as long as a timed one (no cap): their repeats are 4 (batch - 1).
+  EXPECT_EQ(r.probed_repeats, kProbeBatches * (r.batch - 1));
+  EXPECT_EQ(r.fast_repeats, 0);
+  EXPECT_TRUE(r.suspect.empty()) << r.suspect;
+}
+
+TEST(HotProbe, Row18_SkippingRepeatsAtTheProbeBarAfterItsFirstHotBatchesFails) {
+  // Before the timed samples the harness now runs 1 or 2 of the batches it counts (the escape
+  // check's; CUPTI's traced calls), so it is honest for at most 4 more: samples and probes. Probes
+  // sit at distinct positions, each in front of its own sample, so at most 2 of the 4 fall in
+  // those 4 batches and at least 2 meet its skips, k each: FAILED whenever 2k reach the bar.
+  using Adversary = SkipsAfterItsFirstHotBatches<AtTheProbeBar>;
+  const long before = Adversary::skipped;
+  const auto r = run_case("hot_skips_after_first_batches", "optimized");
+  const int probed = kProbeBatches * (r.batch - 1), k = AtTheProbeBar::skips(r.batch - 1);
+  ASSERT_GE(2 * k, probe_bar(probed)) << "hot batches of " << r.batch << " (" << outcome(r)
+                                      << "): two probed batches of its skips no longer reach the bar";
+  EXPECT_NE(outcome(r).find("FAILED: the variant skips work on inputs it has already seen"), std::string::npos)
+      << outcome(r);
+  EXPECT_NE(outcome(r).find("probed hot batches"), std::string::npos) << outcome(r);
+  EXPECT_EQ(r.probed_repeats, probed);
+  // 2, 3 or 4 probed batches met its k skips; the bar is 2 (4% of 16 repeats at batches of 5).
+  EXPECT_GE(r.fast_repeats, std::max(2 * k, probe_bar(probed)));
+  EXPECT_LE(r.fast_repeats, kProbeBatches * k);
+  EXPECT_GT(Adversary::skipped - before, 0);
 }
 
 }  // namespace

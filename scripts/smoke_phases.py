@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where the chapter smoke tests' GPU time goes: the harness's phase times (verify, warmup,
 escape_check, samples, final_check; the memoisation probe runs among the samples) summed per
-chapter and listed for the slowest cases, from the files each smoke test writes under <build>/smoke/<chapter>/ (--bench_samples_out).
+chapter and listed for the slowest cases, from the files each smoke test writes under
+<build>/smoke/<chapter>/ (--bench_samples_out).
 
   python3 scripts/smoke_phases.py build/default/smoke [--ctest-log LOG] [--top N]
   python3 scripts/smoke_phases.py --self-test      (the summary on built-in files: ctest, CI)

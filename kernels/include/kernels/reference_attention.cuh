@@ -219,10 +219,10 @@ inline constexpr int kTiledThreads = 128;  // 16 row groups x 8 column groups
 // its 4 row groups the same piece (a broadcast), so no load meets a bank conflict.
 template <int kDim>
 struct TiledSmem {
-  float q_t[kDim][kTiledQueries];           // Q^T of the CTA's queries (zero past n_q)
-  float k_t[kDim][kTiledKeys];              // K^T of the tile (zero past n_k)
-  float v[kTiledKeys][kDim];                // V of the tile (zero past n_k: 0 * garbage is not 0)
-  float p_t[kTiledKeys][kTiledQueries];     // P^T of the tile
+  float q_t[kDim][kTiledQueries];        // Q^T of the CTA's queries (zero past n_q)
+  float k_t[kDim][kTiledKeys];           // K^T of the tile (zero past n_k)
+  float v[kTiledKeys][kDim];             // V of the tile (zero past n_k: 0 * garbage is not 0)
+  float p_t[kTiledKeys][kTiledQueries];  // P^T of the tile
 };
 
 // Rows r0 .. r0 + kRows - 1 of `rows` ([n][kDim] BF16, 16-byte aligned), transposed into
@@ -230,8 +230,8 @@ struct TiledSmem {
 // of one 8-dimension piece, so the scalar shared stores of a warp hit 32 different banks; every
 // thread's loads are issued before its stores.
 template <int kDim, int kRows>
-__device__ __forceinline__ void load_transposed(float (&dst)[kDim][kRows], const __nv_bfloat16* rows,
-                                                int64_t r0, int64_t n) {
+__device__ __forceinline__ void load_transposed(float (&dst)[kDim][kRows],
+                                                const __nv_bfloat16* rows, int64_t r0, int64_t n) {
   constexpr int kPieces = kRows * kDim / 8, kEach = kPieces / kTiledThreads;
   static_assert(kPieces % kTiledThreads == 0 && kTiledThreads % kRows == 0, "whole passes");
   uint4 piece[kEach];
@@ -253,8 +253,8 @@ __device__ __forceinline__ void load_transposed(float (&dst)[kDim][kRows], const
 // Rows r0 .. r0 + kRows - 1 of `rows` into dst[kRows][kDim] as FP32, rows past n zero;
 // consecutive threads on consecutive 16-byte pieces (coalesced).
 template <int kDim, int kRows>
-__device__ __forceinline__ void load_rows(float (&dst)[kRows][kDim], const __nv_bfloat16* rows, int64_t r0,
-                                          int64_t n) {
+__device__ __forceinline__ void load_rows(float (&dst)[kRows][kDim], const __nv_bfloat16* rows,
+                                          int64_t r0, int64_t n) {
   constexpr int kPerRow = kDim / 8, kEach = kRows * kPerRow / kTiledThreads;
   static_assert(kRows * kPerRow % kTiledThreads == 0, "whole passes");
   uint4 piece[kEach];
@@ -279,13 +279,14 @@ __device__ __forceinline__ void load_rows(float (&dst)[kRows][kDim], const __nv_
 // Grid (ceil(n_q / 64), bh), 128 threads, sizeof(TiledSmem<kDim>) bytes of dynamic shared memory.
 template <int kDim, class Visible>
 __global__ void __launch_bounds__(kTiledThreads)
-    reference_attention_tiled(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
+    reference_attention_tiled(const __nv_bfloat16* __restrict__ q,
+                              const __nv_bfloat16* __restrict__ k,
                               const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ out,
                               int64_t n_q, int64_t n_k, Visible visible) {
   constexpr int d = kDim, kBQ = kTiledQueries, kBK = kTiledKeys;
-  constexpr int kR = 4;                // query rows a thread
-  constexpr int kS = kBK / 8;          // keys a thread in S: 4 (t % 8) + 32 j + u, j < kBK / 32
-  constexpr int kO = d / 8;            // output dims a thread: 4 (t % 8) + 32 j + u, j < d / 32
+  constexpr int kR = 4;        // query rows a thread
+  constexpr int kS = kBK / 8;  // keys a thread in S: 4 (t % 8) + 32 j + u, j < kBK / 32
+  constexpr int kO = d / 8;    // output dims a thread: 4 (t % 8) + 32 j + u, j < d / 32
   static_assert(d % 32 == 0 && kBK % 32 == 0 && kBQ == 16 * kR, "whole 16-byte column pieces");
   extern __shared__ float4 tiled_smem[];
   TiledSmem<d>& sm = *reinterpret_cast<TiledSmem<d>*>(tiled_smem);
@@ -351,7 +352,8 @@ __global__ void __launch_bounds__(kTiledThreads)
         row_max = fmaxf(row_max, s[i][x]);
       }
 #pragma unroll
-      for (int mask = 1; mask < 8; mask *= 2) row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, mask));
+      for (int mask = 1; mask < 8; mask *= 2)
+        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, mask));
       // The same in the row's 8 lanes. A row that sees no key of the tile keeps m, l and acc.
       const bool live = row_max != -INFINITY;
       const float m_new = live ? fmaxf(m[i], row_max) : m[i];
@@ -362,7 +364,8 @@ __global__ void __launch_bounds__(kTiledThreads)
         row_sum += s[i][x];
       }
 #pragma unroll
-      for (int mask = 1; mask < 8; mask *= 2) row_sum += __shfl_xor_sync(0xffffffffu, row_sum, mask);
+      for (int mask = 1; mask < 8; mask *= 2)
+        row_sum += __shfl_xor_sync(0xffffffffu, row_sum, mask);
       c[i] = live ? expf(m[i] - m_new) : 1.0f;  // expf(-inf) = 0 at a row's first live tile
       l[i] = fmaf(l[i], c[i], row_sum);
       m[i] = m_new;
@@ -400,7 +403,8 @@ __global__ void __launch_bounds__(kTiledThreads)
     if (qi >= n_q) continue;
 #pragma unroll
     for (int j = 0; j < kO / 4; ++j) {
-      __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(out + (bh * n_q + qi) * d + col0 + 32 * j);
+      __nv_bfloat162* o2 =
+          reinterpret_cast<__nv_bfloat162*>(out + (bh * n_q + qi) * d + col0 + 32 * j);
       o2[0] = __floats2bfloat162_rn(acc[i][4 * j] / l[i], acc[i][4 * j + 1] / l[i]);
       o2[1] = __floats2bfloat162_rn(acc[i][4 * j + 2] / l[i], acc[i][4 * j + 3] / l[i]);
     }
@@ -409,8 +413,9 @@ __global__ void __launch_bounds__(kTiledThreads)
 
 // The two launches, also called directly by tests/gpu/reference_attention_test.cu.
 template <int kDim, class Visible>
-void launch_reference_attention_rows(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                     __nv_bfloat16* out, int64_t bh, int64_t n_q, int64_t n_k, Visible visible,
+void launch_reference_attention_rows(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                     const __nv_bfloat16* v, __nv_bfloat16* out, int64_t bh,
+                                     int64_t n_q, int64_t n_k, Visible visible,
                                      cudaStream_t stream) {
   constexpr int kQ = kRefQueriesPerBlock;
   reference_attention<kDim><<<dim3(unsigned((n_q + kQ - 1) / kQ), unsigned(bh)), kDim, 0, stream>>>(
@@ -419,18 +424,20 @@ void launch_reference_attention_rows(const __nv_bfloat16* q, const __nv_bfloat16
 }
 // q, k, v and out 16-byte aligned.
 template <int kDim, class Visible>
-void launch_reference_attention_tiled(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                      __nv_bfloat16* out, int64_t bh, int64_t n_q, int64_t n_k, Visible visible,
+void launch_reference_attention_tiled(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                      const __nv_bfloat16* v, __nv_bfloat16* out, int64_t bh,
+                                      int64_t n_q, int64_t n_k, Visible visible,
                                       cudaStream_t stream) {
   constexpr int bytes = int(sizeof(TiledSmem<kDim>));
   auto* kernel = reference_attention_tiled<kDim, Visible>;
   // Every call (a host-side attribute write, negligible next to the kernel): the current device
   // may differ from the last call's. The full carveout lets 2 CTAs of 112 KiB share an SM.
-  BENCH_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  BENCH_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   BENCH_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                   int(cudaSharedmemCarveoutMaxShared)));
-  kernel<<<dim3(unsigned((n_q + kTiledQueries - 1) / kTiledQueries), unsigned(bh)), kTiledThreads, bytes,
-           stream>>>(q, k, v, out, n_q, n_k, visible);
+                                        int(cudaSharedmemCarveoutMaxShared)));
+  kernel<<<dim3(unsigned((n_q + kTiledQueries - 1) / kTiledQueries), unsigned(bh)), kTiledThreads,
+           bytes, stream>>>(q, k, v, out, n_q, n_k, visible);
   BENCH_CHECK_LAUNCH();
 }
 }  // namespace detail
@@ -443,7 +450,8 @@ void reference_attention(const __nv_bfloat16* q, const __nv_bfloat16* k, const _
                          cudaStream_t stream) {
   if ((reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v)) % 16 != 0)
     throw std::invalid_argument("reference_attention: k and v must be 16-byte aligned");
-  if (n_q >= detail::kTiledQueries && (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) % 16 == 0)
+  if (n_q >= detail::kTiledQueries &&
+      (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) % 16 == 0)
     detail::launch_reference_attention_tiled<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
   else
     detail::launch_reference_attention_rows<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);

@@ -276,6 +276,26 @@ __device__ __forceinline__ void load_rows(float (&dst)[kRows][kDim], const __nv_
   }
 }
 
+// One step of a thread's micro-tile, both for S = Q K^T (over a dimension) and O += P V (over a
+// key): acc[i][x] = fmaf(a[i], b[32 (x / 4) + x % 4], acc[i][x]) for its 4 rows and kCols columns,
+// a from 1 and b from kCols / 4 16-byte shared loads.
+template <int kCols>
+__device__ __forceinline__ void outer_product_step(float (&acc)[4][kCols], const float* a,
+                                                   const float* b) {
+  const float4 a4 = *reinterpret_cast<const float4*>(a);
+  const float av[4] = {a4.x, a4.y, a4.z, a4.w};
+  float bv[kCols];
+#pragma unroll
+  for (int j = 0; j < kCols / 4; ++j) {
+    const float4 b4 = *reinterpret_cast<const float4*>(b + 32 * j);
+    bv[4 * j] = b4.x, bv[4 * j + 1] = b4.y, bv[4 * j + 2] = b4.z, bv[4 * j + 3] = b4.w;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int x = 0; x < kCols; ++x) acc[i][x] = fmaf(av[i], bv[x], acc[i][x]);
+}
+
 // Grid (ceil(n_q / 64), bh), 128 threads, sizeof(TiledSmem<kDim>) bytes of dynamic shared memory.
 template <int kDim, class Visible>
 __global__ void __launch_bounds__(kTiledThreads)
@@ -326,20 +346,7 @@ __global__ void __launch_bounds__(kTiledThreads)
 #pragma unroll
       for (int x = 0; x < kS; ++x) s[i][x] = 0.0f;
 #pragma unroll 4
-    for (int e = 0; e < d; ++e) {
-      const float4 q4 = *reinterpret_cast<const float4*>(&sm.q_t[e][row0]);
-      const float qa[kR] = {q4.x, q4.y, q4.z, q4.w};
-      float ka[kS];
-#pragma unroll
-      for (int j = 0; j < kS / 4; ++j) {
-        const float4 k4 = *reinterpret_cast<const float4*>(&sm.k_t[e][col0 + 32 * j]);
-        ka[4 * j] = k4.x, ka[4 * j + 1] = k4.y, ka[4 * j + 2] = k4.z, ka[4 * j + 3] = k4.w;
-      }
-#pragma unroll
-      for (int i = 0; i < kR; ++i)
-#pragma unroll
-        for (int x = 0; x < kS; ++x) s[i][x] = fmaf(qa[i], ka[x], s[i][x]);
-    }
+    for (int e = 0; e < d; ++e) outer_product_step(s, &sm.q_t[e][row0], &sm.k_t[e][col0]);
 
     // Online softmax, a row at a time: the row's 64 scores are 8 in each of 8 consecutive lanes.
     float c[kR];
@@ -382,20 +389,7 @@ __global__ void __launch_bounds__(kTiledThreads)
 
     // O += P V: a 4 x kDim / 8 micro-tile, keys in order (absent keys: p = 0, v = 0).
 #pragma unroll 1
-    for (int kk = 0; kk < kBK; ++kk) {
-      const float4 p4 = *reinterpret_cast<const float4*>(&sm.p_t[kk][row0]);
-      const float pa[kR] = {p4.x, p4.y, p4.z, p4.w};
-      float va[kO];
-#pragma unroll
-      for (int j = 0; j < kO / 4; ++j) {
-        const float4 v4 = *reinterpret_cast<const float4*>(&sm.v[kk][col0 + 32 * j]);
-        va[4 * j] = v4.x, va[4 * j + 1] = v4.y, va[4 * j + 2] = v4.z, va[4 * j + 3] = v4.w;
-      }
-#pragma unroll
-      for (int i = 0; i < kR; ++i)
-#pragma unroll
-        for (int x = 0; x < kO; ++x) acc[i][x] = fmaf(pa[i], va[x], acc[i][x]);
-    }
+    for (int kk = 0; kk < kBK; ++kk) outer_product_step(acc, &sm.p_t[kk][row0], &sm.v[kk][col0]);
   }
 #pragma unroll
   for (int i = 0; i < kR; ++i) {

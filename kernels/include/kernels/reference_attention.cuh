@@ -34,19 +34,21 @@
 //    of P V, 4 p and kDim / 8 values of v for kDim / 2 FMAs. A row's max and sum over the tile
 //    are the thread's 8 values in order, then an XOR butterfly over the row's 8 lanes (every
 //    lane receives the same bits). A tile that no query of the CTA sees is skipped.
-//    Why faster: the rows form does 1 FMA per shared load in its score loop and keeps a thread's
-//    8 queries x 1 dimension of O, so shared-memory bandwidth, not the FMA pipes, bounds it; the
-//    tiled form does ~10 FMAs (S) and ~13 (P V, d128) per 16-byte shared load, the ratio an SGEMM
-//    needs to approach the FP32 FMA rate. Expected 2-3x the rows form at ch16's prefill shapes,
-//    an estimate until measured: the FMAs are ~84% of the issued instructions (the rest: the
-//    loads, the 32 expf and the 32 visible() calls a thread makes per tile), the shared-memory
-//    pipe is a third busy, and with 2 warps a scheduler the barriers and the unoverlapped tile
-//    loads cost the rest. Occupancy: 2 CTAs (8 warps) an SM at both head dims: at d128 by shared
-//    memory (112 KiB a CTA) and registers, at d64 (64 KiB) by registers.
-//    ptxas (sm_90a, --ptxas-options=-v): no spills; at d128 243-255 registers (255 with every key
-//    visible or causal, 247 with ch18's block mask read from memory, 243 with a window mask), at
-//    d64 163-179. The S loop is unrolled by 4 and P V's not at all: the other choices spilled at
-//    d64, where ptxas held the count to 168.
+//    Why faster: a rows-form thread holds 8 accumulators (one key or one output dimension for 8
+//    queries), so it does 3-4 FMAs per shared load, converts BF16 in its inner loops and meets 6
+//    block barriers a tile; the tiled form does ~10 FMAs (S) and ~13 (P V, d128) per 16-byte
+//    shared load on FP32 operands, the ratio an SGEMM needs to approach the FP32 FMA rate, and
+//    meets 3 barriers a tile. Expected 2-3x the rows form at ch16's prefill shapes,
+//    an estimate until measured: by a count of the loop bodies the FMAs are ~84% of the issued
+//    instructions (the rest: the loads, the 32 expf and the 32 visible() calls a thread makes per
+//    tile); the shared-memory pipe is about a third busy if a warp's 16-byte load is one
+//    wavefront (each covers at most 128 distinct bytes, no two in one bank); with 2 warps a
+//    scheduler the barriers and the unoverlapped tile loads cost the rest. Occupancy: 2 CTAs (8
+//    warps) an SM at both head dims: at d128 by shared memory (112 KiB a CTA) and registers, at d64
+//    (64 KiB) by registers. ptxas (sm_90a, --ptxas-options=-v): no spills; at d128 243-255
+//    registers (255 with every key visible or causal, 247 with ch18's block mask read from memory,
+//    243 with a window mask), at d64 163-179. The S loop is unrolled by 4 and P V's not at all: the
+//    other choices spilled at d64, where ptxas held the count to 168.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -8,15 +8,47 @@
 // `visible(qi, kj)` says whether query qi sees key kj (host and device callable); every query
 // must see at least one key.
 //
-// The GPU version: one CTA per (8 consecutive queries, bh), a thread per output dimension. Keys go
-// in tiles of kDim: the tile's K rows, then its V rows, are copied once into shared memory with
-// 16-byte coalesced loads and serve all the CTA's queries (K and V cross from L2 once per 8
-// queries, not once per query). For each query on its own: thread t scores key j0 + t (a
-// sequential FP32 FMA chain over the dimensions, then times the scale), the tile's max and sum go
-// through group_reduce's order over the block, accurate expf, and each output dimension
-// accumulates p * v over the tile's keys in order. A query with no visible key in a tile leaves
-// that tile out; a tile that no query of the CTA sees is not loaded at all. Slow (no tensor
-// cores) and plainly right.
+// Why it is trusted: no tensor cores, no approximate math. Every score is a sequential FP32 FMA
+// chain over the head dimension (dimension 0 first) times 1/sqrt(d); softmax is the online form
+// (running max m and sum l a query, rescaled by the accurate expf(m_old - m_new) whenever the max
+// grows); p = expf(s - m) with the accurate expf; P V accumulates in FP32; the output is acc / l
+// rounded once to BF16. A key a query does not see contributes nothing (its p is exactly 0, and a
+// tile in which a query sees no key leaves that query's m, l and acc untouched). Every sum is in a
+// fixed order (no atomics), so a result does not depend on timing. tests/gpu/
+// reference_attention_test.cu holds both GPU forms to the CPU reference in double below.
+//
+// Two GPU forms, picked by the wrapper from n_q (each serves every mask and both head dims):
+//  - rows (decode, short prompts: n_q < 64): one CTA per (8 consecutive queries, bh), a thread per
+//    output dimension. Keys go in tiles of kDim: the tile's K rows, then its V rows, are copied
+//    into shared memory with 16-byte loads and serve the CTA's queries. For each query: thread t
+//    scores key j0 + t, the tile's max and sum go through group_reduce's order over the block, and
+//    each output dimension accumulates p * v over the tile's keys in order. A CTA with fewer
+//    queries (a decode step's 1) skips the absent ones' arithmetic.
+//  - tiled (prefill: n_q >= 64, q and out 16-byte aligned): the register tiling of a classic
+//    SGEMM. A CTA of 128 threads serves 64 queries of one bh; keys go in tiles of 64. Q^T (once),
+//    the tile's K^T and its V sit in shared memory as FP32, P^T too. Thread t owns query rows
+//    4 (t / 8) .. +3 and columns {4 (t % 8) + 32 j + u}: for S = Q K^T a 4 x 8 micro-tile of
+//    (queries x keys), for O += P V a 4 x kDim / 8 micro-tile of (queries x output dims), so the
+//    rows whose max and sum a thread takes part in are the rows of its own O accumulators. Per
+//    dimension of S it reads 4 queries and 8 keys (3 16-byte shared loads) for 32 FMAs; per key
+//    of P V, 4 p and kDim / 8 values of v for kDim / 2 FMAs. A row's max and sum over the tile
+//    are the thread's 8 values in order, then an XOR butterfly over the row's 8 lanes (every
+//    lane receives the same bits). A tile that no query of the CTA sees is skipped.
+//    Why faster: a rows-form thread holds 8 accumulators (one key or one output dimension for 8
+//    queries), so it does 3-4 FMAs per shared load, converts BF16 in its inner loops and meets 6
+//    block barriers a tile; the tiled form does ~10 FMAs (S) and ~13 (P V, d128) per 16-byte
+//    shared load on FP32 operands, the ratio an SGEMM needs to approach the FP32 FMA rate, and
+//    meets 3 barriers a tile. Expected 2-3x the rows form at ch16's prefill shapes,
+//    an estimate until measured: by a count of the loop bodies the FMAs are ~84% of the issued
+//    instructions (the rest: the loads, the 32 expf and the 32 visible() calls a thread makes per
+//    tile); the shared-memory pipe is about a third busy if a warp's 16-byte load is one
+//    wavefront (each covers at most 128 distinct bytes, no two in one bank); with 2 warps a
+//    scheduler the barriers and the unoverlapped tile loads cost the rest. Occupancy: 2 CTAs (8
+//    warps) an SM at both head dims: at d128 by shared memory (112 KiB a CTA) and registers, at d64
+//    (64 KiB) by registers. ptxas (sm_90a, --ptxas-options=-v): no spills; at d128 243-255
+//    registers (255 with every key visible or causal, 247 with ch18's block mask read from memory,
+//    243 with a window mask), at d64 163-179. The S loop is unrolled by 4 and P V's not at all: the
+//    other choices spilled at d64, where ptxas held the count to 168.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -178,18 +210,247 @@ __global__ void __launch_bounds__(kDim, 1)
   for (int i = 0; i < kQ; ++i)
     if (i < queries) out[(bh * n_q + q0 + i) * d + t] = __float2bfloat16(acc[i] / l[i]);
 }
+// ---- The tiled form (the header comment). ----
+inline constexpr int kTiledQueries = 64;   // queries a CTA: 16 row groups of 4
+inline constexpr int kTiledKeys = 64;      // keys a tile
+inline constexpr int kTiledThreads = 128;  // 16 row groups x 8 column groups
+
+// Shared memory of one CTA, FP32 so the inner loops convert nothing. Column layouts ([dim][query],
+// [dim][key], [key][query]) let a thread read its 4 queries or 4 consecutive columns as one
+// 16-byte load; the 8 column groups of a warp read 8 consecutive 16-byte pieces of one row and
+// its 4 row groups the same piece (a broadcast), so no load meets a bank conflict.
+template <int kDim>
+struct TiledSmem {
+  float q_t[kDim][kTiledQueries];        // Q^T of the CTA's queries (zero past n_q)
+  float k_t[kDim][kTiledKeys];           // K^T of the tile (zero past n_k)
+  float v[kTiledKeys][kDim];             // V of the tile (zero past n_k: 0 * garbage is not 0)
+  float p_t[kTiledKeys][kTiledQueries];  // P^T of the tile
+};
+
+// Rows r0 .. r0 + kRows - 1 of `rows` ([n][kDim] BF16, 16-byte aligned), transposed into
+// dst[kDim][kRows] as FP32; rows at or past n are zero. Consecutive threads take consecutive rows
+// of one 8-dimension piece, so the scalar shared stores of a warp hit 32 different banks; every
+// thread's loads are issued before its stores.
+template <int kDim, int kRows>
+__device__ __forceinline__ void load_transposed(float (&dst)[kDim][kRows],
+                                                const __nv_bfloat16* rows, int64_t r0, int64_t n) {
+  constexpr int kPieces = kRows * kDim / 8, kEach = kPieces / kTiledThreads;
+  static_assert(kPieces % kTiledThreads == 0 && kTiledThreads % kRows == 0, "whole passes");
+  uint4 piece[kEach];
+#pragma unroll
+  for (int i = 0; i < kEach; ++i) {
+    const int idx = int(threadIdx.x) + i * kTiledThreads, r = idx % kRows, c = idx / kRows;
+    piece[i] = make_uint4(0, 0, 0, 0);
+    if (r0 + r < n) piece[i] = *reinterpret_cast<const uint4*>(rows + (r0 + r) * kDim + c * 8);
+  }
+#pragma unroll
+  for (int i = 0; i < kEach; ++i) {
+    const int idx = int(threadIdx.x) + i * kTiledThreads, r = idx % kRows, c = idx / kRows;
+    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&piece[i]);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) dst[c * 8 + u][r] = __bfloat162float(h[u]);
+  }
+}
+
+// Rows r0 .. r0 + kRows - 1 of `rows` into dst[kRows][kDim] as FP32, rows past n zero;
+// consecutive threads on consecutive 16-byte pieces (coalesced).
+template <int kDim, int kRows>
+__device__ __forceinline__ void load_rows(float (&dst)[kRows][kDim], const __nv_bfloat16* rows,
+                                          int64_t r0, int64_t n) {
+  constexpr int kPerRow = kDim / 8, kEach = kRows * kPerRow / kTiledThreads;
+  static_assert(kRows * kPerRow % kTiledThreads == 0, "whole passes");
+  uint4 piece[kEach];
+#pragma unroll
+  for (int i = 0; i < kEach; ++i) {
+    const int idx = int(threadIdx.x) + i * kTiledThreads, r = idx / kPerRow, c = idx % kPerRow;
+    piece[i] = make_uint4(0, 0, 0, 0);
+    if (r0 + r < n) piece[i] = *reinterpret_cast<const uint4*>(rows + (r0 + r) * kDim + c * 8);
+  }
+#pragma unroll
+  for (int i = 0; i < kEach; ++i) {
+    const int idx = int(threadIdx.x) + i * kTiledThreads, r = idx / kPerRow, c = idx % kPerRow;
+    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&piece[i]);
+    float f[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u) f[u] = __bfloat162float(h[u]);
+    *reinterpret_cast<float4*>(&dst[r][c * 8]) = make_float4(f[0], f[1], f[2], f[3]);
+    *reinterpret_cast<float4*>(&dst[r][c * 8 + 4]) = make_float4(f[4], f[5], f[6], f[7]);
+  }
+}
+
+// One step of a thread's micro-tile, both for S = Q K^T (over a dimension) and O += P V (over a
+// key): acc[i][x] = fmaf(a[i], b[32 (x / 4) + x % 4], acc[i][x]) for its 4 rows and kCols columns,
+// a from 1 and b from kCols / 4 16-byte shared loads.
+template <int kCols>
+__device__ __forceinline__ void outer_product_step(float (&acc)[4][kCols], const float* a,
+                                                   const float* b) {
+  const float4 a4 = *reinterpret_cast<const float4*>(a);
+  const float av[4] = {a4.x, a4.y, a4.z, a4.w};
+  float bv[kCols];
+#pragma unroll
+  for (int j = 0; j < kCols / 4; ++j) {
+    const float4 b4 = *reinterpret_cast<const float4*>(b + 32 * j);
+    bv[4 * j] = b4.x, bv[4 * j + 1] = b4.y, bv[4 * j + 2] = b4.z, bv[4 * j + 3] = b4.w;
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int x = 0; x < kCols; ++x) acc[i][x] = fmaf(av[i], bv[x], acc[i][x]);
+}
+
+// Grid (ceil(n_q / 64), bh), 128 threads, sizeof(TiledSmem<kDim>) bytes of dynamic shared memory.
+template <int kDim, class Visible>
+__global__ void __launch_bounds__(kTiledThreads)
+    reference_attention_tiled(const __nv_bfloat16* __restrict__ q,
+                              const __nv_bfloat16* __restrict__ k,
+                              const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ out,
+                              int64_t n_q, int64_t n_k, Visible visible) {
+  constexpr int d = kDim, kBQ = kTiledQueries, kBK = kTiledKeys;
+  constexpr int kR = 4;        // query rows a thread
+  constexpr int kS = kBK / 8;  // keys a thread in S: 4 (t % 8) + 32 j + u, j < kBK / 32
+  constexpr int kO = d / 8;    // output dims a thread: 4 (t % 8) + 32 j + u, j < d / 32
+  static_assert(d % 32 == 0 && kBK % 32 == 0 && kBQ == 16 * kR, "whole 16-byte column pieces");
+  extern __shared__ float4 tiled_smem[];
+  TiledSmem<d>& sm = *reinterpret_cast<TiledSmem<d>*>(tiled_smem);
+  const int64_t q0 = int64_t(blockIdx.x) * kBQ, bh = blockIdx.y;
+  const int t = threadIdx.x, row0 = kR * (t / 8), col0 = 4 * (t % 8);
+  const __nv_bfloat16* k_bh = k + bh * n_k * d;
+  const __nv_bfloat16* v_bh = v + bh * n_k * d;
+  const float scale = 1.0f / sqrtf(float(d));
+  load_transposed<d, kBQ>(sm.q_t, q + bh * n_q * d, q0, n_q);  // published by the first barrier
+
+  float m[kR], l[kR], acc[kR][kO];
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    m[i] = -INFINITY, l[i] = 0.0f;
+#pragma unroll
+    for (int x = 0; x < kO; ++x) acc[i][x] = 0.0f;
+  }
+  for (int64_t j0 = 0; j0 < n_k; j0 += kBK) {
+    unsigned sees = 0;  // bit i * kS + x: query q0 + row0 + i sees the thread's key x of the tile
+#pragma unroll
+    for (int i = 0; i < kR; ++i)
+#pragma unroll
+      for (int x = 0; x < kS; ++x) {
+        const int64_t qi = q0 + row0 + i, kj = j0 + col0 + 32 * (x / 4) + x % 4;
+        if (qi < n_q && kj < n_k && visible(qi, kj)) sees |= 1u << (i * kS + x);
+      }
+    // Also the barrier after which the previous tile's K^T, V and P^T may be overwritten.
+    if (!__syncthreads_or(sees != 0)) continue;  // no query of this CTA sees a key of the tile
+    load_transposed<d, kBK>(sm.k_t, k_bh, j0, n_k);
+    load_rows<d, kBK>(sm.v, v_bh, j0, n_k);
+    __syncthreads();
+
+    // S: a 4 x 8 micro-tile, each score a sequential FMA chain over the dimensions.
+    float s[kR][kS];
+#pragma unroll
+    for (int i = 0; i < kR; ++i)
+#pragma unroll
+      for (int x = 0; x < kS; ++x) s[i][x] = 0.0f;
+#pragma unroll 4
+    for (int e = 0; e < d; ++e) outer_product_step(s, &sm.q_t[e][row0], &sm.k_t[e][col0]);
+
+    // Online softmax, a row at a time: the row's 64 scores are 8 in each of 8 consecutive lanes.
+    float c[kR];
+#pragma unroll
+    for (int i = 0; i < kR; ++i) {
+      float row_max = -INFINITY;
+#pragma unroll
+      for (int x = 0; x < kS; ++x) {
+        s[i][x] = (sees >> (i * kS + x) & 1u) ? s[i][x] * scale : -INFINITY;
+        row_max = fmaxf(row_max, s[i][x]);
+      }
+#pragma unroll
+      for (int mask = 1; mask < 8; mask *= 2)
+        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, mask));
+      // The same in the row's 8 lanes. A row that sees no key of the tile keeps m, l and acc.
+      const bool live = row_max != -INFINITY;
+      const float m_new = live ? fmaxf(m[i], row_max) : m[i];
+      float row_sum = 0.0f;
+#pragma unroll
+      for (int x = 0; x < kS; ++x) {
+        s[i][x] = s[i][x] == -INFINITY ? 0.0f : expf(s[i][x] - m_new);  // now p
+        row_sum += s[i][x];
+      }
+#pragma unroll
+      for (int mask = 1; mask < 8; mask *= 2)
+        row_sum += __shfl_xor_sync(0xffffffffu, row_sum, mask);
+      c[i] = live ? expf(m[i] - m_new) : 1.0f;  // expf(-inf) = 0 at a row's first live tile
+      l[i] = fmaf(l[i], c[i], row_sum);
+      m[i] = m_new;
+    }
+#pragma unroll
+    for (int x = 0; x < kS; ++x)
+      *reinterpret_cast<float4*>(&sm.p_t[col0 + 32 * (x / 4) + x % 4][row0]) =
+          make_float4(s[0][x], s[1][x], s[2][x], s[3][x]);
+#pragma unroll
+    for (int i = 0; i < kR; ++i)
+#pragma unroll
+      for (int x = 0; x < kO; ++x) acc[i][x] *= c[i];
+    __syncthreads();  // P^T published
+
+    // O += P V: a 4 x kDim / 8 micro-tile, keys in order (absent keys: p = 0, v = 0).
+#pragma unroll 1
+    for (int kk = 0; kk < kBK; ++kk) outer_product_step(acc, &sm.p_t[kk][row0], &sm.v[kk][col0]);
+  }
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    const int64_t qi = q0 + row0 + i;
+    if (qi >= n_q) continue;
+#pragma unroll
+    for (int j = 0; j < kO / 4; ++j) {
+      __nv_bfloat162* o2 =
+          reinterpret_cast<__nv_bfloat162*>(out + (bh * n_q + qi) * d + col0 + 32 * j);
+      o2[0] = __floats2bfloat162_rn(acc[i][4 * j] / l[i], acc[i][4 * j + 1] / l[i]);
+      o2[1] = __floats2bfloat162_rn(acc[i][4 * j + 2] / l[i], acc[i][4 * j + 3] / l[i]);
+    }
+  }
+}
+
+// The two launches, also called directly by tests/gpu/reference_attention_test.cu.
+template <int kDim, class Visible>
+void launch_reference_attention_rows(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                     const __nv_bfloat16* v, __nv_bfloat16* out, int64_t bh,
+                                     int64_t n_q, int64_t n_k, Visible visible,
+                                     cudaStream_t stream) {
+  constexpr int kQ = kRefQueriesPerBlock;
+  reference_attention<kDim><<<dim3(unsigned((n_q + kQ - 1) / kQ), unsigned(bh)), kDim, 0, stream>>>(
+      q, k, v, out, n_q, n_k, visible);
+  BENCH_CHECK_LAUNCH();
+}
+// q, k, v and out 16-byte aligned.
+template <int kDim, class Visible>
+void launch_reference_attention_tiled(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                      const __nv_bfloat16* v, __nv_bfloat16* out, int64_t bh,
+                                      int64_t n_q, int64_t n_k, Visible visible,
+                                      cudaStream_t stream) {
+  constexpr int bytes = int(sizeof(TiledSmem<kDim>));
+  auto* kernel = reference_attention_tiled<kDim, Visible>;
+  // Every call (a host-side attribute write, negligible next to the kernel): the current device
+  // may differ from the last call's. The full carveout lets 2 CTAs of 112 KiB share an SM.
+  BENCH_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  BENCH_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        int(cudaSharedmemCarveoutMaxShared)));
+  kernel<<<dim3(unsigned((n_q + kTiledQueries - 1) / kTiledQueries), unsigned(bh)), kTiledThreads,
+           bytes, stream>>>(q, k, v, out, n_q, n_k, visible);
+  BENCH_CHECK_LAUNCH();
+}
 }  // namespace detail
 
+// The tiled form from a whole CTA of queries up (prefill); the rows form below that (decode, where
+// the tiled form would compute 64 query rows for 1) and for a q or out off the 16-byte grid.
 template <int kDim = kRefHeadDim, class Visible>
 void reference_attention(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                          __nv_bfloat16* out, int64_t bh, int64_t n_q, int64_t n_k, Visible visible,
                          cudaStream_t stream) {
   if ((reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v)) % 16 != 0)
     throw std::invalid_argument("reference_attention: k and v must be 16-byte aligned");
-  constexpr int kQ = detail::kRefQueriesPerBlock;
-  detail::reference_attention<kDim><<<dim3(unsigned((n_q + kQ - 1) / kQ), unsigned(bh)), kDim, 0,
-                                       stream>>>(q, k, v, out, n_q, n_k, visible);
-  BENCH_CHECK_LAUNCH();
+  if (n_q >= detail::kTiledQueries &&
+      (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) % 16 == 0)
+    detail::launch_reference_attention_tiled<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
+  else
+    detail::launch_reference_attention_rows<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
 }
 
 // The same in double from the BF16 inputs, into `out` [bh][n_q][kDim]. K and V may also be given

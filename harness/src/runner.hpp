@@ -13,6 +13,13 @@
 
 namespace bench::detail {
 
+// VALIDITY row 18's probe (runner.cpp): kProbeBatches batches, each as long as a timed hot or
+// sustained batch, with an event after every launch; the case FAILS when at least
+// kFastRepeatShare of the probed repeats (and at least 2) run under half the median repeat. Here
+// so that the tests planting an adversary at that bar read the bar itself.
+inline constexpr int kProbeBatches = 4;
+inline constexpr double kFastRepeatShare = 0.04;
+
 // One case's run through the Runner: its samples and checks, as the chapter binary reports them
 // (tools/results.hpp's CaseResult is the same run as bench reads it back from the JSON).
 struct CaseRun {

@@ -68,15 +68,14 @@ namespace bench::testing {
 namespace {
 
 constexpr uint64_t kWorkNs = 200'000;  // the honest work: 200 us and a copy
-// runner.cpp's kFastRepeatShare, the probe's bar: the adversary at the threshold skips the
-// fewest repeats per batch that reach it.
-constexpr double kProbeBar = 0.04;
+// The probe's bar (runner.hpp): the adversary at the threshold skips the fewest repeats per
+// batch that reach it.
+constexpr double kProbeBar = detail::kFastRepeatShare;
 // Calls closer than this are one batch: a cold call waits for the one before (200 us of work).
 constexpr auto kGap = std::chrono::microseconds(150);
 constexpr int kLongRun = 32;   // a batch this long is no cold or hot batch of this work
 constexpr int kSoakRuns = 8;   // this many long batches: the soak has begun
-// runner.cpp's kProbeBatches: the probed batches per case.
-constexpr int kProbeBatches = 4;
+using detail::kProbeBatches;  // the probed batches per case (runner.hpp)
 
 // When an adversary starts to skip: after `runs` batches of at least `min_run` launches.
 struct AfterTheSoak {  // sustained mode's soak: ~50 batches of ~100 launches
@@ -228,7 +227,7 @@ TEST(Sustained, HonestVariantIsMeasuredCheckedAndProbedAmongItsSamples) {
   ASSERT_EQ(outcome(r), "measured");
   expect_batches_the_tell_sees(r);
   // Four probed batches, each as long as a timed one: their repeats are 4 (batch - 1).
-  EXPECT_EQ(r.probed_repeats, 4 * (r.batch - 1));
+  EXPECT_EQ(r.probed_repeats, kProbeBatches * (r.batch - 1));
   EXPECT_EQ(r.fast_repeats, 0);
   EXPECT_EQ(r.sample_check, "device");
   EXPECT_GE(r.compared_samples, 1);
@@ -255,9 +254,9 @@ TEST(Sustained, Row18_SkippingRepeatsAtTheProbeBarOnlyInSustainedBatchesFails) {
       << outcome(r);
   EXPECT_NE(outcome(r).find("probed sustained batches"), std::string::npos) << outcome(r);
   expect_batches_the_tell_sees(r);
-  EXPECT_EQ(r.probed_repeats, 4 * (r.batch - 1));
+  EXPECT_EQ(r.probed_repeats, kProbeBatches * (r.batch - 1));
   // Every probed batch met its skips: 4 k, k the fewest that reach the bar in one batch.
-  EXPECT_EQ(r.fast_repeats, 4 * AtTheProbeBar::skips(r.batch - 1));
+  EXPECT_EQ(r.fast_repeats, kProbeBatches * AtTheProbeBar::skips(r.batch - 1));
   EXPECT_GT(SkipsWhenSustained<AtTheProbeBar>::skipped - before, 0);
 }
 

@@ -323,9 +323,9 @@ TEST(Thresholds, Row18_TheHotAdversaryReallySkipsOneRepeatInEight) {
 TEST(Thresholds, Row18_HonestHotVariantIsMeasured) {
   const auto r = run_case("hot_repeat_skips", "baseline");
   ASSERT_EQ(outcome(r), "measured");
-  // Four probed batches (runner.cpp's kProbeBatches), each as long as a timed batch.
+  // kProbeBatches probed batches (runner.hpp), each as long as a timed batch.
   EXPECT_GE(r.batch, 2);
-  EXPECT_EQ(r.probed_repeats, 4 * (r.batch - 1));
+  EXPECT_EQ(r.probed_repeats, detail::kProbeBatches * (r.batch - 1));
   EXPECT_EQ(r.fast_repeats, 0);
 }
 
@@ -333,7 +333,7 @@ TEST(Thresholds, Row18_SkippingOneRepeatInEightFails) {
   const auto r = run_case("hot_repeat_skips", "optimized");
   EXPECT_NE(outcome(r).find("skips work on inputs it has already seen"), std::string::npos) << outcome(r);
   EXPECT_NE(outcome(r).find("probed hot batches"), std::string::npos) << outcome(r);
-  EXPECT_EQ(r.probed_repeats, 4 * (r.batch - 1));
+  EXPECT_EQ(r.probed_repeats, detail::kProbeBatches * (r.batch - 1));
 }
 
 TEST(Thresholds, Row2_HonestColdVariantIsMeasuredWithCheckedSamples) {

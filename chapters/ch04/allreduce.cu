@@ -115,8 +115,8 @@ class NcclAllReduce : public Sweep<NcclAllReduce> {
   // calls on each GPU's stream and across GPUs, so joins between them would only add bubbles.
   void enqueue_calls(int64_t count, cudaStream_t s, int calls) const {
     const auto& io = w_.io;
-    const bool large = count * int64_t(sizeof(float)) >= ch04::kLargeMessageBytes;
-    const ch04::Communicators& comms = large ? large_ : small_;  // ch04::bandwidth_ctas's choice
+    const ch04::CtaRange blocks = ch04::bandwidth_ctas(count * int64_t(sizeof(float)));
+    const ch04::Communicators& comms = blocks.min == ch04::kLargeMessageCtas.min ? large_ : small_;
     fan_.fork(s);
     for (int c = 0; c < calls; ++c)
       ch04::all_reduce(comms, fan_, io.size(), s, [&](size_t i) { return io.input(i); },

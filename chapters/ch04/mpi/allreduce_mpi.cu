@@ -301,11 +301,14 @@ bool time_and_check(const Gpu& g, Size& z, int ranks, bool plant, bool ok, Call 
   return ok;
 }
 
+// NCCL's thread blocks for a message of `bytes`: --ctas N's N (0: NCCL's own choice), or without
+// it (ctas -1) ch04::bandwidth_ctas's count for that size.
+int blocks_for(int ctas, int64_t bytes) { return ctas >= 0 ? ctas : ch04::bandwidth_ctas(bytes).min; }
+
 // Every run on this rank's GPU, NCCL's and the one-shot's, in the order given. After a CUDA or
 // NCCL error the remaining runs count as all wrong.
 void run_on_gpu(std::vector<Size>& runs, int rank, int ranks, int local, int ctas, int64_t planted,
                 int iters) {
-  auto ctas_for = [&](int64_t bytes) { return ctas >= 0 ? ctas : ch04::bandwidth_ctas(bytes).min; };
   int64_t most = 0;
   bool nccl = false, peer = false;
   for (const auto& z : runs) {
@@ -319,7 +322,7 @@ void run_on_gpu(std::vector<Size>& runs, int rank, int ranks, int local, int cta
   std::vector<std::pair<int, ncclComm_t>> comms;
   for (const auto& z : runs) {
     if (z.algorithm != Algorithm::nccl) continue;
-    const int c = ctas_for(z.bytes);
+    const int c = blocks_for(ctas, z.bytes);
     if (std::none_of(comms.begin(), comms.end(), [&](const auto& e) { return e.first == c; })) {
       comms.push_back({c, nullptr});
       ok = open_nccl(&comms.back().second, rank, ranks, c, ok);
@@ -327,7 +330,7 @@ void run_on_gpu(std::vector<Size>& runs, int rank, int ranks, int local, int cta
   }
   auto comm_for = [&](int64_t bytes) {
     for (const auto& [c, comm] : comms)
-      if (c == ctas_for(bytes)) return comm;
+      if (c == blocks_for(ctas, bytes)) return comm;
     return ncclComm_t{nullptr};
   };
   Peers peers;
@@ -482,7 +485,7 @@ int main(int argc, char** argv) {
   }
 
   auto how = [&](const Size& z) -> std::string {
-    const int c = ctas >= 0 ? ctas : ch04::bandwidth_ctas(z.bytes).min;
+    const int c = blocks_for(ctas, z.bytes);
     return z.algorithm == Algorithm::host       ? "host (MPI_Allreduce)"
            : z.algorithm == Algorithm::one_shot ? "one_shot (peer loads over CUDA IPC)"
                                                 : "ncclAllReduce (" + (c > 0 ? std::to_string(c) : std::string("NCCL's own")) + " blocks)";

@@ -77,7 +77,7 @@ constexpr double kMemoSlackSeconds = 20e-6;
 // probed batches are as long as the timed ones (r.batch launches, no cap: a probe shorter than a
 // batch misses a variant that skips only past its length) and sit among them (below): 4
 // (r.batch - 1) repeats are probed, and a variant that skips 1 repeat in 8 shows about 12.5% of
-// them fast against a bar of 4% (kProbeBatches and kFastRepeatShare: runner.hpp, which the
+// them fast against a bar of 4% (kProbeBatches and fast_repeats_bar: runner.hpp, which the
 // planted tests read too).
 constexpr double kFastFraction = 0.5;         // "fast": under half the median
 constexpr double kProbeFloorSeconds = 5e-6;   // under this a repeat is launch-bound: nothing to skip
@@ -491,8 +491,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
                                     [&](double t) { return t < kFastFraction * median_repeat; });
     r.probed_repeats = static_cast<int>(probed.size());
     r.fast_repeats = static_cast<int>(fast);
-    if (median_repeat >= kProbeFloorSeconds &&
-        fast >= std::max<double>(2, std::ceil(kFastRepeatShare * static_cast<double>(probed.size()))))
+    if (median_repeat >= kProbeFloorSeconds && fast >= fast_repeats_bar(probed.size()))
       throw CheckFailure(fmt::format(
           "the variant skips work on inputs it has already seen: {} of {} repeats in probed {} "
           "batches ran under half the median repeat ({:.2f} us) (memoisation)",

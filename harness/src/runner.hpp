@@ -1,6 +1,9 @@
 // Internal: measuring one case (one variant of one example) as docs/architecture.md describes.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,6 +22,10 @@ namespace bench::detail {
 // so that the tests planting an adversary at that bar read the bar itself.
 inline constexpr int kProbeBatches = 4;
 inline constexpr double kFastRepeatShare = 0.04;
+// The fast repeats among `probed` that fail the case.
+inline int fast_repeats_bar(std::size_t probed) {
+  return std::max(2, static_cast<int>(std::ceil(kFastRepeatShare * static_cast<double>(probed))));
+}
 
 // One case's run through the Runner: its samples and checks, as the chapter binary reports them
 // (tools/results.hpp's CaseResult is the same run as bench reads it back from the JSON).

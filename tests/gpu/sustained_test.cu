@@ -160,9 +160,6 @@ BENCH_EXAMPLE(test, hot_skips_after_first_batches, SmallCopy)
     .tolerance(exact())
     .mode(Mode::hot);
 
-// The probe's bar over `probed` repeats (runner.cpp, judge_probe): at least 2, and 4% of them.
-int probe_bar(int probed) { return std::max(2, static_cast<int>(std::ceil(kProbeBar * probed))); }
-
 double phase_seconds(const detail::CaseRun& r, const std::string& name) {
   for (const auto& [phase, seconds] : r.phase_seconds)
     if (phase == name) return seconds;
@@ -303,14 +300,15 @@ TEST(HotProbe, Row18_SkippingRepeatsAtTheProbeBarAfterItsFirstHotBatchesFails) {
   const long before = Adversary::skipped;
   const auto r = run_case("hot_skips_after_first_batches", "optimized");
   const int probed = kProbeBatches * (r.batch - 1), k = AtTheProbeBar::skips(r.batch - 1);
-  ASSERT_GE(2 * k, probe_bar(probed)) << "hot batches of " << r.batch << " (" << outcome(r)
-                                      << "): two probed batches of its skips no longer reach the bar";
+  ASSERT_GE(2 * k, detail::fast_repeats_bar(probed))
+      << "hot batches of " << r.batch << " (" << outcome(r)
+      << "): two probed batches of its skips no longer reach the bar";
   EXPECT_NE(outcome(r).find("FAILED: the variant skips work on inputs it has already seen"), std::string::npos)
       << outcome(r);
   EXPECT_NE(outcome(r).find("probed hot batches"), std::string::npos) << outcome(r);
   EXPECT_EQ(r.probed_repeats, probed);
   // 2, 3 or 4 probed batches met its k skips; the bar is 2 (4% of 16 repeats at batches of 5).
-  EXPECT_GE(r.fast_repeats, std::max(2 * k, probe_bar(probed)));
+  EXPECT_GE(r.fast_repeats, std::max(2 * k, detail::fast_repeats_bar(probed)));
   EXPECT_LE(r.fast_repeats, kProbeBatches * k);
   EXPECT_GT(Adversary::skipped - before, 0);
 }

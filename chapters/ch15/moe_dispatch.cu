@@ -39,7 +39,11 @@
 //      below): each routed row's sums, rounded to BF16 and weighted, reduced into an FP32 copy of
 //      y (red.global.add.v4.f32), then one pass to BF16 y that also zeroes the FP32 copy. The
 //      expert outputs (routed x ffn BF16, 96 MiB at the timing size) are never written nor read.
-//   7. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
+//   7. step "weight_multicast": cluster_permute with the grouped GEMM in clusters of 2 CTAs
+//      (2e below): a work item is two consecutive row tiles of one expert and one column tile,
+//      and each CTA loads half of the stage's weight block by TMA multicast into both CTAs, so
+//      the pair reads it from L2 once. Not measured yet.
+//   8. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
 //      (cublasGemmGroupedBatchedEx, a group per expert); its group sizes are host arrays, so the
 //      counts come back to the host before it.
 // Timing: 8192 tokens, 128 experts, hidden 2048 -> ffn 768 (issue 41; the PyTorch peer is
@@ -643,8 +647,8 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
       const moe::WorkItem at = moe::locate_pair_tile(tile_prefix, experts, item, n_tiles, rank);
       const int begin = offsets[at.expert], end = offsets[at.expert + 1];
       // Broadcast from lane 0, as `items`: the branch around the wgmma is uniform to the compiler.
-      const bool rows = __shfl_sync(0xffffffffu, moe::real_tile(at.row_tile, end - begin, ws::kBM),
-                                    0);
+      const bool rows =
+          __shfl_sync(0xffffffffu, moe::real_tile(at.row_tile, end - begin, ws::kBM), 0);
       if (!rows) {
         release_k_blocks(sm, kblocks, slot);
         continue;
@@ -807,9 +811,8 @@ class GroupedWgmma {
       // Every cluster of 2 resident at once (a cluster's CTAs share a GPC, so this can be fewer
       // than the SMs / 2). Asked here, outside the timed launches: a GPU that cannot hold one is
       // a SKIP with its reason.
-      const int clusters =
-          kernels::resident_clusters(kKernel, multicast::kCtas, ws::kSpecialisedThreads,
-                                     ws::kSmemBytes, multicast::kCtas);
+      const int clusters = kernels::resident_clusters(
+          kKernel, multicast::kCtas, ws::kSpecialisedThreads, ws::kSmemBytes, multicast::kCtas);
       if (clusters < 1)
         throw bench::Unsupported("moe_dispatch: no cluster of 2 of the grouped GEMM fits");
       grid_ = unsigned(multicast::kCtas * clusters);
@@ -886,12 +889,12 @@ class GroupedWgmma {
     config.stream = stream;
     config.attrs = &cluster;
     config.numAttrs = 1;
-    BENCH_CUDA_CHECK(cudaLaunchKernelEx(
-        &config, grouped_gemm_multicast, w.x.data(), map_w_, StoreSorted{sorted.y.data(), int(w.ffn)},
-        static_cast<const int32_t*>(sorted.row_token.data()),
-        static_cast<const int32_t*>(permute_.offsets.data()),
-        static_cast<const int32_t*>(permute_.tile_prefix.data()), int(w.experts), int(w.ffn),
-        int(w.hidden)));
+    BENCH_CUDA_CHECK(cudaLaunchKernelEx(&config, grouped_gemm_multicast, w.x.data(), map_w_,
+                                        StoreSorted{sorted.y.data(), int(w.ffn)},
+                                        static_cast<const int32_t*>(sorted.row_token.data()),
+                                        static_cast<const int32_t*>(permute_.offsets.data()),
+                                        static_cast<const int32_t*>(permute_.tile_prefix.data()),
+                                        int(w.experts), int(w.ffn), int(w.hidden)));
   }
   std::array<kernels::EventSpan, 3> parts_;  // permute, GEMM, combine
   double flops_ = 0;

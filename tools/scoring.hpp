@@ -50,7 +50,7 @@ struct ScoredRow {
   std::optional<double> expected_us;       // optimized_time: the recorded median of the subject
   std::optional<double> pct_ceiling;       // of the subject, against the file's ceilings
   std::string ceiling_name;
-  std::string ceiling_note;                // past 101% of its ceiling, within the allowance: why
+  std::string ceiling_note;                // past 101% of its ceiling yet passing: why
   std::optional<double> versus_vendor;     // vendor rows: vendor median / optimized median
   // The status is the outcome the expectations record for this example on this GPU
   // (`expected_status`: an honest NO_SPEEDUP inside its recorded band, or an optimized side

@@ -245,6 +245,7 @@ class MixedReplay {
     BENCH_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(sizeof(kernels::FlashSmemD<kHeadDim>))));
+    ch15::poison_gemm_outputs(step_h_, step_y_, stream);
     ch15::capture_replay(exec_, gemm_, stream, [&](cudaStream_t s) { enqueue(w, s); });
   }
 

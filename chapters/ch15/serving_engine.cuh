@@ -320,6 +320,19 @@ inline void step_mlp(const Serving& w, const StepGemm& gemm, const bf16* attn, b
   gemm.linear(h, w.w_down.data(), y, rows, int(w.dim), int(w.ffn));
 }
 
+// Untimed, once, before the replay is captured: a defined first write of the two buffers the
+// step's cuBLAS GEMMs write and our kernels then read (h by relu_bf16, y by the scatter).
+// compute-sanitizer's initcheck does not see cuBLAS's stores (README, "Sanitizer"), so without
+// this it reports every read of them; with it, initcheck still checks every other read of the
+// step. The bytes are 0xFF (a BF16 NaN), not zero: a value a GEMM failed to write then reaches
+// the outputs as NaN and fails the verification outright, where a zero might pass inside the
+// tolerance. Never in the captured graph: the timed replay is unchanged.
+inline void poison_gemm_outputs(const bench::DeviceBuffer<bf16>& h,
+                                const bench::DeviceBuffer<bf16>& y, cudaStream_t stream) {
+  BENCH_CUDA_CHECK(cudaMemsetAsync(h.data(), 0xFF, h.bytes(), stream));
+  BENCH_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xFF, y.bytes(), stream));
+}
+
 // Untimed: every step of a replay captured once into `exec` (enqueue(s) launches them on s), and
 // uploaded so that the first timed launch does not pay for it.
 template <class Enqueue>
@@ -353,6 +366,7 @@ class Replay {
         part_ml_(int64_t{policy.max_batch} * w.heads * max_splits_ * 2),
         part_o_(int64_t{policy.max_batch} * w.heads * max_splits_ * kHeadDim),
         stamps_(schedule_.steps() + 1) {
+    poison_gemm_outputs(step_h_, step_y_, stream);
     capture_replay(exec_, gemm_, stream, [&](cudaStream_t s) { enqueue(w, s); });
   }
   Replay(const Replay&) = delete;

@@ -38,10 +38,9 @@
 //    queries), so it does 3-4 FMAs per shared load, converts BF16 in its inner loops and meets 6
 //    block barriers a tile; the tiled form does ~10 FMAs (S) and ~13 (P V, d128) per 16-byte
 //    shared load on FP32 operands, the ratio an SGEMM needs to approach the FP32 FMA rate, and
-//    meets 3 barriers a tile. Expected 2-3x the rows form at ch16's prefill shapes,
-//    an estimate until measured: by a count of the loop bodies the FMAs are ~84% of the issued
-//    instructions (the rest: the loads, the 32 expf and the 32 visible() calls a thread makes per
-//    tile); the shared-memory pipe is about a third busy if a warp's 16-byte load is one
+//    meets 3 barriers a tile (ch16's README has the measured ratio at its shapes). By a count
+//    of the loop bodies the FMAs are ~84% of the issued instructions (the rest: the loads, the
+//    32 expf and the 32 visible() calls a thread makes per tile); the shared-memory pipe is about a third busy if a warp's 16-byte load is one
 //    wavefront (each covers at most 128 distinct bytes, no two in one bank); with 2 warps a
 //    scheduler the barriers and the unoverlapped tile loads cost the rest. Occupancy: 2 CTAs (8
 //    warps) an SM at both head dims: at d128 by shared memory (112 KiB a CTA) and registers, at d64

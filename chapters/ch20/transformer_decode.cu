@@ -652,8 +652,8 @@ struct Megakernel {
   }
 };
 
-// ---- rung 8: the fastest of rungs 5-7 (with 5b and 6c) at this batch, picked by timing at setup
-// -- Every plan that supports the batch is built and timed on the step's own inputs
+// ---- rung 8: the fastest of rungs 5-7 and 5b, 6c at this batch, picked by timing at setup ----
+// Every plan that supports the batch is built and timed on the step's own inputs
 // (ch20/fastest_plan.cuh: best of 5 rounds of 10 back-to-back calls each, the candidates taking
 // turns); the others are freed, and a timed call launches the kept one. Rung 6 is left out past 8
 // tokens, where it is rung 5's step; rung 7 leaves itself out there (bench::Unsupported). At the

@@ -37,18 +37,25 @@
 //      activations go to a global buffer: 32 tokens x 14336 do not fit shared memory): 10
 //      kernels, graphed, all launched programmatically. The lesson: at 8 tokens and more the FP32
 //      GEMV's FMAs, not its bytes, set its time; MMAs take the arithmetic off the critical path.
+//   5b. step "cuda_graph_kv_once": rung 5's graph with the attention as a CTA per (KV head, chunk)
+//      serving the group's 4 query heads from one load of each K and V row (decode::attention<4>
+//      without the draft mask, ch19's bf16_split_kv kernel), not a CTA per query head whose 4
+//      siblings each load the rows (L2 serving 3 of the 4): a quarter of the L2-to-SM bytes and of
+//      the rows widened, and the next step's rows in flight during the math. Same partials, same
+//      merge with the new key. Rung 8 reports it as 5.5.
+//   6c. step "streaming_mma_kv_once": rung 6b's graph with that attention (rung 8: 6.75).
 //   7. step "megakernel": the same ops as rung 6 as phases of ONE persistent cooperative launch
 //      (ch20/megakernel.cuh), grid barriers between them; each warp issues the next projection's
 //      first weights between arriving at a barrier and waiting at it, so the weight stream does not
 //      stop at an op boundary. Up to 8 tokens (batch 16 and 32: SKIPPED).
 //   8. optimized "autotuned": no single rung of 5-7 is fastest at every batch (the README's
 //      table), so this rung builds each of them that supports the batch (rung 5's graph, rung
-//      6's where it is not rung 5's, rung 6b's, rung 7 up to 8 tokens) at setup, times them on
-//      the workload's own inputs and keeps the fastest (ch20/fastest_plan.cuh): autotuning, as
-//      cuBLASLt's candidates are picked. A timed call is one launch of the kept plan; the
-//      report's chosen_rung says which (6b as 6.5).
+//      6's where it is not rung 5's, rung 6b's, 5b's and 6c's, rung 7 up to 8 tokens) at setup,
+//      times them on the workload's own inputs and keeps the fastest (ch20/fastest_plan.cuh):
+//      autotuning, as cuBLASLt's candidates are picked. A timed call is one launch of the kept
+//      plan; the report's chosen_rung says which (6b as 6.5).
 //
-// Where the time goes: the graphed rungs (5, 6, 6b, and 8 when it keeps one of them) list their
+// Where the time goes: the graphed rungs (5, 5b, 6, 6b, 6c, and 8 when it keeps one) list their
 // step as ops, and after the timed samples time each op on its own, uncaptured
 // (ch20/op_breakdown.hpp): op_us_<op>, op_gbps_<op> for the weight and cache streams, and
 // op_us_sum to hold against the row's time. Rung 7's ops are phases of one launch: no breakdown.
@@ -297,21 +304,37 @@ __global__ void __launch_bounds__(kHeadDim)
   attn[bh * kHeadDim + d] = __float2bfloat16(o[0] / l);
 }
 
+// How the attention reads the cache. per_query_head (rungs 3-6b, as recorded): a CTA per (query
+// head, chunk), decode::attention<1>, so the 4 query heads of a KV head each load its K and V rows
+// and L2 serves 3 of the 4 reads. per_kv_head (rungs 5b and 6c): a CTA per (KV head, chunk) that
+// serves all 4 of its query heads from one load of each row, decode::attention<4> without the
+// draft mask (ch19's bf16_split_kv kernel): the README's "Batch 32" section has the arithmetic.
+enum class KvRead { per_query_head, per_kv_head };
+
 // Activations of rungs 3-6 (BF16), and the attention's split partials.
 struct FusedActivations {
+  static constexpr int kQueryHeadsPerKv = 4;    // per_kv_head's kernel serves exactly this group
+  using PerKvHeadCache = decode::ContiguousKv;  // pair = (sequence, KV head): rows of k_cache
   bench::DeviceBuffer<bf16> xn, qkv, q, attn, o, h, hn, gate_up, act, down;
   bench::DeviceBuffer<float> part_ml, part_o;
+  KvRead kv_read;
   int splits;
   int64_t chunk;
   // Splits per pair as ch18's split_kv picks them: one full wave of CTAs (SMs x resident CTAs per
   // SM / pairs), chunks of at least 256 keys; and at least 2, so that the kernel always writes
-  // partials and the merge can add the new key.
-  static int64_t splits_wanted(const DecoderLayer& w) {
-    const int per_sm = kernels::blocks_per_sm(decode::attention<1, GqaCache>, decode::kThreads);
-    const int64_t wave = int64_t{kernels::sm_count()} * per_sm, pairs = w.batch * w.q_heads;
+  // partials and the merge can add the new key. A pair is a query head per_query_head, a KV head
+  // per_kv_head (a quarter as many pairs, and fewer resident CTAs an SM: more registers a thread).
+  static int64_t splits_wanted(const DecoderLayer& w, KvRead kv_read) {
+    const bool per_kv = kv_read == KvRead::per_kv_head;
+    const int per_sm =
+        per_kv ? kernels::blocks_per_sm(decode::attention<kQueryHeadsPerKv, PerKvHeadCache, false>,
+                                        decode::kThreads)
+               : kernels::blocks_per_sm(decode::attention<1, GqaCache>, decode::kThreads);
+    const int64_t wave = int64_t{kernels::sm_count()} * per_sm,
+                  pairs = w.batch * (per_kv ? w.kv_heads : w.q_heads);
     return std::clamp<int64_t>(wave / pairs, 2, std::max<int64_t>(2, w.past / 256));
   }
-  FusedActivations(const DecoderLayer& w, cudaStream_t s)
+  FusedActivations(const DecoderLayer& w, cudaStream_t s, KvRead kv_read_ = KvRead::per_query_head)
       : xn(w.batch * w.hidden),
         qkv(w.batch * w.qkv_dim),
         q(w.batch * w.hidden),
@@ -322,11 +345,18 @@ struct FusedActivations {
         gate_up(w.batch * 2 * w.ffn),
         act(w.batch * w.ffn),
         down(w.batch * w.hidden),
-        chunk(decode::chunk_for(w.past, int(splits_wanted(w)), 1)) {
+        kv_read(kv_read_),
+        chunk(decode::chunk_for(w.past, int(splits_wanted(w, kv_read_)),
+                                kv_read_ == KvRead::per_kv_head ? kQueryHeadsPerKv : 1)) {
+    if (kv_read == KvRead::per_kv_head && w.group != kQueryHeadsPerKv)
+      throw bench::Unsupported("the per-KV-head attention serves groups of 4 query heads");
     splits = int((w.past + chunk - 1) /
                  chunk);  // rounding the chunk up can leave fewer, never an empty one
     if (splits < 2)
       throw std::invalid_argument("transformer_decode: the cache is too short for two splits");
+    // The partials, [query head pair][split] either way: per_kv_head's CTA writes query qi of KV
+    // pair p to slot ((p x 4 + qi) x splits + split), and p x 4 + qi is the query pair
+    // (sequence x q_heads + head), since query head h reads KV head h / 4.
     part_ml = bench::DeviceBuffer<float>(w.batch * w.q_heads * splits * 2);
     part_o = bench::DeviceBuffer<float>(w.batch * w.q_heads * splits * kHeadDim);
     for (bench::DeviceBuffer<bf16>* b :
@@ -335,19 +365,35 @@ struct FusedActivations {
   }
   // Flash decoding over the cache into the partials, then the merge with the new key; on rung 6
   // both launched programmatically (kernels/pdl.cuh: each waits for the kernel ahead inside).
+  // per_kv_head reads q, packed [sequence][head][128], as [KV pair][4][128]: the same bytes.
   void attention(const DecoderLayer& w, cudaStream_t s, bool programmatic = false) const {
-    const decode::Args args{q.data(), nullptr, part_ml.data(), part_o.data(), 1, 0, chunk, splits};
     const int64_t pairs = w.batch * w.q_heads;
-    const dim3 grid{unsigned(splits), unsigned(pairs)};
+    if (kv_read == KvRead::per_kv_head) {
+      const decode::Args args{q.data(),         nullptr, part_ml.data(), part_o.data(),
+                              kQueryHeadsPerKv, 0,       chunk,          splits};
+      const PerKvHeadCache cache{w.k_cache.data(), w.v_cache.data(), w.past};
+      return attention_and_merge(decode::attention<kQueryHeadsPerKv, PerKvHeadCache, false>,
+                                 dim3{unsigned(splits), unsigned(w.batch * w.kv_heads)}, args,
+                                 cache, pairs, w, s, programmatic);
+    }
+    const decode::Args args{q.data(), nullptr, part_ml.data(), part_o.data(), 1, 0, chunk, splits};
     const GqaCache cache{w.k_cache.data(), w.v_cache.data(), w.past, w.group};
+    attention_and_merge(decode::attention<1, GqaCache>, dim3{unsigned(splits), unsigned(pairs)},
+                        args, cache, pairs, w, s, programmatic);
+  }
+
+ private:
+  template <class Kv>
+  void attention_and_merge(void (*kernel)(decode::Args, Kv), dim3 grid, const decode::Args& args,
+                           const Kv& cache, int64_t pairs, const DecoderLayer& w, cudaStream_t s,
+                           bool programmatic) const {
     if (programmatic) {
-      kernels::pdl::launch(decode::attention<1, GqaCache>, grid, dim3(decode::kThreads), 0, s, args,
-                           cache);
+      kernels::pdl::launch(kernel, grid, dim3(decode::kThreads), 0, s, args, cache);
       kernels::pdl::launch(merge_with_new_key, dim3(unsigned(pairs)), dim3(kHeadDim), 0, s, args,
                            w.k_new.data(), w.v_new.data(), attn.data(), w.group);
       return;
     }
-    decode::attention<1, GqaCache><<<grid, decode::kThreads, 0, s>>>(args, cache);
+    kernel<<<grid, decode::kThreads, 0, s>>>(args, cache);
     BENCH_CHECK_LAUNCH();
     merge_with_new_key<<<unsigned(pairs), kHeadDim, 0, s>>>(args, w.k_new.data(), w.v_new.data(),
                                                             attn.data(), w.group);
@@ -427,8 +473,8 @@ __global__ void swiglu(const bf16* gate_up, bf16* act, int64_t rows, int64_t ffn
 struct FusedOps {
   FusedActivations a;
   CublasltLinear linear_op;
-  FusedOps(const DecoderLayer& w, cudaStream_t s)
-      : a(w, s),
+  FusedOps(const DecoderLayer& w, cudaStream_t s, KvRead kv_read = KvRead::per_query_head)
+      : a(w, s, kv_read),
         linear_op(
             w.batch,
             {{w.qkv_dim, w.hidden}, {w.hidden, w.hidden}, {2 * w.ffn, w.hidden}, {w.hidden, w.ffn}},
@@ -522,8 +568,8 @@ struct GemvProjections {
   Gemv<QkvRopeAppend> qkv;
   Gemv<ResidualProjection> o, down;
   Gemv<GateUpSwiglu> gate_up;
-  GemvProjections(const DecoderLayer& w, cudaStream_t s)
-      : a(w, s),
+  GemvProjections(const DecoderLayer& w, cudaStream_t s, KvRead kv_read = KvRead::per_query_head)
+      : a(w, s, kv_read),
         qkv(int(w.batch), w.qkv_dim / gemv::kRowsPerWarp, w.hidden),
         o(int(w.batch), w.hidden / gemv::kRowsPerWarp, w.hidden),
         down(int(w.batch), w.hidden / gemv::kRowsPerWarp, w.ffn),
@@ -578,6 +624,19 @@ struct GemvStep {
 // and the MMA product with the epilogue, so 4 + 2 + 4 = 10 programmatic launches in the graph.
 using MmaProjections = GemvProjections<gemv::StreamingMma>;
 
+// ---- rungs 5b and 6c: rungs 5 and 6b with the attention reading each KV head once -------------
+// The same step, op for op, but the attention is a CTA per (KV head, chunk) serving the group's 4
+// query heads from one load of each K and V row (KvRead::per_kv_head): a quarter of the L2-to-SM
+// traffic and of the rows widened, 2 CTAs an SM with the next step's loads in flight. Same
+// partials, same merge with the new key. The README's "Batch 32" section: why, and what to read.
+struct FusedOpsKvOnce : FusedOps {
+  FusedOpsKvOnce(const DecoderLayer& w, cudaStream_t s) : FusedOps(w, s, KvRead::per_kv_head) {}
+};
+struct MmaProjectionsKvOnce : MmaProjections {
+  MmaProjectionsKvOnce(const DecoderLayer& w, cudaStream_t s)
+      : MmaProjections(w, s, KvRead::per_kv_head) {}
+};
+
 // ---- rung 7: the whole step as one persistent launch (ch20/megakernel.cuh) -------------------
 // The same ops as rung 6 as phases of one cooperative grid, one or two blocks an SM, grid barriers
 // between them; each warp's next weights go out while a barrier resolves. Up to 8 tokens, as rung
@@ -593,7 +652,7 @@ struct Megakernel {
   }
 };
 
-// ---- rung 8: the fastest of rungs 5-7 at this batch, picked by timing at setup ----------------
+// ---- rung 8: the fastest of rungs 5-7 and 5b, 6c at this batch, picked by timing at setup ----
 // Every plan that supports the batch is built and timed on the step's own inputs
 // (ch20/fastest_plan.cuh: best of 5 rounds of 10 back-to-back calls each, the candidates taking
 // turns); the others are freed, and a timed call launches the kept one. Rung 6 is left out past 8
@@ -607,6 +666,8 @@ struct Autotuned {
     if (w.batch <= gemv::kMaxTokens)
       plan.consider<Graphed<GemvProjections<gemv::StreamingGemv>>>("streaming_gemv", 6, w, s);
     plan.consider<Graphed<MmaProjections>>("streaming_mma", 6.5, w, s);
+    plan.consider<Graphed<FusedOpsKvOnce>>("cuda_graph_kv_once", 5.5, w, s);
+    plan.consider<Graphed<MmaProjectionsKvOnce>>("streaming_mma_kv_once", 6.75, w, s);
     plan.consider<Megakernel>("megakernel", 7, w, s);
     plan.keep_fastest(s, /*time_them=*/w.fills > 0);
   }
@@ -632,10 +693,13 @@ BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
     .stateful<FlashAttention>(bench::Role::step, "flash_attention")
     .stateful<FusedOps>(bench::Role::step, "fused_ops")
     .stateful<Graphed<FusedOps>>(bench::Role::step, "cuda_graph")
+    .stateful<Graphed<FusedOpsKvOnce>>(bench::Role::step, "cuda_graph_kv_once")
     .stateful<Graphed<GemvStep>>(bench::Role::step, "streaming_gemv",
                                  {.min_compute_capability = 90})
     .stateful<Graphed<MmaProjections>>(bench::Role::step, "streaming_mma",
                                        {.min_compute_capability = 90})
+    .stateful<Graphed<MmaProjectionsKvOnce>>(bench::Role::step, "streaming_mma_kv_once",
+                                             {.min_compute_capability = 90})
     .stateful<Megakernel>(bench::Role::step, "megakernel", {.min_compute_capability = 90})
     .stateful<Autotuned>(bench::Role::optimized, "autotuned", {.min_compute_capability = 90})
     .reference(reference)

@@ -57,7 +57,7 @@ template <class In, class Out>
 void launch(Form f, const In* a, const In* b, Out* d, int m, int n, int k) {
   if (f == Form::one_output)
     one_output_reference_gemm_tn<<<dim3((m + 15) / 16, (n + 15) / 16), dim3(16, 16)>>>(a, b, d, m,
-                                                                                        n, k);
+                                                                                       n, k);
   else if (f == Form::tile64)
     kernels::detail::launch_reference_gemm_tn_64(a, b, d, m, n, k, nullptr);
   else if (f == Form::tile128)
@@ -108,13 +108,15 @@ std::vector<Out> expect_same_bits(int m, int n, int k, int offset = 0, float a_c
   SCOPED_TRACE(testing::Message() << "m " << m << " n " << n << " k " << k << ", " << sizeof(In)
                                   << "-byte input, " << sizeof(Out) << "-byte output, offset "
                                   << offset);
-  const Operand<In> a(int64_t{m} * k, 7, offset, a_constant), b(int64_t{n} * k, 8, offset, b_constant);
+  const Operand<In> a(int64_t{m} * k, 7, offset, a_constant),
+      b(int64_t{n} * k, 8, offset, b_constant);
   const int64_t count = int64_t{m} * n;
   std::vector<std::vector<Out>> got;
   for (Form f : kForms) {
     Out* d = nullptr;
     EXPECT_EQ(cudaMalloc(&d, count * sizeof(Out)), cudaSuccess);
-    EXPECT_EQ(cudaMemset(d, 0xff, count * sizeof(Out)), cudaSuccess);  // NaN: an unwritten output shows
+    EXPECT_EQ(cudaMemset(d, 0xff, count * sizeof(Out)),
+              cudaSuccess);  // NaN: an unwritten output shows
     launch(f, a.device, b.device, d, m, n, k);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << name(f);
     got.push_back(download(d, count));
@@ -123,7 +125,8 @@ std::vector<Out> expect_same_bits(int m, int n, int k, int offset = 0, float a_c
   const std::vector<Out>& want = got[0];
   for (std::size_t f = 1; f < got.size(); ++f) {
     int64_t differ = 0;
-    for (int64_t e = 0; e < count; ++e) differ += std::memcmp(&want[e], &got[f][e], sizeof(Out)) != 0;
+    for (int64_t e = 0; e < count; ++e)
+      differ += std::memcmp(&want[e], &got[f][e], sizeof(Out)) != 0;
     EXPECT_EQ(differ, 0) << "outputs of " << count << " differ from the one-output form in the "
                          << name(kForms[f]) << " form";
   }
@@ -156,9 +159,9 @@ std::vector<Out> expect_same_bits(int m, int n, int k, int offset = 0, float a_c
 // whole 8-wide chunks, a half slice; k = 4100: chunks cut at 4 for FP32's 16-byte rows, and
 // rows not 16-byte multiples for the narrower types); long k; 1024^3, where the wrapper picks
 // the 64 x 64 form, and 2048 x 2048, where it picks 128 x 128 (on an H100's 132 SMs).
-constexpr int kShapes[][3] = {{1, 1, 1},        {16, 16, 16},    {63, 65, 17},     {127, 129, 65},
-                              {130, 77, 300},   {300, 257, 1000}, {257, 383, 4100}, {64, 192, 4096},
-                              {1024, 1024, 1024}, {2048, 2048, 64}};
+constexpr int kShapes[][3] = {
+    {1, 1, 1},        {16, 16, 16},     {63, 65, 17},    {127, 129, 65},     {130, 77, 300},
+    {300, 257, 1000}, {257, 383, 4100}, {64, 192, 4096}, {1024, 1024, 1024}, {2048, 2048, 64}};
 
 TEST(ReferenceGemm, EveryFormGivesTheOneOutputFormsBitsForFloatInputs) {
   for (const auto& s : kShapes) expect_same_bits<float, float>(s[0], s[1], s[2]);

@@ -26,15 +26,15 @@
 //    thread issues 64 FMAs and 4 16-byte shared loads (a warp spans 8 x 4 threads: 8 distinct
 //    A float4s and 4 distinct B float4s, one wavefront each, no bank conflict); per slice of 16
 //    steps about 50 more instructions (loads, conversions, 16 staging stores, each warp's 32 rows
-//    on 32 banks). So about 92% of issue slots are FMAs, against about half for the 64 x 64 form.
+//    on 32 banks). So about 90% of issue slots are FMAs, against about half for the 64 x 64 form.
 //    Estimate: 2 to 2.5 times the 64 x 64 form's rate (40-50 TFLOP/s on an H100 of ~60 FP32
 //    TFLOP/s at its loaded clock), not more: two CTAs an SM (128 registers a thread) leave four
-//    warps a scheduler to hide the shared loads' latency. Measured rates: the chapter READMEs.
+//    warps a scheduler to hide the shared loads' latency. Measured: the DISABLED_ printout in
+//    tests/gpu/reference_gemm_test.cu.
 //    Registers and spills (sm_90a, -Xptxas=--warn-on-spills): see the kernel's comment.
 #pragma once
 
 #include <bench/bench.hpp>
-
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -64,7 +64,7 @@ __device__ void stage_slice(const In* __restrict__ x, int64_t first_row, int64_t
 template <class In, class Out>
 __global__ void __launch_bounds__(kRefThreads)
     reference_gemm_tn_64(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ d,
-                      int m, int n, int k) {
+                         int m, int n, int k) {
   __shared__ __align__(16) float as[kRefSlice][kRefTile + kRefPad],
       bs[kRefSlice][kRefTile + kRefPad];
   const int ti = threadIdx.x % (kRefTile / kRefMicro), tj = threadIdx.x / (kRefTile / kRefMicro);
@@ -111,7 +111,8 @@ void launch_reference_gemm_tn_64(const In* a, const In* b, Out* d, int64_t m, in
 constexpr int kBigTile = 128, kBigMicro = 8, kBigHalf = kBigTile / 2;
 constexpr int kBigThreads = (kBigTile / kBigMicro) * (kBigTile / kBigMicro);  // 256
 constexpr int kChunk = kRefSlice / 2;  // k values a thread stages per operand row and slice
-static_assert(kBigThreads == 2 * kBigTile, "a thread stages half a slice of one row of each operand");
+static_assert(kBigThreads == 2 * kBigTile,
+              "a thread stages half a slice of one row of each operand");
 
 // kChunk consecutive k values of one row, in the input type: what a thread holds in registers
 // while the current slice is multiplied.
@@ -151,8 +152,10 @@ __device__ __forceinline__ void store_chunk(float (&s)[kRefSlice][kBigTile], con
   for (int j = 0; j < kChunk; ++j) s[first + j][row] = static_cast<float>(c.v[j]);
 }
 
-// ptxas -v (CUDA 13.0, sm_90a), registers a thread, no spills: see the commit message of the
-// build that last changed this kernel; __launch_bounds__(256, 2) caps them at 128.
+// Registers: __launch_bounds__(256, 2) caps them at 128 so that two CTAs share an SM. ptxas -v
+// (CUDA 13.0, sm_90a, -Xptxas=--warn-on-spills) gives 127-128 for FP32, BF16, FP16 and FP8
+// inputs, 0 bytes of spills; uncapped it would take 124-143 (FP32 inputs hold 16 registers of
+// the next slice, FP8 ones 4).
 template <bool kVector, class In, class Out>
 __global__ void __launch_bounds__(kBigThreads, 2)
     reference_gemm_tn_128(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ d,
@@ -219,8 +222,8 @@ __global__ void __launch_bounds__(kBigThreads, 2)
 }
 
 template <class In, class Out>
-void launch_reference_gemm_tn_128(const In* a, const In* b, Out* d, int64_t m, int64_t n,
-                                  int64_t k, cudaStream_t stream) {
+void launch_reference_gemm_tn_128(const In* a, const In* b, Out* d, int64_t m, int64_t n, int64_t k,
+                                  cudaStream_t stream) {
   static_assert(sizeof(In) == 1 || sizeof(In) == 2 || sizeof(In) == 4 || sizeof(In) == 8);
   // The 16-byte (8-byte for 1-byte inputs) loads need every chunk aligned: the bases, and rows
   // of whole units.
@@ -259,8 +262,8 @@ void reference_gemm_tn(const In* a, const In* b, Out* d, int64_t m, int64_t n, i
 // The same product on the CPU in double, for an example's .reference at its verification size:
 //   kernels::reference_gemm_tn(h.input<float>("a"), h.input<float>("b"), h.expected("d"), m, n, k);
 template <class In>
-void reference_gemm_tn(std::span<const In> a, std::span<const In> b, std::span<double> d, int64_t m, int64_t n,
-                       int64_t k) {
+void reference_gemm_tn(std::span<const In> a, std::span<const In> b, std::span<double> d, int64_t m,
+                       int64_t n, int64_t k) {
   std::vector<double> column(static_cast<std::size_t>(k));
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t p = 0; p < k; ++p) column[p] = static_cast<float>(b[j * k + p]);

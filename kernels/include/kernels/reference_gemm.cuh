@@ -3,11 +3,38 @@
 // CPU double reference for the verification size.
 //   D (m x n, column-major) = A (m x k, row-major) x B (k x n, column-major): the "TN" layout,
 //   both operands k-contiguous. Inputs of any type convertible to float; FP32 products and sums,
-//   each output summed over k in order. Not fast (CUDA cores, no tensor cores), just plainly right.
+//   each output summed over k in order. CUDA cores, no tensor cores: plainly right, and fast
+//   enough that a GEMM case's device checks fit their budget (docs/validity.md, row 2).
+//
+// The numbers, in every form below: output (i, j) is one FP32 FMA chain
+//   acc = 0; for p = 0, 1, ..., ceil(k / 16) * 16 - 1: acc = fmaf(a(i, p), b(p, j), acc)
+// with a and b converted to float (exactly) and zero past k, then Out(acc). The padding to a
+// multiple of 16 is part of it: a zero step turns an underflowed -0 into +0. Any tiling that
+// keeps each chain gives the same bits (tests/gpu/reference_gemm_test.cu holds the forms to it).
+//
+// Two forms, chosen by reference_gemm_tn below from the problem's size:
+//  - 64 x 64 (small problems): a CTA of 256 threads computes a 64 x 64 block of D, a thread
+//    4 x 4 of it, over k-slices of 16 staged in shared memory k-major. It spends about as many
+//    instructions staging a slice (an index, a division and a bounds check per element) as
+//    multiplying it, and FP32 GEMM is issue-bound: one instruction a cycle per scheduler, and
+//    an FMA is one.
+//  - 128 x 128 (the rest): the classic SGEMM shape. 256 threads, 8 x 8 outputs a thread (rows
+//    4 tx .. 4 tx + 3 and 64 + the same, columns likewise from ty), k-slices of 16 in shared
+//    memory k-major, double-buffered: the next slice is loaded into registers (raw input type,
+//    one row pointer per operand, 16-byte loads where aligned) while the current one is
+//    multiplied, then converted and stored in the other buffer, one barrier a slice. Per k step a
+//    thread issues 64 FMAs and 4 16-byte shared loads (a warp spans 8 x 4 threads: 8 distinct
+//    A float4s and 4 distinct B float4s, one wavefront each, no bank conflict); per slice of 16
+//    steps about 50 more instructions (loads, conversions, 16 staging stores, each warp's 32 rows
+//    on 32 banks). So about 90% of issue slots are FMAs, against about half for the 64 x 64 form.
+//    Estimate: 2 to 2.5 times the 64 x 64 form's rate (40-50 TFLOP/s on an H100 of ~60 FP32
+//    TFLOP/s at its loaded clock), not more: two CTAs an SM (128 registers a thread) leave four
+//    warps a scheduler to hide the shared loads' latency. Measured: the DISABLED_ printout in
+//    tests/gpu/reference_gemm_test.cu.
+//    Registers and spills (sm_90a, -Xptxas=--warn-on-spills): see the kernel's comment.
 #pragma once
 
 #include <bench/bench.hpp>
-
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -15,13 +42,10 @@
 namespace kernels {
 
 namespace detail {
+// ---- The 64 x 64 form: small problems, and the 128 x 128 form's oracle in the tests ----------
 // A CTA computes a kRefTile x kRefTile block of D, a thread kRefMicro x kRefMicro of it, over
 // k-slices of kRefSlice staged in shared memory k-major (each operand element read once per CTA,
-// and each thread reads its kRefMicro values of A and of B per k step as one 16-byte load, not
-// two scalar loads per FMA). Every output is still one FP32 sum over p = 0, 1, ..., k - 1 in that
-// order, one FMA a step, with zeros past k: the same operations as the one-output-per-thread form
-// it replaced, so the same bits, about four times faster (shared memory, not the FMAs, bounded
-// that form: two loads per FMA).
+// and each thread reads its kRefMicro values of A and of B per k step as one 16-byte load).
 constexpr int kRefTile = 64, kRefSlice = 16, kRefMicro = 4;
 constexpr int kRefThreads = (kRefTile / kRefMicro) * (kRefTile / kRefMicro);
 constexpr int kRefPad = 4;  // keeps each k row 16-byte aligned; spreads the staging stores
@@ -39,8 +63,8 @@ __device__ void stage_slice(const In* __restrict__ x, int64_t first_row, int64_t
 
 template <class In, class Out>
 __global__ void __launch_bounds__(kRefThreads)
-    reference_gemm_tn(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ d,
-                      int m, int n, int k) {
+    reference_gemm_tn_64(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ d,
+                         int m, int n, int k) {
   __shared__ __align__(16) float as[kRefSlice][kRefTile + kRefPad],
       bs[kRefSlice][kRefTile + kRefPad];
   const int ti = threadIdx.x % (kRefTile / kRefMicro), tj = threadIdx.x / (kRefTile / kRefMicro);
@@ -73,22 +97,173 @@ __global__ void __launch_bounds__(kRefThreads)
     }
   }
 }
+
+template <class In, class Out>
+void launch_reference_gemm_tn_64(const In* a, const In* b, Out* d, int64_t m, int64_t n, int64_t k,
+                                 cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((m + kRefTile - 1) / kRefTile),
+                  static_cast<unsigned>((n + kRefTile - 1) / kRefTile));
+  reference_gemm_tn_64<<<grid, kRefThreads, 0, stream>>>(a, b, d, int(m), int(n), int(k));
+  BENCH_CHECK_LAUNCH();
+}
+
+// ---- The 128 x 128 form --------------------------------------------------------------------
+constexpr int kBigTile = 128, kBigMicro = 8, kBigHalf = kBigTile / 2;
+constexpr int kBigThreads = (kBigTile / kBigMicro) * (kBigTile / kBigMicro);  // 256
+constexpr int kChunk = kRefSlice / 2;  // k values a thread stages per operand row and slice
+static_assert(kBigThreads == 2 * kBigTile,
+              "a thread stages half a slice of one row of each operand");
+
+// kChunk consecutive k values of one row, in the input type: what a thread holds in registers
+// while the current slice is multiplied.
+template <class In>
+struct alignas(16) RefChunk {
+  In v[kChunk];
+};
+
+// Loads x[0 .. kChunk - 1] of a row into c, zeros past `left` values or where the row is outside
+// the matrix. kVector: x is aligned to min(16, the chunk's bytes), so a whole chunk is one or two
+// 16-byte loads (an 8-byte one for 1-byte inputs); a chunk cut by k's end goes element by element.
+template <bool kVector, class In>
+__device__ __forceinline__ void load_chunk(RefChunk<In>& c, const In* __restrict__ x, bool row_ok,
+                                           int left) {
+  if constexpr (kVector) {
+    if (row_ok && left >= kChunk) {
+      if constexpr (sizeof(In) == 1) {
+        *reinterpret_cast<uint2*>(c.v) = *reinterpret_cast<const uint2*>(x);
+      } else {
+#pragma unroll
+        for (int i = 0; i < int(sizeof(In)) * kChunk / 16; ++i)
+          reinterpret_cast<uint4*>(c.v)[i] = reinterpret_cast<const uint4*>(x)[i];
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j) c.v[j] = row_ok && j < left ? x[j] : In{};
+}
+
+// The chunk, as floats, into k rows `first .. first + kChunk - 1` of a slice, at column `row`.
+// A warp's 32 threads hold 32 consecutive rows of one chunk position: 32 banks, no conflict.
+template <class In>
+__device__ __forceinline__ void store_chunk(float (&s)[kRefSlice][kBigTile], const RefChunk<In>& c,
+                                            int first, int row) {
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j) s[first + j][row] = static_cast<float>(c.v[j]);
+}
+
+// Registers: __launch_bounds__(256, 2) caps them at 128 so that two CTAs share an SM. ptxas -v
+// (CUDA 13.0, sm_90a, -Xptxas=--warn-on-spills) gives 127-128 for FP32, BF16, FP16 and FP8
+// inputs, 0 bytes of spills; uncapped it would take 124-143 (FP32 inputs hold 16 registers of
+// the next slice, FP8 ones 4).
+template <bool kVector, class In, class Out>
+__global__ void __launch_bounds__(kBigThreads, 2)
+    reference_gemm_tn_128(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ d,
+                          int m, int n, int k) {
+  __shared__ __align__(16) float as[2][kRefSlice][kBigTile], bs[2][kRefSlice][kBigTile];
+  // Staging: thread t loads k values (t / 128) * 8 .. + 7 of each slice for row t % 128 of A's
+  // tile and of B's.
+  const int row = threadIdx.x % kBigTile, first = threadIdx.x / kBigTile * kChunk;
+  const int64_t i0 = int64_t{blockIdx.x} * kBigTile, j0 = int64_t{blockIdx.y} * kBigTile;
+  const bool a_ok = i0 + row < m, b_ok = j0 + row < n;
+  const In* a_row = a + (a_ok ? (i0 + row) * k : 0) + first;
+  const In* b_row = b + (b_ok ? (j0 + row) * k : 0) + first;
+  int left = k - first;  // k values from a_row, b_row on
+  // Computing: a warp spans 8 row groups (tx) by 4 column groups (ty).
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tx = warp % 2 * 8 + lane % 8, ty = warp / 2 * 4 + lane / 8;
+
+  RefChunk<In> a_next, b_next;
+  load_chunk<kVector>(a_next, a_row, a_ok, left);
+  load_chunk<kVector>(b_next, b_row, b_ok, left);
+  store_chunk(as[0], a_next, first, row);
+  store_chunk(bs[0], b_next, first, row);
+  __syncthreads();
+  float acc[kBigMicro][kBigMicro] = {};
+  const int slices = (k + kRefSlice - 1) / kRefSlice;
+  for (int slice = 0; slice < slices; ++slice) {
+    const int cur = slice & 1;
+    const bool more = slice + 1 < slices;
+    if (more) {  // the next slice's loads are in flight while this one is multiplied
+      a_row += kRefSlice;
+      b_row += kRefSlice;
+      left -= kRefSlice;
+      load_chunk<kVector>(a_next, a_row, a_ok, left);
+      load_chunk<kVector>(b_next, b_row, b_ok, left);
+    }
+#pragma unroll
+    for (int q = 0; q < kRefSlice; ++q) {
+      const float4 a_lo = *reinterpret_cast<const float4*>(&as[cur][q][tx * 4]);
+      const float4 a_hi = *reinterpret_cast<const float4*>(&as[cur][q][kBigHalf + tx * 4]);
+      const float4 b_lo = *reinterpret_cast<const float4*>(&bs[cur][q][ty * 4]);
+      const float4 b_hi = *reinterpret_cast<const float4*>(&bs[cur][q][kBigHalf + ty * 4]);
+      const float ar[kBigMicro] = {a_lo.x, a_lo.y, a_lo.z, a_lo.w, a_hi.x, a_hi.y, a_hi.z, a_hi.w};
+      const float br[kBigMicro] = {b_lo.x, b_lo.y, b_lo.z, b_lo.w, b_hi.x, b_hi.y, b_hi.z, b_hi.w};
+#pragma unroll
+      for (int r = 0; r < kBigMicro; ++r)
+#pragma unroll
+        for (int c = 0; c < kBigMicro; ++c) acc[r][c] = fmaf(ar[r], br[c], acc[r][c]);
+    }
+    if (more) {  // the other buffer: its last readers passed the previous slice's barrier
+      store_chunk(as[cur ^ 1], a_next, first, row);
+      store_chunk(bs[cur ^ 1], b_next, first, row);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int c = 0; c < kBigMicro; ++c) {
+    const int64_t j = j0 + c / 4 * kBigHalf + ty * 4 + c % 4;
+#pragma unroll
+    for (int r = 0; r < kBigMicro; ++r) {
+      const int64_t i = i0 + r / 4 * kBigHalf + tx * 4 + r % 4;
+      if (i < m && j < n) d[j * m + i] = Out(acc[r][c]);
+    }
+  }
+}
+
+template <class In, class Out>
+void launch_reference_gemm_tn_128(const In* a, const In* b, Out* d, int64_t m, int64_t n, int64_t k,
+                                  cudaStream_t stream) {
+  static_assert(sizeof(In) == 1 || sizeof(In) == 2 || sizeof(In) == 4 || sizeof(In) == 8);
+  // The 16-byte (8-byte for 1-byte inputs) loads need every chunk aligned: the bases, and rows
+  // of whole units.
+  constexpr int64_t unit = sizeof(In) * kChunk < 16 ? sizeof(In) * kChunk : 16;
+  const bool vector = reinterpret_cast<uintptr_t>(a) % unit == 0 &&
+                      reinterpret_cast<uintptr_t>(b) % unit == 0 &&
+                      k * int64_t{sizeof(In)} % unit == 0;
+  const dim3 grid(static_cast<unsigned>((m + kBigTile - 1) / kBigTile),
+                  static_cast<unsigned>((n + kBigTile - 1) / kBigTile));
+  if (vector)
+    reference_gemm_tn_128<true><<<grid, kBigThreads, 0, stream>>>(a, b, d, int(m), int(n), int(k));
+  else
+    reference_gemm_tn_128<false><<<grid, kBigThreads, 0, stream>>>(a, b, d, int(m), int(n), int(k));
+  BENCH_CHECK_LAUNCH();
+}
+
+// The 128 x 128 form once its tiles reach every SM; below that the 64 x 64 form's four times as
+// many CTAs keep more SMs busy.
+inline bool reference_gemm_big_tiles(int64_t m, int64_t n) {
+  int device = 0, sms = 0;
+  BENCH_CUDA_CHECK(cudaGetDevice(&device));
+  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return ((m + kBigTile - 1) / kBigTile) * ((n + kBigTile - 1) / kBigTile) >= sms;
+}
 }  // namespace detail
 
 template <class In, class Out>
-void reference_gemm_tn(const In* a, const In* b, Out* d, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
-  using detail::kRefTile;
-  const dim3 grid(static_cast<unsigned>((m + kRefTile - 1) / kRefTile), static_cast<unsigned>((n + kRefTile - 1) / kRefTile));
-  detail::reference_gemm_tn<<<grid, detail::kRefThreads, 0, stream>>>(a, b, d, int(m), int(n),
-                                                                      int(k));
-  BENCH_CHECK_LAUNCH();
+void reference_gemm_tn(const In* a, const In* b, Out* d, int64_t m, int64_t n, int64_t k,
+                       cudaStream_t stream) {
+  if (detail::reference_gemm_big_tiles(m, n))
+    detail::launch_reference_gemm_tn_128(a, b, d, m, n, k, stream);
+  else
+    detail::launch_reference_gemm_tn_64(a, b, d, m, n, k, stream);
 }
 
 // The same product on the CPU in double, for an example's .reference at its verification size:
 //   kernels::reference_gemm_tn(h.input<float>("a"), h.input<float>("b"), h.expected("d"), m, n, k);
 template <class In>
-void reference_gemm_tn(std::span<const In> a, std::span<const In> b, std::span<double> d, int64_t m, int64_t n,
-                       int64_t k) {
+void reference_gemm_tn(std::span<const In> a, std::span<const In> b, std::span<double> d, int64_t m,
+                       int64_t n, int64_t k) {
   std::vector<double> column(static_cast<std::size_t>(k));
   for (int64_t j = 0; j < n; ++j) {
     for (int64_t p = 0; p < k; ++p) column[p] = static_cast<float>(b[j * k + p]);

@@ -39,11 +39,7 @@
 //      below): each routed row's sums, rounded to BF16 and weighted, reduced into an FP32 copy of
 //      y (red.global.add.v4.f32), then one pass to BF16 y that also zeroes the FP32 copy. The
 //      expert outputs (routed x ffn BF16, 96 MiB at the timing size) are never written nor read.
-//   7. step "weight_multicast": cluster_permute with the grouped GEMM in clusters of 2 CTAs
-//      (2e below): a work item is two consecutive row tiles of one expert and one column tile,
-//      and each CTA loads half of the stage's weight block by TMA multicast into both CTAs, so
-//      the pair reads it from L2 once. Not measured yet.
-//   8. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
+//   7. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
 //      (cublasGemmGroupedBatchedEx, a group per expert); its group sizes are host arrays, so the
 //      counts come back to the host before it.
 // Timing: 8192 tokens, 128 experts, hidden 2048 -> ffn 768 (issue 41; the PyTorch peer is
@@ -548,124 +544,6 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 #endif
 }
 
-// ---- 2e. Step weight_multicast: clusters of 2 CTAs that share the weight blocks --------------
-// cluster_permute's GEMM is bound by L2 bandwidth, not by the tensor pipe (its ncu profile,
-// README): each 128 x 256 item pulls 512 KiB of gathered A rows and 1 MiB of weights through L2,
-// and the 4 or 5 row tiles of one expert (uniform routing) read the same weights again. Here the
-// 2 CTAs of a cluster take two consecutive row tiles of one expert and the same column tile (a
-// pair item, moe_dispatch_plan.hpp), so they need the same weight block every k-block: each CTA's
-// producer thread loads half of it (one 128-row box) by TMA with .multicast::cluster, which lands
-// in both CTAs' stage at the same offset and counts its bytes on both full barriers. A stays
-// gathered per CTA by cp.async, as in grouped_gemm_gather. L2 -> SM traffic per pair item:
-// 2 x 512 KiB + 1 MiB instead of 2 x 1.5 MiB. A stage still brings 48 KiB into each CTA, so the
-// full barrier's expect_tx (B's 32 KiB) and its 129 arrivals are grouped_gemm_gather's.
-// The coupling multicast brings (ch10's cluster_multicast): a producer writes into its peer's
-// stage, so it refills a stage only once the consumers of BOTH CTAs released it (empty barriers
-// of 4 arrivals; ws::mma_tile<2> releases in both CTAs), a cluster barrier after the barrier
-// inits, and a drain of the ring before a CTA exits. Both CTAs walk the same items, hence the same
-// slots. An expert with an odd number of row tiles ends in a pair whose rank-1 tile has no rows:
-// that CTA gathers and computes nothing, but its producer still multicasts its half of the
-// weights (the peer needs it) and its consumers still wait for each stage and release it.
-namespace multicast {
-constexpr int kCtas = moe::kPairTiles;  // the CTAs of a cluster, which share a weight block
-constexpr uint16_t kBothCtas = 0b11;    // multicast mask: ranks 0 and 1
-static_assert(kCtas * ws::kYShare == ws::kBN, "each CTA multicasts one box: its share of B");
-}  // namespace multicast
-
-// A consumer warpgroup of the CTA without rows in its pair: per k-block, wait until the stage
-// has landed (the peer's multicast writes into it; every thread waits, so that each stays within
-// one use of the ring, as in ws::mma_tile) and release it in both CTAs.
-__device__ __forceinline__ void release_k_blocks(ws::Smem& sm, int kblocks, uint32_t& slot) {
-  for (int kb = 0; kb < kblocks; ++kb, ++slot) {
-    const int s = int(slot % ws::kStages);
-    tma::wait_parity(&sm.full[s], (slot / ws::kStages) & 1);
-    if (threadIdx.x % ws::kWarpgroup == 0) tma::arrive_each_cta<multicast::kCtas>(&sm.empty[s]);
-  }
-}
-
-// The producer's thread 0, after its last k-block: wait until every consumer of the cluster has
-// released the last kStages slots (all there are, if fewer). Then no peer arrival on this CTA's
-// barriers and no multicast into its stages is pending, and its shared memory may go.
-__device__ __forceinline__ void drain_ring(ws::Smem& sm, uint32_t slot) {
-  for (const uint32_t end = slot + ws::kStages; slot < end; ++slot)
-    if (slot >= ws::kStages)
-      tma::wait_parity(&sm.empty[slot % ws::kStages], ((slot / ws::kStages) - 1) & 1);
-}
-
-__global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
-    grouped_gemm_multicast(const bf16* __restrict__ x, const __grid_constant__ CUtensorMap map_w,
-                           const StoreSorted epilogue, const int32_t* __restrict__ row_token,
-                           const int32_t* __restrict__ offsets,
-                           const int32_t* __restrict__ tile_prefix, int experts, int ffn,
-                           int hidden) {
-#if BENCH_SM90A_DEVICE
-  using namespace gather;
-  extern __shared__ uint8_t raw[];
-  // Empty barriers: a release from each consumer of both CTAs.
-  ws::Smem& sm = ws::init_ring(raw, kFullArrivals, ws::kConsumers * multicast::kCtas);
-  tma::cluster_sync();  // both CTAs' barriers exist before either multicasts or arrives on them
-  const int rank = int(tma::cluster_rank());
-  const int n_tiles = ffn / ws::kBN, kblocks = hidden / ws::kBK;
-  const int items = __shfl_sync(0xffffffffu, tile_prefix[experts], 0);  // pair items
-  const int cluster = int(blockIdx.x) / multicast::kCtas;
-  const int clusters = int(gridDim.x) / multicast::kCtas;
-  uint32_t slot = 0;
-  if (threadIdx.x / ws::kWarpgroup == 0) {
-    wgmma::shrink_registers<ws::kProducerRegisters>();
-    // The gather's thread-to-chunk map, grouped_gemm_gather's.
-    const int chunk = int(threadIdx.x) % kChunksPerRow, row0 = int(threadIdx.x) / kChunksPerRow;
-    const int swizzled = (chunk ^ (row0 % 8)) * 8;
-    for (int item = cluster; item < items; item += clusters) {
-      const moe::WorkItem at = moe::locate_pair_tile(tile_prefix, experts, item, n_tiles, rank);
-      const int first = offsets[at.expert] + at.row_tile * ws::kBM, end = offsets[at.expert + 1];
-      // This CTA's share of B: rows rank * 128.. of the pair's 256-column block.
-      const int c0 = (at.expert * n_tiles + at.col_tile) * ws::kBN + rank * ws::kYShare;
-      for (int kb = 0; kb < kblocks; ++kb, ++slot) {
-        const int s = int(slot % ws::kStages);
-        if (slot >= ws::kStages) tma::wait_parity(&sm.empty[s], ((slot / ws::kStages) - 1) & 1);
-        if (threadIdx.x == 0) {
-          tma::arrive_expect_tx(&sm.full[s], kWBytes);  // both shares land here
-          tma::load_2d_multicast(&sm.y[s][rank * ws::kYShare * ws::kBK], &map_w, kb * ws::kBK, c0,
-                                 &sm.full[s], multicast::kBothCtas);
-        }
-        const bf16* column = x + kb * ws::kBK + chunk * 8;
-        bf16* to = &sm.x[s][row0 * ws::kBK + swizzled];
-        if (first < end) {  // a tile without rows leaves its A block as it was: nobody reads it
-#pragma unroll 4
-          for (int i = 0; i < kRowsPerThread; ++i) {
-            const int row = first + row0 + i * kRowStride;
-            const bool inside = row < end;
-            cp_async::copy16(to + i * kRowStride * ws::kBK,
-                             inside ? column + int64_t{__ldg(row_token + row)} * hidden : x,
-                             inside ? 16 : 0);
-          }
-        }
-        cp_async::arrive_on(&sm.full[s]);  // the stage's 129 arrivals either way
-      }
-    }
-    cp_async::commit();  // nothing left in flight when the thread exits
-    cp_async::wait<0>();
-    if (threadIdx.x == 0) drain_ring(sm, slot);
-  } else {
-    float acc[128];
-    const int cw = ws::start_consumer(acc);
-    for (int item = cluster; item < items; item += clusters) {
-      const moe::WorkItem at = moe::locate_pair_tile(tile_prefix, experts, item, n_tiles, rank);
-      const int begin = offsets[at.expert], end = offsets[at.expert + 1];
-      // Broadcast from lane 0, as `items`: the branch around the wgmma is uniform to the compiler.
-      const bool rows =
-          __shfl_sync(0xffffffffu, moe::real_tile(at.row_tile, end - begin, ws::kBM), 0);
-      if (!rows) {
-        release_k_blocks(sm, kblocks, slot);
-        continue;
-      }
-      ws::mma_tile<multicast::kCtas, /*kGenericX=*/true>(acc, sm, cw, kblocks, slot);
-      epilogue(acc, begin + at.row_tile * ws::kBM + cw * ws::kXShare, at.col_tile * ws::kBN, end);
-    }
-  }
-#endif
-}
-
 // The two ways the rungs permute (both on the GPU with no read-back; after either the workload's
 // counts, the offsets, the work items' numbering and each routed row's place are on the device).
 enum class Permute {
@@ -683,26 +561,18 @@ enum class CombineIn {
   own_kernel,     // moe::combine over the BF16 expert outputs the GEMM stored
   gemm_epilogue,  // the GEMM's reductions into y32, then finish_combine (2d)
 };
-// How a CTA gets its weight blocks.
-enum class Weights {
-  per_cta,          // its own TMA loads, one CTA per work item
-  multicast_pairs,  // clusters of 2 on pair items, each multicasting half of the block (2e)
-};
 
 // Steps (1)-(4) of the grouped rungs. Without the row copy (copies_x false: the gathers) step
-// (3) also writes each place's token and (4) is gone; one_cluster always gathers. item_rows: the
-// rows of a work item, which tile_prefix numbers: a tile's (kBM), or a pair item's (2 kBM).
+// (3) also writes each place's token and (4) is gone; one_cluster always gathers.
 class DevicePermutation {
  public:
   explicit DevicePermutation(const Dispatch& w, bool copies_x = true,
-                             Permute how = Permute::three_kernels, bool stores_y = true,
-                             int item_rows = ws::kBM)
+                             Permute how = Permute::three_kernels, bool stores_y = true)
       : sorted(w, copies_x, stores_y),
         offsets(w.experts + 1),
         tile_prefix(w.experts + 1),
         copies_x_(copies_x),
         how_(how),
-        item_rows_(item_rows),
         chunks_(int((w.routed + moe::kChunk - 1) / moe::kChunk)),
         chunk_base_(how == Permute::three_kernels
                         ? bench::DeviceBuffer<int32_t>(int64_t{chunks_} * w.experts)
@@ -732,7 +602,7 @@ class DevicePermutation {
     if (how_ == Permute::one_cluster) {
       moe::permute_in_cluster<<<moe::kClusterCtas, moe::kClusterThreads,
                                 moe::cluster_permutation_smem(experts), stream>>>(
-          w.expert.data(), int(w.routed), experts, int(w.top_k), item_rows_, int(w.ffn / ws::kBN),
+          w.expert.data(), int(w.routed), experts, int(w.top_k), ws::kBM, int(w.ffn / ws::kBN),
           w.counts.data(), offsets.data(), tile_prefix.data(), sorted.position.data(),
           sorted.row_token.data());
       BENCH_CHECK_LAUNCH();
@@ -744,7 +614,7 @@ class DevicePermutation {
         w.expert.data(), w.routed, experts, chunks_, chunk_base_.data());
     BENCH_CHECK_LAUNCH();
     moe::scan_chunks<<<1, moe::kScanThreads, 0, stream>>>(
-        chunk_base_.data(), experts, chunks_, int(w.routed), item_rows_, int(w.ffn / ws::kBN),
+        chunk_base_.data(), experts, chunks_, int(w.routed), ws::kBM, int(w.ffn / ws::kBN),
         w.counts.data(), offsets.data(), tile_prefix.data());
     BENCH_CHECK_LAUNCH();
     moe::place_rows<<<chunk_blocks, 32 * kWarps, per_block, stream>>>(
@@ -762,18 +632,13 @@ class DevicePermutation {
  private:
   bool copies_x_;
   Permute how_;
-  int item_rows_;
   int chunks_;
   bench::DeviceBuffer<int32_t> chunk_base_;
 };
 
-template <RowsFrom kRows, CombineIn kCombine, Weights kWeights>
+template <RowsFrom kRows, CombineIn kCombine>
 constexpr auto grouped_kernel() {
-  if constexpr (kWeights == Weights::multicast_pairs) {
-    static_assert(kRows == RowsFrom::cp_async_gather && kCombine == CombineIn::own_kernel,
-                  "the multicast pairs are built on the gather, storing the expert outputs");
-    return grouped_gemm_multicast;
-  } else if constexpr (kCombine == CombineIn::gemm_epilogue) {
+  if constexpr (kCombine == CombineIn::gemm_epilogue) {
     static_assert(kRows == RowsFrom::cp_async_gather,
                   "the epilogue combine is built on the gather");
     return grouped_gemm_gather<CombineIntoY32>;
@@ -788,19 +653,16 @@ constexpr auto grouped_kernel() {
 
 // The grouped rungs: a permutation, one grouped GEMM, the combine (its own kernel, or the GEMM's
 // epilogue and the pass to BF16).
-template <Permute kPermute, RowsFrom kRows, CombineIn kCombine = CombineIn::own_kernel,
-          Weights kWeights = Weights::per_cta>
+template <Permute kPermute, RowsFrom kRows, CombineIn kCombine = CombineIn::own_kernel>
 class GroupedWgmma {
-  static constexpr auto kKernel = grouped_kernel<kRows, kCombine, kWeights>();
+  static constexpr auto kKernel = grouped_kernel<kRows, kCombine>();
   static constexpr bool kCopy = kRows == RowsFrom::permuted_copy;
   static constexpr bool kInEpilogue = kCombine == CombineIn::gemm_epilogue;
-  static constexpr bool kPairs = kWeights == Weights::multicast_pairs;
 
  public:
   GroupedWgmma(const Dispatch& w, cudaStream_t stream)
       : flops_(2.0 * double(w.routed) * double(w.hidden) * double(w.ffn)),
-        permute_(w, /*copies_x=*/kCopy, kPermute, /*stores_y=*/!kInEpilogue,
-                 /*item_rows=*/kPairs ? moe::kPairTiles * ws::kBM : ws::kBM),
+        permute_(w, /*copies_x=*/kCopy, kPermute, /*stores_y=*/!kInEpilogue),
         map_w_(ws::operand_map(w.w.data(), w.experts * w.ffn, w.hidden, ws::kYShare)) {
     if constexpr (kInEpilogue) {  // zero once here; each call's finish_combine leaves it zero
       y32_ = bench::DeviceBuffer<float>(w.tokens * w.ffn);
@@ -813,18 +675,7 @@ class GroupedWgmma {
     if constexpr (kRows == RowsFrom::tma_row_gather)  // x itself, a box of one row
       map_x_ = ws::operand_map(w.x.data(), w.tokens, w.hidden, 1);
     ws::allow_smem<kKernel, ws::kSmemBytes>();
-    if constexpr (kPairs) {
-      // Every cluster of 2 resident at once (a cluster's CTAs share a GPC, so this can be fewer
-      // than the SMs / 2). Asked here, outside the timed launches: a GPU that cannot hold one is
-      // a SKIP with its reason.
-      const int clusters = kernels::resident_clusters(
-          kKernel, multicast::kCtas, ws::kSpecialisedThreads, ws::kSmemBytes, multicast::kCtas);
-      if (clusters < 1)
-        throw bench::Unsupported("moe_dispatch: no cluster of 2 of the grouped GEMM fits");
-      grid_ = unsigned(multicast::kCtas * clusters);
-    } else {
-      grid_ = kernels::resident_grid(kKernel, ws::kSpecialisedThreads, ws::kSmemBytes);
-    }
+    grid_ = kernels::resident_grid(kKernel, ws::kSpecialisedThreads, ws::kSmemBytes);
   }
   void operator()(const Dispatch& w, cudaStream_t stream) {
     parts_[0].begin(stream);
@@ -845,8 +696,6 @@ class GroupedWgmma {
                              w.weight.data(), ffn},
               sorted.row_token.data(), permute_.offsets.data(), permute_.tile_prefix.data(),
               experts, ffn, hidden);
-    else if constexpr (kPairs)
-      launch_pairs(w, sorted, stream);
     else if constexpr (kRows == RowsFrom::cp_async_gather)
       grouped_gemm_gather<StoreSorted><<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
           w.x.data(), map_w_, StoreSorted{sorted.y.data(), ffn}, sorted.row_token.data(),
@@ -882,26 +731,6 @@ class GroupedWgmma {
   }
 
  private:
-  // The multicast GEMM: a grid of clusters of 2, given as a launch attribute.
-  void launch_pairs(const Dispatch& w, const Sorted& sorted, cudaStream_t stream) {
-    cudaLaunchAttribute cluster = {};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = multicast::kCtas;
-    cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(grid_);
-    config.blockDim = dim3(ws::kSpecialisedThreads);
-    config.dynamicSmemBytes = ws::kSmemBytes;
-    config.stream = stream;
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    BENCH_CUDA_CHECK(cudaLaunchKernelEx(&config, grouped_gemm_multicast, w.x.data(), map_w_,
-                                        StoreSorted{sorted.y.data(), int(w.ffn)},
-                                        static_cast<const int32_t*>(sorted.row_token.data()),
-                                        static_cast<const int32_t*>(permute_.offsets.data()),
-                                        static_cast<const int32_t*>(permute_.tile_prefix.data()),
-                                        int(w.experts), int(w.ffn), int(w.hidden)));
-  }
   std::array<kernels::EventSpan, 3> parts_;  // permute, GEMM, combine
   double flops_ = 0;
   DevicePermutation permute_;
@@ -1075,11 +904,6 @@ BENCH_EXAMPLE(ch15, moe_dispatch, Dispatch)
     .stateful<
         GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather, CombineIn::gemm_epilogue>>(
         bench::Role::step, "epilogue_combine", {.arch_specific = 90})
-    // cluster_permute with the weights multicast to clusters of 2 (2e): not measured yet, a step
-    // until it is.
-    .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather, CombineIn::own_kernel,
-                           Weights::multicast_pairs>>(bench::Role::step, "weight_multicast",
-                                                      {.arch_specific = 90})
     .stateful<CublasGrouped>(bench::Role::vendor, "cublas_grouped", {.blocks_host = true})
     .requires_that(requirements)
     .reference(reference)

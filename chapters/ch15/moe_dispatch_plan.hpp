@@ -17,12 +17,6 @@
 //   (tile_prefix[e] is expert e's first), an expert's row tile's column tiles consecutively, so
 //   CTAs running at one time share its row block through L2. A persistent CTA maps a number to
 //   its (expert, row tile, column tile) with locate_tile, a binary search over tile_prefix.
-// - Pair items (the rung whose CTAs run in clusters of 2 that share the weights): an item is two
-//   consecutive row tiles of one expert and one column tile, the same schedule with row tiles of
-//   kPairTiles x tile_rows; CTA `rank` of the cluster takes row tile kPairTiles x pair + rank
-//   (locate_pair_tile). An expert with an odd number of row tiles ends in a pair whose rank-1
-//   tile lies past its rows: that CTA computes nothing (real_tile says which) but still takes
-//   part in the pair's loads.
 #pragma once
 
 #include <cstdint>
@@ -130,31 +124,6 @@ CH15_MOE_HD inline WorkItem locate_tile(const int32_t* prefix, int experts, int 
   }
   const int local = item - prefix[lo];
   return {lo, local / n_tiles, local % n_tiles};
-}
-
-// ---- Pair items: two row tiles of one expert, one column tile, a cluster's 2 CTAs.
-constexpr int kPairTiles = 2;
-
-// The pair schedule's numbering: tile_prefix over row tiles twice as tall (the device's scans
-// number pair items the same way when given kPairTiles x tile_rows). ceil(ceil(n / t) / 2) is
-// ceil(n / 2t): a pair per two row tiles, the last one half empty if the count is odd.
-inline std::vector<int32_t> pair_prefix(const std::vector<int32_t>& counts, int tile_rows,
-                                        int n_tiles) {
-  return tile_prefix(counts, kPairTiles * tile_rows, n_tiles);
-}
-
-// Pair item `item`, as CTA `rank` (0 or 1) of its cluster sees it: its own row tile (of
-// tile_rows rows), which for rank 1 of an odd expert's last pair is one past the expert's last.
-CH15_MOE_HD inline WorkItem locate_pair_tile(const int32_t* prefix, int experts, int item,
-                                             int n_tiles, int rank) {
-  WorkItem at = locate_tile(prefix, experts, item, n_tiles);
-  at.row_tile = at.row_tile * kPairTiles + rank;
-  return at;
-}
-
-// Whether row tile `row_tile` of an expert with `rows` rows holds any of them.
-CH15_MOE_HD inline bool real_tile(int row_tile, int rows, int tile_rows) {
-  return row_tile * tile_rows < rows;
 }
 
 }  // namespace ch15::moe

@@ -102,102 +102,32 @@ TEST(MoeDispatchPlan, TileScheduleByHand) {
   EXPECT_EQ(at(14), std::make_tuple(3, 0, 2));
 }
 
-// The schedules' cases: the verification and the timing size (each with its column tiles), both
-// routings.
-struct ScheduleCase {
-  int tokens, experts, n_tiles;
-  moe::Permutation p;
-};
-std::vector<ScheduleCase> schedule_cases() {
-  std::vector<ScheduleCase> cases;
-  for (const auto [tokens, experts, n_tiles] : {std::tuple{301, 12, 2}, std::tuple{8192, 128, 3}})
-    for (bool skewed : {false, true})
-      cases.push_back({tokens, experts, n_tiles,
-                       moe::plan_permutation(moe::make_routing(tokens, experts, 8, skewed))});
-  return cases;
-}
-// The rows a kernel stores of tile w (those below its expert's end), counted per column tile.
-void count_stored(const ScheduleCase& c, const moe::WorkItem& w, std::vector<int>& stored) {
-  const int first = c.p.offsets[w.expert] + w.row_tile * kTileRows;
-  for (int row = first; row < std::min(first + kTileRows, c.p.offsets[w.expert + 1]); ++row)
-    ++stored[size_t(row) * c.n_tiles + w.col_tile];
-}
-
 // At the verification and timing sizes, both routings: the items are every (expert, row tile,
 // column tile) once, and the rows the kernel stores (a tile's rows below its expert's end) cover
 // each expert's rows exactly once per column tile.
 TEST(MoeDispatchPlan, TileScheduleCoversEveryRowOnce) {
-  for (const ScheduleCase& c : schedule_cases()) {
-    const std::vector<int32_t> prefix = moe::tile_prefix(c.p.counts, kTileRows, c.n_tiles);
-    std::set<std::tuple<int, int, int>> items;
-    std::vector<int> stored(size_t(c.tokens) * 8 * c.n_tiles, 0);
-    for (int item = 0; item < prefix.back(); ++item) {
-      const moe::WorkItem w = moe::locate_tile(prefix.data(), c.experts, item, c.n_tiles);
-      ASSERT_LT(w.row_tile, moe::row_tiles(c.p.counts[w.expert], kTileRows));
-      ASSERT_LT(w.col_tile, c.n_tiles);
-      items.insert({w.expert, w.row_tile, w.col_tile});
-      count_stored(c, w, stored);
-    }
-    EXPECT_EQ(items.size(), size_t(prefix.back()));
-    EXPECT_TRUE(std::all_of(stored.begin(), stored.end(), [](int n) { return n == 1; }));
-  }
-}
-
-// Pair items by hand: rows {3, 0, 300, 128, 600} are 1, 0, 3, 1 and 5 row tiles, so 1, 0, 2, 1
-// and 3 pairs; with 2 column tiles, 2, 0, 4, 2 and 6 items. Experts 0, 2, 3 and 4 have an odd
-// number of row tiles: rank 1 of their last pair has no rows.
-TEST(MoeDispatchPlan, PairScheduleByHand) {
-  const std::vector<int32_t> counts{3, 0, 300, 128, 600};
-  const std::vector<int32_t> prefix = moe::pair_prefix(counts, kTileRows, 2);
-  EXPECT_EQ(prefix, (std::vector<int32_t>{0, 2, 2, 6, 8, 14}));
-  auto at = [&](int item, int rank) {
-    const moe::WorkItem w = moe::locate_pair_tile(prefix.data(), 5, item, 2, rank);
-    return std::make_tuple(w.expert, w.row_tile, w.col_tile,
-                           moe::real_tile(w.row_tile, counts[w.expert], kTileRows));
+  struct Size {
+    int tokens, experts, n_tiles;
   };
-  EXPECT_EQ(at(0, 0), std::make_tuple(0, 0, 0, true));
-  EXPECT_EQ(at(0, 1), std::make_tuple(0, 1, 0, false));  // 3 rows: one tile
-  EXPECT_EQ(at(1, 1), std::make_tuple(0, 1, 1, false));
-  EXPECT_EQ(at(2, 0), std::make_tuple(2, 0, 0, true));  // expert 1 has no rows: no items
-  EXPECT_EQ(at(3, 1), std::make_tuple(2, 1, 1, true));
-  EXPECT_EQ(at(4, 0), std::make_tuple(2, 2, 0, true));  // rows 256..299
-  EXPECT_EQ(at(4, 1), std::make_tuple(2, 3, 0, false));
-  EXPECT_EQ(at(7, 1), std::make_tuple(3, 1, 1, false));  // 128 rows: exactly one tile
-  EXPECT_EQ(at(13, 0), std::make_tuple(4, 4, 1, true));  // rows 512..599
-  EXPECT_EQ(at(13, 1), std::make_tuple(4, 5, 1, false));
-}
-
-// At the verification and timing sizes, both routings: the real tiles of the pair items (both
-// ranks) are every (expert, row tile, column tile) of the one-CTA schedule once, the rows stored
-// cover each expert's rows exactly once per column tile, and the only tiles without rows are
-// rank 1's in the last pair of an expert with an odd number of row tiles, one per column tile.
-TEST(MoeDispatchPlan, PairScheduleCoversEveryTileOnce) {
-  for (const ScheduleCase& c : schedule_cases()) {
-    const std::vector<int32_t> prefix = moe::pair_prefix(c.p.counts, kTileRows, c.n_tiles);
-    std::set<std::tuple<int, int, int>> tiles;
-    std::vector<int> stored(size_t(c.tokens) * 8 * c.n_tiles, 0);
-    int empty = 0, odd_experts = 0;
-    for (int item = 0; item < prefix.back(); ++item)
-      for (int rank = 0; rank < moe::kPairTiles; ++rank) {
-        const moe::WorkItem w =
-            moe::locate_pair_tile(prefix.data(), c.experts, item, c.n_tiles, rank);
-        const int rows = c.p.counts[w.expert];
-        ASSERT_LT(w.col_tile, c.n_tiles);
-        if (!moe::real_tile(w.row_tile, rows, kTileRows)) {
-          EXPECT_EQ(rank, 1);
-          EXPECT_EQ(w.row_tile, moe::row_tiles(rows, kTileRows)) << "only one past the last";
-          ++empty;
-          continue;
-        }
-        tiles.insert({w.expert, w.row_tile, w.col_tile});
-        count_stored(c, w, stored);
+  for (const Size size : {Size{301, 12, 2}, Size{8192, 128, 3}})
+    for (bool skewed : {false, true}) {
+      const moe::Permutation p =
+          moe::plan_permutation(moe::make_routing(size.tokens, size.experts, 8, skewed));
+      const std::vector<int32_t> prefix = moe::tile_prefix(p.counts, kTileRows, size.n_tiles);
+      std::set<std::tuple<int, int, int>> items;
+      std::vector<int> stored(size_t(size.tokens) * 8 * size.n_tiles, 0);
+      for (int item = 0; item < prefix.back(); ++item) {
+        const moe::WorkItem w = moe::locate_tile(prefix.data(), size.experts, item, size.n_tiles);
+        ASSERT_LT(w.row_tile, moe::row_tiles(p.counts[w.expert], kTileRows));
+        ASSERT_LT(w.col_tile, size.n_tiles);
+        items.insert({w.expert, w.row_tile, w.col_tile});
+        const int first = p.offsets[w.expert] + w.row_tile * kTileRows;
+        for (int row = first; row < std::min(first + kTileRows, p.offsets[w.expert + 1]); ++row)
+          ++stored[size_t(row) * size.n_tiles + w.col_tile];
       }
-    for (int32_t rows : c.p.counts) odd_experts += moe::row_tiles(rows, kTileRows) % 2;
-    EXPECT_EQ(tiles.size(), size_t(moe::tile_prefix(c.p.counts, kTileRows, c.n_tiles).back()));
-    EXPECT_TRUE(std::all_of(stored.begin(), stored.end(), [](int n) { return n == 1; }));
-    EXPECT_EQ(empty, odd_experts * c.n_tiles);
-    EXPECT_EQ(prefix.back() * moe::kPairTiles, int(tiles.size()) + empty);
-  }
+      EXPECT_EQ(items.size(), size_t(prefix.back()));
+      EXPECT_TRUE(std::all_of(stored.begin(), stored.end(), [](int n) { return n == 1; }));
+    }
 }
 
 }  // namespace

@@ -46,7 +46,8 @@
 // scripts/peers/torch_moe_gating.py --only moe_dispatch). Verification: 301 tokens, 12 experts,
 // 320 -> 512: 5 k-blocks (the ring wraps inside a tile), 2 column tiles, partial row tiles in
 // every expert, against a double CPU reference; at the timing size a plain GPU reference (host
-// permutation, kernels/reference_gemm.cuh per expert, a plain combine).
+// permutation, kernels/reference_gemm.cuh's grouped form over all experts in one launch, a plain
+// combine).
 // Tolerance: y at BF16's default relative L2 (8e-3); the reference rounds each expert output to
 // BF16 as every rung does, so what is left is the final rounding and FP32 sums in another order.
 // counts exactly (int32's default). epilogue_combine's sums are also in an order that changes from
@@ -75,6 +76,7 @@
 #include <kernels/ws_gemm.cuh>
 #include <map>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -844,7 +846,12 @@ void reference(const Dispatch& w, bench::HostData& h) {
 }
 
 // A plain GPU version for the timing size: the host's permutation, a copy per element, the
-// simple reference GEMM per expert, a combine of a thread per output.
+// simple reference GEMM over every expert in ONE launch (reference_gemm_tn_grouped: expert e is
+// group e, its rows of x_sorted and y_sorted the group's columns; each output the same FP32 FMA
+// chain, bit for bit, as reference_gemm_tn on that expert alone), a combine of a thread per
+// output. Called an expert at a time, the GEMM was 128 launches of 84-108 CTAs each (64 x 64
+// tiles), fewer than the GPU has SMs, one after another: ~51 ms a check on an H200, so few timed
+// samples could be checked within the harness's budget.
 __global__ void reference_gather(const bf16* x, const int32_t* position, int64_t routed, int top_k,
                                  int64_t hidden, bf16* x_sorted) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
@@ -871,12 +878,11 @@ void device_reference(const Dispatch& w, cudaStream_t stream) {
   reference_gather<<<unsigned((w.routed * w.hidden + 255) / 256), 256, 0, stream>>>(
       w.x.data(), position.data(), w.routed, int(w.top_k), w.hidden, x_sorted.data());
   BENCH_CHECK_LAUNCH();
-  for (int64_t e = 0; e < w.experts; ++e)
-    if (w.plan.counts[e] > 0)
-      kernels::reference_gemm_tn(w.w.data() + e * w.ffn * w.hidden,
-                                 x_sorted.data() + int64_t{w.plan.offsets[e]} * w.hidden,
-                                 y_sorted.data() + int64_t{w.plan.offsets[e]} * w.ffn, w.ffn,
-                                 int64_t{w.plan.counts[e]}, w.hidden, stream);
+  // y_e [rows][ffn] = x_e [rows][hidden] W_e^T: the TN product with m = ffn (A = W_e, the e-th
+  // ffn x hidden block of w), columns offsets[e] .. + counts[e] - 1 of x_sorted and y_sorted.
+  kernels::reference_gemm_tn_grouped(w.w.data(), x_sorted.data(), y_sorted.data(), w.ffn, w.hidden,
+                                     std::span<const int32_t>(w.plan.offsets).first(w.experts),
+                                     std::span<const int32_t>(w.plan.counts), stream);
   reference_combine<<<unsigned((w.tokens * w.ffn + 255) / 256), 256, 0, stream>>>(
       y_sorted.data(), position.data(), w.weight.data(), w.tokens, int(w.top_k), w.ffn, w.y.data());
   BENCH_CHECK_LAUNCH();

@@ -36,20 +36,22 @@
 // Tolerance: relative L2 3e-3, as ch18: BF16 output rounding (<= 2^-9) plus FP32 sums of up to
 // 32k terms (~1e-5). Verified at 5 sequences of 1003, 5, 250, 777 and 64 keys (partial pages, a
 // pair shorter than a warp step, 1 to 4 chunks of 256 so empty chunks) against an FP64 CPU
-// reference; at the timing size against a device reference (the driver's 2D copy of each page,
-// then kernels/reference_attention.cuh, a sequence at a time).
+// reference; at the timing size against a device reference (one plain gather kernel copies every
+// sequence's pages into a packed cache, paged_reference_gather.cuh, then
+// kernels/reference_attention.cuh, a sequence at a time).
 //
 //   ./bench compare --chapter ch16 --example paged_attention
+#include <algorithm>
 #include <kernels/decode_attention.cuh>
 #include <kernels/event_span.hpp>
 #include <kernels/occupancy.cuh>
 #include <kernels/reference_attention.cuh>
-
-#include <algorithm>
 #include <numeric>
 #include <random>
 #include <utility>
 #include <vector>
+
+#include "paged_reference_gather.cuh"
 
 namespace {
 
@@ -253,24 +255,25 @@ void reference(const PagedDecode& w, bench::HostData& h) {
                                  out.subspan(s * slice, slice), w.heads, 1, n, AllKeys{});
   }
 }
-// At the timing size: each page copied by the driver (one 2D copy per page: a row per head), a
-// sequence at a time, into [head][position][128], then the plain GPU reference attention.
+// At the timing size: ONE plain gather kernel copies every sequence's pages, through the block
+// table, into a packed [sequence][head][position][128] cache (paged_reference_gather.cuh: each
+// 16-byte piece on its own, the CPU reference's index arithmetic), then the plain GPU reference
+// attention a sequence at a time on its [head][position][128] block. The driver's 2D copy of each
+// page it replaces was ~130,000 calls a check at batch 64 (0.3-0.6 s on an H200). The packed
+// scratch is as large as the pools, allocated per check: 8.0 GB at batch 32, 17.0 GB at batch 64
+// (K and V together), beside the pools' 17.0 GB and, while gather_then_attend is checked, its own
+// 17.0 GB packed cache: 51 GB at most on an 80 GB H100.
 void device_reference(const PagedDecode& w, cudaStream_t stream) {
-  bench::DeviceBuffer<bf16> k(w.heads * w.layout.max_length * kHeadDim), v(k.size());
-  const size_t row_bytes = kHeadDim * sizeof(bf16);
-  const int64_t page_elems = w.heads * kPageSize * kHeadDim;
+  const bench::DeviceBuffer<bf16> k(w.layout.tokens * w.heads * kHeadDim), v(k.size());
+  ch16::paged::launch_gather_pages_for_reference(
+      w.k_pages.data(), w.v_pages.data(), w.block_table.data(), w.layout.max_pages,
+      w.lengths.data(), w.starts.data(), w.batch, w.layout.max_length, int(w.heads), kPageSize,
+      k.data(), v.data(), stream);
   for (int64_t s = 0; s < w.batch; ++s) {
-    const int64_t n = w.layout.lengths[s];
-    for (int p = 0; p < w.layout.max_pages && int64_t{p} * kPageSize < n; ++p) {
-      const int64_t page = w.layout.block_table[s * w.layout.max_pages + p];
-      const size_t rows = size_t(std::min<int64_t>(kPageSize, n - int64_t{p} * kPageSize));
-      for (auto [to, pool] : {std::pair{k.data(), w.k_pages.data()}, std::pair{v.data(), w.v_pages.data()}})
-        BENCH_CUDA_CHECK(cudaMemcpy2DAsync(to + p * kPageSize * kHeadDim, n * row_bytes, pool + page * page_elems,
-                                           kPageSize * row_bytes, rows * row_bytes, size_t(w.heads),
-                                           cudaMemcpyDeviceToDevice, stream));
-    }
-    const int64_t at = s * w.heads * kHeadDim;
-    kernels::reference_attention(w.q.data() + at, k.data(), v.data(), w.out.data() + at, w.heads, 1, n, AllKeys{}, stream);
+    const int64_t at = s * w.heads * kHeadDim, packed_at = w.layout.starts[s] * w.heads * kHeadDim;
+    kernels::reference_attention(w.q.data() + at, k.data() + packed_at, v.data() + packed_at,
+                                 w.out.data() + at, w.heads, 1, w.layout.lengths[s], AllKeys{},
+                                 stream);
   }
   BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // before the scratch is freed
 }

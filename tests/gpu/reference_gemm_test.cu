@@ -5,11 +5,19 @@
 // FP8 E4M3), for shapes that are not multiples of any tile, for k that is not a multiple of the
 // k-slice, and for operands the 128 x 128 form cannot read 16 bytes at a time. The oracle must
 // also agree with the CPU double reference. The forms' times are a printout, in a DISABLED_ test.
+// The grouped form (reference_gemm_tn_grouped: one launch over many products that share m and k,
+// ch15/moe_dispatch's device reference) must give, in each of its tile forms, the bits of
+// reference_gemm_tn called on each group alone (the per-expert loop it replaced, kept below as the
+// oracle), and write no column outside its groups: ragged groups (empty ones, counts not multiples
+// of either tile), BF16 and FP8 E4M3 inputs, operands it cannot read 16 bytes at a time, and
+// ch15's timing shape with its real routings. Its time against the per-group loop at that shape
+// is a printout, in a DISABLED_ test.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <gtest/gtest.h>
 
+#include <ch15/moe_dispatch_plan.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +26,7 @@
 #include <random>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -237,6 +246,225 @@ TEST(ReferenceGemm, DISABLED_TimesOfTheTiledForms) {
     print_times<__nv_bfloat16, __nv_bfloat16>(size, "BF16 in, BF16 out");
     print_times<float, float>(size, "FP32 in, FP32 out");
     print_times<__nv_fp8_e4m3, __nv_bfloat16>(size, "FP8 E4M3 in, BF16 out");
+  }
+}
+
+// ---- The grouped form -------------------------------------------------------------------------
+// Operands filled on the device (ch15's shape is 335 M elements): element e is a hash of (seed, e)
+// mapped to [-2, 2), in the input type. `offset` elements before the first misalign it.
+__host__ __device__ inline uint64_t splitmix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+template <class In>
+__global__ void fill_hashed(In* x, int64_t count, uint64_t seed) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < count;
+       e += int64_t{gridDim.x} * blockDim.x)
+    x[e] =
+        In(-2.0f + 4.0f * float(splitmix64(seed * 0x100000000ull + uint64_t(e)) >> 40) * 0x1p-24f);
+}
+template <class In>
+struct DeviceOperand {
+  In* base = nullptr;
+  In* device = nullptr;
+  DeviceOperand(int64_t count, uint64_t seed, int offset = 0) {
+    EXPECT_EQ(cudaMalloc(&base, (count + offset + 1) * sizeof(In)), cudaSuccess);
+    device = base + offset;
+    fill_hashed<<<1024, 256>>>(device, count, seed);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  }
+  ~DeviceOperand() { cudaFree(base); }
+  DeviceOperand(const DeviceOperand&) = delete;
+  DeviceOperand& operator=(const DeviceOperand&) = delete;
+};
+
+// Groups of the given column counts laid out in order in one B and one D, `gap` unused columns
+// before each: columns in no group, which both sides must leave as they were.
+struct GroupLayout {
+  std::vector<int32_t> first_column, columns;
+  int64_t total_columns = 0;
+  GroupLayout(std::vector<int32_t> counts, int gap) : columns(std::move(counts)) {
+    for (int32_t n : columns) {
+      total_columns += gap;
+      first_column.push_back(int32_t(total_columns));
+      total_columns += n;
+    }
+  }
+  GroupLayout(std::vector<int32_t> first, std::vector<int32_t> counts, int64_t total)
+      : first_column(std::move(first)), columns(std::move(counts)), total_columns(total) {}
+};
+
+// The oracle: what ch15/moe_dispatch's device reference did before the grouped form, one
+// reference_gemm_tn call (the wrapper's choice of form) per group with columns.
+template <class In, class Out>
+void per_group_reference_gemm(const In* a, const In* b, Out* d, int64_t m, int64_t k,
+                              const GroupLayout& g, cudaStream_t stream) {
+  for (std::size_t e = 0; e < g.columns.size(); ++e)
+    if (g.columns[e] > 0)
+      kernels::reference_gemm_tn(a + int64_t(e) * m * k, b + int64_t{g.first_column[e]} * k,
+                                 d + int64_t{g.first_column[e]} * m, m, int64_t{g.columns[e]}, k,
+                                 stream);
+}
+
+enum class GroupedForm { tile64, tile128, chosen };
+constexpr GroupedForm kGroupedForms[] = {GroupedForm::tile64, GroupedForm::tile128,
+                                         GroupedForm::chosen};
+const char* name(GroupedForm f) {
+  return f == GroupedForm::tile64    ? "grouped 64 x 64"
+         : f == GroupedForm::tile128 ? "grouped 128 x 128"
+                                     : "grouped, the wrapper's choice";
+}
+
+template <class In, class Out>
+void launch_grouped(GroupedForm f, const In* a, const In* b, Out* d, int64_t m, int64_t k,
+                    const GroupLayout& g, cudaStream_t stream) {
+  if (f == GroupedForm::chosen)
+    kernels::reference_gemm_tn_grouped(a, b, d, m, k, std::span<const int32_t>(g.first_column),
+                                       std::span<const int32_t>(g.columns), stream);
+  else
+    kernels::detail::launch_reference_gemm_tn_grouped(
+        a, b, d, m, k, std::span<const int32_t>(g.first_column),
+        std::span<const int32_t>(g.columns), f == GroupedForm::tile128, stream);
+}
+
+// Every grouped form against the per-group oracle, bit for bit over the whole of D (poisoned with
+// NaN bytes first on both sides, so a column in no group must stay NaN and an output the grouped
+// form missed shows).
+template <class In, class Out>
+void expect_grouped_same_bits(int64_t m, int64_t k, const GroupLayout& g, int offset = 0) {
+  SCOPED_TRACE(testing::Message() << "m " << m << " k " << k << ", " << g.columns.size()
+                                  << " groups, " << g.total_columns << " columns in all, "
+                                  << sizeof(In) << "-byte input, " << sizeof(Out)
+                                  << "-byte output, offset " << offset);
+  const int64_t groups = int64_t(g.columns.size()), count = m * g.total_columns;
+  const DeviceOperand<In> a(groups * m * k, 21, offset), b(g.total_columns * k, 22, offset);
+  Out* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, (count + 1) * sizeof(Out)), cudaSuccess);
+  EXPECT_EQ(cudaMemset(d, 0xff, count * sizeof(Out)), cudaSuccess);
+  per_group_reference_gemm(a.device, b.device, d, m, k, g, nullptr);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the per-group oracle";
+  const std::vector<Out> want = download(d, count);
+  for (GroupedForm f : kGroupedForms) {
+    EXPECT_EQ(cudaMemset(d, 0xff, count * sizeof(Out)), cudaSuccess);
+    launch_grouped(f, a.device, b.device, d, m, k, g, nullptr);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << name(f);
+    const std::vector<Out> got = download(d, count);
+    int64_t differ = 0;
+    for (int64_t e = 0; e < count; ++e) differ += std::memcmp(&want[e], &got[e], sizeof(Out)) != 0;
+    EXPECT_EQ(differ, 0) << "outputs of " << count << " differ from the per-group calls' in the "
+                         << name(f) << " form";
+  }
+  cudaFree(d);
+}
+
+// Ragged groups: empty ones (first, inside, last), one column, counts under, at and past both
+// tiles; m under one tile and ragged against both; k ragged against the 16-wide slice, the 8-wide
+// chunk (k = 4100: rows not 16-byte multiples for 2-byte inputs) and short (17).
+const std::vector<int32_t> kRaggedColumns = {0, 1, 130, 0, 64, 257, 127, 128, 5, 300, 0};
+
+TEST(ReferenceGemmGrouped, EveryFormGivesThePerGroupBitsForBf16Inputs) {
+  expect_grouped_same_bits<__nv_bfloat16, __nv_bfloat16>(300, 1000, GroupLayout(kRaggedColumns, 3));
+  expect_grouped_same_bits<__nv_bfloat16, float>(300, 1000, GroupLayout(kRaggedColumns, 0));
+  expect_grouped_same_bits<__nv_bfloat16, __nv_bfloat16>(63, 17,
+                                                         GroupLayout({1, 0, 65, 128, 129}, 2));
+  expect_grouped_same_bits<__nv_bfloat16, float>(130, 4100, GroupLayout({200, 0, 77}, 1));
+}
+
+TEST(ReferenceGemmGrouped, EveryFormGivesThePerGroupBitsForFp8Inputs) {
+  expect_grouped_same_bits<__nv_fp8_e4m3, __nv_bfloat16>(300, 1000, GroupLayout(kRaggedColumns, 3));
+  expect_grouped_same_bits<__nv_fp8_e4m3, float>(300, 1000, GroupLayout(kRaggedColumns, 0));
+  expect_grouped_same_bits<__nv_fp8_e4m3, __nv_bfloat16>(63, 17,
+                                                         GroupLayout({1, 0, 65, 128, 129}, 2));
+  expect_grouped_same_bits<__nv_fp8_e4m3, float>(130, 4100, GroupLayout({200, 0, 77}, 1));
+}
+
+// Operands one element past an aligned address: the 128 x 128 form reads element by element.
+TEST(ReferenceGemmGrouped, EveryFormGivesThePerGroupBitsForMisalignedOperands) {
+  expect_grouped_same_bits<__nv_bfloat16, __nv_bfloat16>(300, 256, GroupLayout({129, 0, 300}, 1),
+                                                         1);
+  expect_grouped_same_bits<__nv_fp8_e4m3, __nv_bfloat16>(300, 256, GroupLayout({129, 0, 300}, 1),
+                                                         1);
+}
+
+// No groups, or only empty ones: nothing is launched and D is left alone.
+TEST(ReferenceGemmGrouped, NoColumnsWritesNothing) {
+  expect_grouped_same_bits<__nv_bfloat16, __nv_bfloat16>(300, 256, GroupLayout({0, 0, 0}, 4));
+  expect_grouped_same_bits<__nv_bfloat16, __nv_bfloat16>(300, 256, GroupLayout({}, 0));
+}
+
+// ch15/moe_dispatch's timing shape with its own routings (moe_dispatch_plan.hpp): 8192 tokens x
+// top-8 over 128 experts, hidden 2048 -> ffn 768; expert e is group e, its columns the rows the
+// host permutation gives it (uniform: ~512 each; skewed: 4 hot experts with about half).
+GroupLayout moe_groups(bool skewed) {
+  const auto plan = ch15::moe::plan_permutation(ch15::moe::make_routing(8192, 128, 8, skewed));
+  return GroupLayout(std::vector<int32_t>(plan.offsets.begin(), plan.offsets.end() - 1),
+                     plan.counts, plan.offsets.back());
+}
+constexpr int64_t kMoeFfn = 768, kMoeHidden = 2048;
+
+TEST(ReferenceGemmGrouped, EveryFormGivesThePerGroupBitsAtTheMoeShape) {
+  for (bool skewed : {false, true})
+    expect_grouped_same_bits<__nv_bfloat16, __nv_bfloat16>(kMoeFfn, kMoeHidden, moe_groups(skewed));
+}
+
+// A printout, not a test: ch15/moe_dispatch's device-reference GEMM at its timing shape, as the
+// per-expert loop it was and as the grouped form, BF16 in and out. Run with
+// --gtest_also_run_disabled_tests --gtest_filter='*Grouped*Times*'.
+TEST(ReferenceGemmGrouped, DISABLED_TimesAtTheMoeShape) {
+  for (bool skewed : {false, true}) {
+    const GroupLayout g = moe_groups(skewed);
+    const int64_t m = kMoeFfn, k = kMoeHidden, count = m * g.total_columns;
+    const DeviceOperand<__nv_bfloat16> a(int64_t(g.columns.size()) * m * k, 23),
+        b(g.total_columns * k, 24);
+    __nv_bfloat16* d = nullptr;
+    ASSERT_EQ(cudaMalloc(&d, count * sizeof(__nv_bfloat16)), cudaSuccess);
+    int64_t big_tiles = 0, small_tiles = 0;
+    for (int32_t n : g.columns) {
+      big_tiles += kernels::detail::reference_gemm_tiles(m, n, kernels::detail::kBigTile);
+      small_tiles += kernels::detail::reference_gemm_tiles(m, n, kernels::detail::kRefTile);
+    }
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    const double flops = 2.0 * double(count) * double(k);
+    std::printf(
+        "reference GEMM at ch15/moe_dispatch's shape (%s routing, %zu experts, %lld rows, "
+        "%lld x %lld; grouped tiles: %lld of 128 x 128, %lld of 64 x 64), BF16:\n",
+        skewed ? "skewed" : "uniform", g.columns.size(), (long long)g.total_columns, (long long)m,
+        (long long)k, (long long)big_tiles, (long long)small_tiles);
+    enum class Way { per_group, grouped64, grouped128, chosen };
+    for (Way way : {Way::per_group, Way::grouped64, Way::grouped128, Way::chosen}) {
+      const auto run = [&] {
+        if (way == Way::per_group)
+          per_group_reference_gemm(a.device, b.device, d, m, k, g, nullptr);
+        else
+          launch_grouped(way == Way::grouped64    ? GroupedForm::tile64
+                         : way == Way::grouped128 ? GroupedForm::tile128
+                                                  : GroupedForm::chosen,
+                         a.device, b.device, d, m, k, g, nullptr);
+      };
+      run();  // warm-up
+      cudaEventRecord(start);
+      constexpr int kRuns = 3;
+      for (int r = 0; r < kRuns; ++r) run();
+      cudaEventRecord(stop);
+      cudaEventSynchronize(stop);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      ms /= kRuns;
+      std::printf("  %-40s %8.3f ms (%.1f TFLOP/s)\n",
+                  way == Way::per_group    ? "per expert (reference_gemm_tn each)"
+                  : way == Way::grouped64  ? "grouped, 64 x 64"
+                  : way == Way::grouped128 ? "grouped, 128 x 128"
+                                           : "grouped, the wrapper's choice",
+                  ms, flops / ms / 1e9);
+    }
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    cudaFree(d);
   }
 }
 

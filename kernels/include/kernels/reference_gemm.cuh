@@ -32,16 +32,81 @@
 //    warps a scheduler to hide the shared loads' latency. Measured: the DISABLED_ printout in
 //    tests/gpu/reference_gemm_test.cu.
 //    Registers and spills (sm_90a, -Xptxas=--warn-on-spills): see the kernel's comment.
+//
+// A grouped form, reference_gemm_tn_grouped below: G products that share m and k (a mixture of
+// experts' per-expert GEMMs, ch15/moe_dispatch's device reference), group g's A the g-th m x k
+// block of one array and its B and D columns a range of one B and one D. Called one product at a
+// time, each of ch15's 128 experts (768 x 447-564 x 2048 with uniform routing) has 24-30 tiles of
+// 128 x 128, under the SM count, so it runs as 84-108 CTAs of the 64 x 64 form, still fewer than
+// the SMs, and the 128 launches run one after another (~51 ms a check on an H200). The grouped
+// form is ONE launch of the same kernels over every group's tiles (a 1D grid; a CTA finds its
+// group by a binary search over a prefix of the groups' tile counts), with the tile form chosen
+// as for one product from the total tile count: at ch15's shape 3,426 (uniform routing) or 3,612
+// (skewed) CTAs of the 128 x 128 form. The kernels take the tile lookup as a template parameter
+// (OneProduct or Groups) and are otherwise the same code, so every output is the same FMA chain,
+// bit for bit, as the one-product call on that group (tests/gpu/reference_gemm_test.cu holds it
+// to that). With OneProduct the kernels' PTX is what it was before the lookup existed (CUDA 13.0,
+// sm_90a: the same instructions, only the names differ). ptxas -v (sm_90a,
+// -Xptxas=--warn-on-spills) for Groups, BF16 and FP8 inputs: the 128 x 128 form 127-128
+// registers as with OneProduct, the 64 x 64 form 79-80 against OneProduct's 40 (3 CTAs an SM
+// instead of 8; it runs only below one 128 x 128 tile an SM, where that costs at most a second
+// short wave); no spills.
 #pragma once
 
 #include <bench/bench.hpp>
 #include <cstdint>
+#include <limits>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 namespace kernels {
 
 namespace detail {
+// ---- Which tile a CTA computes ----------------------------------------------------------------
+// Both forms' kernels take, after the operands and sizes, a lookup from the CTA's block index to
+// its tile and to the product the tile belongs to (offsets from the launch's a, b and d, and that
+// product's column count). Nothing else differs between a plain and a grouped launch.
+struct RefTileAt {
+  unsigned tile_i, tile_j;               // D's rows tile_i x tile .., columns tile_j x tile ..
+  int n;                                 // the product's columns
+  int64_t a_offset, b_offset, d_offset;  // elements from the launch's a, b and d to the product's
+};
+
+// One product on a 2D grid: tile (blockIdx.x, blockIdx.y).
+struct OneProduct {
+  __device__ __forceinline__ RefTileAt locate(int /*m*/, int n, int /*k*/, int /*tile*/) const {
+    return {blockIdx.x, blockIdx.y, n, 0, 0, 0};
+  }
+};
+
+// Groups of products on a 1D grid. Group g: D_g (m x n_g) = A_g (m x k) x B_g (k x n_g), with
+// A_g = a + g m k, B_g and D_g columns first_column[g] .. first_column[g] + columns[g] - 1 of b
+// (k values each, as stored) and of d (m values each), n_g = columns[g]. Its tiles are the blocks
+// tile_prefix[g] .. tile_prefix[g + 1] - 1, m's tiles fastest (a plain launch's grid order). A
+// group with no columns has no tiles (tile_prefix[g] == tile_prefix[g + 1]) and is never found.
+struct Groups {
+  const int32_t* first_column;
+  const int32_t* columns;
+  const int32_t* tile_prefix;  // groups + 1 entries, tile_prefix[0] = 0
+  int groups;
+  __device__ __forceinline__ RefTileAt locate(int m, int /*n*/, int k, int tile) const {
+    const int block = int(blockIdx.x);
+    int g = 0, end = groups;  // tile_prefix[g] <= block < tile_prefix[end]
+    while (end - g > 1) {
+      const int mid = (g + end) / 2;
+      if (tile_prefix[mid] <= block)
+        g = mid;
+      else
+        end = mid;
+    }
+    const int m_tiles = (m + tile - 1) / tile, t = block - tile_prefix[g];
+    const int64_t first = first_column[g];
+    const unsigned tile_i = t % m_tiles, tile_j = t / m_tiles;
+    return {tile_i, tile_j, columns[g], int64_t{g} * m * k, first * k, first * m};
+  }
+};
+
 // ---- The 64 x 64 form: small problems, and the 128 x 128 form's oracle in the tests ----------
 // A CTA computes a kRefTile x kRefTile block of D, a thread kRefMicro x kRefMicro of it, over
 // k-slices of kRefSlice staged in shared memory k-major (each operand element read once per CTA,
@@ -61,14 +126,16 @@ __device__ void stage_slice(const In* __restrict__ x, int64_t first_row, int64_t
   }
 }
 
-template <class In, class Out>
+template <class In, class Out, class Tiles>
 __global__ void __launch_bounds__(kRefThreads)
     reference_gemm_tn_64(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ d,
-                         int m, int n, int k) {
+                         int m, int n, int k, Tiles tiles) {
   __shared__ __align__(16) float as[kRefSlice][kRefTile + kRefPad],
       bs[kRefSlice][kRefTile + kRefPad];
+  const RefTileAt at = tiles.locate(m, n, k, kRefTile);
+  a += at.a_offset, b += at.b_offset, d += at.d_offset, n = at.n;
   const int ti = threadIdx.x % (kRefTile / kRefMicro), tj = threadIdx.x / (kRefTile / kRefMicro);
-  const int64_t i0 = int64_t{blockIdx.x} * kRefTile, j0 = int64_t{blockIdx.y} * kRefTile;
+  const int64_t i0 = int64_t{at.tile_i} * kRefTile, j0 = int64_t{at.tile_j} * kRefTile;
   float acc[kRefMicro][kRefMicro] = {};
   for (int64_t p0 = 0; p0 < k; p0 += kRefSlice) {
     stage_slice(a, i0, m, k, p0, as);
@@ -103,7 +170,8 @@ void launch_reference_gemm_tn_64(const In* a, const In* b, Out* d, int64_t m, in
                                  cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((m + kRefTile - 1) / kRefTile),
                   static_cast<unsigned>((n + kRefTile - 1) / kRefTile));
-  reference_gemm_tn_64<<<grid, kRefThreads, 0, stream>>>(a, b, d, int(m), int(n), int(k));
+  reference_gemm_tn_64<<<grid, kRefThreads, 0, stream>>>(a, b, d, int(m), int(n), int(k),
+                                                         OneProduct{});
   BENCH_CHECK_LAUNCH();
 }
 
@@ -156,15 +224,17 @@ __device__ __forceinline__ void store_chunk(float (&s)[kRefSlice][kBigTile], con
 // (CUDA 13.0, sm_90a, -Xptxas=--warn-on-spills) gives 127-128 for FP32, BF16, FP16 and FP8
 // inputs, 0 bytes of spills; uncapped it would take 124-143 (FP32 inputs hold 16 registers of
 // the next slice, FP8 ones 4).
-template <bool kVector, class In, class Out>
+template <bool kVector, class In, class Out, class Tiles>
 __global__ void __launch_bounds__(kBigThreads, 2)
     reference_gemm_tn_128(const In* __restrict__ a, const In* __restrict__ b, Out* __restrict__ d,
-                          int m, int n, int k) {
+                          int m, int n, int k, Tiles tiles) {
   __shared__ __align__(16) float as[2][kRefSlice][kBigTile], bs[2][kRefSlice][kBigTile];
+  const RefTileAt at = tiles.locate(m, n, k, kBigTile);
+  a += at.a_offset, b += at.b_offset, d += at.d_offset, n = at.n;
   // Staging: thread t loads k values (t / 128) * 8 .. + 7 of each slice for row t % 128 of A's
   // tile and of B's.
   const int row = threadIdx.x % kBigTile, first = threadIdx.x / kBigTile * kChunk;
-  const int64_t i0 = int64_t{blockIdx.x} * kBigTile, j0 = int64_t{blockIdx.y} * kBigTile;
+  const int64_t i0 = int64_t{at.tile_i} * kBigTile, j0 = int64_t{at.tile_j} * kBigTile;
   const bool a_ok = i0 + row < m, b_ok = j0 + row < n;
   const In* a_row = a + (a_ok ? (i0 + row) * k : 0) + first;
   const In* b_row = b + (b_ok ? (j0 + row) * k : 0) + first;
@@ -221,32 +291,90 @@ __global__ void __launch_bounds__(kBigThreads, 2)
   }
 }
 
+// Whether the 128 x 128 form may read whole chunks (16-byte loads, 8-byte for 1-byte inputs): the
+// bases aligned to a unit and rows of whole units. A grouped launch's products start at whole
+// rows of a and b, so the same test holds for all of them.
+template <class In>
+bool reference_gemm_vector_loads(const In* a, const In* b, int64_t k) {
+  static_assert(sizeof(In) == 1 || sizeof(In) == 2 || sizeof(In) == 4 || sizeof(In) == 8);
+  constexpr int64_t unit = sizeof(In) * kChunk < 16 ? sizeof(In) * kChunk : 16;
+  return reinterpret_cast<uintptr_t>(a) % unit == 0 && reinterpret_cast<uintptr_t>(b) % unit == 0 &&
+         k * int64_t{sizeof(In)} % unit == 0;
+}
+
+template <class In, class Out, class Tiles>
+void launch_reference_gemm_tn_128_on(dim3 grid, const In* a, const In* b, Out* d, int64_t m,
+                                     int64_t n, int64_t k, Tiles tiles, cudaStream_t stream) {
+  if (reference_gemm_vector_loads(a, b, k))
+    reference_gemm_tn_128<true>
+        <<<grid, kBigThreads, 0, stream>>>(a, b, d, int(m), int(n), int(k), tiles);
+  else
+    reference_gemm_tn_128<false>
+        <<<grid, kBigThreads, 0, stream>>>(a, b, d, int(m), int(n), int(k), tiles);
+  BENCH_CHECK_LAUNCH();
+}
+
 template <class In, class Out>
 void launch_reference_gemm_tn_128(const In* a, const In* b, Out* d, int64_t m, int64_t n, int64_t k,
                                   cudaStream_t stream) {
-  static_assert(sizeof(In) == 1 || sizeof(In) == 2 || sizeof(In) == 4 || sizeof(In) == 8);
-  // The 16-byte (8-byte for 1-byte inputs) loads need every chunk aligned: the bases, and rows
-  // of whole units.
-  constexpr int64_t unit = sizeof(In) * kChunk < 16 ? sizeof(In) * kChunk : 16;
-  const bool vector = reinterpret_cast<uintptr_t>(a) % unit == 0 &&
-                      reinterpret_cast<uintptr_t>(b) % unit == 0 &&
-                      k * int64_t{sizeof(In)} % unit == 0;
   const dim3 grid(static_cast<unsigned>((m + kBigTile - 1) / kBigTile),
                   static_cast<unsigned>((n + kBigTile - 1) / kBigTile));
-  if (vector)
-    reference_gemm_tn_128<true><<<grid, kBigThreads, 0, stream>>>(a, b, d, int(m), int(n), int(k));
-  else
-    reference_gemm_tn_128<false><<<grid, kBigThreads, 0, stream>>>(a, b, d, int(m), int(n), int(k));
-  BENCH_CHECK_LAUNCH();
+  launch_reference_gemm_tn_128_on(grid, a, b, d, m, n, k, OneProduct{}, stream);
 }
 
 // The 128 x 128 form once its tiles reach every SM; below that the 64 x 64 form's four times as
 // many CTAs keep more SMs busy.
-inline bool reference_gemm_big_tiles(int64_t m, int64_t n) {
+inline bool reference_gemm_fills_sms(int64_t big_tiles) {
   int device = 0, sms = 0;
   BENCH_CUDA_CHECK(cudaGetDevice(&device));
   BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return ((m + kBigTile - 1) / kBigTile) * ((n + kBigTile - 1) / kBigTile) >= sms;
+  return big_tiles >= sms;
+}
+inline int64_t reference_gemm_tiles(int64_t m, int64_t n, int64_t tile) {
+  return ((m + tile - 1) / tile) * ((n + tile - 1) / tile);
+}
+inline bool reference_gemm_big_tiles(int64_t m, int64_t n) {
+  return reference_gemm_fills_sms(reference_gemm_tiles(m, n, kBigTile));
+}
+
+// ---- The grouped launch --------------------------------------------------------------------
+// The group table (first columns, column counts, and the prefix of the groups' tile counts for
+// the form's tile size) made on the host and copied on the stream, then one launch over every
+// group's tiles. Returns once the product is done: the table's buffer is freed on return.
+template <class In, class Out>
+void launch_reference_gemm_tn_grouped(const In* a, const In* b, Out* d, int64_t m, int64_t k,
+                                      std::span<const int32_t> first_column,
+                                      std::span<const int32_t> columns, bool big_tiles,
+                                      cudaStream_t stream) {
+  if (first_column.size() != columns.size())
+    throw std::invalid_argument("reference_gemm_tn_grouped: a first column for every group");
+  const int64_t groups = int64_t(columns.size()), tile = big_tiles ? kBigTile : kRefTile;
+  std::vector<int32_t> table(first_column.begin(), first_column.end());  // then columns, prefix
+  table.insert(table.end(), columns.begin(), columns.end());
+  table.push_back(0);
+  for (int64_t g = 0; g < groups; ++g) {
+    if (columns[g] < 0 || first_column[g] < 0)
+      throw std::invalid_argument("reference_gemm_tn_grouped: a negative column count or start");
+    const int64_t tiles = table.back() + reference_gemm_tiles(m, columns[g], tile);
+    if (tiles > std::numeric_limits<int32_t>::max())
+      throw std::invalid_argument("reference_gemm_tn_grouped: more than 2^31 - 1 tiles");
+    table.push_back(int32_t(tiles));
+  }
+  const int64_t total_tiles = table.back();
+  if (total_tiles == 0) return;
+  const bench::DeviceBuffer<int32_t> device_table(int64_t(table.size()));
+  BENCH_CUDA_CHECK(cudaMemcpyAsync(device_table.data(), table.data(), device_table.bytes(),
+                                   cudaMemcpyHostToDevice, stream));
+  const int32_t* t = device_table.data();
+  const Groups lookup{t, t + groups, t + 2 * groups, int(groups)};
+  const dim3 grid(static_cast<unsigned>(total_tiles));
+  if (big_tiles) {
+    launch_reference_gemm_tn_128_on(grid, a, b, d, m, /*n: the group's*/ 0, k, lookup, stream);
+  } else {
+    reference_gemm_tn_64<<<grid, kRefThreads, 0, stream>>>(a, b, d, int(m), 0, int(k), lookup);
+    BENCH_CHECK_LAUNCH();
+  }
+  BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // before device_table is freed
 }
 }  // namespace detail
 
@@ -257,6 +385,23 @@ void reference_gemm_tn(const In* a, const In* b, Out* d, int64_t m, int64_t n, i
     detail::launch_reference_gemm_tn_128(a, b, d, m, n, k, stream);
   else
     detail::launch_reference_gemm_tn_64(a, b, d, m, n, k, stream);
+}
+
+// Groups of products that share m and k, in one launch (header comment). Group g, for g < G:
+//   D_g (m x n_g, column-major) = A_g (m x k, row-major) x B_g (k x n_g, column-major), with
+//   A_g = a + g m k, B_g = b + first_column[g] k, D_g = d + first_column[g] m, n_g = columns[g]
+// (B_g and D_g are columns first_column[g] .. + n_g - 1 of one B and one D). Groups may be empty
+// and need not be contiguous; D's columns in no group are not written. Each output has exactly
+// the bits reference_gemm_tn(A_g, B_g, D_g, m, n_g, k) gives it. first_column and columns are host
+// arrays of G entries each; the call blocks the host until the product is done.
+template <class In, class Out>
+void reference_gemm_tn_grouped(const In* a, const In* b, Out* d, int64_t m, int64_t k,
+                               std::span<const int32_t> first_column,
+                               std::span<const int32_t> columns, cudaStream_t stream) {
+  int64_t big_tiles = 0;
+  for (int32_t n : columns) big_tiles += detail::reference_gemm_tiles(m, n, detail::kBigTile);
+  detail::launch_reference_gemm_tn_grouped(a, b, d, m, k, first_column, columns,
+                                           detail::reference_gemm_fills_sms(big_tiles), stream);
 }
 
 // The same product on the CPU in double, for an example's .reference at its verification size:

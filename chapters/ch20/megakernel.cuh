@@ -8,11 +8,12 @@
 //   1. qkv       every block: rmsnorm(x) · norm1 into shared memory; the grid's warps share the
 //                rows of W_qkv; epilogue RoPE, q packed, k and v appended (rung 6's QkvRopeAppend)
 //   2. attention the (head, chunk of keys) items of flash decoding (kernels/decode_attention.cuh's
-//                attend_split), over the blocks, the 4 query heads of a KV head on adjacent blocks
-//   3. merge     a warp per (sequence, head): the chunks' partials and the new key
-//   4. o         prologue the attention output; epilogue h = x + o
-//   5. gate/up   prologue rmsnorm(h) · norm2; epilogue SwiGLU
-//   6. down      prologue the SwiGLU output; epilogue y = h + down
+//                attend_split), over the blocks, the 4 query heads of a KV head on adjacent
+//                blocks; the block that finishes a head's last chunk merges the head: a warp
+//                folds the chunks' partials and the new key (no barrier: the counters below)
+//   3. o         prologue the attention output; epilogue h = x + o
+//   4. gate/up   prologue rmsnorm(h) · norm2; epilogue SwiGLU
+//   5. down      prologue the SwiGLU output; epilogue y = h + down
 // The products are kernels/streaming_gemv.cuh's, the prologues and epilogues rung 6's
 // (ch20/layer_ops.cuh): this rung changes only what happens between them. Weights are inputs
 // nothing in the step writes, so a warp issues the next projection's first slab (256 bytes a lane,
@@ -29,6 +30,23 @@
 // rather than hangs, if the grid cannot be co-resident), and a GPU where no block fits is SKIPPED.
 // A barrier that waits longer than kBarrierTimeoutNs traps: a bug fails the run instead of hanging
 // it.
+//
+// The merge of a (sequence, query head) needs only that head's chunks, not the whole attention
+// phase, so it waits on a counter of its own instead of a grid barrier (merge_counts, one per
+// head, zero at every launch's start). A block that finishes a chunk of head bh (attend_split has
+// written its partial) synchronizes, so every thread's share of the partial precedes what follows,
+// and warp 0's lane 0 adds 1 to the head's counter with kernels/flags.cuh's fetch_add_acq_rel: the
+// release half publishes the block's partial (cumulative over the block's threads through the
+// __syncthreads), the acquire half makes visible the partials of every block that counted in
+// before (their increments are one chain of atomics on the counter). The lane that reads splits - 1
+// holds the head's last chunk: every partial is written and visible to it, then through
+// __syncwarp to its warp, which merges the head (merge_pair) while the block's other warps go on
+// to its next chunk. Exactly one block reads splits - 1, so each head is merged once. q and the
+// new key and value that the merge also reads were written before the barrier after qkv. That
+// lane, the counter's last user in the launch (every chunk has counted in), stores 0 to it: the
+// next launch starts after this one ends, so it finds every counter at zero again, as the grid
+// barrier's arrival count is left. The grid barrier after the attention, which the o projection
+// needs (each row reads every head's output), orders the merges' stores of the output before it.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -73,6 +91,7 @@ struct Step {
   bf16 *q, *attn, *h, *act;  // [tokens][hidden] x 3, [tokens][ffn]
   float *part_ml, *part_o;   // the attention chunks' partials, as decode::finish_pass writes them
   uint32_t* barrier;         // [2]: arrivals, generation
+  uint32_t* merge_counts;    // [tokens][q_heads]: chunks of the head finished; 0 between launches
   int tokens, q_heads, kv_heads;
   int64_t group, hidden, qkv_dim, ffn, past, chunk;
   int splits;
@@ -175,6 +194,21 @@ __device__ __forceinline__ void prefetch_chunk(const Step& p, int64_t item) {
   }
 }
 
+// Counts the block's finished chunk of pair bh in (call after a __syncthreads that follows the
+// chunk's partial, from every lane of one warp). True, on every lane, for the chunk that completes
+// the pair: its partials, everyone's, are then visible to the warp, which merges them. That lane
+// also resets the counter for the next launch: no other chunk of the pair is left to count in.
+__device__ __forceinline__ bool completes_pair(const Step& p, int64_t bh) {
+  uint32_t before = 0;
+  if (threadIdx.x % 32 == 0) {
+    before = kernels::fetch_add_acq_rel<kernels::Scope::gpu>(p.merge_counts + bh, 1);
+    if (before == uint32_t(p.splits - 1)) p.merge_counts[bh] = 0;
+  }
+  before = __shfl_sync(0xffffffffu, before, 0);
+  __syncwarp();  // lane 0's acquire, before the other lanes read the partials
+  return before == uint32_t(p.splits - 1);
+}
+
 // Pair bh's chunks merged with the new key, by one warp (lane: dimensions 4 lane .. 4 lane + 3);
 // scores in log2 units, as the attention keeps them (kernels/online_softmax.cuh).
 __device__ __forceinline__ void merge_pair(const Step& p, int64_t bh) {
@@ -232,7 +266,8 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   prefetch_chunk(p, blockIdx.x);
   barrier.wait();
 
-  // 2. attention over the cache, into the partials; the new key joins in the merge.
+  // 2. attention over the cache, into the partials; the last chunk of a head to finish merges the
+  // head's partials and the new key.
   const decode::Args args{p.q, nullptr, p.part_ml, p.part_o, 1, 0, p.chunk, p.splits};
   const GqaCache cache{p.io.k_cache, p.io.v_cache, p.past, p.group};
   auto& split_smem = *reinterpret_cast<decode::SplitSmem<1>*>(smem);
@@ -240,31 +275,26 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
     prefetch_chunk(p, item + gridDim.x);  // the block's next chunk, while it reads this one
     const int64_t kv_split = item / p.group, bh = kv_split / p.splits * p.group + item % p.group;
     decode::attend_split<1>(args, cache, bh, int(kv_split % p.splits), split_smem);
+    __syncthreads();  // every thread's share of the partial, before warp 0 counts it in
+    if (warp == 0 && completes_pair(p, bh)) merge_pair(p, bh);
   }
-  barrier.arrive();
-  load_first(p.io.w_o, p.hidden, o_groups, o, first, w);  // held to phase 4
+  barrier.arrive();  // the attention output, every head merged
+  load_first(p.io.w_o, p.hidden, o_groups, o, first, w);  // held to phase 3
   barrier.wait();
 
-  // 3. merge, a warp per (sequence, head).
-  for (int64_t bh = blockIdx.x * int64_t{kWarps} + warp; bh < int64_t{p.tokens} * p.q_heads;
-       bh += int64_t{gridDim.x} * kWarps)
-    merge_pair(p, bh);
-  barrier.arrive();
-  barrier.wait();
-
-  // 4. o: h = x + attn · W_oᵀ.
+  // 3. o: h = x + attn · W_oᵀ.
   project<kTokens>(p.io.w_o, p.hidden, o_groups, o, p, smem, first, w);
   barrier.arrive();
   load_first(p.io.w_gate_up, p.hidden, gate_up_groups, gate_up, first, w);
   barrier.wait();
 
-  // 5. gate/up with SwiGLU.
+  // 4. gate/up with SwiGLU.
   project<kTokens>(p.io.w_gate_up, p.hidden, gate_up_groups, gate_up, p, smem, first, w);
   barrier.arrive();
   load_first(p.io.w_down, p.ffn, down_groups, down, first, w);
   barrier.wait();
 
-  // 6. down: y = h + act · W_downᵀ. The launch's end is the last barrier.
+  // 5. down: y = h + act · W_downᵀ. The launch's end is the last barrier.
   project<kTokens>(p.io.w_down, p.ffn, down_groups, down, p, smem, first, w);
 }
 
@@ -276,7 +306,8 @@ class DecoderMegakernel {
         attn_(q_.size()),
         h_(q_.size()),
         act_(dims.batch * dims.ffn),
-        barrier_(2) {
+        barrier_(2),
+        merge_counts_(dims.batch * dims.q_heads) {
     Step& p = step_;
     p.tokens = int(dims.batch), p.q_heads = int(dims.q_heads), p.kv_heads = int(dims.kv_heads);
     p.group = dims.group, p.hidden = dims.hidden, p.qkv_dim = dims.qkv_dim;
@@ -338,9 +369,12 @@ class DecoderMegakernel {
     part_o_ = bench::DeviceBuffer<float>(pairs * p.splits * kHeadDim);
     p.q = q_.data(), p.attn = attn_.data(), p.h = h_.data(), p.act = act_.data();
     p.part_ml = part_ml_.data(), p.part_o = part_o_.data(), p.barrier = barrier_.data();
-    // The barrier starts at zero arrivals; the activations zeroed once (compute-sanitizer's
-    // initcheck: every later read is of a value some phase wrote).
+    p.merge_counts = merge_counts_.data();
+    // The barrier starts at zero arrivals and the merge counters at zero chunks (each launch
+    // leaves them so); the activations zeroed once (compute-sanitizer's initcheck: every later
+    // read is of a value some phase wrote).
     BENCH_CUDA_CHECK(cudaMemsetAsync(barrier_.data(), 0, barrier_.bytes(), s));
+    BENCH_CUDA_CHECK(cudaMemsetAsync(merge_counts_.data(), 0, merge_counts_.bytes(), s));
     for (bench::DeviceBuffer<bf16>* b : {&q_, &attn_, &h_, &act_})
       BENCH_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), s));
     BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -364,11 +398,13 @@ class DecoderMegakernel {
 
   unsigned grid() const { return grid_; }
   int splits() const { return step_.splits; }
+  // The per-head merge counters, [tokens][q_heads]: all zero between launches (the tests check).
+  const bench::DeviceBuffer<uint32_t>& merge_counts() const { return merge_counts_; }
 
  private:
   bench::DeviceBuffer<bf16> q_, attn_, h_, act_;
   bench::DeviceBuffer<float> part_ml_, part_o_;
-  bench::DeviceBuffer<uint32_t> barrier_;
+  bench::DeviceBuffer<uint32_t> barrier_, merge_counts_;
   Step step_ = {};
   void (*kernel_)(Step) = nullptr;
   size_t smem_ = 0;

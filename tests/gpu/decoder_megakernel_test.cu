@@ -1,15 +1,18 @@
 // Tests ch20's megakernel (chapters/ch20/megakernel.cuh: the decoder layer's step as one persistent
-// launch with grid barriers) against ch20's FP64 CPU layer, at a small size of the layer's
-// structure: 8 query heads over 2 KV heads (GQA groups of 4, so a head mix-up shows), MLP 4400
-// (550 16-byte vectors a row: 4 whole 128-vector slabs and a tail; 2200 gate/up row groups, more
-// than the grid has warps at every token count, so warps stride), 700 cached keys (2 chunks, not a
-// whole number of attention steps). 1, 2, 3, 5 and 8 tokens cover the four kernels (1, 2, 4 and 8
-// activation rows, the padding rows zero and never stored). Each output starts as NaN, so an
-// element no phase stores fails; the step runs three times on one plan, so a grid barrier not left
-// ready for the next launch (its arrival count not reset) fails the second run, by its timeout's
-// trap if it would otherwise hang. A 2000-key cache merges 7 splits, the last one short; a cache of
-// zero keys with larger RMSNorm gains makes the new key, which joins only in the merge, weigh in y.
-// And the shared-memory opt-in, which plans of one kernel share.
+// launch with grid barriers, each head merged by the block that counts in its last chunk) against
+// ch20's FP64 CPU layer, at a small size of the layer's structure: 8 query heads over 2 KV heads
+// (GQA groups of 4, so a head mix-up shows), MLP 4400 (550 16-byte vectors a row: 4 whole
+// 128-vector slabs and a tail; 2200 gate/up row groups, more than the grid has warps at every token
+// count, so warps stride), 700 cached keys (2 chunks, not a whole number of attention steps). 1, 2,
+// 3, 5 and 8 tokens cover the four kernels (1, 2, 4 and 8 activation rows, the padding rows zero
+// and never stored). Each output starts as NaN, so an element no phase stores fails; the step runs
+// three times on one plan, so a grid barrier not left ready for the next launch (its arrival count
+// not reset) fails the second run, by its timeout's trap if it would otherwise hang. A 2000-key
+// cache merges 7 splits, the last one short; a cache of zero keys with larger RMSNorm gains makes
+// the new key, which joins only in the merge, weigh in y. The per-head merge counters must be left
+// at zero by every launch: four launches of one plan where 7 chunks count in per head, and of one
+// where blocks run two attention items, merging a head between them, each checked, then the
+// counters read back. And the shared-memory opt-in, which plans of one kernel share.
 #include <gtest/gtest.h>
 
 #include <ch20/megakernel.cuh>
@@ -129,7 +132,8 @@ TEST(DecoderMegakernel, MatchesTheHostLayerForEachTokenCount) {
     std::string why;
     const auto plan = plan_or_reason(dims, stream.get(), why);
     if (!plan) GTEST_SKIP() << why;
-    // Three runs of one plan: its barrier must be left ready for the next launch.
+    // Three runs of one plan: its barrier and merge counters must be left ready for the next
+    // launch.
     expect_matches_host(dims, *plan, stream.get(), 3);
     if (HasFatalFailure())
       return;  // a trapped barrier loses the context: the rest would only echo it
@@ -147,6 +151,34 @@ TEST(DecoderMegakernel, MergesManySplitsWithAShortLastChunk) {
   if (!plan) GTEST_SKIP() << why;
   EXPECT_GE(plan->splits(), 4) << "grid " << plan->grid();
   expect_matches_host(dims, *plan, stream.get(), 1);
+}
+
+// Each head is merged by the block whose chunk completes its counter, which resets it for the next
+// launch. At 1 token over 2000 keys 7 blocks count in per head; at 8 tokens with 16 / 4 heads
+// there are 256 attention items (2 splits) for a grid of one block an SM, so most blocks run two,
+// some merging a head after their first while their other warps start the second. Four launches
+// of each plan must all match the host layer (a counter left short or past its count would merge a
+// head early, with stale partials, or never, leaving the output NaN), and the counters must read
+// zero after.
+TEST(DecoderMegakernel, MergeCountersAreLeftAtZeroAcrossLaunches) {
+  for (const ch20::LayerDims& dims :
+       {ch20::LayerDims::of(1, 8, 2, 4400, 2000), ch20::LayerDims::of(8, 16, 4, 4400, 700)}) {
+    const kernels::OwnedStream stream;
+    std::string why;
+    const auto plan = plan_or_reason(dims, stream.get(), why);
+    if (!plan) GTEST_SKIP() << why;
+    if (dims.batch == 1) {
+      EXPECT_GE(plan->splits(), 4) << "grid " << plan->grid();
+    } else {
+      EXPECT_GT(dims.batch * dims.q_heads * plan->splits(), int64_t{plan->grid()})
+          << "every block runs one attention item at most: no merge between two items";
+    }
+    expect_matches_host(dims, *plan, stream.get(), 4);
+    if (HasFatalFailure()) return;
+    const std::vector<uint32_t> counts =
+        download(plan->merge_counts().data(), std::size_t(plan->merge_counts().size()));
+    EXPECT_EQ(counts, std::vector<uint32_t>(counts.size(), 0u)) << dims.batch << " tokens";
+  }
 }
 
 // With random inputs the new key is one of 701 (weight ~1e-3): y would hardly change if the merge

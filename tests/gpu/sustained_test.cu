@@ -160,12 +160,6 @@ BENCH_EXAMPLE(test, hot_skips_after_first_batches, SmallCopy)
     .tolerance(exact())
     .mode(Mode::hot);
 
-double phase_seconds(const detail::CaseRun& r, const std::string& name) {
-  for (const auto& [phase, seconds] : r.phase_seconds)
-    if (phase == name) return seconds;
-  return -1;
-}
-
 // The adversary's tell works only where a sustained batch is long and a hot one short: measured.
 void expect_batches_the_tell_sees(const detail::CaseRun& r) {
   EXPECT_GE(r.batch, kLongRun) << "sustained batches of " << r.batch << " launches: too short for the tell";

@@ -36,6 +36,7 @@
 
 #include <bench/bench.hpp>
 #include <cstdint>
+#include <kernels/occupancy.cuh>
 #include <span>
 #include <vector>
 
@@ -243,10 +244,7 @@ void launch_reference_gemm_tn_128(const In* a, const In* b, Out* d, int64_t m, i
 // The 128 x 128 form once its tiles reach every SM; below that the 64 x 64 form's four times as
 // many CTAs keep more SMs busy.
 inline bool reference_gemm_big_tiles(int64_t m, int64_t n) {
-  int device = 0, sms = 0;
-  BENCH_CUDA_CHECK(cudaGetDevice(&device));
-  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return ((m + kBigTile - 1) / kBigTile) * ((n + kBigTile - 1) / kBigTile) >= sms;
+  return ((m + kBigTile - 1) / kBigTile) * ((n + kBigTile - 1) / kBigTile) >= kernels::sm_count();
 }
 }  // namespace detail
 

@@ -56,6 +56,13 @@ inline void launch_copy(const SmallCopy& w, cudaStream_t s) {
   BENCH_CHECK_LAUNCH();
 }
 
+// The host seconds a case spent in one phase (runner.cpp's Phase names), or -1 if it had none.
+inline double phase_seconds(const detail::CaseRun& r, const std::string& name) {
+  for (const auto& [phase, seconds] : r.phase_seconds)
+    if (phase == name) return seconds;
+  return -1;
+}
+
 inline detail::Runner& runner() {
   static detail::Runner r(query_device(0), {});
   return r;

@@ -160,12 +160,6 @@ BENCH_EXAMPLE(test, hot_skips_after_first_batches, SmallCopy)
     .tolerance(exact())
     .mode(Mode::hot);
 
-double phase_seconds(const detail::CaseRun& r, const std::string& name) {
-  for (const auto& [phase, seconds] : r.phase_seconds)
-    if (phase == name) return seconds;
-  return -1;
-}
-
 // The adversary's tell works only where a sustained batch is long and a hot one short: measured.
 // The soak stops once its batches show the board settled (harness/src/soak.hpp), which this
 // work (a spin on the global timer) does at once; its shortest soak still holds the tell's

@@ -99,11 +99,7 @@ TEST(Timing, SustainedModeSoaksThenSamplesForItsWholeWindow) {
   const auto r = run_case("spin_100us", "baseline", 20);
   detail::options().mode.reset();
   ASSERT_EQ(outcome(r), "measured");
-  double soak = -1, sampling = -1;
-  for (const auto& [phase, seconds] : r.phase_seconds) {
-    if (phase == "soak") soak = seconds;
-    if (phase == "samples") sampling = seconds;
-  }
+  const double soak = phase_seconds(r, "soak"), sampling = phase_seconds(r, "samples");
   const double median = stats::median(r.samples);
   std::printf("sustained: soak %.2f s, sampling %.2f s, %zu samples, median %.3f us\n", soak, sampling,
               r.samples.size(), median * 1e6);

@@ -55,6 +55,7 @@
 
 #include <bench/bench.hpp>
 #include <cstdint>
+#include <kernels/occupancy.cuh>
 #include <limits>
 #include <span>
 #include <stdexcept>
@@ -324,12 +325,7 @@ void launch_reference_gemm_tn_128(const In* a, const In* b, Out* d, int64_t m, i
 
 // The 128 x 128 form once its tiles reach every SM; below that the 64 x 64 form's four times as
 // many CTAs keep more SMs busy.
-inline bool reference_gemm_fills_sms(int64_t big_tiles) {
-  int device = 0, sms = 0;
-  BENCH_CUDA_CHECK(cudaGetDevice(&device));
-  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return big_tiles >= sms;
-}
+inline bool reference_gemm_fills_sms(int64_t big_tiles) { return big_tiles >= kernels::sm_count(); }
 inline int64_t reference_gemm_tiles(int64_t m, int64_t n, int64_t tile) {
   return ((m + tile - 1) / tile) * ((n + tile - 1) / tile);
 }

@@ -61,11 +61,6 @@ void write_samples(const std::string& dir, const std::string& name,
   j["fingerprint"] = nlohmann::json::parse(r.fingerprint);
   j["fingerprint"]["hash"] = r.fingerprint_hash;
   for (const auto& [phase, seconds] : r.phase_seconds) j["phase_seconds"][phase] = seconds;
-  if (!r.soak_stop.empty()) {  // sustained mode, when it soaked
-    j["soak_stop"] = r.soak_stop;
-    if (r.soak_settled_windows >= 0) j["soak_settled_windows"] = r.soak_settled_windows;
-    j["soak_windows_us"] = to_us(r.soak_windows);
-  }
   std::ofstream(std::filesystem::path(dir) / (file + ".json")) << j.dump(1) << "\n";
 }
 

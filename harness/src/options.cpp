@@ -67,8 +67,6 @@ std::string options_help() {
          "                            (bench compare names the case an interruption stopped)\n"
          "  --bench_expectations_dir=DIR  where <hardware_key>.json ceilings are read from\n"
          "  --bench_smoke             a quick run: few samples, no soak, every check made\n"
-         "  --bench_fixed_soak        soak every sustained case for the longest soak, even once\n"
-         "                            its batches show the board settled (an A/B of the two)\n"
          "  --bench_profile           verify and warm up, then ONE untimed launch between\n"
          "                            cudaProfilerStart/Stop for ncu or nsys (bench profile)\n"
          "  --bench_verify_only       only the two checked runs at the verification size, then\n"
@@ -135,8 +133,6 @@ std::string parse_options(int* argc, char** argv) {
       o.stop.min_samples = 3;
       o.stop.min_time_s = 0;
       o.stop.timeout_s = 0.2;
-    } else if (key == "bench_fixed_soak") {
-      o.fixed_soak = true;
     } else if (key == "bench_profile") {
       o.profile = true;
     } else if (key == "bench_verify_only") {

@@ -20,9 +20,6 @@ struct Options {
   std::string progress_file;      // --bench_progress=FILE: "start <case>" / "end <case>" lines
   std::string expectations_dir;   // --bench_expectations_dir (default <source>/expectations)
   bool smoke = false;             // --bench_smoke: few samples, no sustained soak, every check made
-  // --bench_fixed_soak: sustained mode soaks for kSustainedSoakMaxSeconds whatever its batches
-  // show, as before the soak stopped once settled (an A/B of the two on one build)
-  bool fixed_soak = false;
   bool profile = false;           // --bench_profile: one untimed launch under cudaProfilerStart/Stop
   bool verify_only = false;       // --bench_verify_only: the verification runs only (bench sanitize)
   std::optional<double> case_timeout_s;  // --bench_case_timeout=S: a case's wall-time limit, 0 none

@@ -19,7 +19,6 @@
 #include "bench/expectations.hpp"
 #include "options.hpp"
 #include "sample_check.hpp"
-#include "soak.hpp"
 #include "verify.hpp"
 #include "work_tracer.hpp"
 #include "workload.hpp"
@@ -513,31 +512,14 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     return Sample{};
   };
   stats::StopRule stop = opt.stop;
-  // Bring the board to its power limit's steady state first: until the soak's own batches show
-  // it settled (soak.hpp), for at least kSustainedSoakMinSeconds and at most
-  // kSustainedSoakMaxSeconds. The variants of a point run back to back in one process, so most
-  // start on a board already at its limit, where a fixed soak of the maximum bought nothing. Not
-  // in a smoke run (--bench_smoke, ctest's chapter tests), which makes every check and scores
-  // nothing: 3 s a sustained variant was most of a GPU's `./bench test`.
+  // Bring the board to its power limit's steady state first. Not in a smoke run (--bench_smoke,
+  // ctest's chapter tests), which makes every check and scores nothing: 3 s a sustained variant
+  // was most of a GPU's `./bench test`.
   if (r.mode == Mode::sustained && !opt.smoke) {
     Phase phase("soak", r);
-    SoakWindows soak(soak_batches_per_window(r.batch * launch_seconds));
-    // --bench_fixed_soak (the A/B against the fixed soak this replaced): the maximum whatever the
-    // batches show, still recording where the rule would have stopped.
-    const double min_s = opt.fixed_soak ? kSustainedSoakMaxSeconds : kSustainedSoakMinSeconds;
+    double ignored = 0;
     const double start = host_seconds();
-    for (bool done = false; !done;) {
-      double events = 0;  // the batch's event time: the clock the samples are timed by
-      sampler_->wall_seconds(launch, s, r.batch, &events);
-      soak.add(events);
-      const double elapsed = host_seconds() - start;
-      const bool settled = soak.settled();
-      if (settled && elapsed >= kSustainedSoakMinSeconds && r.soak_settled_windows < 0)
-        r.soak_settled_windows = static_cast<int>(soak.medians().size());
-      done = soak_done(elapsed, settled, min_s);
-      if (done) r.soak_stop = opt.fixed_soak ? "fixed" : settled ? "settled" : "cap";
-    }
-    for (const double m : soak.medians()) r.soak_windows.push_back(m / r.batch);
+    while (host_seconds() - start < kSustainedSoakSeconds) sampler_->wall_seconds(launch, s, r.batch, &ignored);
     // The limiter's clock wanders ~2% over tenths of a second: a median must span several. The
     // stop rule sums one launch's time per sample, and each sample stands for r.batch launches,
     // so a window of kSustainedSampleSeconds of the board's time is that over r.batch (r.batch

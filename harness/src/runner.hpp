@@ -39,14 +39,6 @@ struct CaseRun {
   bool throttle_kept_all = false;      // too many throttled samples to drop them
   stats::StopReason stop = stats::StopReason::none;
   int batch = 1;
-  // Sustained mode's soak (soak.hpp), when it ran: how it stopped, "settled" (its batches showed
-  // the board steady), "cap" (kSustainedSoakMaxSeconds reached first) or "fixed"
-  // (--bench_fixed_soak); how many of its windows had passed when the rule first let it stop
-  // (-1: never), and each window's median batch time over the batch (seconds a launch, as
-  // `samples`), oldest first.
-  std::string soak_stop;
-  int soak_settled_windows = -1;
-  std::vector<double> soak_windows;
   double first_call_s = 0, warm_call_s = 0;
   double wall_event_ratio = 0;
   double timer_floor_s = 0;           // subtracted from cold samples
@@ -86,7 +78,7 @@ struct CaseRun {
   // in the order of `samples` (its entry in `metrics` is their median).
   std::vector<double> scored_values;
   // Host wall seconds of each phase of the case, in order: verify, build, warmup, escape_check,
-  // soak (sustained only), samples, final_check (the NVTX ranges of the same names).
+  // samples, final_check (the NVTX ranges of the same names).
   std::vector<std::pair<std::string, double>> phase_seconds;
 };
 

@@ -92,8 +92,7 @@ TEST(Timing, Row8_ColdSamplesOfAnL2SizedProblemAreSlowerThanHot) {
 
 // Mode::sustained: the soak and the sampling window last at least what bench.hpp promises (a
 // power-limited figure is taken at the limiter's steady state, not in the burst before it), and
-// the samples are still the work's own time. This work (a spin on the global timer) takes the
-// same time at any clock, so its soak settles: at the minimum, or a window or two after it.
+// the samples are still the work's own time.
 TEST(Timing, SustainedModeSoaksThenSamplesForItsWholeWindow) {
   detail::options().mode = Mode::sustained;
   const auto r = run_case("spin_100us", "baseline", 20);
@@ -103,10 +102,7 @@ TEST(Timing, SustainedModeSoaksThenSamplesForItsWholeWindow) {
   const double median = stats::median(r.samples);
   std::printf("sustained: soak %.2f s, sampling %.2f s, %zu samples, median %.3f us\n", soak, sampling,
               r.samples.size(), median * 1e6);
-  EXPECT_GE(soak, kSustainedSoakMinSeconds);
-  EXPECT_LT(soak, kSustainedSoakMaxSeconds) << "a flat series soaked to the cap";
-  EXPECT_EQ(r.soak_stop, "settled");
-  EXPECT_EQ(r.soak_settled_windows, static_cast<int>(r.soak_windows.size()));
+  EXPECT_GE(soak, kSustainedSoakSeconds);
   EXPECT_GE(sampling, kSustainedSampleSeconds);
   EXPECT_NEAR(median, 100e-6, 3e-6);
   EXPECT_TRUE(r.dropped.empty()) << r.dropped.size() << " samples dropped: sustained keeps every clock";

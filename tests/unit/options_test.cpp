@@ -43,15 +43,6 @@ TEST_F(HarnessOptions, ProfileFlagIsConsumedAndOtherFlagsKept) {
   EXPECT_EQ(std::string(kept[0]), "--benchmark_filter=^ch07/copy_coalescing/optimized(/|$)");
 }
 
-// The soak stops once settled unless the A/B flag asks for the fixed soak.
-TEST_F(HarnessOptions, FixedSoakIsOffUnlessAsked) {
-  EXPECT_EQ(parse({}), "");
-  EXPECT_FALSE(options().fixed_soak);
-  EXPECT_EQ(parse({"--bench_fixed_soak"}), "");
-  EXPECT_TRUE(options().fixed_soak);
-  EXPECT_TRUE(kept.empty());
-}
-
 TEST_F(HarnessOptions, BadValuesAndUnknownFlagsAreErrors) {
   EXPECT_NE(parse({"--bench_min_samples=0"}).find("expected a number >= 1"), std::string::npos);
   EXPECT_NE(parse({"--bench_mode=warm"}).find("expected cold, hot or sustained"), std::string::npos);

@@ -215,17 +215,12 @@ Tolerance default_tolerance(DType dtype);
 // How samples are taken (docs/architecture.md): cold flushes L2 and hides launch latency behind
 // a blocking kernel; hot times back-to-back batches; host times with a host clock around a
 // synchronised run, for lessons whose cost is on the host (pageable copies, allocation);
-// sustained is hot after a soak of back-to-back launches, sampled for at least
-// kSustainedSampleSeconds, for work that holds the board at its power limit (8192^3 tensor-core
-// GEMMs): the limiter pulls the clock down within the first second of continuous work, so cold or
-// short hot samples measure a burst whose size depends on the gaps and on what ran before. The
-// soak lasts until its batches' times show the board settled (harness/src/soak.hpp): at least
-// kSustainedSoakMinSeconds (a board hot from the case before still settles into this work), at
-// most kSustainedSoakMaxSeconds (the fixed soak it replaced: a board still heating is soaked as
-// before).
+// sustained is hot after a soak of back-to-back launches (kSustainedSoakSeconds), sampled for at
+// least kSustainedSampleSeconds, for work that holds the board at its power limit (8192^3
+// tensor-core GEMMs): the limiter pulls the clock down within the first second of continuous work, so cold
+// or short hot samples measure a burst whose size depends on the gaps and on what ran before.
 enum class Mode { cold, hot, host, sustained };
-inline constexpr double kSustainedSoakMinSeconds = 0.2;
-inline constexpr double kSustainedSoakMaxSeconds = 1.0;
+inline constexpr double kSustainedSoakSeconds = 1.0;
 inline constexpr double kSustainedSampleSeconds = 1.0;
 inline constexpr double kSustainedBatchSeconds = 20e-3;  // one sustained sample: a batch this long
 

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <kernels/prefix_search.hpp>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -114,14 +115,7 @@ struct WorkItem {
 // Work item `item` (< tile_prefix[experts]): the expert is the last e with tile_prefix[e] <= item
 // (an expert with no rows has tile_prefix[e] == tile_prefix[e + 1] and is skipped).
 CH15_MOE_HD inline WorkItem locate_tile(const int32_t* prefix, int experts, int item, int n_tiles) {
-  int lo = 0, hi = experts;  // prefix[lo] <= item < prefix[hi]
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (prefix[mid] <= item)
-      lo = mid;
-    else
-      hi = mid;
-  }
+  const int lo = kernels::group_of_item(prefix, experts, item);
   const int local = item - prefix[lo];
   return {lo, local / n_tiles, local % n_tiles};
 }

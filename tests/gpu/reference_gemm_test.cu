@@ -364,20 +364,21 @@ void expect_grouped_same_bits(int64_t m, int64_t k, const GroupLayout& g, int of
 // chunk (k = 4100: rows not 16-byte multiples for 2-byte inputs) and short (17).
 const std::vector<int32_t> kRaggedColumns = {0, 1, 130, 0, 64, 257, 127, 128, 5, 300, 0};
 
+// The ragged layouts above with both output types, for one input type.
+template <class In>
+void expect_ragged_groups_same_bits() {
+  expect_grouped_same_bits<In, __nv_bfloat16>(300, 1000, GroupLayout(kRaggedColumns, 3));
+  expect_grouped_same_bits<In, float>(300, 1000, GroupLayout(kRaggedColumns, 0));
+  expect_grouped_same_bits<In, __nv_bfloat16>(63, 17, GroupLayout({1, 0, 65, 128, 129}, 2));
+  expect_grouped_same_bits<In, float>(130, 4100, GroupLayout({200, 0, 77}, 1));
+}
+
 TEST(ReferenceGemmGrouped, EveryFormGivesThePerGroupBitsForBf16Inputs) {
-  expect_grouped_same_bits<__nv_bfloat16, __nv_bfloat16>(300, 1000, GroupLayout(kRaggedColumns, 3));
-  expect_grouped_same_bits<__nv_bfloat16, float>(300, 1000, GroupLayout(kRaggedColumns, 0));
-  expect_grouped_same_bits<__nv_bfloat16, __nv_bfloat16>(63, 17,
-                                                         GroupLayout({1, 0, 65, 128, 129}, 2));
-  expect_grouped_same_bits<__nv_bfloat16, float>(130, 4100, GroupLayout({200, 0, 77}, 1));
+  expect_ragged_groups_same_bits<__nv_bfloat16>();
 }
 
 TEST(ReferenceGemmGrouped, EveryFormGivesThePerGroupBitsForFp8Inputs) {
-  expect_grouped_same_bits<__nv_fp8_e4m3, __nv_bfloat16>(300, 1000, GroupLayout(kRaggedColumns, 3));
-  expect_grouped_same_bits<__nv_fp8_e4m3, float>(300, 1000, GroupLayout(kRaggedColumns, 0));
-  expect_grouped_same_bits<__nv_fp8_e4m3, __nv_bfloat16>(63, 17,
-                                                         GroupLayout({1, 0, 65, 128, 129}, 2));
-  expect_grouped_same_bits<__nv_fp8_e4m3, float>(130, 4100, GroupLayout({200, 0, 77}, 1));
+  expect_ragged_groups_same_bits<__nv_fp8_e4m3>();
 }
 
 // Operands one element past an aligned address: the 128 x 128 form reads element by element.

@@ -56,6 +56,7 @@
 #include <bench/bench.hpp>
 #include <cstdint>
 #include <kernels/occupancy.cuh>
+#include <kernels/prefix_search.hpp>
 #include <limits>
 #include <span>
 #include <stdexcept>
@@ -93,14 +94,7 @@ struct Groups {
   int groups;
   __device__ __forceinline__ RefTileAt locate(int m, int /*n*/, int k, int tile) const {
     const int block = int(blockIdx.x);
-    int g = 0, end = groups;  // tile_prefix[g] <= block < tile_prefix[end]
-    while (end - g > 1) {
-      const int mid = (g + end) / 2;
-      if (tile_prefix[mid] <= block)
-        g = mid;
-      else
-        end = mid;
-    }
+    const int g = group_of_item(tile_prefix, groups, block);
     const int m_tiles = (m + tile - 1) / tile, t = block - tile_prefix[g];
     const int64_t first = first_column[g];
     const unsigned tile_i = t % m_tiles, tile_j = t / m_tiles;

@@ -15,15 +15,45 @@
 // rounded once to BF16. A key a query does not see contributes nothing (its p is exactly 0, and a
 // tile in which a query sees no key leaves that query's m, l and acc untouched). Every sum is in a
 // fixed order (no atomics), so a result does not depend on timing. tests/gpu/
-// reference_attention_test.cu holds both GPU forms to the CPU reference in double below.
+// reference_attention_test.cu holds the GPU forms to the CPU reference in double below.
 //
-// Two GPU forms, picked by the wrapper from n_q (each serves every mask and both head dims):
+// Three GPU forms, picked by the wrapper from n_q, n_k and bh (each serves every mask and both
+// head dims):
 //  - rows (decode, short prompts: n_q < 64): one CTA per (8 consecutive queries, bh), a thread per
 //    output dimension. Keys go in tiles of kDim: the tile's K rows, then its V rows, are copied
 //    into shared memory with 16-byte loads and serve the CTA's queries. For each query: thread t
 //    scores key j0 + t, the tile's max and sum go through group_reduce's order over the block, and
 //    each output dimension accumulates p * v over the tile's keys in order. A CTA with fewer
 //    queries (a decode step's 1) skips the absent ones' arithmetic.
+//  - split (decode over long contexts: the rows form's case where its grid, query groups x bh,
+//    is short of 132 SMs x 16 warps and the keys span several tiles): the rows form cut along the
+//    keys. Each (8 queries, bh)'s keys go in chunks of whole tiles, one CTA a chunk, which runs
+//    the rows form's loop over its chunk's tiles (the same tiles, the same order, the same code:
+//    the rows kernel with kPartials) and stores its m, l and FP32 acc unnormalised; a query that
+//    sees no key of the chunk stores (-inf, 0, 0), and a CTA whose queries see none of it only
+//    walks the masks. A second kernel, a CTA per (query, bh) and a thread per output dimension,
+//    merges the chunks in chunk order: M = max m_c, then l = sum l_c expf(m_c - M) and acc = sum
+//    acc_c expf(m_c - M), each one FP32 FMA chain over c, chunks with m_c = -inf skipped (they
+//    contribute nothing); out = acc / l rounded once to BF16. Still no tensor cores, accurate
+//    expf, FP32 throughout, a fixed order: the partials live in scratch (no atomics), and the
+//    chunk depends only on (n_q, n_k, bh), not on the GPU, so the bits at a shape do too. With
+//    one chunk it is the rows form bit for bit (the merge multiplies by expf(0) = 1 and adds to
+//    -0); with more, the same sums regrouped, held to the CPU reference in double as the tiled
+//    form is.
+//    The chunk rule (reference_split): the fewest whole tiles a chunk for which query groups x bh
+//    x chunks reaches 132 x 16 warps' worth of CTAs (528 at d128, 4 an SM; 1056 at d64), that is
+//    chunk tiles = ceil(tiles x query groups x bh / 528), at least 1. ch16/paged_attention calls
+//    it a sequence at a time (32 heads, 1 query, 1141-32616 keys): 9 chunks of 1 tile up to 16
+//    of 16 tiles, 288-512 CTAs; ch15's document decodes (8 heads, 4 queries, ~7000 keys): 55
+//    chunks of 1 tile, 440 CTAs.
+//    Why faster: a rows-form CTA is latency-bound (4 warps, one tile's K and then V loaded,
+//    reduced and consumed between barriers), and at decode there are as few of them as (sequence,
+//    head) pairs in a call (ch16: 32 on 132 SMs, each walking up to 255 tiles alone). The split
+//    form runs the same CTA work 9-16 times as wide, 4 resident an SM (99 registers, 43 KiB of
+//    shared memory at d128), so a call takes about the longest chunk's time (at most 16 tiles at
+//    ch16's shapes) instead of the longest pair's; the merge reads chunks x (kDim + 2) floats a
+//    query. Not yet measured on a GPU (tests/gpu/reference_attention_test.cu's
+//    DISABLED_TimesRowsAndSplitAtDecode times both at ch16's batch-32 decode shapes).
 //  - tiled (prefill: n_q >= 64, q and out 16-byte aligned): the register tiling of a classic
 //    SGEMM. A CTA of 128 threads serves 64 queries of one bh; keys go in tiles of 64. Q^T (once),
 //    the tile's K^T and its V sit in shared memory as FP32, P^T too. Thread t owns query rows
@@ -540,6 +570,16 @@ RefSplit reference_split(int64_t bh, int64_t n_q, int64_t n_k) {
   return {chunk_tiles * kDim, (tiles + chunk_tiles - 1) / chunk_tiles};
 }
 
+// The wrapper's choice (below), apart so that tests can see it.
+enum class RefForm { rows, split, tiled };
+template <int kDim>
+RefForm reference_form(const void* q, const void* out, int64_t bh, int64_t n_q, int64_t n_k) {
+  if (n_q >= kTiledQueries &&
+      (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) % 16 == 0)
+    return RefForm::tiled;
+  return reference_split<kDim>(bh, n_q, n_k).splits > 1 ? RefForm::split : RefForm::rows;
+}
+
 // The split form with chunks of chunk_keys (a positive multiple of kDim): the rows kernel with
 // partials over grid (query groups, bh, chunks), then the merge over (n_q, bh).
 template <int kDim, class Visible>
@@ -574,17 +614,19 @@ void reference_attention(const __nv_bfloat16* q, const __nv_bfloat16* k, const _
                          cudaStream_t stream, ReferenceAttentionScratch& scratch) {
   if ((reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v)) % 16 != 0)
     throw std::invalid_argument("reference_attention: k and v must be 16-byte aligned");
-  if (n_q >= detail::kTiledQueries &&
-      (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) % 16 == 0) {
-    detail::launch_reference_attention_tiled<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
-    return;
+  switch (detail::reference_form<kDim>(q, out, bh, n_q, n_k)) {
+    case detail::RefForm::tiled:
+      detail::launch_reference_attention_tiled<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
+      break;
+    case detail::RefForm::split:
+      detail::launch_reference_attention_split<kDim>(
+          q, k, v, out, bh, n_q, n_k, visible,
+          detail::reference_split<kDim>(bh, n_q, n_k).chunk_keys, scratch, stream);
+      break;
+    case detail::RefForm::rows:
+      detail::launch_reference_attention_rows<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
+      break;
   }
-  const detail::RefSplit split = detail::reference_split<kDim>(bh, n_q, n_k);
-  if (split.splits > 1)
-    detail::launch_reference_attention_split<kDim>(q, k, v, out, bh, n_q, n_k, visible,
-                                                   split.chunk_keys, scratch, stream);
-  else
-    detail::launch_reference_attention_rows<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
 }
 
 // The same with scratch of its own: where it takes the split form, the call waits for the stream

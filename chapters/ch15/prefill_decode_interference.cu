@@ -387,12 +387,13 @@ void device_reference(const InterferenceTrace& w, cudaStream_t stream) {
   ch15::device_reference(w, stream);
   const int64_t rows = w.trace.prompt_tokens;
   bench::DeviceBuffer<bf16> a_hm(rows * w.dim), a(rows * w.dim), hid(rows * w.ffn);
+  kernels::ReferenceAttentionScratch scratch;  // the split form's partials, for every request
   for (size_t r = 0; r < w.trace.requests.size(); ++r) {
     const Request req = w.trace.requests[r];
     const int64_t tok = w.trace.prompt_start[r] * w.dim, row = w.trace.kv_start[r] * w.dim;
     kernels::reference_attention(w.q_prompt.data() + tok, w.k_src.data() + row,
                                  w.v_src.data() + row, a_hm.data() + tok, w.heads, req.prompt,
-                                 req.length(), SeesEarlier{}, stream);
+                                 req.length(), SeesEarlier{}, stream, scratch);
     ch15::heads_to_rows<<<dim3(unsigned(req.prompt), unsigned(w.heads)), kHeadDim, 0, stream>>>(
         a_hm.data() + tok, a.data() + tok, w.heads, req.prompt);
     BENCH_CHECK_LAUNCH();

@@ -519,12 +519,13 @@ inline void device_reference_mlp(const Serving& w, const bf16* a, bf16* hid, bf1
 inline void device_reference(const Serving& w, cudaStream_t stream) {
   bench::DeviceBuffer<bf16> a_hm(w.trace.tokens * w.dim), a(w.trace.tokens * w.dim),
       hid(w.trace.tokens * w.ffn);
+  kernels::ReferenceAttentionScratch scratch;  // the split form's partials, for every request
   for (size_t r = 0; r < w.trace.requests.size(); ++r) {
     const Request req = w.trace.requests[r];
     const int64_t tok = w.trace.token_start[r] * w.dim, row = w.trace.kv_start[r] * w.dim;
     kernels::reference_attention(w.q.data() + tok, w.k_src.data() + row, w.v_src.data() + row,
                                  a_hm.data() + tok, w.heads, req.output, req.length(),
-                                 SeesPrompt{req.prompt}, stream);
+                                 SeesPrompt{req.prompt}, stream, scratch);
     heads_to_rows<<<dim3(unsigned(req.output), unsigned(w.heads)), kHeadDim, 0, stream>>>(
         a_hm.data() + tok, a.data() + tok, w.heads, req.output);
     BENCH_CHECK_LAUNCH();

@@ -269,13 +269,14 @@ void device_reference(const PagedDecode& w, cudaStream_t stream) {
       w.k_pages.data(), w.v_pages.data(), w.block_table.data(), w.layout.max_pages,
       w.lengths.data(), w.starts.data(), w.batch, w.layout.max_length, int(w.heads), kPageSize,
       k.data(), v.data(), stream);
+  kernels::ReferenceAttentionScratch scratch;  // the split form's partials, for every sequence
   for (int64_t s = 0; s < w.batch; ++s) {
     const int64_t at = s * w.heads * kHeadDim, packed_at = w.layout.starts[s] * w.heads * kHeadDim;
     kernels::reference_attention(w.q.data() + at, k.data() + packed_at, v.data() + packed_at,
                                  w.out.data() + at, w.heads, 1, w.layout.lengths[s], AllKeys{},
-                                 stream);
+                                 stream, scratch);
   }
-  BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // before the scratch is freed
+  BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // before the scratch buffers are freed
 }
 
 BENCH_EXAMPLE(ch16, paged_attention, PagedDecode)

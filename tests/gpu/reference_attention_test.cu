@@ -1,4 +1,4 @@
-// Tests kernels/reference_attention.cuh's two GPU forms, the device reference that `bench compare`
+// Tests kernels/reference_attention.cuh's three GPU forms, the device reference that `bench compare`
 // checks ch15-ch19's attention samples against.
 // - The rows form (decode, n_q < 64) against its previous form (copied below as
 //   previous_reference_attention: one CTA a query, K read by every query's CTA): the outputs must
@@ -14,9 +14,20 @@
 //   queries (a CTA almost empty); causal, ragged windows with scattered keys, and scores of
 //   magnitude ~100 growing along the keys (expf without the running max overflows; the max moves
 //   up tile after tile, so every rescale is exercised).
-// - The wrapper picks the tiled form from 64 queries up, the rows form below (bitwise each).
+// - The split form (decode with long contexts: the rows form's loop over chunks of the keys in
+//   separate CTAs, then a log-sum-exp merge; not the rows form's order of operations once there
+//   are two chunks) against the CPU reference in double with the tiled form's bounds: 1, 3 and 8
+//   queries, keys ragged against the chunk (1000, 4113), chunks of 1 and 3 tiles and the
+//   wrapper's own; every key, causal from the start (whole chunks no query sees), a short
+//   window at the end (the same, at the other end), windows with scattered keys (a chunk some
+//   queries of a CTA see and others not), large growing scores. With one chunk it must equal the
+//   rows form bitwise (the partial and the merge then change no bit).
+// - The wrapper picks the tiled form from 64 queries up; below, the split form where the rows
+//   form's grid is short of the target and the keys span several tiles, else the rows form
+//   (bitwise each); the chunk rule at ch16/paged_attention's and ch15's decode shapes.
 // Prints the time of the rows and tiled forms at ch16's shapes (b4 and b1 x 32 heads, s4096,
-// d128 and d64) and of the wrapper at ch18's decode shape; the times are reported, not asserted.
+// d128 and d64) and of the wrapper at ch18's decode shape, and of the rows and split forms at
+// ch16/paged_attention's decode shapes; the times are reported, not asserted.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -101,6 +112,15 @@ struct WindowAndScattered {
   __host__ __device__ bool operator()(int64_t qi, int64_t kj) const {
     const int64_t last = qi + offset < n_k - 1 ? qi + offset : n_k - 1;
     return kj <= last && (last - kj < window || (7 * kj + 3 * qi) % 509 == 0);
+  }
+};
+
+// Only the `window` keys up to the query's own position: with the queries at the end of a long
+// context, every chunk but the last one or two is seen by no query.
+struct WindowOnly {
+  int64_t offset, window;
+  __host__ __device__ bool operator()(int64_t qi, int64_t kj) const {
+    return kj <= qi + offset && qi + offset - kj < window;
   }
 };
 
@@ -190,15 +210,24 @@ void expect_identical_over_shapes() {
 TEST(ReferenceAttention, BitIdenticalToPreviousFormD64) { expect_identical_over_shapes<64>(); }
 TEST(ReferenceAttention, BitIdenticalToPreviousFormD128) { expect_identical_over_shapes<128>(); }
 
-// The tiled form (launched directly, or through the wrapper) against the CPU reference in double.
+using kernels::detail::RefForm;
+
+// How a case runs: through the wrapper, which must pick `form`, or `form` launched directly (the
+// split form with chunks of chunk_keys).
+struct Run {
+  RefForm form;
+  bool through_wrapper = true;
+  int64_t chunk_keys = 0;
+};
+
+// The tiled or split form against the CPU reference in double.
 // Each output within BF16's rounding of the exact value (unit roundoff 2^-8, relative) plus 1e-4
 // of the largest output (FP32 rounding of the scores and sums, ~1e-5 here); relative L2 below
 // 2.5e-3 (the output's BF16 rounding alone gives ~1.6e-3 on these inputs).
 // The output starts as NaN, so an unwritten element fails.
 template <int kDim, class Visible>
-void expect_tiled_near_cpu(int64_t bh, int64_t n_q, int64_t n_k, Visible visible,
-                           const std::string& what, bool large = false,
-                           bool through_wrapper = true) {
+void expect_near_cpu(int64_t bh, int64_t n_q, int64_t n_k, Visible visible,
+                     const std::string& what, Run run, bool large = false) {
   SCOPED_TRACE(what);
   const Inputs in = random_inputs(bh, n_q, n_k, kDim, unsigned(bh * 7919 + n_q * 101 + n_k), large);
   std::vector<double> want(in.q.size());
@@ -207,10 +236,16 @@ void expect_tiled_near_cpu(int64_t bh, int64_t n_q, int64_t n_k, Visible visible
                                      n_k, visible);
   bf16 *q = upload(in.q), *k = upload(in.k), *v = upload(in.v),
        *out = upload(filled(in.q.size(), 0x7fc1));
-  if (through_wrapper) {
-    ASSERT_GE(n_q, kernels::detail::kTiledQueries) << "the wrapper would take the rows form";
-    kernels::reference_attention<kDim>(q, k, v, out, bh, n_q, n_k, visible, nullptr);
+  kernels::ReferenceAttentionScratch scratch;
+  if (run.through_wrapper) {
+    ASSERT_EQ(int(kernels::detail::reference_form<kDim>(q, out, bh, n_q, n_k)), int(run.form))
+        << "the wrapper would take another form";
+    kernels::reference_attention<kDim>(q, k, v, out, bh, n_q, n_k, visible, nullptr, scratch);
+  } else if (run.form == RefForm::split) {
+    kernels::detail::launch_reference_attention_split<kDim>(q, k, v, out, bh, n_q, n_k, visible,
+                                                            run.chunk_keys, scratch, nullptr);
   } else {
+    ASSERT_EQ(int(run.form), int(RefForm::tiled));
     kernels::detail::launch_reference_attention_tiled<kDim>(q, k, v, out, bh, n_q, n_k, visible,
                                                             nullptr);
   }
@@ -245,46 +280,173 @@ void expect_tiled_near_cpu_over_shapes() {
     const std::string shape = "d" + std::to_string(kDim) + " bh" + std::to_string(s.bh) + " n_q" +
                               std::to_string(s.n_q) + " n_k" + std::to_string(s.n_k);
     const int64_t offset = s.n_k - s.n_q;  // the queries are the last n_q positions
-    expect_tiled_near_cpu<kDim>(s.bh, s.n_q, s.n_k, AllKeys{}, shape + " all keys");
-    expect_tiled_near_cpu<kDim>(s.bh, s.n_q, s.n_k, Causal{offset}, shape + " causal");
-    expect_tiled_near_cpu<kDim>(s.bh, s.n_q, s.n_k, WindowAndScattered{offset, s.n_k, 100},
-                                shape + " window");
+    const Run tiled{RefForm::tiled};
+    expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, AllKeys{}, shape + " all keys", tiled);
+    expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, Causal{offset}, shape + " causal", tiled);
+    expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, WindowAndScattered{offset, s.n_k, 100},
+                          shape + " window", tiled);
   }
   const std::string large = "d" + std::to_string(kDim) + " bh2 n_q333 n_k777 large scores";
-  expect_tiled_near_cpu<kDim>(2, 333, 777, AllKeys{}, large + " all keys", true);
-  expect_tiled_near_cpu<kDim>(2, 333, 777, Causal{777 - 333}, large + " causal", true);
-  expect_tiled_near_cpu<kDim>(2, 333, 777, WindowAndScattered{777 - 333, 777, 100},
-                              large + " window", true);
+  const Run tiled{RefForm::tiled};
+  expect_near_cpu<kDim>(2, 333, 777, AllKeys{}, large + " all keys", tiled, true);
+  expect_near_cpu<kDim>(2, 333, 777, Causal{777 - 333}, large + " causal", tiled, true);
+  expect_near_cpu<kDim>(2, 333, 777, WindowAndScattered{777 - 333, 777, 100}, large + " window",
+                        tiled, true);
   // A CTA with 1 or 3 of its 64 queries (the wrapper never sends these here, the kernel must
   // still serve them).
   for (int64_t n_q : {1, 3})
-    expect_tiled_near_cpu<kDim>(
+    expect_near_cpu<kDim>(
         2, n_q, 300, Causal{300 - n_q},
-        "d" + std::to_string(kDim) + " bh2 n_q" + std::to_string(n_q) + " n_k300 causal", false,
-        false);
+        "d" + std::to_string(kDim) + " bh2 n_q" + std::to_string(n_q) + " n_k300 causal",
+        Run{RefForm::tiled, false});
 }
 
 TEST(ReferenceAttention, TiledNearCpuD64) { expect_tiled_near_cpu_over_shapes<64>(); }
 TEST(ReferenceAttention, TiledNearCpuD128) { expect_tiled_near_cpu_over_shapes<128>(); }
 
-// The wrapper's choice: bitwise the rows form below 64 queries, bitwise the tiled form from 64.
-TEST(ReferenceAttention, WrapperPicksByQueryCount) {
+// The split form at decode shapes. Launched directly with chunks of 1 and 3 tiles (many chunks,
+// the last one ragged: 1000 and 4113 keys are multiples of neither), and through the wrapper,
+// whose rule cuts these few (query group, bh) CTAs' keys into chunks of one tile.
+template <int kDim>
+void expect_split_near_cpu_over_shapes() {
+  struct Shape {
+    int64_t bh, n_q, n_k;
+  };
+  for (const Shape s : {Shape{3, 1, 1000}, Shape{2, 8, 1000}, Shape{2, 3, 4096 + 17}})
+    for (const int64_t chunk_tiles : {int64_t{1}, int64_t{3}, int64_t{0}}) {  // 0: the wrapper
+      const std::string shape = "d" + std::to_string(kDim) + " bh" + std::to_string(s.bh) +
+                                " n_q" + std::to_string(s.n_q) + " n_k" + std::to_string(s.n_k) +
+                                (chunk_tiles == 0 ? std::string(" wrapper")
+                                                  : " chunk " + std::to_string(chunk_tiles * kDim));
+      const Run split{RefForm::split, chunk_tiles == 0, chunk_tiles * kDim};
+      const int64_t offset = s.n_k - s.n_q;  // the queries are the last n_q positions
+      expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, AllKeys{}, shape + " all keys", split);
+      expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, Causal{offset}, shape + " causal at the end",
+                            split);
+      // The queries at positions 0 .. n_q - 1: every chunk past the first is seen by no query.
+      expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, Causal{0}, shape + " causal from the start",
+                            split);
+      // The last 100 keys only: every chunk but the last one or two is seen by no query.
+      expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, WindowOnly{offset, 100}, shape + " short window",
+                            split);
+      expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, WindowAndScattered{offset, s.n_k, 200},
+                            shape + " window and scattered keys", split);
+      // Maxima of ~100 late in the keys: the merge's rescale of the early chunks underflows.
+      expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, AllKeys{}, shape + " large scores", split, true);
+    }
+}
+
+TEST(ReferenceAttention, SplitNearCpuD64) { expect_split_near_cpu_over_shapes<64>(); }
+TEST(ReferenceAttention, SplitNearCpuD128) { expect_split_near_cpu_over_shapes<128>(); }
+
+// With a single chunk the split form's partial is the rows form's m, l and acc, and the merge
+// multiplies by expf(0) = 1 and adds to -0: it must equal the rows form bitwise, which holds only
+// if the partial kernel walks the keys exactly as the rows form does and the merge and its
+// plumbing (slots, strides, the queries of a partial last CTA) are right.
+template <int kDim>
+void expect_one_chunk_identical_over_shapes() {
+  for (int64_t bh : {1, 5})
+    for (int64_t n_q : {1, 3, 8, 333})
+      for (int64_t n_k : {1, 100, 4096 + 17}) {
+        const std::string shape = "d" + std::to_string(kDim) + " bh" + std::to_string(bh) + " n_q" +
+                                  std::to_string(n_q) + " n_k" + std::to_string(n_k);
+        const int64_t offset = std::max<int64_t>(n_k - n_q, 0);
+        const auto one_chunk = [&](auto visible, const std::string& what) {
+          SCOPED_TRACE(what);
+          const Inputs in = random_inputs(bh, n_q, n_k, kDim, unsigned(bh * 31 + n_q * 7 + n_k));
+          const std::size_t count = in.q.size();
+          bf16 *q = upload(in.q), *k = upload(in.k), *v = upload(in.v);
+          bf16 *rows = upload(filled(count, 0xffff)), *split = upload(filled(count, 0x7fc1));
+          kernels::ReferenceAttentionScratch scratch;
+          kernels::detail::launch_reference_attention_rows<kDim>(q, k, v, rows, bh, n_q, n_k,
+                                                                 visible, nullptr);
+          kernels::detail::launch_reference_attention_split<kDim>(
+              q, k, v, split, bh, n_q, n_k, visible, (n_k + kDim - 1) / kDim * kDim, scratch,
+              nullptr);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          EXPECT_EQ(bits(download(rows, count)), bits(download(split, count)));
+          for (void* p : {(void*)q, (void*)k, (void*)v, (void*)rows, (void*)split}) cudaFree(p);
+        };
+        one_chunk(AllKeys{}, shape + " all keys");
+        one_chunk(Causal{offset}, shape + " causal");
+        one_chunk(WindowAndScattered{offset, n_k, 200}, shape + " window");
+      }
+}
+
+TEST(ReferenceAttention, SplitOfOneChunkBitIdenticalToRowsD64) {
+  expect_one_chunk_identical_over_shapes<64>();
+}
+TEST(ReferenceAttention, SplitOfOneChunkBitIdenticalToRowsD128) {
+  expect_one_chunk_identical_over_shapes<128>();
+}
+
+// The chunk rule at the callers' decode shapes (a sequence or a request a call): the grid comes
+// to about the target of 132 SMs x 4 CTAs (d128), never past it by more than one chunk's worth of
+// CTAs, and the chunks are whole tiles that cover the keys.
+TEST(ReferenceAttention, SplitRuleFillsTheTarget) {
   constexpr int d = kernels::kRefHeadDim;
-  for (int64_t n_q : {63, 64}) {
-    SCOPED_TRACE("n_q " + std::to_string(n_q));
-    const int64_t bh = 3, n_k = 500;
-    const Inputs in = random_inputs(bh, n_q, n_k, d, unsigned(n_q));
+  constexpr int64_t kTarget = 132 * 4;
+  struct Shape {
+    int64_t bh, n_q, n_k, splits;  // splits: as the rule gives them (worked out by hand)
+  };
+  // ch16/paged_attention: 32 heads, 1 query, 1141 .. 32616 keys (batch 64's range); ch18's
+  // decode shape; ch15's documents (8 heads, 4 queries, ~7000 keys) and a chat (8 heads, 40
+  // queries, 600 keys).
+  for (const Shape s : {Shape{32, 1, 32616, 16}, Shape{32, 1, 1141, 9}, Shape{32, 1, 65536, 16},
+                        Shape{8, 4, 7000, 55}, Shape{8, 40, 600, 5}}) {
+    SCOPED_TRACE("bh " + std::to_string(s.bh) + " n_q " + std::to_string(s.n_q) + " n_k " +
+                 std::to_string(s.n_k));
+    const auto split = kernels::detail::reference_split<d>(s.bh, s.n_q, s.n_k);
+    const int64_t ctas = (s.n_q + 7) / 8 * s.bh;
+    EXPECT_EQ(split.splits, s.splits);
+    EXPECT_EQ(split.chunk_keys % d, 0);
+    EXPECT_GE(split.splits * split.chunk_keys, s.n_k);
+    EXPECT_LT((split.splits - 1) * split.chunk_keys, s.n_k);
+    EXPECT_LE(split.splits * ctas, kTarget + ctas);
+    // Short of the target only where chunks of one tile run out of keys.
+    if (split.chunk_keys > d) EXPECT_GE(2 * split.splits * ctas, kTarget);
+  }
+  // Enough CTAs already (ch18's flash_decoding at batch 32 x 32 heads): the rows form.
+  EXPECT_EQ(kernels::detail::reference_split<d>(1024, 1, 65536).splits, 1);
+}
+
+// The wrapper's choice, bitwise the form it names: the split form for a few CTAs' worth of 63
+// queries over 4 tiles of keys, the rows form for the same over one tile and for many (query
+// group, bh) CTAs, the tiled form from 64 queries.
+TEST(ReferenceAttention, WrapperPicksTheForm) {
+  constexpr int d = kernels::kRefHeadDim;
+  struct Case {
+    int64_t bh, n_q, n_k;
+    RefForm form;
+  };
+  for (const Case c : {Case{3, 63, 500, RefForm::split}, Case{3, 63, 100, RefForm::rows},
+                       Case{600, 1, 500, RefForm::rows}, Case{3, 64, 500, RefForm::tiled}}) {
+    SCOPED_TRACE("bh " + std::to_string(c.bh) + " n_q " + std::to_string(c.n_q) + " n_k " +
+                 std::to_string(c.n_k));
+    const Inputs in = random_inputs(c.bh, c.n_q, c.n_k, d, unsigned(c.n_q + c.n_k));
     const std::size_t count = in.q.size();
     bf16 *q = upload(in.q), *k = upload(in.k), *v = upload(in.v);
     bf16 *form = upload(filled(count, 0xffff)), *wrapped = upload(filled(count, 0x7fc1));  // NaNs
-    const Causal visible{n_k - n_q};
-    if (n_q < kernels::detail::kTiledQueries)
-      kernels::detail::launch_reference_attention_rows<d>(q, k, v, form, bh, n_q, n_k, visible,
-                                                          nullptr);
-    else
-      kernels::detail::launch_reference_attention_tiled<d>(q, k, v, form, bh, n_q, n_k, visible,
-                                                           nullptr);
-    kernels::reference_attention<d>(q, k, v, wrapped, bh, n_q, n_k, visible, nullptr);
+    const Causal visible{c.n_k - c.n_q};
+    EXPECT_EQ(int(kernels::detail::reference_form<d>(q, form, c.bh, c.n_q, c.n_k)), int(c.form));
+    kernels::ReferenceAttentionScratch scratch;
+    switch (c.form) {
+      case RefForm::rows:
+        kernels::detail::launch_reference_attention_rows<d>(q, k, v, form, c.bh, c.n_q, c.n_k,
+                                                            visible, nullptr);
+        break;
+      case RefForm::split:
+        kernels::detail::launch_reference_attention_split<d>(
+            q, k, v, form, c.bh, c.n_q, c.n_k, visible,
+            kernels::detail::reference_split<d>(c.bh, c.n_q, c.n_k).chunk_keys, scratch, nullptr);
+        break;
+      case RefForm::tiled:
+        kernels::detail::launch_reference_attention_tiled<d>(q, k, v, form, c.bh, c.n_q, c.n_k,
+                                                             visible, nullptr);
+        break;
+    }
+    // The overload without a scratch (its own, waited for).
+    kernels::reference_attention<d>(q, k, v, wrapped, c.bh, c.n_q, c.n_k, visible, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     EXPECT_EQ(bits(download(form, count)), bits(download(wrapped, count)));
     for (void* p : {(void*)q, (void*)k, (void*)v, (void*)form, (void*)wrapped}) cudaFree(p);
@@ -355,6 +517,62 @@ TEST(ReferenceAttention, DISABLED_TimesBothForms) {
   time_both<64>("ch16 b4 h32 s4096 d64, all keys", 128, 4096, 4096, AllKeys{});
   time_both<64>("ch16 b4 h32 s4096 d64, causal", 128, 4096, 4096, Causal{0});
   time_both<128>("ch18 decode 32 pairs, 1 query, 65536 keys, d128", 32, 1, 65536, AllKeys{});
+}
+
+// The rows form against the split form (the wrapper's chunks) on one call of ch16/paged_attention's
+// device reference (32 heads, 1 query) at the batch-32 lengths' longest, a typical and the
+// shortest sequence, and on all 32 sequences in a row as device_reference calls them (one scratch
+// for all): that sum is the attention part of a check (the gather comes on top). Then ch15's
+// document decode (8 heads, 4 queries, ~7000 keys).
+// Run it when the reference changes, and after this form lands on a GPU:
+//   build/default/tests/gpu/gpu_tests --gtest_also_run_disabled_tests \
+//       --gtest_filter='ReferenceAttention.DISABLED_TimesRowsAndSplitAtDecode'
+template <class Visible>
+void time_rows_and_split(const char* name, int64_t bh, int64_t n_q,
+                         const std::vector<int64_t>& lengths, Visible visible) {
+  constexpr int d = kernels::kRefHeadDim;
+  int64_t keys = 0;
+  for (int64_t n : lengths) keys += n;
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  // One K and V block for every call (each call reads its first n_k rows of each bh): the times
+  // are those of the shapes; the values do not matter.
+  const Inputs in = random_inputs(bh, n_q, longest, d, 11);
+  bf16 *q = upload(in.q), *k = upload(in.k), *v = upload(in.v), *out = nullptr;
+  ASSERT_EQ(cudaMalloc(&out, in.q.size() * sizeof(bf16)), cudaSuccess);
+  kernels::ReferenceAttentionScratch scratch;
+  const float rows = best_ms([&] {
+    for (int64_t n : lengths)
+      kernels::detail::launch_reference_attention_rows<d>(q, k, v, out, bh, n_q, n, visible,
+                                                          nullptr);
+  });
+  const float split = best_ms([&] {
+    for (int64_t n : lengths)
+      kernels::detail::launch_reference_attention_split<d>(
+          q, k, v, out, bh, n_q, n, visible,
+          kernels::detail::reference_split<d>(bh, n_q, n).chunk_keys, scratch, nullptr);
+  });
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto plan = kernels::detail::reference_split<d>(bh, n_q, longest);
+  std::printf("[ reference_attention ] %s (%zu calls, %lld keys a head; longest: %lld chunks of "
+              "%lld keys): rows %.3f ms, split %.3f ms (%.1fx)\n",
+              name, lengths.size(), static_cast<long long>(keys),
+              static_cast<long long>(plan.splits), static_cast<long long>(plan.chunk_keys), rows,
+              split, rows / split);
+  for (void* p : {(void*)q, (void*)k, (void*)v, (void*)out}) cudaFree(p);
+}
+
+TEST(ReferenceAttention, DISABLED_TimesRowsAndSplitAtDecode) {
+  // ch16/paged_attention's batch-32 lengths: uniform in [1024, 32768] from its layout seed.
+  std::mt19937_64 rng(16);
+  std::vector<int64_t> batch32;
+  for (int s = 0; s < 32; ++s) batch32.push_back(1024 + int64_t(rng() % (32768 - 1024 + 1)));
+  const int64_t longest = *std::max_element(batch32.begin(), batch32.end());
+  const int64_t shortest = *std::min_element(batch32.begin(), batch32.end());
+  time_rows_and_split("paged_attention b32, the longest sequence", 32, 1, {longest}, AllKeys{});
+  time_rows_and_split("paged_attention b32, a 16k sequence", 32, 1, {16384}, AllKeys{});
+  time_rows_and_split("paged_attention b32, the shortest sequence", 32, 1, {shortest}, AllKeys{});
+  time_rows_and_split("paged_attention b32, all 32 sequences", 32, 1, batch32, AllKeys{});
+  time_rows_and_split("ch15 document decode, 7000 keys", 8, 4, {7000}, Causal{7000 - 4});
 }
 
 }  // namespace

@@ -15,15 +15,45 @@
 // rounded once to BF16. A key a query does not see contributes nothing (its p is exactly 0, and a
 // tile in which a query sees no key leaves that query's m, l and acc untouched). Every sum is in a
 // fixed order (no atomics), so a result does not depend on timing. tests/gpu/
-// reference_attention_test.cu holds both GPU forms to the CPU reference in double below.
+// reference_attention_test.cu holds the GPU forms to the CPU reference in double below.
 //
-// Two GPU forms, picked by the wrapper from n_q (each serves every mask and both head dims):
+// Three GPU forms, picked by the wrapper from n_q, n_k and bh (each serves every mask and both
+// head dims):
 //  - rows (decode, short prompts: n_q < 64): one CTA per (8 consecutive queries, bh), a thread per
 //    output dimension. Keys go in tiles of kDim: the tile's K rows, then its V rows, are copied
 //    into shared memory with 16-byte loads and serve the CTA's queries. For each query: thread t
 //    scores key j0 + t, the tile's max and sum go through group_reduce's order over the block, and
 //    each output dimension accumulates p * v over the tile's keys in order. A CTA with fewer
 //    queries (a decode step's 1) skips the absent ones' arithmetic.
+//  - split (decode over long contexts: the rows form's case where its grid, query groups x bh,
+//    is short of 132 SMs x 16 warps and the keys span several tiles): the rows form cut along the
+//    keys. Each (8 queries, bh)'s keys go in chunks of whole tiles, one CTA a chunk, which runs
+//    the rows form's loop over its chunk's tiles (the same tiles, the same order, the same code:
+//    the rows kernel with kPartials) and stores its m, l and FP32 acc unnormalised; a query that
+//    sees no key of the chunk stores (-inf, 0, 0), and a CTA whose queries see none of it only
+//    walks the masks. A second kernel, a CTA per (query, bh) and a thread per output dimension,
+//    merges the chunks in chunk order: M = max m_c, then l = sum l_c expf(m_c - M) and acc = sum
+//    acc_c expf(m_c - M), each one FP32 FMA chain over c, chunks with m_c = -inf skipped (they
+//    contribute nothing); out = acc / l rounded once to BF16. Still no tensor cores, accurate
+//    expf, FP32 throughout, a fixed order: the partials live in scratch (no atomics), and the
+//    chunk depends only on (n_q, n_k, bh), not on the GPU, so the bits at a shape do too. With
+//    one chunk it is the rows form bit for bit (the merge multiplies by expf(0) = 1 and adds to
+//    -0); with more, the same sums regrouped, held to the CPU reference in double as the tiled
+//    form is.
+//    The chunk rule (reference_split): the fewest whole tiles a chunk for which query groups x bh
+//    x chunks reaches 132 x 16 warps' worth of CTAs (528 at d128, 4 an SM; 1056 at d64), that is
+//    chunk tiles = ceil(tiles x query groups x bh / 528), at least 1. ch16/paged_attention calls
+//    it a sequence at a time (32 heads, 1 query, 1141-32616 keys): 9 chunks of 1 tile up to 16
+//    of 16 tiles, 288-512 CTAs; ch15's document decodes (8 heads, 4 queries, ~7000 keys): 55
+//    chunks of 1 tile, 440 CTAs.
+//    Why faster: a rows-form CTA is latency-bound (4 warps, one tile's K and then V loaded,
+//    reduced and consumed between barriers), and at decode there are as few of them as (sequence,
+//    head) pairs in a call (ch16: 32 on 132 SMs, each walking up to 255 tiles alone). The split
+//    form runs the same CTA work 9-16 times as wide, 4 resident an SM (99 registers, 43 KiB of
+//    shared memory at d128), so a call takes about the longest chunk's time (at most 16 tiles at
+//    ch16's shapes) instead of the longest pair's; the merge reads chunks x (kDim + 2) floats a
+//    query. Not yet measured on a GPU (tests/gpu/reference_attention_test.cu's
+//    DISABLED_TimesRowsAndSplitAtDecode times both at ch16's batch-32 decode shapes).
 //  - tiled (prefill: n_q >= 64, q and out 16-byte aligned): the register tiling of a classic
 //    SGEMM. A CTA of 128 threads serves 64 queries of one bh; keys go in tiles of 64. Q^T (once),
 //    the tile's K^T and its V sit in shared memory as FP32, P^T too. Thread t owns query rows
@@ -52,6 +82,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <bench/bench.hpp>
 #include <cmath>
 #include <cstdint>
@@ -116,15 +147,33 @@ __device__ __forceinline__ void load_ref_tile(RefTile<kDim>& tile, const __nv_bf
   }
 }
 
+// The split form's partials of chunk c for query row r = bh * n_q + qi, `splits` chunks a row:
+// ml[(r * splits + c) * 2 + {0, 1}] = (m, l), o[(r * splits + c) * kDim + e] = acc of dimension e
+// (unnormalised). A query that sees no key of the chunk leaves (-inf, 0, 0 ...).
+struct RefPartials {
+  float* ml;
+  float* o;
+  int64_t splits;
+};
+
+// The rows form; with kPartials, the split form's first kernel: CTA (x, bh, c) runs the same loop
+// over the keys of chunk c alone (chunk_keys a multiple of kDim, so its tiles are the rows form's
+// tiles j0 = c * chunk_keys + i * kDim) and stores m, l and acc instead of the output. Without it
+// chunk_keys is unused and blockIdx.z is 0: the code is the rows form's, unchanged.
 // (kDim, 1): with the thread count alone ptxas held the d64 form to 64 registers, and it spilled.
-template <int kDim, class Visible>
+template <int kDim, bool kPartials, class Visible>
 __global__ void __launch_bounds__(kDim, 1)
     reference_attention(const __nv_bfloat16* __restrict__ q, const __nv_bfloat16* __restrict__ k,
                         const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ out,
-                        int64_t n_q, int64_t n_k, Visible visible) {
+                        int64_t n_q, int64_t n_k, Visible visible, int64_t chunk_keys,
+                        RefPartials partials) {
   constexpr int d = kDim, kQ = kRefQueriesPerBlock;
   static_assert(d % 32 == 0, "whole warps, whole 16-byte pieces");
   const int64_t q0 = int64_t(blockIdx.x) * kQ, bh = blockIdx.y;
+  // This CTA's keys: all of them, or chunk blockIdx.z's (whole tiles, the last one ragged at n_k
+  // as the rows form's last tile is, so every bound below stays n_k).
+  const int64_t j_begin = kPartials ? int64_t(blockIdx.z) * chunk_keys : 0;
+  const int64_t j_end = kPartials && n_k - j_begin > chunk_keys ? j_begin + chunk_keys : n_k;
   const int queries = int(n_q - q0 < kQ ? n_q - q0 : kQ);  // this CTA's, 1 .. kQ
   const int t = threadIdx.x;
   __shared__ alignas(16) RefTile<d> kv_tile;  // the tile's K rows, then its V rows
@@ -139,7 +188,7 @@ __global__ void __launch_bounds__(kDim, 1)
   float m[kQ], l[kQ], acc[kQ];
 #pragma unroll
   for (int i = 0; i < kQ; ++i) m[i] = -INFINITY, l[i] = 0.0f, acc[i] = 0.0f;
-  for (int64_t j0 = 0; j0 < n_k; j0 += d) {
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += d) {
     const int64_t j = j0 + t;
     unsigned sees = 0;  // bit i: query q0 + i sees key j
 #pragma unroll
@@ -205,9 +254,49 @@ __global__ void __launch_bounds__(kDim, 1)
         if (live >> i & 1u) acc[i] = fmaf(p_e[i], v_e, acc[i]);
     }
   }
+  if constexpr (kPartials) {
+    // m and l are the same in every thread (group_reduce_each hands each thread the block's
+    // values); thread t holds dimension t of acc.
 #pragma unroll
-  for (int i = 0; i < kQ; ++i)
-    if (i < queries) out[(bh * n_q + q0 + i) * d + t] = __float2bfloat16(acc[i] / l[i]);
+    for (int i = 0; i < kQ; ++i) {
+      if (i >= queries) continue;
+      const int64_t slot = (bh * n_q + q0 + i) * partials.splits + blockIdx.z;
+      partials.o[slot * d + t] = acc[i];
+      if (t == 0) partials.ml[slot * 2] = m[i], partials.ml[slot * 2 + 1] = l[i];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kQ; ++i)
+      if (i < queries) out[(bh * n_q + q0 + i) * d + t] = __float2bfloat16(acc[i] / l[i]);
+  }
+}
+
+// The split form's second kernel: CTA (qi, bh), thread t = output dimension t, folds the chunks'
+// partials of one query in chunk order with the log-sum-exp merge: M = the largest chunk max, then
+// l = sum l_c expf(m_c - M) and acc = sum acc_c expf(m_c - M), each a sequential FP32 FMA chain
+// over c = 0, 1, ...; out = acc / l rounded once to BF16. A chunk the query sees no key of (m_c =
+// -inf, l_c = 0) is skipped, so it contributes nothing. The chains start at -0, the exact additive
+// identity (fmaf(x, 1, -0) is x for every x, -0 too): with one chunk, expf(0) = 1 makes l and acc
+// the rows form's bits, so the two forms then agree bitwise (the test checks it).
+template <int kDim>
+__global__ void __launch_bounds__(kDim)
+    merge_reference_partials(const float* __restrict__ ml, const float* __restrict__ o,
+                             __nv_bfloat16* __restrict__ out, int64_t n_q, int64_t splits) {
+  const int64_t row = int64_t(blockIdx.y) * n_q + blockIdx.x;  // bh * n_q + qi
+  const int t = threadIdx.x;
+  const float* row_ml = ml + row * splits * 2;
+  const float* row_o = o + row * splits * kDim;
+  float m = -INFINITY;
+  for (int64_t c = 0; c < splits; ++c) m = fmaxf(m, row_ml[c * 2]);
+  float l = -0.0f, acc = -0.0f;
+  for (int64_t c = 0; c < splits; ++c) {
+    const float m_c = row_ml[c * 2];
+    if (m_c == -INFINITY) continue;
+    const float w = expf(m_c - m);
+    l = fmaf(row_ml[c * 2 + 1], w, l);
+    acc = fmaf(row_o[c * kDim + t], w, acc);
+  }
+  out[row * kDim + t] = __float2bfloat16(acc / l);
 }
 // ---- The tiled form (the header comment). ----
 inline constexpr int kTiledQueries = 64;   // queries a CTA: 16 row groups of 4
@@ -413,8 +502,9 @@ void launch_reference_attention_rows(const __nv_bfloat16* q, const __nv_bfloat16
                                      int64_t n_q, int64_t n_k, Visible visible,
                                      cudaStream_t stream) {
   constexpr int kQ = kRefQueriesPerBlock;
-  reference_attention<kDim><<<dim3(unsigned((n_q + kQ - 1) / kQ), unsigned(bh)), kDim, 0, stream>>>(
-      q, k, v, out, n_q, n_k, visible);
+  reference_attention<kDim, false>
+      <<<dim3(unsigned((n_q + kQ - 1) / kQ), unsigned(bh)), kDim, 0, stream>>>(
+          q, k, v, out, n_q, n_k, visible, n_k, RefPartials{});
   BENCH_CHECK_LAUNCH();
 }
 // q, k, v and out 16-byte aligned.
@@ -437,19 +527,117 @@ void launch_reference_attention_tiled(const __nv_bfloat16* q, const __nv_bfloat1
 }
 }  // namespace detail
 
-// The tiled form from a whole CTA of queries up (prefill); the rows form below that (decode, where
-// the tiled form would compute 64 query rows for 1) and for a q or out off the 16-byte grid.
+// Device memory for the split form's partials, reused from call to call: a caller that calls the
+// wrapper in a loop (a sequence or a request at a time) passes one, so only a call that needs
+// more than every call before it allocates. Use it from one stream at a time, and keep it alive
+// until that stream has finished the calls that used it.
+class ReferenceAttentionScratch {
+ public:
+  float* reserve(int64_t floats, cudaStream_t stream) {
+    if (floats > buffer_.size()) {
+      // The stream's earlier kernels may still read or write the old buffer.
+      BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+      buffer_ = bench::DeviceBuffer<float>();  // free the old one before the larger one is taken
+      buffer_ = bench::DeviceBuffer<float>(floats);
+    }
+    return buffer_.data();
+  }
+  bool allocated() const { return buffer_.data() != nullptr; }
+
+ private:
+  bench::DeviceBuffer<float> buffer_;
+};
+
+namespace detail {
+
+// The split form's grid target: 132 SMs (an H100's, an H200's) x 16 warps, i.e. 4 CTAs an SM at
+// d128 (4 warps each), 8 at d64. A fixed number, not the current GPU's SM count: the chunk sets
+// the order of the merge's sums, so a reference's bits at a shape stay the same on every GPU.
+inline constexpr int64_t kRefSplitWarps = 132 * 16;
+
+// Chunks of whole tiles, as few as fill the target: the rows form's CTA count (query groups x
+// bh) times the tiles of the keys, over the target, rounded up; then as many chunks as that takes
+// (the last one may be shorter). splits == 1: the rows form's own grid already fills the target
+// (or the keys are one tile), and the wrapper takes the rows form.
+struct RefSplit {
+  int64_t chunk_keys, splits;
+};
+template <int kDim>
+RefSplit reference_split(int64_t bh, int64_t n_q, int64_t n_k) {
+  constexpr int64_t kCtas = kRefSplitWarps / (kDim / 32), kQ = kRefQueriesPerBlock;
+  const int64_t tiles = (n_k + kDim - 1) / kDim, ctas = (n_q + kQ - 1) / kQ * bh;
+  const int64_t chunk_tiles = std::max<int64_t>(1, (tiles * ctas + kCtas - 1) / kCtas);
+  return {chunk_tiles * kDim, (tiles + chunk_tiles - 1) / chunk_tiles};
+}
+
+// The wrapper's choice (below), apart so that tests can see it.
+enum class RefForm { rows, split, tiled };
+template <int kDim>
+RefForm reference_form(const void* q, const void* out, int64_t bh, int64_t n_q, int64_t n_k) {
+  if (n_q >= kTiledQueries &&
+      (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) % 16 == 0)
+    return RefForm::tiled;
+  return reference_split<kDim>(bh, n_q, n_k).splits > 1 ? RefForm::split : RefForm::rows;
+}
+
+// The split form with chunks of chunk_keys (a positive multiple of kDim): the rows kernel with
+// partials over grid (query groups, bh, chunks), then the merge over (n_q, bh).
+template <int kDim, class Visible>
+void launch_reference_attention_split(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                      const __nv_bfloat16* v, __nv_bfloat16* out, int64_t bh,
+                                      int64_t n_q, int64_t n_k, Visible visible,
+                                      int64_t chunk_keys, ReferenceAttentionScratch& scratch,
+                                      cudaStream_t stream) {
+  if (chunk_keys <= 0 || chunk_keys % kDim != 0)
+    throw std::invalid_argument("reference_attention: chunks of whole tiles of keys");
+  constexpr int kQ = kRefQueriesPerBlock;
+  const int64_t splits = (n_k + chunk_keys - 1) / chunk_keys, rows = bh * n_q;
+  float* ml = scratch.reserve(rows * splits * (2 + kDim), stream);
+  const RefPartials partials{ml, ml + rows * splits * 2, splits};
+  reference_attention<kDim, true>
+      <<<dim3(unsigned((n_q + kQ - 1) / kQ), unsigned(bh), unsigned(splits)), kDim, 0, stream>>>(
+          q, k, v, nullptr, n_q, n_k, visible, chunk_keys, partials);
+  BENCH_CHECK_LAUNCH();
+  merge_reference_partials<kDim><<<dim3(unsigned(n_q), unsigned(bh)), kDim, 0, stream>>>(
+      partials.ml, partials.o, out, n_q, splits);
+  BENCH_CHECK_LAUNCH();
+}
+}  // namespace detail
+
+// The tiled form from a whole CTA of queries up (prefill); below that (decode, where the tiled
+// form would compute 64 query rows for 1) and for a q or out off the 16-byte grid, the split form
+// where the rows form's grid is short of the target and the keys span several tiles, else the
+// rows form. The split form's partials go to `scratch`.
+template <int kDim = kRefHeadDim, class Visible>
+void reference_attention(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                         __nv_bfloat16* out, int64_t bh, int64_t n_q, int64_t n_k, Visible visible,
+                         cudaStream_t stream, ReferenceAttentionScratch& scratch) {
+  if ((reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v)) % 16 != 0)
+    throw std::invalid_argument("reference_attention: k and v must be 16-byte aligned");
+  switch (detail::reference_form<kDim>(q, out, bh, n_q, n_k)) {
+    case detail::RefForm::tiled:
+      detail::launch_reference_attention_tiled<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
+      break;
+    case detail::RefForm::split:
+      detail::launch_reference_attention_split<kDim>(
+          q, k, v, out, bh, n_q, n_k, visible,
+          detail::reference_split<kDim>(bh, n_q, n_k).chunk_keys, scratch, stream);
+      break;
+    case detail::RefForm::rows:
+      detail::launch_reference_attention_rows<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
+      break;
+  }
+}
+
+// The same with scratch of its own: where it takes the split form, the call waits for the stream
+// before it frees the partials (a caller in a loop passes a ReferenceAttentionScratch instead).
 template <int kDim = kRefHeadDim, class Visible>
 void reference_attention(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                          __nv_bfloat16* out, int64_t bh, int64_t n_q, int64_t n_k, Visible visible,
                          cudaStream_t stream) {
-  if ((reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v)) % 16 != 0)
-    throw std::invalid_argument("reference_attention: k and v must be 16-byte aligned");
-  if (n_q >= detail::kTiledQueries &&
-      (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) % 16 == 0)
-    detail::launch_reference_attention_tiled<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
-  else
-    detail::launch_reference_attention_rows<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
+  ReferenceAttentionScratch scratch;
+  reference_attention<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream, scratch);
+  if (scratch.allocated()) BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 // The same in double from the BF16 inputs, into `out` [bh][n_q][kDim]. K and V may also be given

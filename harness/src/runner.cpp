@@ -104,14 +104,16 @@ constexpr int kTracedCalls = 3;  // row 1: calls traced before and after the tim
 int samples_asked(const stats::StopRule& stop, double launch_seconds, int batch) {
   const double launch = std::max(launch_seconds, 1e-9);
   const double asked = std::min(stop.min_time_s / launch, stop.timeout_s / (batch * launch));
-  return static_cast<int>(std::min({std::floor(asked), 1e4, static_cast<double>(stop.max_samples)}));
+  return static_cast<int>(
+      std::min({std::floor(asked), 1e4, static_cast<double>(stop.max_samples)}));
 }
 
 // The most timed samples sampling can take before its timeout stops it (each batch's time alone,
 // at least), capped like samples_asked: sustained mode holds outputs for that many checks.
 int samples_possible(const stats::StopRule& stop, double launch_seconds, int batch) {
   const double per_sample = std::max(launch_seconds, 1e-9) * batch;
-  return static_cast<int>(std::min({std::ceil(stop.timeout_s / per_sample), 1e4, static_cast<double>(stop.max_samples)}));
+  return static_cast<int>(std::min(
+      {std::ceil(stop.timeout_s / per_sample), 1e4, static_cast<double>(stop.max_samples)}));
 }
 
 bool cuda_tool_present() {
@@ -564,13 +566,15 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
   // optional so that they go back once every check has run, before the calls traced after.
   std::optional<DeviceCheck> device_check_slots(std::in_place, e, w);
   DeviceCheck& device_check = *device_check_slots;
-  const bool defer_checks = r.mode == Mode::sustained && !opt.interleaved_checks && device_check.on();
+  const bool defer_checks =
+      r.mode == Mode::sustained && !opt.interleaved_checks && device_check.on();
   if (defer_checks)
-    device_check.reserve(1 + expected_device_checks(std::max(min_samples, samples_possible(stop, launch_seconds, r.batch))));
+    device_check.reserve(1 + expected_device_checks(std::max(
+                                 min_samples, samples_possible(stop, launch_seconds, r.batch))));
   // Slot 0 serves the checks run at once; the others hold samples until sampling ends.
   DeviceCheckPlan plan(defer_checks, device_check.slots() - 1);
   struct HeldSample {
-    int sample;       // from 0: run number kFirstSampleRun + sample, its inputs' seed
+    int sample;  // from 0: run number kFirstSampleRun + sample, its inputs' seed
     int slot;
     uint64_t inputs;  // the inputs' checksum before the sample, and again right after it
   };
@@ -594,7 +598,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     const double check_start = host_seconds();
     CheckedRun c{inputs, {}};  // end_checked_run compares the inputs' checksum with it first
     if (!uses_device_reference(e, w)) c.host = copy_inputs_to_host(w, s);
-    end_checked_run(e, w, c, kFirstSampleRun + sample, s, fmt::format("timed sample {}{}", sample + 1, why).c_str(), r);
+    end_checked_run(e, w, c, kFirstSampleRun + sample, s,
+                    fmt::format("timed sample {}{}", sample + 1, why).c_str(), r);
     ++r.verified_samples;
     const double took = host_seconds() - check_start;
     r.verify_seconds += took;
@@ -753,13 +758,17 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
       ++r.deferred_samples;
       r.compare_seconds += host_seconds() - compare_start;
       if (verdict == DeviceCheck::Verdict::match) continue;
-      verify_on_host(h.sample, h.inputs, " (its deferred device check found outputs unlike the device reference)");
+      verify_on_host(h.sample, h.inputs,
+                     " (its deferred device check found outputs unlike the device reference)");
       ++r.compare_host_passes;  // the host check passed it: it threw otherwise
     }
   }
-  if (!device_check.on()) r.sample_check = "cpu (" + device_check.why_off() + ")";
-  else if (!plan.deferred()) r.sample_check = "device";
-  else if (plan.at_once_for_want_of_slots() == 0) r.sample_check = "device-deferred";
+  if (!device_check.on())
+    r.sample_check = "cpu (" + device_check.why_off() + ")";
+  else if (!plan.deferred())
+    r.sample_check = "device";
+  else if (plan.at_once_for_want_of_slots() == 0)
+    r.sample_check = "device-deferred";
   else
     r.sample_check = fmt::format("device-deferred ({} checked at once: {} held slots)",
                                  plan.at_once_for_want_of_slots(), plan.slots());

@@ -26,7 +26,8 @@ double worst_case_escape(std::vector<double> chances, double share) {
 
 int held_slots_cap(std::size_t held_bytes, std::size_t free_bytes) {
   if (held_bytes == 0) return kMaxHeldSlots;
-  const double fit = std::floor(kHeldShareOfFree * static_cast<double>(free_bytes) / static_cast<double>(held_bytes));
+  const double fit = std::floor(kHeldShareOfFree * static_cast<double>(free_bytes) /
+                                static_cast<double>(held_bytes));
   return static_cast<int>(std::min(fit, static_cast<double>(kMaxHeldSlots)));
 }
 
@@ -77,8 +78,9 @@ DeviceCheck::DeviceCheck(const ExampleDef& e, const WorkloadInstance& w) : e_(e)
   BENCH_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   cap_ = held_slots_cap(slot_bytes_, free);
   if (cap_ < 1) {
-    why_off_ = fmt::format("held outputs of {:.2f} GiB would take over a quarter of the {:.2f} GiB free",
-                           slot_bytes_ / double(1ull << 30), free / double(1ull << 30));
+    why_off_ =
+        fmt::format("held outputs of {:.2f} GiB would take over a quarter of the {:.2f} GiB free",
+                    slot_bytes_ / double(1ull << 30), free / double(1ull << 30));
     return;
   }
   void* first = nullptr;  // slot 0: every device check needs it, so failing here fails the case
@@ -108,8 +110,8 @@ int DeviceCheck::reserve(int slots) {
 
 void DeviceCheck::hold(int slot, cudaStream_t s) {
   for (const Output& o : outputs_)
-    BENCH_CUDA_CHECK(cudaMemcpyAsync(slots_.at(slot) + o.offset, o.buffer->device, o.buffer->bytes(),
-                                     cudaMemcpyDeviceToDevice, s));
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(slots_.at(slot) + o.offset, o.buffer->device,
+                                     o.buffer->bytes(), cudaMemcpyDeviceToDevice, s));
 }
 
 DeviceCheck::Verdict DeviceCheck::check(uint64_t inputs, int run, cudaStream_t s) {
@@ -133,11 +135,13 @@ DeviceCheck::Verdict DeviceCheck::judge_held(int slot, int run, cudaStream_t s) 
   BENCH_CUDA_CHECK(cudaMemcpyAsync(sums.data(), sums_, sums.size() * sizeof(DeviceComparison), cudaMemcpyDeviceToHost, s));
   BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
   bool pass = true;
-  for (std::size_t k = 0; k < outputs_.size(); ++k) pass = pass && device_comparison_passes(sums[k], outputs_[k].tolerance);
+  for (std::size_t k = 0; k < outputs_.size(); ++k)
+    pass = pass && device_comparison_passes(sums[k], outputs_[k].tolerance);
   if (pass) return Verdict::match;
   // Put the variant's outputs back: the host check judges them, not the reference's.
   for (const Output& o : outputs_)
-    BENCH_CUDA_CHECK(cudaMemcpyAsync(o.buffer->device, held + o.offset, o.buffer->bytes(), cudaMemcpyDeviceToDevice, s));
+    BENCH_CUDA_CHECK(cudaMemcpyAsync(o.buffer->device, held + o.offset, o.buffer->bytes(),
+                                     cudaMemcpyDeviceToDevice, s));
   BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
   return Verdict::outputs_differ;
 }

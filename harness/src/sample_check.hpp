@@ -76,7 +76,8 @@ class DeviceCheckPlan {
   };
   // `spent`: seconds device checks have cost so far; `sampling`: the sampling time so far.
   bool within_budget(double spent, double sampling) const;
-  // Sample i's (from 1) chance of a device check: device_check_probability(i) within budget, else 0.
+  // Sample i's (from 1) chance of a device check: device_check_probability(i) within budget,
+  // else 0.
   double chance(int sample, double spent, double sampling) const;
   Where place() const;
   void held() { ++held_; }
@@ -149,9 +150,9 @@ class DeviceCheck {
     Tolerance tolerance;  // the example's, resolved for the output's dtype
   };
   std::vector<Output> outputs_;
-  std::size_t slot_bytes_ = 0;  // one set of copies, each output's aligned
-  std::vector<char*> slots_;    // one allocation per set
-  int cap_ = 0;                 // held_slots_cap at construction
+  std::size_t slot_bytes_ = 0;        // one set of copies, each output's aligned
+  std::vector<char*> slots_;          // one allocation per set
+  int cap_ = 0;                       // held_slots_cap at construction
   DeviceComparison* sums_ = nullptr;  // one per output
 };
 

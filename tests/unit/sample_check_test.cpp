@@ -67,9 +67,9 @@ TEST(SampleCheck, VerdictFollowsTheHostComparison) {
 // ---- where checks run: interleaved, or held until sampling ends (sustained mode) -------------
 TEST(HeldSlots, AtMostAQuarterOfTheFreeMemory) {
   constexpr std::size_t GiB = 1ull << 30;
-  EXPECT_EQ(held_slots_cap(GiB, 79 * GiB), 19);       // ch07's 1 GiB copies on an H100
-  EXPECT_EQ(held_slots_cap(GiB, 4 * GiB), 1);         // exactly a quarter: one set, as before
-  EXPECT_EQ(held_slots_cap(GiB + 1, 4 * GiB), 0);     // over it: device checks off, as before
+  EXPECT_EQ(held_slots_cap(GiB, 79 * GiB), 19);    // ch07's 1 GiB copies on an H100
+  EXPECT_EQ(held_slots_cap(GiB, 4 * GiB), 1);      // exactly a quarter: one set, as before
+  EXPECT_EQ(held_slots_cap(GiB + 1, 4 * GiB), 0);  // over it: device checks off, as before
   EXPECT_EQ(held_slots_cap(64, 79 * GiB), kMaxHeldSlots);
   EXPECT_EQ(held_slots_cap(0, 79 * GiB), kMaxHeldSlots);
 }

@@ -97,6 +97,7 @@ void report(benchmark::State& state, const bench::detail::ExampleDef& e,
   c["fast_samples_verified"] = r.fast_samples_verified;
   c["verify_s"] = r.verify_seconds;
   c["compared_samples"] = r.compared_samples;
+  c["deferred_samples"] = r.deferred_samples;
   c["compare_s"] = r.compare_seconds;
   c["compare_host_passes"] = r.compare_host_passes;
   c["escape_5pct"] = r.escape_5pct;
@@ -120,7 +121,8 @@ void report(benchmark::State& state, const bench::detail::ExampleDef& e,
   if (r.throttle_kept_all) label += ";throttled=all";
   label += r.escape_method == "cupti" ? ";escape=cupti" : ";escape=ratio";
   if (!r.suspect.empty()) label += ";suspect=" + r.suspect;
-  // How the timed samples were checked: "device", or "cpu (why not on the device)".
+  // How the timed samples were checked: "device", "device-deferred" (sustained mode: after
+  // sampling), or "cpu (why not on the device)".
   if (!r.sample_check.empty()) label += ";checks=" + r.sample_check;
   if (v.options.host_bound) label += ";host_bound=1";
   // How many GPUs the example needs, when more than one: bench compare --update-expectations

@@ -71,6 +71,8 @@ std::string options_help() {
          "                            cudaProfilerStart/Stop for ncu or nsys (bench profile)\n"
          "  --bench_verify_only       only the two checked runs at the verification size, then\n"
          "                            report the case verified, untimed (bench sanitize)\n"
+         "  --bench_interleaved_checks  sustained mode: device-check each drawn sample right\n"
+         "                            after it, not after sampling ends (an A/B of the gaps)\n"
          "  --bench_sweep             every point of each example's axes, not only its defaults\n"
          "  --bench_axis=NAME=V[,V]   only points whose axis NAME is one of the values (repeat\n"
          "                            for more axes); examples without that axis are left out\n"
@@ -137,6 +139,8 @@ std::string parse_options(int* argc, char** argv) {
       o.profile = true;
     } else if (key == "bench_verify_only") {
       o.verify_only = true;
+    } else if (key == "bench_interleaved_checks") {
+      o.interleaved_checks = true;
     } else if (key == "bench_case_timeout") {
       if ((error = need_number(0)).empty()) o.case_timeout_s = number;
     } else if (key == "bench_sweep") {

@@ -22,6 +22,10 @@ struct Options {
   bool smoke = false;             // --bench_smoke: few samples, no sustained soak, every check made
   bool profile = false;           // --bench_profile: one untimed launch under cudaProfilerStart/Stop
   bool verify_only = false;       // --bench_verify_only: the verification runs only (bench sanitize)
+  // --bench_interleaved_checks: sustained mode checks each sample drawn for a device check right
+  // after it, as the other modes do, instead of holding its outputs until sampling ends (the A/B
+  // of what the checks' gaps do to the clock: docs/architecture.md, step 6).
+  bool interleaved_checks = false;
   std::optional<double> case_timeout_s;  // --bench_case_timeout=S: a case's wall-time limit, 0 none
   double throttle_tolerance = 0.10;
   PointSelection points;  // --bench_sweep, --bench_axis=NAME=V[,V]

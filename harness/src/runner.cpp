@@ -93,13 +93,28 @@ constexpr double kRandomChecks = 8;
 constexpr double kCheckBudgetShare = 0.25;
 constexpr double kCheckBudgetFloorSeconds = 0.05;
 // Device-checked samples (sample_check.hpp): at the rate device_check_probability() sets, while
-// they have cost at most twice the sampling time (0.5 s at least). A memory-bound case's check
-// is a few passes over its outputs, about what sampling spends around each sample; a device
-// reference far slower than the variant (ch09's plain GEMM, a few TFLOP/s) gets a few.
-constexpr double kCompareBudgetShare = 2.0;
-constexpr double kCompareBudgetFloorSeconds = 0.5;
+// they cost at most kCompareBudgetShare of the sampling time (DeviceCheckPlan keeps the budget;
+// in sustained mode it also decides which checks wait until sampling ends).
 constexpr int kHostPassesBeforeOff = 2;
 constexpr int kTracedCalls = 3;  // row 1: calls traced before and after the timed samples
+
+// The timed samples the stop rule asks for at least (its minimum time over one launch's), at most
+// what its timeout holds (batches of `batch` launches of `launch_seconds`), and no more than
+// 10^4 or its own maximum: the range the probed batches are drawn over.
+int samples_asked(const stats::StopRule& stop, double launch_seconds, int batch) {
+  const double launch = std::max(launch_seconds, 1e-9);
+  const double asked = std::min(stop.min_time_s / launch, stop.timeout_s / (batch * launch));
+  return static_cast<int>(
+      std::min({std::floor(asked), 1e4, static_cast<double>(stop.max_samples)}));
+}
+
+// The most timed samples sampling can take before its timeout stops it (each batch's time alone,
+// at least), capped like samples_asked: sustained mode holds outputs for that many checks.
+int samples_possible(const stats::StopRule& stop, double launch_seconds, int batch) {
+  const double per_sample = std::max(launch_seconds, 1e-9) * batch;
+  return static_cast<int>(std::min(
+      {std::ceil(stop.timeout_s / per_sample), 1e4, static_cast<double>(stop.max_samples)}));
+}
 
 bool cuda_tool_present() {
   static const bool present = [] {
@@ -367,7 +382,8 @@ CaseRun Runner::run(const ExampleDef& example, const VariantDef& variant) {
 void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
   const Options& opt = options();
   // NVTX: the range "ch07:transpose:optimized" holds the phases "verify", "build", "warmup",
-  // "escape_check", "samples" and "final_check" (each also timed into r.phase_seconds), or
+  // "escape_check", "soak" (sustained), "samples", "deferred_checks" (sustained, when samples
+  // were held for a device check) and "final_check" (each also timed into r.phase_seconds), or
   // "profile" with --bench_profile (no '/' in names: Nsight reads it as
   // nesting). On the H100, ncu's --nvtx-include did not select them; `bench profile` selects
   // with cudaProfilerStart/Stop instead (docs/profiling.md).
@@ -538,6 +554,57 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
   std::vector<double> scored;   // a scored metric's value after every sample, likewise
   std::vector<double> call_seconds;  // and the variant's own time of that sample's call
   double metric_seconds = 0;    // host time in metrics() after samples: not sampling time
+  const int min_samples = std::max(1, stop.min_samples);
+
+  // Device checks (VALIDITY row 2). In sustained mode they wait until sampling ends: a drawn
+  // sample's outputs are copied into a held slot right after it, and the device reference runs
+  // on them after the last sample (phase deferred_checks). Run between batches, the checks (up
+  // to twice the sampling time) let the board cool, and a sustained figure came out near the
+  // boost clock (ch16's flash attention, 15-22% over the soak's end on a 4x H100). The slots are
+  // allocated here, before the samples phase, for every check the sampling can ask for up to its
+  // timeout, under the one cap on held copies (a quarter of the free memory). The check is an
+  // optional so that they go back once every check has run, before the calls traced after.
+  std::optional<DeviceCheck> device_check_slots(std::in_place, e, w);
+  DeviceCheck& device_check = *device_check_slots;
+  const bool defer_checks =
+      r.mode == Mode::sustained && !opt.interleaved_checks && device_check.on();
+  if (defer_checks)
+    device_check.reserve(1 + expected_device_checks(std::max(
+                                 min_samples, samples_possible(stop, launch_seconds, r.batch))));
+  // Slot 0 serves the checks run at once; the others hold samples until sampling ends.
+  DeviceCheckPlan plan(defer_checks, device_check.slots() - 1);
+  struct HeldSample {
+    int sample;  // from 0: run number kFirstSampleRun + sample, its inputs' seed
+    int slot;
+    uint64_t inputs;  // the inputs' checksum before the sample, and again right after it
+  };
+  std::vector<HeldSample> held;
+  // A held sample's check: its inputs filled again from its own seed (the fill is deterministic,
+  // and the checksum proves these are the inputs it ran on), then the device reference against
+  // its held outputs. The refill is the harness's, so a checksum that differs is the harness's
+  // fault, not the variant's: the case fails saying so rather than blaming it.
+  auto judge_held = [&](int slot, int sample, uint64_t inputs) {
+    fill_inputs(w, run_seed(seed, kFirstSampleRun + sample), s);
+    if (input_checksum(w, s) != inputs)
+      throw std::runtime_error(fmt::format(
+          "timed sample {}: refilling its inputs from their seed for its deferred device check did "
+          "not reproduce them (checksum differs): the input fill is not deterministic",
+          sample + 1));
+    return device_check.judge_held(slot, kFirstSampleRun + sample, s);
+  };
+  // A timed sample checked on the host against its own inputs, in place (their checksum must still
+  // be `inputs`); its outputs are the variant's. Returns the seconds it took.
+  auto verify_on_host = [&](int sample, uint64_t inputs, const std::string& why) {
+    const double check_start = host_seconds();
+    CheckedRun c{inputs, {}};  // end_checked_run compares the inputs' checksum with it first
+    if (!uses_device_reference(e, w)) c.host = copy_inputs_to_host(w, s);
+    end_checked_run(e, w, c, kFirstSampleRun + sample, s,
+                    fmt::format("timed sample {}{}", sample + 1, why).c_str(), r);
+    ++r.verified_samples;
+    const double took = host_seconds() - check_start;
+    r.verify_seconds += took;
+    return took;
+  };
   {
     // VALIDITY row 18: every timed sample runs on inputs no call has seen (drawn from the
     // case's secret seed) into freshly poisoned outputs, and must write them. A variant that
@@ -551,7 +618,6 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     Phase phase("samples", r);
     std::mt19937_64 pick(std::random_device{}());
     std::uniform_real_distribution<double> unit(0.0, 1.0);
-    const int min_samples = std::max(1, stop.min_samples);
     const int secret = std::uniform_int_distribution<int>(0, min_samples - 1)(pick);
     // Hot and sustained: the probed batches go in front of kProbeBatches distinct samples drawn
     // here, uniformly over those the stop rule asks for (its minimum time over one launch's:
@@ -560,9 +626,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     // meets them too; any not reached when sampling stops run then.
     std::vector<int> probe_at;
     if (probe_among_samples) {
-      const double launch = std::max(launch_seconds, 1e-9);
-      const double asked = std::min(stop.min_time_s / launch, stop.timeout_s / (r.batch * launch));
-      const int sure = static_cast<int>(std::min({std::floor(asked), 1e4, static_cast<double>(stop.max_samples)}));
+      const int sure = samples_asked(stop, launch_seconds, r.batch);
       const int range = std::max({min_samples, kProbeBatches, sure});
       std::vector<int> all(static_cast<std::size_t>(range));
       std::iota(all.begin(), all.end(), 0);
@@ -582,7 +646,6 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     };
     bool secret_checked = false;
     double last_check_seconds = 0;
-    DeviceCheck device_check(e, w);
     std::vector<double> check_chances;  // each sample's chance of being checked, for escape_5pct
     stats::RunningMedian seconds_median;  // of `seconds`, kept as they come
     const double start = host_seconds();
@@ -624,37 +687,52 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
       const bool chosen = at_secret || unit(pick) < random_chance;
       secret_checked = secret_checked || at_secret;
       // Device checks, where the example has a device reference: at the rate that catches a 5%
-      // corrupter with 99%, while they cost at most twice the sampling time (0.5 s at least).
-      const bool device_allowed = device_check.on() && !(fast || chosen) &&
-                                  r.compare_seconds <= std::max(kCompareBudgetFloorSeconds,
-                                                                kCompareBudgetShare * sampling_seconds());
-      const double device_chance = device_allowed ? device_check_probability(i + 1) : 0.0;
+      // corrupter with 99%, while they cost at most twice the sampling time (0.5 s at least),
+      // counting those held for later at the last measured cost of one.
+      const bool device_allowed = device_check.on() && !(fast || chosen);
+      const double device_chance =
+          device_allowed ? plan.chance(i + 1, r.compare_seconds, sampling_seconds()) : 0.0;
       const bool compared = unit(pick) < device_chance;
       const double secret_chance = i < min_samples && !secret_checked ? 1.0 / min_samples : 0.0;
       check_chances.push_back(fast || chosen ? 1.0
                                              : 1 - (1 - secret_chance) * (1 - random_chance) * (1 - device_chance));
       auto verdict = DeviceCheck::Verdict::match;
       if (compared) {
+        const auto where = plan.place();
         const double compare_start = host_seconds();
-        verdict = device_check.check(inputs, kFirstSampleRun + i, s);
-        ++r.compared_samples;
-        r.compare_seconds += host_seconds() - compare_start;
+        if (where != DeviceCheckPlan::Where::at_once && input_checksum(w, s) != inputs) {
+          // Held or not, a variant that changed its inputs is sent to the host check now.
+          verdict = DeviceCheck::Verdict::inputs_changed;
+        } else if (where == DeviceCheckPlan::Where::deferred) {
+          // Device to device, queued behind the sample: the next refill waits for nothing more.
+          const int slot = 1 + plan.held_count();
+          device_check.hold(slot, s);
+          held.push_back({i, slot, inputs});
+          plan.held();
+        } else if (where == DeviceCheckPlan::Where::measure_at_once) {
+          // The first drawn sample goes through a held sample's whole check now, in slot 0: its
+          // time is what each held one will cost, which the budget above needs.
+          device_check.hold(0, s);
+          verdict = judge_held(0, i, inputs);
+        } else {
+          if (plan.deferred()) plan.fell_back();  // every slot held
+          verdict = device_check.check(inputs, kFirstSampleRun + i, s);
+        }
+        if (where != DeviceCheckPlan::Where::deferred || verdict != DeviceCheck::Verdict::match) {
+          ++r.compared_samples;
+          const double took = host_seconds() - compare_start;
+          r.compare_seconds += took;
+          plan.ran(took);
+        }
       }
       const bool mismatch = verdict != DeviceCheck::Verdict::match;  // the host check decides
       if (fast || chosen || mismatch) {
-        const double check_start = host_seconds();
-        // end_checked_run compares the inputs' checksum with `inputs` before it reads the copy.
-        CheckedRun c{inputs, {}};
-        if (!uses_device_reference(e, w)) c.host = copy_inputs_to_host(w, s);
         const char* why = fast ? " (under half the median so far)"
                           : verdict == DeviceCheck::Verdict::outputs_differ
                               ? " (its device check found outputs unlike the device reference)"
                               : "";
-        end_checked_run(e, w, c, kFirstSampleRun + i, s, fmt::format("timed sample {}{}", i + 1, why).c_str(), r);
-        ++r.verified_samples;
+        last_check_seconds = verify_on_host(i, inputs, why);
         r.fast_samples_verified += fast;
-        last_check_seconds = host_seconds() - check_start;
-        r.verify_seconds += last_check_seconds;
         // The host check passed what the device check did not (a tolerance met only by the
         // host's rounding): after kHostPassesBeforeOff such samples the device check stands down.
         if (mismatch && ++r.compare_host_passes >= kHostPassesBeforeOff)
@@ -664,9 +742,37 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     }
     probe_where([](int) { return true; });
     if (probe_among_samples) judge_probe();
-    r.sample_check = device_check.on() ? "device" : "cpu (" + device_check.why_off() + ")";
     r.escape_5pct = worst_case_escape(check_chances, 0.05);
   }
+
+  if (!held.empty()) {
+    // The held samples' checks, after sampling: each one's chance of a check was counted in
+    // escape_5pct when it was drawn, so every one runs, even if the device check has stood down
+    // since. A mismatch goes to the host check exactly as one found at once: the variant's held
+    // outputs back in place, judged against its own inputs, and the sample named.
+    Phase phase("deferred_checks", r);
+    for (const HeldSample& h : held) {
+      const double compare_start = host_seconds();
+      const auto verdict = judge_held(h.slot, h.sample, h.inputs);
+      ++r.compared_samples;
+      ++r.deferred_samples;
+      r.compare_seconds += host_seconds() - compare_start;
+      if (verdict == DeviceCheck::Verdict::match) continue;
+      verify_on_host(h.sample, h.inputs,
+                     " (its deferred device check found outputs unlike the device reference)");
+      ++r.compare_host_passes;  // the host check passed it: it threw otherwise
+    }
+  }
+  if (!device_check.on())
+    r.sample_check = "cpu (" + device_check.why_off() + ")";
+  else if (!plan.deferred())
+    r.sample_check = "device";
+  else if (plan.at_once_for_want_of_slots() == 0)
+    r.sample_check = "device-deferred";
+  else
+    r.sample_check = fmt::format("device-deferred ({} checked at once: {} held slots)",
+                                 plan.at_once_for_want_of_slots(), plan.slots());
+  device_check_slots.reset();
 
   if (r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained)) {
     // VALIDITY row 18, hot batches: the repeats of a batch run on the inputs its first launch saw.

@@ -52,9 +52,12 @@ struct CaseRun {
   int fast_samples_verified = 0;       // of those, checked because they ran under half the median
   double verify_seconds = 0;           // host time spent checking timed samples
   // Device-checked samples (docs/validity.md row 2): outputs compared with the device reference
-  // on the device. `sample_check` says how the samples were checked: "device", or
-  // "cpu (<why the device check was off>)" for the CPU reference's random checks alone.
+  // on the device. `sample_check` says how the samples were checked: "device" (each right after
+  // its sample), "device-deferred" (sustained mode: held until sampling ends, runner.cpp; with
+  // how many ran at once when the held slots ran out), or "cpu (<why the device check was off>)"
+  // for the CPU reference's random checks alone.
   int compared_samples = 0;
+  int deferred_samples = 0;            // of those, held until sampling ended
   double compare_seconds = 0;          // host time spent in device checks
   int compare_host_passes = 0;         // device mismatches the host check then passed
   std::string sample_check;
@@ -78,7 +81,8 @@ struct CaseRun {
   // in the order of `samples` (its entry in `metrics` is their median).
   std::vector<double> scored_values;
   // Host wall seconds of each phase of the case, in order: verify, build, warmup, escape_check,
-  // samples, final_check (the NVTX ranges of the same names).
+  // soak, samples, deferred_checks, final_check (the NVTX ranges of the same names; soak and
+  // deferred_checks in sustained mode only).
   std::vector<std::pair<std::string, double>> phase_seconds;
 };
 

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -31,13 +32,84 @@ double device_check_probability(int sample);
 // each timed sample's probability of being checked, by any check.
 double worst_case_escape(std::vector<double> chances, double share);
 
+// The held copies of a case's outputs may take this share of the device memory free when the
+// case starts; past it the samples keep the CPU reference's random checks (a workload that large
+// is rare: ch07's 1 GiB copies hold 1 GiB of an H100's ~79). Sustained mode holds several sets
+// (below), all under this one cap.
+inline constexpr double kHeldShareOfFree = 0.25;
+// The sets of held outputs that fit under that cap (0: not even one), at most kMaxHeldSlots: a
+// case whose outputs are a few bytes needs no thousands of allocations.
+inline constexpr int kMaxHeldSlots = 1024;
+int held_slots_cap(std::size_t held_bytes, std::size_t free_bytes);
+
+// Device checks cost at most this share of the sampling time, kCompareBudgetFloorSeconds at least.
+// A memory-bound case's check is a few passes over its outputs, about what sampling spends around
+// each sample; a device reference far slower than the variant (ch09's plain GEMM, a few TFLOP/s)
+// gets a few.
+inline constexpr double kCompareBudgetShare = 2.0;
+inline constexpr double kCompareBudgetFloorSeconds = 0.5;
+
+// The device checks device_check_probability() asks for over `samples` timed samples, rounded
+// up: how many sets of held outputs sustained mode allocates before its samples.
+int expected_device_checks(int samples);
+
+// Where and whether a timed sample gets its device check (runner.cpp), kept free of CUDA so the
+// unit tests drive it.
+//
+// Interleaved (cold, hot, host mode, or --bench_interleaved_checks): a check runs right after its
+// sample, and one more is allowed while those run so far cost at most the budget, as before.
+//
+// Deferred (sustained mode): a sample drawn for a check has its outputs copied into a held slot
+// and is checked after sampling ends, so no device reference runs between timed batches and the
+// board stays at its power limit. The budget then counts what is owed too: the checks run so far
+// plus each held one at the last measured cost of a check. The first drawn sample is checked at
+// once, through the same procedure as a held one, to measure that cost. When every slot is held
+// the sample is checked at once as in interleaved mode: its chance of a check is the same either
+// way, so escape_5pct is unchanged by where checks run.
+class DeviceCheckPlan {
+ public:
+  DeviceCheckPlan(bool deferred, int slots) : deferred_(deferred), slots_(deferred ? slots : 0) {}
+  enum class Where {
+    at_once,          // checked right after its sample (interleaved, or every slot held)
+    measure_at_once,  // deferred mode's first: held and checked at once, to measure a check
+    deferred,         // held until sampling ends
+  };
+  // `spent`: seconds device checks have cost so far; `sampling`: the sampling time so far.
+  bool within_budget(double spent, double sampling) const;
+  // Sample i's (from 1) chance of a device check: device_check_probability(i) within budget,
+  // else 0.
+  double chance(int sample, double spent, double sampling) const;
+  Where place() const;
+  void held() { ++held_; }
+  void ran(double seconds) {  // one check finished: the cost of the next ones
+    check_seconds_ = seconds;
+    measured_ = true;
+  }
+  void fell_back() { ++at_once_for_want_of_slots_; }
+
+  bool deferred() const { return deferred_; }
+  int held_count() const { return held_; }
+  int slots() const { return slots_; }
+  int at_once_for_want_of_slots() const { return at_once_for_want_of_slots_; }
+
+ private:
+  bool deferred_;
+  int slots_;
+  int held_ = 0;
+  bool measured_ = false;
+  double check_seconds_ = 0;
+  int at_once_for_want_of_slots_ = 0;
+};
+
 // verify.cpp's verdict on the counts of one device comparison: no element non-finite where the
 // reference is finite, and none outside exact/allclose, or a relative L2 error within bound.
 bool device_comparison_passes(const DeviceComparison& c, Tolerance resolved);
 
-// Device copies of a timing workload's outputs, and the device check of one sample with them.
-// Off, with the reason, when the example has no device reference or the copies would take
-// more than a quarter of the free device memory.
+// Device copies of a timing workload's outputs ("slots"), and the device check of a sample with
+// them. Off, with the reason, when the example has no device reference or one set of copies would
+// take more than kHeldShareOfFree of the free device memory. Slot 0 is allocated with the check
+// and serves checks run at once; reserve() adds slots for sustained mode's deferred checks, up to
+// the same cap counted over all of them.
 class DeviceCheck {
  public:
   DeviceCheck(const ExampleDef& e, const WorkloadInstance& w);
@@ -49,22 +121,38 @@ class DeviceCheck {
   const std::string& why_off() const { return why_off_; }
   void turn_off(std::string why) { why_off_ = std::move(why); }
 
+  // Allocates slots until there are `slots` (slot 0 included) or the cap holds no more; returns
+  // how many there are. Called before sampling: a cudaMalloc between timed batches would be a gap.
+  int reserve(int slots);
+  int slots() const { return static_cast<int>(slots_.size()); }
+  int slots_cap() const { return cap_; }
+
   // After a timed sample (run number `run`, inputs checksummed to `inputs` before it): whether
   // the inputs are unchanged and every output matches the device reference. On anything but
   // `match` the variant's own outputs are in place for the host check to judge.
   enum class Verdict { match, inputs_changed, outputs_differ };
   Verdict check(uint64_t inputs, int run, cudaStream_t s);
 
+  // Deferred checks: hold() copies the outputs into `slot` (device to device, queued on `s`, no
+  // sync); judge_held() later runs the device reference on the inputs now in place, which the
+  // caller has refilled from the sample's seed and proved equal by their checksum, and compares
+  // its outputs with the held ones. On `outputs_differ` the held outputs are back in place.
+  void hold(int slot, cudaStream_t s);
+  Verdict judge_held(int slot, int run, cudaStream_t s);
+
  private:
   const ExampleDef& e_;
   const WorkloadInstance& w_;
   std::string why_off_;
-  struct Held {  // one per output of the workload, in buffer order
-    const Buffer* output;
-    void* copy;           // the variant's outputs, held aside while the reference runs
+  struct Output {  // one per output of the workload, in buffer order
+    const Buffer* buffer;
+    std::size_t offset;   // of its copy within a slot
     Tolerance tolerance;  // the example's, resolved for the output's dtype
   };
-  std::vector<Held> held_;
+  std::vector<Output> outputs_;
+  std::size_t slot_bytes_ = 0;        // one set of copies, each output's aligned
+  std::vector<char*> slots_;          // one allocation per set
+  int cap_ = 0;                       // held_slots_cap at construction
   DeviceComparison* sums_ = nullptr;  // one per output
 };
 

@@ -37,6 +37,14 @@
 //     or more (k per batch then reaches the whole bar) when one does (about 1 - (1 - q)^4: 94%
 //     at q = 1/2, the least that moves the median).
 //
+// Deferred device checks (DeferredChecks.*, at the end): in sustained mode a sample drawn for a
+// device check has its outputs held and is checked after sampling ends, so the batches run
+// nearly back to back. Planted: an honest variant beside a device reference as slow as a batch
+// (checked between batches it would halve the GPU's duty cycle: the control runs it so), one that
+// spoils one element of one batch in every 20, at an offset it draws (FAILED by a deferred check,
+// the sample named), and one that changes its inputs from the middle of sampling on (FAILED at
+// once, as inputs modified).
+//
 // How the adversary knows it is in sustained mode, with nothing the harness tells it: it reads
 // the host clock at each call. Calls under kGap apart are one batch; a harness synchronises
 // between batches. After kSoakRuns batches of at least kLongRun launches (the soak: ~50 batches
@@ -57,6 +65,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -220,7 +230,8 @@ TEST(Sustained, HonestVariantIsMeasuredCheckedAndProbedAmongItsSamples) {
   // Four probed batches, each as long as a timed one: their repeats are 4 (batch - 1).
   EXPECT_EQ(r.probed_repeats, kProbeBatches * (r.batch - 1));
   EXPECT_EQ(r.fast_repeats, 0);
-  EXPECT_EQ(r.sample_check, "device");
+  // Sustained mode holds the drawn samples' outputs and checks them after sampling ends.
+  EXPECT_EQ(r.sample_check, "device-deferred");
   EXPECT_GE(r.compared_samples, 1);
   EXPECT_GE(r.verified_samples, 1);  // the secret host-checked sample
   EXPECT_TRUE(r.suspect.empty()) << r.suspect;
@@ -305,6 +316,165 @@ TEST(HotProbe, Row18_SkippingRepeatsAtTheProbeBarAfterItsFirstHotBatchesFails) {
   EXPECT_GE(r.fast_repeats, std::max(2 * k, detail::fast_repeats_bar(probed)));
   EXPECT_LE(r.fast_repeats, kProbeBatches * k);
   EXPECT_GT(Adversary::skipped - before, 0);
+}
+
+// ---- deferred device checks (sustained mode) --------------------------------------------------
+// A device reference as slow as a timed batch (20 ms of spin, then the copy): checked between
+// batches, as every mode did before, it leaves the GPU idle about half the sampling time.
+constexpr uint64_t kSlowReferenceNs = 20'000'000;
+void slow_device_reference(const SmallCopy& w, cudaStream_t s) {
+  static auto* sink = new DeviceBuffer<unsigned long long>(1);  // kept for the process
+  detail::launch_spin(kSlowReferenceNs, sink->data(), s);
+  device_copy_reference(w, s);
+}
+
+// Counts batches by the host clock as SkipsOnceTold does (calls under kGap apart are one batch)
+// and decides per batch, after its first 10, whether to misbehave: `Spoils` picks the batches.
+template <class Spoils>
+struct SpoilsSustainedBatches {
+  SpoilsSustainedBatches(const SmallCopy&, cudaStream_t) {}
+  void operator()(const SmallCopy& w, cudaStream_t s) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last > kGap) {
+      ++batches;
+      spoiling = batches > 10 && spoils(batches);
+      spoiled_batches += spoiling;
+    }
+    last = now;
+    detail::launch_spin(kWorkNs, sink.data(), s);
+    copy_kernel<<<264, 256, 0, s>>>(w.in.data(), w.out.data(), w.n);
+    // Every launch of a spoiled batch, so its last, the one any check reads, is spoiled.
+    if (spoiling) spoil_one<<<1, 1, 0, s>>>(w.out.data(), static_cast<int64_t>(position() % static_cast<uint64_t>(w.n)));
+    BENCH_CHECK_LAUNCH();
+  }
+  Spoils spoils;
+  std::mt19937_64 position{std::random_device{}()};
+  std::chrono::steady_clock::time_point last{};
+  long batches = 0, spoiled_batches = 0;
+  bool spoiling = false;
+  DeviceBuffer<unsigned long long> sink{1};
+};
+struct NoBatch {
+  bool operator()(long) { return false; }
+};
+
+__global__ void bump_first_input(float* in) { in[0] += 1.0f; }
+
+// Honest until 1.3 s after its first batch of kLongRun launches or more (the soak's first: cold
+// and hot batches of this work are shorter), then adds 1 to its first input after every copy:
+// from about the 15th timed sample on, after samples have been held for later checks.
+struct ChangesItsInputsMidSampling {
+  ChangesItsInputsMidSampling(const SmallCopy&, cudaStream_t) {}
+  void operator()(const SmallCopy& w, cudaStream_t s) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last > kGap) {
+      if (run >= kLongRun && soak_seen == std::chrono::steady_clock::time_point{}) soak_seen = last;
+      run = 0;
+    }
+    last = now;
+    ++run;
+    detail::launch_spin(kWorkNs, sink.data(), s);
+    copy_kernel<<<264, 256, 0, s>>>(w.in.data(), w.out.data(), w.n);
+    if (soak_seen != std::chrono::steady_clock::time_point{} && now - soak_seen > std::chrono::milliseconds(1300))
+      bump_first_input<<<1, 1, 0, s>>>(const_cast<float*>(w.in.data()));
+    BENCH_CHECK_LAUNCH();
+  }
+  std::chrono::steady_clock::time_point last{}, soak_seen{};
+  int run = 0;
+  DeviceBuffer<unsigned long long> sink{1};
+};
+
+BENCH_EXAMPLE(test, sustained_deferred_checks, SmallCopy)
+    .stateful<SpoilsSustainedBatches<NoBatch>>(Role::baseline, "honest")
+    .stateful<ChangesItsInputsMidSampling>(Role::step, "changes_its_inputs_mid_sampling")
+    .stateful<SpoilsSustainedBatches<OneInTwentyAtRandom>>(Role::optimized, "spoils_one_batch_in_20_at_random")
+    .reference(copy_reference)
+    .device_reference(slow_device_reference)
+    .tolerance(exact())
+    .mode(Mode::sustained);
+
+// The timed batches' summed time over the samples phase's wall time: how busy sampling kept the
+// GPU (the gaps between batches, probes and checks run at once make up the rest).
+double duty_cycle(const detail::CaseRun& r) {
+  double timed = 0;
+  for (double t : r.samples) timed += t * r.batch;
+  for (double t : r.dropped) timed += t * r.batch;
+  return timed / phase_seconds(r, "samples");
+}
+
+TEST(DeferredChecks, HonestVariantIsDeviceCheckedAfterSamplingAndKeepsTheGpuBusy) {
+  const auto r = run_case("sustained_deferred_checks", "baseline");
+  ASSERT_EQ(outcome(r), "measured");
+  expect_batches_the_tell_sees(r);
+  EXPECT_EQ(r.sample_check, "device-deferred");
+  EXPECT_GT(r.compared_samples, 0);
+  EXPECT_GT(r.deferred_samples, 0);
+  // Every device check but the first (run at once to measure a check's cost) was held: the slots
+  // cover every check the timeout allows.
+  EXPECT_EQ(r.compared_samples, r.deferred_samples + 1);
+  EXPECT_EQ(r.compare_host_passes, 0);
+  EXPECT_GE(r.verified_samples, 1);  // the secret host check stays
+  EXPECT_LE(r.escape_5pct, 0.01);
+  // The held checks ran in their own phase, each at least the reference's 20 ms.
+  EXPECT_GE(phase_seconds(r, "deferred_checks"), r.deferred_samples * kSlowReferenceNs * 1e-9);
+  const double duty = duty_cycle(r);
+  std::printf("deferred checks: %d of %zu samples held, samples phase %.3f s, deferred_checks %.3f s, "
+              "duty cycle %.3f\n", r.deferred_samples, r.samples.size(), phase_seconds(r, "samples"),
+              phase_seconds(r, "deferred_checks"), duty);
+  EXPECT_GE(duty, 0.8);
+}
+
+TEST(DeferredChecks, Control_InterleavedChecksLeaveTheGpuIdleBetweenBatches) {
+  // The same case with its checks run between batches, as before this change: the 20 ms
+  // reference after each 20 ms batch. Shows the duty-cycle bar above measures the checks' gaps.
+  detail::options().interleaved_checks = true;
+  const auto r = run_case("sustained_deferred_checks", "baseline");
+  detail::options().interleaved_checks = false;
+  ASSERT_EQ(outcome(r), "measured");
+  EXPECT_EQ(r.sample_check, "device");
+  EXPECT_EQ(r.deferred_samples, 0);
+  EXPECT_LT(phase_seconds(r, "deferred_checks"), 0) << "no deferred phase when checks are interleaved";
+  const double duty = duty_cycle(r);
+  std::printf("interleaved checks: %d of %zu samples compared, samples phase %.3f s, duty cycle %.3f\n",
+              r.compared_samples, r.samples.size(), phase_seconds(r, "samples"), duty);
+  EXPECT_LT(duty, 0.7);
+}
+
+TEST(DeferredChecks, Control_TheSpoilerReallySpoilsOneBatchInTwenty) {
+  // Outside the Runner: batches 20-39, 40-59, ..., 100-119 hold one spoiled batch each. The
+  // adversary counts batches by the host clock, so a host stall over kGap between two launches of
+  // one batch (a busy machine: ./bench test runs tests side by side) counts it twice; seen once
+  // on an H200 host (120 for 119). A few extra batches only start the run 120-139, which may
+  // hold a sixth spoiled batch; the control's point, one spoiled batch in every run of 20, holds.
+  CallPattern<SpoilsSustainedBatches<OneInTwentyAtRandom>> calls("sustained_deferred_checks");
+  for (int i = 0; i < 119; ++i) calls.batch(3);
+  EXPECT_GE(calls.adversary.batches, 119);
+  EXPECT_LE(calls.adversary.batches, 125) << "more batches than host stalls explain";
+  EXPECT_GE(calls.adversary.spoiled_batches, 5);
+  EXPECT_LE(calls.adversary.spoiled_batches, 6);
+}
+
+TEST(DeferredChecks, Row2_SpoilingOneBatchInTwentyAtFullSpeedFailsNamingTheSample) {
+  // Every run FAILS. Which check sees a spoiled batch varies: the secret host check, or the first
+  // drawn sample's check run at once, name no deferred check. So a run caught that way is
+  // repeated, up to three in all, until a deferred check is the one that sees it.
+  std::string last;
+  for (int run = 0; run < 3; ++run) {
+    const auto r = run_case("sustained_deferred_checks", "optimized");
+    last = outcome(r);
+    ASSERT_NE(last.find("FAILED: timed sample"), std::string::npos) << last;
+    ASSERT_NE(last.find("1 outside tolerance"), std::string::npos) << last;
+    if (last.find("its deferred device check found outputs unlike the device reference") != std::string::npos) return;
+  }
+  FAIL() << "in three runs no deferred device check caught the spoiled batch; the last: " << last;
+}
+
+TEST(DeferredChecks, Row4_ChangingItsInputsDuringASampleFailsAtOnce) {
+  const auto r = run_case("sustained_deferred_checks", "changes_its_inputs_mid_sampling");
+  EXPECT_NE(outcome(r).find("FAILED: timed sample"), std::string::npos) << outcome(r);
+  EXPECT_NE(outcome(r).find("the variant modified its inputs (checksum changed)"), std::string::npos) << outcome(r);
+  // Caught in the samples phase, before any held sample was checked.
+  EXPECT_LT(phase_seconds(r, "deferred_checks"), 0);
 }
 
 }  // namespace

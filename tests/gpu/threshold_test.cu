@@ -156,19 +156,10 @@ BENCH_EXAMPLE(test, cold_sample_skips, SmallCopy)
 // ---- full speed, one element spoiled on 5% of the calls ---------------------------------------
 // With a device reference (device_copy_reference) every timed sample can be checked on the device
 // (sample_check.hpp).
-__global__ void spoil_one(float* out, int64_t i) { out[i] += 1.0f; }  // rel. L2 ~2e-3 at n = 2^20
-
-// Which calls a spoiler spoils, after the first 10 (the verification runs and the first call).
+// Which calls a spoiler spoils (spoil_one, OneInTwentyAtRandom: harness_fixture.hpp), after the
+// first 10 (the verification runs and the first call).
 struct EveryTwentieth {
   bool operator()(long call) { return call % 20 == 0; }
-};
-struct OneInTwentyAtRandom {  // one call in each run of 20 (from call 20), at an offset drawn afresh
-  bool operator()(long call) {
-    if (call % 20 == 0) offset = static_cast<long>(draw() % 20);
-    return call % 20 == offset;
-  }
-  std::mt19937_64 draw{std::random_device{}()};
-  long offset = -1;
 };
 struct Never {
   bool operator()(long) { return false; }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -61,6 +62,121 @@ TEST(SampleCheck, VerdictFollowsTheHostComparison) {
   EXPECT_FALSE(device_comparison_passes(counts(0, 0, 1e-8, 1), relative_l2(1e-5)));
   EXPECT_FALSE(device_comparison_passes(counts(0, 0, 0, 0), relative_l2(1e-5)));    // a zero reference
   EXPECT_FALSE(device_comparison_passes(counts(0, 0, NAN, 1), relative_l2(1e-5)));  // Inf against Inf
+}
+
+// ---- where checks run: interleaved, or held until sampling ends (sustained mode) -------------
+TEST(HeldSlots, AtMostAQuarterOfTheFreeMemory) {
+  constexpr std::size_t GiB = 1ull << 30;
+  EXPECT_EQ(held_slots_cap(GiB, 79 * GiB), 19);    // ch07's 1 GiB copies on an H100
+  EXPECT_EQ(held_slots_cap(GiB, 4 * GiB), 1);      // exactly a quarter: one set, as before
+  EXPECT_EQ(held_slots_cap(GiB + 1, 4 * GiB), 0);  // over it: device checks off, as before
+  EXPECT_EQ(held_slots_cap(64, 79 * GiB), kMaxHeldSlots);
+  EXPECT_EQ(held_slots_cap(0, 79 * GiB), kMaxHeldSlots);
+}
+
+TEST(HeldSlots, OneForEveryCheckTheScheduleAsksFor) {
+  EXPECT_EQ(expected_device_checks(0), 0);
+  EXPECT_EQ(expected_device_checks(50), 50);  // sustained mode's ~50 batches of 20 ms: all checked
+  EXPECT_EQ(expected_device_checks(93), 93);
+  // 93 (1 + ln(n / 93)) for n past 93, within the sum's rounding.
+  EXPECT_NEAR(expected_device_checks(200), 93 * (1 + std::log(200.0 / 93)), 1.5);
+}
+
+TEST(DeviceCheckPlan, InterleavedChecksRunAtOnceWhileTheirCostIsWithinBudget) {
+  DeviceCheckPlan plan(/*deferred=*/false, /*slots=*/10);
+  EXPECT_EQ(plan.slots(), 0);
+  EXPECT_EQ(plan.place(), DeviceCheckPlan::Where::at_once);
+  // The rule as before: one more while those run so far cost at most twice the sampling time,
+  // 0.5 s at least.
+  EXPECT_EQ(plan.chance(1, 0.5, 0.1), 1.0);
+  EXPECT_EQ(plan.chance(1, 0.51, 0.1), 0.0);
+  EXPECT_EQ(plan.chance(200, 1.9, 1.0), device_check_probability(200));
+  EXPECT_EQ(plan.chance(200, 2.1, 1.0), 0.0);
+  plan.ran(0.4);  // no held checks: the measured cost changes nothing
+  EXPECT_EQ(plan.chance(1, 0.5, 0.1), 1.0);
+}
+
+TEST(DeviceCheckPlan, DeferredMeasuresTheFirstAtOnceThenHoldsUntilTheSlotsRunOut) {
+  DeviceCheckPlan plan(/*deferred=*/true, /*slots=*/3);
+  EXPECT_EQ(plan.place(), DeviceCheckPlan::Where::measure_at_once);
+  plan.ran(0.001);
+  for (int k = 0; k < 3; ++k) {
+    ASSERT_EQ(plan.place(), DeviceCheckPlan::Where::deferred) << k;
+    plan.held();
+  }
+  EXPECT_EQ(plan.place(), DeviceCheckPlan::Where::at_once);  // every slot held: checked now
+  EXPECT_EQ(plan.held_count(), 3);
+}
+
+TEST(DeviceCheckPlan, DeferredBudgetCountsTheHeldChecksAtTheLastMeasuredCost) {
+  // Checks of 1/64 s (exact in binary, so the bound is met exactly), 0.2 s of sampling: the
+  // budget is the 0.5 s floor.
+  DeviceCheckPlan plan(/*deferred=*/true, /*slots=*/100);
+  constexpr double kCheck = 1.0 / 64;
+  plan.ran(kCheck);
+  const double spent = kCheck;  // the one run at once
+  int held = 0;
+  while (plan.chance(held + 2, spent, 0.2) > 0) {
+    plan.held();
+    ++held;
+  }
+  // Owed (1 + 31) / 64 = 0.5 s still allows one more, as an interleaved check at 0.5 s spent
+  // would: 32 held beside the one run, and the next would be over.
+  EXPECT_EQ(held, 32);
+  EXPECT_EQ(plan.chance(1, spent, 0.2), 0.0);
+  // More sampling time raises the budget again.
+  EXPECT_EQ(plan.chance(1, spent, 1.0), 1.0);
+}
+
+// A sustained run simulated through the plan: each sample's chance as runner.cpp records it.
+std::vector<double> sustained_chances(int samples, int slots, double check_seconds,
+                                      double sample_seconds, int* at_once) {
+  DeviceCheckPlan plan(/*deferred=*/true, slots);
+  std::vector<double> chances;
+  double spent = 0;
+  *at_once = 0;
+  for (int i = 1; i <= samples; ++i) {
+    const double chance = plan.chance(i, spent, i * sample_seconds);
+    chances.push_back(chance);
+    if (chance < 1.0) continue;  // only the certain ones below: the simulation draws nothing
+    switch (plan.place()) {
+      case DeviceCheckPlan::Where::deferred:
+        plan.held();
+        break;
+      case DeviceCheckPlan::Where::measure_at_once:
+      case DeviceCheckPlan::Where::at_once:
+        ++*at_once;
+        spent += check_seconds;
+        plan.ran(check_seconds);
+        break;
+    }
+  }
+  return chances;
+}
+
+TEST(DeviceCheckPlan, WhereChecksRunLeavesEachSamplesChanceAndSoTheWorstCase) {
+  // 50 sustained samples of 20 ms, 5 ms checks: every sample checked, deferred or not.
+  int at_once = 0;
+  const auto all_held = sustained_chances(50, 100, 0.005, 0.02, &at_once);
+  EXPECT_EQ(at_once, 1);  // the one that measured a check's cost
+  EXPECT_EQ(worst_case_escape(all_held, 0.05), 0.0);
+  // Two slots only: the rest are checked at once, with the same chance.
+  const auto few_slots = sustained_chances(50, 2, 0.005, 0.02, &at_once);
+  EXPECT_EQ(at_once, 48);
+  EXPECT_EQ(few_slots, all_held);
+}
+
+TEST(DeviceCheckPlan, OverBudgetSamplesGoUncheckedAndTheWorstCaseSaysSo) {
+  // 125 ms checks of 1/64 s samples: the held checks' cost soon passes twice the sampling time,
+  // and samples after it have no chance of a device check. escape_5pct counts them.
+  int at_once = 0;
+  const auto chances = sustained_chances(50, 100, 0.125, 1.0 / 64, &at_once);
+  EXPECT_EQ(at_once, 1);
+  // Owed 0.125 (1 + held) within max(0.5, i / 32): samples 1 to 5, then one at each of samples 20,
+  // 24, ..., 48 as the budget grows: 13 checked, 37 with no chance.
+  EXPECT_EQ(std::count(chances.begin(), chances.end(), 1.0), 13);
+  EXPECT_EQ(std::count(chances.begin(), chances.end(), 0.0), 37);
+  EXPECT_EQ(worst_case_escape(chances, 0.05), 1.0);
 }
 
 }  // namespace

@@ -66,6 +66,14 @@
 //      turn. The same launches as wgmma_overlap (compare with it). A step: 13-21% faster than
 //      wgmma_overlap, level with the persistent rung at non-causal d128, behind ping-pong
 //      elsewhere (README, the 4x H100 lease).
+//   9. step "wgmma_chained" (causal d128; issue 46; not yet run on a GPU): the ping-pong kernel
+//      persistent for causal blocks (kernels/flash_attention_wgmma_chain.cuh). A host plan deals
+//      the causal launch order to one CTA an SM as a plain grid's hardware would (longest first
+//      within each L2 group), and each CTA's blocks run as one stream of tiles: the turn that
+//      issues P V of a block's last tile issues S of the next block's first tile (from a second
+//      Q buffer), and the finished O is stored under the other consumer's GEMMs. A causal block
+//      averages 16.5 tiles at s4096, so the per-block edges this removes weigh twice as much as
+//      non-causal (README: "Causal: where the time goes").
 // Flops: those attention needs, 4 x d per visible score (4 x 64 for the twins): seq^2 per head
 // non-causal, seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric
 // "computed_flops_ratio": the tensor-core flops a variant actually executes over the declared
@@ -88,6 +96,7 @@
 #include <kernels/cublas_check.hpp>
 #include <kernels/flash_attention_mma.cuh>
 #include <kernels/flash_attention_wgmma.cuh>
+#include <kernels/flash_attention_wgmma_chain.cuh>
 #include <kernels/group_reduce.cuh>
 #include <kernels/occupancy.cuh>
 #include <kernels/online_softmax.cuh>
@@ -331,12 +340,14 @@ __global__ void __launch_bounds__(fw::Team<kConsumers>::kThreads, 1)
 // The persistent form (fw::persistent), non-causal only: one CTA an SM walking the launch order
 // at a fixed stride (equal blocks, so nothing to balance), the next block's Q and first K and V
 // loaded while the consumers finish P V and store O; the ping-pong schedule, two consumers.
-struct LocateNonCausalBlock {
+// (LocateBlock<true>: the same for wgmma_chained's causal blocks.)
+template <bool kCausal>
+struct LocateBlock {
   ch16::LaunchOrder order;
   int64_t seq;
   struct Block {
     int head, qb;
-    WgmmaWalk<false, 2> walk;
+    WgmmaWalk<kCausal, 2> walk;
   };
   __device__ Block operator()(int item) const {
     const auto [head, qb] = order.at(item);
@@ -351,8 +362,35 @@ __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
                      int64_t seq, ch16::LaunchOrder order) {
 #if BENCH_SM90A_DEVICE
   fw::persistent<kD, 2, kSchedule>(map_q, map_k, map_v, out, seq, order.ctas(),
-                                   LocateNonCausalBlock{order, seq});
+                                   LocateBlock<false>{order, seq});
 #endif
+}
+
+// The chained form (fw::chained), causal: one CTA an SM running the blocks a host plan deals it
+// (ch16::list_schedule: the causal launch order dealt as a plain grid's hardware would), its
+// blocks one stream of tiles for the ping-pong consumers.
+template <int kD>
+__global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
+    wgmma_chained(const __grid_constant__ CUtensorMap map_q,
+                  const __grid_constant__ CUtensorMap map_k,
+                  const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq,
+                  ch16::LaunchOrder order, const int* __restrict__ plan) {
+#if BENCH_SM90A_DEVICE
+  fw::chained<kD>(map_q, map_k, map_v, out, seq, plan, LocateBlock<true>{order, seq});
+#endif
+}
+
+// The tensor-core flops the wgmma kernels execute over the declared ones: each consumer's tiles
+// (64 rows x 128 keys) of every query block.
+template <int kConsumers, class W>
+double wgmma_computed_ratio(const W& w, int blocks) {
+  double tiles = 0;
+  for (int qb = 0; qb < blocks; ++qb)
+    for (int c = 0; c < kConsumers; ++c)
+      tiles += fw::consumer_tiles<kConsumers>(WgmmaWalk<W::causal, kConsumers>{w.seq, qb}, qb, c,
+                                              w.seq);
+  return tiles * double(w.bh) * fw::kConsumerRows * fw::kKeys * 4.0 * W::head_dim /
+         w.declared_flops;
 }
 
 // kConsumers = 2: 128-query blocks; 3: 192-query blocks (a third consumer warpgroup).
@@ -387,13 +425,7 @@ class WgmmaWs {
                                             int(kSmemBytes)));
       grid_ = order_.ctas();
     }
-    double tiles = 0;  // what each consumer computes: 64 rows x 128 keys a tile
-    for (int qb = 0; qb < order_.blocks; ++qb)
-      for (int c = 0; c < kConsumers; ++c)
-        tiles += fw::consumer_tiles<kConsumers>(WgmmaWalk<W::causal, kConsumers>{w.seq, qb}, qb,
-                                                c, w.seq);
-    computed_ratio_ =
-        tiles * double(w.bh) * fw::kConsumerRows * fw::kKeys * 4.0 * kD / w.declared_flops;
+    computed_ratio_ = wgmma_computed_ratio<kConsumers>(w, order_.blocks);
   }
   void operator()(const W& w, cudaStream_t stream) const {
     if constexpr (kPersistent)
@@ -413,6 +445,50 @@ class WgmmaWs {
   ch16::LaunchOrder order_;  // its `blocks`: query blocks a head
   int grid_ = 0;
   double computed_ratio_ = 0;
+};
+
+// wgmma_chained (causal d128): fw::chained with its plan, one CTA an SM. Untimed: the opt-in
+// (193 KiB: a second Q buffer), the tensor maps and the plan, built on the host and copied once.
+template <class W>
+class Chained {
+  static_assert(W::causal, "the plan balances unequal (causal) blocks");
+  static constexpr int kD = W::head_dim;
+
+ public:
+  Chained(const W& w, cudaStream_t)
+      : map_q_(fw::query_map<kD>(w.q.data(), w.bh * w.seq)),
+        map_k_(fw::tile_map<kD>(w.k.data(), w.bh * w.seq)),
+        map_v_(fw::tile_map<kD>(w.v.data(), w.bh * w.seq)),
+        order_(launch_order(w, int((w.seq + fw::kKeys - 1) / fw::kKeys))),
+        // A CTA an SM; at least four blocks a CTA where there are fewer than four times the SMs
+        // (the verification size: so it and `bench sanitize` run the hand-over between blocks
+        // and the reuse of both Q buffers).
+        grid_(std::min(kernels::sm_count(), (order_.ctas() + 3) / 4)),
+        computed_ratio_(wgmma_computed_ratio<2>(w, order_.blocks)) {
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_chained<kD>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(fw::kChainSmemBytes<kD>)));
+    const int64_t seq = w.seq;
+    const std::vector<int> plan = ch16::list_schedule(order_, grid_, [seq](int qb) {
+      return WgmmaWalk<true, 2>{seq, qb}.tiles() + 1.0;  // the launch-order model's cost
+    });
+    plan_ = bench::DeviceBuffer<int>(int64_t(plan.size()));
+    BENCH_CUDA_CHECK(
+        cudaMemcpy(plan_.data(), plan.data(), plan_.bytes(), cudaMemcpyHostToDevice));
+  }
+  void operator()(const W& w, cudaStream_t stream) const {
+    wgmma_chained<kD><<<grid_, fw::Team<2>::kThreads, fw::kChainSmemBytes<kD>, stream>>>(
+        map_q_, map_k_, map_v_, w.out.data(), w.seq, order_, plan_.data());
+    BENCH_CHECK_LAUNCH();
+  }
+  std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
+
+ private:
+  CUtensorMap map_q_, map_k_, map_v_;
+  ch16::LaunchOrder order_;  // its `blocks`: query blocks a head
+  int grid_;
+  double computed_ratio_;
+  bench::DeviceBuffer<int> plan_;
 };
 
 // ---- References and registration --------------------------------------------------------------
@@ -528,6 +604,10 @@ BENCH_EXAMPLE(ch16, flash_attention, AnyAttention)
     .stateful<Dispatched<Pingpong192, A64, A64Causal>>(bench::Role::optimized, "wgmma_pingpong_192",
                                                         {.arch_specific = 90})
     .variant_where(d64)
+    // Not yet measured on a GPU (README, the ladder): a step until a same-lease compare shows it
+    // ahead of wgmma_pingpong at the causal d128 points.
+    .stateful<Dispatched<Chained, A128Causal>>(bench::Role::step, "wgmma_chained", {.arch_specific = 90})
+    .variant_where(causal_d128)
     .stateful<OnEveryShape<Overlap>>(bench::Role::step, "wgmma_overlap", {.arch_specific = 90})
     .stateful<OnEveryShape<OverlapEarlyTurn>>(bench::Role::step, "wgmma_overlap_early_turn",
                                               {.arch_specific = 90})

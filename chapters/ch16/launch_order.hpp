@@ -21,6 +21,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <queue>
+#include <utility>
+#include <vector>
 
 #if defined(__CUDACC__)
 #define CH16_HOST_DEVICE __host__ __device__
@@ -68,5 +72,34 @@ struct LaunchOrder {
     return {first + j % size, longest_first ? blocks - 1 - rank : rank};
   }
 };
+
+// Host: the blocks of `order` dealt to `ctas` persistent CTAs the way a plain grid's blocks reach
+// free SMs: in launch order, each to the CTA that would free up first, by `cost(qb)` (the launch
+// order model's: a block's key tiles plus one). The causal launch order is longest first within
+// each group of heads, so this is longest-processing-time-first per group, and the CTAs move
+// through the groups together (their K and V stay in L2). For flash_wgmma::chained, as its plan:
+// ctas + 1 offsets (CTA c runs entries offsets[c] .. offsets[c + 1] - 1), then the entries, each a
+// launch-order index, in the order the CTA runs them.
+inline std::vector<int> list_schedule(const LaunchOrder& order, int ctas,
+                                      const std::function<double(int qb)>& cost) {
+  std::vector<std::vector<int>> lists(static_cast<size_t>(ctas));
+  using Slot = std::pair<double, int>;  // (the CTA's work so far, the CTA): least first
+  std::priority_queue<Slot, std::vector<Slot>, std::greater<>> next_free;
+  for (int c = 0; c < ctas; ++c) next_free.push({0.0, c});
+  for (int i = 0; i < order.ctas(); ++i) {
+    const Slot slot = next_free.top();
+    next_free.pop();
+    lists[size_t(slot.second)].push_back(i);
+    next_free.push({slot.first + cost(order.at(i).qb), slot.second});
+  }
+  std::vector<int> plan(size_t(ctas) + 1 + size_t(order.ctas()));
+  int at = 0;
+  for (int c = 0; c < ctas; ++c) {
+    plan[size_t(c)] = at;
+    for (const int i : lists[static_cast<size_t>(c)]) plan[size_t(ctas) + 1 + size_t(at++)] = i;
+  }
+  plan[size_t(ctas)] = at;
+  return plan;
+}
 
 }  // namespace ch16

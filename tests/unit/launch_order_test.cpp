@@ -5,6 +5,8 @@
 // CTAs to free SMs in launch order, the grouped order ends within 1.5% of an even split of the
 // work at ch16's causal shapes, where head-by-head longest-first ends 3% or more past it (the
 // reason the chapter changed orders).
+#include "../../chapters/ch16/launch_order.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,9 +14,8 @@
 #include <functional>
 #include <queue>
 #include <set>
+#include <tuple>
 #include <vector>
-
-#include "../../chapters/ch16/launch_order.hpp"
 
 namespace {
 
@@ -142,3 +143,44 @@ TEST(LaunchOrder, GroupedLongestFirstLeavesASmallTail) {
 }
 
 }  // namespace
+
+// list_schedule (the wgmma_chained rung's plan): every launch-order index once, each CTA's list in
+// launch order, the offsets consistent; and dealt to the CTA that frees up first, no CTA's work
+// ends more than one block's cost past the even split (the list-scheduling bound), at ch16's causal
+// shape on 132 CTAs.
+TEST(ListSchedule, EveryBlockOnceInLaunchOrderAndWithinOneBlockOfEven) {
+  for (const auto& [blocks, heads, ctas] : {std::tuple{32, 128, 132}, std::tuple{64, 32, 132},
+                                            std::tuple{5, 3, 4}, std::tuple{3, 1, 8}}) {
+    SCOPED_TRACE(testing::Message() << heads << " heads x " << blocks << " blocks on " << ctas);
+    const LaunchOrder order =
+        LaunchOrder::causal(blocks, heads, int64_t{1} << 21, int64_t{24} << 20);
+    const auto cost = [&](int qb) { return double(qb + 2); };  // key tiles (qb + 1) plus one
+    const std::vector<int> plan = ch16::list_schedule(order, ctas, cost);
+    ASSERT_EQ(plan.size(), size_t(ctas + 1 + order.ctas()));
+    EXPECT_EQ(plan[0], 0);
+    EXPECT_EQ(plan[size_t(ctas)], order.ctas());
+    std::vector<int> seen(size_t(order.ctas()), 0);
+    double total = 0, most = 0, biggest = 0;
+    for (int i = 0; i < order.ctas(); ++i) {
+      total += cost(order.at(i).qb);
+      biggest = std::max(biggest, cost(order.at(i).qb));
+    }
+    for (int c = 0; c < ctas; ++c) {
+      ASSERT_LE(plan[size_t(c)], plan[size_t(c) + 1]);
+      double work = 0;
+      int previous = -1;
+      for (int e = plan[size_t(c)]; e < plan[size_t(c) + 1]; ++e) {
+        const int i = plan[size_t(ctas + 1 + e)];
+        ASSERT_GE(i, 0);
+        ASSERT_LT(i, order.ctas());
+        ++seen[size_t(i)];
+        EXPECT_GT(i, previous) << "CTA " << c << " runs its blocks out of launch order";
+        previous = i;
+        work += cost(order.at(i).qb);
+      }
+      most = std::max(most, work);
+    }
+    for (int i = 0; i < order.ctas(); ++i) EXPECT_EQ(seen[size_t(i)], 1) << "launch index " << i;
+    EXPECT_LE(most, total / ctas + biggest + 1e-9);
+  }
+}

@@ -144,13 +144,17 @@ constexpr size_t kSmemBytes = sizeof(Smem<kD, kConsumers>) + 1024;  // + room to
 // on. kOverwrite: the first step declares sc an output only (mma_m64n128k16_bf16_overwrite), for
 // the overlap schedule, where sc's previous contents would otherwise stay live beside the other
 // S set; the other schedules keep the form they were measured with.
+// issue_scores_from reads Q from buffer `qs` (the chained kernel's second Q buffer), issue_scores
+// from sm.q.
 template <int kD, int kC, bool kOverwrite = false>
-__device__ __forceinline__ void issue_scores(float (&sc)[64], Smem<kD, kC>& sm, int cw, int s) {
+__device__ __forceinline__ void issue_scores_from(
+    float (&sc)[64], const bf16 (&qs)[Smem<kD, kC>::kBoxes][Smem<kD, kC>::kRows * kHalf],
+    Smem<kD, kC>& sm, int cw, int s) {
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     const uint64_t q =
-        wgmma::descriptor_k_major_sw128(&sm.q[kk / 4][cw * 64 * kHalf + (kk % 4) * 16]);
+        wgmma::descriptor_k_major_sw128(&qs[kk / 4][cw * 64 * kHalf + (kk % 4) * 16]);
     const uint64_t k = wgmma::descriptor_k_major_sw128(&sm.k[s][kk / 4][(kk % 4) * 16]);
     if (kOverwrite && kk == 0)
       wgmma::mma_m64n128k16_bf16_overwrite(sc, q, k);
@@ -158,6 +162,10 @@ __device__ __forceinline__ void issue_scores(float (&sc)[64], Smem<kD, kC>& sm, 
       wgmma::mma_m64n128k16_bf16(sc, q, k, kk > 0);
   }
   wgmma::commit();
+}
+template <int kD, int kC, bool kOverwrite = false>
+__device__ __forceinline__ void issue_scores(float (&sc)[64], Smem<kD, kC>& sm, int cw, int s) {
+  issue_scores_from<kD, kC, kOverwrite>(sc, sm.q, sm, cw, s);
 }
 
 // O += P V from stage s, one wgmma group: 8 k16 steps of 16 keys (2048 bytes of each box); N = kD
@@ -506,6 +514,19 @@ __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const 
   kernels::flash_store_rows<kD>(l, row0, seq, out, [&](int j, int e) { return o[4 * j + e]; });
 }
 
+// One thread's initialisation of the block's barriers (init_smem; the chained kernel adds its own).
+template <int kD, int kConsumers>
+__device__ __forceinline__ void init_barriers(Smem<kD, kConsumers>& sm) {
+  tma::mbarrier_init(&sm.q_full, 1);
+  tma::mbarrier_init(&sm.q_empty, kConsumers);  // one arrival per consumer warpgroup
+  for (int s = 0; s < kStages; ++s) {
+    tma::mbarrier_init(&sm.k_full[s], 1);
+    tma::mbarrier_init(&sm.v_full[s], 1);
+    tma::mbarrier_init(&sm.k_empty[s], kConsumers);  // one arrival per consumer warpgroup
+    tma::mbarrier_init(&sm.v_empty[s], kConsumers);
+  }
+}
+
 // The shared memory, aligned, with every barrier initialised and visible to the copy engine.
 template <int kD, int kConsumers>
 __device__ __forceinline__ Smem<kD, kConsumers>& init_smem() {
@@ -513,37 +534,33 @@ __device__ __forceinline__ Smem<kD, kConsumers>& init_smem() {
   extern __shared__ uint8_t wgmma_smem_raw[];
   Sm& sm = tma::aligned_1024<Sm>(wgmma_smem_raw);
   if (threadIdx.x == 0) {
-    tma::mbarrier_init(&sm.q_full, 1);
-    tma::mbarrier_init(&sm.q_empty, kConsumers);  // one arrival per consumer warpgroup
-    for (int s = 0; s < kStages; ++s) {
-      tma::mbarrier_init(&sm.k_full[s], 1);
-      tma::mbarrier_init(&sm.v_full[s], 1);
-      tma::mbarrier_init(&sm.k_empty[s], kConsumers);  // one arrival per consumer warpgroup
-      tma::mbarrier_init(&sm.v_empty[s], kConsumers);
-    }
+    init_barriers(sm);
     tma::fence_barrier_init();
   }
   __syncthreads();
   return sm;
 }
 
-// The producer's thread, one block: Q as 64-row boxes (query_map), one per consumer and 64
-// columns (a 64-row box is a whole number of 8-row swizzle periods, so they stack into the same
-// layout one tall box writes), then the block's K and V tiles into the ring, whose tile ring0 is
-// the block's first. The overlap schedule needs K one tile ahead of V (at tile k a consumer waits
-// for K of tile k + 1 and V of tile k - 1), so it loads K of tile t before V of tile t - 1:
-// otherwise K of tile k + 1 would queue behind V of tile k, whose stage frees only once P V of
-// tile k - 2 is done, late in the tile before.
-template <int kD, int kConsumers, Schedule kSchedule, class Walk>
-__device__ __forceinline__ void produce(Smem<kD, kConsumers>& sm, const CUtensorMap& map_q,
-                                        const CUtensorMap& map_k, const CUtensorMap& map_v,
-                                        int head_row, int qb, const Walk& walk, uint32_t ring0) {
+// The producer's two steps for one block (produce, below). The first: the block's Q into buffer qs (sm.q; the chained kernel alternates two),
+// completing on `full`.
+template <int kD, int kConsumers>
+__device__ __forceinline__ void load_queries(
+    bf16 (&qs)[Smem<kD, kConsumers>::kBoxes][Smem<kD, kConsumers>::kRows * kHalf],
+    uint64_t* full, const CUtensorMap& map_q, int head_row, int qb) {
   using Sm = Smem<kD, kConsumers>;
-  tma::arrive_expect_tx(&sm.q_full, Sm::kQueryBytes);
+  tma::arrive_expect_tx(full, Sm::kQueryBytes);
   for (int h = 0; h < Sm::kBoxes; ++h)
     for (int c = 0; c < kConsumers; ++c)
-      tma::load_2d(&sm.q[h][c * kConsumerRows * kHalf], &map_q, h * kHalf,
-                   head_row + qb * Sm::kRows + c * kConsumerRows, &sm.q_full);
+      tma::load_2d(&qs[h][c * kConsumerRows * kHalf], &map_q, h * kHalf,
+                   head_row + qb * Sm::kRows + c * kConsumerRows, full);
+}
+
+// The second: the block's K and V tiles into the ring, from the ring's tile ring0.
+template <Schedule kSchedule, int kD, int kConsumers, class Walk>
+__device__ __forceinline__ void load_tiles(Smem<kD, kConsumers>& sm, const CUtensorMap& map_k,
+                                           const CUtensorMap& map_v, int head_row,
+                                           const Walk& walk, uint32_t ring0) {
+  using Sm = Smem<kD, kConsumers>;
   const int tiles = walk.tiles();
   if constexpr (one_tile_ahead(kSchedule)) {
     // Tile t into its ring stage once the stage's previous tile (n - kStages) is released: K
@@ -577,6 +594,21 @@ __device__ __forceinline__ void produce(Smem<kD, kConsumers>& sm, const CUtensor
         tma::load_2d(sm.v[s][h], &map_v, h * kHalf, key_row, &sm.v_full[s]);
     }
   }
+}
+
+// The producer's thread, one block: Q as 64-row boxes (query_map), one per consumer and 64
+// columns (a 64-row box is a whole number of 8-row swizzle periods, so they stack into the same
+// layout one tall box writes), then the block's K and V tiles into the ring, whose tile ring0 is
+// the block's first. The overlap schedule needs K one tile ahead of V (at tile k a consumer waits
+// for K of tile k + 1 and V of tile k - 1), so it loads K of tile t before V of tile t - 1:
+// otherwise K of tile k + 1 would queue behind V of tile k, whose stage frees only once P V of
+// tile k - 2 is done, late in the tile before.
+template <int kD, int kConsumers, Schedule kSchedule, class Walk>
+__device__ __forceinline__ void produce(Smem<kD, kConsumers>& sm, const CUtensorMap& map_q,
+                                        const CUtensorMap& map_k, const CUtensorMap& map_v,
+                                        int head_row, int qb, const Walk& walk, uint32_t ring0) {
+  load_queries<kD, kConsumers>(sm.q, &sm.q_full, map_q, head_row, qb);
+  load_tiles<kSchedule>(sm, map_k, map_v, head_row, walk, ring0);
 }
 
 // The block: query rows qb * kRows .. + kRows - 1 of one head (kRows = 64 x kConsumers), whose

@@ -39,13 +39,19 @@
 //      point it is the lesson's other half: slower than the ring;
 //   4. optimized (size_dispatch): what serving stacks do with both (vLLM's custom all-reduce, for
 //      one, is used only below a maximum size, NCCL above it): the one-shot for messages of
-//      at most kOneShotMaxBytes, NCCL on 32 blocks (the baseline's call) above. So it is the
-//      one-shot at 16 and 256 KiB and the baseline itself at 1024 KiB (an honest 1.00x there).
-//      The threshold is not a model: it is the largest size of the sweep at which the one-shot
-//      was ahead of NCCL on 32 blocks in the 4x H100 run of 2026-11-27 (256 KiB: 33.78 against
-//      32.99 GB/s busbw; 1 MiB: 74.57 against 94.18), so the true crossover there lies somewhere
-//      between 256 KiB and 1 MiB, not measured finer. It is per machine (the one-shot's ceiling is
-//      2/N of the link, NCCL's latency depends on N and the topology): on another machine read
+//      at most one_shot_max_bytes(N), NCCL on 32 blocks (the baseline's call) above. The
+//      threshold depends on the GPU count because the one-shot's extra bytes do: it pulls N/2
+//      times the ring's, so at N = 2 it moves exactly what the ring moves and only its single
+//      step differs. The thresholds are not a model but the largest sweep size at which the
+//      one-shot was ahead of NCCL on 32 blocks:
+//        - N >= 3: 256 KiB, from 4x H100 (2026-11-27; 256 KiB: 33.78 against 32.99 GB/s busbw;
+//          1 MiB: 74.57 against 94.18), so the crossover lies between 256 KiB and 1 MiB there, not
+//          measured finer, and N = 3 was never measured. The one-shot at 16 and 256 KiB, the
+//          baseline itself at 1024 KiB (an honest 1.00x there);
+//        - N = 2: the sweep's largest, 1 MiB, from 2x H200 (2026-11-28; 1 MiB: 93 against 72-74
+//          GB/s, and ahead at 16 and 256 KiB too); with the 4-GPU threshold it called NCCL at
+//          1 MiB and scored 0.98-1.00x beside a 1.25-1.28x one-shot step.
+//      It is per machine (NCCL's latency depends on N and the topology): on another machine read
 //      the busbw metrics of one_shot_peer and ncclAllReduce and move it.
 // The kernel and its protocol are in one_shot.cuh (ch04_mpi runs the same kernel, one process per
 // GPU): two flag exchanges per call between block b of every GPU (st.release.sys stores,
@@ -69,34 +75,35 @@ namespace {
 constexpr int kMessages = 32;                      // all-reduces in one timed call
 constexpr int64_t kSweepBytes = int64_t{1} << 20;  // the sweep's largest message
 // size_dispatch's threshold: the one-shot up to here, NCCL above. Measured, not derived: the
-// largest sweep size at which the one-shot led on 4x H100 (2026-11-27); per machine (top of file).
-constexpr int64_t kOneShotMaxBytes = int64_t{256} << 10;
+// largest sweep size at which the one-shot led, on 2x H200 (2026-11-28) and 4x H100 (2026-11-27);
+// per machine and GPU count (top of file).
+int64_t one_shot_max_bytes(size_t gpus) { return gpus == 2 ? kSweepBytes : int64_t{256} << 10; }
 static_assert(ch04::one_shot::kMaxGpus == ch04::kMaxGpus, "a one-shot kernel for every GPU count");
 
 // Floats a message at the verification size: 313 (1252 bytes: every fourth message's slice starts
 // on 16 bytes and the others do not, so the one-shot's float4 loop and its scalar loop both run),
-// or just above kOneShotMaxBytes at a point above it, so that size_dispatch verifies there the
+// or just above one_shot_max_bytes at a point above it, so that size_dispatch verifies there the
 // NCCL path it times.
-int64_t verification_floats(int64_t timing_floats) {
+int64_t verification_floats(int64_t timing_floats, size_t gpus) {
   constexpr int64_t kSmall = 313;
-  return timing_floats * int64_t(sizeof(float)) <= kOneShotMaxBytes
-             ? kSmall
-             : kOneShotMaxBytes / int64_t(sizeof(float)) + kSmall;
+  const int64_t max_bytes = one_shot_max_bytes(gpus);
+  return timing_floats * int64_t(sizeof(float)) <= max_bytes ? kSmall
+                                                             : max_bytes / int64_t(sizeof(float)) + kSmall;
 }
 
 struct SmallAllReduce {
   ch04::Sharded io;
   SmallAllReduce(bench::Setup& s, const std::vector<int>& gpus)
-      : io(s, gpus, kMessages * message_floats(s), bench::uniform(-1, 1), "sum") {
+      : io(s, gpus, kMessages * message_floats(s, gpus.size()), bench::uniform(-1, 1), "sum") {
     s.bytes(ch04::busbw_factor(gpus.size()) * double(io.n) * sizeof(float), "p2p_gbps");
     s.param("messages", kMessages);
   }
   // Message c is elements [first(c), first(c + 1)) of every GPU's buffers.
   int64_t first(int c) const { return io.n / kMessages * c; }
   explicit SmallAllReduce(bench::Setup& s) : SmallAllReduce(s, ch04::all_gpus()) {}
-  static int64_t message_floats(bench::Setup& s) {
+  static int64_t message_floats(bench::Setup& s, size_t gpus) {
     const int64_t timing = s.axis("kib") * 1024 / int64_t(sizeof(float));
-    return s.size("message_floats", timing, verification_floats(timing));
+    return s.size("message_floats", timing, verification_floats(timing, gpus));
   }
   void inputs_filled(cudaStream_t s) const { io.refresh(s); }
 };
@@ -282,7 +289,7 @@ class OneShot : public Small<OneShot> {
   PeerAllReduce reduce_;
 };
 
-// The one-shot for messages of at most kOneShotMaxBytes, the baseline's NCCL call above: the
+// The one-shot for messages of at most one_shot_max_bytes(N), the baseline's NCCL call above: the
 // choice depends on the message's size alone, the same on every GPU, so the N GPUs' parts of a
 // call always pair up (all one-shot kernels, or all NCCL calls of one communicator). A point
 // verifies the side of the threshold it times (verification_floats).
@@ -291,10 +298,11 @@ class SizeDispatch : public Small<SizeDispatch> {
   SizeDispatch(const SmallAllReduce& w, cudaStream_t s)
       : Small(w, s),
         one_shot_(w.io.gpus),
-        ring_(w.io.gpus, ch04::kBandwidthCtas, sweep_input(), sweep_output()) {}
+        ring_(w.io.gpus, ch04::kBandwidthCtas, sweep_input(), sweep_output()),
+        max_bytes_(one_shot_max_bytes(w.io.gpus.size())) {}
   template <class In, class Out>
   void all_reduce(size_t i, cudaStream_t stream, In in, Out out, int64_t count) const {
-    if (count * int64_t(sizeof(float)) <= kOneShotMaxBytes)
+    if (count * int64_t(sizeof(float)) <= max_bytes_)
       one_shot_.launch(i, stream, in, out, count);
     else
       ring_.launch(i, stream, in, out, count);
@@ -304,6 +312,7 @@ class SizeDispatch : public Small<SizeDispatch> {
  private:
   PeerAllReduce one_shot_;
   NcclRanks ring_;
+  int64_t max_bytes_;  // one_shot_max_bytes for this call's GPU count
 };
 
 void reference(const SmallAllReduce& w, bench::HostData& h) { w.io.expect_sum(h, "sum"); }

@@ -87,13 +87,14 @@ TEST(DeviceCheckPlan, InterleavedChecksRunAtOnceWhileTheirCostIsWithinBudget) {
   EXPECT_EQ(plan.slots(), 0);
   EXPECT_EQ(plan.place(), DeviceCheckPlan::Where::at_once);
   // The rule as before: one more while those run so far cost at most twice the sampling time,
-  // 0.5 s at least.
-  EXPECT_EQ(plan.chance(1, 0.5, 0.1), 1.0);
-  EXPECT_EQ(plan.chance(1, 0.51, 0.1), 0.0);
-  EXPECT_EQ(plan.chance(200, 1.9, 1.0), device_check_probability(200));
-  EXPECT_EQ(plan.chance(200, 2.1, 1.0), 0.0);
+  // kCompareBudgetFloorSeconds at least.
+  constexpr double kFloor = kCompareBudgetFloorSeconds;
+  EXPECT_EQ(plan.chance(1, kFloor, 0.1), 1.0);
+  EXPECT_EQ(plan.chance(1, kFloor + 0.01, 0.1), 0.0);
+  EXPECT_EQ(plan.chance(200, 2 * kFloor - 0.1, kFloor), device_check_probability(200));
+  EXPECT_EQ(plan.chance(200, 2 * kFloor + 0.1, kFloor), 0.0);
   plan.ran(0.4);  // no held checks: the measured cost changes nothing
-  EXPECT_EQ(plan.chance(1, 0.5, 0.1), 1.0);
+  EXPECT_EQ(plan.chance(1, kFloor, 0.1), 1.0);
 }
 
 TEST(DeviceCheckPlan, DeferredMeasuresTheFirstAtOnceThenHoldsUntilTheSlotsRunOut) {
@@ -109,10 +110,10 @@ TEST(DeviceCheckPlan, DeferredMeasuresTheFirstAtOnceThenHoldsUntilTheSlotsRunOut
 }
 
 TEST(DeviceCheckPlan, DeferredBudgetCountsTheHeldChecksAtTheLastMeasuredCost) {
-  // Checks of 1/64 s (exact in binary, so the bound is met exactly), 0.2 s of sampling: the
-  // budget is the 0.5 s floor.
+  // Checks of 1/4 s (exact in binary, so the bound is met exactly), 0.2 s of sampling: the
+  // budget is the floor.
   DeviceCheckPlan plan(/*deferred=*/true, /*slots=*/100);
-  constexpr double kCheck = 1.0 / 64;
+  constexpr double kCheck = 1.0 / 4;
   plan.ran(kCheck);
   const double spent = kCheck;  // the one run at once
   int held = 0;
@@ -120,12 +121,12 @@ TEST(DeviceCheckPlan, DeferredBudgetCountsTheHeldChecksAtTheLastMeasuredCost) {
     plan.held();
     ++held;
   }
-  // Owed (1 + 31) / 64 = 0.5 s still allows one more, as an interleaved check at 0.5 s spent
-  // would: 32 held beside the one run, and the next would be over.
-  EXPECT_EQ(held, 32);
+  // Owed (1 + held) / 4 = the floor still allows one more, as an interleaved check with the floor
+  // spent would: floor * 4 held beside the one run, and the next would be over.
+  EXPECT_EQ(held, static_cast<int>(kCompareBudgetFloorSeconds / kCheck));
   EXPECT_EQ(plan.chance(1, spent, 0.2), 0.0);
   // More sampling time raises the budget again.
-  EXPECT_EQ(plan.chance(1, spent, 1.0), 1.0);
+  EXPECT_EQ(plan.chance(1, spent, kCompareBudgetFloorSeconds), 1.0);
 }
 
 // A sustained run simulated through the plan: each sample's chance as runner.cpp records it.
@@ -166,16 +167,36 @@ TEST(DeviceCheckPlan, WhereChecksRunLeavesEachSamplesChanceAndSoTheWorstCase) {
   EXPECT_EQ(few_slots, all_held);
 }
 
-TEST(DeviceCheckPlan, OverBudgetSamplesGoUncheckedAndTheWorstCaseSaysSo) {
-  // 125 ms checks of 1/64 s samples: the held checks' cost soon passes twice the sampling time,
-  // and samples after it have no chance of a device check. escape_5pct counts them.
+TEST(DeviceCheckPlan, ASlowReferenceStillChecksEverySampleAtTheFloor) {
+  // At the floor's threshold: 20 samples of 70 ms (a prefill step's), each check costing the
+  // floor / 20 (0.5 s, longer than ch15's 370 ms prefill check): every sample checked, and a
+  // variant that spoils one of the 20 is caught for certain. At 0.5 s the old floor left 19 of
+  // them unchecked.
+  const double at_threshold = kCompareBudgetFloorSeconds / 20;
   int at_once = 0;
-  const auto chances = sustained_chances(50, 100, 0.125, 1.0 / 64, &at_once);
+  const auto chances = sustained_chances(20, 100, at_threshold, 0.07, &at_once);
+  EXPECT_EQ(std::count(chances.begin(), chances.end(), 1.0), 20);
+  EXPECT_EQ(worst_case_escape(chances, 0.05), 0.0);
+  // Interleaved the same: one more while the floor is not passed.
+  DeviceCheckPlan interleaved(/*deferred=*/false, 0);
+  double spent = 0;
+  int checked = 0;
+  for (int i = 1; i <= 20; ++i)
+    if (interleaved.chance(i, spent, i * 0.07) == 1.0) spent += at_threshold, ++checked;
+  EXPECT_EQ(checked, 20);
+}
+
+TEST(DeviceCheckPlan, OverBudgetSamplesGoUncheckedAndTheWorstCaseSaysSo) {
+  // Just over the floor's threshold: 1 s checks of 1/64 s samples: the checks' cost passes the
+  // floor after a few, twice the sampling time never reaches it, and samples after it have no
+  // chance of a device check. escape_5pct counts them.
+  int at_once = 0;
+  const auto chances = sustained_chances(50, 100, 1.0, 1.0 / 64, &at_once);
   EXPECT_EQ(at_once, 1);
-  // Owed 0.125 (1 + held) within max(0.5, i / 32): samples 1 to 5, then one at each of samples 20,
-  // 24, ..., 48 as the budget grows: 13 checked, 37 with no chance.
-  EXPECT_EQ(std::count(chances.begin(), chances.end(), 1.0), 13);
-  EXPECT_EQ(std::count(chances.begin(), chances.end(), 0.0), 37);
+  // Owed 1 + held within max(floor, i / 32): the one at once and `floor` held, then none.
+  const int checked = 1 + static_cast<int>(kCompareBudgetFloorSeconds);
+  EXPECT_EQ(std::count(chances.begin(), chances.end(), 1.0), checked);
+  EXPECT_EQ(std::count(chances.begin(), chances.end(), 0.0), 50 - checked);
   EXPECT_EQ(worst_case_escape(chances, 0.05), 1.0);
 }
 

@@ -54,17 +54,22 @@ def report(kind, label, **fields):
     print(f"{kind:12s} {label:44s} {shown}", flush=True)
 
 
-def timed(fn, flops=None, sustained=False, **burst):
+def timed(fn, flops=None, sustained=False, restart=None, **burst):
     """report()'s fields for fn: `us`, its burst median (median_us, `burst` its batches), and with
     `flops` the TFLOP/s. For the peer of an example the harness samples in sustained mode
     (`sustained`), also `sustained_us` (sustained_us), its TFLOP/s and the SM clock, unless
     --burst-only: a burst runs near the boost clock, ours at the power limit's, so only the
-    sustained figure compares with ours."""
+    sustained figure compares with ours. `restart`, if given, runs before each timing: fn that
+    changes its own inputs (a training step) then starts both from the same state."""
+    if restart:
+        restart()
     us = median_us(fn, **burst)
     fields = dict(us=us)
     if flops:
         fields["tflops"] = flops / (us * 1e-6) / 1e12
     if sustained and SUSTAINED:
+        if restart:
+            restart()
         held = sustained_us(fn)
         fields["sustained_us"] = held.us
         if flops:

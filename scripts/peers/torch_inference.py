@@ -233,8 +233,8 @@ def peer_main(doc, parts):
     torch.manual_seed(1)
     dev = torch.cuda.get_device_name()
     copy = copy_ceiling_tbs()
-    held = f"{SOAK_S:g} s soak, {SAMPLE_S:g} s of {BATCH_S * 1e3:g} ms batches" if SUSTAINED else "off (--burst-only)"
-    print(f"# {dev}, torch {torch.__version__}: copy {copy:.2f} TB/s; sustained rows: {held}")
+    sustained = f"{SOAK_S:g} s soak, {SAMPLE_S:g} s of {BATCH_S * 1e3:g} ms batches" if SUSTAINED else "off (--burst-only)"
+    print(f"# {dev}, torch {torch.__version__}: copy {copy:.2f} TB/s; sustained rows: {sustained}")
     for name in args.only.split(","):
         try:
             parts[name](copy)

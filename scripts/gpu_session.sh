@@ -29,7 +29,9 @@
 # --sanitize runs `bench sanitize --chapter C --timeout 240` for each chapter named, last (a hung
 # run is killed at 240 s and reported, so it cannot take the rest of the device call with it).
 # --peers runs each named peer script (PyTorch timings of what a user would pick instead) after
-# the compares, in the same session, with --json session/peer_<name>.json.
+# the compares, in the same session, with --json session/peer_<name>.json. The peers of
+# sustained-mode examples also take a sustained figure (about 2 s a row, a minute for
+# torch_inference.py's sdpa): count it in the call's time.
 # --profile runs `bench profile CASE --set basic` (ncu) for each case named, with --metrics added to
 # the basic set, and prints those metrics from each report into the summary.
 # --mpi runs ch04's MPI form on every GPU of the machine (mpirun -np <GPU count>) at each byte

@@ -12,7 +12,8 @@ Times what a PyTorch user writes for the same work as the suite's examples, on t
     and with pinned batches, non_blocking uploads and the losses read once at the end; ms;
   - training_step: ch01/training_step's 4-layer MLP (Linear + tanh GELU, 4096 wide, batch 8192,
     mean squared error / 2, SGD) under BF16 autocast with FP32 parameters, eager and
-    torch.compile; ms per step, samples/s and TFLOP/s at 6*B*d^2*layers;
+    torch.compile; ms per step, samples/s and TFLOP/s at 6*B*d^2*layers; ch01/training_step is
+    timed in sustained mode, so these rows are also timed sustained (below);
   - preprocess: ch05/gpu_preprocess's batch (256 decoded 224x224 RGB uint8 images in pinned
     memory) normalised to FP16 CHW on the CPU with torch ops then uploaded, and uploaded raw then
     normalised on the GPU; host clock, ms;
@@ -23,10 +24,15 @@ Times what a PyTorch user writes for the same work as the suite's examples, on t
     against torchvision's batched decode_jpeg(device="cuda") (nvJPEG); host clock, ms.
 Run it in the same GPU session as `bench compare` of ch01, ch03 and ch05.
 
-  python3 scripts/peers/torch_host.py [--json FILE] [--only h2d,gemm_batching,sync_loop,training_step,preprocess,jpeg]
+  python3 scripts/peers/torch_host.py [--json FILE] [--only h2d,gemm_batching,sync_loop,training_step,preprocess,jpeg] [--burst-only]
 
 Timing: device work with CUDA events around a batch of launches after warm-up (median of several
-batches, torch_rowwise.median_us); host-bound work with the host clock around work + synchronize.
+batches, torch_rowwise.median_us: a burst, near the boost clock); host-bound work with the host
+clock around work + synchronize. training_step's rows are also timed as the harness times its
+sustained-mode example (torch_inference.timed, torch_rowwise.sustained_us: a 1 s soak, then >= 1 s
+of ~20 ms batches back to back, at the power limit's clock): `sustained_ms`, `sustained_tflops` and
+the SM clock over those samples; set ours beside those. Each timing starts from the same initial
+parameters. About 2 s a row; --burst-only leaves them out.
 """
 import statistics
 import sys
@@ -35,7 +41,7 @@ import time
 try:
     import torch
 
-    from torch_inference import peer_main, report, skipped
+    from torch_inference import peer_main, report, skipped, timed
     from torch_rowwise import median_us
 except ImportError as missing:  # the GPU machine has PyTorch; say so anywhere else, and succeed
     print(f"SKIPPED: {missing}")
@@ -124,7 +130,7 @@ def run_training_step():
     opt = torch.optim.SGD(model.parameters(), lr=2.0 * width ** 0.5)
     x = torch.rand(batch, width, device="cuda") * 2 - 1
     target = torch.rand(batch, width, device="cuda") * 2 - 1
-    state = {k: v.clone() for k, v in model.state_dict().items()}  # every timed step starts from these
+    state = {k: v.clone() for k, v in model.state_dict().items()}  # each timing starts from these
 
     def step(module):
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -143,11 +149,18 @@ def run_training_step():
             except Exception as why:  # noqa: BLE001 - a peer that cannot compile here is reported, not fatal
                 print(f"training_step: torch.compile skipped: {why}")
                 continue
-        model.load_state_dict(state)
-        us = median_us(lambda: step(module), batches=9, per_batch=5)
+        times = timed(lambda: step(module), flops, sustained=True, restart=lambda: model.load_state_dict(state),
+                      batches=9, per_batch=5)
+        us, tflops = times.pop("us"), times.pop("tflops")
+        if "sustained_us" in times:  # in the row's unit, ms
+            times["sustained_ms"] = times.pop("sustained_us") * 1e-3
+        # The step updates the parameters in place (ours writes new ones): several times a burst's steps
+        # in a row could diverge, and a step on NaNs is not the same work.
+        if not all(bool(p.isfinite().all()) for p in model.parameters()):
+            times["note"] = "parameters not finite after timing"
         eager_us = eager_us or us
-        report("training_step", label, ms=us * 1e-3, tflops=flops / (us * 1e-6) / 1e12,
-               samples_per_s=batch / (us * 1e-6), speedup=eager_us / us)
+        report("training_step", label, ms=us * 1e-3, tflops=tflops,
+               samples_per_s=batch / (us * 1e-6), speedup=eager_us / us, **times)
 
 
 def run_preprocess():

@@ -18,12 +18,19 @@ the unit the chapter reports:
 A feature this PyTorch or GPU lacks prints SKIPPED with the reason; the rest still run. Run it in
 the same GPU session as `bench compare --chapter ch16`, so the two are comparable.
 
-  python3 scripts/peers/torch_inference.py [--json FILE] [--only sdpa,decode_sdpa,fp8_linear,decode_step]
+  python3 scripts/peers/torch_inference.py [--json FILE] [--only sdpa,decode_sdpa,fp8_linear,decode_step] [--burst-only]
 
 Timing: CUDA events around a batch of launches after warm-up, the median of several batches
-(torch_rowwise.median_us).
+(torch_rowwise.median_us): a burst of ~0.1-0.2 s, near the boost clock; every row's `us`. The
+rows whose example the harness times in sustained mode (sdpa: ch16/flash_attention; fp8_linear's
+BF16 and FP8 GEMM rows: ch16/fp8_linear) are also timed as the harness times those
+(torch_rowwise.sustained_us: a 1 s soak, then >= 1 s of ~20 ms batches with no gap between them):
+`sustained_us`, `sustained_tflops` and the median SM clock over those samples (`sustained_sm_mhz`,
+where pynvml can read it). Set ours beside `sustained_us`; `us` shows what the burst gained. That
+adds about 2 s a row (about a minute for sdpa's 24 rows); --burst-only leaves it out.
 """
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -32,18 +39,44 @@ try:
     import torch
     import torch.nn.functional as F
 
-    from torch_rowwise import copy_ceiling_tbs, median_us
+    from torch_rowwise import BATCH_S, SAMPLE_S, SOAK_S, copy_ceiling_tbs, median_us, sustained_us
 except ImportError as missing:  # the GPU machine has PyTorch; say so anywhere else, and succeed
     print(f"SKIPPED: {missing}")
     sys.exit(0)
 
 ROWS = []
+SUSTAINED = True  # peer_main's --burst-only clears it
 
 
 def report(kind, label, **fields):
     ROWS.append(dict(kind=kind, label=label, **fields))
     shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in fields.items())
     print(f"{kind:12s} {label:44s} {shown}", flush=True)
+
+
+def timed(fn, flops=None, sustained=False, restart=None, **burst):
+    """report()'s fields for fn: `us`, its burst median (median_us, `burst` its batches), and with
+    `flops` the TFLOP/s. For the peer of an example the harness samples in sustained mode
+    (`sustained`), also `sustained_us` (sustained_us), its TFLOP/s and the SM clock, unless
+    --burst-only: a burst runs near the boost clock, ours at the power limit's, so only the
+    sustained figure compares with ours. `restart`, if given, runs before each timing: fn that
+    changes its own inputs (a training step) then starts both from the same state."""
+    if restart:
+        restart()
+    us = median_us(fn, **burst)
+    fields = dict(us=us)
+    if flops:
+        fields["tflops"] = flops / (us * 1e-6) / 1e12
+    if sustained and SUSTAINED:
+        if restart:
+            restart()
+        held = sustained_us(fn)
+        fields["sustained_us"] = held.us
+        if flops:
+            fields["sustained_tflops"] = flops / (held.us * 1e-6) / 1e12
+        if held.sm_mhz is not None:
+            fields["sustained_sm_mhz"] = held.sm_mhz
+    return fields
 
 
 def skipped(kind, label, why):
@@ -74,12 +107,9 @@ def run_sdpa():
                     label = f"b{b} h{h} s{s} d{d} {'causal' if causal else 'full'} {backend}"
                     try:
                         fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                        if context is None:
-                            us = median_us(fn, batches=9, per_batch=10)
-                        else:
-                            with context():
-                                us = median_us(fn, batches=9, per_batch=10)
-                        report("sdpa", label, us=us, tflops=flops / (us * 1e-6) / 1e12)
+                        with context() if context else contextlib.nullcontext():
+                            fields = timed(fn, flops, sustained=True, batches=9, per_batch=10)
+                        report("sdpa", label, **fields)
                     except Exception as e:  # a backend that cannot run this shape says why
                         skipped("sdpa", label, e)
             del q, k, v
@@ -108,8 +138,7 @@ def run_fp8_linear():
     w = ((torch.rand(d_out, d_in, device="cuda") * 2 - 1) * math.sqrt(3 / d_in)).to(torch.bfloat16)
     bias = (torch.rand(d_out, device="cuda") - 0.5).to(torch.bfloat16)
     shape = f"{tokens} x {d_in} -> {d_out}"
-    us = median_us(lambda: F.linear(x, w, bias))
-    report("fp8_linear", f"{shape} bf16 F.linear", us=us, tflops=flops / (us * 1e-6) / 1e12)
+    report("fp8_linear", f"{shape} bf16 F.linear", **timed(lambda: F.linear(x, w, bias), flops, sustained=True))
     reference = F.linear(x, w, bias).float()
     if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
         return skipped("fp8_linear", f"{shape} fp8", "this PyTorch has no float8_e4m3fn or _scaled_mm")
@@ -130,12 +159,12 @@ def run_fp8_linear():
         label = f"{shape} fp8 e4m3 per-tensor, x quantised, {mode}"
         try:
             fn = fn or torch.compile(fp8_linear)
-            us = median_us(lambda: fn(x))
+            fields = timed(lambda: fn(x), flops, sustained=True)
             err = ((fn(x).float() - reference).norm() / reference.norm()).item()
-            report("fp8_linear", label, us=us, tflops=flops / (us * 1e-6) / 1e12, rel_l2_vs_bf16=err)
+            report("fp8_linear", label, **fields, rel_l2_vs_bf16=err)
         except Exception as e:  # no FP8 tensor cores (pre-sm_89), or a compile failure
             skipped("fp8_linear", label, e)
-    try:
+    try:  # set beside a metric of ours, not a sustained sample: a burst, as that metric is taken
         quantize_us = median_us(lambda: quantize(x))
         report("fp8_linear", f"{shape} x quantisation alone, eager", us=quantize_us)
     except Exception as e:
@@ -188,18 +217,24 @@ def run_decode_step():
 
 def peer_main(doc, parts):
     """The command line every peer script shares: --only picks parts (name -> fn(copy_tbs)), --json
-    writes the rows; no CUDA device prints SKIPPED; one part failing leaves the others' rows."""
+    writes the rows, --burst-only leaves out timed()'s sustained figures; no CUDA device prints
+    SKIPPED; one part failing leaves the others' rows."""
+    global SUSTAINED
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--json", help="write the rows to this file too")
     parser.add_argument("--only", default=",".join(parts), help="comma-separated parts")
+    parser.add_argument("--burst-only", action="store_true",
+                        help="skip the sustained timing of sustained-mode examples' peers (about 2 s a row)")
     args = parser.parse_args()
+    SUSTAINED = not args.burst_only
     if not torch.cuda.is_available():
         print("SKIPPED: no CUDA device")
         return
     torch.manual_seed(1)
     dev = torch.cuda.get_device_name()
     copy = copy_ceiling_tbs()
-    print(f"# {dev}, torch {torch.__version__}: copy {copy:.2f} TB/s")
+    sustained = f"{SOAK_S:g} s soak, {SAMPLE_S:g} s of {BATCH_S * 1e3:g} ms batches" if SUSTAINED else "off (--burst-only)"
+    print(f"# {dev}, torch {torch.__version__}: copy {copy:.2f} TB/s; sustained rows: {sustained}")
     for name in args.only.split(","):
         try:
             parts[name](copy)
@@ -208,7 +243,9 @@ def peer_main(doc, parts):
         torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(device=dev, torch=torch.__version__, copy_tbs=copy, rows=ROWS), f, indent=1)
+            json.dump(dict(device=dev, torch=torch.__version__, copy_tbs=copy, rows=ROWS,
+                           sustained=dict(soak_s=SOAK_S, sample_s=SAMPLE_S, batch_s=BATCH_S) if SUSTAINED else None),
+                      f, indent=1)
 
 
 def main():

@@ -76,7 +76,12 @@ def run_decoder_layer(copy_tbs):
             gate, up = F.linear(F.rms_norm(h, (HIDDEN,), g2, EPS), w_gate_up).chunk(2, dim=-1)
             return h + F.linear(F.silu(gate) * up, w_down)
 
-        forms = [("eager", step), ("torch.compile", torch.compile(step))]
+        # A fresh, static compile per batch: `step` is one code object for every batch, so without
+        # the reset dynamo would recompile it on the new batch size and, from the second size on,
+        # mark the batch dimension dynamic (generic kernels); the H200 peer of 2026-11-28 read the
+        # compiled layer 2.3x slower at batch 32 than an earlier run of this script.
+        torch._dynamo.reset()
+        forms = [("eager", step), ("torch.compile", torch.compile(step, dynamic=False))]
         for name, fn in forms:
             label = f"b{batch} {name}"
             try:

@@ -256,7 +256,6 @@ def self_test():
     if unmatched != ["b:1/s:8192/d:128/causal:0"] or peer_only != ["b4 h32 s4096 d64 full"]:
         failures.append(f"unmatched {unmatched}, peer only {peer_only}")
     text = report(SELF_TEST_RESULTS, SELF_TEST_PEER, pmap, ["wgmma_ws"])
-    lines = text.splitlines()
     burst, sustained = text.split("\nSustained:")
     want = [
         (burst, "b4 h32 s4096 d128 full               1783.2            1959.9      1847.4    3225.8    1834.0   "

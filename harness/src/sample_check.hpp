@@ -45,12 +45,12 @@ int held_slots_cap(std::size_t held_bytes, std::size_t free_bytes);
 // Device checks cost at most this share of the sampling time, kCompareBudgetFloorSeconds at least.
 // A memory-bound case's check is a few passes over its outputs, about what sampling spends around
 // each sample, so the share is never what stops it. The floor is for a device reference much
-// slower than the variant's sample (a prefill step's reference GEMMs, 370 ms against a 70 ms
-// sample; an MoE layer's grouped reference, 17 ms against 0.5 ms): with a 0.5 s floor those cases
-// checked 9 of 20, or 37-70 of ~100, samples, the rest had no chance of a check, and escape_5pct
-// was 1.0. With 10 s a case, the checks the 93-check rule asks for fit wherever one check costs
-// up to 10 s / min(n, 93) (0.5 s at 20 samples, ~0.1 s at 93 or more); past that escape_5pct says
-// what is left unchecked. The cost lands only on such cases, at most 10 s each.
+// slower than the variant's sample (a prefill step's reference GEMMs, an MoE layer's grouped
+// reference): under a floor of a fraction of a second such cases had most samples without any
+// chance of a check and escape_5pct 1.0 (docs/validity.md row 2 has the measured counts). With
+// 10 s a case, the checks the 93-check rule asks for fit wherever one check costs up to
+// 10 s / min(n, 93); past that escape_5pct says what is left unchecked. The cost lands only on
+// such cases, at most 10 s each.
 inline constexpr double kCompareBudgetShare = 2.0;
 inline constexpr double kCompareBudgetFloorSeconds = 10.0;
 

@@ -48,9 +48,9 @@
 //          1 MiB: 74.57 against 94.18), so the crossover lies between 256 KiB and 1 MiB there, not
 //          measured finer, and N = 3 was never measured. The one-shot at 16 and 256 KiB, the
 //          baseline itself at 1024 KiB (an honest 1.00x there);
-//        - N = 2: the sweep's largest, 1 MiB, from 2x H200 (2026-11-28; 1 MiB: 93 against 72-74
-//          GB/s, and ahead at 16 and 256 KiB too); with the 4-GPU threshold it called NCCL at
-//          1 MiB and scored 0.98-1.00x beside a 1.25-1.28x one-shot step.
+//        - N = 2: the sweep's largest, 1 MiB, from 2x H200 (2026-11-28): the one-shot led at
+//          every point, while the 4-GPU threshold had this side call NCCL at 1 MiB and score
+//          about 1.00x beside the faster one-shot step (the README's table).
 //      It is per machine (NCCL's latency depends on N and the topology): on another machine read
 //      the busbw metrics of one_shot_peer and ncclAllReduce and move it.
 // The kernel and its protocol are in one_shot.cuh (ch04_mpi runs the same kernel, one process per

@@ -30,33 +30,17 @@ import os
 import statistics
 import sys
 
-TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+from bench_results import pooled_cases, self_test_verdict, table
+
 PHASES = ("soak", "samples", "deferred_checks", "verify")
 
 
 class Run:
-    """One saved file's cases: {name: {"samples": [µs], "sm_mhz": [...], "compared", "escape",
-    "phases": {phase: s}, "stops": [stop_reason]}}."""
+    """One saved file's cases (bench_results.pooled_cases) under a label."""
 
     def __init__(self, label, doc):
         self.label = label
-        self.cases = collections.OrderedDict()
-        for entry in doc.get("benchmarks", []):
-            bs = entry.get("bench_samples")
-            if not isinstance(bs, dict) or "name" not in bs:
-                continue
-            scale = TO_US.get(bs.get("unit", "us"), 1.0)
-            case = self.cases.setdefault(bs["name"], dict(samples=[], sm_mhz=[], compared=[], escape=[],
-                                                          phases=collections.Counter(), stops=[]))
-            case["samples"] += [x * scale for x in bs.get("samples", [])]
-            case["sm_mhz"] += list(bs.get("sm_mhz") or [])
-            for key, field in (("compared", "compared_samples"), ("escape", "escape_5pct")):
-                if entry.get(field) is not None:
-                    case[key].append(entry[field])
-            for phase, seconds in (bs.get("phase_seconds") or {}).items():
-                case["phases"][phase] += seconds
-            if bs.get("stop_reason"):
-                case["stops"].append(bs["stop_reason"])
+        self.cases = pooled_cases(doc)
 
 
 def load(path):
@@ -103,23 +87,6 @@ def select(side_a, side_b, only, variants):
     one_sided = [n for n in ordered if (n in names_a) != (n in names_b) and (not only or only in n)
                  and (not variants or variant(n) in variants)]
     return keep, one_sided
-
-
-def table(header, rows, markdown, right=None):
-    """Aligned columns; Markdown pipes with --markdown. right: columns aligned right (numbers)."""
-    right = set(range(1, len(header))) if right is None else right
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-
-    def line(cells):
-        text = [str(c).rjust(w) if i in right else str(c).ljust(w) for i, (c, w) in enumerate(zip(cells, widths))]
-        return "| " + " | ".join(text) + " |" if markdown else "  ".join(text).rstrip()
-    out = [line(header)]
-    if markdown:
-        out.append("|" + "|".join(("-" * (w + 1) + ":") if i in right else ("-" * (w + 2))
-                                  for i, w in enumerate(widths)) + "|")
-    else:
-        out.append("  ".join("-" * w for w in widths))
-    return out + [line(r) for r in rows]
 
 
 def fmt_us(x):
@@ -312,12 +279,7 @@ def self_test():
         failures.append("--only did not filter")
     if "baseline/b:4" in report(a, b, "A", "B", variants=["optimized"]).split("Phase")[0]:
         failures.append("--variants did not filter")
-    if failures:
-        print(text)
-        print("self-test FAILED:\n  " + "\n  ".join(failures))
-        return 1
-    print("self-test passed")
-    return 0
+    return self_test_verdict(failures, text)
 
 
 def main():

@@ -29,8 +29,7 @@ import re
 import statistics
 import sys
 
-TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
-
+from bench_results import pooled_cases, self_test_verdict, table
 
 class PeerMap:
     """example: our cases' prefix; kind: the peer rows' kind; point: a regex on our point
@@ -61,22 +60,17 @@ MAPS = {
 
 
 def ours(doc, example, variants):
-    """{(variant, point): dict(us, mhz, mode, samples)} from a results file, repetitions pooled."""
-    pooled = collections.OrderedDict()
-    for entry in doc.get("benchmarks", []):
-        bs = entry.get("bench_samples")
-        if not isinstance(bs, dict) or not bs.get("name", "").startswith(example + "/"):
+    """{(variant, point): dict(us, mhz, mode, n)} of the example's cases, repetitions pooled."""
+    out = {}
+    for name, c in pooled_cases(doc).items():
+        if not name.startswith(example + "/") or not c["samples"]:
             continue
-        parts = bs["name"][len(example) + 1:].split("/", 1)
-        if parts[0] not in variants:
-            continue
-        case = pooled.setdefault((parts[0], parts[1] if len(parts) > 1 else ""),
-                                 dict(samples=[], sm_mhz=[], mode=bs.get("mode", "?")))
-        case["samples"] += [x * TO_US.get(bs.get("unit", "us"), 1.0) for x in bs.get("samples", [])]
-        case["sm_mhz"] += list(bs.get("sm_mhz") or [])
-    return {k: dict(us=statistics.median(c["samples"]), mode=c["mode"], n=len(c["samples"]),
-                    mhz=statistics.median(c["sm_mhz"]) if c["sm_mhz"] else None)
-            for k, c in pooled.items() if c["samples"]}
+        parts = name[len(example) + 1:].split("/", 1)
+        if parts[0] in variants:
+            out[(parts[0], parts[1] if len(parts) > 1 else "")] = dict(
+                us=statistics.median(c["samples"]), mode=c["mode"], n=len(c["samples"]),
+                mhz=statistics.median(c["sm_mhz"]) if c["sm_mhz"] else None)
+    return out
 
 
 def peer_rows(doc, kind):
@@ -88,17 +82,6 @@ def peer_rows(doc, kind):
         base, backend = row["label"].rsplit(" ", 1)
         out.setdefault(base, collections.OrderedDict())[backend] = row
     return out
-
-
-def table(header, rows, markdown):
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-
-    def line(cells):
-        text = [str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths))]
-        return "| " + " | ".join(text) + " |" if markdown else "  ".join(text).rstrip()
-    rule = ("|" + "|".join(("-" * (w + 2)) if i == 0 else ("-" * (w + 1) + ":") for i, w in enumerate(widths)) + "|"
-            if markdown else "  ".join("-" * w for w in widths))
-    return [line(header), rule] + [line(r) for r in rows]
 
 
 def compare(results, peer, pmap, steps=()):
@@ -279,12 +262,7 @@ def self_test():
         {k: v for k, v in r.items() if not k.startswith("sustained")} for r in SELF_TEST_PEER["rows"]]), pmap)
     if "has no sustained_us" not in burst_only:
         failures.append("a burst-only peer file not said")
-    if failures:
-        print(text)
-        print("self-test FAILED:\n  " + "\n  ".join(failures))
-        return 1
-    print("self-test passed")
-    return 0
+    return self_test_verdict(failures, text)
 
 
 def main():

@@ -26,6 +26,10 @@ struct Options {
   // after it, as the other modes do, instead of holding its outputs until sampling ends (the A/B
   // of what the checks' gaps do to the clock: docs/architecture.md, step 6).
   bool interleaved_checks = false;
+  // --bench_sustained_window=S: sustained mode samples exactly S seconds of the board's time, noise
+  // or not, instead of stopping at 1% noise after 1 s or at the 3 s timeout (the A/B of a fixed
+  // window: where the limiter's noise never reaches 1%, every case sampled to the timeout).
+  std::optional<double> sustained_window_s;
   std::optional<double> case_timeout_s;  // --bench_case_timeout=S: a case's wall-time limit, 0 none
   double throttle_tolerance = 0.10;
   PointSelection points;  // --bench_sweep, --bench_axis=NAME=V[,V]

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -542,6 +543,13 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     // seconds of work otherwise, which no case reached before its timeout).
     stop.min_time_s = std::max(stop.min_time_s, kSustainedSampleSeconds / r.batch);
     stop.timeout_s = std::max(stop.timeout_s, 2 * kSustainedSampleSeconds);
+    if (opt.sustained_window_s) {
+      // A fixed window: the noise bar is off, and the timeout (wall time less checks) only guards
+      // against a batch far longer than its probe said.
+      stop.min_time_s = *opt.sustained_window_s / r.batch;
+      stop.max_noise = std::numeric_limits<double>::infinity();
+      stop.timeout_s = 2 * *opt.sustained_window_s + 1;
+    }
   }
   // What the outputs checksum to right after each poison pattern: a timed sample that leaves
   // its outputs so wrote nothing.

@@ -67,6 +67,20 @@ TEST_F(HarnessOptions, CaseTimeLimitDefaultsAndFlag) {
   EXPECT_NE(parse({"--bench_case_timeout=-1"}).find("expected a number >= 0"), std::string::npos);
 }
 
+// The fixed sustained window: off unless asked, a positive number of seconds when asked.
+TEST_F(HarnessOptions, SustainedWindowIsOffUnlessAskedAndPositive) {
+  EXPECT_EQ(parse({}), "");
+  EXPECT_FALSE(options().sustained_window_s.has_value());
+  EXPECT_EQ(parse({"--bench_sustained_window=1.5"}), "");
+  EXPECT_EQ(options().sustained_window_s, 1.5);
+  EXPECT_NE(parse({"--bench_sustained_window=0"}).find("expected a number of seconds > 0"),
+            std::string::npos);
+  EXPECT_NE(parse({"--bench_sustained_window=-1"}).find("expected a number >= 0"),
+            std::string::npos);
+  EXPECT_NE(parse({"--bench_sustained_window=x"}).find("expected a number >= 0"),
+            std::string::npos);
+}
+
 }  // namespace
 
 // Running a chapter binary under ncu or compute-sanitizer directly: the harness must notice (the

@@ -86,7 +86,9 @@
 #include <bench/bench.hpp>
 #include <cmath>
 #include <cstdint>
+#include <kernels/bf16_pack.cuh>
 #include <kernels/group_reduce.cuh>
+#include <kernels/mma_bf16.cuh>
 #include <span>
 #include <stdexcept>
 #include <vector>
@@ -495,7 +497,7 @@ __global__ void __launch_bounds__(kTiledThreads)
   }
 }
 
-// The two launches, also called directly by tests/gpu/reference_attention_test.cu.
+// The launches, also called directly by tests/gpu/reference_attention_test.cu.
 template <int kDim, class Visible>
 void launch_reference_attention_rows(const __nv_bfloat16* q, const __nv_bfloat16* k,
                                      const __nv_bfloat16* v, __nv_bfloat16* out, int64_t bh,
@@ -523,6 +525,211 @@ void launch_reference_attention_tiled(const __nv_bfloat16* q, const __nv_bfloat1
                                         int(cudaSharedmemCarveoutMaxShared)));
   kernel<<<dim3(unsigned((n_q + kTiledQueries - 1) / kTiledQueries), unsigned(bh)), kTiledThreads,
            bytes, stream>>>(q, k, v, out, n_q, n_k, visible);
+  BENCH_CHECK_LAUNCH();
+}
+
+// ---- The mma form (the header comment). ----
+inline constexpr int kMmaQueries = 64;   // queries a CTA: 4 warps of 16 rows
+inline constexpr int kMmaKeys = 64;      // keys a tile
+inline constexpr int kMmaThreads = 128;  // 4 warps
+
+// A tile of kMmaKeys rows of kDim BF16 values. Rows padded by 16 bytes: the 8 row addresses of
+// an ldmatrix then fall in 8 different groups of 4 banks (row stride kDim / 2 + 4 words).
+template <int kDim>
+using MmaTile = __nv_bfloat16[kMmaKeys][kDim + 8];
+
+// Rows r0 .. r0 + kMmaKeys - 1 of `rows` ([n][kDim] BF16, 16-byte aligned) into `tile`, rows at or
+// past n zero (a zero V row times p = 0 is 0; garbage could be NaN); consecutive threads on
+// consecutive 16-byte pieces (coalesced), every load before the first store.
+template <int kDim>
+__device__ __forceinline__ void load_mma_tile(MmaTile<kDim>& tile, const __nv_bfloat16* rows,
+                                              int64_t r0, int64_t n) {
+  constexpr int kPerRow = kDim / 8, kEach = kMmaKeys * kPerRow / kMmaThreads;
+  static_assert(kMmaKeys * kPerRow % kMmaThreads == 0, "whole passes");
+  uint4 piece[kEach];
+#pragma unroll
+  for (int i = 0; i < kEach; ++i) {
+    const int idx = int(threadIdx.x) + i * kMmaThreads, r = idx / kPerRow, c = idx % kPerRow;
+    piece[i] = make_uint4(0, 0, 0, 0);
+    if (r0 + r < n) piece[i] = *reinterpret_cast<const uint4*>(rows + (r0 + r) * kDim + c * 8);
+  }
+#pragma unroll
+  for (int i = 0; i < kEach; ++i) {
+    const int idx = int(threadIdx.x) + i * kMmaThreads, r = idx / kPerRow, c = idx % kPerRow;
+    *reinterpret_cast<uint4*>(&tile[r][c * 8]) = piece[i];
+  }
+}
+
+// Grid (ceil(n_q / 64), bh), 128 threads, static shared memory (K and V tiles: 18 KiB at d64,
+// 34 KiB at d128). Warp w serves queries q0 + 16 w .. + 15; lane (g = lane / 4, t = lane % 4)
+// holds, per 8-column n-tile, rows g and g + 8 at columns 2t, 2t + 1 (kernels/mma_bf16.cuh).
+template <int kDim, class Visible>
+__global__ void __launch_bounds__(kMmaThreads)
+    reference_attention_mma(const __nv_bfloat16* __restrict__ q,
+                            const __nv_bfloat16* __restrict__ k,
+                            const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ out,
+                            int64_t n_q, int64_t n_k, Visible visible) {
+  constexpr int d = kDim, kBK = kMmaKeys;
+  constexpr int kDimSteps = d / 16;  // k-steps of S = Q K^T
+  constexpr int kKeyTiles = kBK / 8;  // n-tiles of S (8 keys each)
+  constexpr int kKeySteps = kBK / 16;  // k-steps of O += P V
+  constexpr int kDimTiles = d / 8;  // n-tiles of O (8 output dims each)
+  static_assert(d % 32 == 0 && kBK % 16 == 0 && kMmaQueries == 16 * (kMmaThreads / 32),
+                "whole ldmatrix pairs, 16 rows a warp");
+  __shared__ alignas(16) MmaTile<d> k_tile;
+  __shared__ alignas(16) MmaTile<d> v_tile;
+  const int64_t bh = blockIdx.y;
+  const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  // The thread's two query rows: r = 0 is row g of the warp's 16, r = 1 row g + 8.
+  const int64_t row0 = int64_t(blockIdx.x) * kMmaQueries + 16 * (int(threadIdx.x) / 32) + g;
+  const int64_t qi[2] = {row0, row0 + 8};
+  const __nv_bfloat16* k_bh = k + bh * n_k * d;
+  const __nv_bfloat16* v_bh = v + bh * n_k * d;
+  const float scale = 1.0f / sqrtf(float(d));
+
+  // The warp's Q as A fragments, read once from global memory (rows past n_q zero).
+  uint32_t q_frag[kDimSteps][4];
+#pragma unroll
+  for (int kk = 0; kk < kDimSteps; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // a0 (g, 2t), a1 (g + 8, 2t), a2 (g, 2t + 8), a3 (g + 8, 2t + 8)
+      const int64_t row = qi[i % 2];
+      q_frag[kk][i] = row < n_q ? *reinterpret_cast<const uint32_t*>(
+                                      q + (bh * n_q + row) * d + 16 * kk + 8 * (i / 2) + 2 * t)
+                                : 0u;
+    }
+
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float acc[kDimTiles][4];
+#pragma unroll
+  for (int nt = 0; nt < kDimTiles; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+
+  for (int64_t j0 = 0; j0 < n_k; j0 += kBK) {
+    // Bit 2 nt + u + 16 r: query qi[r] sees key j0 + 8 nt + 2 t + u (element 2 r + u of n-tile nt).
+    uint32_t sees = 0;
+#pragma unroll
+    for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = qi[i / 2], kj = j0 + 8 * nt + 2 * t + i % 2;
+        if (row < n_q && kj < n_k && visible(row, kj)) sees |= 1u << (2 * nt + i % 2 + 16 * (i / 2));
+      }
+    // Also the barrier after which the previous tile's K and V may be overwritten.
+    if (!__syncthreads_or(sees != 0)) continue;  // no query of this CTA sees a key of the tile
+    load_mma_tile<d>(k_tile, k_bh, j0, n_k);
+    load_mma_tile<d>(v_tile, v_bh, j0, n_k);
+    __syncthreads();
+
+    // S = Q K^T: per n-tile (8 keys), FP32 accumulation over the dimensions, 16 at a time. One
+    // ldmatrix.x4 gives the B fragments of two k-steps: matrix i holds keys 8 nt .. + 7 at
+    // dimensions 16 kk + 8 i .. + 7, whose (row g, cols 2t, 2t+1) is b0 / b1 of step kk + i / 2.
+    float s[kKeyTiles][4];
+#pragma unroll
+    for (int nt = 0; nt < kKeyTiles; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[nt][i] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < kDimSteps; kk += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, static_cast<uint32_t>(__cvta_generic_to_shared(
+                           &k_tile[8 * nt + lane % 8][16 * kk + 8 * (lane / 8)])));
+        mma_bf16_m16n8k16(s[nt], q_frag[kk], b[0], b[1]);
+        mma_bf16_m16n8k16(s[nt], q_frag[kk + 1], b[2], b[3]);
+      }
+    }
+
+    // Online softmax, a row at a time: the row's 64 scores are 16 in each of the quad's 4 lanes.
+    float c[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float row_max = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          float& x = s[nt][2 * r + u];
+          x = (sees >> (2 * nt + u + 16 * r) & 1u) ? x * scale : -INFINITY;
+          row_max = fmaxf(row_max, x);
+        }
+#pragma unroll
+      for (int mask = 1; mask < 4; mask *= 2)
+        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, mask));
+      // The same in the quad's 4 lanes. A row that sees no key of the tile keeps m, l and acc.
+      const bool live = row_max != -INFINITY;
+      const float m_new = live ? fmaxf(m[r], row_max) : m[r];
+      float row_sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          float& x = s[nt][2 * r + u];
+          x = x == -INFINITY ? 0.0f : expf(x - m_new);  // now p, FP32
+          row_sum += x;
+        }
+#pragma unroll
+      for (int mask = 1; mask < 4; mask *= 2)
+        row_sum += __shfl_xor_sync(0xffffffffu, row_sum, mask);
+      c[r] = live ? expf(m[r] - m_new) : 1.0f;  // expf(-inf) = 0 at a row's first live tile
+      l[r] = fmaf(l[r], c[r], row_sum);
+      m[r] = m_new;
+    }
+#pragma unroll
+    for (int nt = 0; nt < kDimTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[nt][i] *= c[i / 2];
+
+    // O += P V over the tile's keys, 16 at a time. The S fragments of n-tiles 2 kk and 2 kk + 1
+    // are the A fragment of step kk; P goes in twice, hi = bf16(p) then lo = bf16(p - hi) (exact
+    // difference), each times the same V fragments into the same FP32 accumulators. One
+    // ldmatrix.x4.trans gives the B fragments of two n-tiles: matrix i holds keys 16 kk + 8 (i % 2)
+    // .. + 7 at dimensions 16 np + 8 (i / 2) .. + 7, transposed: b0 (i even) / b1 (i odd) of
+    // n-tile 2 np + i / 2.
+#pragma unroll
+    for (int kk = 0; kk < kKeySteps; ++kk) {
+      uint32_t p_hi[4], p_lo[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {  // a0 (g, 2t), a1 (g + 8, 2t), a2 (g, 2t + 8), a3 (g + 8, 2t + 8)
+        const float x = s[2 * kk + i / 2][2 * (i % 2)], y = s[2 * kk + i / 2][2 * (i % 2) + 1];
+        p_hi[i] = pack_bf16x2(x, y);  // x in the low half, rounded to nearest
+        p_lo[i] = pack_bf16x2(x - __uint_as_float(p_hi[i] << 16),
+                              y - __uint_as_float(p_hi[i] & 0xffff0000u));
+      }
+#pragma unroll
+      for (int np = 0; np < kDimTiles / 2; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, static_cast<uint32_t>(__cvta_generic_to_shared(
+                                 &v_tile[16 * kk + lane % 8 + 8 * (lane / 8 % 2)]
+                                        [16 * np + 8 * (lane / 16)])));
+        mma_bf16_m16n8k16(acc[2 * np], p_hi, b[0], b[1]);
+        mma_bf16_m16n8k16(acc[2 * np], p_lo, b[0], b[1]);
+        mma_bf16_m16n8k16(acc[2 * np + 1], p_hi, b[2], b[3]);
+        mma_bf16_m16n8k16(acc[2 * np + 1], p_lo, b[2], b[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (qi[r] >= n_q) continue;
+    __nv_bfloat16* o = out + (bh * n_q + qi[r]) * d + 2 * t;
+#pragma unroll
+    for (int nt = 0; nt < kDimTiles; ++nt)
+      *reinterpret_cast<uint32_t*>(o + 8 * nt) =
+          pack_bf16x2(acc[nt][2 * r] / l[r], acc[nt][2 * r + 1] / l[r]);
+  }
+}
+
+// q, k, v and out 16-byte aligned; kDim 64 or 128 (reference_form's conditions).
+template <int kDim, class Visible>
+void launch_reference_attention_mma(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                    const __nv_bfloat16* v, __nv_bfloat16* out, int64_t bh,
+                                    int64_t n_q, int64_t n_k, Visible visible,
+                                    cudaStream_t stream) {
+  static_assert(kDim == 64 || kDim == 128, "the mma form serves head dims 64 and 128");
+  reference_attention_mma<kDim>
+      <<<dim3(unsigned((n_q + kMmaQueries - 1) / kMmaQueries), unsigned(bh)), kMmaThreads, 0,
+         stream>>>(q, k, v, out, n_q, n_k, visible);
   BENCH_CHECK_LAUNCH();
 }
 }  // namespace detail
@@ -570,13 +777,15 @@ RefSplit reference_split(int64_t bh, int64_t n_q, int64_t n_k) {
   return {chunk_tiles * kDim, (tiles + chunk_tiles - 1) / chunk_tiles};
 }
 
-// The wrapper's choice (below), apart so that tests can see it.
-enum class RefForm { rows, split, tiled };
+// The wrapper's choice (below), apart so that tests can see it. (The wrapper has already refused
+// a k or v off the 16-byte grid.)
+enum class RefForm { rows, split, tiled, mma };
 template <int kDim>
 RefForm reference_form(const void* q, const void* out, int64_t bh, int64_t n_q, int64_t n_k) {
+  static_assert(kMmaQueries == kTiledQueries, "one prefill threshold");
   if (n_q >= kTiledQueries &&
       (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) % 16 == 0)
-    return RefForm::tiled;
+    return kDim == 64 || kDim == 128 ? RefForm::mma : RefForm::tiled;
   return reference_split<kDim>(bh, n_q, n_k).splits > 1 ? RefForm::split : RefForm::rows;
 }
 
@@ -604,8 +813,9 @@ void launch_reference_attention_split(const __nv_bfloat16* q, const __nv_bfloat1
 }
 }  // namespace detail
 
-// The tiled form from a whole CTA of queries up (prefill); below that (decode, where the tiled
-// form would compute 64 query rows for 1) and for a q or out off the 16-byte grid, the split form
+// The mma form from a whole CTA of queries up (prefill) at head dims 64 and 128, the tiled form
+// there at other head dims; below that (decode, where either would compute 64 query rows for 1)
+// and for a q or out off the 16-byte grid, the split form
 // where the rows form's grid is short of the target and the keys span several tiles, else the
 // rows form. The split form's partials go to `scratch`.
 template <int kDim = kRefHeadDim, class Visible>
@@ -615,6 +825,10 @@ void reference_attention(const __nv_bfloat16* q, const __nv_bfloat16* k, const _
   if ((reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v)) % 16 != 0)
     throw std::invalid_argument("reference_attention: k and v must be 16-byte aligned");
   switch (detail::reference_form<kDim>(q, out, bh, n_q, n_k)) {
+    case detail::RefForm::mma:
+      if constexpr (kDim == 64 || kDim == 128)
+        detail::launch_reference_attention_mma<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
+      break;
     case detail::RefForm::tiled:
       detail::launch_reference_attention_tiled<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
       break;

@@ -8,7 +8,8 @@
 // `visible(qi, kj)` says whether query qi sees key kj (host and device callable); every query
 // must see at least one key.
 //
-// Why it is trusted: no tensor cores, no approximate math. Every score is a sequential FP32 FMA
+// Why it is trusted (the rows, split and tiled forms; the mma form's argument is at its entry
+// below): no tensor cores, no approximate math. Every score is a sequential FP32 FMA
 // chain over the head dimension (dimension 0 first) times 1/sqrt(d); softmax is the online form
 // (running max m and sum l a query, rescaled by the accurate expf(m_old - m_new) whenever the max
 // grows); p = expf(s - m) with the accurate expf; P V accumulates in FP32; the output is acc / l
@@ -17,8 +18,8 @@
 // fixed order (no atomics), so a result does not depend on timing. tests/gpu/
 // reference_attention_test.cu holds the GPU forms to the CPU reference in double below.
 //
-// Three GPU forms, picked by the wrapper from n_q, n_k and bh (each serves every mask and both
-// head dims):
+// Four GPU forms, picked by the wrapper from n_q, n_k, bh and the head dim (each serves every
+// mask; the mma form head dims 64 and 128, the others any multiple of 32):
 //  - rows (decode, short prompts: n_q < 64): one CTA per (8 consecutive queries, bh), a thread per
 //    output dimension. Keys go in tiles of kDim: the tile's K rows, then its V rows, are copied
 //    into shared memory with 16-byte loads and serve the CTA's queries. For each query: thread t
@@ -70,14 +71,59 @@
 //    shared load on FP32 operands, the ratio an SGEMM needs to approach the FP32 FMA rate, and
 //    meets 3 barriers a tile (ch16's README has the measured ratio at its shapes). By a count
 //    of the loop bodies the FMAs are ~84% of the issued instructions (the rest: the loads, the
-//    32 expf and the 32 visible() calls a thread makes per tile); the shared-memory pipe is about a third busy if a warp's 16-byte load is one
-//    wavefront (each covers at most 128 distinct bytes, no two in one bank); with 2 warps a
-//    scheduler the barriers and the unoverlapped tile loads cost the rest. Occupancy: 2 CTAs (8
-//    warps) an SM at both head dims: at d128 by shared memory (112 KiB a CTA) and registers, at d64
-//    (64 KiB) by registers. ptxas (sm_90a, --ptxas-options=-v): no spills; at d128 243-255
-//    registers (255 with every key visible or causal, 247 with ch18's block mask read from memory,
-//    243 with a window mask), at d64 163-179. The S loop is unrolled by 4 and P V's not at all: the
-//    other choices spilled at d64, where ptxas held the count to 168.
+//    32 expf and the 32 visible() calls a thread makes per tile); the shared-memory pipe is about a
+//    third busy if a warp's 16-byte load is one wavefront (each covers at most 128 distinct bytes,
+//    no two in one bank); with 2 warps a scheduler the barriers and the unoverlapped tile loads
+//    cost the rest. Occupancy: 2 CTAs (8 warps) an SM at both head dims: at d128 by shared memory
+//    (112 KiB a CTA) and registers, at d64 (64 KiB) by registers. ptxas (sm_90a,
+//    --ptxas-options=-v): no spills; at d128 243-255 registers (255 with every key visible or
+//    causal, 247 with ch18's block mask read from memory, 243 with a window mask), at d64 163-179.
+//    The S loop is unrolled by 4 and P V's not at all: the other choices spilled at d64, where
+//    ptxas held the count to 168. The wrapper now takes the mma form for prefill at d64 and d128;
+//    the tiled form stays the fallback at other head dims and the mma form's oracle in the tests.
+//  - mma (prefill: n_q >= 64, kDim 64 or 128, q and out 16-byte aligned, k and v as always): the
+//    tiled form's loop on tensor cores, mma.sync m16n8k16 with BF16 operands and FP32
+//    accumulation (kernels/mma_bf16.cuh). A CTA of 4 warps serves 64 queries of one bh, 16 rows
+//    a warp, its Q held as A fragments in registers (read once from global memory); keys go in
+//    tiles of 64, K and V copied into shared memory with plain 16-byte loads (rows padded by 16
+//    bytes, so ldmatrix meets no bank conflict) and read with ldmatrix (V transposed). Per tile a
+//    warp computes S (16 x 64) = Q K^T, then the online softmax row by row (the thread's 16
+//    values of a row in order, then an XOR butterfly over the quad's 4 lanes, which hands every
+//    lane the same bits), then O (16 x kDim) += P V. A tile no query of the CTA sees is skipped.
+//    Why it stays trustworthy although the kernels under test use the same instructions:
+//     * S: a product of two BF16 values (8-bit significands) has at most 16 significant bits, so
+//       it is exact in FP32; the tensor core adds the products and the accumulator at FP32
+//       precision (measurements of earlier tensor cores found it truncates rather than rounds
+//       within an instruction: an error of the order of FP32's unit roundoff a step, 2^16 times
+//       below BF16's). S is therefore the dot product to FP32-accumulation accuracy, like the
+//       tiled form's FMA chain (only the order of the sums differs; the hardware's order inside
+//       an mma is fixed, so the bits are too). Scores are then scaled by 1/sqrt(d) as there.
+//     * P V: p = expf(s - m) with the accurate expf (no __expf, no exp2 tricks) is FP32; an MMA
+//       takes BF16, and bf16(p) alone would round p to 8 bits, the very rounding a flash kernel
+//       under test makes, so the reference could hide that kernel's error. Instead p is split
+//       into hi = bf16(p) and lo = bf16(p - hi) (p - hi is exact in FP32), and two MMAs
+//       accumulate hi V + lo V into the same FP32 accumulators: |p - hi| <= 2^-8 p and lo's
+//       rounding adds <= 2^-8 |p - hi|, so p is carried to ~16 significant bits (relative error
+//       <= 2^-16, against BF16's 2^-8 and FP32's 2^-24; a lo below BF16's normal range, p <
+//       ~2^-118, may flush to 0, an absolute error below 2^-126), and each product with a BF16 v
+//       is again exact. Only the V side is BF16, which is what the inputs are.
+//     * The softmax bookkeeping is the tiled form's, in FP32: running max m and sum l a query
+//       row, acc rescaled by expf(m_old - m_new) when the max grows, l summed from the unsplit
+//       FP32 p values (not from hi + lo), out = acc / l rounded once to BF16.
+//     * Masks through the same visible(qi, kj): a key a query does not see gets p = 0 exactly,
+//       so hi = lo = 0 and it adds 0 (its V row is read, zero past n_k, finite otherwise); a tile
+//       in which a row sees no key leaves that row's m, l and acc untouched. No atomics, one
+//       fixed order: the result does not depend on timing.
+//    tests/gpu/reference_attention_test.cu holds it to the CPU reference in double with the tiled
+//    form's bounds, and to the tiled form itself at a mid-size shape.
+//    Why faster: the FP32 FMA rate caps the tiled form; here S costs kDim / 16 x 8 MMAs a warp and
+//    tile and P V 2 x 4 x kDim / 8 (the hi + lo split doubles P V's tensor work, still a small
+//    share of the tensor cores' rate), and the expf and visible() calls (32 a thread a tile) stay
+//    the FP32 work they were. Expected ~5-10x the tiled form's speed at ch16's shapes; not yet
+//    measured on a GPU (DISABLED_TimesMmaForm in the test times both). Occupancy: static shared
+//    memory 34 KiB a CTA at d128, 18 KiB at d64. ptxas (sm_90a, -v): no spills; 228-232
+//    registers at d128 (2 CTAs, 8 warps an SM), 165-167 at d64 (3 CTAs), every key visible or
+//    causal.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -570,10 +616,10 @@ __global__ void __launch_bounds__(kMmaThreads)
                             const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ out,
                             int64_t n_q, int64_t n_k, Visible visible) {
   constexpr int d = kDim, kBK = kMmaKeys;
-  constexpr int kDimSteps = d / 16;  // k-steps of S = Q K^T
-  constexpr int kKeyTiles = kBK / 8;  // n-tiles of S (8 keys each)
+  constexpr int kDimSteps = d / 16;    // k-steps of S = Q K^T
+  constexpr int kKeyTiles = kBK / 8;   // n-tiles of S (8 keys each)
   constexpr int kKeySteps = kBK / 16;  // k-steps of O += P V
-  constexpr int kDimTiles = d / 8;  // n-tiles of O (8 output dims each)
+  constexpr int kDimTiles = d / 8;     // n-tiles of O (8 output dims each)
   static_assert(d % 32 == 0 && kBK % 16 == 0 && kMmaQueries == 16 * (kMmaThreads / 32),
                 "whole ldmatrix pairs, 16 rows a warp");
   __shared__ alignas(16) MmaTile<d> k_tile;
@@ -587,15 +633,16 @@ __global__ void __launch_bounds__(kMmaThreads)
   const __nv_bfloat16* v_bh = v + bh * n_k * d;
   const float scale = 1.0f / sqrtf(float(d));
 
-  // The warp's Q as A fragments, read once from global memory (rows past n_q zero).
+  // The warp's Q as A fragments, read once from global memory (rows past n_q zero): step kk's
+  // a0 (row g, dims 16 kk + 2t, + 1), a1 (g + 8, the same), a2 (g, 16 kk + 8 + 2t ..), a3 (g + 8).
   uint32_t q_frag[kDimSteps][4];
 #pragma unroll
   for (int kk = 0; kk < kDimSteps; ++kk)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {  // a0 (g, 2t), a1 (g + 8, 2t), a2 (g, 2t + 8), a3 (g + 8, 2t + 8)
+    for (int i = 0; i < 4; ++i) {
       const int64_t row = qi[i % 2];
-      q_frag[kk][i] = row < n_q ? *reinterpret_cast<const uint32_t*>(
-                                      q + (bh * n_q + row) * d + 16 * kk + 8 * (i / 2) + 2 * t)
+      q_frag[kk][i] = row < n_q ? *reinterpret_cast<const uint32_t*>(q + (bh * n_q + row) * d +
+                                                                     16 * kk + 8 * (i / 2) + 2 * t)
                                 : 0u;
     }
 
@@ -614,7 +661,8 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int64_t row = qi[i / 2], kj = j0 + 8 * nt + 2 * t + i % 2;
-        if (row < n_q && kj < n_k && visible(row, kj)) sees |= 1u << (2 * nt + i % 2 + 16 * (i / 2));
+        if (row < n_q && kj < n_k && visible(row, kj))
+          sees |= 1u << (2 * nt + i % 2 + 16 * (i / 2));
       }
     // Also the barrier after which the previous tile's K and V may be overwritten.
     if (!__syncthreads_or(sees != 0)) continue;  // no query of this CTA sees a key of the tile
@@ -676,21 +724,23 @@ __global__ void __launch_bounds__(kMmaThreads)
       m[r] = m_new;
     }
 #pragma unroll
-    for (int nt = 0; nt < kDimTiles; ++nt)
+    for (int nt = 0; nt < kDimTiles; ++nt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[nt][i] *= c[i / 2];
+    }
 
     // O += P V over the tile's keys, 16 at a time. The S fragments of n-tiles 2 kk and 2 kk + 1
-    // are the A fragment of step kk; P goes in twice, hi = bf16(p) then lo = bf16(p - hi) (exact
-    // difference), each times the same V fragments into the same FP32 accumulators. One
+    // are the A fragment of step kk; P goes in twice, hi = bf16(p) then lo = bf16(p - hi) (an
+    // exact difference), each times the same V fragments into the same FP32 accumulators. One
     // ldmatrix.x4.trans gives the B fragments of two n-tiles: matrix i holds keys 16 kk + 8 (i % 2)
-    // .. + 7 at dimensions 16 np + 8 (i / 2) .. + 7, transposed: b0 (i even) / b1 (i odd) of
+    // .. + 7 at dimensions 16 np + 8 (i / 2) .. + 7, transposed: b0 (i even) or b1 (i odd) of
     // n-tile 2 np + i / 2.
 #pragma unroll
     for (int kk = 0; kk < kKeySteps; ++kk) {
       uint32_t p_hi[4], p_lo[4];
+      // a0 (row g, keys 2t, 2t + 1), a1 (g + 8, 2t ..), a2 (g, 2t + 8 ..), a3 (g + 8, 2t + 8 ..).
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {  // a0 (g, 2t), a1 (g + 8, 2t), a2 (g, 2t + 8), a3 (g + 8, 2t + 8)
+      for (int i = 0; i < 4; ++i) {
         const float x = s[2 * kk + i / 2][2 * (i % 2)], y = s[2 * kk + i / 2][2 * (i % 2) + 1];
         p_hi[i] = pack_bf16x2(x, y);  // x in the low half, rounded to nearest
         p_lo[i] = pack_bf16x2(x - __uint_as_float(p_hi[i] << 16),
@@ -699,9 +749,9 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
       for (int np = 0; np < kDimTiles / 2; ++np) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, static_cast<uint32_t>(__cvta_generic_to_shared(
-                                 &v_tile[16 * kk + lane % 8 + 8 * (lane / 8 % 2)]
-                                        [16 * np + 8 * (lane / 16)])));
+        ldmatrix_x4_trans(
+            b, static_cast<uint32_t>(__cvta_generic_to_shared(
+                   &v_tile[16 * kk + lane % 8 + 8 * (lane / 8 % 2)][16 * np + 8 * (lane / 16)])));
         mma_bf16_m16n8k16(acc[2 * np], p_hi, b[0], b[1]);
         mma_bf16_m16n8k16(acc[2 * np], p_lo, b[0], b[1]);
         mma_bf16_m16n8k16(acc[2 * np + 1], p_hi, b[2], b[3]);

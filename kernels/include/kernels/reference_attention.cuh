@@ -388,30 +388,77 @@ __device__ __forceinline__ void load_transposed(float (&dst)[kDim][kRows],
   }
 }
 
-// Rows r0 .. r0 + kRows - 1 of `rows` into dst[kRows][kDim] as FP32, rows past n zero;
-// consecutive threads on consecutive 16-byte pieces (coalesced).
+// The 16-byte pieces of rows r0 .. r0 + kRows - 1 of `rows` ([n][kDim] BF16, 16-byte aligned)
+// that thread t loads, consecutive threads on consecutive pieces (coalesced): piece i is
+// idx = t + 128 i, row idx / (kDim / 8), columns 8 (idx % (kDim / 8)) .. + 7; rows past n zero.
+// Both the tiled and the mma form's tiles come through it (each has 128 threads).
+template <int kDim, int kRows>
+struct RowPieces {
+  static constexpr int kPerRow = kDim / 8, kEach = kRows * kPerRow / kTiledThreads;
+  static_assert(kRows * kPerRow % kTiledThreads == 0, "whole passes");
+  uint4 piece[kEach];
+  __device__ __forceinline__ RowPieces(const __nv_bfloat16* rows, int64_t r0, int64_t n) {
+#pragma unroll
+    for (int i = 0; i < kEach; ++i) {
+      const int r = row(i), c = col(i);
+      piece[i] = make_uint4(0, 0, 0, 0);
+      if (r0 + r < n) piece[i] = *reinterpret_cast<const uint4*>(rows + (r0 + r) * kDim + c);
+    }
+  }
+  static __device__ __forceinline__ int row(int i) {
+    return (int(threadIdx.x) + i * kTiledThreads) / kPerRow;
+  }
+  static __device__ __forceinline__ int col(int i) {
+    return (int(threadIdx.x) + i * kTiledThreads) % kPerRow * 8;
+  }
+};
+
+// Rows r0 .. r0 + kRows - 1 of `rows` into dst[kRows][kDim] as FP32, rows past n zero.
 template <int kDim, int kRows>
 __device__ __forceinline__ void load_rows(float (&dst)[kRows][kDim], const __nv_bfloat16* rows,
                                           int64_t r0, int64_t n) {
-  constexpr int kPerRow = kDim / 8, kEach = kRows * kPerRow / kTiledThreads;
-  static_assert(kRows * kPerRow % kTiledThreads == 0, "whole passes");
-  uint4 piece[kEach];
+  const RowPieces<kDim, kRows> in(rows, r0, n);  // every load before the first store
 #pragma unroll
-  for (int i = 0; i < kEach; ++i) {
-    const int idx = int(threadIdx.x) + i * kTiledThreads, r = idx / kPerRow, c = idx % kPerRow;
-    piece[i] = make_uint4(0, 0, 0, 0);
-    if (r0 + r < n) piece[i] = *reinterpret_cast<const uint4*>(rows + (r0 + r) * kDim + c * 8);
-  }
-#pragma unroll
-  for (int i = 0; i < kEach; ++i) {
-    const int idx = int(threadIdx.x) + i * kTiledThreads, r = idx / kPerRow, c = idx % kPerRow;
-    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&piece[i]);
+  for (int i = 0; i < in.kEach; ++i) {
+    const int r = in.row(i), c = in.col(i);
+    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&in.piece[i]);
     float f[8];
 #pragma unroll
     for (int u = 0; u < 8; ++u) f[u] = __bfloat162float(h[u]);
-    *reinterpret_cast<float4*>(&dst[r][c * 8]) = make_float4(f[0], f[1], f[2], f[3]);
-    *reinterpret_cast<float4*>(&dst[r][c * 8 + 4]) = make_float4(f[4], f[5], f[6], f[7]);
+    *reinterpret_cast<float4*>(&dst[r][c]) = make_float4(f[0], f[1], f[2], f[3]);
+    *reinterpret_cast<float4*>(&dst[r][c + 4]) = make_float4(f[4], f[5], f[6], f[7]);
   }
+}
+
+// One row's online-softmax step over a tile, for the tiled and the mma form: the row's scores
+// (scaled; -inf where the query does not see the key) are kCount in each of kLanes consecutive
+// lanes (a power of 2), x the thread's. The row's max and sum: the thread's values in order, then
+// an XOR butterfly over the lanes (every lane receives the same bits). x becomes p = expf(x -
+// m_new) (0 for -inf), m and l move on; returns the factor c = expf(m_old - m_new) for the row's
+// acc. A row that sees no key of the tile keeps m and l (c = 1, every p 0).
+template <int kLanes, int kCount>
+__device__ __forceinline__ float online_softmax_step(float (&x)[kCount], float& m, float& l) {
+  float row_max = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) row_max = fmaxf(row_max, x[i]);
+#pragma unroll
+  for (int mask = 1; mask < kLanes; mask *= 2)
+    row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, mask));
+  const bool live = row_max != -INFINITY;
+  const float m_new = live ? fmaxf(m, row_max) : m;
+  float row_sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+    x[i] = x[i] == -INFINITY ? 0.0f : expf(x[i] - m_new);  // now p
+    row_sum += x[i];
+  }
+#pragma unroll
+  for (int mask = 1; mask < kLanes; mask *= 2)
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, mask);
+  const float c = live ? expf(m - m_new) : 1.0f;  // expf(-inf) = 0 at a row's first live tile
+  l = fmaf(l, c, row_sum);
+  m = m_new;
+  return c;
 }
 
 // One step of a thread's micro-tile, both for S = Q K^T (over a dimension) and O += P V (over a
@@ -490,30 +537,10 @@ __global__ void __launch_bounds__(kTiledThreads)
     float c[kR];
 #pragma unroll
     for (int i = 0; i < kR; ++i) {
-      float row_max = -INFINITY;
 #pragma unroll
-      for (int x = 0; x < kS; ++x) {
+      for (int x = 0; x < kS; ++x)
         s[i][x] = (sees >> (i * kS + x) & 1u) ? s[i][x] * scale : -INFINITY;
-        row_max = fmaxf(row_max, s[i][x]);
-      }
-#pragma unroll
-      for (int mask = 1; mask < 8; mask *= 2)
-        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, mask));
-      // The same in the row's 8 lanes. A row that sees no key of the tile keeps m, l and acc.
-      const bool live = row_max != -INFINITY;
-      const float m_new = live ? fmaxf(m[i], row_max) : m[i];
-      float row_sum = 0.0f;
-#pragma unroll
-      for (int x = 0; x < kS; ++x) {
-        s[i][x] = s[i][x] == -INFINITY ? 0.0f : expf(s[i][x] - m_new);  // now p
-        row_sum += s[i][x];
-      }
-#pragma unroll
-      for (int mask = 1; mask < 8; mask *= 2)
-        row_sum += __shfl_xor_sync(0xffffffffu, row_sum, mask);
-      c[i] = live ? expf(m[i] - m_new) : 1.0f;  // expf(-inf) = 0 at a row's first live tile
-      l[i] = fmaf(l[i], c[i], row_sum);
-      m[i] = m_new;
+      c[i] = online_softmax_step<8>(s[i], m[i], l[i]);
     }
 #pragma unroll
     for (int x = 0; x < kS; ++x)
@@ -585,25 +612,16 @@ template <int kDim>
 using MmaTile = __nv_bfloat16[kMmaKeys][kDim + 8];
 
 // Rows r0 .. r0 + kMmaKeys - 1 of `rows` ([n][kDim] BF16, 16-byte aligned) into `tile`, rows at or
-// past n zero (a zero V row times p = 0 is 0; garbage could be NaN); consecutive threads on
-// consecutive 16-byte pieces (coalesced), every load before the first store.
+// past n zero (a zero V row times p = 0 is 0; garbage could be NaN), as the tiled form's load_rows
+// but kept in BF16.
 template <int kDim>
 __device__ __forceinline__ void load_mma_tile(MmaTile<kDim>& tile, const __nv_bfloat16* rows,
                                               int64_t r0, int64_t n) {
-  constexpr int kPerRow = kDim / 8, kEach = kMmaKeys * kPerRow / kMmaThreads;
-  static_assert(kMmaKeys * kPerRow % kMmaThreads == 0, "whole passes");
-  uint4 piece[kEach];
+  static_assert(kMmaThreads == kTiledThreads, "RowPieces' thread count");
+  const RowPieces<kDim, kMmaKeys> in(rows, r0, n);  // every load before the first store
 #pragma unroll
-  for (int i = 0; i < kEach; ++i) {
-    const int idx = int(threadIdx.x) + i * kMmaThreads, r = idx / kPerRow, c = idx % kPerRow;
-    piece[i] = make_uint4(0, 0, 0, 0);
-    if (r0 + r < n) piece[i] = *reinterpret_cast<const uint4*>(rows + (r0 + r) * kDim + c * 8);
-  }
-#pragma unroll
-  for (int i = 0; i < kEach; ++i) {
-    const int idx = int(threadIdx.x) + i * kMmaThreads, r = idx / kPerRow, c = idx % kPerRow;
-    *reinterpret_cast<uint4*>(&tile[r][c * 8]) = piece[i];
-  }
+  for (int i = 0; i < in.kEach; ++i)
+    *reinterpret_cast<uint4*>(&tile[in.row(i)][in.col(i)]) = in.piece[i];
 }
 
 // Grid (ceil(n_q / 64), bh), 128 threads, static shared memory (K and V tiles: 18 KiB at d64,
@@ -688,40 +706,18 @@ __global__ void __launch_bounds__(kMmaThreads)
       }
     }
 
-    // Online softmax, a row at a time: the row's 64 scores are 16 in each of the quad's 4 lanes.
+    // Online softmax, a row at a time: the row's 64 scores are 16 in each of the quad's 4 lanes
+    // (gathered into row[] in key order and back: registers, no copies once unrolled).
     float c[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float row_max = -INFINITY;
+      float row[2 * kKeyTiles];
 #pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt)
+      for (int x = 0; x < 2 * kKeyTiles; ++x)  // n-tile x / 2, key 2t + x % 2
+        row[x] = (sees >> (x + 16 * r) & 1u) ? s[x / 2][2 * r + x % 2] * scale : -INFINITY;
+      c[r] = online_softmax_step<4>(row, m[r], l[r]);  // now p, FP32
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          float& x = s[nt][2 * r + u];
-          x = (sees >> (2 * nt + u + 16 * r) & 1u) ? x * scale : -INFINITY;
-          row_max = fmaxf(row_max, x);
-        }
-#pragma unroll
-      for (int mask = 1; mask < 4; mask *= 2)
-        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, mask));
-      // The same in the quad's 4 lanes. A row that sees no key of the tile keeps m, l and acc.
-      const bool live = row_max != -INFINITY;
-      const float m_new = live ? fmaxf(m[r], row_max) : m[r];
-      float row_sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < kKeyTiles; ++nt)
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          float& x = s[nt][2 * r + u];
-          x = x == -INFINITY ? 0.0f : expf(x - m_new);  // now p, FP32
-          row_sum += x;
-        }
-#pragma unroll
-      for (int mask = 1; mask < 4; mask *= 2)
-        row_sum += __shfl_xor_sync(0xffffffffu, row_sum, mask);
-      c[r] = live ? expf(m[r] - m_new) : 1.0f;  // expf(-inf) = 0 at a row's first live tile
-      l[r] = fmaf(l[r], c[r], row_sum);
-      m[r] = m_new;
+      for (int x = 0; x < 2 * kKeyTiles; ++x) s[x / 2][2 * r + x % 2] = row[x];
     }
 #pragma unroll
     for (int nt = 0; nt < kDimTiles; ++nt) {

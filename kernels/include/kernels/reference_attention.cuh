@@ -121,9 +121,10 @@
 //    share of the tensor cores' rate), and the expf and visible() calls (32 a thread a tile) stay
 //    the FP32 work they were. Expected ~5-10x the tiled form's speed at ch16's shapes; not yet
 //    measured on a GPU (DISABLED_TimesMmaForm in the test times both). Occupancy: static shared
-//    memory 34 KiB a CTA at d128, 18 KiB at d64. ptxas (sm_90a, -v): no spills; 228-232
-//    registers at d128 (2 CTAs, 8 warps an SM), 165-167 at d64 (3 CTAs), every key visible or
-//    causal.
+//    memory 34 KiB a CTA at d128, 18 KiB at d64. ptxas (sm_90a, -v): no spills; at d128 228-234
+//    registers (every key visible, causal, ch15's and ch17's masks; 217 with ch18's block mask):
+//    2 CTAs (8 warps) an SM; at d64 165-167 (3 CTAs). Most of it is live state: Q's fragments
+//    (kDim / 4 registers), O's accumulators (kDim / 2) and S's (32).
 #pragma once
 
 #include <cuda_bf16.h>

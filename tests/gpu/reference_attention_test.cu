@@ -29,9 +29,9 @@
 //   queries of a CTA see and others not), large growing scores. With one chunk it must equal the
 //   rows form bitwise (the partial and the merge then change no bit).
 // - The wrapper picks the mma form from 64 queries up (the tiled form at other head dims); below,
-// the split form where the rows
-//   form's grid is short of the target and the keys span several tiles, else the rows form
-//   (bitwise each); the chunk rule at ch16/paged_attention's and ch15's decode shapes.
+//   the split form where the rows form's grid is short of the target and the keys span several
+//   tiles, else the rows form (bitwise each); the chunk rule at ch16/paged_attention's and ch15's
+//   decode shapes.
 // Prints the time of the rows and tiled forms at ch16's shapes (b4 and b1 x 32 heads, s4096,
 // d128 and d64) and of the wrapper at ch18's decode shape, of the tiled and mma forms at ch16's
 // shapes, and of the rows and split forms at ch16/paged_attention's decode shapes; the times are
@@ -323,8 +323,9 @@ TEST(ReferenceAttention, TiledNearCpuD128) {
 // exact value (2^-8 relative) plus 1e-4 of the largest output, relative L2 below 2.5e-3. Its S is
 // exact BF16 products summed at FP32 precision and its P enters P V as hi + lo (relative error
 // <= 2^-16 a p, 256 times below the bound's 2^-8, and random in sign over the keys), so before
-// the output's one rounding (itself <= 2^-9) it is within ~1e-5 of the exact value, as the tiled
-// form is. A plain bf16(P) (2^-8 a p) would eat most of the per-element bound's margin.
+// the output's one rounding (itself <= 2^-9) it is within ~1e-5 (relative) of the exact value, as
+// the tiled form is. A plain bf16(P) (up to 2^-9 a p, as large as the output's own rounding) could
+// use up the per-element bound's margin where a few keys carry a row.
 TEST(ReferenceAttention, MmaNearCpuD64) { expect_prefill_near_cpu_over_shapes<64>(RefForm::mma); }
 TEST(ReferenceAttention, MmaNearCpuD128) { expect_prefill_near_cpu_over_shapes<128>(RefForm::mma); }
 

@@ -1,4 +1,4 @@
-// Tests kernels/reference_attention.cuh's three GPU forms, the device reference that `bench compare`
+// Tests kernels/reference_attention.cuh's four GPU forms, the device reference that `bench compare`
 // checks ch15-ch19's attention samples against.
 // - The rows form (decode, n_q < 64) against its previous form (copied below as
 //   previous_reference_attention: one CTA a query, K read by every query's CTA): the outputs must
@@ -14,6 +14,12 @@
 //   queries (a CTA almost empty); causal, ragged windows with scattered keys, and scores of
 //   magnitude ~100 growing along the keys (expf without the running max overflows; the max moves
 //   up tile after tile, so every rescale is exercised).
+// - The mma form (prefill on tensor cores, the wrapper's choice at d64 and d128) against the CPU
+//   reference in double over the tiled form's shapes, masks and bounds (its S is FP32-accumulated
+//   from exact BF16 products and its P carried as BF16 hi + lo, ~16 bits, so its error before the
+//   output's rounding is far below the bounds' BF16 term, as the tiled form's is); and against the
+//   tiled form at a mid-size shape (8 pairs, 1024 queries and keys): within one BF16 unit in the
+//   last place of each other.
 // - The split form (decode with long contexts: the rows form's loop over chunks of the keys in
 //   separate CTAs, then a log-sum-exp merge; not the rows form's order of operations once there
 //   are two chunks) against the CPU reference in double with the tiled form's bounds: 1, 3 and 8
@@ -22,12 +28,14 @@
 //   window at the end (the same, at the other end), windows with scattered keys (a chunk some
 //   queries of a CTA see and others not), large growing scores. With one chunk it must equal the
 //   rows form bitwise (the partial and the merge then change no bit).
-// - The wrapper picks the tiled form from 64 queries up; below, the split form where the rows
-//   form's grid is short of the target and the keys span several tiles, else the rows form
-//   (bitwise each); the chunk rule at ch16/paged_attention's and ch15's decode shapes.
+// - The wrapper picks the mma form from 64 queries up (the tiled form at other head dims); below,
+//   the split form where the rows form's grid is short of the target and the keys span several
+//   tiles, else the rows form (bitwise each); the chunk rule at ch16/paged_attention's and ch15's
+//   decode shapes.
 // Prints the time of the rows and tiled forms at ch16's shapes (b4 and b1 x 32 heads, s4096,
-// d128 and d64) and of the wrapper at ch18's decode shape, and of the rows and split forms at
-// ch16/paged_attention's decode shapes; the times are reported, not asserted.
+// d128 and d64) and of the wrapper at ch18's decode shape, of the tiled and mma forms at ch16's
+// shapes, and of the rows and split forms at ch16/paged_attention's decode shapes; the times are
+// reported, not asserted.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -220,7 +228,7 @@ struct Run {
   int64_t chunk_keys = 0;
 };
 
-// The tiled or split form against the CPU reference in double.
+// The tiled, mma or split form against the CPU reference in double.
 // Each output within BF16's rounding of the exact value (unit roundoff 2^-8, relative) plus 1e-4
 // of the largest output (FP32 rounding of the scores and sums, ~1e-5 here); relative L2 below
 // 2.5e-3 (the output's BF16 rounding alone gives ~1.6e-3 on these inputs).
@@ -244,6 +252,9 @@ void expect_near_cpu(int64_t bh, int64_t n_q, int64_t n_k, Visible visible,
   } else if (run.form == RefForm::split) {
     kernels::detail::launch_reference_attention_split<kDim>(q, k, v, out, bh, n_q, n_k, visible,
                                                             run.chunk_keys, scratch, nullptr);
+  } else if (run.form == RefForm::mma) {
+    kernels::detail::launch_reference_attention_mma<kDim>(q, k, v, out, bh, n_q, n_k, visible,
+                                                          nullptr);
   } else {
     ASSERT_EQ(int(run.form), int(RefForm::tiled));
     kernels::detail::launch_reference_attention_tiled<kDim>(q, k, v, out, bh, n_q, n_k, visible,
@@ -268,11 +279,14 @@ void expect_near_cpu(int64_t bh, int64_t n_q, int64_t n_k, Visible visible,
   for (void* p : {(void*)q, (void*)k, (void*)v, (void*)out}) cudaFree(p);
 }
 
+// The tiled form (launched directly: the wrapper now takes the mma form at these head dims) or
+// the mma form (through the wrapper, which must pick it) on the prefill shapes.
 template <int kDim>
-void expect_tiled_near_cpu_over_shapes() {
+void expect_prefill_near_cpu_over_shapes(RefForm form) {
   struct Shape {
     int64_t bh, n_q, n_k;
   };
+  const Run run{form, form == RefForm::mma};
   // One whole tile each way; ragged both ways (333 = 5 x 64 + 13); fewer queries than keys; a long
   // ragged key range (4113 = 64 x 64 + 17) with a ragged last CTA of queries (130 = 2 x 64 + 2).
   for (const Shape s :
@@ -280,29 +294,90 @@ void expect_tiled_near_cpu_over_shapes() {
     const std::string shape = "d" + std::to_string(kDim) + " bh" + std::to_string(s.bh) + " n_q" +
                               std::to_string(s.n_q) + " n_k" + std::to_string(s.n_k);
     const int64_t offset = s.n_k - s.n_q;  // the queries are the last n_q positions
-    const Run tiled{RefForm::tiled};
-    expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, AllKeys{}, shape + " all keys", tiled);
-    expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, Causal{offset}, shape + " causal", tiled);
+    expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, AllKeys{}, shape + " all keys", run);
+    expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, Causal{offset}, shape + " causal", run);
     expect_near_cpu<kDim>(s.bh, s.n_q, s.n_k, WindowAndScattered{offset, s.n_k, 100},
-                          shape + " window", tiled);
+                          shape + " window", run);
   }
   const std::string large = "d" + std::to_string(kDim) + " bh2 n_q333 n_k777 large scores";
-  const Run tiled{RefForm::tiled};
-  expect_near_cpu<kDim>(2, 333, 777, AllKeys{}, large + " all keys", tiled, true);
-  expect_near_cpu<kDim>(2, 333, 777, Causal{777 - 333}, large + " causal", tiled, true);
+  expect_near_cpu<kDim>(2, 333, 777, AllKeys{}, large + " all keys", run, true);
+  expect_near_cpu<kDim>(2, 333, 777, Causal{777 - 333}, large + " causal", run, true);
   expect_near_cpu<kDim>(2, 333, 777, WindowAndScattered{777 - 333, 777, 100}, large + " window",
-                        tiled, true);
+                        run, true);
   // A CTA with 1 or 3 of its 64 queries (the wrapper never sends these here, the kernel must
   // still serve them).
   for (int64_t n_q : {1, 3})
     expect_near_cpu<kDim>(
         2, n_q, 300, Causal{300 - n_q},
         "d" + std::to_string(kDim) + " bh2 n_q" + std::to_string(n_q) + " n_k300 causal",
-        Run{RefForm::tiled, false});
+        Run{form, false});
 }
 
-TEST(ReferenceAttention, TiledNearCpuD64) { expect_tiled_near_cpu_over_shapes<64>(); }
-TEST(ReferenceAttention, TiledNearCpuD128) { expect_tiled_near_cpu_over_shapes<128>(); }
+TEST(ReferenceAttention, TiledNearCpuD64) {
+  expect_prefill_near_cpu_over_shapes<64>(RefForm::tiled);
+}
+TEST(ReferenceAttention, TiledNearCpuD128) {
+  expect_prefill_near_cpu_over_shapes<128>(RefForm::tiled);
+}
+// The mma form with the tiled form's bounds, no looser: each output within BF16's rounding of the
+// exact value (2^-8 relative) plus 1e-4 of the largest output, relative L2 below 2.5e-3. Its S is
+// exact BF16 products summed at FP32 precision and its P enters P V as hi + lo (relative error
+// <= 2^-16 a p, 256 times below the bound's 2^-8, and random in sign over the keys), so before
+// the output's one rounding (itself <= 2^-9) it is within ~1e-5 (relative) of the exact value, as
+// the tiled form is. A plain bf16(P) (up to 2^-9 a p, as large as the output's own rounding) could
+// use up the per-element bound's margin where a few keys carry a row.
+TEST(ReferenceAttention, MmaNearCpuD64) { expect_prefill_near_cpu_over_shapes<64>(RefForm::mma); }
+TEST(ReferenceAttention, MmaNearCpuD128) { expect_prefill_near_cpu_over_shapes<128>(RefForm::mma); }
+
+// The mma form against the tiled form (two independent FP32-accurate computations, each rounded
+// once to BF16) at a mid-size shape, every key visible and causal: each output within one BF16
+// unit in the last place of the tiled one (2^-7 of its magnitude: the two may round a value near
+// a rounding boundary to neighbouring BF16 numbers) plus 1e-4 of the largest output (values near
+// 0, where the P split's 2^-16 shows as an absolute error). Prints the largest difference and
+// how many outputs differ at all (expected: well under 1%).
+template <int kDim>
+void expect_mma_near_tiled() {
+  constexpr int64_t bh = 8, n = 1024;
+  for (const bool causal : {false, true}) {
+    const std::string what = "d" + std::to_string(kDim) + " bh8 s1024" + (causal ? " causal" : "");
+    SCOPED_TRACE(what);
+    const Inputs in = random_inputs(bh, n, n, kDim, causal ? 17u : 16u);
+    const std::size_t count = in.q.size();
+    bf16 *q = upload(in.q), *k = upload(in.k), *v = upload(in.v);
+    bf16 *tiled = upload(filled(count, 0xffff)), *mma = upload(filled(count, 0x7fc1));  // NaNs
+    const auto run = [&](auto visible) {
+      kernels::detail::launch_reference_attention_tiled<kDim>(q, k, v, tiled, bh, n, n, visible,
+                                                              nullptr);
+      kernels::detail::launch_reference_attention_mma<kDim>(q, k, v, mma, bh, n, n, visible,
+                                                            nullptr);
+    };
+    causal ? run(Causal{0}) : run(AllKeys{});
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<bf16> want = download(tiled, count), got = download(mma, count);
+    double max_want = 0, max_err = 0;
+    for (bf16 w : want) max_want = std::max(max_want, double(std::fabs(__bfloat162float(w))));
+    int64_t outside = 0, differ = 0, first = -1;
+    for (std::size_t i = 0; i < count; ++i) {
+      const double w = __bfloat162float(want[i]), g = __bfloat162float(got[i]);
+      const double err = std::fabs(g - w);
+      max_err = std::max(max_err, err);
+      differ += g != w;
+      if (!(err <= std::ldexp(std::fabs(w), -7) + 1e-4 * max_want) && outside++ == 0)
+        first = int64_t(i);
+    }
+    EXPECT_EQ(outside, 0) << "first at element " << first << ": tiled "
+                          << (first >= 0 ? __bfloat162float(want[first]) : 0.0f) << ", mma "
+                          << (first >= 0 ? __bfloat162float(got[first]) : 0.0f);
+    std::printf(
+        "[ reference_attention ] %s: mma vs tiled max abs difference %.3g (largest output "
+        "%.3g), %lld of %zu outputs differ\n",
+        what.c_str(), max_err, max_want, static_cast<long long>(differ), count);
+    for (void* p : {(void*)q, (void*)k, (void*)v, (void*)tiled, (void*)mma}) cudaFree(p);
+  }
+}
+
+TEST(ReferenceAttention, MmaNearTiledD64) { expect_mma_near_tiled<64>(); }
+TEST(ReferenceAttention, MmaNearTiledD128) { expect_mma_near_tiled<128>(); }
 
 // The split form at decode shapes. Launched directly with chunks of 1 and 3 tiles (many chunks,
 // the last one ragged: 1000 and 4113 keys are multiples of neither), and through the wrapper,
@@ -412,7 +487,9 @@ TEST(ReferenceAttention, SplitRuleFillsTheTarget) {
 
 // The wrapper's choice, bitwise the form it names: the split form for a few CTAs' worth of 63
 // queries over 4 tiles of keys, the rows form for the same over one tile and for many (query
-// group, bh) CTAs, the tiled form from 64 queries.
+// group, bh) CTAs, the mma form from 64 queries (d128 here, d64 too); the tiled form from 64
+// queries at a head dim the mma form does not serve (the choice alone: d96), and neither for a q
+// or out off the 16-byte grid.
 TEST(ReferenceAttention, WrapperPicksTheForm) {
   constexpr int d = kernels::kRefHeadDim;
   struct Case {
@@ -420,7 +497,7 @@ TEST(ReferenceAttention, WrapperPicksTheForm) {
     RefForm form;
   };
   for (const Case c : {Case{3, 63, 500, RefForm::split}, Case{3, 63, 100, RefForm::rows},
-                       Case{600, 1, 500, RefForm::rows}, Case{3, 64, 500, RefForm::tiled}}) {
+                       Case{600, 1, 500, RefForm::rows}, Case{3, 64, 500, RefForm::mma}}) {
     SCOPED_TRACE("bh " + std::to_string(c.bh) + " n_q " + std::to_string(c.n_q) + " n_k " +
                  std::to_string(c.n_k));
     const Inputs in = random_inputs(c.bh, c.n_q, c.n_k, d, unsigned(c.n_q + c.n_k));
@@ -444,6 +521,10 @@ TEST(ReferenceAttention, WrapperPicksTheForm) {
         kernels::detail::launch_reference_attention_tiled<d>(q, k, v, form, c.bh, c.n_q, c.n_k,
                                                              visible, nullptr);
         break;
+      case RefForm::mma:
+        kernels::detail::launch_reference_attention_mma<d>(q, k, v, form, c.bh, c.n_q, c.n_k,
+                                                           visible, nullptr);
+        break;
     }
     // The overload without a scratch (its own, waited for).
     kernels::reference_attention<d>(q, k, v, wrapped, c.bh, c.n_q, c.n_k, visible, nullptr);
@@ -451,6 +532,13 @@ TEST(ReferenceAttention, WrapperPicksTheForm) {
     EXPECT_EQ(bits(download(form, count)), bits(download(wrapped, count)));
     for (void* p : {(void*)q, (void*)k, (void*)v, (void*)form, (void*)wrapped}) cudaFree(p);
   }
+  // The choice alone (pointers on and off the 16-byte grid; nothing is read).
+  using kernels::detail::reference_form;
+  alignas(16) static bf16 grid[16];
+  EXPECT_EQ(int(reference_form<64>(grid, grid, 3, 64, 500)), int(RefForm::mma));
+  EXPECT_EQ(int(reference_form<96>(grid, grid, 3, 64, 500)), int(RefForm::tiled));
+  EXPECT_EQ(int(reference_form<d>(grid + 1, grid, 3, 64, 500)), int(RefForm::split));
+  EXPECT_EQ(int(reference_form<d>(grid, grid + 1, 3, 64, 500)), int(RefForm::split));
 }
 
 // K and V are read in 16-byte pieces: a pointer off that grid is refused before any launch.
@@ -517,6 +605,37 @@ TEST(ReferenceAttention, DISABLED_TimesBothForms) {
   time_both<64>("ch16 b4 h32 s4096 d64, all keys", 128, 4096, 4096, AllKeys{});
   time_both<64>("ch16 b4 h32 s4096 d64, causal", 128, 4096, 4096, Causal{0});
   time_both<128>("ch18 decode 32 pairs, 1 query, 65536 keys, d128", 32, 1, 65536, AllKeys{});
+}
+
+// The tiled form against the mma form (the wrapper's prefill choice at d64 and d128) at ch16's
+// shapes: ms a call, best of three after a warm-up; the ratio is tiled / mma.
+// A measurement, not a test (skipped by `./bench test`). Run it when the reference changes:
+//   build/default/tests/gpu/gpu_tests --gtest_also_run_disabled_tests \
+//       --gtest_filter='ReferenceAttention.DISABLED_TimesMmaForm'
+template <int kDim, class Visible>
+void time_tiled_and_mma(const char* name, int64_t bh, int64_t n, Visible visible) {
+  const Inputs in = random_inputs(bh, n, n, kDim, 7);
+  bf16 *q = upload(in.q), *k = upload(in.k), *v = upload(in.v), *out = nullptr;
+  ASSERT_EQ(cudaMalloc(&out, in.q.size() * sizeof(bf16)), cudaSuccess);
+  const float tiled = best_ms([&] {
+    kernels::detail::launch_reference_attention_tiled<kDim>(q, k, v, out, bh, n, n, visible,
+                                                            nullptr);
+  });
+  const float mma = best_ms([&] {
+    kernels::detail::launch_reference_attention_mma<kDim>(q, k, v, out, bh, n, n, visible, nullptr);
+  });
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::printf("[ reference_attention ] %s: tiled %.3f ms, mma %.3f ms (%.2fx)\n", name, tiled, mma,
+              tiled / mma);
+  for (void* p : {(void*)q, (void*)k, (void*)v, (void*)out}) cudaFree(p);
+}
+
+TEST(ReferenceAttention, DISABLED_TimesMmaForm) {
+  time_tiled_and_mma<128>("ch16 b4 h32 s4096 d128, all keys", 128, 4096, AllKeys{});
+  time_tiled_and_mma<128>("ch16 b4 h32 s4096 d128, causal", 128, 4096, Causal{0});
+  time_tiled_and_mma<128>("ch16 b1 h32 s8192 d128, all keys", 32, 8192, AllKeys{});
+  time_tiled_and_mma<64>("ch16 b4 h32 s4096 d64, all keys", 128, 4096, AllKeys{});
+  time_tiled_and_mma<64>("ch16 b4 h32 s4096 d64, causal", 128, 4096, Causal{0});
 }
 
 // The rows form against the split form (the wrapper's chunks) on one call of ch16/paged_attention's

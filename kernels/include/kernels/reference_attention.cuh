@@ -8,7 +8,8 @@
 // `visible(qi, kj)` says whether query qi sees key kj (host and device callable); every query
 // must see at least one key.
 //
-// Why it is trusted: no tensor cores, no approximate math. Every score is a sequential FP32 FMA
+// Why it is trusted (the rows, split and tiled forms; the mma form's argument is at its entry
+// below): no tensor cores, no approximate math. Every score is a sequential FP32 FMA
 // chain over the head dimension (dimension 0 first) times 1/sqrt(d); softmax is the online form
 // (running max m and sum l a query, rescaled by the accurate expf(m_old - m_new) whenever the max
 // grows); p = expf(s - m) with the accurate expf; P V accumulates in FP32; the output is acc / l
@@ -17,8 +18,8 @@
 // fixed order (no atomics), so a result does not depend on timing. tests/gpu/
 // reference_attention_test.cu holds the GPU forms to the CPU reference in double below.
 //
-// Three GPU forms, picked by the wrapper from n_q, n_k and bh (each serves every mask and both
-// head dims):
+// Four GPU forms, picked by the wrapper from n_q, n_k, bh and the head dim (each serves every
+// mask; the mma form head dims 64 and 128, the others any multiple of 32):
 //  - rows (decode, short prompts: n_q < 64): one CTA per (8 consecutive queries, bh), a thread per
 //    output dimension. Keys go in tiles of kDim: the tile's K rows, then its V rows, are copied
 //    into shared memory with 16-byte loads and serve the CTA's queries. For each query: thread t
@@ -70,14 +71,60 @@
 //    shared load on FP32 operands, the ratio an SGEMM needs to approach the FP32 FMA rate, and
 //    meets 3 barriers a tile (ch16's README has the measured ratio at its shapes). By a count
 //    of the loop bodies the FMAs are ~84% of the issued instructions (the rest: the loads, the
-//    32 expf and the 32 visible() calls a thread makes per tile); the shared-memory pipe is about a third busy if a warp's 16-byte load is one
-//    wavefront (each covers at most 128 distinct bytes, no two in one bank); with 2 warps a
-//    scheduler the barriers and the unoverlapped tile loads cost the rest. Occupancy: 2 CTAs (8
-//    warps) an SM at both head dims: at d128 by shared memory (112 KiB a CTA) and registers, at d64
-//    (64 KiB) by registers. ptxas (sm_90a, --ptxas-options=-v): no spills; at d128 243-255
-//    registers (255 with every key visible or causal, 247 with ch18's block mask read from memory,
-//    243 with a window mask), at d64 163-179. The S loop is unrolled by 4 and P V's not at all: the
-//    other choices spilled at d64, where ptxas held the count to 168.
+//    32 expf and the 32 visible() calls a thread makes per tile); the shared-memory pipe is about a
+//    third busy if a warp's 16-byte load is one wavefront (each covers at most 128 distinct bytes,
+//    no two in one bank); with 2 warps a scheduler the barriers and the unoverlapped tile loads
+//    cost the rest. Occupancy: 2 CTAs (8 warps) an SM at both head dims: at d128 by shared memory
+//    (112 KiB a CTA) and registers, at d64 (64 KiB) by registers. ptxas (sm_90a,
+//    --ptxas-options=-v): no spills; at d128 243-255 registers (255 with every key visible or
+//    causal, 247 with ch18's block mask read from memory, 243 with a window mask), at d64 163-179.
+//    The S loop is unrolled by 4 and P V's not at all: the other choices spilled at d64, where
+//    ptxas held the count to 168. The wrapper now takes the mma form for prefill at d64 and d128;
+//    the tiled form stays the fallback at other head dims and the mma form's oracle in the tests.
+//  - mma (prefill: n_q >= 64, kDim 64 or 128, q and out 16-byte aligned, k and v as always): the
+//    tiled form's loop on tensor cores, mma.sync m16n8k16 with BF16 operands and FP32
+//    accumulation (kernels/mma_bf16.cuh). A CTA of 4 warps serves 64 queries of one bh, 16 rows
+//    a warp, its Q held as A fragments in registers (read once from global memory); keys go in
+//    tiles of 64, K and V copied into shared memory with plain 16-byte loads (rows padded by 16
+//    bytes, so ldmatrix meets no bank conflict) and read with ldmatrix (V transposed). Per tile a
+//    warp computes S (16 x 64) = Q K^T, then the online softmax row by row (the thread's 16
+//    values of a row in order, then an XOR butterfly over the quad's 4 lanes, which hands every
+//    lane the same bits), then O (16 x kDim) += P V. A tile no query of the CTA sees is skipped.
+//    Why it stays trustworthy although the kernels under test use the same instructions:
+//     * S: a product of two BF16 values (8-bit significands) has at most 16 significant bits, so
+//       it is exact in FP32; the tensor core adds the products and the accumulator at FP32
+//       precision (measurements of earlier tensor cores found it truncates rather than rounds
+//       within an instruction: an error of the order of FP32's unit roundoff a step, 2^16 times
+//       below BF16's). S is therefore the dot product to FP32-accumulation accuracy, like the
+//       tiled form's FMA chain (only the order of the sums differs; the hardware's order inside
+//       an mma is fixed, so the bits are too). Scores are then scaled by 1/sqrt(d) as there.
+//     * P V: p = expf(s - m) with the accurate expf (no __expf, no exp2 tricks) is FP32; an MMA
+//       takes BF16, and bf16(p) alone would round p to 8 bits, the very rounding a flash kernel
+//       under test makes, so the reference could hide that kernel's error. Instead p is split
+//       into hi = bf16(p) and lo = bf16(p - hi) (p - hi is exact in FP32), and two MMAs
+//       accumulate hi V + lo V into the same FP32 accumulators: |p - hi| <= 2^-8 p and lo's
+//       rounding adds <= 2^-8 |p - hi|, so p is carried to ~16 significant bits (relative error
+//       <= 2^-16, against BF16's 2^-8 and FP32's 2^-24; a lo below BF16's normal range, p <
+//       ~2^-118, may flush to 0, an absolute error below 2^-126), and each product with a BF16 v
+//       is again exact. Only the V side is BF16, which is what the inputs are.
+//     * The softmax bookkeeping is the tiled form's, in FP32: running max m and sum l a query
+//       row, acc rescaled by expf(m_old - m_new) when the max grows, l summed from the unsplit
+//       FP32 p values (not from hi + lo), out = acc / l rounded once to BF16.
+//     * Masks through the same visible(qi, kj): a key a query does not see gets p = 0 exactly,
+//       so hi = lo = 0 and it adds 0 (its V row is read, zero past n_k, finite otherwise); a tile
+//       in which a row sees no key leaves that row's m, l and acc untouched. No atomics, one
+//       fixed order: the result does not depend on timing.
+//    tests/gpu/reference_attention_test.cu holds it to the CPU reference in double with the tiled
+//    form's bounds, and to the tiled form itself at a mid-size shape.
+//    Why faster: the FP32 FMA rate caps the tiled form; here S costs kDim / 16 x 8 MMAs a warp and
+//    tile and P V 2 x 4 x kDim / 8 (the hi + lo split doubles P V's tensor work, still a small
+//    share of the tensor cores' rate), and the expf and visible() calls (32 a thread a tile) stay
+//    the FP32 work they were. Expected ~5-10x the tiled form's speed at ch16's shapes; not yet
+//    measured on a GPU (DISABLED_TimesMmaForm in the test times both). Occupancy: static shared
+//    memory 34 KiB a CTA at d128, 18 KiB at d64. ptxas (sm_90a, -v): no spills; at d128 228-234
+//    registers (every key visible, causal, ch15's and ch17's masks; 217 with ch18's block mask):
+//    2 CTAs (8 warps) an SM; at d64 165-167 (3 CTAs). Most of it is live state: Q's fragments
+//    (kDim / 4 registers), O's accumulators (kDim / 2) and S's (32).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -86,7 +133,9 @@
 #include <bench/bench.hpp>
 #include <cmath>
 #include <cstdint>
+#include <kernels/bf16_pack.cuh>
 #include <kernels/group_reduce.cuh>
+#include <kernels/mma_bf16.cuh>
 #include <span>
 #include <stdexcept>
 #include <vector>
@@ -340,30 +389,77 @@ __device__ __forceinline__ void load_transposed(float (&dst)[kDim][kRows],
   }
 }
 
-// Rows r0 .. r0 + kRows - 1 of `rows` into dst[kRows][kDim] as FP32, rows past n zero;
-// consecutive threads on consecutive 16-byte pieces (coalesced).
+// The 16-byte pieces of rows r0 .. r0 + kRows - 1 of `rows` ([n][kDim] BF16, 16-byte aligned)
+// that thread t loads, consecutive threads on consecutive pieces (coalesced): piece i is
+// idx = t + 128 i, row idx / (kDim / 8), columns 8 (idx % (kDim / 8)) .. + 7; rows past n zero.
+// Both the tiled and the mma form's tiles come through it (each has 128 threads).
+template <int kDim, int kRows>
+struct RowPieces {
+  static constexpr int kPerRow = kDim / 8, kEach = kRows * kPerRow / kTiledThreads;
+  static_assert(kRows * kPerRow % kTiledThreads == 0, "whole passes");
+  uint4 piece[kEach];
+  __device__ __forceinline__ RowPieces(const __nv_bfloat16* rows, int64_t r0, int64_t n) {
+#pragma unroll
+    for (int i = 0; i < kEach; ++i) {
+      const int r = row(i), c = col(i);
+      piece[i] = make_uint4(0, 0, 0, 0);
+      if (r0 + r < n) piece[i] = *reinterpret_cast<const uint4*>(rows + (r0 + r) * kDim + c);
+    }
+  }
+  static __device__ __forceinline__ int row(int i) {
+    return (int(threadIdx.x) + i * kTiledThreads) / kPerRow;
+  }
+  static __device__ __forceinline__ int col(int i) {
+    return (int(threadIdx.x) + i * kTiledThreads) % kPerRow * 8;
+  }
+};
+
+// Rows r0 .. r0 + kRows - 1 of `rows` into dst[kRows][kDim] as FP32, rows past n zero.
 template <int kDim, int kRows>
 __device__ __forceinline__ void load_rows(float (&dst)[kRows][kDim], const __nv_bfloat16* rows,
                                           int64_t r0, int64_t n) {
-  constexpr int kPerRow = kDim / 8, kEach = kRows * kPerRow / kTiledThreads;
-  static_assert(kRows * kPerRow % kTiledThreads == 0, "whole passes");
-  uint4 piece[kEach];
+  const RowPieces<kDim, kRows> in(rows, r0, n);  // every load before the first store
 #pragma unroll
-  for (int i = 0; i < kEach; ++i) {
-    const int idx = int(threadIdx.x) + i * kTiledThreads, r = idx / kPerRow, c = idx % kPerRow;
-    piece[i] = make_uint4(0, 0, 0, 0);
-    if (r0 + r < n) piece[i] = *reinterpret_cast<const uint4*>(rows + (r0 + r) * kDim + c * 8);
-  }
-#pragma unroll
-  for (int i = 0; i < kEach; ++i) {
-    const int idx = int(threadIdx.x) + i * kTiledThreads, r = idx / kPerRow, c = idx % kPerRow;
-    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&piece[i]);
+  for (int i = 0; i < in.kEach; ++i) {
+    const int r = in.row(i), c = in.col(i);
+    const __nv_bfloat16* h = reinterpret_cast<const __nv_bfloat16*>(&in.piece[i]);
     float f[8];
 #pragma unroll
     for (int u = 0; u < 8; ++u) f[u] = __bfloat162float(h[u]);
-    *reinterpret_cast<float4*>(&dst[r][c * 8]) = make_float4(f[0], f[1], f[2], f[3]);
-    *reinterpret_cast<float4*>(&dst[r][c * 8 + 4]) = make_float4(f[4], f[5], f[6], f[7]);
+    *reinterpret_cast<float4*>(&dst[r][c]) = make_float4(f[0], f[1], f[2], f[3]);
+    *reinterpret_cast<float4*>(&dst[r][c + 4]) = make_float4(f[4], f[5], f[6], f[7]);
   }
+}
+
+// One row's online-softmax step over a tile, for the tiled and the mma form: the row's scores
+// (scaled; -inf where the query does not see the key) are kCount in each of kLanes consecutive
+// lanes (a power of 2), x the thread's. The row's max and sum: the thread's values in order, then
+// an XOR butterfly over the lanes (every lane receives the same bits). x becomes p = expf(x -
+// m_new) (0 for -inf), m and l move on; returns the factor c = expf(m_old - m_new) for the row's
+// acc. A row that sees no key of the tile keeps m and l (c = 1, every p 0).
+template <int kLanes, int kCount>
+__device__ __forceinline__ float online_softmax_step(float (&x)[kCount], float& m, float& l) {
+  float row_max = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) row_max = fmaxf(row_max, x[i]);
+#pragma unroll
+  for (int mask = 1; mask < kLanes; mask *= 2)
+    row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, mask));
+  const bool live = row_max != -INFINITY;
+  const float m_new = live ? fmaxf(m, row_max) : m;
+  float row_sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) {
+    x[i] = x[i] == -INFINITY ? 0.0f : expf(x[i] - m_new);  // now p
+    row_sum += x[i];
+  }
+#pragma unroll
+  for (int mask = 1; mask < kLanes; mask *= 2)
+    row_sum += __shfl_xor_sync(0xffffffffu, row_sum, mask);
+  const float c = live ? expf(m - m_new) : 1.0f;  // expf(-inf) = 0 at a row's first live tile
+  l = fmaf(l, c, row_sum);
+  m = m_new;
+  return c;
 }
 
 // One step of a thread's micro-tile, both for S = Q K^T (over a dimension) and O += P V (over a
@@ -442,30 +538,10 @@ __global__ void __launch_bounds__(kTiledThreads)
     float c[kR];
 #pragma unroll
     for (int i = 0; i < kR; ++i) {
-      float row_max = -INFINITY;
 #pragma unroll
-      for (int x = 0; x < kS; ++x) {
+      for (int x = 0; x < kS; ++x)
         s[i][x] = (sees >> (i * kS + x) & 1u) ? s[i][x] * scale : -INFINITY;
-        row_max = fmaxf(row_max, s[i][x]);
-      }
-#pragma unroll
-      for (int mask = 1; mask < 8; mask *= 2)
-        row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, mask));
-      // The same in the row's 8 lanes. A row that sees no key of the tile keeps m, l and acc.
-      const bool live = row_max != -INFINITY;
-      const float m_new = live ? fmaxf(m[i], row_max) : m[i];
-      float row_sum = 0.0f;
-#pragma unroll
-      for (int x = 0; x < kS; ++x) {
-        s[i][x] = s[i][x] == -INFINITY ? 0.0f : expf(s[i][x] - m_new);  // now p
-        row_sum += s[i][x];
-      }
-#pragma unroll
-      for (int mask = 1; mask < 8; mask *= 2)
-        row_sum += __shfl_xor_sync(0xffffffffu, row_sum, mask);
-      c[i] = live ? expf(m[i] - m_new) : 1.0f;  // expf(-inf) = 0 at a row's first live tile
-      l[i] = fmaf(l[i], c[i], row_sum);
-      m[i] = m_new;
+      c[i] = online_softmax_step<8>(s[i], m[i], l[i]);
     }
 #pragma unroll
     for (int x = 0; x < kS; ++x)
@@ -495,7 +571,7 @@ __global__ void __launch_bounds__(kTiledThreads)
   }
 }
 
-// The two launches, also called directly by tests/gpu/reference_attention_test.cu.
+// The launches, also called directly by tests/gpu/reference_attention_test.cu.
 template <int kDim, class Visible>
 void launch_reference_attention_rows(const __nv_bfloat16* q, const __nv_bfloat16* k,
                                      const __nv_bfloat16* v, __nv_bfloat16* out, int64_t bh,
@@ -523,6 +599,184 @@ void launch_reference_attention_tiled(const __nv_bfloat16* q, const __nv_bfloat1
                                         int(cudaSharedmemCarveoutMaxShared)));
   kernel<<<dim3(unsigned((n_q + kTiledQueries - 1) / kTiledQueries), unsigned(bh)), kTiledThreads,
            bytes, stream>>>(q, k, v, out, n_q, n_k, visible);
+  BENCH_CHECK_LAUNCH();
+}
+
+// ---- The mma form (the header comment). ----
+inline constexpr int kMmaQueries = 64;   // queries a CTA: 4 warps of 16 rows
+inline constexpr int kMmaKeys = 64;      // keys a tile
+inline constexpr int kMmaThreads = 128;  // 4 warps
+
+// A tile of kMmaKeys rows of kDim BF16 values. Rows padded by 16 bytes: the 8 row addresses of
+// an ldmatrix then fall in 8 different groups of 4 banks (row stride kDim / 2 + 4 words).
+template <int kDim>
+using MmaTile = __nv_bfloat16[kMmaKeys][kDim + 8];
+
+// Rows r0 .. r0 + kMmaKeys - 1 of `rows` ([n][kDim] BF16, 16-byte aligned) into `tile`, rows at or
+// past n zero (a zero V row times p = 0 is 0; garbage could be NaN), as the tiled form's load_rows
+// but kept in BF16.
+template <int kDim>
+__device__ __forceinline__ void load_mma_tile(MmaTile<kDim>& tile, const __nv_bfloat16* rows,
+                                              int64_t r0, int64_t n) {
+  static_assert(kMmaThreads == kTiledThreads, "RowPieces' thread count");
+  const RowPieces<kDim, kMmaKeys> in(rows, r0, n);  // every load before the first store
+#pragma unroll
+  for (int i = 0; i < in.kEach; ++i)
+    *reinterpret_cast<uint4*>(&tile[in.row(i)][in.col(i)]) = in.piece[i];
+}
+
+// Grid (ceil(n_q / 64), bh), 128 threads, static shared memory (K and V tiles: 18 KiB at d64,
+// 34 KiB at d128). Warp w serves queries q0 + 16 w .. + 15; lane (g = lane / 4, t = lane % 4)
+// holds, per 8-column n-tile, rows g and g + 8 at columns 2t, 2t + 1 (kernels/mma_bf16.cuh).
+template <int kDim, class Visible>
+__global__ void __launch_bounds__(kMmaThreads)
+    reference_attention_mma(const __nv_bfloat16* __restrict__ q,
+                            const __nv_bfloat16* __restrict__ k,
+                            const __nv_bfloat16* __restrict__ v, __nv_bfloat16* __restrict__ out,
+                            int64_t n_q, int64_t n_k, Visible visible) {
+  constexpr int d = kDim, kBK = kMmaKeys;
+  constexpr int kDimSteps = d / 16;    // k-steps of S = Q K^T
+  constexpr int kKeyTiles = kBK / 8;   // n-tiles of S (8 keys each)
+  constexpr int kKeySteps = kBK / 16;  // k-steps of O += P V
+  constexpr int kDimTiles = d / 8;     // n-tiles of O (8 output dims each)
+  static_assert(d % 32 == 0 && kBK % 16 == 0 && kMmaQueries == 16 * (kMmaThreads / 32),
+                "whole ldmatrix pairs, 16 rows a warp");
+  __shared__ alignas(16) MmaTile<d> k_tile;
+  __shared__ alignas(16) MmaTile<d> v_tile;
+  const int64_t bh = blockIdx.y;
+  const int lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  // The thread's two query rows: r = 0 is row g of the warp's 16, r = 1 row g + 8.
+  const int64_t row0 = int64_t(blockIdx.x) * kMmaQueries + 16 * (int(threadIdx.x) / 32) + g;
+  const int64_t qi[2] = {row0, row0 + 8};
+  const __nv_bfloat16* k_bh = k + bh * n_k * d;
+  const __nv_bfloat16* v_bh = v + bh * n_k * d;
+  const float scale = 1.0f / sqrtf(float(d));
+
+  // The warp's Q as A fragments, read once from global memory (rows past n_q zero): step kk's
+  // a0 (row g, dims 16 kk + 2t, + 1), a1 (g + 8, the same), a2 (g, 16 kk + 8 + 2t ..), a3 (g + 8).
+  uint32_t q_frag[kDimSteps][4];
+#pragma unroll
+  for (int kk = 0; kk < kDimSteps; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = qi[i % 2];
+      q_frag[kk][i] = row < n_q ? *reinterpret_cast<const uint32_t*>(q + (bh * n_q + row) * d +
+                                                                     16 * kk + 8 * (i / 2) + 2 * t)
+                                : 0u;
+    }
+
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float acc[kDimTiles][4];
+#pragma unroll
+  for (int nt = 0; nt < kDimTiles; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+
+  for (int64_t j0 = 0; j0 < n_k; j0 += kBK) {
+    // Bit 2 nt + u + 16 r: query qi[r] sees key j0 + 8 nt + 2 t + u (element 2 r + u of n-tile nt).
+    uint32_t sees = 0;
+#pragma unroll
+    for (int nt = 0; nt < kKeyTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t row = qi[i / 2], kj = j0 + 8 * nt + 2 * t + i % 2;
+        if (row < n_q && kj < n_k && visible(row, kj))
+          sees |= 1u << (2 * nt + i % 2 + 16 * (i / 2));
+      }
+    // Also the barrier after which the previous tile's K and V may be overwritten.
+    if (!__syncthreads_or(sees != 0)) continue;  // no query of this CTA sees a key of the tile
+    load_mma_tile<d>(k_tile, k_bh, j0, n_k);
+    load_mma_tile<d>(v_tile, v_bh, j0, n_k);
+    __syncthreads();
+
+    // S = Q K^T: per n-tile (8 keys), FP32 accumulation over the dimensions, 16 at a time. One
+    // ldmatrix.x4 gives the B fragments of two k-steps: matrix i holds keys 8 nt .. + 7 at
+    // dimensions 16 kk + 8 i .. + 7, whose (row g, cols 2t, 2t+1) is b0 / b1 of step kk + i / 2.
+    float s[kKeyTiles][4];
+#pragma unroll
+    for (int nt = 0; nt < kKeyTiles; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[nt][i] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < kDimSteps; kk += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, static_cast<uint32_t>(__cvta_generic_to_shared(
+                           &k_tile[8 * nt + lane % 8][16 * kk + 8 * (lane / 8)])));
+        mma_bf16_m16n8k16(s[nt], q_frag[kk], b[0], b[1]);
+        mma_bf16_m16n8k16(s[nt], q_frag[kk + 1], b[2], b[3]);
+      }
+    }
+
+    // Online softmax, a row at a time: the row's 64 scores are 16 in each of the quad's 4 lanes
+    // (gathered into row[] in key order and back: registers, no copies once unrolled).
+    float c[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float row[2 * kKeyTiles];
+#pragma unroll
+      for (int x = 0; x < 2 * kKeyTiles; ++x)  // n-tile x / 2, key 2t + x % 2
+        row[x] = (sees >> (x + 16 * r) & 1u) ? s[x / 2][2 * r + x % 2] * scale : -INFINITY;
+      c[r] = online_softmax_step<4>(row, m[r], l[r]);  // now p, FP32
+#pragma unroll
+      for (int x = 0; x < 2 * kKeyTiles; ++x) s[x / 2][2 * r + x % 2] = row[x];
+    }
+#pragma unroll
+    for (int nt = 0; nt < kDimTiles; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[nt][i] *= c[i / 2];
+    }
+
+    // O += P V over the tile's keys, 16 at a time. The S fragments of n-tiles 2 kk and 2 kk + 1
+    // are the A fragment of step kk; P goes in twice, hi = bf16(p) then lo = bf16(p - hi) (an
+    // exact difference), each times the same V fragments into the same FP32 accumulators. One
+    // ldmatrix.x4.trans gives the B fragments of two n-tiles: matrix i holds keys 16 kk + 8 (i % 2)
+    // .. + 7 at dimensions 16 np + 8 (i / 2) .. + 7, transposed: b0 (i even) or b1 (i odd) of
+    // n-tile 2 np + i / 2.
+#pragma unroll
+    for (int kk = 0; kk < kKeySteps; ++kk) {
+      uint32_t p_hi[4], p_lo[4];
+      // a0 (row g, keys 2t, 2t + 1), a1 (g + 8, 2t ..), a2 (g, 2t + 8 ..), a3 (g + 8, 2t + 8 ..).
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float x = s[2 * kk + i / 2][2 * (i % 2)], y = s[2 * kk + i / 2][2 * (i % 2) + 1];
+        p_hi[i] = pack_bf16x2(x, y);  // x in the low half, rounded to nearest
+        p_lo[i] = pack_bf16x2(x - __uint_as_float(p_hi[i] << 16),
+                              y - __uint_as_float(p_hi[i] & 0xffff0000u));
+      }
+#pragma unroll
+      for (int np = 0; np < kDimTiles / 2; ++np) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(
+            b, static_cast<uint32_t>(__cvta_generic_to_shared(
+                   &v_tile[16 * kk + lane % 8 + 8 * (lane / 8 % 2)][16 * np + 8 * (lane / 16)])));
+        mma_bf16_m16n8k16(acc[2 * np], p_hi, b[0], b[1]);
+        mma_bf16_m16n8k16(acc[2 * np], p_lo, b[0], b[1]);
+        mma_bf16_m16n8k16(acc[2 * np + 1], p_hi, b[2], b[3]);
+        mma_bf16_m16n8k16(acc[2 * np + 1], p_lo, b[2], b[3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (qi[r] >= n_q) continue;
+    __nv_bfloat16* o = out + (bh * n_q + qi[r]) * d + 2 * t;
+#pragma unroll
+    for (int nt = 0; nt < kDimTiles; ++nt)
+      *reinterpret_cast<uint32_t*>(o + 8 * nt) =
+          pack_bf16x2(acc[nt][2 * r] / l[r], acc[nt][2 * r + 1] / l[r]);
+  }
+}
+
+// q, k, v and out 16-byte aligned; kDim 64 or 128 (reference_form's conditions).
+template <int kDim, class Visible>
+void launch_reference_attention_mma(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                    const __nv_bfloat16* v, __nv_bfloat16* out, int64_t bh,
+                                    int64_t n_q, int64_t n_k, Visible visible,
+                                    cudaStream_t stream) {
+  static_assert(kDim == 64 || kDim == 128, "the mma form serves head dims 64 and 128");
+  reference_attention_mma<kDim>
+      <<<dim3(unsigned((n_q + kMmaQueries - 1) / kMmaQueries), unsigned(bh)), kMmaThreads, 0,
+         stream>>>(q, k, v, out, n_q, n_k, visible);
   BENCH_CHECK_LAUNCH();
 }
 }  // namespace detail
@@ -570,13 +824,15 @@ RefSplit reference_split(int64_t bh, int64_t n_q, int64_t n_k) {
   return {chunk_tiles * kDim, (tiles + chunk_tiles - 1) / chunk_tiles};
 }
 
-// The wrapper's choice (below), apart so that tests can see it.
-enum class RefForm { rows, split, tiled };
+// The wrapper's choice (below), apart so that tests can see it. (The wrapper has already refused
+// a k or v off the 16-byte grid.)
+enum class RefForm { rows, split, tiled, mma };
 template <int kDim>
 RefForm reference_form(const void* q, const void* out, int64_t bh, int64_t n_q, int64_t n_k) {
+  static_assert(kMmaQueries == kTiledQueries, "one prefill threshold");
   if (n_q >= kTiledQueries &&
       (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(out)) % 16 == 0)
-    return RefForm::tiled;
+    return kDim == 64 || kDim == 128 ? RefForm::mma : RefForm::tiled;
   return reference_split<kDim>(bh, n_q, n_k).splits > 1 ? RefForm::split : RefForm::rows;
 }
 
@@ -604,8 +860,9 @@ void launch_reference_attention_split(const __nv_bfloat16* q, const __nv_bfloat1
 }
 }  // namespace detail
 
-// The tiled form from a whole CTA of queries up (prefill); below that (decode, where the tiled
-// form would compute 64 query rows for 1) and for a q or out off the 16-byte grid, the split form
+// The mma form from a whole CTA of queries up (prefill) at head dims 64 and 128, the tiled form
+// there at other head dims; below that (decode, where either would compute 64 query rows for 1)
+// and for a q or out off the 16-byte grid, the split form
 // where the rows form's grid is short of the target and the keys span several tiles, else the
 // rows form. The split form's partials go to `scratch`.
 template <int kDim = kRefHeadDim, class Visible>
@@ -615,6 +872,10 @@ void reference_attention(const __nv_bfloat16* q, const __nv_bfloat16* k, const _
   if ((reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v)) % 16 != 0)
     throw std::invalid_argument("reference_attention: k and v must be 16-byte aligned");
   switch (detail::reference_form<kDim>(q, out, bh, n_q, n_k)) {
+    case detail::RefForm::mma:
+      if constexpr (kDim == 64 || kDim == 128)
+        detail::launch_reference_attention_mma<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
+      break;
     case detail::RefForm::tiled:
       detail::launch_reference_attention_tiled<kDim>(q, k, v, out, bh, n_q, n_k, visible, stream);
       break;

@@ -695,7 +695,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
       const bool chosen = at_secret || unit(pick) < random_chance;
       secret_checked = secret_checked || at_secret;
       // Device checks, where the example has a device reference: at the rate that catches a 5%
-      // corrupter with 99%, while they cost at most twice the sampling time (10 s at least),
+      // corrupter with 99%, while they cost at most twice the sampling time (15 s at least),
       // counting those held for later at the last measured cost of one.
       const bool device_allowed = device_check.on() && !(fast || chosen);
       const double device_chance =

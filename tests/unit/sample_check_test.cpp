@@ -186,6 +186,36 @@ TEST(DeviceCheckPlan, ASlowReferenceStillChecksEverySampleAtTheFloor) {
   EXPECT_EQ(checked, 20);
 }
 
+TEST(DeviceCheckPlan, ATrainingStepShapedCaseIsCoveredAtTheFloor) {
+  // ch01/training_step's shape on an H200 (2026-11-28): 126 sustained samples over a 3 s timeout,
+  // 85 ms a check (reference GEMMs at 3.3 TFLOP a step). Every sample with any chance is drawn
+  // here, the most its checks can cost: the budget never runs out, so each keeps its chance and a
+  // 5% spoiler escapes under 1%. Those checks cost over 10 s, the old floor, under which the run
+  // left 16 samples with no chance of a check and escape_5pct 1.0.
+  DeviceCheckPlan plan(/*deferred=*/true, /*slots=*/200);
+  constexpr int kSamples = 126;
+  constexpr double kCheck = 0.085, kSample = 3.0 / kSamples;
+  std::vector<double> chances;
+  double spent = 0;
+  int drawn = 0;
+  for (int i = 1; i <= kSamples; ++i) {
+    const double chance = plan.chance(i, spent, i * kSample);
+    chances.push_back(chance);
+    if (chance == 0) continue;
+    ++drawn;
+    if (plan.place() == DeviceCheckPlan::Where::deferred) {
+      plan.held();
+    } else {
+      spent += kCheck;
+      plan.ran(kCheck);
+    }
+  }
+  EXPECT_EQ(std::count(chances.begin(), chances.end(), 0.0), 0);
+  EXPECT_LT(worst_case_escape(chances, 0.05), 0.01);
+  EXPECT_GT(drawn * kCheck, 10.0);
+  EXPECT_LE(drawn * kCheck, kCompareBudgetFloorSeconds);
+}
+
 TEST(DeviceCheckPlan, OverBudgetSamplesGoUncheckedAndTheWorstCaseSaysSo) {
   // Just over the floor's threshold: 1 s checks of 1/64 s samples: the checks' cost passes the
   // floor after a few, twice the sampling time never reaches it, and samples after it have no

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Jobs on a machine of several GPUs, side by side, against one deadline: the compares, peers and
+tests of a session laid out as one queue per GPU, with the host-bound ones run alone.
+
+  python3 scripts/gpu_jobs.py PLAN.py --budget SECONDS [--out DIR] [--state DIR] [--bench PATH]
+  python3 scripts/gpu_jobs.py --self-test      (the runner on a made-up plan: ctest, CI)
+
+Run from the repository root, after a build (`./bench test` builds build/default). PLAN.py is
+Python that sets STAGES, a list of stages run in order; a stage is a dict:
+  {"all": [job, ...]}                 one job at a time, every GPU visible: host-bound compares
+                                      (with the other GPUs idle), chapters of several GPUs (ch04);
+  {"0": [job, ...], "1": [...], ...}  one queue per GPU, side by side, each job seeing only its
+                                      GPU (CUDA_VISIBLE_DEVICES);
+  and optionally "until": seconds from the start by which that stage's jobs end.
+Jobs come from helpers in the plan's namespace:
+  compare(tag, args, min_s=60, expectations="private")  `bench compare ARGS`, its Markdown report
+      (OUT/r/TAG.md), saved results (OUT/r/res_TAG.json) and output (OUT/TAG.log), against a copy
+      of expectations/ called `expectations` ("private": the tag's own); jobs naming one copy share
+      it, so an update and its rerun go under one name, and only jobs of one queue should;
+  peer(tag, command, min_s=60)   a peer script (scripts/peers/), its rows into OUT/r/TAG.json;
+  shell(tag, command, min_s=30)  any other command.
+A job is not started with less than min_s left before its stage's end or the budget, and one still
+running then is interrupted (SIGINT, then SIGKILL after 20 s); an interrupted compare updates no
+expectations. A job that finished (exit 0 or 1) leaves a marker under --state (default
+/tmp/gpu_jobs), where the expectation copies live too, and its tag is skipped in a later run on the
+same machine: a plan sent again to a warm machine picks up what a deadline dropped.
+At the end the copies that changed are brought into OUT/expectations/: a file that one copy changed
+is that copy, verbatim (the tool's own formatting); one that several changed is merged, each
+example's entry from the copy whose provenance date is newest (the merge is printed).
+OUT/summary.txt lists every job with its GPU, exit status and seconds. NVLink multicast stays off
+(NCCL_NVLS_ENABLE=0 and its PyTorch and NVSHMEM switches) in every job.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from bench_results import self_test_verdict
+
+QUIET_NCCL = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+class Runner:
+    def __init__(self, budget, out, state, bench):
+        self.t0 = time.time()
+        self.budget, self.out, self.state, self.bench = budget, out, state, bench
+        self.lock = threading.Lock()
+        os.makedirs(os.path.join(out, "r"), exist_ok=True)
+        os.makedirs(os.path.join(state, "done"), exist_ok=True)
+        self.summary = open(os.path.join(out, "summary.txt"), "a")
+        self.copies = set()
+
+    def say(self, line):
+        with self.lock:
+            line = f"[{time.time() - self.t0:7.1f}s] {line}"
+            print(line, flush=True)
+            self.summary.write(line + "\n")
+            self.summary.flush()
+
+    # The helpers a plan calls.
+    def compare(self, tag, args, min_s=60, expectations="private"):
+        copy = tag if expectations == "private" else expectations
+        self.copies.add(copy)
+        where = os.path.join(self.state, "exp", copy)
+        command = (f"{self.bench} compare --expectations-dir {where} --markdown {self.out}/r/{tag}.md "
+                   f"--save-results {self.out}/r/res_{tag}.json {args}")
+        return {"tag": tag, "cmd": command, "min_s": min_s}
+
+    def peer(self, tag, command, min_s=60):
+        return {"tag": tag, "cmd": f"{command} --json {self.out}/r/{tag}.json", "min_s": min_s}
+
+    def shell(self, tag, command, min_s=30):
+        return {"tag": tag, "cmd": command, "min_s": min_s}
+
+    def run(self, job, gpu, until):
+        tag, done = job["tag"], os.path.join(self.state, "done", job["tag"])
+        if os.path.exists(done):
+            self.say(f"SKIP  {tag}: finished in an earlier run on this machine")
+            return
+        left = min(self.budget, until) - (time.time() - self.t0)
+        if left < job["min_s"]:
+            self.say(f"DROP  {tag} (gpu {gpu}): {left:.0f} s left, it asks {job['min_s']}")
+            return
+        env = dict(os.environ, **QUIET_NCCL)
+        if gpu != "all":
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        self.say(f"START {tag} (gpu {gpu})")
+        start = time.time()
+        with open(os.path.join(self.out, tag + ".log"), "w") as log:
+            process = subprocess.Popen(["bash", "-c", job["cmd"]], stdout=log, stderr=subprocess.STDOUT,
+                                       env=env, start_new_session=True)
+            try:
+                status = process.wait(timeout=left)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGINT)
+                try:
+                    process.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+                status = "interrupted at the deadline"
+        if status in (0, 1):
+            open(done, "w").close()
+        self.say(f"END   {tag} (gpu {gpu}): exit {status} in {time.time() - start:.1f} s")
+
+    def run_plan(self, stages):
+        for copy in sorted(self.copies):  # made before any job starts: no two jobs race to make one
+            where = os.path.join(self.state, "exp", copy)
+            if not os.path.isdir(where):
+                shutil.copytree("expectations", where)
+        for stage in stages:
+            stage = dict(stage)
+            until = stage.pop("until", self.budget)
+            if "all" in stage:
+                for job in stage["all"]:
+                    self.run(job, "all", until)
+                continue
+            queues = [threading.Thread(target=lambda q=queue, g=gpu: [self.run(j, g, until) for j in q])
+                      for gpu, queue in stage.items()]
+            for queue in queues:
+                queue.start()
+            for queue in queues:
+                queue.join()
+        self.say(f"DONE in {time.time() - self.t0:.1f} s")
+        for line in bring_back(sorted(self.copies), os.path.join(self.state, "exp"), "expectations",
+                               os.path.join(self.out, "expectations")):
+            self.say(line)
+
+
+def provenance_date(entry):
+    return (entry.get("provenance") or {}).get("date", "")
+
+
+def bring_back(copies, copies_dir, tree, out):
+    """The expectation files the copies changed, into `out`; returns what it did, a line each."""
+    lines = []
+    for name in sorted(f for f in os.listdir(tree) if f.endswith(".json")):
+        original = open(os.path.join(tree, name)).read()
+        changed = [c for c in copies if os.path.exists(os.path.join(copies_dir, c, name))
+                   and open(os.path.join(copies_dir, c, name)).read() != original]
+        if not changed:
+            continue
+        os.makedirs(out, exist_ok=True)
+        if len(changed) == 1:
+            shutil.copyfile(os.path.join(copies_dir, changed[0], name), os.path.join(out, name))
+            lines.append(f"expectations/{name}: from copy {changed[0]}")
+            continue
+        doc = json.loads(original)
+        for copy in changed:
+            for key, entry in json.load(open(os.path.join(copies_dir, copy, name)))["examples"].items():
+                if key not in doc["examples"] or provenance_date(entry) > provenance_date(doc["examples"][key]):
+                    if entry != doc["examples"].get(key):
+                        lines.append(f"expectations/{name}: {key} from copy {copy} ({provenance_date(entry)})")
+                    doc["examples"][key] = entry
+        with open(os.path.join(out, name), "w") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+    return lines
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("plan", nargs="?")
+    parser.add_argument("--budget", type=float, help="seconds from the start by which every job ends")
+    parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "jobs"))
+    parser.add_argument("--state", default="/tmp/gpu_jobs")
+    parser.add_argument("--bench", default="build/default/tools/bench")
+    parser.add_argument("--self-test", action="store_true")
+    args = parser.parse_args(argv)
+    if args.self_test:
+        return self_test()
+    if not args.plan or args.budget is None:
+        parser.error("a plan and --budget are needed")
+    runner = Runner(args.budget, args.out, args.state, args.bench)
+    namespace = {"compare": runner.compare, "peer": runner.peer, "shell": runner.shell}
+    exec(compile(open(args.plan).read(), args.plan, "exec"), namespace)
+    runner.run_plan(namespace["STAGES"])
+    return 0
+
+
+# A stand-in for bench: `fake_bench compare --expectations-dir D ... KEY=SPEEDUP` writes that entry
+# into D/x.json with the current time as its provenance date, as an update would.
+FAKE_BENCH = r'''#!/usr/bin/env python3
+import json, sys, time
+args = sys.argv[1:]
+where = args[args.index("--expectations-dir") + 1]
+key, speedup = args[-1].split("=")
+doc = json.load(open(where + "/x.json"))
+doc["examples"][key] = {"speedup": float(speedup), "provenance": {"date": "%.6f" % time.time()}}
+time.sleep(0.05)
+json.dump(doc, open(where + "/x.json", "w"), indent=1)
+print("scored", key)
+'''
+
+
+def self_test():
+    failures = []
+    with tempfile.TemporaryDirectory() as root:
+        os.makedirs(os.path.join(root, "expectations"))
+        with open(os.path.join(root, "expectations", "x.json"), "w") as f:
+            json.dump({"examples": {"a": {"speedup": 1.0, "provenance": {"date": "0"}}}}, f)
+        with open(os.path.join(root, "expectations", "y.json"), "w") as f:
+            f.write('{"examples": {}}')
+        bench = os.path.join(root, "fake_bench")
+        with open(bench, "w") as f:
+            f.write(FAKE_BENCH)
+        os.chmod(bench, 0o755)
+        plan = os.path.join(root, "plan.py")
+        with open(plan, "w") as f:
+            f.write('STAGES = [\n'
+                    '  {"all": [shell("first", "echo $CUDA_VISIBLE_DEVICES-unset", 0)]},\n'
+                    '  {"until": 3, "0": [compare("upd", "b=2.0", 0, expectations="g0"),\n'
+                    '                     compare("rerun", "c=3.0", 0, expectations="g0"),\n'
+                    '                     shell("long", "sleep 30", 0), shell("after", "true", 0)],\n'
+                    '               "1": [shell("gpu1", "echo gpu=$CUDA_VISIBLE_DEVICES nvls=$NCCL_NVLS_ENABLE", 0),\n'
+                    '                     compare("other", "b=5.0", 0)]},\n'
+                    '  {"all": [shell("asks_too_much", "true", 10**6)]},\n'
+                    ']\n')
+        cwd = os.getcwd()
+        os.chdir(root)
+        try:
+            out, state = os.path.join(root, "out"), os.path.join(root, "state")
+            started = time.time()
+            main([plan, "--budget", "60", "--out", out, "--state", state, "--bench", bench])
+            took = time.time() - started
+            summary = open(os.path.join(out, "summary.txt")).read()
+            log = lambda tag: open(os.path.join(out, tag + ".log")).read()
+            if not (3 <= took < 30):
+                failures.append(f"the stage's 'until' of 3 s should have cut `sleep 30`: took {took:.1f} s")
+            if "END   long (gpu 0): exit interrupted at the deadline" not in summary:
+                failures.append("the long job was not interrupted at its stage's end")
+            if "DROP  after (gpu 0)" not in summary or "DROP  asks_too_much" not in summary:
+                failures.append("a job with too little time left was started")
+            if log("first").strip() != "-unset" or log("gpu1").strip() != "gpu=1 nvls=0":
+                failures.append("the GPU or NCCL environment is wrong: " + log("first") + log("gpu1"))
+            merged = json.load(open(os.path.join(out, "expectations", "x.json")))["examples"]
+            # b: written into copy g0 (by upd) and into copy other, side by side: the newer wins.
+            copies = [json.load(open(os.path.join(state, "exp", c, "x.json")))["examples"]["b"]
+                      for c in ("g0", "other")]
+            newest = max(copies, key=provenance_date)
+            if sorted(merged) != ["a", "b", "c"] or merged["c"]["speedup"] != 3.0 or merged["b"] != newest:
+                failures.append(f"the merge of the copies is wrong: {merged}")
+            if os.path.exists(os.path.join(out, "expectations", "y.json")):
+                failures.append("an expectations file no copy changed was brought back")
+            # Sent again: what finished is skipped, what was interrupted or dropped runs again.
+            main([plan, "--budget", "60", "--out", out, "--state", state, "--bench", bench])
+            again = open(os.path.join(out, "summary.txt")).read()[len(summary):]
+            if "SKIP  upd" not in again or "SKIP  first" not in again or "START long" not in again:
+                failures.append("a second run should skip finished jobs and retry the rest:\n" + again)
+        finally:
+            os.chdir(cwd)
+    return self_test_verdict(failures, "")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

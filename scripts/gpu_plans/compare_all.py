@@ -1,0 +1,30 @@
+# A plan for scripts/gpu_jobs.py: `bench compare --all`'s chapters spread over every GPU of the
+# machine, one compare a chapter (the union is what --all scores), then the host-bound chapters
+# one at a time with the GPUs idle, and the chapters of several GPUs on all of them.
+#
+#   python3 scripts/gpu_jobs.py scripts/gpu_plans/compare_all.py --budget 560 --out $OUT/jobs
+#
+# A call of the device tool ends at 600 s: send the same plan again on the warm machine and the
+# chapters that finished are skipped. Queues are filled longest first by the seconds below (a
+# chapter's default compare on an H200, 2026-11-27/28; unmeasured ones 40), so they end together.
+import subprocess
+
+listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+gpus = max(1, sum(line.startswith("GPU ") for line in listed.splitlines()))
+SECONDS = {"ch16": 230, "ch20": 120, "ch15": 76, "ch10": 70, "ch19": 70, "ch09": 60, "ch18": 45,
+           "ch06": 31, "ch07": 28, "ch17": 17}
+ONE_GPU = ["ch02", "ch06", "ch07", "ch08", "ch09", "ch10", "ch11", "ch12", "ch13", "ch14", "ch15",
+           "ch16", "ch17", "ch18", "ch19", "ch20"]
+HOST_BOUND = ["ch01", "ch03", "ch05"]  # their baselines' (and some optimized sides') time is the host's
+SEVERAL_GPUS = ["ch04"]                # SKIPPED on one GPU
+
+queues = {str(g): [] for g in range(gpus)}
+load = {g: 0 for g in queues}
+for chapter in sorted(ONE_GPU, key=lambda c: -SECONDS.get(c, 40)):
+    g = min(load, key=load.get)
+    queues[g].append(compare(f"all_{chapter}", f"--chapter {chapter}", 20))
+    load[g] += SECONDS.get(chapter, 40)
+STAGES = [
+    queues,
+    {"all": [compare(f"all_{c}", f"--chapter {c}", 40) for c in HOST_BOUND + SEVERAL_GPUS]},
+]

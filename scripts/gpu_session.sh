@@ -79,7 +79,8 @@
 #
 # The device's copy of .git is the one the session started from, so results would record that
 # commit plus "-dirty": write the real one into the command, as the caller knows it, e.g.
-#   BENCH_GIT_SHA=3c54a03a1b2c scripts/gpu_session.sh --all   (harness/CMakeLists.txt reads it)
+#   BENCH_GIT_SHA=3c54a03a1b2c scripts/gpu_session.sh --all   (the chapter binaries read it when they
+#   run, over the commit CMake took at configure time: harness/src/build_info.cpp.in)
 # Everything lands in $OUT/session/ and is packed into $OUT/session.tar.gz (the device tool
 # returns at most 8 files); the summary is printed last.
 set -uo pipefail

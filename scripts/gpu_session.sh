@@ -81,6 +81,10 @@
 # commit plus "-dirty": write the real one into the command, as the caller knows it, e.g.
 #   BENCH_GIT_SHA=3c54a03a1b2c scripts/gpu_session.sh --all   (the chapter binaries read it when they
 #   run, over the commit CMake took at configure time: harness/src/build_info.cpp.in)
+# On a machine of several GPUs, after this script's first call (its README commands build
+# build/default), scripts/gpu_jobs.py runs a plan's compares and peers as one queue per GPU
+# against one deadline (scripts/gpu_plans/: the whole suite, the sustained re-records, an A/B).
+#
 # Everything lands in $OUT/session/ and is packed into $OUT/session.tar.gz (the device tool
 # returns at most 8 files); the summary is printed last.
 set -uo pipefail

@@ -3,6 +3,7 @@
 tests of a session laid out as one queue per GPU, with the host-bound ones run alone.
 
   python3 scripts/gpu_jobs.py PLAN.py --budget SECONDS [--out DIR] [--state DIR] [--bench PATH]
+                             [--pack FILE.tar.gz]
   python3 scripts/gpu_jobs.py --self-test      (the runner on a made-up plan: ctest, CI)
 
 Run from the repository root, after a build (`./bench test` builds build/default). PLAN.py is
@@ -27,7 +28,8 @@ same machine: a plan sent again to a warm machine picks up what a deadline dropp
 At the end the copies that changed are brought into OUT/expectations/: a file that one copy changed
 is that copy, verbatim (the tool's own formatting); one that several changed is merged, each
 example's entry from the copy whose provenance date is newest (the merge is printed).
-OUT/summary.txt lists every job with its GPU, exit status and seconds. NVLink multicast stays off
+OUT/summary.txt lists every job with its GPU, exit status and seconds. --pack packs OUT into one
+.tar.gz and removes it (the device tool brings back only a few files of $OUT). NVLink multicast stays off
 (NCCL_NVLS_ENABLE=0 and its PyTorch and NVSHMEM switches) in every job.
 """
 import argparse
@@ -37,6 +39,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -171,6 +174,7 @@ def main(argv):
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "jobs"))
     parser.add_argument("--state", default="/tmp/gpu_jobs")
     parser.add_argument("--bench", default="build/default/tools/bench")
+    parser.add_argument("--pack", help="at the end, OUT as this .tar.gz (OUT itself removed)")
     parser.add_argument("--self-test", action="store_true")
     args = parser.parse_args(argv)
     if args.self_test:
@@ -181,6 +185,12 @@ def main(argv):
     namespace = {"compare": runner.compare, "peer": runner.peer, "shell": runner.shell}
     exec(compile(open(args.plan).read(), args.plan, "exec"), namespace)
     runner.run_plan(namespace["STAGES"])
+    if args.pack:
+        runner.summary.close()
+        shutil.copyfile(os.path.join(args.out, "summary.txt"), args.pack + ".summary.txt")
+        with tarfile.open(args.pack, "w:gz") as tar:
+            tar.add(args.out, arcname=os.path.basename(os.path.normpath(args.out)))
+        shutil.rmtree(args.out)
     return 0
 
 
@@ -249,8 +259,12 @@ def self_test():
             if os.path.exists(os.path.join(out, "expectations", "y.json")):
                 failures.append("an expectations file no copy changed was brought back")
             # Sent again: what finished is skipped, what was interrupted or dropped runs again.
-            main([plan, "--budget", "60", "--out", out, "--state", state, "--bench", bench])
-            again = open(os.path.join(out, "summary.txt")).read()[len(summary):]
+            packed = os.path.join(root, "jobs.tar.gz")
+            main([plan, "--budget", "60", "--out", out, "--state", state, "--bench", bench, "--pack", packed])
+            with tarfile.open(packed) as tar:
+                again = tar.extractfile("out/summary.txt").read().decode()[len(summary):]
+            if os.path.exists(out) or not os.path.exists(packed + ".summary.txt"):
+                failures.append("--pack should leave the archive and its summary, and no OUT")
             if "SKIP  upd" not in again or "SKIP  first" not in again or "START long" not in again:
                 failures.append("a second run should skip finished jobs and retry the rest:\n" + again)
         finally:

@@ -2,7 +2,7 @@
 # the board's time) against the default sustained rule (1% noise after 1 s, else the 3 s timeout)
 # on ch16's flash attention, A B B A over two GPUs (one GPU: A B A B in one queue). Read it with
 #
-#   python3 scripts/ab_compare.py --a $OUT/jobs/r/res_ab_rule_*.json --b $OUT/jobs/r/res_ab_window_*.json \
+#   python3 scripts/ab_compare.py --a jobs/r/res_ab_rule_*.json --b jobs/r/res_ab_window_*.json \
 #       --a-name rule --b-name window1 --variants optimized,wgmma_chained
 #
 # The window may become the default only if every optimized median moves by less than the larger

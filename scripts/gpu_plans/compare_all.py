@@ -2,7 +2,7 @@
 # machine, one compare a chapter (the union is what --all scores), then the host-bound chapters
 # one at a time with the GPUs idle, and the chapters of several GPUs on all of them.
 #
-#   python3 scripts/gpu_jobs.py scripts/gpu_plans/compare_all.py --budget 560 --out $OUT/jobs
+#   python3 scripts/gpu_jobs.py scripts/gpu_plans/compare_all.py --budget 560 --out /tmp/jobs --pack $OUT/jobs.tar.gz
 #
 # A call of the device tool ends at 600 s: send the same plan again on the warm machine and the
 # chapters that finished are skipped. Queues are filled longest first by the seconds below (a

@@ -3,7 +3,7 @@
 # (their rows carry a sustained figure too). Two queues: ch16's flash attention (about 190 s a
 # run on an H200) on GPU 0, the rest on GPU 1 (GPU 0 takes both on a one-GPU machine).
 #
-#   python3 scripts/gpu_jobs.py scripts/gpu_plans/rerecord_sustained.py --budget 560 --out $OUT/jobs
+#   python3 scripts/gpu_jobs.py scripts/gpu_plans/rerecord_sustained.py --budget 560 --out /tmp/jobs --pack $OUT/jobs.tar.gz
 #
 # On a 2x H200 (2026-11-28) the updates, reruns and peers took two calls of the device tool;
 # send the plan again on the warm machine to finish what a deadline dropped. The entries come

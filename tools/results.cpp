@@ -57,6 +57,8 @@ void apply_label(CaseResult& c, const std::string& label) {
     else if (key == "throttled") c.throttled_all = value == "all";
     else if (key == "suspect") c.suspect = value;
     else if (key == "escape") c.escape_method = value;
+    else if (key == "checks")
+      c.sample_check = value;
     else if (key == "scored_by") {
       const auto colon = value.rfind(':');
       c.scored_by = ScoredMetric{value.substr(0, colon),
@@ -141,6 +143,10 @@ CaseResult case_from_row(const json& row, const std::string& name, RowsWanted wa
   c.sample_count = static_cast<int64_t>(number_or(row, "samples", 0));
   c.dropped_throttled = static_cast<int64_t>(number_or(row, "dropped_throttled", 0));
   c.min_sm_mhz = number_or(row, "min_sm_mhz", 0);
+  if (row.contains("escape_5pct")) c.escape_5pct = number_or(row, "escape_5pct", 0);
+  c.checked_samples = static_cast<int64_t>(number_or(row, "verified_samples", 0) +
+                                           number_or(row, "compared_samples", 0));
+  c.timed_samples = c.sample_count + c.dropped_throttled;
   for (const auto& metric : c.metric_names)
     if (row.contains(metric)) c.metrics[metric] = number_or(row, metric.c_str(), 0);
   return c;
@@ -390,6 +396,13 @@ std::vector<CaseResult> extract_cases(const ResultsFile& results, RowsWanted wan
       continue;
     }
     rep_medians[name].push_back(c.median_us);
+    if (!inserted && c.escape_5pct &&
+        (!pooled.escape_5pct || *c.escape_5pct > *pooled.escape_5pct)) {
+      pooled.escape_5pct = c.escape_5pct;  // the worst run's checks stand for the case
+      pooled.checked_samples = c.checked_samples;
+      pooled.timed_samples = c.timed_samples;
+      pooled.sample_check = c.sample_check;
+    }
     if (c.scored_by && c.metrics.count(c.scored_by->name))
       rep_metric_medians[name].push_back(c.metrics[c.scored_by->name]);
     if (row.contains("bench_samples")) attach_samples(pooled, row["bench_samples"]);

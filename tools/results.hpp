@@ -52,6 +52,13 @@ struct CaseResult {
   // when the samples fell in two clusters, what they were (label "suspect=...").
   std::string escape_method;
   std::string suspect;
+  // docs/validity.md row 2: how many of its timed samples were checked against a reference
+  // (counters verified_samples + compared_samples), how (label "checks=..."), and the worst-case
+  // chance that a variant spoiling 5% of its samples escaped every check (counter escape_5pct);
+  // with repetitions, the worst run's.
+  std::optional<double> escape_5pct;
+  int64_t checked_samples = 0, timed_samples = 0;  // the latter kept and throttled alike
+  std::string sample_check;
   std::string input_seed;   // the case's secret input seed, from its samples file ("" if none)
   std::vector<double> samples;  // raw kept samples, microseconds; empty when not saved
   // One median per run, in run order, when the case ran more than once (bench compare

@@ -31,6 +31,39 @@ TEST(Report, ShowsTheVariantsOwnMetricsForBothSides) {
   EXPECT_EQ(json["rows"][0]["subject"]["metrics"]["critical_latency_us"], 1962);
 }
 
+// A case whose sample checks fall short of docs/validity.md row 2's bar (a 5% spoiler caught with
+// 99%) says so under the table, in the Markdown and in the JSON, once per case; one that meets it
+// says nothing; the status stands either way.
+TEST(Report, NamesTheCasesWhoseChecksFallShortOfTheBar) {
+  auto baseline = with_latency("baseline", 4474, 4474),
+       optimized = with_latency("optimized", 3319, 1962);
+  baseline.escape_5pct = 0.0, baseline.checked_samples = 93, baseline.timed_samples = 120;
+  optimized.escape_5pct = 0.97, optimized.checked_samples = 5, optimized.timed_samples = 1782;
+  optimized.sample_check = "cpu (no device reference)";
+  const auto card = bench::tools::score({baseline, optimized}, std::nullopt, "h100_80gb_hbm3");
+  const std::string table = bench::tools::format_table(card),
+                    markdown = bench::tools::format_markdown(card);
+  const std::string line =
+      "5 of 1782 timed samples checked (cpu (no device reference)): a variant spoiling 5% of "
+      "them would escape every check with probability up to 0.97 (the bar: 0.01)";
+  EXPECT_NE(table.find("ch11/stream_priority optimized: checks: " + line), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("checks: 1 case(s) short of catching a 5% spoiler with 99%"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("baseline: checks:"), std::string::npos) << table;
+  EXPECT_NE(markdown.find("- checks `ch11/stream_priority/optimized`: " + line), std::string::npos)
+      << markdown;
+  const auto json = bench::tools::report_json(card);
+  EXPECT_EQ(json["rows"][0]["subject"]["checks"]["checked_samples"], 5);
+  EXPECT_DOUBLE_EQ(json["rows"][0]["subject"]["checks"]["escape_5pct"].get<double>(), 0.97);
+  // Nothing wrong was found: the status is the one the same pair gets without the counters.
+  const auto plain = bench::tools::score(
+      {with_latency("baseline", 4474, 4474), with_latency("optimized", 3319, 1962)}, std::nullopt,
+      "h100_80gb_hbm3");
+  EXPECT_EQ(card.rows[0].status, plain.rows[0].status);
+}
+
 // A decode attention declares its flops (against bf16) and its bytes (against hbm_read); it is
 // held to the read ceiling, so the row must say GB/s, not 3.1 TFLOP/s beside 96.8%.
 TEST(Report, ThroughputIsInTheUnitOfTheCeilingThePercentIsOf) {

@@ -77,6 +77,31 @@ TEST(Results, ReadsThrottleCountersAndTheThrottledAllLabel) {
   EXPECT_TRUE(cases[1].throttled_all);
 }
 
+// docs/validity.md row 2's counters: checked samples (host + device), how, and escape_5pct; with
+// repetitions the worst run's stand for the case.
+TEST(Results, ReadsTheSampleChecksAndKeepsTheWorstRunsWhenPooled) {
+  const auto cases = bench::tools::extract_cases(parse(R"json([
+      {"name": "ch16/decode/optimized/iterations:1/manual_time", "run_type": "iteration", "real_time": 75,
+       "time_unit": "us", "samples": 1782, "dropped_throttled": 2, "verified_samples": 5, "compared_samples": 0,
+       "escape_5pct": 0.25, "label": "role=optimized;mode=hot;checks=cpu (no device reference)"},
+      {"name": "ch16/decode/optimized/iterations:1/manual_time", "run_type": "iteration", "real_time": 76,
+       "time_unit": "us", "samples": 1700, "verified_samples": 4, "compared_samples": 1,
+       "escape_5pct": 1.0, "label": "role=optimized;mode=hot;checks=cpu (no device reference)"},
+      {"name": "ch16/flash/optimized/iterations:1/manual_time", "run_type": "iteration", "real_time": 1800,
+       "time_unit": "us", "samples": 60, "verified_samples": 1, "compared_samples": 59, "escape_5pct": 0,
+       "label": "role=optimized;mode=sustained;checks=device-deferred"},
+      {"name": "ch07/copy/optimized/iterations:1/manual_time", "run_type": "iteration", "real_time": 700,
+       "time_unit": "us", "samples": 40, "label": "role=optimized;mode=cold"}])json"));
+  ASSERT_EQ(cases.size(), 3u);
+  EXPECT_DOUBLE_EQ(cases[0].escape_5pct.value(), 1.0);  // the second run's, the worse
+  EXPECT_EQ(cases[0].checked_samples, 5);
+  EXPECT_EQ(cases[0].timed_samples, 1700);
+  EXPECT_EQ(cases[0].sample_check, "cpu (no device reference)");
+  EXPECT_DOUBLE_EQ(cases[1].escape_5pct.value(), 0.0);
+  EXPECT_EQ(cases[1].checked_samples, 60);
+  EXPECT_FALSE(cases[2].escape_5pct.has_value());  // an older results file: nothing claimed
+}
+
 // An example of several GPUs says how many in its label; the others say nothing and read 1.
 TEST(Results, ReadsTheGpusAnExampleNeeds) {
   const auto cases = bench::tools::extract_cases(parse(R"([

@@ -686,8 +686,8 @@ std::string merged_from_html(const std::vector<const ReportRun*>& runs,
 
 // What makes one side's samples less trustworthy than its interval says (VALIDITY rows 11 and
 // 12): samples dropped because the SM clock had fallen, every sample throttled (all kept, so the
-// median includes them), or more noise than an expectations update accepts as is (5%). Empty
-// when there is nothing to say.
+// median includes them), more noise than an expectations update accepts as is (5%), or too few
+// samples checked to catch a 5% spoiler with 99% (row 2). Empty when there is nothing to say.
 std::string sample_flags(const CaseResult& c) {
   std::vector<std::string> flags;
   if (c.throttled_all)
@@ -696,6 +696,7 @@ std::string sample_flags(const CaseResult& c) {
     flags.push_back(fmt::format("{} of {} samples dropped, SM clock throttled (lowest {:.0f} MHz)", c.dropped_throttled,
                                 c.dropped_throttled + c.sample_count, c.min_sm_mhz));
   if (c.noise > UpdatePolicy{}.max_noise) flags.push_back(fmt::format("noisy ({:.1f}%)", 100 * c.noise));
+  if (auto checks = checks_short_of_bar(c); !checks.empty()) flags.push_back("checks: " + checks);
   std::string out;
   for (const auto& f : flags) out += (out.empty() ? "" : "; ") + f;
   return out;
@@ -711,7 +712,9 @@ std::string flags_html(const Scorecard& card) {
         if (const auto flags = sample_flags(**side); !flags.empty())
           items += fmt::format("<li data-flag=\"{}\">{}: {}</li>\n", escape((*side)->name), escape((*side)->name),
                                escape(flags));
-  if (items.empty()) return "<p class=\"flags\">No case had throttled, dropped or noisy samples.</p>\n";
+  if (items.empty())
+    return "<p class=\"flags\">No case had throttled, dropped or noisy samples, or checks short of "
+           "the bar.</p>\n";
   return "<p>Flagged samples:</p>\n<ul class=\"flags\">\n" + items + "</ul>\n";
 }
 

@@ -112,43 +112,40 @@ std::string metrics_lines(const Scorecard& card) {
   return out;
 }
 
-// docs/validity.md row 2's bar: a variant that spoils 5% of its timed samples is caught with
-// probability 99% or more. A case whose checks fell short (no device reference and too few host
-// checks, or a check budget spent) says so, once per case, with what was checked; its status
-// stands: nothing wrong was found, but less was looked at.
-constexpr double kEscapeBar = 0.01;
-
+// The cases short of validity row 2's bar (checks_short_of_bar), each once: a baseline shared by
+// several rows is one case. Their status stands: nothing wrong was found, but less was looked at.
 std::vector<const CaseResult*> short_checked(const Scorecard& card) {
   std::vector<const CaseResult*> out;
   std::set<std::string> seen;
   for (const auto& row : card.rows)
     for (const auto* side :
          {row.baseline ? &*row.baseline : nullptr, row.subject ? &*row.subject : nullptr})
-      if (side && side->outcome == Outcome::measured && side->escape_5pct &&
-          *side->escape_5pct > kEscapeBar && seen.insert(side->name).second)
+      if (side && !checks_short_of_bar(*side).empty() && seen.insert(side->name).second)
         out.push_back(side);
   return out;
-}
-
-std::string check_line(const CaseResult& c) {
-  return fmt::format(
-      "{} of {} timed samples checked ({}): a variant spoiling 5% of them would escape every "
-      "check with probability up to {:.2g} (the bar: {})",
-      c.checked_samples, c.timed_samples,
-      c.sample_check.empty() ? "how: not recorded" : c.sample_check, *c.escape_5pct, kEscapeBar);
 }
 
 std::string check_lines(const Scorecard& card) {
   std::string out;
   const auto cases = short_checked(card);
   for (const auto* c : cases)
-    out += fmt::format("  {} {}: checks: {}\n", c->example, c->variant, check_line(*c));
+    out += fmt::format("  {} {}: checks: {}\n", c->example, c->variant, checks_short_of_bar(*c));
   if (!cases.empty())
     out += fmt::format("  checks: {} case(s) short of catching a 5% spoiler with 99% (above)\n", cases.size());
   return out;
 }
 
 }  // namespace
+
+std::string checks_short_of_bar(const CaseResult& c) {
+  constexpr double kEscapeBar = 0.01;
+  if (c.outcome != Outcome::measured || !c.escape_5pct || *c.escape_5pct <= kEscapeBar) return {};
+  return fmt::format(
+      "{} of {} timed samples checked ({}): a variant spoiling 5% of them would escape every "
+      "check with probability up to {:.2g} (the bar: {})",
+      c.checked_samples, c.timed_samples,
+      c.sample_check.empty() ? "how: not recorded" : c.sample_check, *c.escape_5pct, kEscapeBar);
+}
 
 const std::array<const char*, 11>& table_header() { return kHeader; }
 std::array<std::string, 11> table_cells(const ScoredRow& row) { return cells(row); }
@@ -211,7 +208,7 @@ std::string format_markdown(const Scorecard& card) {
   for (const auto* c : short_checked(card)) {
     if (!any_bullet) out += "\n";
     any_bullet = true;
-    out += fmt::format("- checks `{}/{}`: {}\n", c->example, c->variant, check_line(*c));
+    out += fmt::format("- checks `{}/{}`: {}\n", c->example, c->variant, checks_short_of_bar(*c));
   }
   out += curves_markdown(curves(card));  // an example's points, grouped along each axis
   return out + "\n" + summary_line(card) + "\n";

@@ -358,7 +358,9 @@ TEST(HtmlReport, FailedCasesAndSeveralRunsStillRender) {
 
 TEST(HtmlReport, ThrottledDroppedAndNoisySamplesAreFlagged) {
   ReportRun run = a_run(true);
-  EXPECT_NE(bench::tools::html_report({run}).find("No case had throttled, dropped or noisy samples."), std::string::npos);
+  EXPECT_NE(bench::tools::html_report({run}).find(
+                "No case had throttled, dropped or noisy samples, or checks short"),
+            std::string::npos);
   std::vector<CaseResult> cases = {gemm_case("baseline", 20000, 1), gemm_case("optimized", 4000, 2)};
   cases[0].sample_count = 40;
   cases[0].dropped_throttled = 3;
@@ -373,6 +375,16 @@ TEST(HtmlReport, ThrottledDroppedAndNoisySamplesAreFlagged) {
   EXPECT_EQ(count(html, "data-flag="), 2);
   EXPECT_NE(html.find("3 of 43 samples dropped, SM clock throttled (lowest 1410 MHz)"), std::string::npos);
   EXPECT_NE(html.find("every sample throttled (SM clock down to 1200 MHz), all kept; noisy (8.0%)"), std::string::npos);
+  // Checks short of validity row 2's bar are flagged the same way (report.cpp's sentence).
+  cases = {gemm_case("baseline", 20000, 1), gemm_case("optimized", 4000, 2)};
+  cases[1].escape_5pct = 1.0, cases[1].checked_samples = 5, cases[1].timed_samples = 1782;
+  cases[1].sample_check = "cpu (no device reference)";
+  run.card = bench::tools::score(cases, run.expectations, "test_gpu");
+  const std::string short_checks = bench::tools::html_report({run});
+  EXPECT_EQ(count(short_checks, "data-flag="), 1);
+  EXPECT_NE(
+      short_checks.find("checks: 5 of 1782 timed samples checked (cpu (no device reference))"),
+      std::string::npos);
 }
 
 TEST(HtmlReport, RunsOfSeveralGpusAreSetSideBySide) {

@@ -33,12 +33,24 @@ from bench_results import pooled_cases, self_test_verdict, table
 
 class PeerMap:
     """example: our cases' prefix; kind: the peer rows' kind; point: a regex on our point
-    (b:4/s:4096/...), its named groups, with extra(groups), fill `label`, the peer row's label
-    less its last word, the backend; backends: their column order (others found follow)."""
+    (b:4/s:4096/...; "" for an example without axes), its named groups, with extra(groups), fill
+    `label`, the peer row's label less its backend, which is its last word unless `only` names the
+    backends: then a row counts only if its label ends with one of them (a peer script's rows of a
+    kind may time other work too, such as the quantisation alone); backends: their column order
+    (others found follow)."""
 
-    def __init__(self, example, kind, point, label, backends=(), extra=None):
+    def __init__(self, example, kind, point, label, backends=(), extra=None, only=()):
         self.example, self.kind, self.point, self.label = example, kind, re.compile(point), label
-        self.backends, self.extra = tuple(backends), extra or (lambda groups: {})
+        self.backends, self.extra, self.only = tuple(backends or only), extra or (lambda groups: {}), tuple(only)
+
+    def split(self, label):
+        """(label less backend, backend) of a peer row's label, or None when it is not a backend's."""
+        if not self.only:
+            return tuple(label.rsplit(" ", 1)) if " " in label else None
+        for backend in self.only:
+            if label.endswith(" " + backend):
+                return label[:-len(backend) - 1], backend
+        return None
 
     def peer_label(self, point):
         m = self.point.fullmatch(point)
@@ -56,6 +68,15 @@ MAPS = {
         point=r"b:(?P<b>\d+)/s:(?P<s>\d+)/d:(?P<d>\d+)/causal:(?P<causal>[01])",
         label="b{b} h32 s{s} d{d} {mask}", backends=("default", "flash", "cudnn"),
         extra=lambda g: {"mask": "causal" if g["causal"] == "1" else "full"}),
+    # torch_inference.py's fp8_linear rows: the FP8 ones (the BF16 F.linear row is the baseline's
+    # peer, the quantisation-alone row a part), "8192 x 8192 -> 8192 fp8 e4m3 per-tensor, ...".
+    "fp8_linear": PeerMap(
+        example="ch16/fp8_linear", kind="fp8_linear", point=r"", label="8192 x 8192 -> 8192",
+        only=("fp8 e4m3 per-tensor, x quantised, eager", "fp8 e4m3 per-tensor, x quantised, compiled")),
+    # torch_decoding.py's block_sparse rows: "h32 s8192 d128 density 0.250 flex_attention (compiled)".
+    "block_sparse_attention": PeerMap(
+        example="ch18/block_sparse_attention", kind="block_sparse", point=r"",
+        label="h32 s8192 d128 density 0.250", only=("flex_attention (compiled)", "sdpa dense bool mask")),
 }
 
 
@@ -73,14 +94,13 @@ def ours(doc, example, variants):
     return out
 
 
-def peer_rows(doc, kind):
-    """{label less backend: OrderedDict(backend: row)} of the peer file's rows of that kind."""
+def peer_rows(doc, pmap):
+    """{label less backend: OrderedDict(backend: row)} of the peer file's rows of the map's kind."""
     out = collections.OrderedDict()
     for row in doc.get("rows", []):
-        if row.get("kind") != kind or " " not in row.get("label", ""):
-            continue
-        base, backend = row["label"].rsplit(" ", 1)
-        out.setdefault(base, collections.OrderedDict())[backend] = row
+        parts = pmap.split(row.get("label", "")) if row.get("kind") == pmap.kind else None
+        if parts:
+            out.setdefault(parts[0], collections.OrderedDict())[parts[1]] = row
     return out
 
 
@@ -89,7 +109,7 @@ def compare(results, peer, pmap, steps=()):
     sustained {backend: us}, sustained_mhz {backend: MHz})], and the points left unmatched."""
     variants = ["optimized"] + [v for v in steps if v != "optimized"]
     mine = ours(results, pmap.example, variants)
-    rows_by_label = peer_rows(peer, pmap.kind)
+    rows_by_label = peer_rows(peer, pmap)
     points = list(collections.OrderedDict.fromkeys(p for _, p in mine))
     by_label = collections.OrderedDict()
     unmatched = []
@@ -258,6 +278,28 @@ def self_test():
     md = report(SELF_TEST_RESULTS, SELF_TEST_PEER, pmap, markdown=True)
     if not any(l.startswith("| b4 h32 s4096 d128 full ") for l in md.splitlines()) or "---:|" not in md:
         failures.append("--markdown table malformed")
+    # An example without axes, and a map that names its backends: the FP8 rows only (trimmed from the
+    # 2x H200 lease of 2026-11-28: ours 964.0 µs against the compiled FP8 peer's sustained 1030).
+    fp8 = {"context": {"gpu_name": "NVIDIA H200"}, "benchmarks": [dict(
+        name="ch16/fp8_linear/optimized/iterations:1/manual_time", repetition_index=0,
+        bench_samples=dict(name="ch16/fp8_linear/optimized", unit="us", mode="sustained",
+                           samples=[963.0, 964.0, 965.0], sm_mhz=[1449] * 3))]}
+    fp8_peer = {"device": "NVIDIA H200", "rows": [
+        dict(kind="fp8_linear", label="8192 x 8192 -> 8192 bf16 F.linear", us=1596, sustained_us=1635),
+        dict(kind="fp8_linear", label="8192 x 8192 -> 8192 fp8 e4m3 per-tensor, x quantised, eager", us=1538,
+             sustained_us=1572),
+        dict(kind="fp8_linear", label="8192 x 8192 -> 8192 fp8 e4m3 per-tensor, x quantised, compiled", us=1002,
+             sustained_us=1030, sustained_sm_mhz=1410),
+        dict(kind="fp8_linear", label="8192 x 8192 -> 8192 x quantisation alone, eager", us=723.8)]}
+    _, fp8_rows, fp8_unmatched, fp8_only = compare(fp8, fp8_peer, MAPS["fp8_linear"])
+    if len(fp8_rows) != 1 or fp8_unmatched or fp8_only:
+        failures.append(f"fp8_linear rows {fp8_rows}, unmatched {fp8_unmatched}, peer only {fp8_only}")
+    else:
+        if best(fp8_rows[0]["sustained"]) != ("fp8 e4m3 per-tensor, x quantised, compiled", 1030):
+            failures.append(f"fp8_linear best sustained {best(fp8_rows[0]['sustained'])}")
+        if len(fp8_rows[0]["burst"]) != 2:
+            failures.append(f"fp8_linear backends beyond the FP8 two: {sorted(fp8_rows[0]['burst'])}")
+        check("fp8_linear sustained speed", speed(1030, fp8_rows[0]["ours"]["optimized"]), 1030 / 964.0)
     burst_only = report(SELF_TEST_RESULTS, dict(SELF_TEST_PEER, rows=[
         {k: v for k, v in r.items() if not k.startswith("sustained")} for r in SELF_TEST_PEER["rows"]]), pmap)
     if "has no sustained_us" not in burst_only:

@@ -310,31 +310,66 @@ struct Fused {
   }
 };
 
-// The choice by the rule in moe_gating_rule.hpp; the weights in double.
+// The choice by the rule in moe_gating_rule.hpp; the weights in double. One token's, for the CPU
+// reference below and, a thread a token, the device reference after it: the same code, so the
+// device reference chooses what the CPU one does (the rule's sigmoid has the same bits on both),
+// and its weights differ only by the device's double exp (within an ulp of double, far under the
+// tolerance).
+template <int kMaxExperts, class Weight>
+__host__ __device__ void gate_one_token(bool deepseek, int experts, int top_k, const float* x,
+                                        const float* bias, int32_t* indices, Weight* weights) {
+  const ch17::GroupLimitedGate gate{kDsExperts, kDsGroups, kDsKeptGroups, kDsTopK};
+  float choice[kMaxExperts];
+  int32_t chosen[kDsTopK];
+  double p[kDsTopK], sum = 0;
+  if (deepseek)
+    ch17::choose_group_limited(gate, x, bias, choice, chosen);
+  else
+    ch17::top_k_by_rule(x, experts, top_k, chosen);
+  for (int j = 0; j < top_k; ++j) {
+    const double logit = x[chosen[j]];
+    p[j] = deepseek ? 1.0 / (1.0 + exp(-logit)) : exp(logit - double(x[chosen[0]]));
+    sum += p[j];
+  }
+  for (int j = 0; j < top_k; ++j) {
+    indices[j] = chosen[j];
+    weights[j] = Weight(p[j] / sum);  // double for the CPU reference, float as the outputs are
+  }
+}
+
 void reference(const Gating& w, bench::HostData& h) {
   const auto logits = h.input<float>("logits");
   const float* bias = w.deepseek ? h.input<float>("bias").data() : nullptr;
   auto indices = h.expected("indices"), weights = h.expected("weights");
-  std::vector<float> choice(w.experts);
-  std::vector<int32_t> chosen(w.top_k);
-  std::vector<double> p(w.top_k);
   for (int64_t t = 0; t < w.tokens; ++t) {
-    const float* x = logits.data() + t * w.experts;
-    if (w.deepseek)
-      ch17::choose_group_limited(kDeepSeekV3, x, bias, choice.data(), chosen.data());
-    else
-      ch17::top_k_by_rule(x, int(w.experts), int(w.top_k), chosen.data());
-    double sum = 0;
-    for (int64_t j = 0; j < w.top_k; ++j) {
-      const double logit = x[chosen[j]];
-      p[j] = w.deepseek ? 1.0 / (1.0 + std::exp(-logit)) : std::exp(logit - double(x[chosen[0]]));
-      sum += p[j];
-    }
+    int32_t chosen[kDsTopK];
+    double p[kDsTopK];
+    gate_one_token<kDsExperts>(w.deepseek, int(w.experts), int(w.top_k),
+                               logits.data() + t * w.experts, bias, chosen, p);
     for (int64_t j = 0; j < w.top_k; ++j) {
       indices[t * w.top_k + j] = chosen[j];
-      weights[t * w.top_k + j] = p[j] / sum;
+      weights[t * w.top_k + j] = p[j];
     }
   }
+}
+
+// The device reference (docs/validity.md row 2: timed samples checked on the device): a thread a
+// token, each running the CPU reference's code for its token; slow next to the variants (a
+// thread ranks 256 experts eight times over, its choice scores in local memory), plainly right.
+__global__ void gate_reference(bool deepseek, int experts, int top_k, const float* logits,
+                               const float* bias, int64_t tokens, int32_t* indices,
+                               float* weights) {
+  const int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (t < tokens)
+    gate_one_token<kDsExperts>(deepseek, experts, top_k, logits + t * experts, bias,
+                               indices + t * top_k, weights + t * top_k);
+}
+
+void device_reference(const Gating& w, cudaStream_t stream) {
+  gate_reference<<<blocks_for(w.tokens), kBlock, 0, stream>>>(
+      w.deepseek, int(w.experts), int(w.top_k), w.logits.data(), w.bias.data(), w.tokens,
+      w.indices.data(), w.weights.data());
+  BENCH_CHECK_LAUNCH();
 }
 
 BENCH_EXAMPLE(ch17, moe_gating, Gating)
@@ -343,6 +378,7 @@ BENCH_EXAMPLE(ch17, moe_gating, Gating)
     .stateful<SeparateKernels>(bench::Role::baseline, "separate_kernels")
     .stateful<Fused>(bench::Role::optimized, "fused")
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::allclose(1e-6, 0));
 
 }  // namespace

@@ -110,8 +110,9 @@ struct GroupLimitedGate {
   constexpr int per_group() const { return experts / groups; }
 };
 
-// The k best of n scores by the rule, best first, into `chosen` (indices). O(n k): a reference.
-inline void top_k_by_rule(const float* scores, int n, int k, int32_t* chosen) {
+// The k best of n scores by the rule, best first, into `chosen` (indices). O(n k): a reference,
+// on the host and, a thread a token, on the device (moe_gating.cu's device reference).
+CH17_HOST_DEVICE inline void top_k_by_rule(const float* scores, int n, int k, int32_t* chosen) {
   uint64_t previous = ~uint64_t{0};  // each round takes the best key below the last one taken
   for (int round = 0; round < k; ++round) {
     uint64_t best = 0;
@@ -130,8 +131,9 @@ inline void top_k_by_rule(const float* scores, int n, int k, int32_t* chosen) {
 //   keep the kept_groups best groups by the rule; rank only their experts; take the top_k.
 // `choice` is scratch of `experts` floats. The weights (not chosen here) are sigmoid(logit) of the
 // chosen experts, renormalised to sum to 1: the bias steers the choice, never the weights.
-inline void choose_group_limited(const GroupLimitedGate& gate, const float* logits,
-                                 const float* bias, float* choice, int32_t* chosen) {
+CH17_HOST_DEVICE inline void choose_group_limited(const GroupLimitedGate& gate, const float* logits,
+                                                  const float* bias, float* choice,
+                                                  int32_t* chosen) {
   for (int e = 0; e < gate.experts; ++e) choice[e] = sigmoid(logits[e]) + bias[e];
   float group_score[64];
   for (int g = 0; g < gate.groups; ++g) {

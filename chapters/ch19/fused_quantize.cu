@@ -223,12 +223,37 @@ void reference(const Quantize& w, bench::HostData& h) {
   }
 }
 
+// The device reference (docs/validity.md row 2: timed samples checked on the device): a thread a
+// group running the CPU reference's loop, widening each BF16 value on its own and casting with
+// __nv_fp8_e4m3's constructor (round to nearest even, saturating to finite: the rule's cast). No
+// vector loads, no packed maxima, no shuffles: slow next to the variants (a thread walks a whole
+// row when the group is one), plainly right; held bit for bit to the CPU reference in both
+// verification runs.
+__global__ void quantize_reference(const bf16* __restrict__ x, fp8* __restrict__ q,
+                                   float* __restrict__ scales, int64_t groups, int64_t group) {
+  const int64_t g = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (g >= groups) return;
+  const int64_t first = g * group;
+  float amax = 0.0f;
+  for (int64_t i = first; i < first + group; ++i) amax = fmaxf(amax, fabsf(__bfloat162float(x[i])));
+  const kernels::E4m3Scales s = kernels::e4m3_scales(amax);
+  scales[g] = s.dequant;
+  for (int64_t i = first; i < first + group; ++i) q[i] = fp8(__bfloat162float(x[i]) * s.quant);
+}
+
+void device_reference(const Quantize& w, cudaStream_t stream) {
+  quantize_reference<<<unsigned((w.groups + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      w.x.data(), w.q.data(), w.scales.data(), w.groups, w.group);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch19, fused_quantize, Quantize)
     .int_axis("rows", {4096, 8192, 16384}, /*defaults=*/{8192})
     .string_axis("scale", {"row", "block128"})
     .stateful<TwoPass>(bench::Role::baseline, "two_pass")
     .optimized("one_pass", launch_one_pass)
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::exact());
 
 }  // namespace

@@ -129,9 +129,15 @@ TEST(DeviceCheckPlan, DeferredBudgetCountsTheHeldChecksAtTheLastMeasuredCost) {
   EXPECT_EQ(plan.chance(1, spent, kCompareBudgetFloorSeconds), 1.0);
 }
 
-// A sustained run simulated through the plan: each sample's chance as runner.cpp records it.
+// Which samples a simulated run checks: those certain to be (chance 1; it draws nothing), or every
+// one with any chance (the most its checks can cost).
+enum class Draw { certain, any_chance };
+
+// A sustained run simulated through the plan: each sample's chance as runner.cpp records it;
+// `drawn`, when given, receives how many samples were checked.
 std::vector<double> sustained_chances(int samples, int slots, double check_seconds,
-                                      double sample_seconds, int* at_once) {
+                                      double sample_seconds, int* at_once,
+                                      Draw draw = Draw::certain, int* drawn = nullptr) {
   DeviceCheckPlan plan(/*deferred=*/true, slots);
   std::vector<double> chances;
   double spent = 0;
@@ -139,7 +145,8 @@ std::vector<double> sustained_chances(int samples, int slots, double check_secon
   for (int i = 1; i <= samples; ++i) {
     const double chance = plan.chance(i, spent, i * sample_seconds);
     chances.push_back(chance);
-    if (chance < 1.0) continue;  // only the certain ones below: the simulation draws nothing
+    if (draw == Draw::certain ? chance < 1.0 : chance == 0.0) continue;
+    if (drawn) ++*drawn;
     switch (plan.place()) {
       case DeviceCheckPlan::Where::deferred:
         plan.held();
@@ -192,24 +199,11 @@ TEST(DeviceCheckPlan, ATrainingStepShapedCaseIsCoveredAtTheFloor) {
   // here, the most its checks can cost: the budget never runs out, so each keeps its chance and a
   // 5% spoiler escapes under 1%. Those checks cost over 10 s, the old floor, under which the run
   // left 16 samples with no chance of a check and escape_5pct 1.0.
-  DeviceCheckPlan plan(/*deferred=*/true, /*slots=*/200);
   constexpr int kSamples = 126;
   constexpr double kCheck = 0.085, kSample = 3.0 / kSamples;
-  std::vector<double> chances;
-  double spent = 0;
-  int drawn = 0;
-  for (int i = 1; i <= kSamples; ++i) {
-    const double chance = plan.chance(i, spent, i * kSample);
-    chances.push_back(chance);
-    if (chance == 0) continue;
-    ++drawn;
-    if (plan.place() == DeviceCheckPlan::Where::deferred) {
-      plan.held();
-    } else {
-      spent += kCheck;
-      plan.ran(kCheck);
-    }
-  }
+  int at_once = 0, drawn = 0;
+  const auto chances =
+      sustained_chances(kSamples, 200, kCheck, kSample, &at_once, Draw::any_chance, &drawn);
   EXPECT_EQ(std::count(chances.begin(), chances.end(), 0.0), 0);
   EXPECT_LT(worst_case_escape(chances, 0.05), 0.01);
   EXPECT_GT(drawn * kCheck, 10.0);

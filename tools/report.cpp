@@ -112,24 +112,30 @@ std::string metrics_lines(const Scorecard& card) {
   return out;
 }
 
-// The cases short of validity row 2's bar (checks_short_of_bar), each once: a baseline shared by
-// several rows is one case. Their status stands: nothing wrong was found, but less was looked at.
-std::vector<const CaseResult*> short_checked(const Scorecard& card) {
-  std::vector<const CaseResult*> out;
+// The cases short of validity row 2's bar, each once (a baseline shared by several rows is one
+// case), with checks_short_of_bar's sentence. Their status stands: nothing wrong was found, but
+// less was looked at.
+struct ShortChecked {
+  const CaseResult* side;
+  std::string why;
+};
+std::vector<ShortChecked> short_checked(const Scorecard& card) {
+  std::vector<ShortChecked> out;
   std::set<std::string> seen;
   for (const auto& row : card.rows)
     for (const auto* side :
          {row.baseline ? &*row.baseline : nullptr, row.subject ? &*row.subject : nullptr})
-      if (side && !checks_short_of_bar(*side).empty() && seen.insert(side->name).second)
-        out.push_back(side);
+      if (side && seen.insert(side->name).second)
+        if (std::string why = checks_short_of_bar(*side); !why.empty())
+          out.push_back({side, std::move(why)});
   return out;
 }
 
 std::string check_lines(const Scorecard& card) {
   std::string out;
   const auto cases = short_checked(card);
-  for (const auto* c : cases)
-    out += fmt::format("  {} {}: checks: {}\n", c->example, c->variant, checks_short_of_bar(*c));
+  for (const auto& c : cases)
+    out += fmt::format("  {} {}: checks: {}\n", c.side->example, c.side->variant, c.why);
   if (!cases.empty())
     out += fmt::format("  checks: {} case(s) short of catching a 5% spoiler with 99% (above)\n", cases.size());
   return out;
@@ -205,10 +211,10 @@ std::string format_markdown(const Scorecard& card) {
       any_bullet = true;
       out += fmt::format("- note `{}/{}`: {}\n", row.example, row.variant, row.ceiling_note);
     }
-  for (const auto* c : short_checked(card)) {
+  for (const auto& c : short_checked(card)) {
     if (!any_bullet) out += "\n";
     any_bullet = true;
-    out += fmt::format("- checks `{}/{}`: {}\n", c->example, c->variant, checks_short_of_bar(*c));
+    out += fmt::format("- checks `{}/{}`: {}\n", c.side->example, c.side->variant, c.why);
   }
   out += curves_markdown(curves(card));  // an example's points, grouped along each axis
   return out + "\n" + summary_line(card) + "\n";

@@ -315,11 +315,11 @@ struct Fused {
 // device reference chooses what the CPU one does (the rule's sigmoid has the same bits on both),
 // and its weights differ only by the device's double exp (within an ulp of double, far under the
 // tolerance).
-template <int kMaxExperts, class Weight>
+template <class Weight>
 __host__ __device__ void gate_one_token(bool deepseek, int experts, int top_k, const float* x,
                                         const float* bias, int32_t* indices, Weight* weights) {
   const ch17::GroupLimitedGate gate{kDsExperts, kDsGroups, kDsKeptGroups, kDsTopK};
-  float choice[kMaxExperts];
+  float choice[kDsExperts];  // deepseek_v3's choice scores (mixtral ranks its logits)
   int32_t chosen[kDsTopK];
   double p[kDsTopK], sum = 0;
   if (deepseek)
@@ -344,8 +344,8 @@ void reference(const Gating& w, bench::HostData& h) {
   for (int64_t t = 0; t < w.tokens; ++t) {
     int32_t chosen[kDsTopK];
     double p[kDsTopK];
-    gate_one_token<kDsExperts>(w.deepseek, int(w.experts), int(w.top_k),
-                               logits.data() + t * w.experts, bias, chosen, p);
+    gate_one_token(w.deepseek, int(w.experts), int(w.top_k), logits.data() + t * w.experts, bias,
+                   chosen, p);
     for (int64_t j = 0; j < w.top_k; ++j) {
       indices[t * w.top_k + j] = chosen[j];
       weights[t * w.top_k + j] = p[j];
@@ -361,8 +361,8 @@ __global__ void gate_reference(bool deepseek, int experts, int top_k, const floa
                                float* weights) {
   const int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (t < tokens)
-    gate_one_token<kDsExperts>(deepseek, experts, top_k, logits + t * experts, bias,
-                               indices + t * top_k, weights + t * top_k);
+    gate_one_token(deepseek, experts, top_k, logits + t * experts, bias, indices + t * top_k,
+                   weights + t * top_k);
 }
 
 void device_reference(const Gating& w, cudaStream_t stream) {

@@ -19,7 +19,8 @@ Jobs come from helpers in the plan's namespace:
       of expectations/ called `expectations` ("private": the tag's own); jobs naming one copy share
       it, so an update and its rerun go under one name, and only jobs of one queue should;
   peer(tag, command, min_s=60)   a peer script (scripts/peers/), its rows into OUT/r/TAG.json;
-  shell(tag, command, min_s=30)  any other command.
+  shell(tag, command, min_s=30)  any other command;
+and `gpus`, how many GPUs this process may use (scripts/gpu_slots.sh's count), to lay out queues.
 A job is not started with less than min_s left before its stage's end or the budget, and one still
 running then is interrupted (SIGINT, then SIGKILL after 20 s); an interrupted compare updates no
 expectations. A job that finished (exit 0 or 1) leaves a marker under --state (default
@@ -35,6 +36,7 @@ OUT/summary.txt lists every job with its GPU, exit status and seconds. --pack pa
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -136,6 +138,13 @@ class Runner:
             self.say(line)
 
 
+def gpu_count():
+    """The GPUs this process may use, counted as ctest's slots are (scripts/gpu_slots.sh): at least 1."""
+    slots = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_slots.sh")
+    printed = subprocess.run(["bash", slots, os.devnull], capture_output=True, text=True).stdout.split()
+    return int(printed[-1]) if printed and printed[-1].isdigit() else 1
+
+
 def provenance_date(entry):
     return (entry.get("provenance") or {}).get("date", "")
 
@@ -182,7 +191,7 @@ def main(argv):
     if not args.plan or args.budget is None:
         parser.error("a plan and --budget are needed")
     runner = Runner(args.budget, args.out, args.state, args.bench)
-    namespace = {"compare": runner.compare, "peer": runner.peer, "shell": runner.shell}
+    namespace = {"compare": runner.compare, "peer": runner.peer, "shell": runner.shell, "gpus": gpu_count()}
     exec(compile(open(args.plan).read(), args.plan, "exec"), namespace)
     runner.run_plan(namespace["STAGES"])
     if args.pack:
@@ -224,7 +233,8 @@ def self_test():
         plan = os.path.join(root, "plan.py")
         with open(plan, "w") as f:
             f.write('STAGES = [\n'
-                    '  {"all": [shell("first", "echo $CUDA_VISIBLE_DEVICES-unset", 0)]},\n'
+                    '  {"all": [shell("first", "echo $CUDA_VISIBLE_DEVICES-unset", 0),\n'
+                    '           shell("count", "echo gpus=%d" % gpus, 0)]},\n'
                     '  {"until": 3, "0": [compare("upd", "b=2.0", 0, expectations="g0"),\n'
                     '                     compare("rerun", "c=3.0", 0, expectations="g0"),\n'
                     '                     shell("long", "sleep 30", 0), shell("after", "true", 0)],\n'
@@ -247,6 +257,8 @@ def self_test():
                 failures.append("the long job was not interrupted at its stage's end")
             if "DROP  after (gpu 0)" not in summary or "DROP  asks_too_much" not in summary:
                 failures.append("a job with too little time left was started")
+            if not re.fullmatch(r"gpus=[1-9]\d*", log("count").strip()):
+                failures.append("the plan's `gpus` is not a GPU count of at least 1: " + log("count"))
             if log("first").strip() != "-unset" or log("gpu1").strip() != "gpu=1 nvls=0":
                 failures.append("the GPU or NCCL environment is wrong: " + log("first") + log("gpu1"))
             merged = json.load(open(os.path.join(out, "expectations", "x.json")))["examples"]

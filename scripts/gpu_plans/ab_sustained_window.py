@@ -7,12 +7,8 @@
 #
 # The window may become the default only if every optimized median moves by less than the larger
 # side's run-to-run spread, and the phases show what it saves (issue 39's compare time).
-import subprocess
-
-listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
-two = sum(line.startswith("GPU ") for line in listed.splitlines()) > 1
 FLASH = "--chapter ch16 --example flash_attention"
 rule = lambda i: compare(f"ab_rule_{i}", FLASH, 150)
 window = lambda i: compare(f"ab_window_{i}", FLASH + " -- --bench_sustained_window=1", 100)
-STAGES = ([{"0": [rule(1), window(1)], "1": [window(2), rule(2)]}] if two
+STAGES = ([{"0": [rule(1), window(1)], "1": [window(2), rule(2)]}] if gpus > 1
           else [{"0": [rule(1), window(1), rule(2), window(2)]}])

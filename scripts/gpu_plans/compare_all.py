@@ -7,10 +7,6 @@
 # A call of the device tool ends at 600 s: send the same plan again on the warm machine and the
 # chapters that finished are skipped. Queues are filled longest first by the seconds below (a
 # chapter's default compare on an H200, 2026-11-27/28; unmeasured ones 40), so they end together.
-import subprocess
-
-listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
-gpus = max(1, sum(line.startswith("GPU ") for line in listed.splitlines()))
 SECONDS = {"ch16": 230, "ch20": 120, "ch15": 76, "ch10": 70, "ch19": 70, "ch09": 60, "ch18": 45,
            "ch06": 31, "ch07": 28, "ch17": 17}
 ONE_GPU = ["ch02", "ch06", "ch07", "ch08", "ch09", "ch10", "ch11", "ch12", "ch13", "ch14", "ch15",

@@ -8,10 +8,6 @@
 # On a 2x H200 (2026-11-28) the updates, reruns and peers took two calls of the device tool;
 # send the plan again on the warm machine to finish what a deadline dropped. The entries come
 # back in $OUT/jobs/expectations/.
-import subprocess
-
-listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
-second = "1" if sum(line.startswith("GPU ") for line in listed.splitlines()) > 1 else "0"
 SUSTAINED = [("ch16", "fp8_linear", ""), ("ch18", "block_sparse_attention", ""),
              ("ch09", "tensor_core_gemm", "--axis shape=8192"), ("ch09", "cublaslt_gemm_fp8", ""),
              ("ch10", "persistent_gemm", "--axis mnk=8192"), ("ch02", "cublas_math_mode", ""),
@@ -30,4 +26,4 @@ rest = [job for c, e, a in SUSTAINED for job in update_and_rerun(c, e, a, "rest"
     peer("peer_training_step", "python3 scripts/peers/torch_host.py --only training_step"),
     peer("peer_fp8_linear", "python3 scripts/peers/torch_inference.py --only fp8_linear"),
     peer("peer_block_sparse", "python3 scripts/peers/torch_decoding.py --only block_sparse")]
-STAGES = [{"0": flash, "1": rest}] if second == "1" else [{"0": flash + rest}]
+STAGES = [{"0": flash, "1": rest}] if gpus > 1 else [{"0": flash + rest}]

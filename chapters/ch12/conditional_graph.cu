@@ -15,6 +15,11 @@
 // Both run the same kernels in the same order, so both stop after the same number of rounds
 // and produce bitwise the same x.
 //
+// Timed samples are checked on the device (docs/validity.md row 2) against a device reference:
+// the CPU reference's exact Thomas solve in double, each of its two recurrences run by one thread
+// (thomas_forward, thomas_backward), sharing no code with the variants. At n = 1001 it must agree
+// with the CPU reference, or the case fails verification.
+//
 //   ./bench compare --chapter ch12 --example conditional_graph
 #include "ch12_graph.cuh"
 
@@ -40,11 +45,24 @@ struct Solve {
   bench::DeviceSpan<float> x;
   bench::DeviceBuffer<float> other;  // Jacobi needs the previous iterate: x -> other -> x
   bench::DeviceBuffer<Control> control{1};
+  // The device reference's own (thomas_forward, thomas_backward), never touched by the variants:
+  // the Thomas algorithm's c and d, in double.
+  bench::DeviceBuffer<double> reference_c;
+  bench::DeviceBuffer<double> reference_d;
   explicit Solve(bench::Setup& s)
       : n(s.size("n", int64_t{1} << 18, 1001)),
         b(s.input<float>("b", n, bench::uniform(-1, 1))),
         x(s.output<float>("x", n)),
-        other(n) {
+        other(n),
+        reference_c(n),
+        reference_d(n) {
+    // c depends only on the matrix, not on b: computed here once, untimed, on the host with the
+    // CPU reference's expression (the same doubles), so a device check runs one chain of
+    // dependent divisions (d's) instead of two. d depends on b: every check computes it.
+    std::vector<double> c(n);
+    for (int64_t i = 0; i < n; ++i) c[i] = -1.0 / (kDiag + (i > 0 ? c[i - 1] : 0.0));  // a = c = -1
+    BENCH_CUDA_CHECK(
+        cudaMemcpy(reference_c.data(), c.data(), reference_c.bytes(), cudaMemcpyHostToDevice));
     // Untimed, once: a value for the loop state before any kernel runs. The code never reads it
     // stale (init writes it at the start of each solve, check writes keep_going before the
     // baseline copies it), but ch12 uses dynamic parallelism, which initcheck does not support:
@@ -191,10 +209,86 @@ void reference(const Solve& w, bench::HostData& h) {
   for (int64_t i = w.n - 1; i >= 0; --i) x[i] = d[i] - c[i] * (i + 1 < w.n ? x[i + 1] : 0.0);
 }
 
+// The device reference (docs/validity.md row 2: timed samples checked on the device): the CPU
+// reference above, run on the device, the same operations on the same doubles. Each recurrence is
+// sequential, so one thread (thread 0) runs it element by element as the CPU does; the block
+// around it only copies tiles of its operands into shared memory and its results back out, so the
+// thread's loop reads shared memory rather than paying a global load's latency per element. Slow
+// next to the variants, plainly right: estimated ~20 ms a check at n = 2^18, nearly all of it the
+// forward sweep's dependent double divisions (~120 cycles an element). The baseline samples until
+// the 3 s timeout (~2000 samples of ~1.4 ms), which asks for 93 (1 + ln(2000 / 93)) ~ 380 checks:
+// ~8 s of the 15 s a case (harness/src/sample_check.hpp); the optimized side's ~80, ~2 s.
+constexpr int kReferenceThreads = 256;
+constexpr int kReferenceTile = 2048;  // elements per staged tile: 40 KiB of shared memory
+
+// d[i] = (b[i] + d[i - 1]) / (kDiag + c[i - 1]), with d[-1] = c[-1] = 0: the CPU reference's
+// forward sweep, c read from the constructor's copy.
+__global__ void __launch_bounds__(kReferenceThreads)
+    thomas_forward(const float* b, const double* c, double* d, int64_t n) {
+  __shared__ float tile_b[kReferenceTile];
+  __shared__ double tile_c[kReferenceTile];  // c[i - 1]
+  __shared__ double tile_d[kReferenceTile];
+  double d_prev = 0.0;  // thread 0's d[i - 1]
+  for (int64_t i0 = 0; i0 < n; i0 += kReferenceTile) {
+    const int len = n - i0 < kReferenceTile ? int(n - i0) : kReferenceTile;
+    for (int j = threadIdx.x; j < len; j += kReferenceThreads) {
+      tile_b[j] = b[i0 + j];
+      tile_c[j] = i0 + j > 0 ? c[i0 + j - 1] : 0.0;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (int j = 0; j < len; ++j) {
+        const double m = kDiag + tile_c[j];  // a = c = -1
+        d_prev = (tile_b[j] + d_prev) / m;
+        tile_d[j] = d_prev;
+      }
+    __syncthreads();  // tile_d written; tile_b and tile_c read: the next tile may overwrite them
+    for (int j = threadIdx.x; j < len; j += kReferenceThreads) d[i0 + j] = tile_d[j];
+  }
+}
+
+// x[i] = d[i] - c[i] x[i + 1], with x[n] = 0: the CPU reference's back substitution, x carried in
+// double and stored as float. __dmul_rn then __dsub_rn, each rounded, as the CPU's loop computes
+// it: not contracted into one fma.
+__global__ void __launch_bounds__(kReferenceThreads)
+    thomas_backward(const double* c, const double* d, float* x, int64_t n) {
+  __shared__ double tile_c[kReferenceTile];
+  __shared__ double tile_d[kReferenceTile];
+  __shared__ float tile_x[kReferenceTile];
+  double x_next = 0.0;  // thread 0's x[i + 1]; 0 past the end (the CPU's i + 1 < n guard)
+  for (int64_t end = n; end > 0; end -= kReferenceTile) {
+    const int64_t i0 = end > kReferenceTile ? end - kReferenceTile : 0;
+    const int len = int(end - i0);
+    for (int j = threadIdx.x; j < len; j += kReferenceThreads) {
+      tile_c[j] = c[i0 + j];
+      tile_d[j] = d[i0 + j];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+      for (int j = len - 1; j >= 0; --j) {
+        x_next = __dsub_rn(tile_d[j], __dmul_rn(tile_c[j], x_next));
+        tile_x[j] = float(x_next);
+      }
+    __syncthreads();  // tile_x written; tile_c and tile_d read: the next tile may overwrite them
+    for (int j = threadIdx.x; j < len; j += kReferenceThreads) x[i0 + j] = tile_x[j];
+  }
+}
+
+void device_reference(const Solve& w, cudaStream_t s) {
+  thomas_forward<<<1, kReferenceThreads, 0, s>>>(w.b.data(), w.reference_c.data(),
+                                                 w.reference_d.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+  thomas_backward<<<1, kReferenceThreads, 0, s>>>(w.reference_c.data(), w.reference_d.data(),
+                                                  w.x.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(ch12, conditional_graph, Solve)
-    .stateful<HostLoop>(bench::Role::baseline, "host_loop_sync_per_round", {.blocks_host = true, .host_bound = true})
+    .stateful<HostLoop>(bench::Role::baseline, "host_loop_sync_per_round",
+                        {.blocks_host = true, .host_bound = true})
     .stateful<WhileGraph>(bench::Role::optimized, "conditional_while_node")
     .reference(reference)
+    .device_reference(device_reference)
     // Stopping at a largest update of 1e-5 leaves x within ~0.91/(1-0.91) * 1e-5 ~ 1e-4 of the
     // exact solution per element (|x| ~ 1): a relative L2 of 1e-3 covers it with margin, while
     // a variant that stopped early or skipped rounds would be off by far more.

@@ -5,6 +5,8 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "bench/check.hpp"
@@ -153,24 +155,30 @@ __device__ V warp_sum(V v) {
 
 constexpr int kCompareBlock = 256;
 
-template <class T>
-__global__ void __launch_bounds__(kCompareBlock) compare_kernel(const T* actual, const T* expected, int64_t count,
-                                                                  Tolerance t, DeviceComparison* sums) {
-  constexpr int kPerVector = sizeof(uint4) / sizeof(T);
+// E: the reference's element type, T's own or float (an FP32 device reference's values).
+template <class T, class E>
+__global__ void __launch_bounds__(kCompareBlock)
+    compare_kernel(const T* actual, const E* expected, int64_t count, Tolerance t,
+                   DeviceComparison* sums) {
   DeviceComparison c{};
-  const int64_t vectors = count / kPerVector;  // cudaMalloc'd buffers: 256-byte aligned
   const int64_t first = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, stride = int64_t{gridDim.x} * blockDim.x;
-  const auto* actual4 = reinterpret_cast<const uint4*>(actual);
-  const auto* expected4 = reinterpret_cast<const uint4*>(expected);
-  for (int64_t v = first; v < vectors; v += stride) {
-    const uint4 a4 = actual4[v], e4 = expected4[v];
-    T a[kPerVector], e[kPerVector];
-    memcpy(a, &a4, sizeof a4);
-    memcpy(e, &e4, sizeof e4);
+  int64_t vectorised = 0;  // elements the 16-byte loop covers
+  if constexpr (std::is_same_v<T, E>) {
+    constexpr int kPerVector = sizeof(uint4) / sizeof(T);
+    const int64_t vectors = count / kPerVector;  // cudaMalloc'd buffers: 256-byte aligned
+    const auto* actual4 = reinterpret_cast<const uint4*>(actual);
+    const auto* expected4 = reinterpret_cast<const uint4*>(expected);
+    for (int64_t v = first; v < vectors; v += stride) {
+      const uint4 a4 = actual4[v], e4 = expected4[v];
+      T a[kPerVector], e[kPerVector];
+      memcpy(a, &a4, sizeof a4);
+      memcpy(e, &e4, sizeof e4);
 #pragma unroll
-    for (int k = 0; k < kPerVector; ++k) tally(as_double(a[k]), as_double(e[k]), t, c);
+      for (int k = 0; k < kPerVector; ++k) tally(as_double(a[k]), as_double(e[k]), t, c);
+    }
+    vectorised = vectors * kPerVector;
   }
-  for (int64_t i = vectors * kPerVector + first; i < count; i += stride)
+  for (int64_t i = vectorised + first; i < count; i += stride)
     tally(as_double(actual[i]), as_double(expected[i]), t, c);
   // Block sum: warps through shuffles, then the first warp over the warps' sums.
   __shared__ DeviceComparison warps[kCompareBlock / 32];
@@ -261,16 +269,28 @@ void launch_spin(uint64_t ns, unsigned long long* measured_ns, cudaStream_t stre
   BENCH_CHECK_LAUNCH();
 }
 
-void launch_compare(const void* actual, const void* expected, DType dtype, int64_t count,
-                    Tolerance tolerance, DeviceComparison* sums, cudaStream_t stream) {
+void launch_compare(const void* actual, DType actual_dtype, const void* expected,
+                    DType expected_dtype, int64_t count, Tolerance tolerance,
+                    DeviceComparison* sums, cudaStream_t stream) {
+  if (expected_dtype != actual_dtype && expected_dtype != DType::f32)
+    throw std::invalid_argument(std::string("a device comparison of ") + to_string(actual_dtype) +
+                                " outputs against a " + to_string(expected_dtype) + " reference");
+  const bool f32_reference = expected_dtype != actual_dtype;
   // Enough blocks to fill every SM several times over; more would only add atomics.
   constexpr int64_t kMaxBlocks = 2048;
-  const int grid = static_cast<int>(std::min<int64_t>(kMaxBlocks, grid_for(count / (16 / size_of(dtype)) + 1, kCompareBlock)));
-  switch (dtype) {
-#define BENCH_COMPARE_CASE(tag, T)                                                                    \
-  case DType::tag:                                                                                    \
-    compare_kernel<T><<<grid, kCompareBlock, 0, stream>>>(static_cast<const T*>(actual),             \
-                                                          static_cast<const T*>(expected), count, tolerance, sums); \
+  const int per_thread = f32_reference ? 1 : 16 / size_of(actual_dtype);
+  const int grid = static_cast<int>(
+      std::min<int64_t>(kMaxBlocks, grid_for(count / per_thread + 1, kCompareBlock)));
+  switch (actual_dtype) {
+#define BENCH_COMPARE_CASE(tag, T)                                                                 \
+  case DType::tag:                                                                                 \
+    if (f32_reference)                                                                             \
+      compare_kernel<T, float><<<grid, kCompareBlock, 0, stream>>>(                                \
+          static_cast<const T*>(actual), static_cast<const float*>(expected), count, tolerance,    \
+          sums);                                                                                   \
+    else                                                                                           \
+      compare_kernel<T, T><<<grid, kCompareBlock, 0, stream>>>(                                    \
+          static_cast<const T*>(actual), static_cast<const T*>(expected), count, tolerance, sums); \
     break;
     BENCH_COMPARE_CASE(f64, double)
     BENCH_COMPARE_CASE(f32, float)

@@ -40,11 +40,14 @@ struct DeviceComparison {
   unsigned long long non_finite;  // NaN or Inf in `actual` where the reference is finite
   double err2, ref2;              // sums of squared differences and squared reference values
 };
-// Compares `count` elements of `dtype` at `actual` with those at `expected` under a resolved
-// tolerance and adds the counts into *sums (device memory, zeroed by the caller). It streams at
-// HBM speed: 16-byte loads of both buffers, a grid-stride loop, one atomic per count per block.
-void launch_compare(const void* actual, const void* expected, DType dtype, int64_t count,
-                    Tolerance tolerance, DeviceComparison* sums, cudaStream_t stream);
+// Compares `count` elements at `actual` with those at `expected` under a resolved tolerance and
+// adds the counts into *sums (device memory, zeroed by the caller). The two hold `actual_dtype`,
+// or `expected` holds FP32 (an FP32 device reference's values for a narrower output). It streams
+// at HBM speed: a grid-stride loop (16-byte loads of both buffers where their dtypes agree), one
+// atomic per count per block.
+void launch_compare(const void* actual, DType actual_dtype, const void* expected,
+                    DType expected_dtype, int64_t count, Tolerance tolerance,
+                    DeviceComparison* sums, cudaStream_t stream);
 // The work tracer's marker (work_tracer.hpp): an empty kernel CUPTI's records name with
 // kTraceMarkerName, so the tracer can tell it from the variant's own kernels.
 inline constexpr const char* kTraceMarkerName = "bench_trace_marker";

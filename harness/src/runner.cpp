@@ -184,11 +184,11 @@ void end_checked_run(const ExampleDef& e, const WorkloadInstance& w, CheckedRun&
     if (!b.is_input) actual.emplace(b.name, copy_to_host(b, s));
   const bool on_device = uses_device_reference(e, w);
   if (on_device) {
-    poison_outputs(w, run + 1, s);
-    e.device_reference(w.object.get(), s);
+    DeviceReference reference(e, w);
+    reference.run(run + 1, s);
     BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
     for (const auto& b : w.buffers())
-      if (!b.is_input) device_expected.emplace(b.name, copy_to_host(b, s));
+      if (!b.is_input) device_expected.emplace(b.name, reference.to_host(b, s));
   } else {
     HostDataImpl impl(c.host);
     HostData data(impl);
@@ -215,14 +215,15 @@ void end_checked_run(const ExampleDef& e, const WorkloadInstance& w, CheckedRun&
   // At the verification size the device reference, when there is one, must agree with the CPU
   // reference too: at the timing size it is the only judge of every checked sample.
   if (w.setup->verifying && e.device_reference) {
-    poison_outputs(w, run + 1, s);
-    e.device_reference(w.object.get(), s);
+    DeviceReference reference(e, w);
+    reference.run(run + 1, s);
     BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
     for (const auto& b : w.buffers()) {
       if (b.is_input) continue;
-      const Comparison cmp = compare(HostValues(copy_to_host(b, s)),
-                                     HostValues(std::span<const double>(c.host.expected.at(b.name))),
-                                     resolve(e.tolerance, b.dtype));
+      const Comparison cmp =
+          compare(HostValues(reference.to_host(b, s)),
+                  HostValues(std::span<const double>(c.host.expected.at(b.name))),
+                  resolve(e.tolerance, b.dtype));
       if (!cmp.pass)
         throw CheckFailure(fmt::format("{}: the example's device reference disagrees with its CPU reference: {}",
                                        what, cmp.describe(b.name)));

@@ -62,7 +62,56 @@ bool device_comparison_passes(const DeviceComparison& c, Tolerance t) {
 
 namespace {
 constexpr std::size_t kSlotAlignment = 256;  // each output's copy starts on its own 256 bytes
+std::size_t aligned(std::size_t bytes) {
+  return (bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+}
 }  // namespace
+
+DeviceReference::DeviceReference(const ExampleDef& e, const WorkloadInstance& w) : e_(e), w_(w) {
+  if (overwrites_outputs()) return;
+  std::size_t bytes = 0;
+  for (const auto& b : w.buffers())
+    if (!b.is_input) bytes += aligned(static_cast<std::size_t>(b.count) * sizeof(float));
+  void* block = nullptr;
+  BENCH_CUDA_CHECK(cudaMalloc(&block, std::max<std::size_t>(bytes, 1)));
+  f32_block_ = static_cast<float*>(block);
+  std::size_t offset = 0;
+  for (const auto& b : w.buffers()) {
+    if (b.is_input) continue;
+    f32_.arrays.emplace_back(
+        b.name, reinterpret_cast<float*>(reinterpret_cast<char*>(f32_block_) + offset));
+    offset += aligned(static_cast<std::size_t>(b.count) * sizeof(float));
+  }
+}
+
+DeviceReference::~DeviceReference() { cudaFree(f32_block_); }
+
+void DeviceReference::run(int run, cudaStream_t s) {
+  if (overwrites_outputs()) {
+    poison_outputs(w_, run, s);
+  } else {
+    for (const auto& b : w_.buffers())  // 0xFF bytes: NaN, which no tolerance passes
+      if (!b.is_input)
+        BENCH_CUDA_CHECK(cudaMemsetAsync(f32_[b.name], 0xFF, b.count * sizeof(float), s));
+  }
+  e_.device_reference(w_.object.get(), f32_, s);
+}
+
+const void* DeviceReference::values(const Buffer& output) const {
+  return overwrites_outputs() ? output.device : f32_[output.name];
+}
+
+DType DeviceReference::dtype(const Buffer& output) const {
+  return overwrites_outputs() ? output.dtype : DType::f32;
+}
+
+HostCopy DeviceReference::to_host(const Buffer& output, cudaStream_t s) const {
+  if (overwrites_outputs()) return copy_to_host(output, s);
+  Buffer wide = output;
+  wide.dtype = DType::f32;
+  wide.device = f32_[output.name];
+  return copy_to_host(wide, s);
+}
 
 DeviceCheck::DeviceCheck(const ExampleDef& e, const WorkloadInstance& w) : e_(e), w_(w) {
   if (!e.device_reference) {
@@ -72,7 +121,7 @@ DeviceCheck::DeviceCheck(const ExampleDef& e, const WorkloadInstance& w) : e_(e)
   for (const auto& b : w.buffers()) {
     if (b.is_input) continue;
     outputs_.push_back({&b, slot_bytes_, resolve(e.tolerance, b.dtype)});
-    slot_bytes_ += (b.bytes() + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+    slot_bytes_ += aligned(b.bytes());
   }
   std::size_t free = 0, total = 0;
   BENCH_CUDA_CHECK(cudaMemGetInfo(&free, &total));
@@ -83,6 +132,7 @@ DeviceCheck::DeviceCheck(const ExampleDef& e, const WorkloadInstance& w) : e_(e)
                     slot_bytes_ / double(1ull << 30), free / double(1ull << 30));
     return;
   }
+  reference_.emplace(e, w);
   void* first = nullptr;  // slot 0: every device check needs it, so failing here fails the case
   BENCH_CUDA_CHECK(cudaMalloc(&first, std::max<std::size_t>(slot_bytes_, 1)));
   slots_.push_back(static_cast<char*>(first));
@@ -125,12 +175,13 @@ DeviceCheck::Verdict DeviceCheck::judge_held(int slot, int run, cudaStream_t s) 
   char* held = slots_.at(slot);
   // Poisoned first, so an output the reference leaves unwritten cannot compare the variant's
   // values with themselves.
-  poison_outputs(w_, run + 1, s);
-  e_.device_reference(w_.object.get(), s);
+  reference_->run(run + 1, s);
   BENCH_CUDA_CHECK(cudaMemsetAsync(sums_, 0, outputs_.size() * sizeof(DeviceComparison), s));
-  for (std::size_t k = 0; k < outputs_.size(); ++k)
-    launch_compare(held + outputs_[k].offset, outputs_[k].buffer->device, outputs_[k].buffer->dtype,
-                   outputs_[k].buffer->count, outputs_[k].tolerance, sums_ + k, s);
+  for (std::size_t k = 0; k < outputs_.size(); ++k) {
+    const Buffer& b = *outputs_[k].buffer;
+    launch_compare(held + outputs_[k].offset, b.dtype, reference_->values(b), reference_->dtype(b),
+                   b.count, outputs_[k].tolerance, sums_ + k, s);
+  }
   std::vector<DeviceComparison> sums(outputs_.size());
   BENCH_CUDA_CHECK(cudaMemcpyAsync(sums.data(), sums_, sums.size() * sizeof(DeviceComparison), cudaMemcpyDeviceToHost, s));
   BENCH_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,34 @@ class DeviceCheckPlan {
 // reference is finite, and none outside exact/allclose, or a relative L2 error within bound.
 bool device_comparison_passes(const DeviceComparison& c, Tolerance resolved);
 
+// The example's device reference bound to one workload: where it writes and how its values are
+// read back. The plain form writes over the workload's outputs (the variant's values must be
+// copied aside first); the FP32 form (ExampleDef::device_reference_writes_f32) writes into FP32
+// arrays of the outputs' lengths that this object owns, leaving the outputs alone. Either way
+// what it writes is poisoned first, so an element the reference leaves unwritten cannot pass.
+class DeviceReference {
+ public:
+  DeviceReference(const ExampleDef& e, const WorkloadInstance& w);
+  ~DeviceReference();
+  DeviceReference(const DeviceReference&) = delete;
+  DeviceReference& operator=(const DeviceReference&) = delete;
+
+  bool overwrites_outputs() const { return !e_.device_reference_writes_f32; }
+  // Poisons what the reference writes (run `run`'s pattern; the FP32 arrays always NaN), then
+  // enqueues the reference on `s`.
+  void run(int run, cudaStream_t s);
+  // After run(): the reference's values for one of the workload's outputs, on the device.
+  const void* values(const Buffer& output) const;
+  DType dtype(const Buffer& output) const;
+  HostCopy to_host(const Buffer& output, cudaStream_t s) const;
+
+ private:
+  const ExampleDef& e_;
+  const WorkloadInstance& w_;
+  ReferenceOutputs f32_;        // the FP32 form's arrays, one per output, in buffer order
+  float* f32_block_ = nullptr;  // one allocation holding them
+};
+
 // Device copies of a timing workload's outputs ("slots"), and the device check of a sample with
 // them. Off, with the reason, when the example has no device reference or one set of copies would
 // take more than kHeldShareOfFree of the free device memory. Slot 0 is allocated with the check
@@ -157,6 +186,7 @@ class DeviceCheck {
     Tolerance tolerance;  // the example's, resolved for the output's dtype
   };
   std::vector<Output> outputs_;
+  std::optional<DeviceReference> reference_;  // when the example has one
   std::size_t slot_bytes_ = 0;        // one set of copies, each output's aligned
   std::vector<char*> slots_;          // one allocation per set
   int cap_ = 0;                       // held_slots_cap at construction

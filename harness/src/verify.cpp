@@ -59,7 +59,8 @@ Comparison summarise(const std::vector<Partial>& parts, Tolerance t) {
 }
 
 // Every element of `actual` (dtype A) against `expected` (dtype E: the CPU reference's doubles,
-// or A itself for a device reference's output), converted to double as they are read.
+// A itself for a device reference's output, or FP32 for the FP32 form of one), converted to
+// double as they are read.
 template <DType A, DType E>
 Comparison compare_as(HostValues actual, HostValues expected, Tolerance t) {
   const std::size_t n = actual.count;
@@ -96,6 +97,7 @@ Comparison compare(HostValues actual, HostValues expected, Tolerance t) {
   return with_dtype(actual.dtype, [&](auto a) {
     constexpr DType A = decltype(a)::value;
     if (expected.dtype == DType::f64) return compare_as<A, DType::f64>(actual, expected, t);
+    if (expected.dtype == DType::f32) return compare_as<A, DType::f32>(actual, expected, t);
     if (expected.dtype != A)
       throw std::logic_error(fmt::format("comparing a {} output with {} expected values",
                                          to_string(A), to_string(expected.dtype)));

@@ -114,6 +114,13 @@ std::span<double> HostData::expected(std::string_view name) {
   return it->second;
 }
 
+float* ReferenceOutputs::operator[](std::string_view output) const {
+  for (const auto& [name, array] : arrays)
+    if (name == output) return array;
+  throw std::invalid_argument(
+      fmt::format("device reference asked for unknown output '{}'", output));
+}
+
 namespace detail {
 
 SetupImpl::~SetupImpl() {

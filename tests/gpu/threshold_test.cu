@@ -13,7 +13,13 @@
 //     on 5% of its calls (one call in every 20, at a position it draws; and every 20th call),
 //     which no timing check can see: only the device-checked samples (issue 38) catch it. Its
 //     controls: the honest form, and an honest variant whose float atomics add in a different
-//     order on every call (outputs differ bit for bit between calls, each within tolerance).
+//     order on every call (outputs differ bit for bit between calls, each within tolerance);
+//   - the same spoiler on BF16 outputs under a tolerance finer than a BF16 unit, caught by a
+//     device reference that writes FP32, with the control that one rounding to BF16 cannot judge
+//     an honest variant there.
+#include <cuda_bf16.h>
+
+#include <algorithm>
 #include <random>
 
 #include "bench/stats.hpp"
@@ -278,6 +284,105 @@ BENCH_EXAMPLE(test, nondeterministic_sums, RowSums)
     .reference(row_sums_reference)
     .device_reference(device_row_sums_reference);
 
+// ---- BF16 outputs under a tolerance finer than a BF16 unit: the FP32 form of a device reference
+// -- y = x / 7 in BF16 under allclose(0, 4e-3), as ch09's norms are judged: an honest variant
+// within half a BF16 unit (at most 2^-8 relative) of the exact value passes. This one multiplies by
+// a reciprocal 5e-5 off (an approximate division, as fast-math code does), then rounds: within
+// 3.96e-3 of the exact value everywhere, but on the other side of a BF16 rounding midpoint from
+// it on about 1% of elements, a whole unit (up to 7.8e-3) from a reference that rounded its own
+// exact value to BF16.
+struct ScaledBf16 {
+  int64_t n;
+  DeviceSpan<const __nv_bfloat16> x;
+  DeviceSpan<__nv_bfloat16> y;
+  explicit ScaledBf16(Setup& s)
+      : n(s.size("n", 1 << 20, 4099)),
+        x(s.input<__nv_bfloat16>("x", n, uniform(-4, 4))),
+        y(s.output<__nv_bfloat16>("y", n)) {
+    s.bytes(4.0 * n);
+  }
+};
+constexpr double kDivisor = 7.0;
+constexpr float kApproximateReciprocal = static_cast<float>(1.00005 / kDivisor);
+
+void scaled_reference(const ScaledBf16& w, HostData& h) {
+  auto x = h.input<__nv_bfloat16>("x");
+  auto y = h.expected("y");
+  for (int64_t i = 0; i < w.n; ++i) y[i] = static_cast<double>(__bfloat162float(x[i])) / kDivisor;
+}
+__global__ void scale_by_approximate_reciprocal(const __nv_bfloat16* x, __nv_bfloat16* y,
+                                                int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = __float2bfloat16(__bfloat162float(x[i]) * kApproximateReciprocal);
+}
+__global__ void exact_scale_f32(const __nv_bfloat16* x, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = static_cast<float>(static_cast<double>(__bfloat162float(x[i])) / kDivisor);
+}
+__global__ void exact_scale_rounded_to_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = __double2bfloat16(static_cast<double>(__bfloat162float(x[i])) / kDivisor);
+}
+void launch_approximate_scale(const ScaledBf16& w, cudaStream_t s) {
+  scale_by_approximate_reciprocal<<<264, 256, 0, s>>>(w.x.data(), w.y.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+// The FP32 form: writes the exact quotient (to FP32) into the array the harness gives for y.
+void device_scale_reference_f32(const ScaledBf16& w, const ReferenceOutputs& out, cudaStream_t s) {
+  exact_scale_f32<<<264, 256, 0, s>>>(w.x.data(), out["y"], w.n);
+  BENCH_CHECK_LAUNCH();
+}
+// The plain form, for the control: the exact quotient rounded to BF16, written over y.
+void device_scale_reference_bf16(const ScaledBf16& w, cudaStream_t s) {
+  exact_scale_rounded_to_bf16<<<264, 256, 0, s>>>(w.x.data(), w.y.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+// An FP32-form reference that writes nothing: its NaN-poisoned arrays must fail verification.
+void device_scale_reference_unwritten(const ScaledBf16&, const ReferenceOutputs&, cudaStream_t) {}
+
+// The approximate scale, then one element spoiled (+1) on one call in every 20 at an offset drawn
+// afresh for each run of 20.
+__global__ void spoil_bf16(__nv_bfloat16* y, int64_t i) {
+  y[i] = __float2bfloat16(__bfloat162float(y[i]) + 1.0f);
+}
+struct SpoilsBf16 {
+  SpoilsBf16(const ScaledBf16&, cudaStream_t) {}
+  void operator()(const ScaledBf16& w, cudaStream_t s) {
+    launch_approximate_scale(w, s);
+    if (++calls > 10 && spoils(calls))
+      spoil_bf16<<<1, 1, 0, s>>>(w.y.data(),
+                                 static_cast<int64_t>(position() % static_cast<uint64_t>(w.n)));
+    BENCH_CHECK_LAUNCH();
+  }
+  OneInTwentyAtRandom spoils;
+  std::mt19937_64 position{std::random_device{}()};
+  long calls = 0;
+};
+
+BENCH_EXAMPLE(test, bf16_scale_f32_reference, ScaledBf16)
+    .baseline("approximate_reciprocal", launch_approximate_scale)
+    .stateful<SpoilsBf16>(Role::optimized, "spoils_5_percent_at_random")
+    .reference(scaled_reference)
+    .device_reference(device_scale_reference_f32)
+    .tolerance(allclose(0, 4e-3));
+
+BENCH_EXAMPLE(test, bf16_scale_bf16_reference, ScaledBf16)
+    .baseline("approximate_reciprocal", launch_approximate_scale)
+    .optimized("approximate_reciprocal_too", launch_approximate_scale)
+    .reference(scaled_reference)
+    .device_reference(device_scale_reference_bf16)
+    .tolerance(allclose(0, 4e-3));
+
+BENCH_EXAMPLE(test, bf16_scale_unwritten_reference, ScaledBf16)
+    .baseline("approximate_reciprocal", launch_approximate_scale)
+    .optimized("approximate_reciprocal_too", launch_approximate_scale)
+    .reference(scaled_reference)
+    .device_reference(device_scale_reference_unwritten)
+    .tolerance(allclose(0, 4e-3));
+
 bool cupti_available() { return detail::WorkTracer::get().available(); }
 
 TEST(Thresholds, Row1_JoinedSideStreamIsMeasuredAndTraced) {
@@ -417,6 +522,36 @@ TEST(Thresholds, Row2_Control_AtomicRowSumsDifferBitForBitBetweenCalls) {
     differs = first != again;
   }
   EXPECT_TRUE(differs) << "the atomics added in the same order on 9 calls: the control shows nothing";
+}
+
+TEST(Thresholds, Row2_Fp32DeviceReferenceChecksEveryBf16SampleOfAnHonestVariant) {
+  const auto r = run_case("bf16_scale_f32_reference", "baseline", 40);
+  ASSERT_EQ(outcome(r), "measured");
+  EXPECT_EQ(r.sample_check, "device");
+  const int timed = static_cast<int>(r.samples.size() + r.dropped.size());
+  EXPECT_GE(r.compared_samples + r.verified_samples, std::min(timed, 93));
+  EXPECT_EQ(r.compare_host_passes, 0);  // no device mismatch: within tolerance of the FP32 values
+  EXPECT_LE(r.escape_5pct, 0.01);
+}
+
+TEST(Thresholds, Row2_Fp32DeviceReferenceCatchesABf16SpoilerOfFivePercent) {
+  const auto r = run_case("bf16_scale_f32_reference", "optimized", 40);
+  EXPECT_NE(outcome(r).find("FAILED: timed sample"), std::string::npos) << outcome(r);
+}
+
+TEST(Thresholds, Row2_Control_ABf16RoundedDeviceReferenceFailsTheSameHonestVariant) {
+  // Why the FP32 form exists: against the exact quotient rounded to BF16 the honest variant is a
+  // whole BF16 unit off on the elements it rounded the other way, past the tolerance.
+  const auto r = run_case("bf16_scale_bf16_reference", "baseline", 40);
+  EXPECT_NE(outcome(r).find("FAILED: timed sample"), std::string::npos) << outcome(r);
+}
+
+TEST(Thresholds, Row2_AnFp32DeviceReferenceThatWritesNothingFailsVerification) {
+  const auto r = run_case("bf16_scale_unwritten_reference", "baseline");
+  EXPECT_NE(outcome(r).find("FAILED: verification run 1: the example's device reference disagrees "
+                            "with its CPU reference"),
+            std::string::npos)
+      << outcome(r);
 }
 
 TEST(Thresholds, Row2_HonestNondeterministicVariantPassesItsDeviceChecks) {

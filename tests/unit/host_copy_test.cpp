@@ -102,6 +102,25 @@ TEST(HostCopy, TwoNativeCopiesOfOneDtypeCompare) {
   EXPECT_EQ(poisoned.worst_index, 1);
 }
 
+// The FP32 form of a device reference: a BF16 output against FP32 expected values reads as it
+// would against the same values in double.
+TEST(HostCopy, ANarrowOutputComparesWithFp32ExpectedValuesAsWithDoubles) {
+  const HostCopy out =
+      copy_of(std::vector<uint16_t>{0x3F80, 0x3F81, 0x3F80}, DType::bf16);  // 1, 1.0078125, 1
+  const std::vector<float> wide = {1.00390625f, 1.00390625f, 1.01f};        // the third is 1% off
+  const std::vector<double> doubles(wide.begin(), wide.end());
+  const bench::Tolerance tol = bench::allclose(0, 4e-3);
+  const auto f32 =
+      bench::detail::compare(HostValues(out), HostValues(copy_of(wide, DType::f32)), tol);
+  const auto f64 =
+      bench::detail::compare(HostValues(out), HostValues(std::span<const double>(doubles)), tol);
+  EXPECT_FALSE(f32.pass);
+  EXPECT_EQ(f32.mismatches, 1);
+  EXPECT_EQ(f32.worst_index, 2);
+  EXPECT_EQ(f32.mismatches, f64.mismatches);
+  EXPECT_EQ(f32.max_abs_err, f64.max_abs_err);
+}
+
 TEST(HostCopy, MismatchedDtypesOrCountsAreAnError) {
   const HostCopy f16 = copy_of(std::vector<uint16_t>{0x3C00, 0x3C00}, DType::f16);
   const HostCopy bf16 = copy_of(std::vector<uint16_t>{0x3F80, 0x3F80}, DType::bf16);

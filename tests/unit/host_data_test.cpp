@@ -1,4 +1,5 @@
-// harness/src/workload.cpp: the CPU reference reads each input as the type it was declared with.
+// harness/src/workload.cpp: the CPU reference reads each input as the type it was declared with;
+// an FP32 device reference finds the arrays it writes by output name.
 #include "workload.hpp"
 
 #include <bench/bench.hpp>
@@ -41,6 +42,23 @@ TEST(HostData, AnUnknownInputIsAnError) {
   bench::detail::HostDataImpl impl(buffers);
   bench::HostData h(impl);
   EXPECT_THROW((void)h.input<float>("missing"), std::invalid_argument);
+}
+
+// The FP32 form of a device reference finds each output's array by name; a name the workload
+// lacks is an error naming it, not a null pointer the kernel would write through.
+TEST(ReferenceOutputs, AnOutputIsFoundByNameAndAnUnknownOneIsAnErrorNamingIt) {
+  float y[2], z[3];
+  const bench::ReferenceOutputs out{{{"y", y}, {"z", z}}};
+  EXPECT_EQ(out["y"], y);
+  EXPECT_EQ(out["z"], z);
+  try {
+    (void)out["w"];
+    FAIL() << "expected an error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("device reference asked for unknown output 'w'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -195,6 +195,17 @@ class HostData {
   detail::HostDataImpl& impl_;
 };
 
+// Where a device reference of the FP32 form writes (Example::device_reference): one FP32 array
+// per output of the workload, as long as the output, found by the output's name. For outputs
+// narrower than FP32 (BF16, FP8) judged element by element: a reference that rounded its own
+// result to the output's dtype would sit a whole unit in the last place from an honest variant
+// that rounded the other way, where the tolerance allows half of one.
+class ReferenceOutputs {
+ public:
+  float* operator[](std::string_view output) const;    // throws naming an output the workload lacks
+  std::vector<std::pair<std::string, float*>> arrays;  // filled by the harness
+};
+
 // ---------------------------------------------------------------------------------------------
 // Tolerance: how an output is compared with the reference. NaN never passes.
 struct Tolerance {
@@ -328,7 +339,8 @@ struct ExampleDef {
   std::function<std::shared_ptr<void>(Setup&)> make_workload;
   std::vector<VariantDef> variants;
   std::function<void(const void*, HostData&)> reference;
-  std::function<void(const void*, cudaStream_t)> device_reference;
+  std::function<void(const void*, const ReferenceOutputs&, cudaStream_t)> device_reference;
+  bool device_reference_writes_f32 = false;  // into ReferenceOutputs, not the workload's outputs
   Tolerance tolerance;
   Mode mode = Mode::cold;
   int min_compute_capability = 0;
@@ -484,12 +496,23 @@ class Example {
   // Optional: a trusted device implementation void(const W&, cudaStream_t) writing the outputs,
   // used instead of the CPU reference to check timed samples at the timing size, where the CPU
   // reference would be too slow (large GEMMs); with one, nearly every timed sample is checked
-  // on the device (docs/validity.md row 2, device-checked samples).
+  // on the device (docs/validity.md row 2, device-checked samples). Its FP32 form,
+  // void(const W&, const ReferenceOutputs&, cudaStream_t), writes each output in FP32 into the
+  // array ReferenceOutputs names instead, for narrow outputs under a tolerance finer than one
+  // unit of their dtype (ch09's BF16 norms).
   template <class F>
   Example& device_reference(F fn) {
-    def_.device_reference = [fn](const void* w, cudaStream_t s) {
-      fn(*static_cast<const W*>(w), s);
-    };
+    if constexpr (std::is_invocable_v<F, const W&, const ReferenceOutputs&, cudaStream_t>) {
+      def_.device_reference = [fn](const void* w, const ReferenceOutputs& out, cudaStream_t s) {
+        fn(*static_cast<const W*>(w), out, s);
+      };
+      def_.device_reference_writes_f32 = true;
+    } else {
+      def_.device_reference = [fn](const void* w, const ReferenceOutputs&, cudaStream_t s) {
+        fn(*static_cast<const W*>(w), s);
+      };
+      def_.device_reference_writes_f32 = false;
+    }
     return *this;
   }
   Example& tolerance(Tolerance t) {

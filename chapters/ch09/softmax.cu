@@ -35,13 +35,14 @@
 //
 //   ./bench compare --chapter ch09 --example softmax
 //   ./bench compare --chapter ch09 --example softmax_short_rows
-#include <bench/bench.hpp>
 #include <cuda_bf16.h>
+
+#include <bench/bench.hpp>
+#include <cmath>
 #include <kernels/bf16_pack.cuh>
 #include <kernels/group_reduce.cuh>
+#include <kernels/reference_rows.cuh>
 #include <kernels/vector_access.cuh>
-
-#include <cmath>
 #include <string>
 
 namespace {
@@ -237,7 +238,31 @@ void reference(const Softmax& w, bench::HostData& h) {
   }
 }
 
-// Both row lengths' registration: the same two variants, reference and tolerance.
+// The timing-size check (docs/validity.md row 2): the CPU reference's arithmetic in double (its
+// max, its sum of exp(x - max), each element's quotient), one block per row
+// (kernels/reference_rows.cuh), sharing no code with the variants. It writes FP32 (the FP32 form
+// of a device reference): the tolerance is finer than one BF16 unit, and an honest variant that
+// rounds the other way from a reference rounded to BF16 would be a unit off.
+__global__ void reference_softmax(const bf16* x, float* y, int64_t cols) {
+  const bf16* row = x + blockIdx.x * cols;
+  const auto at = [&](int64_t j) { return double(__bfloat162float(row[j])); };
+  double m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < cols; j += kernels::kReferenceRowBlock) m = fmax(m, at(j));
+  m = kernels::reference_block_max(m);
+  double s = 0;
+  for (int64_t j = threadIdx.x; j < cols; j += kernels::kReferenceRowBlock) s += exp(at(j) - m);
+  s = kernels::reference_block_sum(s);
+  for (int64_t j = threadIdx.x; j < cols; j += kernels::kReferenceRowBlock)
+    y[blockIdx.x * cols + j] = float(exp(at(j) - m) / s);
+}
+
+void device_reference(const Softmax& w, const bench::ReferenceOutputs& out, cudaStream_t stream) {
+  reference_softmax<<<unsigned(w.rows), kernels::kReferenceRowBlock, 0, stream>>>(w.x.data(),
+                                                                                  out["y"], w.cols);
+  BENCH_CHECK_LAUNCH();
+}
+
+// Both row lengths' registration: the same two variants, references and tolerance.
 void softmax_ladder(auto& example) {
   example.baseline("three_kernels", launch_three_kernels)
       .optimized("online_registers", launch_online)
@@ -245,6 +270,7 @@ void softmax_ladder(auto& example) {
         return w.cols <= kBlockRowCols ? "" : "online_registers: a row must fit in one block's registers (cols <= 8192)";
       })
       .reference(reference)
+      .device_reference(device_reference)
       .tolerance(bench::allclose(0.0, 4e-3));
 }
 

@@ -4,7 +4,8 @@ tests of a session laid out as one queue per GPU, with the host-bound ones run a
 
   python3 scripts/gpu_jobs.py PLAN.py --budget SECONDS [--out DIR] [--state DIR] [--bench PATH]
                              [--pack FILE.tar.gz]
-  python3 scripts/gpu_jobs.py --self-test      (the runner on a made-up plan: ctest, CI)
+  python3 scripts/gpu_jobs.py --self-test      (the runner on a made-up plan, and every plan in
+                                               scripts/gpu_plans/ laid out: ctest, CI)
 
 Run from the repository root, after a build (`./bench test` builds build/default). PLAN.py is
 Python that sets STAGES, a list of stages run in order; a stage is a dict:
@@ -281,7 +282,45 @@ def self_test():
                 failures.append("a second run should skip finished jobs and retry the rest:\n" + again)
         finally:
             os.chdir(cwd)
+    failures += check_plans(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_plans"))
     return self_test_verdict(failures, "")
+
+
+def check_plans(folder):
+    """Every plan in `folder` laid out for 1, 2, 4 and 8 GPUs with stand-in helpers: its STAGES well
+    formed (queues of jobs, no tag twice), or a refusal that says why (SystemExit with a message).
+    A plan that only fails on the GPU machine costs a call of device time."""
+    failures = []
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for name in sorted(f for f in os.listdir(folder) if f.endswith(".py")):
+        for count in (1, 2, 4, 8):
+            job = lambda tag, *args, **kwargs: {"tag": tag}
+            namespace = {"compare": job, "peer": job, "shell": job, "gpus": count}
+            cwd = os.getcwd()
+            os.chdir(root)  # plans read each other by path from the repository root
+            try:
+                exec(compile(open(os.path.join(folder, name)).read(), name, "exec"), namespace)
+            except SystemExit as refusal:
+                if not str(refusal.code or "").strip():
+                    failures.append(f"{name} on {count} GPU(s): exits without saying why")
+                continue
+            except Exception as error:  # noqa: BLE001 (any error in a plan is the finding)
+                failures.append(f"{name} on {count} GPU(s): {type(error).__name__}: {error}")
+                continue
+            finally:
+                os.chdir(cwd)
+            stages, tags = namespace.get("STAGES"), []
+            if not isinstance(stages, list) or not stages:
+                failures.append(f"{name} on {count} GPU(s): STAGES is not a non-empty list")
+                continue
+            for stage in stages:
+                queues = {k: v for k, v in stage.items() if k != "until"}
+                if any(k != "all" and not (k.isdigit() and int(k) < count) for k in queues):
+                    failures.append(f"{name} on {count} GPU(s): a queue for a GPU it lacks: {sorted(queues)}")
+                tags += [j["tag"] for q in queues.values() for j in q]
+            if len(tags) != len(set(tags)):
+                failures.append(f"{name} on {count} GPU(s): a tag twice (a finished job would skip its twin)")
+    return failures
 
 
 if __name__ == "__main__":

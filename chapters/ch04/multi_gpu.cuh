@@ -44,6 +44,10 @@ namespace ch04 {
 
 inline constexpr int kMaxGpus = 8;              // the tolerances below are derived for N <= 8
 inline constexpr int64_t kPeerSamples = 4099;   // elements of each peer's result checked when timing
+// An FP32 all-reduce of N <= kMaxGpus terms in [-1, 1], in any order, against the exact sum
+// rounded once to FP32 (the device references below): (N-1) N 2^-24 for the sum (first order)
+// and N 2^-24 for the reference's rounding, N^2 2^-24 in all (ch04/allreduce, allreduce_small).
+inline constexpr double kAllReduceTolerance = kMaxGpus * kMaxGpus * 0x1p-24;
 
 inline void check_nccl(ncclResult_t status, const char* call) {
   if (status != ncclSuccess) throw std::runtime_error(std::string(call) + ": " + ncclGetErrorString(status));
@@ -125,6 +129,36 @@ static __global__ void gather_peer_samples(GpuPointers<const float> from, int64_
     slot[j] = peer[sampled_index(j, k, n)];
 }
 
+// ---- device references (docs/validity.md row 2): GPU 0, from the harness's copy of every shard --
+// They read only `inputs` (every shard, on GPU 0, checksummed by the harness) and write the two
+// harness outputs, sharing no code with the variants (not their copies, NCCL or gather).
+struct Identity {
+  __device__ double operator()(double x) const { return x; }
+};
+// out[j] = sum over shards g of term(shard g's element sampled_index(j, k, n)), in double, rounded
+// once to FP32: what an all-reduce of term(shard) leaves on every GPU.
+template <class Term>
+__global__ void expected_shard_sum(const float* __restrict__ shards, int gpus, int64_t n, int64_t k,
+                                   float* __restrict__ out, Term term) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < k;
+       j += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t e = sampled_index(j, k, n);
+    double acc = 0;
+    for (int g = 0; g < gpus; ++g) acc += term(double(shards[g * n + e]));
+    out[j] = float(acc);
+  }
+}
+// out[j] = shard `from`'s element sampled_index(j, k, n): a shard as it should arrive elsewhere.
+static __global__ void expected_shard(const float* __restrict__ shards, int64_t from, int64_t n,
+                                      int64_t k, float* __restrict__ out) {
+  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < k;
+       j += int64_t(gridDim.x) * blockDim.x)
+    out[j] = shards[from * n + sampled_index(j, k, n)];
+}
+inline unsigned reference_blocks(int64_t k) {
+  return unsigned(std::min<int64_t>((k + 255) / 256, 1024));
+}
+
 // Per-GPU FP32 inputs (n each) and outputs (n each), as described at the top of this file.
 struct Sharded {
   std::vector<int> gpus;
@@ -187,6 +221,31 @@ struct Sharded {
       for (size_t g = 0; g < size(); ++g) acc += in[g * n + j];
       return acc;
     });
+  }
+  // The device references' forms of expect_sum (with a term applied to each element first) and of
+  // a ring shift (GPU i holds shard from(i)), writing `result` and `peer_samples` on stream `s`
+  // (GPU 0): at the timing size, where the CPU reference is too slow to check many samples.
+  template <class Term = Identity>
+  void device_expect_sum(cudaStream_t s, Term term = {}) const {
+    expected_shard_sum<<<reference_blocks(n), 256, 0, s>>>(inputs.data(), int(size()), n, n,
+                                                           result.data(), term);
+    BENCH_CHECK_LAUNCH();
+    for (size_t i = 1; i < size(); ++i) {
+      expected_shard_sum<<<reference_blocks(k), 256, 0, s>>>(
+          inputs.data(), int(size()), n, k, peer_samples.data() + (i - 1) * k, term);
+      BENCH_CHECK_LAUNCH();
+    }
+  }
+  template <class From>
+  void device_expect_shards(cudaStream_t s, From from) const {
+    expected_shard<<<reference_blocks(n), 256, 0, s>>>(inputs.data(), int64_t(from(size_t{0})), n,
+                                                       n, result.data());
+    BENCH_CHECK_LAUNCH();
+    for (size_t i = 1; i < size(); ++i) {
+      expected_shard<<<reference_blocks(k), 256, 0, s>>>(inputs.data(), int64_t(from(i)), n, k,
+                                                         peer_samples.data() + (i - 1) * k);
+      BENCH_CHECK_LAUNCH();
+    }
   }
 };
 

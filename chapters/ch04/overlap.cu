@@ -177,29 +177,15 @@ void reference(const Backward& w, bench::HostData& h) {
 }
 
 // The same in double on GPU 0, from the harness's copy of every shard, for the timing size
-// (the CPU would need minutes): out[j] is element sampled_index(j, k, n) of the sum.
-__global__ void expected_sum(const float* __restrict__ shards, int gpus, int64_t n, int64_t k,
-                             float* __restrict__ out) {
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < k; j += stride) {
-    const int64_t e = ch04::sampled_index(j, k, n);
-    double acc = 0;
-    for (int g = 0; g < gpus; ++g)
-      acc += kernels::dependent_fma_chain(double(shards[g * n + e]), kFmaPerElement);
-    out[j] = float(acc);
+// (the CPU would need minutes): the shared all-reduce reference with the chain applied to each
+// element first.
+struct LayerBackward {
+  __device__ double operator()(double x) const {
+    return kernels::dependent_fma_chain(x, kFmaPerElement);
   }
-}
+};
 void device_reference(const Backward& w, cudaStream_t s) {
-  const auto& io = w.io;
-  expected_sum<<<132 * 8, kThreads, 0, s>>>(io.inputs.data(), int(io.size()), io.n, io.n,
-                                            io.result.data());
-  BENCH_CHECK_LAUNCH();
-  for (size_t i = 1; i < io.size(); ++i) {
-    const int blocks = int(std::min<int64_t>((io.k + kThreads - 1) / kThreads, 1024));
-    expected_sum<<<blocks, kThreads, 0, s>>>(io.inputs.data(), int(io.size()), io.n, io.k,
-                                             io.peer_samples.data() + (i - 1) * io.k);
-    BENCH_CHECK_LAUNCH();
-  }
+  w.io.device_expect_sum(s, LayerBackward{});
 }
 
 // Error bound, u = 2^-24: a chain step p*t + x0 has |p| <= 2, |t| <= 1/2 and rounds by <= 3u

@@ -88,10 +88,17 @@ void reference(const RingShift& w, bench::HostData& h) {
   w.io.expect(h, "received", [&](size_t i, int64_t j) { return double(in[((i + gpus - 1) % gpus) * w.io.n + j]); });
 }
 
+// GPU i receives GPU (i - 1)'s shard, on the device from the harness's copy of every shard.
+void device_reference(const RingShift& w, cudaStream_t s) {
+  const size_t gpus = w.io.size();
+  w.io.device_expect_shards(s, [gpus](size_t i) { return (i + gpus - 1) % gpus; });
+}
+
 BENCH_EXAMPLE(ch04, p2p_copy, RingShift)
     .stateful<HostStaged>(bench::Role::baseline, "host_staged")
     .stateful<PeerCopy>(bench::Role::optimized, "cudaMemcpyPeerAsync")
     .reference(reference)
+    .device_reference(device_reference)
     .tolerance(bench::exact())
     .min_gpus(2);
 

@@ -33,6 +33,9 @@
 // Verification (batch 3, 2 heads (hidden 256), MLP 704, KV up to 97 cached tokens): the
 // attention output and the layer's output against an FP64 CPU layer, relative L2 1e-2: each
 // output passes through a few BF16 roundings (2^-9 relative each) on the way, ~3e-3 in all.
+// Timed samples (at the timing size the CPU layer would take seconds a check): against a device
+// reference, the same layer in FP32 with plain kernels of its own and kernels/reference_gemm.cuh's
+// GEMM, held to the CPU layer at the verification size.
 //
 //   ./bench compare --chapter ch16 --example decode_graphs           # batch 1, 8, 32
 //   ./bench compare --chapter ch16 --example decode_graphs --sweep   # every bucket, the curve
@@ -43,6 +46,8 @@
 #include <kernels/cublas_check.hpp>
 #include <kernels/cuda_graph.hpp>
 #include <kernels/group_reduce.cuh>
+#include <kernels/reference_gemm.cuh>
+#include <kernels/reference_rows.cuh>
 
 #include <algorithm>
 #include <cmath>
@@ -55,12 +60,31 @@ using bf16 = __nv_bfloat16;
 constexpr int kHeadDim = 128, kThreads = 256, kWarps = kThreads / 32;
 constexpr float kEps = 1e-5f;
 
+// The device reference's own buffers (device_reference below), FP32, allocated untimed with the
+// workload; the variants never touch them. `weight` holds one weight matrix at a time, widened.
+struct ReferenceScratch {
+  bench::DeviceBuffer<float> weight, xn, qkv, scores, attn, o, resid, hn, gate_up, act, down;
+  ReferenceScratch(int64_t batch, int64_t heads, int64_t hidden, int64_t ffn, int64_t max_kv)
+      : weight(std::max(3 * hidden * hidden, 2 * ffn * hidden)),  // the largest: w_qkv or w_gate_up
+        xn(batch * hidden),
+        qkv(batch * 3 * hidden),
+        scores(batch * heads * max_kv),
+        attn(batch * hidden),
+        o(batch * hidden),
+        resid(batch * hidden),
+        hn(batch * hidden),
+        gate_up(batch * 2 * ffn),
+        act(batch * ffn),
+        down(batch * hidden) {}
+};
+
 struct DecodeStep {
   int64_t batch, heads, hidden, ffn, max_kv;
   bench::DeviceSpan<const bf16> x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache;
   bench::DeviceSpan<const int32_t> kv_len;  // cached tokens per sequence, in device memory
   bench::DeviceSpan<bf16> attn, y;          // outputs: attention (before O) and the layer's
   bench::DeviceBuffer<bf16> xn, qkv, h, hn, gate_up, act, o, down;  // intermediates
+  ReferenceScratch ref;
   // Weights uniform(-a, a), a = √(3 / fan-in): unit-scale outputs for unit-scale inputs.
   int64_t min_kv_len() const { return std::max<int64_t>(1, max_kv / 8); }  // timing: 128..1023 cached
   static bench::Fill fan_in(int64_t k) { return bench::uniform(-std::sqrt(3.0 / k), std::sqrt(3.0 / k)); }
@@ -79,7 +103,8 @@ struct DecodeStep {
         kv_len(s.input<int32_t>("kv_len", batch, bench::integers(min_kv_len(), max_kv - 1))),
         attn(s.output<bf16>("attn", batch * hidden)), y(s.output<bf16>("y", batch * hidden)),
         xn(batch * hidden), qkv(batch * 3 * hidden), h(batch * hidden), hn(batch * hidden),
-        gate_up(batch * 2 * ffn), act(batch * ffn), o(batch * hidden), down(batch * hidden) {
+        gate_up(batch * 2 * ffn), act(batch * ffn), o(batch * hidden), down(batch * hidden),
+        ref(batch, heads, hidden, ffn, max_kv) {
     // The fewest bytes a step must move: every weight once and the cached K and V it attends over,
     // at the lengths' mean (they are uniform in [lo, hi], redrawn every sample); activations are
     // a few hundred KB. b1: 103 MB; b32: 103 + 151 MB.
@@ -387,12 +412,140 @@ void reference(const W& w, bench::HostData& h) {
   for (size_t i = 0; i < resid.size(); ++i) y[i] = resid[i] + down[i];
 }
 
+// ---- the device reference: the CPU layer again, in FP32 on the GPU -------------------------
+// Timed samples are checked against it (docs/validity.md row 2): plain kernels of its own, no
+// cuBLAS, nothing from the layer above. Every intermediate is FP32 in w.ref (the norms' sums of
+// squares double), never rounded to BF16: like the CPU layer, only the two outputs are. The
+// GEMMs are kernels/reference_gemm.cuh's, whose operands share one type: each weight is widened to
+// FP32 (exactly) into w.ref.weight just before its GEMM.
+constexpr int kRefThreads = 256;  // elementwise kernels: a thread an element
+unsigned reference_blocks(int64_t n) {
+  return static_cast<unsigned>((n + kRefThreads - 1) / kRefThreads);
+}
+
+__global__ void reference_widen(const bf16* in, float* out, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) out[i] = __bfloat162float(in[i]);
+}
+
+// sum = a + b, rounded to Out (FP32 for the residual stream, BF16 for y).
+template <class A, class Out>
+__global__ void reference_add(const A* a, const float* b, Out* sum, int64_t n) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) sum[i] = Out(static_cast<float>(a[i]) + b[i]);
+}
+
+// The CPU's rmsnorm, a block of kReferenceRowBlock threads a row, the sum of squares in double.
+template <class In>
+__global__ void __launch_bounds__(kernels::kReferenceRowBlock)
+    reference_rmsnorm(const In* in, const bf16* gain, float* out, int64_t hidden) {
+  const int64_t row = blockIdx.x * hidden;
+  double sq = 0;
+  for (int64_t i = threadIdx.x; i < hidden; i += kernels::kReferenceRowBlock) {
+    const double v = static_cast<float>(in[row + i]);
+    sq += v * v;
+  }
+  const double inv_rms = 1.0 / sqrt(kernels::reference_block_sum(sq) / hidden + kEps);
+  for (int64_t i = threadIdx.x; i < hidden; i += kernels::kReferenceRowBlock)
+    out[row + i] =
+        static_cast<float>(static_cast<float>(in[row + i]) * inv_rms * static_cast<float>(gain[i]));
+}
+
+// The CPU's attention, a block per (head, sequence) and a thread per output dimension d: each
+// score a sequential FP32 FMA chain over d, kept in `scores` (max_kv a (sequence, head)); then
+// every thread takes the max and the sum of exp(score - max) over all positions in order, and its
+// dimension's sum of p · v. (kernels/reference_attention.cuh wants K and V as [head][position][d]
+// rows and q in BF16; here they are the cache's rows, the new token's k and v, and an FP32 q.)
+__global__ void __launch_bounds__(kHeadDim)
+    reference_decode_attention(const float* qkv, const bf16* k_cache, const bf16* v_cache,
+                               const int32_t* kv_len, float* scores, float* attn_f32, bf16* attn,
+                               int64_t heads, int64_t max_kv) {
+  const int64_t head = blockIdx.x, b = blockIdx.y, hidden = heads * kHeadDim, cached = kv_len[b];
+  // The sequence's q, then at + hidden the new token's k and at + 2 hidden its v (as the CPU's q).
+  const float* q = qkv + b * 3 * hidden + head * kHeadDim;
+  auto key = [&](int64_t j, int64_t d) {  // position j < cached from the cache, then the new token
+    return j < cached ? __bfloat162float(k_cache[(b * max_kv + j) * hidden + head * kHeadDim + d])
+                      : q[hidden + d];
+  };
+  auto value = [&](int64_t j, int64_t d) {
+    return j < cached ? __bfloat162float(v_cache[(b * max_kv + j) * hidden + head * kHeadDim + d])
+                      : q[2 * hidden + d];
+  };
+  float* s = scores + (b * heads + head) * max_kv;
+  for (int64_t j = threadIdx.x; j <= cached; j += kHeadDim) {
+    float dot = 0;
+    for (int64_t d = 0; d < kHeadDim; ++d) dot = fmaf(q[d], key(j, d), dot);
+    s[j] = dot / sqrtf(float(kHeadDim));
+  }
+  __syncthreads();
+  float top = -INFINITY;
+  for (int64_t j = 0; j <= cached; ++j) top = fmaxf(top, s[j]);
+  __syncthreads();  // every thread has the max before a score becomes its exp
+  for (int64_t j = threadIdx.x; j <= cached; j += kHeadDim) s[j] = expf(s[j] - top);
+  __syncthreads();
+  const int64_t d = threadIdx.x;
+  float total = 0, o = 0;
+#pragma unroll 8  // the value loads in flight together
+  for (int64_t j = 0; j <= cached; ++j) {
+    total += s[j];
+    o = fmaf(s[j], value(j, d), o);
+  }
+  attn_f32[b * hidden + head * kHeadDim + d] = o / total;
+  attn[b * hidden + head * kHeadDim + d] = __float2bfloat16(o / total);
+}
+
+// act [rows][ffn] = silu(gate) · up, gate_up's rows holding gate then up.
+__global__ void reference_silu_mul(const float* gate_up, float* act, int64_t rows, int64_t ffn) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (i >= rows * ffn) return;
+  const int64_t r = i / ffn, c = i % ffn;
+  const float g = gate_up[r * 2 * ffn + c];
+  act[i] = g / (1 + expf(-g)) * gate_up[r * 2 * ffn + ffn + c];
+}
+
+void device_reference(const DecodeStep& w, cudaStream_t s) {
+  const ReferenceScratch& r = w.ref;
+  const int64_t rows = w.batch, hidden = w.hidden, ffn = w.ffn;
+  // out [rows][n] = in [rows][k] · weight [n][k]ᵀ, as the CPU's linear(): the widened weight is the
+  // reference GEMM's row-major A (n x k), in its column-major B (k x rows), so its column-major D
+  // (n x rows) is out, row-major.
+  auto gemm = [&](const float* in, const bf16* weight, float* out, int64_t n, int64_t k) {
+    reference_widen<<<reference_blocks(n * k), kRefThreads, 0, s>>>(weight, r.weight.data(), n * k);
+    BENCH_CHECK_LAUNCH();
+    kernels::reference_gemm_tn(r.weight.data(), in, out, n, rows, k, s);
+  };
+  reference_rmsnorm<<<unsigned(rows), kernels::kReferenceRowBlock, 0, s>>>(
+      w.x.data(), w.norm1.data(), r.xn.data(), hidden);
+  BENCH_CHECK_LAUNCH();
+  gemm(r.xn.data(), w.w_qkv.data(), r.qkv.data(), 3 * hidden, hidden);
+  reference_decode_attention<<<dim3(unsigned(w.heads), unsigned(rows)), kHeadDim, 0, s>>>(
+      r.qkv.data(), w.k_cache.data(), w.v_cache.data(), w.kv_len.data(), r.scores.data(),
+      r.attn.data(), w.attn.data(), w.heads, w.max_kv);
+  BENCH_CHECK_LAUNCH();
+  gemm(r.attn.data(), w.w_o.data(), r.o.data(), hidden, hidden);
+  reference_add<<<reference_blocks(rows * hidden), kRefThreads, 0, s>>>(
+      w.x.data(), r.o.data(), r.resid.data(), rows * hidden);
+  BENCH_CHECK_LAUNCH();
+  reference_rmsnorm<<<unsigned(rows), kernels::kReferenceRowBlock, 0, s>>>(
+      r.resid.data(), w.norm2.data(), r.hn.data(), hidden);
+  BENCH_CHECK_LAUNCH();
+  gemm(r.hn.data(), w.w_gate_up.data(), r.gate_up.data(), 2 * ffn, hidden);
+  reference_silu_mul<<<reference_blocks(rows * ffn), kRefThreads, 0, s>>>(r.gate_up.data(),
+                                                                          r.act.data(), rows, ffn);
+  BENCH_CHECK_LAUNCH();
+  gemm(r.act.data(), w.w_down.data(), r.down.data(), hidden, ffn);
+  reference_add<<<reference_blocks(rows * hidden), kRefThreads, 0, s>>>(
+      r.resid.data(), r.down.data(), w.y.data(), rows * hidden);
+  BENCH_CHECK_LAUNCH();
+}
+
 // The axis `batch` is the bucket: a graph is captured for one shape, so each bucket has its own.
 BENCH_EXAMPLE(ch16, decode_graphs, DecodeStep)
     .int_axis("batch", {1, 2, 4, 8, 16, 32}, /*defaults=*/{1, 8, 32})
     .stateful<Eager<DecodeStep>>(bench::Role::baseline, "eager_9_launches", {.host_bound = true})
     .stateful<Graphed<DecodeStep>>(bench::Role::optimized, "one_graph_per_bucket")
     .reference(reference<DecodeStep>)
+    .device_reference(device_reference)
     .tolerance(bench::relative_l2(1e-2))
     .mode(bench::Mode::hot);
 

@@ -67,13 +67,18 @@ std::size_t aligned(std::size_t bytes) {
 }
 }  // namespace
 
+std::size_t DeviceReference::f32_bytes(const ExampleDef& e, const WorkloadInstance& w) {
+  std::size_t bytes = 0;
+  if (e.device_reference_writes_f32)
+    for (const auto& b : w.buffers())
+      if (!b.is_input) bytes += aligned(static_cast<std::size_t>(b.count) * sizeof(float));
+  return bytes;
+}
+
 DeviceReference::DeviceReference(const ExampleDef& e, const WorkloadInstance& w) : e_(e), w_(w) {
   if (overwrites_outputs()) return;
-  std::size_t bytes = 0;
-  for (const auto& b : w.buffers())
-    if (!b.is_input) bytes += aligned(static_cast<std::size_t>(b.count) * sizeof(float));
   void* block = nullptr;
-  BENCH_CUDA_CHECK(cudaMalloc(&block, std::max<std::size_t>(bytes, 1)));
+  BENCH_CUDA_CHECK(cudaMalloc(&block, std::max<std::size_t>(f32_bytes(e, w), 1)));
   f32_block_ = static_cast<float*>(block);
   std::size_t offset = 0;
   for (const auto& b : w.buffers()) {
@@ -125,6 +130,16 @@ DeviceCheck::DeviceCheck(const ExampleDef& e, const WorkloadInstance& w) : e_(e)
   }
   std::size_t free = 0, total = 0;
   BENCH_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  // The FP32 form's arrays come out of the same free memory, before any slot: under the same
+  // quarter, so a reference too large for the card turns the checks off, with the reason.
+  const std::size_t reference_bytes = DeviceReference::f32_bytes(e, w);
+  if (reference_bytes > kHeldShareOfFree * static_cast<double>(free)) {
+    why_off_ = fmt::format(
+        "the FP32 device reference's {:.2f} GiB would take over a quarter of the {:.2f} GiB free",
+        reference_bytes / double(1ull << 30), free / double(1ull << 30));
+    return;
+  }
+  free -= reference_bytes;
   cap_ = held_slots_cap(slot_bytes_, free);
   if (cap_ < 1) {
     why_off_ =

@@ -126,6 +126,8 @@ class DeviceReference {
   DeviceReference& operator=(const DeviceReference&) = delete;
 
   bool overwrites_outputs() const { return !e_.device_reference_writes_f32; }
+  // Device memory the FP32 form's arrays take for this workload (0 for the plain form).
+  static std::size_t f32_bytes(const ExampleDef& e, const WorkloadInstance& w);
   // Poisons what the reference writes (run `run`'s pattern; the FP32 arrays always NaN), then
   // enqueues the reference on `s`.
   void run(int run, cudaStream_t s);

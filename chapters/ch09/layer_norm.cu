@@ -217,32 +217,14 @@ void reference(const RowNorm& w, bench::HostData& h) {
 }
 
 // The timing-size check (docs/validity.md row 2): the CPU reference's arithmetic in double, one
-// block per row (kernels/reference_rows.cuh), sharing no code with the variants. It writes FP32
+// block per row (kernels/reference_rows.cuh's reference_row_norm), sharing no code with the
+// variants. It writes FP32
 // (the FP32 form of a device reference): the tolerance is finer than one BF16 unit, and an honest
 // variant that rounds the other way from a reference rounded to BF16 would be a unit off.
-__global__ void reference_row_norm(const bf16* x, const bf16* gamma, const bf16* beta, float* y,
-                                   int64_t cols) {
-  const bf16* row = x + blockIdx.x * cols;
-  const auto at = [](const bf16* v, int64_t i) { return double(__bfloat162float(v[i])); };
-  double mean = 0;
-  if (beta != nullptr) {
-    double sum = 0;
-    for (int64_t j = threadIdx.x; j < cols; j += kernels::kReferenceRowBlock) sum += at(row, j);
-    mean = kernels::reference_block_sum(sum) / double(cols);
-  }
-  double sq = 0;
-  for (int64_t j = threadIdx.x; j < cols; j += kernels::kReferenceRowBlock)
-    sq += (at(row, j) - mean) * (at(row, j) - mean);
-  const double rstd = 1.0 / sqrt(kernels::reference_block_sum(sq) / double(cols) + double(kEps));
-  for (int64_t j = threadIdx.x; j < cols; j += kernels::kReferenceRowBlock)
-    y[blockIdx.x * cols + j] =
-        float((at(row, j) - mean) * rstd * at(gamma, j) + (beta != nullptr ? at(beta, j) : 0.0));
-}
-
 void device_reference(const RowNorm& w, const bench::ReferenceOutputs& out, cudaStream_t stream) {
-  reference_row_norm<<<unsigned(w.rows), kernels::kReferenceRowBlock, 0, stream>>>(
-      w.x.data(), w.gamma.data(), w.norm == Norm::layer ? w.beta.data() : nullptr, out["y"],
-      w.cols);
+  kernels::reference_row_norm<<<unsigned(w.rows), kernels::kReferenceRowBlock, 0, stream>>>(
+      w.x.data(), w.gamma.data(), w.norm == Norm::layer ? w.beta.data() : nullptr, out["y"], w.cols,
+      double(kEps));
   BENCH_CHECK_LAUNCH();
 }
 

@@ -34,8 +34,8 @@
 // attention output and the layer's output against an FP64 CPU layer, relative L2 1e-2: each
 // output passes through a few BF16 roundings (2^-9 relative each) on the way, ~3e-3 in all.
 // Timed samples (at the timing size the CPU layer would take seconds a check): against a device
-// reference, the same layer in FP32 with plain kernels of its own and kernels/reference_gemm.cuh's
-// GEMM, held to the CPU layer at the verification size.
+// reference, the same layer in FP32 with plain kernels of its own, kernels/reference_rows.cuh's row
+// norm and kernels/reference_gemm.cuh's GEMM, held to the CPU layer at the verification size.
 //
 //   ./bench compare --chapter ch16 --example decode_graphs           # batch 1, 8, 32
 //   ./bench compare --chapter ch16 --example decode_graphs --sweep   # every bucket, the curve
@@ -413,9 +413,10 @@ void reference(const W& w, bench::HostData& h) {
 }
 
 // ---- the device reference: the CPU layer again, in FP32 on the GPU -------------------------
-// Timed samples are checked against it (docs/validity.md row 2): plain kernels of its own, no
-// cuBLAS, nothing from the layer above. Every intermediate is FP32 in w.ref (the norms' sums of
-// squares double), never rounded to BF16: like the CPU layer, only the two outputs are. The
+// Timed samples are checked against it (docs/validity.md row 2): plain kernels of its own and the
+// suite's reference row norm (kernels/reference_rows.cuh), no cuBLAS, nothing from the layer
+// above. Every intermediate is FP32 in w.ref (the norms' sums of squares double), never rounded to
+// BF16: like the CPU layer, only the two outputs are. The
 // GEMMs are kernels/reference_gemm.cuh's, whose operands share one type: each weight is widened to
 // FP32 (exactly) into w.ref.weight just before its GEMM.
 constexpr int kRefThreads = 256;  // elementwise kernels: a thread an element
@@ -433,22 +434,6 @@ template <class A, class Out>
 __global__ void reference_add(const A* a, const float* b, Out* sum, int64_t n) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i < n) sum[i] = Out(static_cast<float>(a[i]) + b[i]);
-}
-
-// The CPU's rmsnorm, a block of kReferenceRowBlock threads a row, the sum of squares in double.
-template <class In>
-__global__ void __launch_bounds__(kernels::kReferenceRowBlock)
-    reference_rmsnorm(const In* in, const bf16* gain, float* out, int64_t hidden) {
-  const int64_t row = blockIdx.x * hidden;
-  double sq = 0;
-  for (int64_t i = threadIdx.x; i < hidden; i += kernels::kReferenceRowBlock) {
-    const double v = static_cast<float>(in[row + i]);
-    sq += v * v;
-  }
-  const double inv_rms = 1.0 / sqrt(kernels::reference_block_sum(sq) / hidden + kEps);
-  for (int64_t i = threadIdx.x; i < hidden; i += kernels::kReferenceRowBlock)
-    out[row + i] =
-        static_cast<float>(static_cast<float>(in[row + i]) * inv_rms * static_cast<float>(gain[i]));
 }
 
 // The CPU's attention, a block per (head, sequence) and a thread per output dimension d: each
@@ -514,8 +499,10 @@ void device_reference(const DecodeStep& w, cudaStream_t s) {
     BENCH_CHECK_LAUNCH();
     kernels::reference_gemm_tn(r.weight.data(), in, out, n, rows, k, s);
   };
-  reference_rmsnorm<<<unsigned(rows), kernels::kReferenceRowBlock, 0, s>>>(
-      w.x.data(), w.norm1.data(), r.xn.data(), hidden);
+  // The CPU's rmsnorm: kernels/reference_rows.cuh's row norm without beta.
+  kernels::reference_row_norm<<<unsigned(rows), kernels::kReferenceRowBlock, 0, s>>>(
+      w.x.data(), w.norm1.data(), static_cast<const bf16*>(nullptr), r.xn.data(), hidden,
+      double(kEps));
   BENCH_CHECK_LAUNCH();
   gemm(r.xn.data(), w.w_qkv.data(), r.qkv.data(), 3 * hidden, hidden);
   reference_decode_attention<<<dim3(unsigned(w.heads), unsigned(rows)), kHeadDim, 0, s>>>(
@@ -526,8 +513,10 @@ void device_reference(const DecodeStep& w, cudaStream_t s) {
   reference_add<<<reference_blocks(rows * hidden), kRefThreads, 0, s>>>(
       w.x.data(), r.o.data(), r.resid.data(), rows * hidden);
   BENCH_CHECK_LAUNCH();
-  reference_rmsnorm<<<unsigned(rows), kernels::kReferenceRowBlock, 0, s>>>(
-      r.resid.data(), w.norm2.data(), r.hn.data(), hidden);
+  // The CPU's rmsnorm: kernels/reference_rows.cuh's row norm without beta.
+  kernels::reference_row_norm<<<unsigned(rows), kernels::kReferenceRowBlock, 0, s>>>(
+      r.resid.data(), w.norm2.data(), static_cast<const bf16*>(nullptr), r.hn.data(), hidden,
+      double(kEps));
   BENCH_CHECK_LAUNCH();
   gemm(r.hn.data(), w.w_gate_up.data(), r.gate_up.data(), 2 * ffn, hidden);
   reference_silu_mul<<<reference_blocks(rows * ffn), kRefThreads, 0, s>>>(r.gate_up.data(),

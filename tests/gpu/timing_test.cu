@@ -135,8 +135,13 @@ TEST(Timing, Row14_AnAAPairIsNotASpeedup) {
   ASSERT_EQ(outcome(b), "measured");
   const auto i = stats::speedup_interval(a.samples, b.samples);
   std::printf("A/A speedup %.4f [%.4f, %.4f]\n", i.estimate, i.low, i.high);
-  EXPECT_NEAR(i.estimate, 1.0, 0.02);
-  EXPECT_LT(i.low, 1.02);  // the driver needs the interval above 1.02 to call it a speedup
+  // The driver calls a pair a speedup only when the whole interval is above 1.02
+  // (tools/scoring.hpp): an A/A interval must reach below that, and, run the other way round,
+  // above 1/1.02. The two runs are sequential, so their medians may drift apart by a percent or
+  // two on a busy host (other GPUs' tests beside this one); that drift is what the threshold is
+  // for, and a bound on the estimate tighter than it tests the host, not the defence.
+  EXPECT_LT(i.low, 1.02) << "an A/A pair was scored a speedup";
+  EXPECT_GT(i.high, 1.0 / 1.02) << "an A/A pair was scored a slowdown";
 }
 
 struct Process {

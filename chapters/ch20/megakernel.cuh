@@ -22,6 +22,15 @@
 // first chunk's K and V rows into L2 the same way (the cache, too, is an input), and during it the
 // next chunk's.
 //
+// The L2-ahead form (ch20's rung 7b, `L2Ahead::o_rest`): the attention phase reads the cache,
+// mostly out of L2 once the chunks above are prefetched, and leaves HBM nearly idle for its length,
+// while the o projection that follows streams W_o from HBM with only each row group's first slab
+// issued ahead (load_first, while the barrier resolves). In this form every block, once its first
+// attention item is done, prefetches into L2 its share of the rest of W_o (every row past its
+// first slab, slab by slab, so a partial budget covers what the warps read first), as much as the
+// L2 holds beside the cache (o_rest_lines_in_l2 below): the o phase then reads those bytes from
+// L2. The bytes the step moves from HBM are the same; only when they move changes.
+//
 // The barrier is a counter and a generation word in global memory (kernels/flags.cuh's release and
 // acquire): a block's thread 0 arrives with an atomic add after a fence, the last arrival resets
 // the counter and releases the next generation, the others spin on an acquire load of it. It is
@@ -95,6 +104,7 @@ struct Step {
   int tokens, q_heads, kv_heads;
   int64_t group, hidden, qkv_dim, ffn, past, chunk;
   int splits;
+  int64_t o_rest_lines;  // 128-byte lines of W_o past each row's first slab to prefetch; 0: none
 };
 
 // ---- the grid barrier, in two halves so that loads can go out between them -------------------
@@ -194,6 +204,22 @@ __device__ __forceinline__ void prefetch_chunk(const Step& p, int64_t item) {
   }
 }
 
+// The W_o bytes a row group's first slab does not cover (load_first issues those), into L2: line
+// i of p.o_rest_lines, slab by slab (slab 1 of every row, then slab 2, ...), each slab a row's next
+// kSlabLines lines; the grid's threads share them. A line past the row's end is skipped.
+constexpr int64_t kLineElements = 128 / sizeof(bf16);
+constexpr int64_t kSlabElements = int64_t{gemv::kVectorsPerRow} * 32 * kernels::kBf16PerVector;
+constexpr int64_t kSlabLines = kSlabElements / kLineElements;
+__device__ __forceinline__ void prefetch_o_rest(const Step& p) {
+  const int64_t per_slab = p.hidden * kSlabLines;  // W_o has p.hidden rows of p.hidden
+  for (int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x; i < p.o_rest_lines;
+       i += int64_t{gridDim.x} * kThreads) {
+    const int64_t slab = 1 + i / per_slab, row = i % per_slab / kSlabLines,
+                  column = slab * kSlabElements + i % kSlabLines * kLineElements;
+    if (column < p.hidden) kernels::prefetch_l2(p.io.w_o + row * p.hidden + column);
+  }
+}
+
 // Counts the block's finished chunk of pair bh in (call after a __syncthreads that follows the
 // chunk's partial, from every lane of one warp). True, on every lane, for the chunk that completes
 // the pair: its partials, everyone's, are then visible to the warp, which merges them. That lane
@@ -271,13 +297,19 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   const decode::Args args{p.q, nullptr, p.part_ml, p.part_o, 1, 0, p.chunk, p.splits};
   const GqaCache cache{p.io.k_cache, p.io.v_cache, p.past, p.group};
   auto& split_smem = *reinterpret_cast<decode::SplitSmem<1>*>(smem);
+  bool o_ahead = p.o_rest_lines == 0;  // the L2-ahead form: W_o's rest once the first item is done
   for (int64_t item = blockIdx.x; item < attention_items(p); item += gridDim.x) {
     prefetch_chunk(p, item + gridDim.x);  // the block's next chunk, while it reads this one
     const int64_t kv_split = item / p.group, bh = kv_split / p.splits * p.group + item % p.group;
     decode::attend_split<1>(args, cache, bh, int(kv_split % p.splits), split_smem);
     __syncthreads();  // every thread's share of the partial, before warp 0 counts it in
     if (warp == 0 && completes_pair(p, bh)) merge_pair(p, bh);
+    if (!o_ahead) {
+      prefetch_o_rest(p);
+      o_ahead = true;
+    }
   }
+  if (!o_ahead) prefetch_o_rest(p);  // a block with no attention item
   barrier.arrive();  // the attention output, every head merged
   load_first(p.io.w_o, p.hidden, o_groups, o, first, w);  // held to phase 3
   barrier.wait();
@@ -299,9 +331,29 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
 }
 
 // ---- the host side: planned untimed, one cooperative launch a step --------------------------
+// What the attention phase prefetches into L2 besides the cache: nothing (rung 7), or the rest of
+// W_o (rung 7b, the header's L2-ahead form).
+enum class L2Ahead { none, o_rest };
+
+// W_o's lines past each row's first slab that fit in the L2 beside the cache the attention reads:
+// a fifth of the L2 left free for what else passes through it (the activations, the partials, the
+// first slabs' lines). Of the 25.2 MB of W_o past the first slabs at hidden 4096: at batch 1 all of
+// it on an H100 (50 MiB of L2) and an H200 (60 MiB), at batch 2 about 8.3 and 16.7 MB; from batch
+// 4 no room (the L2-ahead plan is then unsupported: rung 7 is the same launch).
+inline int64_t l2_room_beside_cache(const LayerDims& dims) {
+  const int64_t cache =
+      dims.batch * dims.kv_heads * dims.past * kHeadDim * 2 * int64_t{sizeof(bf16)};
+  return int64_t{kernels::l2_cache_bytes()} * 4 / 5 - cache;
+}
+inline int64_t o_rest_lines_in_l2(const LayerDims& dims) {
+  const int64_t slabs = (dims.hidden + kSlabElements - 1) / kSlabElements;
+  const int64_t all = (slabs - 1) * dims.hidden * kSlabLines;
+  return std::clamp<int64_t>(l2_room_beside_cache(dims) / 128, 0, all);
+}
+
 class DecoderMegakernel {
  public:
-  DecoderMegakernel(const LayerDims& dims, cudaStream_t s)
+  DecoderMegakernel(const LayerDims& dims, cudaStream_t s, L2Ahead ahead = L2Ahead::none)
       : q_(dims.batch * dims.hidden),
         attn_(q_.size()),
         h_(q_.size()),
@@ -312,6 +364,11 @@ class DecoderMegakernel {
     p.tokens = int(dims.batch), p.q_heads = int(dims.q_heads), p.kv_heads = int(dims.kv_heads);
     p.group = dims.group, p.hidden = dims.hidden, p.qkv_dim = dims.qkv_dim;
     p.ffn = dims.ffn, p.past = dims.past;
+    if (ahead == L2Ahead::o_rest && l2_room_beside_cache(dims) < 128)
+      throw bench::Unsupported("megakernel L2-ahead: the cache the attention reads (" +
+                               std::to_string(dims.batch) +
+                               " sequences) leaves no room in this GPU's L2 for W_o: rung 7");
+    p.o_rest_lines = ahead == L2Ahead::o_rest ? o_rest_lines_in_l2(dims) : 0;
     if (dims.batch < 1 || dims.batch > gemv::kMaxTokens)
       throw bench::Unsupported("megakernel: 1 to 8 tokens (" + std::to_string(dims.batch) +
                                " asked); beyond, the FMAs and not the bytes set the time");
@@ -398,6 +455,7 @@ class DecoderMegakernel {
 
   unsigned grid() const { return grid_; }
   int splits() const { return step_.splits; }
+  int64_t o_rest_lines() const { return step_.o_rest_lines; }
   // The per-head merge counters, [tokens][q_heads]: all zero between launches (the tests check).
   const bench::DeviceBuffer<uint32_t>& merge_counts() const { return merge_counts_; }
 

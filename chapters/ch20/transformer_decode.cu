@@ -48,12 +48,16 @@
 //      (ch20/megakernel.cuh), grid barriers between them; each warp issues the next projection's
 //      first weights between arriving at a barrier and waiting at it, so the weight stream does not
 //      stop at an op boundary. Up to 8 tokens (batch 16 and 32: SKIPPED).
+//   7b. step "megakernel_l2_ahead": rung 7 with W_o's rows past their first slab prefetched into
+//      L2 during the attention phase, which leaves HBM nearly idle (ch20/megakernel.cuh's
+//      L2-ahead form), as much as fits beside the cache: the o phase reads them from L2. Rung 8
+//      reports it as 7.5. Only batch 1 and 2 leave the room (from batch 4: SKIPPED, rung 7 it is).
 //   8. optimized "autotuned": no single rung of 5-7 is fastest at every batch (the README's
 //      table), so this rung builds each of them that supports the batch (rung 5's graph, rung
-//      6's where it is not rung 5's, rung 6b's, 5b's and 6c's, rung 7 up to 8 tokens) at setup,
-//      times them on the workload's own inputs and keeps the fastest (ch20/fastest_plan.cuh):
-//      autotuning, as cuBLASLt's candidates are picked. A timed call is one launch of the kept
-//      plan; the report's chosen_rung says which (6b as 6.5).
+//      6's where it is not rung 5's, rung 6b's, 5b's and 6c's, rungs 7 and 7b up to 8 tokens) at
+//      setup, times them on the workload's own inputs and keeps the fastest
+//      (ch20/fastest_plan.cuh): autotuning, as cuBLASLt's candidates are picked. A timed call is
+//      one launch of the kept plan; the report's chosen_rung says which (6b as 6.5).
 //
 // Where the time goes: the graphed rungs (5, 5b, 6, 6b, 6c, and 8 when it keeps one) list their
 // step as ops, and after the timed samples time each op on its own, uncaptured
@@ -643,12 +647,22 @@ struct MmaProjectionsKvOnce : MmaProjections {
 // 6 (batch 16 and 32: SKIPPED).
 struct Megakernel {
   mega::DecoderMegakernel kernel;
-  Megakernel(const DecoderLayer& w, cudaStream_t s) : kernel(w.dims(), s) {}
+  Megakernel(const DecoderLayer& w, cudaStream_t s, mega::L2Ahead ahead = mega::L2Ahead::none)
+      : kernel(w.dims(), s, ahead) {}
   void operator()(const DecoderLayer& w, cudaStream_t s) const {
     kernel({w.x.data(), w.norm1.data(), w.norm2.data(), w.w_qkv.data(), w.w_o.data(),
             w.w_gate_up.data(), w.w_down.data(), w.k_cache.data(), w.v_cache.data(), w.y.data(),
             w.k_new.data(), w.v_new.data()},
            s);
+  }
+};
+
+// ---- rung 7b: rung 7 with the rest of W_o prefetched into L2 during the attention ----------
+struct MegakernelL2Ahead : Megakernel {
+  MegakernelL2Ahead(const DecoderLayer& w, cudaStream_t s)
+      : Megakernel(w, s, mega::L2Ahead::o_rest) {}
+  std::vector<bench::Metric> metrics() const {
+    return {{"o_l2_ahead_mb", double(kernel.o_rest_lines()) * 128 / 1e6}};
   }
 };
 
@@ -669,6 +683,7 @@ struct Autotuned {
     plan.consider<Graphed<FusedOpsKvOnce>>("cuda_graph_kv_once", 5.5, w, s);
     plan.consider<Graphed<MmaProjectionsKvOnce>>("streaming_mma_kv_once", 6.75, w, s);
     plan.consider<Megakernel>("megakernel", 7, w, s);
+    plan.consider<MegakernelL2Ahead>("megakernel_l2_ahead", 7.5, w, s);
     plan.keep_fastest(s, /*time_them=*/w.fills > 0);
   }
   void operator()(const DecoderLayer&, cudaStream_t s) const { plan(s); }
@@ -701,6 +716,8 @@ BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
     .stateful<Graphed<MmaProjectionsKvOnce>>(bench::Role::step, "streaming_mma_kv_once",
                                              {.min_compute_capability = 90})
     .stateful<Megakernel>(bench::Role::step, "megakernel", {.min_compute_capability = 90})
+    .stateful<MegakernelL2Ahead>(bench::Role::step, "megakernel_l2_ahead",
+                                 {.min_compute_capability = 90})
     .stateful<Autotuned>(bench::Role::optimized, "autotuned", {.min_compute_capability = 90})
     .reference(reference)
     .device_reference(device_reference)

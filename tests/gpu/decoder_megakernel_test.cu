@@ -12,7 +12,9 @@
 // the new key, which joins only in the merge, weigh in y. The per-head merge counters must be left
 // at zero by every launch: four launches of one plan where 7 chunks count in per head, and of one
 // where blocks run two attention items, merging a head between them, each checked, then the
-// counters read back. And the shared-memory opt-in, which plans of one kernel share.
+// counters read back. And the shared-memory opt-in, which plans of one kernel share. The L2-ahead
+// plan (rung 7b) at a size whose W_o rows are two slabs, and its refusal where the cache fills the
+// L2.
 #include <gtest/gtest.h>
 
 #include <ch20/megakernel.cuh>
@@ -214,6 +216,42 @@ TEST(DecoderMegakernel, ASmallerPlanOfTheSameKernelLeavesTheLargerOneLaunchable)
   if (!large_plan) GTEST_SKIP() << why;
   const ch20::mega::DecoderMegakernel small_plan(small, stream.get());
   expect_matches_host(large, *large_plan, stream.get(), 1);
+}
+
+// The L2-ahead plan (rung 7b) prefetches W_o's rows past their first slab during the attention. At
+// hidden 1024 a row is one slab, so the test sizes above prefetch nothing: here 16 query heads make
+// hidden 2048, two slabs a row, and every line of the second slab fits the L2 beside a 700-key
+// cache (2048 rows x 16 lines). A prefetch changes no arithmetic: the plan must match the host
+// layer as rung 7 does, over three launches, at 1 and 2 tokens.
+TEST(DecoderMegakernel, TheL2AheadPlanPrefetchesTheRestOfWoAndMatchesTheHostLayer) {
+  for (int tokens : {1, 2}) {
+    const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 16, 4, 4400, 700);
+    const kernels::OwnedStream stream;
+    std::optional<ch20::mega::DecoderMegakernel> plan;
+    try {
+      plan.emplace(dims, stream.get(), ch20::mega::L2Ahead::o_rest);
+    } catch (const bench::Unsupported& e) {
+      GTEST_SKIP() << e.what();
+    }
+    EXPECT_EQ(plan->o_rest_lines(), int64_t{2048} * 16) << tokens << " tokens";
+    expect_matches_host(dims, *plan, stream.get(), 3);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// A cache larger than the L2 leaves no room for W_o: the L2-ahead plan says so (rung 7b is then
+// SKIPPED, rung 7 the same launch), and rung 7's plan of the same dims prefetches nothing.
+TEST(DecoderMegakernel, TheL2AheadPlanIsUnsupportedWhereTheCacheFillsTheL2) {
+  const int64_t l2 = kernels::l2_cache_bytes();
+  const int64_t past = l2 / (8 * 2 * ch20::kHeadDim * 2 * 2) + 1;  // 8 sequences x 2 KV heads
+  const ch20::LayerDims dims = ch20::LayerDims::of(8, 8, 2, 4400, past);
+  const kernels::OwnedStream stream;
+  EXPECT_THROW(ch20::mega::DecoderMegakernel(dims, stream.get(), ch20::mega::L2Ahead::o_rest),
+               bench::Unsupported);
+  std::string why;
+  const auto plain = plan_or_reason(dims, stream.get(), why);
+  if (!plain) GTEST_SKIP() << why;
+  EXPECT_EQ(plain->o_rest_lines(), 0);
 }
 
 // Past 8 tokens the megakernel is not the tool (the FMAs set the time): the plan says so, as a

@@ -76,6 +76,7 @@ std::string options_help() {
          "  --bench_sustained_window=S  sustained mode: sample exactly S seconds of board time,\n"
          "                            whatever the noise (default: stop at 1% noise after 1 s,\n"
          "                            or at the timeout)\n"
+         "  --bench_sustained_soak=S  sustained mode: soak S seconds before sampling (default 1)\n"
          "  --bench_sweep             every point of each example's axes, not only its defaults\n"
          "  --bench_axis=NAME=V[,V]   only points whose axis NAME is one of the values (repeat\n"
          "                            for more axes); examples without that axis are left out\n"
@@ -150,6 +151,13 @@ std::string parse_options(int* argc, char** argv) {
           error = fmt::format("{}: expected a number of seconds > 0", arg);
         else
           o.sustained_window_s = number;
+      }
+    } else if (key == "bench_sustained_soak") {
+      if ((error = need_number(0)).empty()) {
+        if (number <= 0)
+          error = fmt::format("{}: expected a number of seconds > 0", arg);
+        else
+          o.sustained_soak_s = number;
       }
     } else if (key == "bench_case_timeout") {
       if ((error = need_number(0)).empty()) o.case_timeout_s = number;

@@ -30,6 +30,10 @@ struct Options {
   // or not, instead of stopping at 1% noise after 1 s or at the 3 s timeout (the A/B of a fixed
   // window: where the limiter's noise never reaches 1%, every case sampled to the timeout).
   std::optional<double> sustained_window_s;
+  // --bench_sustained_soak=S: sustained mode soaks S seconds before sampling, not
+  // kSustainedSoakSeconds (the A/B of where in the board's heating the samples sit: a fixed window
+  // after a longer soak puts them where the default rule's middle sample is).
+  std::optional<double> sustained_soak_s;
   std::optional<double> case_timeout_s;  // --bench_case_timeout=S: a case's wall-time limit, 0 none
   double throttle_tolerance = 0.10;
   PointSelection points;  // --bench_sweep, --bench_axis=NAME=V[,V]

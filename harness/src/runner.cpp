@@ -537,7 +537,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     Phase phase("soak", r);
     double ignored = 0;
     const double start = host_seconds();
-    while (host_seconds() - start < kSustainedSoakSeconds) sampler_->wall_seconds(launch, s, r.batch, &ignored);
+    const double soak_s = opt.sustained_soak_s.value_or(kSustainedSoakSeconds);
+    while (host_seconds() - start < soak_s) sampler_->wall_seconds(launch, s, r.batch, &ignored);
     // The limiter's clock wanders ~2% over tenths of a second: a median must span several. The
     // stop rule sums one launch's time per sample, and each sample stands for r.batch launches,
     // so a window of kSustainedSampleSeconds of the board's time is that over r.batch (r.batch

@@ -81,6 +81,18 @@ TEST_F(HarnessOptions, SustainedWindowIsOffUnlessAskedAndPositive) {
             std::string::npos);
 }
 
+// The sustained soak: the default (kSustainedSoakSeconds) unless asked, a positive number of
+// seconds when asked.
+TEST_F(HarnessOptions, SustainedSoakIsTheDefaultUnlessAskedAndPositive) {
+  EXPECT_EQ(parse({}), "");
+  EXPECT_FALSE(options().sustained_soak_s.has_value());
+  EXPECT_EQ(parse({"--bench_sustained_soak=2"}), "");
+  EXPECT_EQ(options().sustained_soak_s, 2.0);
+  EXPECT_NE(parse({"--bench_sustained_soak=0"}).find("expected a number of seconds > 0"),
+            std::string::npos);
+  EXPECT_NE(parse({"--bench_sustained_soak=x"}).find("expected a number >= 0"), std::string::npos);
+}
+
 }  // namespace
 
 // Running a chapter binary under ncu or compute-sanitizer directly: the harness must notice (the

@@ -6,8 +6,12 @@ The layer (ch20/decoder_layer.cuh): hidden 4096, 32 query heads over 8 KV heads 
 at position 4096, a KV cache of 4096 tokens per sequence with the new token's K and V written at
 slot 4096, SDPA over the 4097 keys with GQA; BF16 weights and activations. Batch 1, 8 and 32.
 Each is timed eager and under torch.compile (default mode; `reduce-overhead` makes no CUDA graph
-here: the KV append mutates an input). GB/s counts what the chapter's cost model counts: the
-weights and the cached K/V read (453 MB at batch 1), plus the new K/V row, x and y.
+here: the KV append mutates an input), and each of those captured by hand into a CUDA graph on
+the same static tensors (`torch.cuda.CUDAGraph`, as a serving engine captures its decode step):
+at batch 1 the eager and compiled steps are launch-bound, so their times follow the host's load
+(2.3-3.7x apart between leases), while a graph replay is the GPU's time, which is what the
+chapter's graphed rungs are. GB/s counts what the chapter's cost model counts: the weights and the
+cached K/V read (453 MB at batch 1), plus the new K/V row, x and y.
 Run it in the same GPU session as `bench compare --chapter ch20`, so the two are comparable.
 
   python3 scripts/peers/torch_decoder_layer.py [--json FILE] [--only decoder_layer]
@@ -51,6 +55,22 @@ def rope(t, cos, sin):
     return t * cos + rotated * sin
 
 
+def graphed(call):
+    """`call` captured once into a CUDA graph (after warm-up on a side stream, which compiles a
+    torch.compile'd step before the capture); returns the replay. Inputs, cache and outputs are
+    the tensors `call` closes over, static across replays, as in a serving engine's decode graph."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    return graph.replay
+
+
 def run_decoder_layer(copy_tbs):
     w_qkv, w_o = weight(QKV, HIDDEN), weight(HIDDEN, HIDDEN)
     w_gate_up, w_down = weight(2 * FFN, HIDDEN), weight(HIDDEN, FFN)
@@ -81,15 +101,20 @@ def run_decoder_layer(copy_tbs):
         # mark the batch dimension dynamic (generic kernels); the H200 peer of 2026-11-28 read the
         # compiled layer 2.3x slower at batch 32 than an earlier run of this script.
         torch._dynamo.reset()
-        forms = [("eager", step), ("torch.compile", torch.compile(step, dynamic=False))]
-        for name, fn in forms:
+        compiled = torch.compile(step, dynamic=False)
+        forms = [("eager", lambda: step(x, k_cache, v_cache)),
+                 ("torch.compile", lambda: compiled(x, k_cache, v_cache)),
+                 ("eager + CUDA graph", lambda: graphed(lambda: step(x, k_cache, v_cache))),
+                 ("torch.compile + CUDA graph", lambda: graphed(lambda: compiled(x, k_cache, v_cache)))]
+        for name, make in forms:
             label = f"b{batch} {name}"
             try:
-                us = median_us(lambda: fn(x, k_cache, v_cache), batches=9, per_batch=10)
+                call = make() if "graph" in name else make
+                us = median_us(call, batches=9, per_batch=10)
                 gbs = (weight_bytes + kv_bytes) / (us * 1e-6) / 1e9
                 report("decoder_layer", label, us=us, gbs=gbs, pct_copy=100 * gbs / (copy_tbs * 1e3),
                        tokens_per_s=batch / (us * 1e-6))
-            except Exception as e:  # a PyTorch without enable_gqa or a compile failure says why
+            except Exception as e:  # a PyTorch without enable_gqa, a compile or capture failure says why
                 skipped("decoder_layer", label, e)
         del x, k_cache, v_cache
         torch.cuda.empty_cache()

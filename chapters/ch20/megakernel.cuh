@@ -25,11 +25,13 @@
 // The L2-ahead form (ch20's rung 7b, `L2Ahead::o_rest`): the attention phase reads the cache,
 // mostly out of L2 once the chunks above are prefetched, and leaves HBM nearly idle for its length,
 // while the o projection that follows streams W_o from HBM with only each row group's first slab
-// issued ahead (load_first, while the barrier resolves). In this form every block, once its first
-// attention item is done, prefetches into L2 its share of the rest of W_o (every row past its
-// first slab, slab by slab, so a partial budget covers what the warps read first), as much as the
-// L2 holds beside the cache (o_rest_lines_in_l2 below): the o phase then reads those bytes from
-// L2. The bytes the step moves from HBM are the same; only when they move changes.
+// issued ahead (load_first, while the barrier resolves). In this form every block, right after its
+// first chunk's K and V prefetches, issues its share of the rest of W_o (every row past its first
+// slab, slab by slab, so a partial budget covers what the warps read first: ch20/l2_ahead_plan.hpp)
+// as L2 prefetches, as much as the L2 holds beside the cache: they go out behind the cache's, and
+// the o phase then reads those bytes from L2. (At batch 1 and 2 a block has one attention item,
+// so they must go out before it, not after.) The bytes the step moves from HBM are the same; only
+// when they move changes.
 //
 // The barrier is a counter and a generation word in global memory (kernels/flags.cuh's release and
 // acquire): a block's thread 0 arrives with an atomic add after a fence, the last arrival resets
@@ -70,6 +72,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "l2_ahead_plan.hpp"
 #include "layer_ops.cuh"
 
 namespace ch20::mega {
@@ -204,20 +207,15 @@ __device__ __forceinline__ void prefetch_chunk(const Step& p, int64_t item) {
   }
 }
 
-// The W_o bytes a row group's first slab does not cover (load_first issues those), into L2: line
-// i of p.o_rest_lines, slab by slab (slab 1 of every row, then slab 2, ...), each slab a row's next
-// kSlabLines lines; the grid's threads share them. A line past the row's end is skipped.
-constexpr int64_t kLineElements = 128 / sizeof(bf16);
-constexpr int64_t kSlabElements = int64_t{gemv::kVectorsPerRow} * 32 * kernels::kBf16PerVector;
-constexpr int64_t kSlabLines = kSlabElements / kLineElements;
+// The first p.o_rest_lines of W_o's lines past each row's first slab (ch20/l2_ahead_plan.hpp's
+// order), into L2, the grid's threads sharing them; none in rung 7's plan.
+static_assert(l2_ahead::kSlabElements ==
+                  int64_t{gemv::kVectorsPerRow} * 32 * kernels::kBf16PerVector,
+              "the plan's slab is load_slab's first pass");
 __device__ __forceinline__ void prefetch_o_rest(const Step& p) {
-  const int64_t per_slab = p.hidden * kSlabLines;  // W_o has p.hidden rows of p.hidden
   for (int64_t i = int64_t{blockIdx.x} * kThreads + threadIdx.x; i < p.o_rest_lines;
-       i += int64_t{gridDim.x} * kThreads) {
-    const int64_t slab = 1 + i / per_slab, row = i % per_slab / kSlabLines,
-                  column = slab * kSlabElements + i % kSlabLines * kLineElements;
-    if (column < p.hidden) kernels::prefetch_l2(p.io.w_o + row * p.hidden + column);
-  }
+       i += int64_t{gridDim.x} * kThreads)
+    kernels::prefetch_l2(p.io.w_o + l2_ahead::line_offset(p.hidden, i));
 }
 
 // Counts the block's finished chunk of pair bh in (call after a __syncthreads that follows the
@@ -290,6 +288,7 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   project<kTokens>(p.io.w_qkv, p.hidden, qkv_groups, qkv, p, smem, first, w);
   barrier.arrive();
   prefetch_chunk(p, blockIdx.x);
+  prefetch_o_rest(p);  // rung 7b: behind the cache's lines, for the o phase
   barrier.wait();
 
   // 2. attention over the cache, into the partials; the last chunk of a head to finish merges the
@@ -297,19 +296,13 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   const decode::Args args{p.q, nullptr, p.part_ml, p.part_o, 1, 0, p.chunk, p.splits};
   const GqaCache cache{p.io.k_cache, p.io.v_cache, p.past, p.group};
   auto& split_smem = *reinterpret_cast<decode::SplitSmem<1>*>(smem);
-  bool o_ahead = p.o_rest_lines == 0;  // the L2-ahead form: W_o's rest once the first item is done
   for (int64_t item = blockIdx.x; item < attention_items(p); item += gridDim.x) {
     prefetch_chunk(p, item + gridDim.x);  // the block's next chunk, while it reads this one
     const int64_t kv_split = item / p.group, bh = kv_split / p.splits * p.group + item % p.group;
     decode::attend_split<1>(args, cache, bh, int(kv_split % p.splits), split_smem);
     __syncthreads();  // every thread's share of the partial, before warp 0 counts it in
     if (warp == 0 && completes_pair(p, bh)) merge_pair(p, bh);
-    if (!o_ahead) {
-      prefetch_o_rest(p);
-      o_ahead = true;
-    }
   }
-  if (!o_ahead) prefetch_o_rest(p);  // a block with no attention item
   barrier.arrive();  // the attention output, every head merged
   load_first(p.io.w_o, p.hidden, o_groups, o, first, w);  // held to phase 3
   barrier.wait();
@@ -335,20 +328,9 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
 // W_o (rung 7b, the header's L2-ahead form).
 enum class L2Ahead { none, o_rest };
 
-// W_o's lines past each row's first slab that fit in the L2 beside the cache the attention reads:
-// a fifth of the L2 left free for what else passes through it (the activations, the partials, the
-// first slabs' lines). Of the 25.2 MB of W_o past the first slabs at hidden 4096: at batch 1 all of
-// it on an H100 (50 MiB of L2) and an H200 (60 MiB), at batch 2 about 8.3 and 16.7 MB; from batch
-// 4 no room (the L2-ahead plan is then unsupported: rung 7 is the same launch).
-inline int64_t l2_room_beside_cache(const LayerDims& dims) {
-  const int64_t cache =
-      dims.batch * dims.kv_heads * dims.past * kHeadDim * 2 * int64_t{sizeof(bf16)};
-  return int64_t{kernels::l2_cache_bytes()} * 4 / 5 - cache;
-}
-inline int64_t o_rest_lines_in_l2(const LayerDims& dims) {
-  const int64_t slabs = (dims.hidden + kSlabElements - 1) / kSlabElements;
-  const int64_t all = (slabs - 1) * dims.hidden * kSlabLines;
-  return std::clamp<int64_t>(l2_room_beside_cache(dims) / 128, 0, all);
+// The KV cache the attention phase reads, in bytes.
+inline int64_t cache_bytes(const LayerDims& dims) {
+  return dims.batch * dims.kv_heads * dims.past * kHeadDim * 2 * int64_t{sizeof(bf16)};
 }
 
 class DecoderMegakernel {
@@ -364,11 +346,17 @@ class DecoderMegakernel {
     p.tokens = int(dims.batch), p.q_heads = int(dims.q_heads), p.kv_heads = int(dims.kv_heads);
     p.group = dims.group, p.hidden = dims.hidden, p.qkv_dim = dims.qkv_dim;
     p.ffn = dims.ffn, p.past = dims.past;
-    if (ahead == L2Ahead::o_rest && l2_room_beside_cache(dims) < 128)
-      throw bench::Unsupported("megakernel L2-ahead: the cache the attention reads (" +
-                               std::to_string(dims.batch) +
-                               " sequences) leaves no room in this GPU's L2 for W_o: rung 7");
-    p.o_rest_lines = ahead == L2Ahead::o_rest ? o_rest_lines_in_l2(dims) : 0;
+    if (ahead == L2Ahead::o_rest) {
+      if (!l2_ahead::whole_slabs(dims.hidden))
+        throw bench::Unsupported("megakernel L2-ahead: W_o's rows are not whole slabs of " +
+                                 std::to_string(l2_ahead::kSlabElements) + " columns");
+      p.o_rest_lines =
+          l2_ahead::lines_that_fit(dims.hidden, cache_bytes(dims), kernels::l2_cache_bytes());
+      if (p.o_rest_lines == 0 && l2_ahead::rest_lines(dims.hidden) > 0)
+        throw bench::Unsupported("megakernel L2-ahead: the cache the attention reads (" +
+                                 std::to_string(dims.batch) +
+                                 " sequences) leaves no room in this GPU's L2 for W_o: rung 7");
+    }
     if (dims.batch < 1 || dims.batch > gemv::kMaxTokens)
       throw bench::Unsupported("megakernel: 1 to 8 tokens (" + std::to_string(dims.batch) +
                                " asked); beyond, the FMAs and not the bytes set the time");

@@ -1,7 +1,7 @@
 // Output comparison and per-dtype default tolerances.
 #include "verify.hpp"
 
-#include "parallel.hpp"
+#include "bench/parallel.hpp"
 
 #include <fmt/format.h>
 

@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "device_kernels.hpp"
-#include "parallel.hpp"
+#include "bench/parallel.hpp"
 #include "registry.hpp"
 
 namespace bench {

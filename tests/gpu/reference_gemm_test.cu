@@ -241,6 +241,28 @@ void print_times(int size, const char* types) {
   cudaFree(d);
 }
 
+// The CPU form splits the output's columns over the host's cores above ~10^8 multiply-adds: each
+// element is still one thread's sum in k order, so the bits must equal a one-thread loop's, at a
+// size past the split (a host-only check; it lives here beside the device forms it anchors).
+TEST(ReferenceGemm, TheHostFormGivesOneThreadsBitsOnEveryCoreCount) {
+  const int64_t m = 640, n = 520, k = 384;  // 1.28e8 multiply-adds: split; n not a multiple of 8
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  std::vector<float> a(std::size_t(m * k)), b(std::size_t(n * k));
+  for (auto& x : a) x = uniform(rng);
+  for (auto& x : b) x = uniform(rng);
+  std::vector<double> split(std::size_t(m * n)), one(split.size());
+  kernels::reference_gemm_tn(std::span<const float>(a), std::span<const float>(b),
+                             std::span<double>(split), m, n, k);
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) {
+      double sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += double(a[i * k + p]) * double(b[j * k + p]);
+      one[j * m + i] = sum;
+    }
+  EXPECT_EQ(std::memcmp(split.data(), one.data(), split.size() * sizeof(double)), 0);
+}
+
 TEST(ReferenceGemm, DISABLED_TimesOfTheTiledForms) {
   for (int size : {4096, 8192}) {
     print_times<__nv_bfloat16, __nv_bfloat16>(size, "BF16 in, BF16 out");

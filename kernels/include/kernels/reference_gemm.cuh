@@ -54,6 +54,7 @@
 #pragma once
 
 #include <bench/bench.hpp>
+#include <bench/parallel.hpp>
 #include <cstdint>
 #include <kernels/occupancy.cuh>
 #include <kernels/prefix_search.hpp>
@@ -396,18 +397,28 @@ void reference_gemm_tn_grouped(const In* a, const In* b, Out* d, int64_t m, int6
 
 // The same product on the CPU in double, for an example's .reference at its verification size:
 //   kernels::reference_gemm_tn(h.input<float>("a"), h.input<float>("b"), h.expected("d"), m, n, k);
+// The output's columns are split over the host's cores (bench::parallel_chunks), each element
+// still summed by one thread in k order, so the bits do not depend on the core count; below
+// ~10^8 multiply-adds one thread does it all. On one core this product, twice a variant, was most
+// of the verification time of the large GEMM examples (ch10, ch19, calibrate's FP8 ceilings).
 template <class In>
 void reference_gemm_tn(std::span<const In> a, std::span<const In> b, std::span<double> d, int64_t m,
                        int64_t n, int64_t k) {
-  std::vector<double> column(static_cast<std::size_t>(k));
-  for (int64_t j = 0; j < n; ++j) {
-    for (int64_t p = 0; p < k; ++p) column[p] = static_cast<float>(b[j * k + p]);
-    for (int64_t i = 0; i < m; ++i) {
-      double sum = 0;
-      for (int64_t p = 0; p < k; ++p) sum += static_cast<float>(a[i * k + p]) * column[p];
-      d[j * m + i] = sum;
-    }
-  }
+  const double work = double(m) * double(n) * double(k);
+  bench::parallel_chunks(std::size_t(n), work < 1e8 ? 1 : bench::parallel_parts(),
+                         [&](std::size_t, std::size_t first, std::size_t last) {
+                           std::vector<double> column(static_cast<std::size_t>(k));
+                           for (int64_t j = int64_t(first); j < int64_t(last); ++j) {
+                             for (int64_t p = 0; p < k; ++p)
+                               column[p] = static_cast<float>(b[j * k + p]);
+                             for (int64_t i = 0; i < m; ++i) {
+                               double sum = 0;
+                               for (int64_t p = 0; p < k; ++p)
+                                 sum += static_cast<float>(a[i * k + p]) * column[p];
+                               d[j * m + i] = sum;
+                             }
+                           }
+                         });
 }
 
 }  // namespace kernels

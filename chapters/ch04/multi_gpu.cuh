@@ -25,20 +25,21 @@
 // (the all-reduce examples' 4 KiB-and-up busbw metrics).
 #pragma once
 
-#include <bench/bench.hpp>
-#include <kernels/peer_access.hpp>
 #include <nccl.h>
 
-#include "gpu_threads.hpp"
-#include "nccl_ctas.hpp"
-
 #include <algorithm>
+#include <bench/bench.hpp>
+#include <bench/parallel.hpp>
 #include <cstdint>
 #include <cstdlib>
+#include <kernels/peer_access.hpp>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "gpu_threads.hpp"
+#include "nccl_ctas.hpp"
 
 namespace ch04 {
 
@@ -204,11 +205,17 @@ struct Sharded {
     gather_peer_samples<<<grid, 256, 0, s>>>(from, n, peer_samples.data(), k);
     BENCH_CHECK_LAUNCH();
   }
-  // For the CPU reference: fills `result` and `peer_samples` from value(gpu, index).
+  // For the CPU reference: fills `result` and `peer_samples` from value(gpu, index), which must
+  // be safe to call from several threads (GPU 0's elements are split over the host's cores:
+  // overlap's value is a 1024-FMA chain per shard).
   template <class F>
   void expect(bench::HostData& h, const char* out_name, F value) const {
     auto out = h.expected(out_name);
-    for (int64_t j = 0; j < n; ++j) out[j] = value(size_t{0}, j);
+    bench::parallel_chunks(size_t(n), bench::parallel_parts(),
+                           [&](size_t, size_t first, size_t last) {
+                             for (size_t j = first; j < last; ++j)
+                               out[j] = value(size_t{0}, int64_t(j));
+                           });
     auto peers = h.expected("peer_samples");
     for (size_t i = 1; i < size(); ++i)
       for (int64_t j = 0; j < k; ++j) peers[(i - 1) * k + j] = value(i, sampled_index(j, k, n));

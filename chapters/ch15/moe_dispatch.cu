@@ -66,6 +66,7 @@
 #include <algorithm>
 #include <array>
 #include <bench/bench.hpp>
+#include <bench/parallel.hpp>
 #include <kernels/arch.cuh>
 #include <kernels/async_copy.cuh>
 #include <kernels/cublas_check.hpp>
@@ -827,22 +828,26 @@ void reference(const Dispatch& w, bench::HostData& h) {
   const auto x = h.input<bf16>("x"), wt = h.input<bf16>("w");
   auto y = h.expected("y"), counts = h.expected("counts");
   for (int64_t e = 0; e < w.experts; ++e) counts[e] = w.plan.counts[e];
-  std::vector<double> row(w.ffn);
-  for (int64_t t = 0; t < w.tokens; ++t) {
-    std::fill(row.begin(), row.end(), 0.0);
-    for (int64_t j = 0; j < w.top_k; ++j) {
-      const int64_t e = w.routing.expert[t * w.top_k + j];
-      for (int64_t c = 0; c < w.ffn; ++c) {
-        double dot = 0;
-        for (int64_t k = 0; k < w.hidden; ++k)
-          dot += double(__bfloat162float(x[t * w.hidden + k])) *
-                 double(__bfloat162float(wt[(e * w.ffn + c) * w.hidden + k]));
-        row[c] += double(w.routing.weight[t * w.top_k + j]) *
-                  double(__bfloat162float(__float2bfloat16(float(dot))));
-      }
-    }
-    for (int64_t c = 0; c < w.ffn; ++c) y[t * w.ffn + c] = row[c];
-  }
+  // Tokens split over the host's cores, each token's row one thread's: the same bits.
+  bench::parallel_chunks(
+      size_t(w.tokens), bench::parallel_parts(), [&](size_t, size_t first, size_t last) {
+        std::vector<double> row(w.ffn);
+        for (int64_t t = int64_t(first); t < int64_t(last); ++t) {
+          std::fill(row.begin(), row.end(), 0.0);
+          for (int64_t j = 0; j < w.top_k; ++j) {
+            const int64_t e = w.routing.expert[t * w.top_k + j];
+            for (int64_t c = 0; c < w.ffn; ++c) {
+              double dot = 0;
+              for (int64_t k = 0; k < w.hidden; ++k)
+                dot += double(__bfloat162float(x[t * w.hidden + k])) *
+                       double(__bfloat162float(wt[(e * w.ffn + c) * w.hidden + k]));
+              row[c] += double(w.routing.weight[t * w.top_k + j]) *
+                        double(__bfloat162float(__float2bfloat16(float(dot))));
+            }
+          }
+          for (int64_t c = 0; c < w.ffn; ++c) y[t * w.ffn + c] = row[c];
+        }
+      });
 }
 
 // A plain GPU version for the timing size: the host's permutation, a copy per element, the

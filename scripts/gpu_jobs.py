@@ -21,7 +21,9 @@ Jobs come from helpers in the plan's namespace:
       it, so an update and its rerun go under one name, and only jobs of one queue should;
   peer(tag, command, min_s=60)   a peer script (scripts/peers/), its rows into OUT/r/TAG.json;
   shell(tag, command, min_s=30)  any other command;
-and `gpus`, how many GPUs this process may use (scripts/gpu_slots.sh's count), to lay out queues.
+and `gpus`, how many GPUs this process may use (scripts/gpu_slots.sh's count), to lay out queues;
+other_plan(name, gpus) gives another plan's names (its STAGES laid out for that many GPUs, with the
+same helpers), for a plan that puts two others side by side.
 A job is not started with less than min_s left before its stage's end or the budget, and one still
 running then is interrupted (SIGINT, then SIGKILL after 20 s); an interrupted compare updates no
 expectations. A job that finished (exit 0 or 1) leaves a marker under --state (default
@@ -177,6 +179,17 @@ def bring_back(copies, copies_dir, tree, out):
     return lines
 
 
+def plan_namespace(path, helpers, gpus):
+    """The names plan file `path` sets, run with `helpers` (compare, peer, shell) and `gpus`, and
+    `other_plan(name, gpus)`: another plan of the same folder's names, laid out for that many GPUs
+    with the same helpers (a plan that puts two others side by side)."""
+    namespace = dict(helpers, gpus=gpus)
+    namespace["other_plan"] = lambda name, count: plan_namespace(
+        os.path.join(os.path.dirname(path), f"{name}.py"), helpers, count)
+    exec(compile(open(path).read(), path, "exec"), namespace)
+    return namespace
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("plan", nargs="?")
@@ -192,9 +205,8 @@ def main(argv):
     if not args.plan or args.budget is None:
         parser.error("a plan and --budget are needed")
     runner = Runner(args.budget, args.out, args.state, args.bench)
-    namespace = {"compare": runner.compare, "peer": runner.peer, "shell": runner.shell, "gpus": gpu_count()}
-    exec(compile(open(args.plan).read(), args.plan, "exec"), namespace)
-    runner.run_plan(namespace["STAGES"])
+    helpers = {"compare": runner.compare, "peer": runner.peer, "shell": runner.shell}
+    runner.run_plan(plan_namespace(args.plan, helpers, gpu_count())["STAGES"])
     if args.pack:
         runner.summary.close()
         shutil.copyfile(os.path.join(args.out, "summary.txt"), args.pack + ".summary.txt")
@@ -295,11 +307,11 @@ def check_plans(folder):
     for name in sorted(f for f in os.listdir(folder) if f.endswith(".py")):
         for count in (1, 2, 4, 8):
             job = lambda tag, *args, **kwargs: {"tag": tag}
-            namespace = {"compare": job, "peer": job, "shell": job, "gpus": count}
             cwd = os.getcwd()
-            os.chdir(root)  # plans read each other by path from the repository root
+            os.chdir(root)  # plans may read files by path from the repository root
             try:
-                exec(compile(open(os.path.join(folder, name)).read(), name, "exec"), namespace)
+                namespace = plan_namespace(os.path.join(folder, name), {"compare": job, "peer": job, "shell": job},
+                                           count)
             except SystemExit as refusal:
                 if not str(refusal.code or "").strip():
                     failures.append(f"{name} on {count} GPU(s): exits without saying why")

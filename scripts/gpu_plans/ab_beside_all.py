@@ -13,18 +13,11 @@ if gpus < 2:
                      "run ab_sustained_window.py and compare_all.py one after the other instead")
 
 
-def namespace_of(plan, gpus_for_it):
-    """Another plan's names, laid out for `gpus_for_it` GPUs (the helpers are this plan's own)."""
-    namespace = {"compare": compare, "peer": peer, "shell": shell, "gpus": gpus_for_it}
-    exec(compile(open(f"scripts/gpu_plans/{plan}.py").read(), plan, "exec"), namespace)
-    return namespace
-
-
 AB_SECONDS = 250  # a rule run (~150 s on an H100) and a window run (~100 s) on each of GPUs 0 and 1
 queues = {str(g): [] for g in range(gpus)}
-queues.update(namespace_of("ab_sustained_window", 2)["STAGES"][0])
+queues.update(other_plan("ab_sustained_window", 2)["STAGES"][0])
 load = {g: (AB_SECONDS if g in ("0", "1") else 0) for g in queues}
-everything = namespace_of("compare_all", 1)
+everything = other_plan("compare_all", gpus)  # its names and its all-GPUs stage
 seconds = everything["SECONDS"]
 for chapter in sorted(everything["ONE_GPU"], key=lambda c: -seconds.get(c, 40)):
     g = min(load, key=load.get)

@@ -12,15 +12,8 @@ if gpus < 4:
                      "run rerecord_sustained.py and compare_all.py one after the other instead")
 
 
-def stages_of(plan, gpus_for_it):
-    """Another plan's STAGES, laid out for `gpus_for_it` GPUs (the helpers are this plan's own)."""
-    namespace = {"compare": compare, "peer": peer, "shell": shell, "gpus": gpus_for_it}
-    exec(compile(open(f"scripts/gpu_plans/{plan}.py").read(), plan, "exec"), namespace)
-    return namespace["STAGES"]
-
-
-sustained = stages_of("rerecord_sustained", 2)[0]
-everything = stages_of("compare_all", gpus - 2)
+sustained = other_plan("rerecord_sustained", 2)["STAGES"][0]
+everything = other_plan("compare_all", gpus - 2)["STAGES"]
 first = dict(sustained)
 for queue, jobs in everything[0].items():
     first[str(int(queue) + 2)] = jobs

@@ -112,6 +112,15 @@ std::string parse_options(int* argc, char** argv) {
         return fmt::format("{}: expected a number >= {}, got '{}'", arg, min, value);
       return {};
     };
+    // A number of seconds > 0 (the sustained window and soak: zero would mean no samples, or no
+    // soak while claiming one).
+    auto need_seconds = [&](std::optional<double>* into) -> std::string {
+      std::string why = need_number(0);
+      if (why.empty() && number <= 0)
+        why = fmt::format("{}: expected a number of seconds > 0", arg);
+      if (why.empty()) *into = number;
+      return why;
+    };
     std::string error;
     if (key == "bench_min_samples") {
       if ((error = need_number(1)).empty()) o.stop.min_samples = static_cast<int>(number);
@@ -146,19 +155,9 @@ std::string parse_options(int* argc, char** argv) {
     } else if (key == "bench_interleaved_checks") {
       o.interleaved_checks = true;
     } else if (key == "bench_sustained_window") {
-      if ((error = need_number(0)).empty()) {
-        if (number <= 0)
-          error = fmt::format("{}: expected a number of seconds > 0", arg);
-        else
-          o.sustained_window_s = number;
-      }
+      error = need_seconds(&o.sustained_window_s);
     } else if (key == "bench_sustained_soak") {
-      if ((error = need_number(0)).empty()) {
-        if (number <= 0)
-          error = fmt::format("{}: expected a number of seconds > 0", arg);
-        else
-          o.sustained_soak_s = number;
-      }
+      error = need_seconds(&o.sustained_soak_s);
     } else if (key == "bench_case_timeout") {
       if ((error = need_number(0)).empty()) o.case_timeout_s = number;
     } else if (key == "bench_sweep") {

@@ -77,19 +77,17 @@ std::size_t DeviceReference::f32_bytes(const ExampleDef& e, const WorkloadInstan
 
 DeviceReference::DeviceReference(const ExampleDef& e, const WorkloadInstance& w) : e_(e), w_(w) {
   if (overwrites_outputs()) return;
-  void* block = nullptr;
-  BENCH_CUDA_CHECK(cudaMalloc(&block, std::max<std::size_t>(f32_bytes(e, w), 1)));
-  f32_block_ = static_cast<float*>(block);
+  // Whole floats: every array's length is rounded up to kSlotAlignment bytes.
+  f32_block_ = DeviceBuffer<float>(
+      static_cast<int64_t>(std::max(f32_bytes(e, w), sizeof(float)) / sizeof(float)));
   std::size_t offset = 0;
   for (const auto& b : w.buffers()) {
     if (b.is_input) continue;
     f32_.arrays.emplace_back(
-        b.name, reinterpret_cast<float*>(reinterpret_cast<char*>(f32_block_) + offset));
+        b.name, reinterpret_cast<float*>(reinterpret_cast<char*>(f32_block_.data()) + offset));
     offset += aligned(static_cast<std::size_t>(b.count) * sizeof(float));
   }
 }
-
-DeviceReference::~DeviceReference() { cudaFree(f32_block_); }
 
 void DeviceReference::run(int run, cudaStream_t s) {
   if (overwrites_outputs()) {

@@ -121,7 +121,6 @@ bool device_comparison_passes(const DeviceComparison& c, Tolerance resolved);
 class DeviceReference {
  public:
   DeviceReference(const ExampleDef& e, const WorkloadInstance& w);
-  ~DeviceReference();
   DeviceReference(const DeviceReference&) = delete;
   DeviceReference& operator=(const DeviceReference&) = delete;
 
@@ -140,7 +139,7 @@ class DeviceReference {
   const ExampleDef& e_;
   const WorkloadInstance& w_;
   ReferenceOutputs f32_;        // the FP32 form's arrays, one per output, in buffer order
-  float* f32_block_ = nullptr;  // one allocation holding them
+  DeviceBuffer<float> f32_block_;  // one allocation holding them
 };
 
 // Device copies of a timing workload's outputs ("slots"), and the device check of a sample with

@@ -240,11 +240,14 @@ TEST(DecoderMegakernel, TheL2AheadPlanPrefetchesTheRestOfWoAndMatchesTheHostLaye
 }
 
 // A cache larger than the L2 leaves no room for W_o: the L2-ahead plan says so (rung 7b is then
-// SKIPPED, rung 7 the same launch), and rung 7's plan of the same dims prefetches nothing.
+// SKIPPED, rung 7 the same launch), and rung 7's plan of the same dims prefetches nothing. Hidden
+// 2048 (16 query heads), so that W_o has lines past its first slabs to refuse: at hidden 1024 a
+// row is one slab and there is nothing to prefetch, whatever the cache.
 TEST(DecoderMegakernel, TheL2AheadPlanIsUnsupportedWhereTheCacheFillsTheL2) {
   const int64_t l2 = kernels::l2_cache_bytes();
-  const int64_t past = l2 / (8 * 2 * ch20::kHeadDim * 2 * 2) + 1;  // 8 sequences x 2 KV heads
-  const ch20::LayerDims dims = ch20::LayerDims::of(8, 8, 2, 4400, past);
+  const int64_t past = l2 / (8 * 4 * ch20::kHeadDim * 2 * 2) + 1;  // 8 sequences x 4 KV heads
+  const ch20::LayerDims dims = ch20::LayerDims::of(8, 16, 4, 4400, past);
+  ASSERT_GT(ch20::l2_ahead::rest_lines(dims.hidden), 0);
   const kernels::OwnedStream stream;
   EXPECT_THROW(ch20::mega::DecoderMegakernel(dims, stream.get(), ch20::mega::L2Ahead::o_rest),
                bench::Unsupported);

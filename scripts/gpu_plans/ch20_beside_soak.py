@@ -1,4 +1,4 @@
-# A plan for scripts/gpu_jobs.py on a machine of four GPUs: issue 44's measurements beside issue
+# A plan for scripts/gpu_jobs.py on a machine of four GPUs (two: the same without the soak A/B): issue 44's measurements beside issue
 # 39's soak A/B (ab_sustained_soak.py, on GPUs 1 and 2, each running every arm):
 #   GPU 0  ch20's sweep (every batch, rung 7b beside rung 7 at batch 1 and 2), then the decoder
 #          layer's PyTorch peer right after it on the same GPU, eager, compiled, and each of those
@@ -11,20 +11,20 @@
 #   python3 scripts/gpu_jobs.py scripts/gpu_plans/ch20_beside_soak.py --budget 560 --out /tmp/jobs --pack $OUT/jobs.tar.gz
 #
 # Needs a full build first (the GPU tests): `./bench list >/dev/null && cmake --build build/default`.
-if gpus < 4:
-    raise SystemExit(f"ch20_beside_soak.py lays its jobs over four GPUs; this process sees {gpus}: "
-                     "run ab_sustained_soak.py and the ch20 compare one after the other instead")
+if gpus < 2:
+    raise SystemExit(f"ch20_beside_soak.py lays its jobs over two or four GPUs; this process sees {gpus}: "
+                     "run the ch20 compare, its peer and ab_sustained_soak.py one after the other instead")
 
-soak = other_plan("ab_sustained_soak", 2)["STAGES"][0]
 SANITIZE = "build/default/tools/bench sanitize --chapter ch20 --timeout 200 --reports-dir build/default/reports/sanitize_{tool} --tool {tool}"
-queues = {
-    "0": [compare("ch20_sweep", "--chapter ch20 --example transformer_decode --sweep", 90),
-          peer("peer_decoder_layer", "python3 scripts/peers/torch_decoder_layer.py", 60)],
-    "1": soak["0"],
-    "2": soak["1"],
-    "3": [compare("ch12_conditional_graph", "--chapter ch12 --example conditional_graph", 30),
+ch20 = [compare("ch20_sweep", "--chapter ch20 --example transformer_decode --sweep", 90),
+        peer("peer_decoder_layer", "python3 scripts/peers/torch_decoder_layer.py", 60)]
+others = [compare("ch12_conditional_graph", "--chapter ch12 --example conditional_graph", 30),
           shell("gpu_tests_megakernel", "build/default/tests/gpu/gpu_tests --gtest_filter='DecoderMegakernel.*:L2AheadPlan.*'", 20),
           shell("sanitize_ch20_synccheck", SANITIZE.format(tool="synccheck"), 60),
-          shell("sanitize_ch20_initcheck", SANITIZE.format(tool="initcheck"), 60)],
-}
+          shell("sanitize_ch20_initcheck", SANITIZE.format(tool="initcheck"), 60)]
+if gpus >= 4:
+    soak = other_plan("ab_sustained_soak", 2)["STAGES"][0]
+    queues = {"0": ch20, "1": soak["0"], "2": soak["1"], "3": others}
+else:  # two GPUs: no room for the soak A/B, which wants two GPUs of its own
+    queues = {"0": ch20, "1": others}
 STAGES = [queues]

@@ -50,11 +50,12 @@
 //      stop at an op boundary. Up to 8 tokens (batch 16 and 32: SKIPPED).
 //   7b. step "megakernel_l2_ahead": rung 7 with W_o's rows past their first slab prefetched into
 //      L2 during the attention phase, which leaves HBM nearly idle (ch20/megakernel.cuh's
-//      L2-ahead form), as much as fits beside the cache: the o phase reads them from L2. Rung 8
-//      reports it as 7.5. Only batch 1 and 2 leave the room (from batch 4: SKIPPED, rung 7 it is).
+//      L2-ahead form), as much as fits beside the cache: the o phase reads them from L2. Only
+//      batch 1 and 2 leave the room (from batch 4: SKIPPED). Kept for what it teaches: it ran
+//      slower than rung 7 (the README's "Rung 7b"), so rung 8 does not consider it.
 //   8. optimized "autotuned": no single rung of 5-7 is fastest at every batch (the README's
 //      table), so this rung builds each of them that supports the batch (rung 5's graph, rung
-//      6's where it is not rung 5's, rung 6b's, 5b's and 6c's, rungs 7 and 7b up to 8 tokens) at
+//      6's where it is not rung 5's, rung 6b's, 5b's and 6c's, rung 7 up to 8 tokens) at
 //      setup, times them on the workload's own inputs and keeps the fastest
 //      (ch20/fastest_plan.cuh): autotuning, as cuBLASLt's candidates are picked. A timed call is
 //      one launch of the kept plan; the report's chosen_rung says which (6b as 6.5).
@@ -683,7 +684,6 @@ struct Autotuned {
     plan.consider<Graphed<FusedOpsKvOnce>>("cuda_graph_kv_once", 5.5, w, s);
     plan.consider<Graphed<MmaProjectionsKvOnce>>("streaming_mma_kv_once", 6.75, w, s);
     plan.consider<Megakernel>("megakernel", 7, w, s);
-    plan.consider<MegakernelL2Ahead>("megakernel_l2_ahead", 7.5, w, s);
     plan.keep_fastest(s, /*time_them=*/w.fills > 0);
   }
   void operator()(const DecoderLayer&, cudaStream_t s) const { plan(s); }

@@ -44,6 +44,11 @@
 //      the rows widened, and the next step's rows in flight during the math. Same partials, same
 //      merge with the new key. Rung 8 reports it as 5.5.
 //   6c. step "streaming_mma_kv_once": rung 6b's graph with that attention (rung 8: 6.75).
+//   5c. step "cuda_graph_attention_mma" and 6d. step "streaming_mma_attention_mma": rungs 5b and
+//      6c with that attention's arithmetic on tensor cores (kernels/decode_attention_mma.cuh: the
+//      group's 4 queries as rows of mma.sync m16n8k16, K and V through a cp.async ring in shared
+//      memory), where the FMA kernel's instructions, not the cache's bytes, set its time from
+//      batch 8 up. Rung 8 reports them as 5.75 and 6.875.
 //   7. step "megakernel": the same ops as rung 6 as phases of ONE persistent cooperative launch
 //      (ch20/megakernel.cuh), grid barriers between them; each warp issues the next projection's
 //      first weights between arriving at a barrier and waiting at it, so the weight stream does not
@@ -55,8 +60,8 @@
 //      slower than rung 7 (the README's "Rung 7b"), so rung 8 does not consider it.
 //   8. optimized "autotuned": no single rung of 5-7 is fastest at every batch (the README's
 //      table), so this rung builds each of them that supports the batch (rung 5's graph, rung
-//      6's where it is not rung 5's, rung 6b's, 5b's and 6c's, rung 7 up to 8 tokens) at
-//      setup, times them on the workload's own inputs and keeps the fastest
+//      6's where it is not rung 5's, rung 6b's, 5b's, 5c's, 6c's and 6d's, rung 7 up to 8 tokens)
+//      at setup, times them on the workload's own inputs and keeps the fastest
 //      (ch20/fastest_plan.cuh): autotuning, as cuBLASLt's candidates are picked. A timed call is
 //      one launch of the kept plan; the report's chosen_rung says which (6b as 6.5).
 //
@@ -79,6 +84,7 @@
 #include <kernels/cublaslt_gemm.hpp>
 #include <kernels/cuda_graph.hpp>
 #include <kernels/decode_attention.cuh>
+#include <kernels/decode_attention_mma.cuh>
 #include <kernels/occupancy.cuh>
 #include <kernels/pdl.cuh>
 #include <kernels/streaming_gemv.cuh>
@@ -314,7 +320,9 @@ __global__ void __launch_bounds__(kHeadDim)
 // and L2 serves 3 of the 4 reads. per_kv_head (rungs 5b and 6c): a CTA per (KV head, chunk) that
 // serves all 4 of its query heads from one load of each row, decode::attention<4> without the
 // draft mask (ch19's bf16_split_kv kernel): the README's "Batch 32" section has the arithmetic.
-enum class KvRead { per_query_head, per_kv_head };
+// per_kv_head_mma (rungs 5c and 6d): the same CTA per (KV head, chunk) and the same partials, its
+// arithmetic on tensor cores (kernels/decode_attention_mma.cuh).
+enum class KvRead { per_query_head, per_kv_head, per_kv_head_mma };
 
 // Activations of rungs 3-6 (BF16), and the attention's split partials.
 struct FusedActivations {
@@ -330,11 +338,12 @@ struct FusedActivations {
   // partials and the merge can add the new key. A pair is a query head per_query_head, a KV head
   // per_kv_head (a quarter as many pairs, and fewer resident CTAs an SM: more registers a thread).
   static int64_t splits_wanted(const DecoderLayer& w, KvRead kv_read) {
-    const bool per_kv = kv_read == KvRead::per_kv_head;
+    const bool per_kv = kv_read != KvRead::per_query_head;
     const int per_sm =
-        per_kv ? kernels::blocks_per_sm(decode::attention<kQueryHeadsPerKv, PerKvHeadCache, false>,
-                                        decode::kThreads)
-               : kernels::blocks_per_sm(decode::attention<1, GqaCache>, decode::kThreads);
+        kv_read == KvRead::per_kv_head_mma ? decode::mma::blocks_per_sm()
+        : per_kv                           ? kernels::blocks_per_sm(
+                                                 decode::attention<kQueryHeadsPerKv, PerKvHeadCache, false>, decode::kThreads)
+                 : kernels::blocks_per_sm(decode::attention<1, GqaCache>, decode::kThreads);
     const int64_t wave = int64_t{kernels::sm_count()} * per_sm,
                   pairs = w.batch * (per_kv ? w.kv_heads : w.q_heads);
     return std::clamp<int64_t>(wave / pairs, 2, std::max<int64_t>(2, w.past / 256));
@@ -351,9 +360,8 @@ struct FusedActivations {
         act(w.batch * w.ffn),
         down(w.batch * w.hidden),
         kv_read(kv_read_),
-        chunk(decode::chunk_for(w.past, int(splits_wanted(w, kv_read_)),
-                                kv_read_ == KvRead::per_kv_head ? kQueryHeadsPerKv : 1)) {
-    if (kv_read == KvRead::per_kv_head && w.group != kQueryHeadsPerKv)
+        chunk(chunk_for(w, kv_read_)) {
+    if (kv_read != KvRead::per_query_head && w.group != kQueryHeadsPerKv)
       throw bench::Unsupported("the per-KV-head attention serves groups of 4 query heads");
     splits = int((w.past + chunk - 1) /
                  chunk);  // rounding the chunk up can leave fewer, never an empty one
@@ -368,11 +376,29 @@ struct FusedActivations {
          {&xn, &qkv, &q, &attn, &o, &h, &hn, &gate_up, &act, &down})  // initcheck: above
       BENCH_CUDA_CHECK(cudaMemsetAsync(b->data(), 0, b->bytes(), s));
   }
+  // Keys per split: whole steps of the kernel that reads them (a CTA step of the FMA kernels, a
+  // 64-key stage of the MMA one).
+  static int64_t chunk_for(const DecoderLayer& w, KvRead kv_read) {
+    const int64_t splits = splits_wanted(w, kv_read);
+    if (kv_read == KvRead::per_kv_head_mma) {
+      const int64_t step = decode::mma::kKeysPerStep, per = (w.past + splits - 1) / splits;
+      return (per + step - 1) / step * step;
+    }
+    return decode::chunk_for(w.past, int(splits),
+                             kv_read == KvRead::per_kv_head ? kQueryHeadsPerKv : 1);
+  }
   // Flash decoding over the cache into the partials, then the merge with the new key; on rung 6
   // both launched programmatically (kernels/pdl.cuh: each waits for the kernel ahead inside).
   // per_kv_head reads q, packed [sequence][head][128], as [KV pair][4][128]: the same bytes.
   void attention(const DecoderLayer& w, cudaStream_t s, bool programmatic = false) const {
     const int64_t pairs = w.batch * w.q_heads;
+    if (kv_read == KvRead::per_kv_head_mma) {
+      const decode::Args args{q.data(),         nullptr, part_ml.data(), part_o.data(),
+                              kQueryHeadsPerKv, 0,       chunk,          splits};
+      decode::mma::launch(args, PerKvHeadCache{w.k_cache.data(), w.v_cache.data(), w.past},
+                          w.batch * w.kv_heads, s, programmatic);
+      return merge(args, pairs, w, s, programmatic);
+    }
     if (kv_read == KvRead::per_kv_head) {
       const decode::Args args{q.data(),         nullptr, part_ml.data(), part_o.data(),
                               kQueryHeadsPerKv, 0,       chunk,          splits};
@@ -394,12 +420,19 @@ struct FusedActivations {
                            bool programmatic) const {
     if (programmatic) {
       kernels::pdl::launch(kernel, grid, dim3(decode::kThreads), 0, s, args, cache);
+    } else {
+      kernel<<<grid, decode::kThreads, 0, s>>>(args, cache);
+      BENCH_CHECK_LAUNCH();
+    }
+    merge(args, pairs, w, s, programmatic);
+  }
+  void merge(const decode::Args& args, int64_t pairs, const DecoderLayer& w, cudaStream_t s,
+             bool programmatic) const {
+    if (programmatic) {
       kernels::pdl::launch(merge_with_new_key, dim3(unsigned(pairs)), dim3(kHeadDim), 0, s, args,
                            w.k_new.data(), w.v_new.data(), attn.data(), w.group);
       return;
     }
-    kernel<<<grid, decode::kThreads, 0, s>>>(args, cache);
-    BENCH_CHECK_LAUNCH();
     merge_with_new_key<<<unsigned(pairs), kHeadDim, 0, s>>>(args, w.k_new.data(), w.v_new.data(),
                                                             attn.data(), w.group);
     BENCH_CHECK_LAUNCH();
@@ -642,6 +675,19 @@ struct MmaProjectionsKvOnce : MmaProjections {
       : MmaProjections(w, s, KvRead::per_kv_head) {}
 };
 
+// ---- rungs 5c and 6d: rungs 5b and 6c with the attention's arithmetic on tensor cores ---------
+// The same CTA per (KV head, chunk), the same bytes and partials; its 4 queries are rows of an
+// mma.sync m16n8k16 (kernels/decode_attention_mma.cuh) instead of ~20 FP32 instructions, 4
+// shuffles and an exponential a lane per (query, key): at batch 32 the FMA kernel is the step's
+// largest op and reads the cache well under the ceiling (README, "Batch 32").
+struct FusedOpsKvMma : FusedOps {
+  FusedOpsKvMma(const DecoderLayer& w, cudaStream_t s) : FusedOps(w, s, KvRead::per_kv_head_mma) {}
+};
+struct MmaProjectionsKvMma : MmaProjections {
+  MmaProjectionsKvMma(const DecoderLayer& w, cudaStream_t s)
+      : MmaProjections(w, s, KvRead::per_kv_head_mma) {}
+};
+
 // ---- rung 7: the whole step as one persistent launch (ch20/megakernel.cuh) -------------------
 // The same ops as rung 6 as phases of one cooperative grid, one or two blocks an SM, grid barriers
 // between them; each warp's next weights go out while a barrier resolves. Up to 8 tokens, as rung
@@ -683,6 +729,8 @@ struct Autotuned {
     plan.consider<Graphed<MmaProjections>>("streaming_mma", 6.5, w, s);
     plan.consider<Graphed<FusedOpsKvOnce>>("cuda_graph_kv_once", 5.5, w, s);
     plan.consider<Graphed<MmaProjectionsKvOnce>>("streaming_mma_kv_once", 6.75, w, s);
+    plan.consider<Graphed<FusedOpsKvMma>>("cuda_graph_attention_mma", 5.75, w, s);
+    plan.consider<Graphed<MmaProjectionsKvMma>>("streaming_mma_attention_mma", 6.875, w, s);
     plan.consider<Megakernel>("megakernel", 7, w, s);
     plan.keep_fastest(s, /*time_them=*/w.fills > 0);
   }
@@ -715,6 +763,9 @@ BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
                                        {.min_compute_capability = 90})
     .stateful<Graphed<MmaProjectionsKvOnce>>(bench::Role::step, "streaming_mma_kv_once",
                                              {.min_compute_capability = 90})
+    .stateful<Graphed<FusedOpsKvMma>>(bench::Role::step, "cuda_graph_attention_mma")
+    .stateful<Graphed<MmaProjectionsKvMma>>(bench::Role::step, "streaming_mma_attention_mma",
+                                            {.min_compute_capability = 90})
     .stateful<Megakernel>(bench::Role::step, "megakernel", {.min_compute_capability = 90})
     .stateful<MegakernelL2Ahead>(bench::Role::step, "megakernel_l2_ahead",
                                  {.min_compute_capability = 90})

@@ -1,0 +1,266 @@
+// kernels/decode_attention_mma.cuh: grouped-query decode attention on tensor cores. The same work
+// and the same outputs as kernels/decode_attention.cuh's attention<4> without the draft mask (one
+// CTA per (KV head pair, chunk of keys), serving the 4 query heads that share the KV head from one
+// read of each K and V row), with the arithmetic moved from the FP32 pipes to mma.sync.
+//
+// Why: with 4 queries a key, the FMA kernel spends ~20 FP32 instructions, 4 shuffles and an
+// exponential per lane for each (query, key) pair, and its 175 registers leave one CTA of 8 warps
+// an SM: at batch 32 of ch20's layer it reads the cache at 71% of the H200's read ceiling, and is
+// the largest op of the step. Here a warp's 16 keys are one m16n8k16 step: S = Q K^T is 16 MMAs
+// (8 k-steps of 16 dimensions, two 8-key tiles), P V another 16 (16 tiles of 8 dimensions), with
+// the 4 queries as rows 0-3 of the 16-row A operand (rows 4-15 zero: three quarters of the MMA
+// is padding, which the tensor cores can afford; the bytes set the time).
+//
+// Layout (what attention<4, ContiguousKv, false> reads and writes): q [pair][4][128] BF16 (the 4
+// query heads of KV pair `pair`, contiguous), K and V [pair][n_k][128] BF16; the partials (m, l,
+// o) of query qi in slot (pair x 4 + qi) x splits + split, m in log2 units (scores scaled by
+// log2(e) / sqrt(128)), l = sum of 2^(s - m), o = sum of 2^(s - m) v: decode::merge_splits and
+// ch20's merge_with_new_key read them unchanged. With one split the CTA writes o / l to out.
+//
+// One CTA: 4 warps, keys [split x chunk, +chunk) of its pair in stages of 64 (16 a warp), a
+// 3-stage cp.async ring in shared memory (K and V rows padded to 272 bytes, so that ldmatrix's 8
+// row addresses fall in 8 different bank groups), 2 CTAs an SM: up to 4 stages (128 KB) of the
+// cache in flight an SM while the other stages are consumed. K fragments come from ldmatrix (B of
+// Q K^T is K row-major), V's from ldmatrix.trans; P goes from the S accumulators straight into an
+// A fragment (kernels/mma_bf16.cuh). Keys past the chunk or the pair's end are zero-filled in
+// shared memory (no NaN bits reach P V) and masked to -inf in S. Launched programmatically (ch20's
+// rung 6c form), a CTA issues its first stages of K and V before waiting for the kernel that
+// writes q: the cache is not written by any kernel of the step.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <bench/bench.hpp>
+#include <cstdint>
+#include <kernels/async_copy.cuh>
+#include <kernels/bf16_pack.cuh>
+#include <kernels/decode_attention.cuh>
+#include <kernels/mma_bf16.cuh>
+#include <kernels/occupancy.cuh>
+#include <kernels/online_softmax.cuh>
+#include <kernels/pdl.cuh>
+#include <stdexcept>
+
+namespace kernels::decode::mma {
+
+constexpr int kGroup = 4;  // queries of a pair: rows 0-3 of the MMA
+constexpr int kWarps = 4, kThreads = 32 * kWarps;
+constexpr int kKeysPerWarp = 16;                   // one k-step of P V, two 8-key tiles of S
+constexpr int kStageKeys = kWarps * kKeysPerWarp;  // 64
+constexpr int kStages = 3;
+constexpr int kRowPitch = kHeadDim + 8;                   // BF16 a shared row: 272 bytes
+constexpr int kChunksPerRow = kHeadDim / kBf16PerVector;  // 16-byte copies a row: 16
+constexpr int kDimTiles = kHeadDim / 8;                   // 8-dimension tiles of O: 16
+
+// Any chunk length works (a short last stage is masked); a multiple of this wastes no stage.
+constexpr int kKeysPerStep = kStageKeys;
+
+struct alignas(16) Ring {
+  bf16 k[kStages][kStageKeys][kRowPitch];
+  bf16 v[kStages][kStageKeys][kRowPitch];
+};
+struct Merge {  // the warps' (m, l, o) of each query, for the CTA's merge (reuses the ring)
+  float o[kWarps][kGroup][kHeadDim];
+  float ml[kWarps][kGroup][2];
+};
+union Smem {
+  Ring ring;
+  Merge merge;
+};
+constexpr size_t kSmemBytes = sizeof(Smem);
+
+__global__ void __launch_bounds__(kThreads, 2) attention(Args a, ContiguousKv kv) {
+  extern __shared__ uint4 smem_words[];
+  Smem& smem = *reinterpret_cast<Smem*>(smem_words);
+  const int64_t pair = blockIdx.y;
+  const int split = int(blockIdx.x);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t begin = split * a.chunk, end = min(begin + a.chunk, kv.n_k);
+  if (begin >= end) return;  // a chunk past the pair's keys: merge_splits skips it
+  const int stages = int((end - begin + kStageKeys - 1) / kStageKeys);
+  const bf16* k_rows = kv.k + pair * kv.n_k * kHeadDim;
+  const bf16* v_rows = kv.v + pair * kv.n_k * kHeadDim;
+
+  // Stage `slot` <- keys [at, at + 64): 64 rows of K and of V, 16 copies of 16 bytes a row, 16
+  // a thread, consecutive threads on consecutive bytes. Absent keys: zero fill from key `begin`.
+  auto load_stage = [&](int slot, int64_t at) {
+#pragma unroll 4
+    for (int i = threadIdx.x; i < kStageKeys * kChunksPerRow; i += kThreads) {
+      const int key = i / kChunksPerRow, c = i % kChunksPerRow;
+      const bool present = at + key < end;
+      const int64_t row = present ? at + key : begin;
+      cp_async::copy16(&smem.ring.k[slot][key][c * kBf16PerVector],
+                       k_rows + row * kHeadDim + c * kBf16PerVector, present ? 16 : 0);
+      cp_async::copy16(&smem.ring.v[slot][key][c * kBf16PerVector],
+                       v_rows + row * kHeadDim + c * kBf16PerVector, present ? 16 : 0);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < stages) load_stage(s, begin + int64_t{s} * kStageKeys);
+    cp_async::commit();
+  }
+
+  // q as A fragments of the 8 k-steps: row g < 4 is query g, rows 4-15 zero. Read after the wait
+  // (the kernel ahead writes q when launched programmatically).
+  pdl::wait_for_prerequisite();
+  uint32_t qa[kHeadDim / 16][4];
+  {
+    const bf16* q_row = a.q + ((pair * a.n_q + a.q_first) + (g < kGroup ? g : 0)) * kHeadDim;
+#pragma unroll
+    for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+      const auto* q32 = reinterpret_cast<const uint32_t*>(q_row + ks * 16 + 2 * t);
+      qa[ks][0] = g < kGroup ? q32[0] : 0u;
+      qa[ks][1] = 0u;
+      qa[ks][2] = g < kGroup ? q32[4] : 0u;  // 8 BF16 further
+      qa[ks][3] = 0u;
+    }
+  }
+  const float scale = kLog2e * rsqrtf(float(kHeadDim));  // scores in log2 units
+
+  // Each thread: rows g (i = 0) and g + 8 (i = 1) of S and O; m and l per row (l summed over the
+  // quad at the end), o[n] = O's 8-dimension tile n: {row g: 2t, 2t+1; row g+8: 2t, 2t+1}.
+  float m[2] = {kEmptyMax, kEmptyMax}, l[2] = {0.0f, 0.0f}, o[kDimTiles][4];
+#pragma unroll
+  for (int n = 0; n < kDimTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  // ldmatrix row addresses: lane supplies row (lane % 8) of matrix (lane / 8).
+  const int mat = lane / 8, mat_row = lane % 8;
+
+  for (int it = 0; it < stages; ++it) {
+    cp_async::wait<kStages - 2>();
+    __syncthreads();  // stage `it` landed for every thread; stage it - 1's slot is free
+    if (it + kStages - 1 < stages)
+      load_stage((it + kStages - 1) % kStages, begin + int64_t{it + kStages - 1} * kStageKeys);
+    cp_async::commit();
+    const int slot = it % kStages;
+    const int64_t key0 = begin + int64_t{it} * kStageKeys + warp * kKeysPerWarp;
+
+    // S = Q K^T over the warp's 16 keys: matrices (keys 0-7 | 8-15) x (dimensions +0 | +8).
+    float s[2][4] = {};
+    const bf16* k_warp = &smem.ring.k[slot][warp * kKeysPerWarp][0];
+#pragma unroll
+    for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+      uint32_t b[4];
+      ldmatrix_x4(b, cp_async::smem_addr(k_warp + ((mat / 2) * 8 + mat_row) * kRowPitch + ks * 16 +
+                                         (mat % 2) * 8));
+      mma_bf16_m16n8k16(s[0], qa[ks], b[0], b[1]);
+      mma_bf16_m16n8k16(s[1], qa[ks], b[2], b[3]);
+    }
+    // Scale, mask absent keys, and the online softmax of rows g and g + 8.
+    float row_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool present = key0 + nt * 8 + 2 * t + (e % 2) < end;
+        s[nt][e] = present ? s[nt][e] * scale : -INFINITY;
+        row_max[e / 2] = fmaxf(row_max[e / 2], s[nt][e]);
+      }
+    float correction[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      row_max[i] = fmaxf(row_max[i], __shfl_xor_sync(0xffffffffu, row_max[i], 1));
+      row_max[i] = fmaxf(row_max[i], __shfl_xor_sync(0xffffffffu, row_max[i], 2));
+      const float m_new = fmaxf(m[i], row_max[i]);  // kEmptyMax at worst: never -inf
+      correction[i] = exp2_ftz(m[i] - m_new);
+      m[i] = m_new;
+      l[i] *= correction[i];
+    }
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] *= correction[e / 2];
+    float p[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        p[nt][e] = exp2_ftz(s[nt][e] - m[e / 2]);  // 0 for a masked key
+        l[e / 2] += p[nt][e];
+      }
+    // P (16 x 16 keys) as the A fragment of P V: the two S tiles' accumulators, packed.
+    const uint32_t pa[4] = {pack_bf16x2(p[0][0], p[0][1]), pack_bf16x2(p[0][2], p[0][3]),
+                            pack_bf16x2(p[1][0], p[1][1]), pack_bf16x2(p[1][2], p[1][3])};
+    // O += P V: V's 16 rows (k = key) as B, by ldmatrix.trans, two 8-dimension tiles at a time:
+    // matrices (keys 0-7 | 8-15) x (dimensions +0 | +8).
+    const bf16* v_warp = &smem.ring.v[slot][warp * kKeysPerWarp][0];
+#pragma unroll
+    for (int j = 0; j < kDimTiles / 2; ++j) {
+      uint32_t b[4];
+      ldmatrix_x4_trans(b, cp_async::smem_addr(v_warp + ((mat % 2) * 8 + mat_row) * kRowPitch +
+                                               j * 16 + (mat / 2) * 8));
+      mma_bf16_m16n8k16(o[2 * j], pa, b[0], b[1]);
+      mma_bf16_m16n8k16(o[2 * j + 1], pa, b[2], b[3]);
+    }
+  }
+  cp_async::wait<0>();
+  __syncthreads();  // every warp is done with the ring: its bytes become the merge slots
+
+  // Each warp's (m, l, o) of queries 0-3 (rows g < 4, half 0 of each thread's rows), then the
+  // warps merged, a thread per (query, dimension) item.
+  l[0] += __shfl_xor_sync(0xffffffffu, l[0], 1);  // row g only: rows g + 8 are padding
+  l[0] += __shfl_xor_sync(0xffffffffu, l[0], 2);
+  if (g < kGroup) {
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n) {
+      smem.merge.o[warp][g][n * 8 + 2 * t] = o[n][0];
+      smem.merge.o[warp][g][n * 8 + 2 * t + 1] = o[n][1];
+    }
+    if (t == 0) smem.merge.ml[warp][g][0] = m[0], smem.merge.ml[warp][g][1] = l[0];
+  }
+  __syncthreads();
+  for (int item = threadIdx.x; item < kGroup * kHeadDim; item += kThreads) {
+    const int qi = item / kHeadDim, d = item % kHeadDim;
+    float mm = smem.merge.ml[0][qi][0], ll = smem.merge.ml[0][qi][1],
+          oo[1] = {smem.merge.o[0][qi][d]};
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) {
+      const float ow[1] = {smem.merge.o[w][qi][d]};
+      merge_softmax_parts(mm, ll, oo, smem.merge.ml[w][qi][0], smem.merge.ml[w][qi][1], ow);
+    }
+    if (a.splits == 1) {
+      a.out[((pair * a.n_q + a.q_first) + qi) * kHeadDim + d] = __float2bfloat16(oo[0] / ll);
+    } else {
+      const int64_t slot = (pair * kGroup + qi) * a.splits + split;
+      a.part_o[slot * kHeadDim + d] = oo[0];
+      if (d == 0) a.part_ml[2 * slot] = mm, a.part_ml[2 * slot + 1] = ll;
+    }
+  }
+}
+
+// Once per process before the first launch or occupancy query: the ring is more than the 48 KB
+// a kernel may take without asking.
+inline void allow_shared_memory() {
+  static const bool done = [] {
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(attention, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(kSmemBytes)));
+    return true;
+  }();
+  (void)done;
+}
+
+// CTAs of `attention` resident on one SM (2 on Hopper: registers and shared memory allow it).
+inline int blocks_per_sm() {
+  allow_shared_memory();
+  return kernels::blocks_per_sm(attention, kThreads, kSmemBytes);
+}
+
+// Enqueues the pass over `pairs` KV pairs (grid: splits x pairs), the ordinary way or
+// programmatically (kernels/pdl.cuh). Requires n_q == 4 queries a pair, from q_first 0;
+// decode::merge_splits, or the caller's own merge, combines the partials when splits > 1.
+inline void launch(const Args& a, const ContiguousKv& kv, int64_t pairs, cudaStream_t stream,
+                   bool programmatic = false) {
+  if (a.n_q != kGroup || a.q_first != 0 || a.chunk < 1)
+    throw std::invalid_argument(
+        "decode::mma::launch: 4 queries a pair from query 0, chunks of keys");
+  allow_shared_memory();
+  const dim3 grid(unsigned(a.splits), unsigned(pairs));
+  if (programmatic) {
+    pdl::launch(attention, grid, dim3(kThreads), kSmemBytes, stream, a, kv);
+    return;
+  }
+  attention<<<grid, kThreads, kSmemBytes, stream>>>(a, kv);
+  BENCH_CHECK_LAUNCH();
+}
+
+}  // namespace kernels::decode::mma

@@ -1,0 +1,123 @@
+// Tests kernels/decode_attention_mma.cuh, the tensor-core form of grouped-query decode attention
+// (ch20's rungs 5c and 6d), against attention in double over the same BF16 cache, and against the
+// FMA kernel it replaces (decode::attention<4> without the draft mask), which writes the same
+// partials. 1000 keys a pair: not a whole number of 64-key stages, and with 3 or 5 splits the
+// chunks are not either, so a stage that ends inside a chunk and the pair's last, short stage
+// both run. One split writes the output directly; several go through decode::merge_splits.
+// Bound: the output's BF16 rounding (2^-9 relative, ~1.1e-3 as a relative L2 over uniform
+// errors) plus p rounded to BF16 as the A operand of P V (about as much again, in quadrature):
+// 3e-3. The planted case below changes one 16-key warp tile of each pair's cache after the
+// reference is taken, and must fail: the bound sees a tile lost or misread.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <kernels/decode_attention.cuh>
+#include <kernels/decode_attention_mma.cuh>
+#include <kernels/reference_attention.cuh>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "device_copy.hpp"
+
+namespace {
+
+namespace decode = kernels::decode;
+using bf16 = __nv_bfloat16;
+constexpr int kQueries = decode::mma::kGroup;
+constexpr int64_t kPairs = 6, kKeys = 1000, kDim = decode::kHeadDim;
+
+double relative_l2(const std::vector<bf16>& out, const std::vector<double>& ref) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double d = double(__bfloat162float(out[i])) - ref[i];
+    err += d * d, norm += ref[i] * ref[i];
+  }
+  return std::sqrt(err / norm);
+}
+
+struct AllKeys {
+  __host__ __device__ bool operator()(int64_t, int64_t) const { return true; }
+};
+
+struct Cache {
+  std::vector<bf16> q, k, v;
+  Cache() : q(kPairs * kQueries * kDim), k(kPairs * kKeys * kDim), v(k.size()) {
+    std::mt19937 rng(20);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (auto& x : q) x = __float2bfloat16(normal(rng));
+    for (std::size_t i = 0; i < k.size(); ++i)
+      k[i] = __float2bfloat16(uniform(rng)), v[i] = __float2bfloat16(uniform(rng));
+  }
+};
+
+// The output of one pass over `keys` keys a pair (the cache's first `keys` of kKeys rows a pair:
+// n_k = keys reads them as [pair][keys][128], so a shorter pass sees other rows, which is only
+// used by the planted case), with `splits` splits, by the mma kernel or the FMA kernel.
+std::vector<bf16> run(const Cache& c, int splits, bool mma) {
+  bf16 *q_d = upload(c.q), *k_d = upload(c.k), *v_d = upload(c.v), *out_d = nullptr;
+  EXPECT_EQ(cudaMalloc(&out_d, c.q.size() * sizeof(bf16)), cudaSuccess);
+  EXPECT_EQ(cudaMemset(out_d, 0xff, c.q.size() * sizeof(bf16)), cudaSuccess);  // NaN until written
+  const int64_t chunk = decode::chunk_for(kKeys, splits, kQueries);
+  const int used = int((kKeys + chunk - 1) / chunk);
+  float *part_ml = nullptr, *part_o = nullptr;
+  EXPECT_EQ(cudaMalloc(&part_ml, kPairs * kQueries * used * 2 * sizeof(float)), cudaSuccess);
+  EXPECT_EQ(cudaMalloc(&part_o, kPairs * kQueries * used * kDim * sizeof(float)), cudaSuccess);
+  const decode::Args args{q_d, out_d, part_ml, part_o, kQueries, 0, chunk, used};
+  const decode::ContiguousKv cache{k_d, v_d, kKeys};
+  if (mma) {
+    decode::mma::launch(args, cache, kPairs, nullptr);
+    if (used > 1)
+      decode::merge_splits<kQueries, decode::ContiguousKv, /*kDraftMask=*/false>
+          <<<dim3(unsigned(kQueries), unsigned(kPairs)), kDim>>>(args, cache);
+  } else {
+    decode::launch<kQueries, decode::ContiguousKv, /*kDraftMask=*/false>(args, cache, kPairs,
+                                                                         nullptr);
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto out = download(out_d, c.q.size());
+  for (void* p : {(void*)q_d, (void*)k_d, (void*)v_d, (void*)out_d, (void*)part_ml, (void*)part_o})
+    cudaFree(p);
+  return out;
+}
+
+std::vector<double> reference(const Cache& c) {
+  std::vector<double> ref(c.q.size());
+  kernels::reference_attention(std::span<const bf16>(c.q), std::span<const bf16>(c.k),
+                               std::span<const bf16>(c.v), std::span<double>(ref), kPairs, kQueries,
+                               kKeys, AllKeys{});
+  return ref;
+}
+
+TEST(DecodeAttentionMma, MatchesAttentionInDoubleWithOneSplitAndSeveral) {
+  const Cache c;
+  const auto ref = reference(c);
+  for (int splits : {1, 3, 5}) {
+    const double mma = relative_l2(run(c, splits, true), ref);
+    const double fma = relative_l2(run(c, splits, false), ref);
+    EXPECT_LT(mma, 3e-3) << splits << " splits (the FMA kernel: " << fma << ")";
+    EXPECT_LT(fma, 3e-3) << splits << " splits";
+  }
+}
+
+// The planted slip: a cache whose keys 16..31 of each pair (one warp's tile of the first stage)
+// are replaced by other values after the reference was taken. The output must leave the bound,
+// so the bound is tight enough to see a warp tile's keys lost or misread.
+TEST(DecodeAttentionMma, APlantedWrongWarpTileLeavesTheBound) {
+  Cache c;
+  const auto ref = reference(c);
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (int64_t p = 0; p < kPairs; ++p)
+    for (int64_t j = 16; j < 32; ++j)
+      for (int64_t e = 0; e < kDim; ++e) {
+        const int64_t i = (p * kKeys + j) * kDim + e;
+        c.k[i] = __float2bfloat16(uniform(rng)), c.v[i] = __float2bfloat16(uniform(rng));
+      }
+  EXPECT_GT(relative_l2(run(c, 3, true), ref), 3e-3);
+}
+
+}  // namespace

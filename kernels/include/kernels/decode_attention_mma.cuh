@@ -4,9 +4,12 @@
 // read of each K and V row), with the arithmetic moved from the FP32 pipes to mma.sync.
 //
 // Why: with 4 queries a key, the FMA kernel spends ~20 FP32 instructions, 4 shuffles and an
-// exponential per lane for each (query, key) pair, and its 175 registers leave one CTA of 8 warps
-// an SM: at batch 32 of ch20's layer it reads the cache at 71% of the H200's read ceiling, and is
-// the largest op of the step. Here a warp's 16 keys are one m16n8k16 step: S = Q K^T is 16 MMAs
+// exponential a lane for each (query, key) pair, a half-warp computing the same exponential 16
+// times; at batch 32 of ch20's layer it reads the cache at 71% of the H200's read ceiling and is
+// the step's largest op (ch20's README, "Batch 32"; an estimate from instruction counts says its
+// issue, not the bytes, sets its time there, which ncu has not checked). ch19's kv_tensor_core
+// does the same move for an E4M3 cache, keys as the MMA's rows, loading fragments from global
+// memory; here the cache is BF16 and goes through shared memory. Here a warp's 16 keys are one m16n8k16 step: S = Q K^T is 16 MMAs
 // (8 k-steps of 16 dimensions, two 8-key tiles), P V another 16 (16 tiles of 8 dimensions), with
 // the 4 queries as rows 0-3 of the 16-row A operand (rows 4-15 zero: three quarters of the MMA
 // is padding, which the tensor cores can afford; the bytes set the time).

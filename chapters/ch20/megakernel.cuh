@@ -71,6 +71,8 @@
 #include <kernels/vector_access.cuh>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "l2_ahead_plan.hpp"
 #include "layer_ops.cuh"
@@ -108,6 +110,7 @@ struct Step {
   int64_t group, hidden, qkv_dim, ffn, past, chunk;
   int splits;
   int64_t o_rest_lines;  // 128-byte lines of W_o past each row's first slab to prefetch; 0: none
+  uint64_t* stamps;      // [blocks][kStamps] or null: see stamp() below
 };
 
 // ---- the grid barrier, in two halves so that loads can go out between them -------------------
@@ -155,6 +158,19 @@ class GridBarrier {
   uint32_t* state_;
   uint32_t generation_;  // thread 0's
 };
+
+// ---- where a launch's time goes: phase stamps ---------------------------------------------------
+// Only for DecoderMegakernel::phase_times (untimed, after the samples): with p.stamps set, thread 0
+// of every block writes the global timer at each phase's start (after the barrier ahead releases
+// it; the launch's start for qkv) and end (its last thread done, before it arrives), slots 2 x
+// phase and 2 x phase + 1. A timed launch has p.stamps null and pays one uniform branch a phase.
+constexpr int kPhases = 5, kStamps = 2 * kPhases;
+constexpr const char* kPhaseNames[kPhases] = {"qkv", "attention", "o", "gate_up", "down"};
+__device__ __forceinline__ void stamp(const Step& p, int slot) {
+  if (p.stamps == nullptr) return;
+  __syncthreads();  // the phase's end is its last thread's
+  if (threadIdx.x == 0) p.stamps[int64_t{blockIdx.x} * kStamps + slot] = global_ns();
+}
 
 // ---- the phases --------------------------------------------------------------------------------
 using Slab = uint4[gemv::kRowsPerWarp][gemv::kVectorsPerRow];
@@ -284,12 +300,15 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   Slab w;
 
   // 1. qkv. Nothing to wait for: x and the weights are inputs.
+  stamp(p, 0);
   load_first(p.io.w_qkv, p.hidden, qkv_groups, qkv, first, w);
   project<kTokens>(p.io.w_qkv, p.hidden, qkv_groups, qkv, p, smem, first, w);
+  stamp(p, 1);
   barrier.arrive();
   prefetch_chunk(p, blockIdx.x);
   prefetch_o_rest(p);  // rung 7b: behind the cache's lines, for the o phase
   barrier.wait();
+  stamp(p, 2);
 
   // 2. attention over the cache, into the partials; the last chunk of a head to finish merges the
   // head's partials and the new key.
@@ -303,24 +322,31 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
     __syncthreads();  // every thread's share of the partial, before warp 0 counts it in
     if (warp == 0 && completes_pair(p, bh)) merge_pair(p, bh);
   }
+  stamp(p, 3);
   barrier.arrive();  // the attention output, every head merged
   load_first(p.io.w_o, p.hidden, o_groups, o, first, w);  // held to phase 3
   barrier.wait();
+  stamp(p, 4);
 
   // 3. o: h = x + attn · W_oᵀ.
   project<kTokens>(p.io.w_o, p.hidden, o_groups, o, p, smem, first, w);
+  stamp(p, 5);
   barrier.arrive();
   load_first(p.io.w_gate_up, p.hidden, gate_up_groups, gate_up, first, w);
   barrier.wait();
+  stamp(p, 6);
 
   // 4. gate/up with SwiGLU.
   project<kTokens>(p.io.w_gate_up, p.hidden, gate_up_groups, gate_up, p, smem, first, w);
+  stamp(p, 7);
   barrier.arrive();
   load_first(p.io.w_down, p.ffn, down_groups, down, first, w);
   barrier.wait();
+  stamp(p, 8);
 
   // 5. down: y = h + act · W_downᵀ. The launch's end is the last barrier.
   project<kTokens>(p.io.w_down, p.ffn, down_groups, down, p, smem, first, w);
+  stamp(p, 9);
 }
 
 // ---- the host side: planned untimed, one cooperative launch a step --------------------------
@@ -425,9 +451,10 @@ class DecoderMegakernel {
     BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
   }
 
-  void operator()(const Io& io, cudaStream_t s) const {
+  void operator()(const Io& io, cudaStream_t s, uint64_t* stamps = nullptr) const {
     Step step = step_;
     step.io = io;
+    step.stamps = stamps;
     cudaLaunchAttribute cooperative = {};
     cooperative.id = cudaLaunchAttributeCooperative;
     cooperative.val.cooperative = 1;
@@ -439,6 +466,54 @@ class DecoderMegakernel {
     config.attrs = &cooperative;
     config.numAttrs = 1;
     BENCH_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel_, step));
+  }
+
+  // Where a launch's time goes (untimed): `launches` stamped launches back to back, then for each
+  // the span of each phase (its first block's start to its last block's end) and of each barrier
+  // (the phase's last block's end to the next phase's first block's start), their medians over
+  // the launches in µs, as metrics phase_us_<phase> and barrier_us_<phase it ends>; also
+  // stamp_step_ns, the smallest step between two different stamps (the global timer's
+  // resolution as this GPU runs it: a span is good to about that much).
+  std::vector<std::pair<std::string, double>> phase_times(const Io& io, cudaStream_t s,
+                                                          int launches = 21) const {
+    bench::DeviceBuffer<uint64_t> stamps(int64_t{grid_} * kStamps * launches);
+    for (int i = 0; i < launches; ++i) (*this)(io, s, stamps.data() + int64_t{i} * grid_ * kStamps);
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
+    std::vector<uint64_t> t(size_t(stamps.size()));
+    BENCH_CUDA_CHECK(cudaMemcpy(t.data(), stamps.data(), stamps.bytes(), cudaMemcpyDeviceToHost));
+    std::vector<std::vector<double>> spans(2 * kPhases - 1);  // phase 0, barrier 0, phase 1, ...
+    uint64_t step_ns = UINT64_MAX;
+    for (int i = 0; i < launches; ++i) {
+      const uint64_t* launch = t.data() + int64_t{i} * grid_ * kStamps;
+      uint64_t first[kStamps], last[kStamps];
+      for (int slot = 0; slot < kStamps; ++slot) first[slot] = UINT64_MAX, last[slot] = 0;
+      for (unsigned b = 0; b < grid_; ++b)
+        for (int slot = 0; slot < kStamps; ++slot) {
+          first[slot] = std::min(first[slot], launch[b * kStamps + slot]);
+          last[slot] = std::max(last[slot], launch[b * kStamps + slot]);
+          if (b > 0 && launch[b * kStamps + slot] != launch[slot])
+            step_ns = std::min<uint64_t>(step_ns, launch[b * kStamps + slot] > launch[slot]
+                                                      ? launch[b * kStamps + slot] - launch[slot]
+                                                      : launch[slot] - launch[b * kStamps + slot]);
+        }
+      for (int ph = 0; ph < kPhases; ++ph) {
+        spans[2 * ph].push_back(double(last[2 * ph + 1] - first[2 * ph]) / 1e3);
+        if (ph + 1 < kPhases)
+          spans[2 * ph + 1].push_back((double(first[2 * ph + 2]) - double(last[2 * ph + 1])) / 1e3);
+      }
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    std::vector<std::pair<std::string, double>> out;
+    for (int ph = 0; ph < kPhases; ++ph) {
+      out.emplace_back(std::string("phase_us_") + kPhaseNames[ph], median(spans[2 * ph]));
+      if (ph + 1 < kPhases)
+        out.emplace_back(std::string("barrier_us_") + kPhaseNames[ph], median(spans[2 * ph + 1]));
+    }
+    out.emplace_back("stamp_step_ns", step_ns == UINT64_MAX ? 0.0 : double(step_ns));
+    return out;
   }
 
   unsigned grid() const { return grid_; }

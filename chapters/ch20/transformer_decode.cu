@@ -692,15 +692,26 @@ struct MmaProjectionsKvMma : MmaProjections {
 // The same ops as rung 6 as phases of one cooperative grid, one or two blocks an SM, grid barriers
 // between them; each warp's next weights go out while a barrier resolves. Up to 8 tokens, as rung
 // 6 (batch 16 and 32: SKIPPED).
+// Its ops are phases of one launch, so where the time goes is read from inside it: after the
+// samples, metrics() runs stamped launches (ch20/megakernel.cuh's phase_times) on a stream of its
+// own and reports each phase's and each barrier's span.
 struct Megakernel {
   mega::DecoderMegakernel kernel;
+  const DecoderLayer& layer;
   Megakernel(const DecoderLayer& w, cudaStream_t s, mega::L2Ahead ahead = mega::L2Ahead::none)
-      : kernel(w.dims(), s, ahead) {}
-  void operator()(const DecoderLayer& w, cudaStream_t s) const {
-    kernel({w.x.data(), w.norm1.data(), w.norm2.data(), w.w_qkv.data(), w.w_o.data(),
-            w.w_gate_up.data(), w.w_down.data(), w.k_cache.data(), w.v_cache.data(), w.y.data(),
-            w.k_new.data(), w.v_new.data()},
-           s);
+      : kernel(w.dims(), s, ahead), layer(w) {}
+  static mega::Io io(const DecoderLayer& w) {
+    return {w.x.data(),       w.norm1.data(),     w.norm2.data(),  w.w_qkv.data(),
+            w.w_o.data(),     w.w_gate_up.data(), w.w_down.data(), w.k_cache.data(),
+            w.v_cache.data(), w.y.data(),         w.k_new.data(),  w.v_new.data()};
+  }
+  void operator()(const DecoderLayer& w, cudaStream_t s) const { kernel(io(w), s); }
+  std::vector<bench::Metric> metrics() const {
+    const kernels::OwnedStream stamped_stream;
+    std::vector<bench::Metric> out;
+    for (const auto& [name, value] : kernel.phase_times(io(layer), stamped_stream.get()))
+      out.push_back({name, value});
+    return out;
   }
 };
 
@@ -709,7 +720,9 @@ struct MegakernelL2Ahead : Megakernel {
   MegakernelL2Ahead(const DecoderLayer& w, cudaStream_t s)
       : Megakernel(w, s, mega::L2Ahead::o_rest) {}
   std::vector<bench::Metric> metrics() const {
-    return {{"o_l2_ahead_mb", double(kernel.o_rest_lines()) * 128 / 1e6}};
+    std::vector<bench::Metric> out = Megakernel::metrics();
+    out.push_back({"o_l2_ahead_mb", double(kernel.o_rest_lines()) * 128 / 1e6});
+    return out;
   }
 };
 

@@ -257,6 +257,38 @@ TEST(DecoderMegakernel, TheL2AheadPlanIsUnsupportedWhereTheCacheFillsTheL2) {
   EXPECT_EQ(plain->o_rest_lines(), 0);
 }
 
+// The phase stamps (the breakdown metrics() reports after the samples): every phase takes time,
+// no barrier ends before the phase ahead of it (the next phase's first start is after the last
+// block's end: the global timer is one clock for all SMs), and the plan still computes the layer
+// after stamped launches (the barrier and merge counters left as a launch needs them).
+TEST(DecoderMegakernel, PhaseStampsCoverEveryPhaseInOrder) {
+  const ch20::LayerDims dims = ch20::LayerDims::of(2, 8, 2, 4400, 700);
+  const kernels::OwnedStream stream;
+  std::string why;
+  const auto plan = plan_or_reason(dims, stream.get(), why);
+  if (!plan) GTEST_SKIP() << why;
+  const int64_t kv = dims.batch * dims.kv_heads * dims.past * ch20::kHeadDim;
+  bench::DeviceBuffer<bf16> x(dims.batch * dims.hidden), norm(dims.hidden),
+      w_qkv(dims.qkv_dim * dims.hidden), w_o(dims.hidden * dims.hidden),
+      w_gate_up(2 * dims.ffn * dims.hidden), w_down(dims.hidden * dims.ffn), k_cache(kv),
+      v_cache(kv), y(x.size()), k_new(dims.batch * dims.kv_heads * ch20::kHeadDim),
+      v_new(k_new.size());
+  for (bench::DeviceBuffer<bf16>* b :
+       {&x, &norm, &w_qkv, &w_o, &w_gate_up, &w_down, &k_cache, &v_cache})
+    ASSERT_EQ(cudaMemset(b->data(), 0, b->bytes()), cudaSuccess);
+  const ch20::mega::Io io{x.data(),       norm.data(),      norm.data(),   w_qkv.data(),
+                          w_o.data(),     w_gate_up.data(), w_down.data(), k_cache.data(),
+                          v_cache.data(), y.data(),         k_new.data(),  v_new.data()};
+  const auto times = plan->phase_times(io, stream.get(), 3);
+  ASSERT_EQ(times.size(), std::size_t(2 * ch20::mega::kPhases));  // 5 phases, 4 barriers, the step
+  for (const auto& [name, value] : times) {
+    if (name.starts_with("phase_us_")) EXPECT_GT(value, 0.0) << name;
+    if (name.starts_with("barrier_us_")) EXPECT_GE(value, 0.0) << name;
+    if (name == "stamp_step_ns") EXPECT_GT(value, 0.0) << name;
+  }
+  expect_matches_host(dims, *plan, stream.get(), 1);
+}
+
 // Past 8 tokens the megakernel is not the tool (the FMAs set the time): the plan says so, as a
 // skip, rather than launching a kernel that holds no more than 8 tokens' activations.
 TEST(DecoderMegakernel, NineTokensAreUnsupported) {

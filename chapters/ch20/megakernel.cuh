@@ -318,8 +318,7 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   for (int64_t item = blockIdx.x; item < attention_items(p); item += gridDim.x) {
     prefetch_chunk(p, item + gridDim.x);  // the block's next chunk, while it reads this one
     const int64_t kv_split = item / p.group, bh = kv_split / p.splits * p.group + item % p.group;
-    decode::attend_split<1, GqaCache, /*kDraftMask=*/true, /*kPrefetch=*/true>(
-        args, cache, bh, int(kv_split % p.splits), split_smem);
+    decode::attend_split<1>(args, cache, bh, int(kv_split % p.splits), split_smem);
     __syncthreads();  // every thread's share of the partial, before warp 0 counts it in
     if (warp == 0 && completes_pair(p, bh)) merge_pair(p, bh);
   }

@@ -229,9 +229,7 @@ struct SplitSmem {
 // One CTA's work, split `split` of pair bh, as a device function so that a persistent kernel (ch20's
 // megakernel) can run several (bh, split) items in turn, with smem in its own shared memory. Every
 // thread of the block calls it (it synchronizes the block); consecutive calls may share smem.
-// kPrefetch: the next step's loads in flight during this step's math (below); the default is the
-// standalone kernels' choice, and a caller with fewer CTAs an SM (ch20's megakernel: 2) sets it.
-template <int kQueries, class Kv, bool kDraftMask = true, bool kPrefetch = (kQueries > 1)>
+template <int kQueries, class Kv, bool kDraftMask = true>
 __device__ __forceinline__ void attend_split(const Args& a, const Kv& kv, int64_t bh, int split,
                                              SplitSmem<kQueries>& smem) {
   using Rows = typename RowsOf<Kv>::type;
@@ -283,14 +281,13 @@ __device__ __forceinline__ void attend_split(const Args& a, const Kv& kv, int64_
       }
     }
   };
-  // With several queries the next step's loads are issued before this step's math (kPrefetch):
-  // with one CTA per SM each warp must keep its own bytes in flight, and the loads' addresses (the
-  // policy's bases and key count, which ptxas re-reads from the parameter bank each step, LDC then
-  // IMAD, rather than hold in registers) no longer delay them. Without it the 8-query kernel took
-  // 831 against 726 us (H100, ch18's verify shape). With one query, 4 CTAs per SM already cover
-  // the latency, and 32 more registers a thread would halve them; inside ch20's megakernel, 2
-  // blocks an SM with registers to spare in its attention phase, they do not (its phase stamps:
-  // 11.1 us for 16.8 MB at batch 1 on an H200, a chain of dependent loads), so it prefetches.
+  // With several queries the next step's loads are issued before this step's math: with one CTA
+  // per SM each warp must keep its own bytes in flight, and the loads' addresses (the policy's
+  // bases and key count, which ptxas re-reads from the parameter bank each step, LDC then IMAD,
+  // rather than hold in registers) no longer delay them. Without it the 8-query kernel took 831
+  // against 726 us (H100, ch18's verify shape). With one query, 4 CTAs per SM already cover the
+  // latency, and 32 more registers a thread would halve them.
+  constexpr bool kPrefetch = kQueries > 1;
   const int64_t first = begin + warp * keys_per_warp_step(kQueries);
   Raw k_next[kKeys], v_next[kKeys];
   if (kPrefetch && first < end) load_step(first, k_next, v_next);

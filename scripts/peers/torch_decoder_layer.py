@@ -17,7 +17,9 @@ Run it in the same GPU session as `bench compare --chapter ch20`, so the two are
   python3 scripts/peers/torch_decoder_layer.py [--json FILE] [--only decoder_layer]
 
 Timing: CUDA events around a batch of launches after warm-up, the median of several batches
-(torch_rowwise.median_us).
+(torch_rowwise.median_us). Then, per batch, the compiled step's kernels under torch.profiler: each
+kernel's GPU time per step (`decoder_layer_kernels` rows, the 12 largest and the sum), to hold
+against the chapter's op breakdown.
 """
 import math
 import sys
@@ -71,6 +73,28 @@ def graphed(call):
     return graph.replay
 
 
+def kernel_times(call, steps=20, top=12):
+    """Where a step's GPU time goes: torch.profiler over `steps` calls (after warm-up), each kernel's
+    (and copy's) GPU time per step in us, the `top` largest as (name, us), and the sum of all. The
+    compiled step is profiled outside a graph: a graph replays the same kernels, so each kernel's
+    duration is the graph's too; only the gaps between kernels differ."""
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            call()
+        torch.cuda.synchronize()
+    per_kernel = {}
+    for event in prof.key_averages():
+        us = getattr(event, "self_device_time_total", getattr(event, "self_cuda_time_total", 0.0))
+        if us > 0:
+            per_kernel[event.key] = per_kernel.get(event.key, 0.0) + us / steps
+    ranked = sorted(per_kernel.items(), key=lambda item: -item[1])
+    return ranked[:top], sum(per_kernel.values())
+
+
 def run_decoder_layer(copy_tbs):
     w_qkv, w_o = weight(QKV, HIDDEN), weight(HIDDEN, HIDDEN)
     w_gate_up, w_down = weight(2 * FFN, HIDDEN), weight(HIDDEN, FFN)
@@ -116,6 +140,14 @@ def run_decoder_layer(copy_tbs):
                        tokens_per_s=batch / (us * 1e-6))
             except Exception as e:  # a PyTorch without enable_gqa, a compile or capture failure says why
                 skipped("decoder_layer", label, e)
+        # The compiled step's kernels, to set beside the chapter's op breakdown (op_us_*).
+        try:
+            ranked, total = kernel_times(lambda: compiled(x, k_cache, v_cache))
+            report("decoder_layer_kernels", f"b{batch} torch.compile all kernels", us=total)
+            for name, us in ranked:
+                report("decoder_layer_kernels", f"b{batch} {name[:90]}", us=us)
+        except Exception as e:
+            skipped("decoder_layer_kernels", f"b{batch}", e)
         del x, k_cache, v_cache
         torch.cuda.empty_cache()
 

@@ -26,6 +26,7 @@
 #include "../../chapters/ch19/kv_tensor_core.cuh"
 #include "device_copy.hpp"
 #include "host_copy.hpp"
+#include "relative_l2.hpp"
 
 namespace {
 
@@ -33,15 +34,6 @@ namespace decode = kernels::decode;
 using bf16 = __nv_bfloat16;
 constexpr int kQueries = 4;
 constexpr int64_t kPairs = 6, kKeys = 1000, kDim = decode::kHeadDim;
-
-double relative_l2(const std::vector<bf16>& out, const std::vector<double>& ref) {
-  double err = 0, norm = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double d = double(__bfloat162float(out[i])) - ref[i];
-    err += d * d, norm += ref[i] * ref[i];
-  }
-  return std::sqrt(err / norm);
-}
 
 struct AllKeys {
   __host__ __device__ bool operator()(int64_t, int64_t) const { return true; }

@@ -1,7 +1,7 @@
 // The comparison the GPU tests of BF16 kernels (kernels/streaming_gemv.cuh, ch20's megakernel, the
-// decode attention kernels) make
-// against an FP64 host result: relative L2 error, infinite if any output is not finite, so an
-// element a kernel never wrote (the tests fill outputs with NaN first) fails any tolerance.
+// decode attention kernels) make against an FP64 host result: relative L2 error, infinite if any
+// output is not finite, so an element a kernel never wrote (the tests fill outputs with NaN first)
+// fails any tolerance.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -163,7 +163,7 @@ class GridBarrier {
 // Only for DecoderMegakernel::phase_times (untimed, after the samples): with p.stamps set, thread 0
 // of every block writes the global timer at each phase's start (after the barrier ahead releases
 // it; the launch's start for qkv) and end (its last thread done, before it arrives), slots 2 x
-// phase and 2 x phase + 1. A timed launch has p.stamps null and pays one uniform branch a phase.
+// phase and 2 x phase + 1. A timed launch has p.stamps null and pays two uniform branches a phase.
 constexpr int kPhases = 5, kStamps = 2 * kPhases;
 constexpr const char* kPhaseNames[kPhases] = {"qkv", "attention", "o", "gate_up", "down"};
 __device__ __forceinline__ void stamp(const Step& p, int slot) {
@@ -473,7 +473,10 @@ class DecoderMegakernel {
   // (the phase's last block's end to the next phase's first block's start), their medians over
   // the launches in µs, as metrics phase_us_<phase> and barrier_us_<phase it ends>; also
   // stamp_step_ns, the smallest step between two different stamps (the global timer's
-  // resolution as this GPU runs it: a span is good to about that much).
+  // resolution as this GPU runs it: a span is good to about that much), and stamps_out_of_order,
+  // the blocks whose stamps do not rise slot by slot (0 unless the stamps are misplaced). Spans
+  // are differences of the 64-bit integers, taken before any conversion: a double holds a raw
+  // stamp (~1.8e18 ns) only to 256 ns.
   std::vector<std::pair<std::string, double>> phase_times(const Io& io, cudaStream_t s,
                                                           int launches = 21) const {
     bench::DeviceBuffer<uint64_t> stamps(int64_t{grid_} * kStamps * launches);
@@ -483,11 +486,18 @@ class DecoderMegakernel {
     BENCH_CUDA_CHECK(cudaMemcpy(t.data(), stamps.data(), stamps.bytes(), cudaMemcpyDeviceToHost));
     std::vector<std::vector<double>> spans(2 * kPhases - 1);  // phase 0, barrier 0, phase 1, ...
     uint64_t step_ns = UINT64_MAX;
+    int64_t out_of_order = 0;
+    auto span_us = [](uint64_t from, uint64_t to) { return double(int64_t(to - from)) / 1e3; };
     for (int i = 0; i < launches; ++i) {
       const uint64_t* launch = t.data() + int64_t{i} * grid_ * kStamps;
       uint64_t first[kStamps], last[kStamps];
       for (int slot = 0; slot < kStamps; ++slot) first[slot] = UINT64_MAX, last[slot] = 0;
-      for (unsigned b = 0; b < grid_; ++b)
+      for (unsigned b = 0; b < grid_; ++b) {
+        for (int slot = 0; slot + 1 < kStamps; ++slot)
+          if (launch[b * kStamps + slot + 1] < launch[b * kStamps + slot]) {
+            ++out_of_order;
+            break;
+          }
         for (int slot = 0; slot < kStamps; ++slot) {
           first[slot] = std::min(first[slot], launch[b * kStamps + slot]);
           last[slot] = std::max(last[slot], launch[b * kStamps + slot]);
@@ -496,10 +506,11 @@ class DecoderMegakernel {
                                                       ? launch[b * kStamps + slot] - launch[slot]
                                                       : launch[slot] - launch[b * kStamps + slot]);
         }
+      }
       for (int ph = 0; ph < kPhases; ++ph) {
-        spans[2 * ph].push_back(double(last[2 * ph + 1] - first[2 * ph]) / 1e3);
+        spans[2 * ph].push_back(span_us(first[2 * ph], last[2 * ph + 1]));
         if (ph + 1 < kPhases)
-          spans[2 * ph + 1].push_back((double(first[2 * ph + 2]) - double(last[2 * ph + 1])) / 1e3);
+          spans[2 * ph + 1].push_back(span_us(last[2 * ph + 1], first[2 * ph + 2]));
       }
     }
     auto median = [](std::vector<double> v) {
@@ -513,6 +524,7 @@ class DecoderMegakernel {
         out.emplace_back(std::string("barrier_us_") + kPhaseNames[ph], median(spans[2 * ph + 1]));
     }
     out.emplace_back("stamp_step_ns", step_ns == UINT64_MAX ? 0.0 : double(step_ns));
+    out.emplace_back("stamps_out_of_order", double(out_of_order));
     return out;
   }
 

@@ -47,8 +47,9 @@
 //   5c. step "cuda_graph_attention_mma" and 6d. step "streaming_mma_attention_mma": rungs 5b and
 //      6c with that attention's arithmetic on tensor cores (kernels/decode_attention_mma.cuh: the
 //      group's 4 queries as rows of mma.sync m16n8k16, K and V through a cp.async ring in shared
-//      memory), where the FMA kernel's instructions, not the cache's bytes, set its time from
-//      batch 8 up. Rung 8 reports them as 5.75 and 6.875.
+//      memory), to take the FMA kernel's instructions off the attention's time where it is the
+//      step's largest op (batch 8 up; that its issue sets its time there is an estimate from
+//      instruction counts). Rung 8 reports them as 5.75 and 6.875.
 //   7. step "megakernel": the same ops as rung 6 as phases of ONE persistent cooperative launch
 //      (ch20/megakernel.cuh), grid barriers between them; each warp issues the next projection's
 //      first weights between arriving at a barrier and waiting at it, so the weight stream does not
@@ -65,10 +66,11 @@
 //      (ch20/fastest_plan.cuh): autotuning, as cuBLASLt's candidates are picked. A timed call is
 //      one launch of the kept plan; the report's chosen_rung says which (6b as 6.5).
 //
-// Where the time goes: the graphed rungs (5, 5b, 6, 6b, 6c, and 8 when it keeps one) list their
-// step as ops, and after the timed samples time each op on its own, uncaptured
+// Where the time goes: the graphed rungs (5, 5b, 5c, 6, 6b, 6c, 6d, and 8 when it keeps one) list
+// their step as ops, and after the timed samples time each op on its own, uncaptured
 // (ch20/op_breakdown.hpp): op_us_<op>, op_gbps_<op> for the weight and cache streams, and
-// op_us_sum to hold against the row's time. Rung 7's ops are phases of one launch: no breakdown.
+// op_us_sum to hold against the row's time. Rung 7's ops are phases of one launch: its metrics
+// are the phases' and the grid barriers' spans from stamped launches (phase_us_*, barrier_us_*).
 //
 // Verification: y and the appended K / V rows against an FP64 CPU layer at a small size of the
 // same structure (batch 3, 8 / 2 heads, MLP 2744, 1000 cached keys). At the timing size the
@@ -336,13 +338,15 @@ struct FusedActivations {
   // Splits per pair as ch18's split_kv picks them: one full wave of CTAs (SMs x resident CTAs per
   // SM / pairs), chunks of at least 256 keys; and at least 2, so that the kernel always writes
   // partials and the merge can add the new key. A pair is a query head per_query_head, a KV head
-  // per_kv_head (a quarter as many pairs, and fewer resident CTAs an SM: more registers a thread).
+  // otherwise (a quarter as many pairs, and fewer resident CTAs an SM: the FMA kernel's registers,
+  // the MMA kernel's shared-memory ring).
   static int64_t splits_wanted(const DecoderLayer& w, KvRead kv_read) {
     const bool per_kv = kv_read != KvRead::per_query_head;
+    void (*const fma_per_kv)(decode::Args, PerKvHeadCache) =
+        decode::attention<kQueryHeadsPerKv, PerKvHeadCache, false>;
     const int per_sm =
         kv_read == KvRead::per_kv_head_mma ? decode::mma::blocks_per_sm()
-        : per_kv                           ? kernels::blocks_per_sm(
-                                                 decode::attention<kQueryHeadsPerKv, PerKvHeadCache, false>, decode::kThreads)
+        : per_kv                           ? kernels::blocks_per_sm(fma_per_kv, decode::kThreads)
                  : kernels::blocks_per_sm(decode::attention<1, GqaCache>, decode::kThreads);
     const int64_t wave = int64_t{kernels::sm_count()} * per_sm,
                   pairs = w.batch * (per_kv ? w.kv_heads : w.q_heads);
@@ -726,7 +730,7 @@ struct MegakernelL2Ahead : Megakernel {
   }
 };
 
-// ---- rung 8: the fastest of rungs 5-7 and 5b, 6c at this batch, picked by timing at setup ----
+// ---- rung 8: the fastest of rungs 5-7, 5b, 5c, 6c and 6d at this batch, picked at setup --------
 // Every plan that supports the batch is built and timed on the step's own inputs
 // (ch20/fastest_plan.cuh: best of 5 rounds of 10 back-to-back calls each, the candidates taking
 // turns); the others are freed, and a timed call launches the kept one. Rung 6 is left out past 8

@@ -76,8 +76,9 @@ def graphed(call):
 def kernel_times(call, steps=20, top=12):
     """Where a step's GPU time goes: torch.profiler over `steps` calls (after warm-up), each kernel's
     (and copy's) GPU time per step in us, the `top` largest as (name, us), and the sum of all. The
-    compiled step is profiled outside a graph: a graph replays the same kernels, so each kernel's
-    duration is the graph's too; only the gaps between kernels differ."""
+    compiled step is profiled outside a graph: a graph replays the same kernels, without the gaps
+    between them, so a kernel's duration there may differ a little (the L2 and HBM as the kernel
+    ahead left them)."""
     from torch.profiler import ProfilerActivity, profile
     for _ in range(3):
         call()
@@ -88,7 +89,8 @@ def kernel_times(call, steps=20, top=12):
         torch.cuda.synchronize()
     per_kernel = {}
     for event in prof.key_averages():
-        us = getattr(event, "self_device_time_total", getattr(event, "self_cuda_time_total", 0.0))
+        us = (event.self_device_time_total if hasattr(event, "self_device_time_total")
+              else event.self_cuda_time_total)  # PyTorch before 2.4
         if us > 0:
             per_kernel[event.key] = per_kernel.get(event.key, 0.0) + us / steps
     ranked = sorted(per_kernel.items(), key=lambda item: -item[1])
@@ -145,7 +147,7 @@ def run_decoder_layer(copy_tbs):
             ranked, total = kernel_times(lambda: compiled(x, k_cache, v_cache))
             report("decoder_layer_kernels", f"b{batch} torch.compile all kernels", us=total)
             for name, us in ranked:
-                report("decoder_layer_kernels", f"b{batch} {name[:90]}", us=us)
+                report("decoder_layer_kernels", f"b{batch} {name}", us=us)
         except Exception as e:
             skipped("decoder_layer_kernels", f"b{batch}", e)
         del x, k_cache, v_cache

@@ -58,9 +58,11 @@ class LtGemm {
         workspace_(kWorkspaceBytes) {
     // A defined first write of the workspace (untimed, once): cuBLASLt's split-K kernels store
     // partials there and splitKreduce reads them back, and compute-sanitizer's initcheck does not
-    // see the stores of cuBLASLt's nvjet kernels, so without it every such read is reported (ch20,
-    // H200, 2026-11-28: 322,792 reports, all splitKreduce). Every other read stays checked.
+    // see the stores of cuBLASLt's nvjet kernels, so without it every such read is reported (ch20's
+    // README, "Sanitizer state"). Every other read stays checked. Waited for here: the GEMMs may
+    // run on a non-blocking stream, which the legacy stream's memset does not order.
     BENCH_CUDA_CHECK(cudaMemset(workspace_.data(), 0, kWorkspaceBytes));
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(nullptr));
     check_cublas(cublasLtCreate(&handle_), "cublasLtCreate");
     check_cublas(cublasLtMatmulDescCreate(&desc_, t.compute, CUDA_R_32F), "cublasLtMatmulDescCreate");
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;

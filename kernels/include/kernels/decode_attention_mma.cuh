@@ -5,14 +5,14 @@
 //
 // Why: with 4 queries a key, the FMA kernel spends ~20 FP32 instructions, 4 shuffles and an
 // exponential a lane for each (query, key) pair, a half-warp computing the same exponential 16
-// times; at batch 32 of ch20's layer it reads the cache at 71% of the H200's read ceiling and is
-// the step's largest op (ch20's README, "Batch 32"; an estimate from instruction counts says its
-// issue, not the bytes, sets its time there, which ncu has not checked). ch19's kv_tensor_core
-// does the same move for an E4M3 cache, keys as the MMA's rows, loading fragments from global
-// memory; here the cache is BF16 and goes through shared memory. Here a warp's 16 keys are one m16n8k16 step: S = Q K^T is 16 MMAs
-// (8 k-steps of 16 dimensions, two 8-key tiles), P V another 16 (16 tiles of 8 dimensions), with
-// the 4 queries as rows 0-3 of the 16-row A operand (rows 4-15 zero: three quarters of the MMA
-// is padding, which the tensor cores can afford; the bytes set the time).
+// times, and it reads the cache well under the read ceiling where it is ch20's largest op (its
+// README, "Batch 32", has the figures; that its issue rather than its bytes sets its time is an
+// estimate from instruction counts). Here a warp's 16 keys are one m16n8k16 step: S = Q K^T is
+// 16 MMAs (8 k-steps of 16 dimensions, two 8-key tiles), P V another 16 (16 tiles of 8
+// dimensions), with the 4 queries as rows 0-3 of the 16-row A operand (rows 4-15 zero: three
+// quarters of the MMA is padding, which the tensor cores can afford). ch19's kv_tensor_core makes
+// the same move for an E4M3 cache, keys as the MMA's rows and fragments loaded from global
+// memory; here the cache is BF16 and goes through shared memory.
 //
 // Layout (what attention<4, ContiguousKv, false> reads and writes): q [pair][4][128] BF16 (the 4
 // query heads of KV pair `pair`, contiguous), K and V [pair][n_k][128] BF16; the partials (m, l,
@@ -27,7 +27,7 @@
 // Q K^T is K row-major), V's from ldmatrix.trans; P goes from the S accumulators straight into an
 // A fragment (kernels/mma_bf16.cuh). Keys past the chunk or the pair's end are zero-filled in
 // shared memory (no NaN bits reach P V) and masked to -inf in S. Launched programmatically (ch20's
-// rung 6c form), a CTA issues its first stages of K and V before waiting for the kernel that
+// rung 6d form), a CTA issues its first stages of K and V before waiting for the kernel that
 // writes q: the cache is not written by any kernel of the step.
 #pragma once
 
@@ -47,9 +47,9 @@
 namespace kernels::decode::mma {
 
 constexpr int kGroup = 4;  // queries of a pair: rows 0-3 of the MMA
-constexpr int kWarps = 4, kThreads = 32 * kWarps;
+constexpr int kCtaWarps = 4, kCtaThreads = 32 * kCtaWarps;  // not decode::kThreads (256)
 constexpr int kKeysPerWarp = 16;                   // one k-step of P V, two 8-key tiles of S
-constexpr int kStageKeys = kWarps * kKeysPerWarp;  // 64
+constexpr int kStageKeys = kCtaWarps * kKeysPerWarp;  // 64
 constexpr int kStages = 3;
 constexpr int kRowPitch = kHeadDim + 8;                   // BF16 a shared row: 272 bytes
 constexpr int kChunksPerRow = kHeadDim / kBf16PerVector;  // 16-byte copies a row: 16
@@ -63,8 +63,8 @@ struct alignas(16) Ring {
   bf16 v[kStages][kStageKeys][kRowPitch];
 };
 struct Merge {  // the warps' (m, l, o) of each query, for the CTA's merge (reuses the ring)
-  float o[kWarps][kGroup][kHeadDim];
-  float ml[kWarps][kGroup][2];
+  float o[kCtaWarps][kGroup][kHeadDim];
+  float ml[kCtaWarps][kGroup][2];
 };
 union Smem {
   Ring ring;
@@ -72,7 +72,7 @@ union Smem {
 };
 constexpr size_t kSmemBytes = sizeof(Smem);
 
-__global__ void __launch_bounds__(kThreads, 2) attention(Args a, ContiguousKv kv) {
+__global__ void __launch_bounds__(kCtaThreads, 2) attention(Args a, ContiguousKv kv) {
   extern __shared__ uint4 smem_words[];
   Smem& smem = *reinterpret_cast<Smem*>(smem_words);
   const int64_t pair = blockIdx.y;
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention(Args a, ContiguousKv kv
   // a thread, consecutive threads on consecutive bytes. Absent keys: zero fill from key `begin`.
   auto load_stage = [&](int slot, int64_t at) {
 #pragma unroll 4
-    for (int i = threadIdx.x; i < kStageKeys * kChunksPerRow; i += kThreads) {
+    for (int i = threadIdx.x; i < kStageKeys * kChunksPerRow; i += kCtaThreads) {
       const int key = i / kChunksPerRow, c = i % kChunksPerRow;
       const bool present = at + key < end;
       const int64_t row = present ? at + key : begin;
@@ -212,12 +212,12 @@ __global__ void __launch_bounds__(kThreads, 2) attention(Args a, ContiguousKv kv
     if (t == 0) smem.merge.ml[warp][g][0] = m[0], smem.merge.ml[warp][g][1] = l[0];
   }
   __syncthreads();
-  for (int item = threadIdx.x; item < kGroup * kHeadDim; item += kThreads) {
+  for (int item = threadIdx.x; item < kGroup * kHeadDim; item += kCtaThreads) {
     const int qi = item / kHeadDim, d = item % kHeadDim;
     float mm = smem.merge.ml[0][qi][0], ll = smem.merge.ml[0][qi][1],
           oo[1] = {smem.merge.o[0][qi][d]};
 #pragma unroll
-    for (int w = 1; w < kWarps; ++w) {
+    for (int w = 1; w < kCtaWarps; ++w) {
       const float ow[1] = {smem.merge.o[w][qi][d]};
       merge_softmax_parts(mm, ll, oo, smem.merge.ml[w][qi][0], smem.merge.ml[w][qi][1], ow);
     }
@@ -231,26 +231,35 @@ __global__ void __launch_bounds__(kThreads, 2) attention(Args a, ContiguousKv kv
   }
 }
 
-// Once per process before the first launch or occupancy query: the ring is more than the 48 KB
-// a kernel may take without asking.
+// Before the first launch or occupancy query on each device: the ring is more than the 48 KB a
+// kernel may take without asking, and the full carveout lets 2 CTAs of it share an SM. The
+// attributes are per device, so they are set once for each device a process uses, the first time
+// (a graphed rung's first call is its setup, outside the capture).
 inline void allow_shared_memory() {
-  static const bool done = [] {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(attention, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(kSmemBytes)));
-    return true;
-  }();
-  (void)done;
+  constexpr int kMaxDevices = 64;
+  static bool set[kMaxDevices] = {};
+  int device = 0;
+  BENCH_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < kMaxDevices && set[device]) return;
+  BENCH_CUDA_CHECK(cudaFuncSetAttribute(attention, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        int(kSmemBytes)));
+  BENCH_CUDA_CHECK(cudaFuncSetAttribute(attention, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        int(cudaSharedmemCarveoutMaxShared)));
+  if (device < kMaxDevices) set[device] = true;
 }
 
 // CTAs of `attention` resident on one SM (2 on Hopper: registers and shared memory allow it).
 inline int blocks_per_sm() {
   allow_shared_memory();
-  return kernels::blocks_per_sm(attention, kThreads, kSmemBytes);
+  return kernels::blocks_per_sm(attention, kCtaThreads, kSmemBytes);
 }
 
 // Enqueues the pass over `pairs` KV pairs (grid: splits x pairs), the ordinary way or
 // programmatically (kernels/pdl.cuh). Requires n_q == 4 queries a pair, from q_first 0;
 // decode::merge_splits, or the caller's own merge, combines the partials when splits > 1.
+// Programmatically, the CTAs read K and V before the kernel ahead has finished: nothing still
+// running ahead of it on the stream may write the cache (ch20's step writes the new key and
+// value to rows of their own), only q.
 inline void launch(const Args& a, const ContiguousKv& kv, int64_t pairs, cudaStream_t stream,
                    bool programmatic = false) {
   if (a.n_q != kGroup || a.q_first != 0 || a.chunk < 1)
@@ -259,10 +268,10 @@ inline void launch(const Args& a, const ContiguousKv& kv, int64_t pairs, cudaStr
   allow_shared_memory();
   const dim3 grid(unsigned(a.splits), unsigned(pairs));
   if (programmatic) {
-    pdl::launch(attention, grid, dim3(kThreads), kSmemBytes, stream, a, kv);
+    pdl::launch(attention, grid, dim3(kCtaThreads), kSmemBytes, stream, a, kv);
     return;
   }
-  attention<<<grid, kThreads, kSmemBytes, stream>>>(a, kv);
+  attention<<<grid, kCtaThreads, kSmemBytes, stream>>>(a, kv);
   BENCH_CHECK_LAUNCH();
 }
 

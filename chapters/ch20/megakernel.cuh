@@ -499,12 +499,10 @@ class DecoderMegakernel {
             break;
           }
         for (int slot = 0; slot < kStamps; ++slot) {
-          first[slot] = std::min(first[slot], launch[b * kStamps + slot]);
-          last[slot] = std::max(last[slot], launch[b * kStamps + slot]);
-          if (b > 0 && launch[b * kStamps + slot] != launch[slot])
-            step_ns = std::min<uint64_t>(step_ns, launch[b * kStamps + slot] > launch[slot]
-                                                      ? launch[b * kStamps + slot] - launch[slot]
-                                                      : launch[slot] - launch[b * kStamps + slot]);
+          const uint64_t at = launch[b * kStamps + slot], block0 = launch[slot];
+          first[slot] = std::min(first[slot], at);
+          last[slot] = std::max(last[slot], at);
+          if (at != block0) step_ns = std::min(step_ns, at > block0 ? at - block0 : block0 - at);
         }
       }
       for (int ph = 0; ph < kPhases; ++ph) {

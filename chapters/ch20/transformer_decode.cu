@@ -384,10 +384,8 @@ struct FusedActivations {
   // 64-key stage of the MMA one).
   static int64_t chunk_for(const DecoderLayer& w, KvRead kv_read) {
     const int64_t splits = splits_wanted(w, kv_read);
-    if (kv_read == KvRead::per_kv_head_mma) {
-      const int64_t step = decode::mma::kKeysPerStep, per = (w.past + splits - 1) / splits;
-      return (per + step - 1) / step * step;
-    }
+    if (kv_read == KvRead::per_kv_head_mma)
+      return decode::chunk_of_steps(w.past, splits, decode::mma::kKeysPerStep);
     return decode::chunk_for(w.past, int(splits),
                              kv_read == KvRead::per_kv_head ? kQueryHeadsPerKv : 1);
   }
@@ -396,20 +394,16 @@ struct FusedActivations {
   // per_kv_head reads q, packed [sequence][head][128], as [KV pair][4][128]: the same bytes.
   void attention(const DecoderLayer& w, cudaStream_t s, bool programmatic = false) const {
     const int64_t pairs = w.batch * w.q_heads;
-    if (kv_read == KvRead::per_kv_head_mma) {
-      const decode::Args args{q.data(),         nullptr, part_ml.data(), part_o.data(),
-                              kQueryHeadsPerKv, 0,       chunk,          splits};
-      decode::mma::launch(args, PerKvHeadCache{w.k_cache.data(), w.v_cache.data(), w.past},
-                          w.batch * w.kv_heads, s, programmatic);
-      return merge(args, pairs, w, s, programmatic);
-    }
-    if (kv_read == KvRead::per_kv_head) {
+    if (kv_read != KvRead::per_query_head) {
       const decode::Args args{q.data(),         nullptr, part_ml.data(), part_o.data(),
                               kQueryHeadsPerKv, 0,       chunk,          splits};
       const PerKvHeadCache cache{w.k_cache.data(), w.v_cache.data(), w.past};
-      return attention_and_merge(decode::attention<kQueryHeadsPerKv, PerKvHeadCache, false>,
-                                 dim3{unsigned(splits), unsigned(w.batch * w.kv_heads)}, args,
-                                 cache, pairs, w, s, programmatic);
+      if (kv_read == KvRead::per_kv_head)
+        return attention_and_merge(decode::attention<kQueryHeadsPerKv, PerKvHeadCache, false>,
+                                   dim3{unsigned(splits), unsigned(w.batch * w.kv_heads)}, args,
+                                   cache, pairs, w, s, programmatic);
+      decode::mma::launch(args, cache, w.batch * w.kv_heads, s, programmatic);
+      return merge(args, pairs, w, s, programmatic);
     }
     const decode::Args args{q.data(), nullptr, part_ml.data(), part_o.data(), 1, 0, chunk, splits};
     const GqaCache cache{w.k_cache.data(), w.v_cache.data(), w.past, w.group};

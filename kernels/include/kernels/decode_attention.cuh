@@ -376,11 +376,16 @@ void launch(Args a, Kv kv, int64_t bh, cudaStream_t stream) {
   }
 }
 
+// Keys per split for `splits` splits of n_k keys, rounded up to a whole number of `step` keys.
+inline int64_t chunk_of_steps(int64_t n_k, int64_t splits, int64_t step) {
+  const int64_t per = (n_k + splits - 1) / splits;
+  return (per + step - 1) / step * step;
+}
+
 // Keys per split for `splits` splits of n_k keys: a whole number of CTA steps (splits = 1: all
 // keys in one chunk).
 inline int64_t chunk_for(int64_t n_k, int splits, int queries) {
-  const int64_t step = keys_per_cta_step(queries), per = (n_k + splits - 1) / splits;
-  return (per + step - 1) / step * step;
+  return chunk_of_steps(n_k, splits, keys_per_cta_step(queries));
 }
 
 }  // namespace kernels::decode

@@ -149,18 +149,41 @@ __global__ void __launch_bounds__(kCtaThreads, 2) attention(Args a, ContiguousKv
       mma_bf16_m16n8k16(s[0], qa[ks], b[0], b[1]);
       mma_bf16_m16n8k16(s[1], qa[ks], b[2], b[3]);
     }
-    // Scale, mask absent keys, and the online softmax of rows g and g + 8 (s becomes P).
+    // Scale, mask absent keys, and the online softmax of rows g and g + 8.
+    float row_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const bool present = key0 + nt * 8 + 2 * t + (e % 2) < end;
         s[nt][e] = present ? s[nt][e] * scale : -INFINITY;
+        row_max[e / 2] = fmaxf(row_max[e / 2], s[nt][e]);
       }
-    online_softmax_fragment_tile(s, m, l, o);
+    float correction[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      row_max[i] = fmaxf(row_max[i], __shfl_xor_sync(0xffffffffu, row_max[i], 1));
+      row_max[i] = fmaxf(row_max[i], __shfl_xor_sync(0xffffffffu, row_max[i], 2));
+      const float m_new = fmaxf(m[i], row_max[i]);  // kEmptyMax at worst: never -inf
+      correction[i] = exp2_ftz(m[i] - m_new);
+      m[i] = m_new;
+      l[i] *= correction[i];
+    }
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] *= correction[e / 2];
+    float p[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        p[nt][e] = exp2_ftz(s[nt][e] - m[e / 2]);  // 0 for a masked key
+        l[e / 2] += p[nt][e];
+      }
     // P (16 x 16 keys) as the A fragment of P V: the two S tiles' accumulators, packed.
-    const uint32_t pa[4] = {pack_bf16x2(s[0][0], s[0][1]), pack_bf16x2(s[0][2], s[0][3]),
-                            pack_bf16x2(s[1][0], s[1][1]), pack_bf16x2(s[1][2], s[1][3])};
+    const uint32_t pa[4] = {pack_bf16x2(p[0][0], p[0][1]), pack_bf16x2(p[0][2], p[0][3]),
+                            pack_bf16x2(p[1][0], p[1][1]), pack_bf16x2(p[1][2], p[1][3])};
     // O += P V: V's 16 rows (k = key) as B, by ldmatrix.trans, two 8-dimension tiles at a time:
     // matrices (keys 0-7 | 8-15) x (dimensions +0 | +8).
     const bf16* v_warp = &smem.ring.v[slot][warp * kKeysPerWarp][0];

@@ -150,6 +150,7 @@ __device__ __forceinline__ void flash_attention_block(const __nv_bfloat16* q,
     // Online softmax: masked tiles, masked scores and keys past seq score -inf.
     const bool masked = walk.masked(t);
     const int64_t key0 = walk.first_key(t) + 2 * (lane % 4);
+    float m_new[2] = {m[0], m[1]};
 #pragma unroll
     for (int j = 0; j < kKeys / 8; ++j)
 #pragma unroll
@@ -157,8 +158,23 @@ __device__ __forceinline__ void flash_attention_block(const __nv_bfloat16* q,
         const int64_t key = key0 + 8 * j + e % 2;
         const bool seen = !masked && key < seq && walk.visible(row0 + 8 * (e / 2), key);
         s[j][e] = seen ? s[j][e] * scale : -INFINITY;
+        m_new[e / 2] = fmaxf(m_new[e / 2], s[j][e]);
       }
-    online_softmax_fragment_tile(s, m, l, o);  // s now holds P
+    float c[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(0xffffffffu, m_new[h], 1));
+      m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(0xffffffffu, m_new[h], 2));
+      c[h] = exp2_ftz(m[h] - m_new[h]);
+      l[h] *= c[h], m[h] = m_new[h];
+    }
+#pragma unroll
+    for (int j = 0; j < kD / 8; ++j)
+      o[j][0] *= c[0], o[j][1] *= c[0], o[j][2] *= c[1], o[j][3] *= c[1];
+#pragma unroll
+    for (int j = 0; j < kKeys / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] = exp2_ftz(s[j][e] - m[e / 2]), l[e / 2] += s[j][e];
     // O += P V: P's C fragments repacked as A fragments, V's B fragments by ldmatrix.trans.
 #pragma unroll
     for (int kk = 0; kk < kKeys / 16; ++kk) {

@@ -37,37 +37,4 @@ __device__ __forceinline__ void merge_softmax_parts(float& m, float& l, float (&
   m = m_new;
 }
 
-// One key tile of the online softmax held in mma.sync C fragments (kernels/mma_bf16.cuh): a thread
-// holds rows g and g + 8 (h = 0, 1: elements 2h and 2h + 1 of each tile) of kTiles 8-key score
-// tiles s, in log2 units and -inf where masked, and the 4 lanes of a quad hold a row's keys.
-// Folds the tile into each row's running max m (over the quad, so its 4 lanes hold the same m; m
-// starts at kEmptyMax, never -inf) and running sum l (this thread's keys only: the quad's shares
-// are summed at the end), rescales the output fragments o by 2^(m_old - m_new), and leaves
-// p = 2^(s - m) in s, 0 where masked: the A fragments of P V, once packed.
-template <int kTiles, int kOutTiles>
-__device__ __forceinline__ void online_softmax_fragment_tile(float (&s)[kTiles][4], float (&m)[2],
-                                                             float (&l)[2],
-                                                             float (&o)[kOutTiles][4]) {
-  float m_new[2] = {m[0], m[1]};
-#pragma unroll
-  for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) m_new[e / 2] = fmaxf(m_new[e / 2], s[j][e]);
-  float c[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(0xffffffffu, m_new[h], 1));
-    m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(0xffffffffu, m_new[h], 2));
-    c[h] = exp2_ftz(m[h] - m_new[h]);
-    l[h] *= c[h], m[h] = m_new[h];
-  }
-#pragma unroll
-  for (int j = 0; j < kOutTiles; ++j)
-    o[j][0] *= c[0], o[j][1] *= c[0], o[j][2] *= c[1], o[j][3] *= c[1];
-#pragma unroll
-  for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[j][e] = exp2_ftz(s[j][e] - m[e / 2]), l[e / 2] += s[j][e];
-}
-
 }  // namespace kernels

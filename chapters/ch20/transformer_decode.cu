@@ -269,6 +269,13 @@ __global__ void __launch_bounds__(kThreads)
                      int64_t qkv_dim, int64_t pos) {
   const bf16* row = qkv + blockIdx.x * qkv_dim;
   constexpr int kHalf = kHeadDim / 2;
+  // A thread keeps its dimension pair i = threadIdx.x % 64 across the heads it visits (the stride
+  // is a multiple of 64), so its cos and sin (a powf and a sincosf) are computed once, not per
+  // head.
+  static_assert(kThreads % kHalf == 0, "a thread's pair i must not change across its heads");
+  float c = 1.0f, s = 0.0f;
+  if constexpr (kRope) rope_cos_sin(pos, int(threadIdx.x) % kHalf, c, s);
+#pragma unroll 4
   for (int t = threadIdx.x; t < (q_heads + kv_heads) * kHalf; t += kThreads) {
     const int head = t / kHalf, i = t % kHalf;
     const bf16* in = row + head * kHeadDim + i;
@@ -276,8 +283,6 @@ __global__ void __launch_bounds__(kThreads)
                     ? q + (int64_t{blockIdx.x} * q_heads + head) * kHeadDim + i
                     : k_new + (int64_t{blockIdx.x} * kv_heads + head - q_heads) * kHeadDim + i;
     if constexpr (kRope) {
-      float c, s;
-      rope_cos_sin(pos, i, c, s);
       const float x1 = __bfloat162float(in[0]), x2 = __bfloat162float(in[kHalf]);
       out[0] = __float2bfloat16(x1 * c - x2 * s);
       out[kHalf] = __float2bfloat16(x2 * c + x1 * s);
@@ -477,32 +482,84 @@ struct FlashAttention {
 };
 
 // ---- rung 4: fused elementwise ops -------------------------------------------------------------
-// h = a + b and hn = rmsnorm(h) · gain in one kernel, one block per row: the second loop re-reads
-// a and b (cache hits: 8 KB a row) instead of a second kernel reading h back.
+// Rung 4's elementwise kernels move 16 bytes (8 BF16) an access (kernels/bf16_pack.cuh), so a
+// thread of a row's block has 2 loads of a 4096-wide row to wait for, not 16 one after another:
+// each op is a few KB a row, and its time is that chain of latencies plus its launch (the scalar
+// forms, which rungs 1-3 keep, took 5-18 us an op in the op breakdown at every batch). Rows are
+// whole 16-byte vectors: hidden and the MLP width multiples of 8 (FusedOps checks).
+
+// xn = rmsnorm(x) · gain, one block per row (layer_ops.cuh's row form, which rung 6's prologues
+// use).
+static_assert(kThreads == gemv::kThreads, "fill_rmsnorm_row strides by the GEMV block's threads");
 __global__ void __launch_bounds__(kThreads)
-    add_rmsnorm(const bf16* a, const bf16* b, const bf16* gain, bf16* h, bf16* hn, int hidden) {
-  const int64_t row = int64_t{blockIdx.x} * hidden;
+    rmsnorm_rows(const bf16* in, const bf16* gain, bf16* out, int64_t hidden) {
+  fill_rmsnorm_row(in, gain, out + int64_t{blockIdx.x} * hidden, int(blockIdx.x), hidden);
+}
+
+// h = a + b and hn = rmsnorm(h) · gain in one kernel, one block per row: the second loop re-reads
+// a and b (cache hits: 8 KB a row) instead of a second kernel reading h back. hn comes from the
+// FP32 sum, as from h before it was rounded.
+__global__ void __launch_bounds__(kThreads)
+    add_rmsnorm(const bf16* a, const bf16* b, const bf16* gain, bf16* h, bf16* hn, int64_t hidden) {
+  const int64_t row = int64_t{blockIdx.x} * hidden / kernels::kBf16PerVector,
+                vectors = hidden / kernels::kBf16PerVector;
+  const auto *a8 = reinterpret_cast<const uint4*>(a) + row,
+             *b8 = reinterpret_cast<const uint4*>(b) + row,
+             *gain8 = reinterpret_cast<const uint4*>(gain);
+  auto sum = [&](int64_t i, float(&v)[kernels::kBf16PerVector]) {
+    float w[kernels::kBf16PerVector];
+    kernels::unpack_bf16x8(a8[i], v);
+    kernels::unpack_bf16x8(b8[i], w);
+#pragma unroll
+    for (int e = 0; e < kernels::kBf16PerVector; ++e) v[e] += w[e];
+  };
   float sq = 0;
-  for (int i = threadIdx.x; i < hidden; i += kThreads) {
-    const float v = __bfloat162float(a[row + i]) + __bfloat162float(b[row + i]);
-    h[row + i] = __float2bfloat16(v);
-    sq += v * v;
+  for (int64_t i = threadIdx.x; i < vectors; i += kThreads) {
+    float v[kernels::kBf16PerVector];
+    sum(i, v);
+    reinterpret_cast<uint4*>(h)[row + i] = kernels::pack_bf16x8(v);
+#pragma unroll
+    for (int e = 0; e < kernels::kBf16PerVector; ++e) sq += v[e] * v[e];
   }
-  const float inv_rms = rsqrtf(kernels::group_reduce<kThreads>(sq, kernels::Sum{}) / hidden + kEps);
-  for (int i = threadIdx.x; i < hidden; i += kThreads) {  // each thread re-reads only what it wrote
-    const float v = __bfloat162float(a[row + i]) + __bfloat162float(b[row + i]);
-    hn[row + i] = __float2bfloat16(v * inv_rms * __bfloat162float(gain[i]));
+  const float inv_rms =
+      rsqrtf(kernels::group_reduce<kThreads>(sq, kernels::Sum{}) / float(hidden) + kEps);
+  for (int64_t i = threadIdx.x; i < vectors; i += kThreads) {  // re-reads only its own vectors
+    float v[kernels::kBf16PerVector], g[kernels::kBf16PerVector];
+    sum(i, v);
+    kernels::unpack_bf16x8(gain8[i], g);
+#pragma unroll
+    for (int e = 0; e < kernels::kBf16PerVector; ++e) v[e] *= inv_rms * g[e];
+    reinterpret_cast<uint4*>(hn)[row + i] = kernels::pack_bf16x8(v);
   }
 }
 
-// act [r][c] = silu(gate_up [r][c]) · gate_up [r][ffn + c]: the gate/up GEMM's output read once.
+// act [r][c] = silu(gate_up [r][c]) · gate_up [r][ffn + c]: the gate/up GEMM's output read once,
+// 8 columns a thread.
 __global__ void swiglu(const bf16* gate_up, bf16* act, int64_t rows, int64_t ffn) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * ffn;
+  const int64_t per_row = ffn / kernels::kBf16PerVector;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < rows * per_row;
        i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = i / ffn, c = i % ffn;
-    const float g = __bfloat162float(gate_up[r * 2 * ffn + c]),
-                u = __bfloat162float(gate_up[r * 2 * ffn + ffn + c]);
-    act[i] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+    const int64_t r = i / per_row, c = i % per_row;
+    const auto* row = reinterpret_cast<const uint4*>(gate_up + r * 2 * ffn);
+    float g[kernels::kBf16PerVector], u[kernels::kBf16PerVector];
+    kernels::unpack_bf16x8(row[c], g);
+    kernels::unpack_bf16x8(row[per_row + c], u);
+#pragma unroll
+    for (int e = 0; e < kernels::kBf16PerVector; ++e) g[e] = g[e] / (1.0f + __expf(-g[e])) * u[e];
+    reinterpret_cast<uint4*>(act)[i] = kernels::pack_bf16x8(g);
+  }
+}
+
+// sum = a + b over n BF16 values (n a multiple of 8), 8 a thread: the last residual add.
+__global__ void add_bf16x8(const bf16* a, const bf16* b, bf16* sum, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n / kernels::kBf16PerVector;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    float x[kernels::kBf16PerVector], y[kernels::kBf16PerVector];
+    kernels::unpack_bf16x8(reinterpret_cast<const uint4*>(a)[i], x);
+    kernels::unpack_bf16x8(reinterpret_cast<const uint4*>(b)[i], y);
+#pragma unroll
+    for (int e = 0; e < kernels::kBf16PerVector; ++e) x[e] += y[e];
+    reinterpret_cast<uint4*>(sum)[i] = kernels::pack_bf16x8(x);
   }
 }
 
@@ -514,15 +571,18 @@ struct FusedOps {
         linear_op(
             w.batch,
             {{w.qkv_dim, w.hidden}, {w.hidden, w.hidden}, {2 * w.ffn, w.hidden}, {w.hidden, w.ffn}},
-            s) {}
+            s) {
+    if (w.hidden % kernels::kBf16PerVector != 0 || w.ffn % kernels::kBf16PerVector != 0)
+      throw std::invalid_argument("transformer_decode: rung 4's kernels need whole 16-byte rows");
+  }
   // The step as its ops, in order, each with the bytes it streams (ch20/op_breakdown.hpp): a call
   // launches them; rung 5's metrics() times them one by one.
   template <class Op>
   void ops(const DecoderLayer& w, cudaStream_t s, Op&& op) const {
     const int64_t rows = w.batch, hidden = w.hidden, n = rows * hidden;
     op("norm1", 0, [&] {
-      rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(),
-                                                  int(hidden));
+      rmsnorm_rows<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), w.norm1.data(), a.xn.data(),
+                                                       hidden);
       BENCH_CHECK_LAUNCH();
     });
     op("qkv", streamed_bytes(w.w_qkv),
@@ -539,21 +599,22 @@ struct FusedOps {
        [&] { linear_op(a.attn.data(), w.w_o.data(), a.o.data(), rows, hidden, hidden, s); });
     op("residual_norm2", 0, [&] {
       add_rmsnorm<<<unsigned(rows), kThreads, 0, s>>>(w.x.data(), a.o.data(), w.norm2.data(),
-                                                      a.h.data(), a.hn.data(), int(hidden));
+                                                      a.h.data(), a.hn.data(), hidden);
       BENCH_CHECK_LAUNCH();
     });
     op("gate_up", streamed_bytes(w.w_gate_up), [&] {
       linear_op(a.hn.data(), w.w_gate_up.data(), a.gate_up.data(), rows, 2 * w.ffn, hidden, s);
     });
     op("swiglu", 0, [&] {
-      swiglu<<<blocks_for(rows * w.ffn), kThreads, 0, s>>>(a.gate_up.data(), a.act.data(), rows,
-                                                           w.ffn);
+      swiglu<<<blocks_for(rows * w.ffn / kernels::kBf16PerVector), kThreads, 0, s>>>(
+          a.gate_up.data(), a.act.data(), rows, w.ffn);
       BENCH_CHECK_LAUNCH();
     });
     op("down", streamed_bytes(w.w_down),
        [&] { linear_op(a.act.data(), w.w_down.data(), a.down.data(), rows, hidden, w.ffn, s); });
     op("residual", 0, [&] {
-      add<<<blocks_for(n), kThreads, 0, s>>>(a.h.data(), a.down.data(), w.y.data(), n);
+      add_bf16x8<<<blocks_for(n / kernels::kBf16PerVector), kThreads, 0, s>>>(
+          a.h.data(), a.down.data(), w.y.data(), n);
       BENCH_CHECK_LAUNCH();
     });
   }

@@ -64,6 +64,7 @@
 
 #include <algorithm>
 #include <bench/bench.hpp>
+#include <bench/stats.hpp>
 #include <cstdint>
 #include <kernels/flags.cuh>
 #include <kernels/occupancy.cuh>
@@ -511,15 +512,13 @@ class DecoderMegakernel {
           spans[2 * ph + 1].push_back(span_us(last[2 * ph + 1], first[2 * ph + 2]));
       }
     }
-    auto median = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
     std::vector<std::pair<std::string, double>> out;
     for (int ph = 0; ph < kPhases; ++ph) {
-      out.emplace_back(std::string("phase_us_") + kPhaseNames[ph], median(spans[2 * ph]));
+      out.emplace_back(std::string("phase_us_") + kPhaseNames[ph],
+                       bench::stats::median(spans[2 * ph]));
       if (ph + 1 < kPhases)
-        out.emplace_back(std::string("barrier_us_") + kPhaseNames[ph], median(spans[2 * ph + 1]));
+        out.emplace_back(std::string("barrier_us_") + kPhaseNames[ph],
+                         bench::stats::median(spans[2 * ph + 1]));
     }
     out.emplace_back("stamp_step_ns", step_ns == UINT64_MAX ? 0.0 : double(step_ns));
     out.emplace_back("stamps_out_of_order", double(out_of_order));

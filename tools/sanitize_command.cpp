@@ -77,6 +77,27 @@ std::string sanitizer_lines(const std::string& console) {
   return out;
 }
 
+// compute-sanitizer's arguments that make `tool` skip the library kernels, or none.
+std::vector<std::string> library_exclusion(const std::string& tool, bool skip_library_kernels) {
+  if (tool != "racecheck" || !skip_library_kernels) return {};
+  // Whole-name form, so that it matches whether the tool searches the name or matches all of it.
+  return {"--kernel-name-exclude", std::string("regex=.*(") + kLibraryKernelNames + ").*"};
+}
+
+// Whether this compute-sanitizer takes the exclusion (`--kernel-name-exclude` with a regex key:
+// older ones named it --kernel-regex-exclude, older still had neither): it runs /bin/true, which
+// launches no kernel, under it. "" when it does, else what it said.
+std::string exclusion_refused(const std::string& sanitizer, const fs::path& logs) {
+  std::vector<std::string> probe = {sanitizer};
+  for (const auto& arg : library_exclusion("racecheck", true)) probe.push_back(arg);
+  probe.insert(probe.end(),
+               {"--log-file", (logs / "kernel_exclusion_probe.log").string(), "/bin/true"});
+  const ProcessResult p = run_process(probe, true, 60);
+  if (p.ok()) return {};
+  const std::string said = tail_lines(p.err.empty() ? p.out : p.err, 1);
+  return p.describe() + (said.empty() ? "" : ": " + said);
+}
+
 struct Run {
   std::string example, tool;
   SanitizeResult result;
@@ -87,8 +108,8 @@ struct Run {
 };
 
 Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs::path& binary,
-                 const std::string& example, const std::vector<std::string>& cases, const SanitizeOptions& options,
-                 const fs::path& logs) {
+                 const std::string& example, const std::vector<std::string>& cases,
+                 const SanitizeOptions& options, bool skip_library_kernels, const fs::path& logs) {
   Run run{example, tool, {}, {}, {}, {}, 0};
   std::string stem = example + "." + tool;
   std::replace(stem.begin(), stem.end(), '/', '.');
@@ -108,6 +129,7 @@ Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs
                  "no",
                  "--error-exitcode",
                  std::to_string(kFoundExitCode)};
+  for (const auto& arg : library_exclusion(tool, skip_library_kernels)) run.command.push_back(arg);
   run.command.insert(run.command.end(), options.sanitizer_args.begin(), options.sanitizer_args.end());
   run.command.insert(run.command.end(),
                      {binary.string(), "--benchmark_filter=^" + example + "/", "--benchmark_out=" + results.string(),
@@ -150,12 +172,15 @@ Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs
   return run;
 }
 
-json report_json(const std::string& sanitizer, const std::string& version, const std::vector<std::string>& tools,
+json report_json(const std::string& sanitizer, const std::string& version,
+                 const std::vector<std::string>& tools, bool skip_library_kernels,
                  const std::vector<Run>& runs, int exit_code) {
   json j = {{"format", "cudabench-sanitize-1"},
             {"sanitizer", sanitizer},
             {"sanitizer_version", version},
             {"tools", tools},
+            // The kernels racecheck skipped, by name (null: none)
+            {"racecheck_skips", skip_library_kernels ? json(kLibraryKernelNames) : json(nullptr)},
             {"runs", json::array()},
             {"exit_code", exit_code}};
   for (const auto& run : runs) {
@@ -260,9 +285,22 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
   for (const auto& tool : tools) tool_list += (tool_list.empty() ? "" : ", ") + tool;
   const std::string version = sanitizer_version(sanitizer);
   out << "bench sanitize: " << sanitizer << " (" << version << ") with " << tool_list
-      << "; each example's verification runs (--bench_verify_only) in a process per tool; logs in " << logs.string()
-      << "\n"
-      << std::flush;
+      << "; each example's verification runs (--bench_verify_only) in a process per tool; logs in "
+      << logs.string() << "\n";
+  bool skip_library_kernels = false;
+  if (std::find(tools.begin(), tools.end(), "racecheck") != tools.end() &&
+      !options.library_kernels) {
+    if (const std::string refused = exclusion_refused(sanitizer, logs); refused.empty()) {
+      skip_library_kernels = true;
+      out << "racecheck skips prebuilt libraries' kernels (names matching " << kLibraryKernelNames
+          << "; --library-kernels checks them too)\n";
+    } else {
+      out << "racecheck checks libraries' kernels too: this compute-sanitizer did not take "
+             "--kernel-name-exclude ("
+          << refused << ")\n";
+    }
+  }
+  out << std::flush;
 
   std::vector<Run> runs;
   for (std::size_t c = 0; c < chapters.size(); ++c) {
@@ -273,7 +311,8 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
       out << fmt::format("[{}/{}] {} ({} case{})\n", i + 1, examples.size(), examples[i], cases, cases == 1 ? "" : "s")
           << std::flush;
       for (const auto& tool : tools) {
-        runs.push_back(sanitize_one(sanitizer, tool, binary, examples[i], cases_of[examples[i]], options, logs));
+        runs.push_back(sanitize_one(sanitizer, tool, binary, examples[i], cases_of[examples[i]],
+                                    options, skip_library_kernels, logs));
         const Run& run = runs.back();
         out << fmt::format("  {:<10} {} ({:.1f} s)\n", tool, describe(run.result), run.seconds);
         const bool reported = run.result.verdict == SanitizeVerdict::found ||
@@ -309,7 +348,10 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
   if (checked_nothing) out << "  nothing was checked\n";
   try {
     const fs::path json_path = reports / "sanitize.json", md_path = reports / "sanitize.md";
-    write_text(json_path, report_json(sanitizer, version, tools, runs, exit_code).dump(2) + "\n");
+    write_text(
+        json_path,
+        report_json(sanitizer, version, tools, skip_library_kernels, runs, exit_code).dump(2) +
+            "\n");
     write_text(md_path, report_markdown(tools, runs));
     out << "JSON report: " << json_path.string() << "\nMarkdown report: " << md_path.string() << "\n";
   } catch (const std::exception& e) {

@@ -5,6 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
 namespace {
 
 using namespace bench::tools;
@@ -436,6 +443,56 @@ TEST(SanitizeJudge, FailuresAndSkips) {
   skipped.verified_cases.clear();
   skipped.skipped_cases.push_back({"ch07/copy/baseline", "needs compute capability 10.0"});
   EXPECT_EQ(describe(judge(skipped)), "skipped: needs compute capability 10.0");
+}
+
+// The names racecheck skips (kLibraryKernelNames) match the libraries' kernels seen under the
+// sanitizer and no kernel or namespace of this tree, so skipping them hides none of ours.
+TEST(LibraryKernelNames, MatchTheLibrariesKernelsAndNoneOfOurs) {
+  const std::regex library(kLibraryKernelNames);
+  for (const char* theirs :
+       {"nvjet_sm90_tst_88x64_64x11_4x1_v_bz_TNN", "splitKreduce_kernel",
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "sm90_xmma_gemm_bf16bf16_bf16f32"})
+    EXPECT_TRUE(std::regex_search(theirs, library)) << theirs;
+
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(FIXTURES_DIR) / ".." / "..";
+  // A kernel's name: the first identifier followed by '(' after __global__ that is not one of
+  // the attributes that may come between.
+  const std::regex call(R"(([A-Za-z_][A-Za-z_0-9]*)\s*\()"),
+      name_space(R"(namespace\s+([A-Za-z_][A-Za-z_0-9:]*))");
+  const std::set<std::string> attributes = {"__launch_bounds__", "__cluster_dims__", "__maxnreg__",
+                                            "alignas", "__grid_constant__"};
+  std::set<std::string> kernels, namespaces;
+  for (const char* top : {"chapters", "kernels", "harness", "tests"})
+    for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
+      const std::string ext = entry.path().extension().string();
+      if (!entry.is_regular_file() ||
+          (ext != ".cu" && ext != ".cuh" && ext != ".cpp" && ext != ".hpp"))
+        continue;
+      std::ifstream in(entry.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      const std::string source = text.str();
+      for (std::size_t at = source.find("__global__"); at != std::string::npos;
+           at = source.find("__global__", at + 1)) {
+        const std::size_t end = source.find_first_of("{;", at);
+        const std::string head =
+            source.substr(at, end == std::string::npos ? std::string::npos : end - at);
+        for (std::sregex_iterator m(head.begin(), head.end(), call), none; m != none; ++m)
+          if (!attributes.count((*m)[1].str())) {
+            kernels.insert((*m)[1].str());
+            break;
+          }
+      }
+      for (std::sregex_iterator m(source.begin(), source.end(), name_space), none; m != none; ++m)
+        namespaces.insert((*m)[1].str());
+    }
+  EXPECT_GT(kernels.size(), 100u) << "the scan found too few kernels to prove anything";
+  EXPECT_TRUE(kernels.count("neighbour_race")) << "the scan missed sanitize_cases.cu's kernels";
+  for (const auto& name : kernels)
+    EXPECT_FALSE(std::regex_search(name, library)) << "kernel " << name;
+  for (const auto& name : namespaces)
+    EXPECT_FALSE(std::regex_search(name, library)) << "namespace " << name;
 }
 
 }  // namespace

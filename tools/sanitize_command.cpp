@@ -91,10 +91,8 @@ std::vector<std::string> library_exclusion(const std::string& tool, bool skip_li
 // error by default (--require-cuda-init). "" when it has it, else why not.
 std::string exclusion_missing(const std::string& sanitizer) {
   const ProcessResult p = run_process({sanitizer, "--help"}, true, 60);
-  if (!p.ok()) return "its --help " + p.describe();
-  if ((p.out + p.err).find("--kernel-name-exclude") == std::string::npos)
-    return "its --help has no --kernel-name-exclude";
-  return {};
+  if ((p.out + p.err).find("--kernel-name-exclude") != std::string::npos) return {};
+  return p.ok() ? "its --help has no --kernel-name-exclude" : "its --help " + p.describe();
 }
 
 struct Run {

@@ -21,11 +21,10 @@ inline const std::vector<std::string> kSanitizerTools = {"memcheck", "racecheck"
 // (`_GLOBAL__N__<hash>_16_cublaslt_gemm_cu_...`), and ch09's cublaslt_gemm*.cu hold kernels of
 // ours. `bench sanitize`'s racecheck skips them unless --library-kernels. Why: racecheck reports
 // shared-memory hazards inside one kernel, so a hazard in a library's kernel is the library's and
-// says nothing of the example's; and the libraries' reports bury the example's. On an H200,
-// racecheck of ch20's rungs 5c, 6d and 7 at batch 1 counted 250 hazards and printed 100, all in
-// cuBLASLt's nvjet kernels; the 150 it did not print could not be judged, and the whole chapter had
-// not finished after 470 s. memcheck, synccheck and initcheck still check the libraries' kernels:
-// a bad pointer, size or unwritten input that an example hands a library shows up in its kernel.
+// says nothing of the example's; and the libraries' reports, past --print-limit, leave the
+// example's unjudged and the run long (docs/sanitize.md has ch20's case). memcheck, synccheck and
+// initcheck still check the libraries' kernels: a bad pointer, size or unwritten input that an
+// example hands a library shows up in its kernel.
 // A tools test checks that no kernel of this tree matches (LibraryKernelNames).
 inline constexpr const char* kLibraryKernelNames =
     "nvjet_|xmma_|(^|[0-9])(cublas|cutlass|nccl|cudnn|splitKreduce)";

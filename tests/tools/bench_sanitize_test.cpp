@@ -97,10 +97,18 @@ bool process_gone(pid_t pid) {
   return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
 }
 
-std::vector<std::vector<std::string>> recorded_runs(const fs::path& tool) {
+// Every argument the fake was given, a line each, in order (the --help probe's too).
+std::vector<std::string> argv_lines(const fs::path& tool) {
   std::ifstream in(tool.string() + ".argv");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The sanitizer runs, each from its --tool on (what comes before the first, the probe, is not one).
+std::vector<std::vector<std::string>> recorded_runs(const fs::path& tool) {
   std::vector<std::vector<std::string>> runs;
-  for (std::string line; std::getline(in, line);) {
+  for (const std::string& line : argv_lines(tool)) {
     if (line == "--tool") runs.emplace_back();
     if (!runs.empty()) runs.back().push_back(line);
   }
@@ -264,13 +272,6 @@ TEST_F(BenchSanitize, ErrorsOnlyInLibraryCodeAreReportedButDoNotFail) {
 
 bool has_arg(const std::vector<std::string>& run, const std::string& arg) {
   return std::find(run.begin(), run.end(), arg) != run.end();
-}
-
-std::vector<std::string> argv_lines(const fs::path& tool) {
-  std::ifstream in(tool.string() + ".argv");
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 // racecheck skips the libraries' kernels by name, once a probe found that this compute-sanitizer

@@ -56,9 +56,10 @@
 // to its next chunk. Exactly one block reads splits - 1, so each head is merged once. q and the
 // new key and value that the merge also reads were written before the barrier after qkv. That
 // lane, the counter's last user in the launch (every chunk has counted in), stores 0 to it: the
-// next launch starts after this one ends, so it finds every counter at zero again, as the grid
-// barrier's arrival count is left. The grid barrier after the attention, which the o projection
-// needs (each row reads every head's output), orders the merges' stores of the output before it.
+// next launch starts after this one ends, so it finds every counter at zero again (as it finds the
+// grid barrier's arrival count at a multiple of the grid). The grid barrier after the attention,
+// which the o projection needs (each row reads every head's output), orders the merges' stores of
+// the output before it.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -124,16 +125,14 @@ __device__ __forceinline__ uint64_t global_ns() {
 
 // The counter holds a multiple of the grid between launches (every block arrives at every barrier),
 // and a launch's barrier b completes at that multiple plus (b + 1) grids. Thread 0 reads the
-// counter at the launch's start and rounds it down to the grid: other blocks may already have
-// arrived at the first barrier, but it cannot complete before this block arrives. 64 bits: it
-// never wraps.
+// counter at the launch's start and, at its first wait, rounds it down to the grid: other blocks
+// may already have arrived at the first barrier, but it cannot complete before this block arrives.
+// (The rounding waits for the load, so it is left to the first wait: the first weight slab goes
+// out first.) 64 bits: it never wraps (32 bits would, at a count not a multiple of the grid).
 class GridBarrier {
  public:
   __device__ explicit GridBarrier(unsigned long long* counter) : counter_(counter), target_(0) {
-    if (threadIdx.x == 0) {
-      const unsigned long long seen = load_relaxed(counter);
-      target_ = seen - seen % gridDim.x + gridDim.x;
-    }
+    if (threadIdx.x == 0) target_ = load_relaxed(counter);
   }
 
   // The block has finished the phase: its thread 0 counts it in.
@@ -146,6 +145,7 @@ class GridBarrier {
   // Returns once every block has arrived; what they wrote before arriving is then visible.
   __device__ __forceinline__ void wait() {
     if (threadIdx.x == 0) {
+      if (!rounded_) target_ = target_ - target_ % gridDim.x + gridDim.x, rounded_ = true;
       const uint64_t start = global_ns();
       for (uint32_t spins = 1; load_acquire(counter_) < target_; ++spins)
         if (spins % 1024 == 0 && global_ns() - start > kBarrierTimeoutNs) __trap();
@@ -167,6 +167,7 @@ class GridBarrier {
   }
   unsigned long long* counter_;
   unsigned long long target_;  // thread 0's: the count at which the next barrier completes
+  bool rounded_ = false;       // target_ is still the count read at the launch's start
 };
 
 // ---- where a launch's time goes: phase stamps ---------------------------------------------------

@@ -33,14 +33,15 @@
 // so they must go out before it, not after.) The bytes the step moves from HBM are the same; only
 // when they move changes.
 //
-// The barrier is a counter and a generation word in global memory (kernels/flags.cuh's release and
-// acquire): a block's thread 0 arrives with an atomic add after a fence, the last arrival resets
-// the counter and releases the next generation, the others spin on an acquire load of it. It is
-// correct only if every block is resident at once: the host sizes the grid from
-// cudaOccupancyMaxActiveBlocksPerMultiprocessor and launches it cooperatively (the launch fails,
-// rather than hangs, if the grid cannot be co-resident), and a GPU where no block fits is SKIPPED.
-// A barrier that waits longer than kBarrierTimeoutNs traps: a bug fails the run instead of hanging
-// it.
+// The barrier is one 64-bit arrival counter in global memory that only grows: a block's thread 0
+// arrives with a release atomic add, and every thread 0 spins on an acquire load until the counter
+// reaches its barrier's target (one grid's worth of arrivals more than the last). The last arrival
+// is itself the release: no reset, no separate generation store, one trip to L2 fewer on the path
+// every block waits on. It is correct only if every block is resident at once: the host sizes the
+// grid from cudaOccupancyMaxActiveBlocksPerMultiprocessor and launches it cooperatively (the launch
+// fails, rather than hangs, if the grid cannot be co-resident), and a GPU where no block fits is
+// SKIPPED. A barrier that waits longer than kBarrierTimeoutNs traps: a bug fails the run instead of
+// hanging it.
 //
 // The merge of a (sequence, query head) needs only that head's chunks, not the whole attention
 // phase, so it waits on a counter of its own instead of a grid barrier (merge_counts, one per
@@ -55,9 +56,10 @@
 // to its next chunk. Exactly one block reads splits - 1, so each head is merged once. q and the
 // new key and value that the merge also reads were written before the barrier after qkv. That
 // lane, the counter's last user in the launch (every chunk has counted in), stores 0 to it: the
-// next launch starts after this one ends, so it finds every counter at zero again, as the grid
-// barrier's arrival count is left. The grid barrier after the attention, which the o projection
-// needs (each row reads every head's output), orders the merges' stores of the output before it.
+// next launch starts after this one ends, so it finds every counter at zero again (as it finds the
+// grid barrier's arrival count at a multiple of the grid). The grid barrier after the attention,
+// which the o projection needs (each row reads every head's output), orders the merges' stores of
+// the output before it.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -105,7 +107,7 @@ struct Step {
   Io io;
   bf16 *q, *attn, *h, *act;  // [tokens][hidden] x 3, [tokens][ffn]
   float *part_ml, *part_o;   // the attention chunks' partials, as decode::finish_pass writes them
-  uint32_t* barrier;         // [2]: arrivals, generation
+  unsigned long long* barrier;  // arrivals since the buffer was zeroed: a multiple of the grid
   uint32_t* merge_counts;    // [tokens][q_heads]: chunks of the head finished; 0 between launches
   int tokens, q_heads, kv_heads;
   int64_t group, hidden, qkv_dim, ffn, past, chunk;
@@ -121,43 +123,51 @@ __device__ __forceinline__ uint64_t global_ns() {
   return t;
 }
 
-// state [0] counts the blocks arrived, state [1] is the generation, one more per barrier. Thread 0
-// of each block keeps the generation its next barrier starts from in a register (read once at the
-// launch's start: no launch changes it while another runs, and no barrier completes before every
-// block has arrived), so an arrival costs a fence and one atomic, not a load first.
+// The counter holds a multiple of the grid between launches (every block arrives at every barrier),
+// and a launch's barrier b completes at that multiple plus (b + 1) grids. Thread 0 reads the
+// counter at the launch's start and, at its first wait, rounds it down to the grid: other blocks
+// may already have arrived at the first barrier, but it cannot complete before this block arrives.
+// (The rounding waits for the load, so it is left to the first wait: the first weight slab goes
+// out first.) 64 bits: it never wraps (32 bits would, at a count not a multiple of the grid).
 class GridBarrier {
  public:
-  __device__ explicit GridBarrier(uint32_t* state)
-      : state_(state),
-        generation_(threadIdx.x == 0 ? kernels::load_acquire<kernels::Scope::gpu>(state + 1) : 0) {}
+  __device__ explicit GridBarrier(unsigned long long* counter) : counter_(counter), target_(0) {
+    if (threadIdx.x == 0) target_ = load_relaxed(counter);
+  }
 
   // The block has finished the phase: its thread 0 counts it in.
   __device__ __forceinline__ void arrive() {
-    __syncthreads();  // every thread's writes of the phase, before thread 0's fence
+    __syncthreads();  // every thread's writes of the phase, before thread 0's release
     if (threadIdx.x != 0) return;
-    __threadfence();  // the block's writes, before its arrival
-    if (atomicAdd(state_, 1u) == gridDim.x - 1) {
-      __threadfence();         // the last arrival: everyone's writes, before the release below
-      atomicExch(state_, 0u);  // ready for the next barrier (nobody arrives before the release)
-      kernels::store_release<kernels::Scope::gpu>(state_ + 1, generation_ + 1);
-    }
+    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(counter_) : "memory");
   }
 
   // Returns once every block has arrived; what they wrote before arriving is then visible.
   __device__ __forceinline__ void wait() {
     if (threadIdx.x == 0) {
+      if (!rounded_) target_ = target_ - target_ % gridDim.x + gridDim.x, rounded_ = true;
       const uint64_t start = global_ns();
-      for (uint32_t spins = 1;
-           kernels::load_acquire<kernels::Scope::gpu>(state_ + 1) == generation_; ++spins)
+      for (uint32_t spins = 1; load_acquire(counter_) < target_; ++spins)
         if (spins % 1024 == 0 && global_ns() - start > kBarrierTimeoutNs) __trap();
-      ++generation_;
+      target_ += gridDim.x;
     }
     __syncthreads();
   }
 
  private:
-  uint32_t* state_;
-  uint32_t generation_;  // thread 0's
+  __device__ __forceinline__ static unsigned long long load_acquire(unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+  }
+  __device__ __forceinline__ static unsigned long long load_relaxed(unsigned long long* p) {
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+  }
+  unsigned long long* counter_;
+  unsigned long long target_;  // thread 0's: the count at which the next barrier completes
+  bool rounded_ = false;       // target_ is still the count read at the launch's start
 };
 
 // ---- where a launch's time goes: phase stamps ---------------------------------------------------
@@ -367,7 +377,7 @@ class DecoderMegakernel {
         attn_(q_.size()),
         h_(q_.size()),
         act_(dims.batch * dims.ffn),
-        barrier_(2),
+        barrier_(1),
         merge_counts_(dims.batch * dims.q_heads) {
     Step& p = step_;
     p.tokens = int(dims.batch), p.q_heads = int(dims.q_heads), p.kv_heads = int(dims.kv_heads);
@@ -442,9 +452,9 @@ class DecoderMegakernel {
     p.q = q_.data(), p.attn = attn_.data(), p.h = h_.data(), p.act = act_.data();
     p.part_ml = part_ml_.data(), p.part_o = part_o_.data(), p.barrier = barrier_.data();
     p.merge_counts = merge_counts_.data();
-    // The barrier starts at zero arrivals and the merge counters at zero chunks (each launch
-    // leaves them so); the activations zeroed once (compute-sanitizer's initcheck: every later
-    // read is of a value some phase wrote).
+    // The barrier starts at zero arrivals (each launch leaves a multiple of the grid) and the
+    // merge counters at zero chunks (each launch leaves them so); the activations zeroed once
+    // (compute-sanitizer's initcheck: every later read is of a value some phase wrote).
     BENCH_CUDA_CHECK(cudaMemsetAsync(barrier_.data(), 0, barrier_.bytes(), s));
     BENCH_CUDA_CHECK(cudaMemsetAsync(merge_counts_.data(), 0, merge_counts_.bytes(), s));
     for (bench::DeviceBuffer<bf16>* b : {&q_, &attn_, &h_, &act_})
@@ -534,7 +544,8 @@ class DecoderMegakernel {
  private:
   bench::DeviceBuffer<bf16> q_, attn_, h_, act_;
   bench::DeviceBuffer<float> part_ml_, part_o_;
-  bench::DeviceBuffer<uint32_t> barrier_, merge_counts_;
+  bench::DeviceBuffer<unsigned long long> barrier_;
+  bench::DeviceBuffer<uint32_t> merge_counts_;
   Step step_ = {};
   void (*kernel_)(Step) = nullptr;
   size_t smem_ = 0;

@@ -7,7 +7,8 @@
 // 3, 5 and 8 tokens cover the four kernels (1, 2, 4 and 8 activation rows, the padding rows zero
 // and never stored). Each output starts as NaN, so an element no phase stores fails; the step runs
 // three times on one plan, so a grid barrier not left ready for the next launch (its arrival count
-// not reset) fails the second run, by its timeout's trap if it would otherwise hang. A 2000-key
+// not left at a multiple of the grid) fails the second run, by its timeout's trap if it would
+// otherwise hang. A 2000-key
 // cache merges 7 splits, the last one short; a cache of zero keys with larger RMSNorm gains makes
 // the new key, which joins only in the merge, weigh in y. The per-head merge counters must be left
 // at zero by every launch: four launches of one plan where 7 chunks count in per head, and of one

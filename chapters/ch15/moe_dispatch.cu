@@ -29,8 +29,9 @@
 //      on TMA. Removes the 256 MiB row copy and its read-back (512 MiB of HBM traffic at the
 //      timing size), for a 256 KiB index.
 //   4. optimized "cluster_permute": grouped_gather with the permutation in ONE launch
-//      (moe::permute_in_cluster: one 8-CTA cluster, per-warp histograms in shared memory, the
-//      CTAs' counts read through DSMEM, the scans in a CTA each) instead of three kernels.
+//      (moe::permute_in_cluster: one cluster of 16 CTAs, else 8, per-warp histograms in shared
+//      memory, the CTAs' counts read through DSMEM, the scans in a CTA each) instead of three
+//      kernels.
 //   5. step "row_tma_gather": cluster_permute with A's rows gathered by TMA, one box of one row
 //      each (2c below), issued by one producer warp, instead of 128 threads of cp.async. Measured
 //      3.6-3.7x SLOWER in the GEMM than the cp.async gather on the H100 (README): kept as the step
@@ -551,7 +552,7 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 // counts, the offsets, the work items' numbering and each routed row's place are on the device).
 enum class Permute {
   three_kernels,  // per-chunk histograms, a one-CTA scan, the placement: grouped_wgmma, _gather
-  one_cluster,    // moe::permute_in_cluster: one launch of one 8-CTA cluster
+  one_cluster,    // moe::permute_in_cluster: one launch of one cluster of 16 CTAs, else 8
 };
 // Where the grouped GEMM's producer finds A's rows.
 enum class RowsFrom {
@@ -586,16 +587,27 @@ class DevicePermutation {
         BENCH_CUDA_CHECK(cudaFuncSetAttribute(
             moe::permute_in_cluster, cudaFuncAttributeMaxDynamicSharedMemorySize,
             int(moe::cluster_permutation_smem(moe::kScanThreads))));
+        BENCH_CUDA_CHECK(cudaFuncSetAttribute(moe::permute_in_cluster,
+                                              cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
         return true;
       }();
       (void)configured;
-      // The 8 CTAs of 1024 threads (63 registers: a whole SM's register file each) must be
-      // resident together in one GPC. Asked here, outside the timed launches, so that a GPU or
-      // partition that cannot hold the cluster is a SKIP with its reason, not a failed launch.
-      const int clusters = kernels::resident_clusters(
-          moe::permute_in_cluster, moe::kClusterCtas, moe::kClusterThreads,
-          moe::cluster_permutation_smem(int(w.experts)));
-      if (clusters < 1)
+      // The CTAs of 1024 threads (63 registers: a whole SM's register file each) must be resident
+      // together in one GPC: 16 where this GPU can hold them, else 8. Asked here, outside the
+      // timed launches, so that a GPU or partition that cannot hold even 8 is a SKIP with its
+      // reason, not a failed launch.
+      const size_t smem = moe::cluster_permutation_smem(int(w.experts));
+      for (int ctas : {moe::kClusterCtasWide, moe::kClusterCtas}) {
+        int clusters = 0;
+        if (kernels::query_resident_clusters(clusters, moe::permute_in_cluster, unsigned(ctas),
+                                             moe::kClusterThreads, smem, ctas) == cudaSuccess &&
+            clusters >= 1) {
+          cluster_ctas_ = ctas;
+          break;
+        }
+        (void)cudaGetLastError();  // a size this GPU refuses: try the next
+      }
+      if (cluster_ctas_ == 0)
         throw bench::Unsupported(
             "moe_dispatch: one cluster of 8 CTAs x 1024 threads cannot be resident on this GPU");
     }
@@ -603,12 +615,21 @@ class DevicePermutation {
   void operator()(const Dispatch& w, cudaStream_t stream) {
     const int experts = int(w.experts);
     if (how_ == Permute::one_cluster) {
-      moe::permute_in_cluster<<<moe::kClusterCtas, moe::kClusterThreads,
-                                moe::cluster_permutation_smem(experts), stream>>>(
-          w.expert.data(), int(w.routed), experts, int(w.top_k), ws::kBM, int(w.ffn / ws::kBN),
-          w.counts.data(), offsets.data(), tile_prefix.data(), sorted.position.data(),
-          sorted.row_token.data());
-      BENCH_CHECK_LAUNCH();
+      cudaLaunchAttribute cluster = {};
+      cluster.id = cudaLaunchAttributeClusterDimension;
+      cluster.val.clusterDim.x = unsigned(cluster_ctas_);
+      cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+      cudaLaunchConfig_t config = {};
+      config.gridDim = dim3(unsigned(cluster_ctas_));
+      config.blockDim = dim3(moe::kClusterThreads);
+      config.dynamicSmemBytes = moe::cluster_permutation_smem(experts);
+      config.stream = stream;
+      config.attrs = &cluster;
+      config.numAttrs = 1;
+      BENCH_CUDA_CHECK(cudaLaunchKernelEx(
+          &config, moe::permute_in_cluster, w.expert.data(), int(w.routed), experts, int(w.top_k),
+          int(ws::kBM), int(w.ffn / ws::kBN), w.counts.data(), offsets.data(), tile_prefix.data(),
+          sorted.position.data(), sorted.row_token.data()));
       return;
     }
     const unsigned chunk_blocks = unsigned((chunks_ + kWarps - 1) / kWarps);
@@ -636,6 +657,7 @@ class DevicePermutation {
   bool copies_x_;
   Permute how_;
   int chunks_;
+  int cluster_ctas_ = 0;  // the permutation cluster's CTAs (16 or 8), one_cluster only
   bench::DeviceBuffer<int32_t> chunk_base_;
 };
 

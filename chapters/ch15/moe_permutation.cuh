@@ -158,14 +158,14 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
-// ---- The permutation in one kernel: one cluster of 8 CTAs (sm_90) -----------------------------
+// ---- The permutation in one kernel: one cluster of 16 CTAs, else 8 (sm_90) ---------------------
 // The three kernels above cost three launches, one CTA that scans 32K chunk counts alone, and
 // 256 warps on 32 SMs that walk their chunks twice. A cluster's CTAs can read each other's shared
 // memory (DSMEM) and meet at a hardware barrier, so the whole permutation fits one launch:
 //   1. each warp counts its contiguous run of routed rows per expert (match_any groups a round's
 //      equal experts; the group's first lane adds, so no atomics), into its row of a
 //      [warp][expert] table in shared memory; each CTA sums its warps' rows;
-//   2. cluster.sync(); a thread per expert reads the 8 CTAs' counts through DSMEM: the expert's
+//   2. cluster.sync(); a thread per expert reads the CTAs' counts through DSMEM: the expert's
 //      total and its rows in the CTAs before this one; two block scans over the experts give the
 //      offsets and the GEMM's work-item numbering (CTA 0 writes them); each warp's first place per
 //      expert follows (the offset, the earlier CTAs' rows, the earlier warps' rows);
@@ -173,8 +173,11 @@ __global__ void __launch_bounds__(32 * kWarps)
 //      its rank among the round's equal experts (stable: routed order within an expert, as the
 //      host plan's). A last cluster.sync() keeps every CTA's shared memory alive until the
 //      others' DSMEM reads are done.
-// Routed rows in kClusterCtas x kClusterWarps contiguous runs, one per warp, in routed order.
-constexpr int kClusterCtas = 8;  // the portable cluster size
+// Routed rows in (cluster CTAs) x kClusterWarps contiguous runs, one per warp, in routed order.
+// The kernel is latency-bound per warp (a warp's rounds of match, shared-memory update and store
+// are a dependent chain), so it runs as wide a cluster as this GPU can hold: 16 CTAs (a
+// non-portable size, which Hopper allows where a GPC has 16 free SMs), else 8 (the portable size).
+constexpr int kClusterCtasWide = 16, kClusterCtas = 8;
 constexpr int kClusterThreads = 1024;
 constexpr int kClusterWarps = kClusterThreads / 32;
 // A thread per expert in step 2: moe_dispatch's requirement (experts <= kScanThreads) covers it.
@@ -199,7 +202,7 @@ __device__ __forceinline__ void load_experts(const int32_t* __restrict__ expert,
   }
 }
 
-__global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterThreads)
+__global__ void __launch_bounds__(kClusterThreads)
     permute_in_cluster(const int32_t* __restrict__ expert, int routed, int experts, int top_k,
                        int tile_rows, int n_tiles, int32_t* __restrict__ counts,
                        int32_t* __restrict__ offsets, int32_t* __restrict__ tile_prefix,
@@ -209,9 +212,10 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterT
   extern __shared__ int32_t table[];  // [warp][expert]: rows counted, then the warp's next place
   int32_t* cta_rows = table + kClusterWarps * experts;  // this CTA's rows of each expert
   const cg::cluster_group cluster = cg::this_cluster();
-  const int cta = int(cluster.block_rank()), warp = int(threadIdx.x) / 32, lane = threadIdx.x % 32;
+  const int cta = int(cluster.block_rank()), ctas = int(cluster.num_blocks());
+  const int warp = int(threadIdx.x) / 32, lane = threadIdx.x % 32;
   const unsigned lanes_below = (1u << lane) - 1;
-  const int per_warp = (routed + kClusterCtas * kClusterWarps - 1) / (kClusterCtas * kClusterWarps);
+  const int per_warp = (routed + ctas * kClusterWarps - 1) / (ctas * kClusterWarps);
   const int begin = min(routed, (cta * kClusterWarps + warp) * per_warp);
   const int end = min(routed, begin + per_warp);
   int32_t* mine = table + warp * experts;
@@ -241,7 +245,7 @@ __global__ void __cluster_dims__(kClusterCtas, 1, 1) __launch_bounds__(kClusterT
   const int e = int(threadIdx.x);
   int32_t total = 0, in_earlier_ctas = 0;
   if (e < experts)
-    for (int r = 0; r < kClusterCtas; ++r) {
+    for (int r = 0; r < ctas; ++r) {
       const int32_t rows = *cluster.map_shared_rank(cta_rows + e, r);  // a DSMEM load
       total += rows;
       if (r < cta) in_earlier_ctas += rows;

@@ -203,10 +203,6 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   sanitize_cmd->add_option("--print-limit", sanitize.print_limit,
                            "reports the sanitizer prints per run, the rest only counted (default 100)")
       ->check(CLI::PositiveNumber);
-  sanitize_cmd->add_flag(
-      "--library-kernels", sanitize.library_kernels,
-      "racecheck also checks prebuilt libraries' kernels (cuBLASLt's nvjet_*, NCCL's, ...), "
-      "which it otherwise skips by name");
   sanitize_cmd->add_option("--reports-dir", sanitize.reports_dir,
                            "where sanitize.json, sanitize.md and the logs go (default <build>/reports/sanitize)");
   sanitize_cmd->add_option("sanitizer_args", sanitize.sanitizer_args,

@@ -104,9 +104,6 @@ struct SanitizeOptions {
   // in library code can be told apart from one that also has ours (ch10/persistent_gemm's
   // racecheck counted 79 in cuBLASLt's kernels).
   int print_limit = 100;
-  // racecheck checks prebuilt libraries' kernels too (--library-kernels); by default it skips
-  // them by name (sanitize_output.hpp's kLibraryKernelNames says why).
-  bool library_kernels = false;
 };
 int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ostream& err);
 

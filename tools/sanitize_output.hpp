@@ -13,22 +13,6 @@ namespace bench::tools {
 // The tools `bench sanitize` runs, in order.
 inline const std::vector<std::string> kSanitizerTools = {"memcheck", "racecheck", "synccheck", "initcheck"};
 
-// Prebuilt libraries' kernels, by a pattern compute-sanitizer searches in each kernel's mangled
-// name: cuBLASLt's GEMMs (nvjet_*, and the xmma and CUTLASS-built ones of older releases) and its
-// split-K reduction, NCCL's, cuDNN's. All but nvjet_ and xmma_ (which start or sit inside C names)
-// must start an identifier, which in a mangled name follows its length's digits (`8cublasLt`,
-// `19splitKreduce_kernel`): nvcc names an anonymous namespace after its file
-// (`_GLOBAL__N__<hash>_16_cublaslt_gemm_cu_...`), and ch09's cublaslt_gemm*.cu hold kernels of
-// ours. `bench sanitize`'s racecheck skips them unless --library-kernels. Why: racecheck reports
-// shared-memory hazards inside one kernel, so a hazard in a library's kernel is the library's and
-// says nothing of the example's; and the libraries' reports, past --print-limit, leave the
-// example's unjudged and the run long (docs/sanitize.md has ch20's case). memcheck, synccheck and
-// initcheck still check the libraries' kernels: a bad pointer, size or unwritten input that an
-// example hands a library shows up in its kernel.
-// A tools test checks that no kernel of this tree matches (LibraryKernelNames).
-inline constexpr const char* kLibraryKernelNames =
-    "nvjet_|xmma_|(^|[0-9])(cublas|cutlass|nccl|cudnn|splitKreduce)";
-
 // One error or hazard report: its first line and where it happened.
 struct SanitizerFinding {
   std::string

@@ -17,7 +17,6 @@
 
 #include "chapter_process.hpp"
 #include "run_bench.hpp"
-#include "sanitize_output.hpp"
 
 namespace {
 
@@ -26,8 +25,6 @@ using bench::tools::testing::bench;
 using bench::tools::testing::scratch_dir;
 
 // memcheck finds an out-of-bounds read in ch99/first; racecheck is refused by the "device";
-// with $FAKE_SANITIZER_OLD set its --help lacks --kernel-name-exclude and it refuses the option
-// (an older release);
 // the tool named by $FAKE_SANITIZER_HANG hangs (after starting a child of its own, as the real one
 // runs the program); the tool named by $FAKE_SANITIZER_LIBRARY reports a race in a library's kernel
 // (no line information, as cuBLASLt's); everything else runs the program and reports no errors.
@@ -37,28 +34,18 @@ fs::path fake_sanitizer(const fs::path& dir) {
   script << R"(#!/bin/sh
 if [ "$1" = --version ]; then printf 'Fake Compute Sanitizer\nVersion 0.0.1\n'; exit 0; fi
 printf '%s\n' "$@" >> "$0.argv"
-if [ "$1" = --help ]; then
-  printf 'Usage: compute-sanitizer [options] [your-program] [your-program-options]\n'
-  [ -n "$FAKE_SANITIZER_OLD" ] || printf '  --kernel-name-exclude arg   Set of kernel filters to exclude.\n'
-  exit 0
-fi
-for arg in "$@"; do
-  if [ -n "$FAKE_SANITIZER_OLD" ] && [ "$arg" = --kernel-name-exclude ]; then
-    echo "unrecognised option '--kernel-name-exclude'" >&2; exit 1
-  fi
-done
 while [ "${1#--}" != "$1" ]; do
   case "$1" in --tool) tool=$2 ;; --log-file) log=$2 ;; esac
   shift 2
 done
-if [ -n "$tool" ] && [ "$tool" = "$FAKE_SANITIZER_HANG" ]; then
+if [ "$tool" = "$FAKE_SANITIZER_HANG" ]; then
   printf '========= COMPUTE-SANITIZER\n' > "$log"
   sleep 120 &
   echo $! > "$0.hung_child"
   wait
   exit 0
 fi
-if [ -n "$tool" ] && [ "$tool" = "$FAKE_SANITIZER_LIBRARY" ]; then
+if [ "$tool" = "$FAKE_SANITIZER_LIBRARY" ]; then
   "$@"
   printf '%s\n' '========= COMPUTE-SANITIZER' \
     '========= Error: Race reported between Read access at nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_TNN+0x980' \
@@ -97,18 +84,10 @@ bool process_gone(pid_t pid) {
   return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
 }
 
-// Every argument the fake was given, a line each, in order (the --help probe's too).
-std::vector<std::string> argv_lines(const fs::path& tool) {
-  std::ifstream in(tool.string() + ".argv");
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-// The sanitizer runs, each from its --tool on (what comes before the first, the probe, is not one).
 std::vector<std::vector<std::string>> recorded_runs(const fs::path& tool) {
+  std::ifstream in(tool.string() + ".argv");
   std::vector<std::vector<std::string>> runs;
-  for (const std::string& line : argv_lines(tool)) {
+  for (std::string line; std::getline(in, line);) {
     if (line == "--tool") runs.emplace_back();
     if (!runs.empty()) runs.back().push_back(line);
   }
@@ -121,7 +100,6 @@ class BenchSanitize : public ::testing::Test {
   void TearDown() override {
     ::unsetenv("BENCH_ASSUME_GPU");
     ::unsetenv("BENCH_COMPUTE_SANITIZER");
-    ::unsetenv("FAKE_SANITIZER_OLD");
   }
 };
 
@@ -267,85 +245,6 @@ TEST_F(BenchSanitize, ErrorsOnlyInLibraryCodeAreReportedButDoNotFail) {
   const auto report = nlohmann::json::parse(in);
   EXPECT_EQ(report["runs"][0]["verdict"], "library");
   EXPECT_EQ(report["runs"][0]["finding"]["function"], "nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_TNN");
-  fs::remove_all(dir);
-}
-
-bool has_arg(const std::vector<std::string>& run, const std::string& arg) {
-  return std::find(run.begin(), run.end(), arg) != run.end();
-}
-
-// racecheck skips the libraries' kernels by name, once a probe found that this compute-sanitizer
-// takes the option; the other tools check them. --library-kernels has racecheck check them too.
-TEST_F(BenchSanitize, RacecheckSkipsLibraryKernelsByNameTheOtherToolsDoNot) {
-  const fs::path dir = scratch_dir("sanitize_skip_library");
-  const fs::path tool = fake_sanitizer(dir);
-  ::setenv("BENCH_COMPUTE_SANITIZER", tool.c_str(), 1);
-  const auto r =
-      bench({"sanitize", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99", "--example", "last",
-             "--tool", "memcheck,racecheck", "--reports-dir", (dir / "reports").string()});
-  const std::string exclusion = std::string("regex=") + bench::tools::kLibraryKernelNames;
-  // The probe read the sanitizer's --help, before any run (which name their --tool).
-  const auto lines = argv_lines(tool);
-  ASSERT_FALSE(lines.empty()) << r.out;
-  EXPECT_EQ(lines[0], "--help");
-  const auto runs = recorded_runs(tool);
-  ASSERT_EQ(runs.size(), 2u) << r.out;
-  EXPECT_EQ(runs[0][1], "memcheck");
-  EXPECT_FALSE(has_arg(runs[0], "--kernel-name-exclude"));
-  EXPECT_EQ(runs[1][1], "racecheck");
-  const auto at = std::find(runs[1].begin(), runs[1].end(), "--kernel-name-exclude");
-  ASSERT_NE(at, runs[1].end());
-  ASSERT_NE(at + 1, runs[1].end());
-  EXPECT_EQ(*(at + 1), exclusion);
-  const std::string binary = std::string(FAKE_BUILD_DIR) + "/chapters/ch99/ch99";
-  const auto program = std::find(runs[1].begin(), runs[1].end(), binary);
-  ASSERT_NE(program, runs[1].end());
-  EXPECT_LT(at, program) << "a sanitizer option after the program";
-  EXPECT_NE(r.out.find(std::string(
-                           "racecheck skips prebuilt libraries' kernels (mangled names matching ") +
-                       bench::tools::kLibraryKernelNames + "; --library-kernels checks them too)"),
-            std::string::npos)
-      << r.out;
-  {
-    std::ifstream in(dir / "reports" / "sanitize.json");
-    EXPECT_EQ(nlohmann::json::parse(in)["racecheck_skips"], bench::tools::kLibraryKernelNames);
-  }
-
-  const fs::path dir2 = scratch_dir("sanitize_library_kernels");
-  const fs::path tool2 = fake_sanitizer(dir2);
-  ::setenv("BENCH_COMPUTE_SANITIZER", tool2.c_str(), 1);
-  const auto all = bench({"sanitize", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99",
-                          "--example", "last", "--tool", "racecheck", "--library-kernels",
-                          "--reports-dir", (dir2 / "reports").string()});
-  const auto lines2 = argv_lines(tool2);
-  ASSERT_FALSE(lines2.empty()) << all.out;
-  EXPECT_FALSE(has_arg(lines2, "--help")) << "no probe";
-  EXPECT_FALSE(has_arg(lines2, "--kernel-name-exclude"));
-  EXPECT_EQ(all.out.find("racecheck skips"), std::string::npos) << all.out;
-  std::ifstream in(dir2 / "reports" / "sanitize.json");
-  EXPECT_TRUE(nlohmann::json::parse(in)["racecheck_skips"].is_null());
-  fs::remove_all(dir), fs::remove_all(dir2);
-}
-
-// A compute-sanitizer that does not take the option checks everything, and the header says so.
-TEST_F(BenchSanitize, ASanitizerWithoutTheExclusionChecksLibraryKernelsAndSaysSo) {
-  const fs::path dir = scratch_dir("sanitize_old");
-  const fs::path tool = fake_sanitizer(dir);
-  ::setenv("BENCH_COMPUTE_SANITIZER", tool.c_str(), 1);
-  ::setenv("FAKE_SANITIZER_OLD", "1", 1);
-  const auto r =
-      bench({"sanitize", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99", "--example", "last",
-             "--tool", "racecheck,synccheck", "--reports-dir", (dir / "reports").string()});
-  ::unsetenv("FAKE_SANITIZER_OLD");
-  EXPECT_NE(
-      r.out.find("racecheck checks libraries' kernels too: this compute-sanitizer cannot skip "
-                 "them (its --help has no --kernel-name-exclude)"),
-      std::string::npos)
-      << r.out;
-  const auto runs = recorded_runs(tool);
-  ASSERT_EQ(runs.size(), 2u) << r.out;
-  for (const auto& run : runs) EXPECT_FALSE(has_arg(run, "--kernel-name-exclude"));
-  EXPECT_NE(r.out.find("synccheck  clean"), std::string::npos) << r.out;
   fs::remove_all(dir);
 }
 

@@ -5,12 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <regex>
-#include <sstream>
-#include <string>
-
 namespace {
 
 using namespace bench::tools;
@@ -442,87 +436,6 @@ TEST(SanitizeJudge, FailuresAndSkips) {
   skipped.verified_cases.clear();
   skipped.skipped_cases.push_back({"ch07/copy/baseline", "needs compute capability 10.0"});
   EXPECT_EQ(describe(judge(skipped)), "skipped: needs compute capability 10.0");
-}
-
-// The pattern racecheck skips (kLibraryKernelNames) matches the libraries' kernels seen under the
-// sanitizer, as mangled, and nothing a kernel of this tree can put in its mangled name: the
-// identifiers of its declaration (name, template parameters, parameter types), its namespaces,
-// and the file name nvcc gives an anonymous namespace. So skipping them hides none of ours.
-TEST(LibraryKernelNames, MatchTheLibrariesKernelsAndNoneOfOurs) {
-  const std::regex library(kLibraryKernelNames);
-  for (const char* theirs :
-       {"nvjet_sm90_tst_88x64_64x11_4x1_v_bz_TNN",
-        "_Z19splitKreduce_kernelILi32ELi16EiffffLb1EEvPf", "_ZN8cublasLt6kernelEv",
-        "_ZN7cutlass6Kernel2I12GemmUniversalEEvNT_6ParamsE",
-        "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LLv",
-        "_ZN5cudnn6detail4convEv", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"})
-    EXPECT_TRUE(std::regex_search(theirs, library)) << theirs;
-  // ch09's cublaslt_gemm.cu: an anonymous namespace's kernel, named after its file.
-  for (const char* ours :
-       {"_ZN55_GLOBAL__N__429f84a0_16_cublaslt_gemm_cu_c3b2b0d810naive_gemmEPKfS1_Pfiii",
-        "_ZN4ch047one_shot3sumEPKfPfl"})
-    EXPECT_FALSE(std::regex_search(ours, library)) << ours;
-
-  namespace fs = std::filesystem;
-  const fs::path root = fs::path(FIXTURES_DIR) / ".." / "..";
-  const std::regex identifier(R"([A-Za-z_][A-Za-z_0-9]*)"),
-      name_space(R"(namespace\s+([A-Za-z_][A-Za-z_0-9:]*))");
-  // An identifier as a mangled name spells it: its length, then the identifier.
-  auto mangled_matches = [&](const std::string& id) {
-    return std::regex_search(std::to_string(id.size()) + id, library);
-  };
-  EXPECT_TRUE(mangled_matches("cublasHandle_t"))
-      << "a library type in a kernel's signature would match";
-  EXPECT_FALSE(mangled_matches("naive_gemm"));
-  int kernels = 0, files = 0;
-  bool saw_neighbour_race = false;
-  for (const char* top : {"chapters", "kernels", "harness", "tests"})
-    for (const auto& entry : fs::recursive_directory_iterator(root / top)) {
-      const std::string ext = entry.path().extension().string();
-      if (!entry.is_regular_file() ||
-          (ext != ".cu" && ext != ".cuh" && ext != ".cpp" && ext != ".hpp"))
-        continue;
-      ++files;
-      // The anonymous namespace of a .cu file: _GLOBAL__N__<hash>_<length>_<file with . as
-      // _>_<hash>.
-      std::string file = entry.path().filename().string();
-      for (char& c : file)
-        if (c == '.' || c == '-') c = '_';
-      const std::string anonymous =
-          "_GLOBAL__N__429f84a0_" + std::to_string(file.size()) + "_" + file + "_c3b2b0d8";
-      EXPECT_FALSE(std::regex_search(anonymous, library))
-          << entry.path() << " names anonymous namespaces " << anonymous;
-      std::ifstream in(entry.path());
-      std::stringstream text;
-      text << in.rdbuf();
-      const std::string source = text.str();
-      // A kernel's declaration: from the end of whatever precedes it (so a template header is
-      // included) to its body or its semicolon.
-      for (std::size_t at = source.find("__global__"); at != std::string::npos;
-           at = source.find("__global__", at + 1)) {
-        const std::size_t before = source.find_last_of(";{}", at);
-        const std::size_t begin = before == std::string::npos ? 0 : before + 1;
-        const std::size_t end = source.find_first_of("{;", at);
-        const std::string declaration =
-            source.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-        ++kernels;
-        saw_neighbour_race =
-            saw_neighbour_race || declaration.find("neighbour_race(") != std::string::npos;
-        for (std::sregex_iterator m(declaration.begin(), declaration.end(), identifier), none;
-             m != none; ++m)
-          EXPECT_FALSE(mangled_matches(m->str())) << entry.path() << ": '" << m->str() << "' in\n"
-                                                  << declaration;
-      }
-      for (std::sregex_iterator m(source.begin(), source.end(), name_space), none; m != none; ++m) {
-        std::stringstream parts((*m)[1].str());
-        for (std::string part; std::getline(parts, part, ':');)
-          if (!part.empty())
-            EXPECT_FALSE(mangled_matches(part)) << entry.path() << ": namespace " << part;
-      }
-    }
-  EXPECT_GT(kernels, 100) << "the scan found too few kernels to prove anything";
-  EXPECT_GT(files, 100);
-  EXPECT_TRUE(saw_neighbour_race) << "the scan missed sanitize_cases.cu's kernels";
 }
 
 }  // namespace

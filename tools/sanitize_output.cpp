@@ -205,14 +205,17 @@ const char* to_string(SanitizeVerdict verdict) {
 SanitizeResult judge(const SanitizeEvidence& e) {
   SanitizeResult r;
   const SanitizerOutput& o = e.output;
-  // The summary counts each unsupported-program warning as an error (or a hazard): not a finding.
-  const long excused = static_cast<long>(o.unsupported.size());
-  auto beyond_warnings = [&](const std::optional<long>& count) -> std::optional<long> {
+  // The summary counts each unsupported-program warning as an error (or a hazard), and the
+  // sanitizer's own errors too: racecheck's "Internal Sanitizer Error: The Sanitizer failed to
+  // handle a hardware exception." came with "1 hazard displayed (1 error, 0 warnings)" and no
+  // report (compute-sanitizer 2025.3.1, H200). Neither is a finding.
+  const long excused = static_cast<long>(o.unsupported.size() + o.tool_errors.size());
+  auto beyond_excused = [&](const std::optional<long>& count) -> std::optional<long> {
     if (!count) return std::nullopt;
     return std::max<long>(*count - excused, 0);
   };
-  const std::optional<long> error_count = beyond_warnings(o.error_count);
-  const std::optional<long> hazard_count = beyond_warnings(o.hazard_count);
+  const std::optional<long> error_count = beyond_excused(o.error_count);
+  const std::optional<long> hazard_count = beyond_excused(o.hazard_count);
   r.errors = error_count.value_or(hazard_count.value_or(static_cast<long>(o.findings.size())));
   r.skipped = o.skipped_count.value_or(0);
   auto verdict = [&](SanitizeVerdict v, std::string reason) {
@@ -252,7 +255,8 @@ SanitizeResult judge(const SanitizeEvidence& e) {
   }
   // Counted or signalled by the exit code, but printed in a form this parser does not know:
   // still a finding, named by the first line it did not recognise. After an unsupported-program
-  // warning the exit code says nothing (the warning counts): the summary's counts decide.
+  // warning or a tool error the exit code says nothing (they count): the summary's counts decide,
+  // and counting no more than those leaves the run to be judged below (refused, or failed).
   const bool exit_says_found = exited && e.error_exit_code != 0 && e.exit_code == e.error_exit_code &&
                                (excused == 0 || (!error_count && !hazard_count));
   if (!library_only && (exit_says_found || error_count.value_or(0) > 0 || hazard_count.value_or(0) > 0)) {

@@ -386,6 +386,74 @@ TEST(SanitizeJudge, FindingsTheParserCannotReadStillCount) {
   EXPECT_EQ(r.finding->what, "Some report in a new shape");
 }
 
+// racecheck of ch15 and ch20 under a kernel-name filter (compute-sanitizer 2025.3.1, CUDA 13.0,
+// H200, 2026-11-28): the tool's own failure, counted in its summary as one hazard, and no report.
+// The program's first case then failed with an illegal address.
+const char* kInternalSanitizerError = R"(========= COMPUTE-SANITIZER
+========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception.
+=========
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
+)";
+
+TEST(SanitizeJudge, AnInternalSanitizerErrorIsTheSanitizersFailureNotAFinding) {
+  const SanitizerOutput o = parse_sanitizer_output(kInternalSanitizerError);
+  EXPECT_TRUE(o.findings.empty());
+  ASSERT_EQ(o.tool_errors.size(), 1u);
+  EXPECT_EQ(o.hazard_count, 1);
+  EXPECT_EQ(refusal_reason(o), "");
+  SanitizeEvidence e = ran_cleanly(kInternalSanitizerError);
+  e.exit_code = e.error_exit_code, e.how = "exit code 86";
+  e.verified_cases.clear();
+  e.failed_cases = {{"ch07/copy/baseline",
+                     "cudaErrorIllegalAddress (an illegal memory access was "
+                     "encountered) at harness/src/runner.cpp:178"}};
+  const SanitizeResult r = judge(e);
+  EXPECT_EQ(r.verdict, SanitizeVerdict::failed);
+  EXPECT_EQ(r.reason,
+            "compute-sanitizer: Internal Sanitizer Error: The Sanitizer failed to handle a "
+            "hardware exception.");
+  EXPECT_FALSE(r.finding.has_value());
+  EXPECT_EQ(r.errors, 0);
+
+  // The same with a race the tool displayed in one of our kernels: found, as ever.
+  std::string with_race = kInternalSanitizerError;
+  with_race.replace(
+      with_race.find("========= RACECHECK SUMMARY: 1 hazard displayed (1 error"), 56,
+      "========= Error: Race reported between Write access at neighbour_race(const float *, "
+      "float *, long)+0x90 in /work/main/tests/gpu/sanitize_cases.cu:61\n"
+      "=========     and Read access at neighbour_race(const float *, float *, long)+0xc0 in "
+      "/work/main/tests/gpu/sanitize_cases.cu:62 [7936 hazards]\n"
+      "=========\n"
+      "========= RACECHECK SUMMARY: 2 hazards displayed (2 errors");
+  SanitizeEvidence raced = ran_cleanly(with_race);
+  raced.exit_code = raced.error_exit_code;
+  ASSERT_EQ(raced.output.findings.size(), 1u) << with_race;
+  EXPECT_EQ(raced.output.hazard_count, 2);
+  const SanitizeResult f = judge(raced);
+  EXPECT_EQ(f.verdict, SanitizeVerdict::found);
+  EXPECT_EQ(f.finding->function, "neighbour_race(const float *, float *, long)");
+
+  // Counted beyond the tool's own error, with nothing displayed: found (the log says what).
+  std::string counted_more = kInternalSanitizerError;
+  counted_more.replace(counted_more.find("1 hazard displayed (1 error"), 27,
+                       "2 hazards displayed (2 errors");
+  SanitizeEvidence more = ran_cleanly(counted_more);
+  more.exit_code = more.error_exit_code;
+  EXPECT_EQ(more.output.hazard_count, 2);
+  const SanitizeResult m = judge(more);
+  EXPECT_EQ(m.verdict, SanitizeVerdict::found);
+  EXPECT_EQ(m.finding->what, "compute-sanitizer reported errors; the log says what");
+  EXPECT_EQ(m.errors, 1);
+
+  // A refusal the summary counts is still a refusal.
+  SanitizeEvidence refused = ran_cleanly(
+      "========= Internal Sanitizer Error: racecheck is not supported on this device\n"
+      "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n");
+  refused.exit_code = refused.error_exit_code, refused.verified_cases.clear();
+  EXPECT_EQ(describe(judge(refused)),
+            "refused: Internal Sanitizer Error: racecheck is not supported on this device");
+}
+
 TEST(SanitizeJudge, FailuresAndSkips) {
   // Exit 0 but a case never reported: a sanitizer that did not run the program passes nothing.
   SanitizeEvidence missing = ran_cleanly("========= ERROR SUMMARY: 0 errors\n");

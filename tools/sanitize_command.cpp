@@ -77,6 +77,14 @@ std::string sanitizer_lines(const std::string& console) {
   return out;
 }
 
+// compute-sanitizer expands `%p` (its pid) and `%q{VAR}` in --log-file's argument and reads `%%` as
+// a literal `%`: a reports directory whose path holds a `%` would otherwise send the log elsewhere.
+std::string log_file_argument(const fs::path& log) {
+  std::string escaped;
+  for (const char c : log.string()) escaped += c == '%' ? std::string("%%") : std::string(1, c);
+  return escaped;
+}
+
 struct Run {
   std::string example, tool;
   SanitizeResult result;
@@ -101,7 +109,7 @@ Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs
                  "--tool",
                  tool,
                  "--log-file",
-                 run.log.string(),
+                 log_file_argument(run.log),
                  "--print-limit",
                  std::to_string(options.print_limit),
                  "--show-backtrace",
@@ -123,6 +131,7 @@ Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs
   e.timed_out = p.timed_out, e.timeout_s = options.timeout_s;
   e.error_exit_code = kFoundExitCode;
   e.stderr_tail = tail_lines(p.err, 2);
+  e.log_written = fs::exists(run.log);
   e.output = parse_sanitizer_output(read_text(run.log) + "\n" + sanitizer_lines(p.out) + sanitizer_lines(p.err));
   e.expected_cases = cases;
   try {

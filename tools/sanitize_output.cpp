@@ -279,6 +279,11 @@ SanitizeResult judge(const SanitizeEvidence& e) {
   if (!e.failed_cases.empty())
     return verdict(SanitizeVerdict::failed,
                    fmt::format("{} failed: {}", e.failed_cases.front().first, e.failed_cases.front().second));
+  // Nothing above read a report, but without the log there was nothing to read: not clean.
+  if (!e.log_written)
+    return verdict(SanitizeVerdict::failed,
+                   "compute-sanitizer wrote no log where --log-file asked (" + e.how +
+                       (e.stderr_tail.empty() ? "" : ": " + e.stderr_tail) + ")");
   const bool exit_ok = exited && (e.exit_code == 0 || (library_only && e.exit_code == e.error_exit_code));
   if (!exit_ok)
     return verdict(SanitizeVerdict::failed, e.how + (e.stderr_tail.empty() ? "" : ": " + e.stderr_tail));

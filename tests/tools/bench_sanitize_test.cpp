@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -35,7 +36,7 @@ fs::path fake_sanitizer(const fs::path& dir) {
 if [ "$1" = --version ]; then printf 'Fake Compute Sanitizer\nVersion 0.0.1\n'; exit 0; fi
 printf '%s\n' "$@" >> "$0.argv"
 while [ "${1#--}" != "$1" ]; do
-  case "$1" in --tool) tool=$2 ;; --log-file) log=$2 ;; esac
+  case "$1" in --tool) tool=$2 ;; --log-file) log=$(printf '%s' "$2" | sed 's/%%/\x01/g; s/%p/'$$'/g; s/\x01/%/g') ;; esac
   shift 2
 done
 if [ "$tool" = "$FAKE_SANITIZER_HANG" ]; then
@@ -166,6 +167,25 @@ TEST_F(BenchSanitize, OneExampleOneToolCleanExitsZero) {
                         "memcheck,synccheck", "--reports-dir", (dir / "reports").string()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(recorded_runs(tool).size(), 2u);
+  fs::remove_all(dir);
+}
+
+// compute-sanitizer reads `%p`, `%q{VAR}` and `%%` in --log-file's path (the fake does too): a
+// reports directory named with a `%` must still get its logs where bench sanitize reads them.
+TEST_F(BenchSanitize, AReportsDirectoryWithAPercentSignStillGetsItsLogs) {
+  const fs::path dir = scratch_dir("sanitize_percent");
+  const fs::path tool = fake_sanitizer(dir);
+  ::setenv("BENCH_COMPUTE_SANITIZER", tool.c_str(), 1);
+  const fs::path reports = dir / "100%pure";
+  const auto r = bench({"sanitize", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99", "--example",
+                        "last", "--tool", "memcheck", "--reports-dir", reports.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(fs::exists(reports / "logs" / "ch99.last.memcheck.log")) << r.out;
+  const std::vector<std::vector<std::string>> runs = recorded_runs(tool);
+  ASSERT_EQ(runs.size(), 1u);
+  const auto log_flag = std::find(runs[0].begin(), runs[0].end(), "--log-file");
+  ASSERT_NE(log_flag, runs[0].end());
+  EXPECT_NE(std::next(log_flag)->find("100%%pure"), std::string::npos) << *std::next(log_flag);
   fs::remove_all(dir);
 }
 

@@ -497,6 +497,15 @@ TEST(SanitizeJudge, FailuresAndSkips) {
   found_then_hung.signaled = true, found_then_hung.timed_out = true, found_then_hung.timeout_s = 240;
   EXPECT_EQ(judge(found_then_hung).verdict, SanitizeVerdict::found);
 
+  // Every case verified and the exit code 0, but no log where --log-file asked (the sanitizer wrote
+  // it elsewhere, or never opened it): nothing it checked was read, so not clean. The same evidence
+  // with the log is the clean run of CleanFoundRefused.
+  SanitizeEvidence no_log = ran_cleanly("");
+  no_log.log_written = false;
+  EXPECT_EQ(judge(no_log).verdict, SanitizeVerdict::failed);
+  EXPECT_EQ(judge(no_log).reason,
+            "compute-sanitizer wrote no log where --log-file asked (exit code 0)");
+
   SanitizeEvidence skipped = ran_cleanly("========= ERROR SUMMARY: 0 errors\n");
   skipped.verified_cases = {"ch07/copy/baseline"};
   skipped.skipped_cases = {{"ch07/copy/optimized", "needs compute capability 10.0"}};

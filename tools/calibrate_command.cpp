@@ -33,9 +33,9 @@ std::string case_of(const CeilingSpec& spec) { return fmt::format("calibrate/{}/
 // The figure a case stands for, from the pooled median (bytes or flops over time, or time).
 // A ceiling is the most this GPU was seen to do, so it comes from the fast end of the samples:
 // their 10th-percentile time (robust to one lucky sample). The median would put the ceiling
-// under what examples reach: on an H100 at its power limit, cuBLASLt BF16 ran between 707 and
-// 831 TFLOP/s from one run to the next, and a median-based ceiling of 765 made a later 823 look
-// impossible.
+// under what examples reach: at the power limit a GEMM's rate moves from one run to the next by
+// more than the noise, and a median-based ceiling made a later run look impossible
+// (docs/expectations.md).
 double figure(const CeilingSpec& spec, const CaseResult& c) {
   const double us = c.p10_us > 0 ? c.p10_us : c.median_us;
   const double seconds = us * 1e-6;
@@ -334,11 +334,10 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
   }
 
   // A ceiling is the most this GPU was seen to do. The copy kernel and cudaMemcpyAsync are two
-  // ways to copy; whichever is faster on this card bounds every copy-like example (on an H100
-  // the kernel measured 2942 GB/s and the copy engine path 3031 GB/s in the same run). Likewise
-  // the two read forms (on an H200 the contiguous-chunk form read 3% faster than the sweep), and
-  // the two FP8 GEMMs (at 8192^3 ch19's persistent E4M3 kernel ran 1.05x cuBLASLt's FP8 on an
-  // H200 and 1.06x on an H100, in the same runs): calibration::kFasterOf.
+  // ways to copy; whichever is faster on this card bounds every copy-like example (which one
+  // wins differs by card: docs/expectations.md). Likewise the two read forms, and the two FP8
+  // GEMMs (at 8192^3 ch19's persistent E4M3 kernel beats cuBLASLt's FP8):
+  // calibration::kFasterOf.
   keep_faster(measured, out);
 
   if (measured.empty()) {

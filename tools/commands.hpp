@@ -97,8 +97,8 @@ struct SanitizeOptions {
   std::string reports_dir;  // sanitize.json, sanitize.md and logs/ (empty: <build>/reports/sanitize)
   std::vector<std::string> sanitizer_args;   // after "--", passed to compute-sanitizer before the program
   // Each sanitizer process's limit: a hang under one tool (or a run far slower than the rest) is
-  // killed and reported, and the other runs still happen. The longest clean run measured so far,
-  // racecheck of ch10/persistent_gemm on an H200, took 43 s.
+  // killed and reported, and the other runs still happen. The longest clean run measured so far
+  // (docs/sanitize.md) is far under the default.
   double timeout_s = 600;
   // How many reports the sanitizer prints (--print-limit): enough that a run whose reports are all
   // in library code can be told apart from one that also has ours (ch10/persistent_gemm's

@@ -11,8 +11,8 @@ namespace bench::tools {
 // A launch's last writes can still sit in L2 as dirty lines when its stop event fires: the
 // kernel is done (L2 is where writes become visible), DRAM gets them later. A DRAM ceiling is
 // measured over 2 GiB, where that tail is a rounding error; a 16 MiB copy's would be half its
-// writes (hbm_copy --sweep on an H100: 123.5%, 109.7% and 102.3% of hbm_copy_gbps at 16, 64 and
-// 256 MiB). So a DRAM ceiling bounds only the bytes that must cross it inside the window: all
+// writes (hbm_copy --sweep read far past hbm_copy_gbps at 16 and 64 MiB: ch07's README). So a
+// DRAM ceiling bounds only the bytes that must cross it inside the window: all
 // but the case's l2_write_slack_bytes (at most the L2's size and the outputs' bytes, set by
 // the harness). Other ceilings (L2, shared memory, links, compute) are untouched.
 double dram_share_inside_window(const CaseResult& c, const std::string& ceiling) {
@@ -370,12 +370,11 @@ const char* to_string(Status status) {
   return "?";
 }
 
-// At least 2%: on an H100 four honest copy kernels and cudaMemcpyAsync, each with under 0.2%
-// noise, spread over 3016-3061 GB/s (1.5%) in one run; a ceiling is one method's figure.
+// At least 2%: honest copy kernels and cudaMemcpyAsync, each with little noise, spread over more
+// than a percent in one run (docs/expectations.md); a ceiling is one method's figure.
 // Sustained tensor-core ceilings get 15%: they are measured sustained, at the board's power limit
-// (Mode::sustained), but a short GEMM timed cold runs in the burst before the limiter acts (H100:
-// cuBLASLt BF16 at 4096^3 cold reached up to 110.5% of the sustained ceiling; cold 8192^3 calibrate
-// runs once read 781 and 796 TFLOP/s against 695-737 sustained). An over-counted cost model is
+// (Mode::sustained), but a short GEMM timed cold runs in the burst before the limiter acts, past
+// the sustained ceiling (docs/architecture.md, sustained mode). An over-counted cost model is
 // off by far more (2x for a multiply-add counted as two flops twice).
 // The burst twins (`bf16_burst_tflops`, timed cold like the cases scored against them) get 5%:
 // a GEMM smaller than the calibration's 8192^3 can run a little cooler than it. The 15% stays

@@ -20,8 +20,8 @@ const char* to_string(Status status);  // "PASS", "IMPROVED", ..., "NEW", "-"
 // the baseline), or an example with no scorable pair at all.
 enum class RowKind { pair, step, vendor, example };
 
-// A speedup must have its whole 95% interval above this to count. Measured on an H100, an A/A
-// pair (the same kernel as baseline and optimized) gave intervals like [1.002, 1.016]: a
+// A speedup must have its whole 95% interval above this to count. An A/A pair (the same kernel
+// as baseline and optimized) gives intervals a little above 1 (docs/expectations.md): a
 // systematic difference of a percent between two processes or two buffers is not a speedup.
 inline constexpr double kMinimumClearSpeedup = 1.02;
 

@@ -15,9 +15,9 @@
 // the loop is as fast as one batched call; the default points are where batching pays.
 // Launch-bound: sampled hot (back-to-back calls). The loop's time is the host's launch rate, and
 // so is a batched call's: one call costs the host more than its kernel costs the GPU, so the
-// queue runs dry between calls (on one 2x H200 host, 2026-11-28, the strided call took 13.0 us at
-// count 64 and at 512 alike, against 8.7 and 11.5 us on another H200 host). Every side is
-// host_bound, and the pair is scored against the spread of speedups seen over machines.
+// queue runs dry between calls, and a call's time follows the host more than the count (the
+// README has it across hosts). Every side is host_bound, and the pair is scored against the
+// spread of speedups seen over machines.
 //
 //   ./bench compare --chapter ch01 --example gemm_batching [--sweep]
 #include <cublas_v2.h>

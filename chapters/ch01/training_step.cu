@@ -31,9 +31,9 @@
 //      CUBLASLT_EPILOGUE_GELU_AUX_BIAS adds the bias, applies GELU and also stores the
 //      pre-activation (the "aux" matrix) that backward needs. Backward: each input-gradient GEMM
 //      uses CUBLASLT_EPILOGUE_DGELU_BGRAD, which multiplies by GELU'(aux of the layer below) and
-//      reduces that layer's bias gradient over the batch in the same pass. On an H100
-//      (2026-11-27) those DGELU_BGRAD GEMMs ran at 397-414 TFLOP/s against 773 for the same GEMM
-//      with no epilogue: ~960 µs of a 5.71 ms step, and the step lost to PyTorch's (5.42 ms);
+//      reduces that layer's bias gradient over the batch in the same pass. Measured, those
+//      DGELU_BGRAD GEMMs ran at about half the rate of the same GEMM with no epilogue, enough to
+//      lose the step to PyTorch's (README, "Where the step goes");
 //   3. step bf16_cublaslt_dgelu_epilogue_bgradb: which half of that epilogue is slow. GELU' stays
 //      in the input-gradient GEMM (CUBLASLT_EPILOGUE_DGELU, no bias gradient); the bias gradient
 //      comes from the weight-gradient GEMM's CUBLASLT_EPILOGUE_BGRADB, a sum over the batch of
@@ -41,14 +41,13 @@
 //   4. step bf16_cublaslt_plain_gemms: no activation epilogues at all, as PyTorch's eager step
 //      runs: the forward GEMM with the bias epilogue, then gelu_bf16; a plain input-gradient GEMM,
 //      then dgelu_bias_columns (dGELU and the bias gradient in one pass);
-//   5. optimized bf16_cublaslt_gelu_epilogue_dgelu_kernel: the forward's GELU_AUX_BIAS (683-696
-//      TFLOP/s against 775 plain on the H100: its extra cost, ~45 µs a layer, is about what a
-//      separate GELU pass would cost, 4 bytes an element), and backward's plain input-gradient
-//      GEMM (773 TFLOP/s) followed by dgelu_bias_columns: the GEMM's output and the aux read
-//      once, dz written once, 6 bytes an element, ~70 µs a layer at the copy ceiling against the
-//      ~320 µs a layer that DGELU_BGRAD cost. The optimized side on the strength of that
-//      arithmetic; the run decides (it is the fastest of 2-5 only if the plain GEMM's speed
-//      holds next to the kernel).
+//   5. optimized bf16_cublaslt_gelu_epilogue_dgelu_kernel: the forward's GELU_AUX_BIAS (its
+//      extra cost over a plain GEMM is about what a separate GELU pass would cost, 4 bytes an
+//      element), and backward's plain input-gradient GEMM followed by dgelu_bias_columns: the
+//      GEMM's output and the aux read once, dz written once, 6 bytes an element, ~70 µs a layer
+//      at the copy ceiling, a fraction of what DGELU_BGRAD's slower GEMM cost. The optimized
+//      side on the strength of that arithmetic; the run decides (it is the fastest of 2-5 only
+//      if the plain GEMM's speed holds next to the kernel).
 // Same arithmetic on both sides (the BF16 rounding aside): same GEMMs, same loss, same update.
 // Cost model: model FLOPs, 6 batch width^2 layers (forward 2, backward 4 per weight, the usual
 // MFU convention; the skipped first-layer input gradient is 1/12 of it), against the BF16

@@ -12,14 +12,14 @@
 //   2. optimized: one ncclAllReduce per GPU in a group: NCCL splits the buffer into chunks and
 //      pipelines reduce-scatter then all-gather over all links at once, each GPU reducing its
 //      chunk as it arrives, on 32 blocks below 16 MiB and 64 from there up (ch04::bandwidth_ctas:
-//      NCCL's own choice left 4% of the busbw at 1 GiB on 2x H200; 64 blocks gain 1.5-3% from
-//      64 MiB up on 4x H100 and lose at 1-4 MiB), one communicator for each block count.
+//      NCCL's own choice left busbw unused at 1 GiB; 64 blocks gain from 64 MiB up and lose at
+//      1-4 MiB: nccl_ctas.hpp), one communicator for each block count.
 // Same inputs (shard i is GPU i's gradient), same result on every GPU, every GPU checked (see
 // multi_gpu.cuh). Declared: only bytes, 2(N-1)/N x 4n per GPU against the `p2p` ceiling, so
 // the report's GB/s is busbw and its % is of the peer link. The (N-1) x n additions are not
 // declared as flops: a collective is bound by its links, and a flop count beside the bytes would
-// have the report show a meaningless fraction of the FP32 peak instead (it showed "0.2 TFLOP/s
-// 0.3%" on 4x H100). Both variants also report a size sweep (4 KiB to 1 GiB) as metrics
+// have the report show a meaningless fraction of the FP32 peak instead (a fraction of a
+// percent). Both variants also report a size sweep (4 KiB to 1 GiB) as metrics
 // busbw_gbps_<size>: the README's table. Each point is a batch of calls back to back, as
 // nccl-tests and PyTorch users time them (ch04::busbw_sweep); the scored time is one call.
 // Messages of 1 MiB and less: ch04/allreduce_small.

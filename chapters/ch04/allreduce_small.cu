@@ -10,8 +10,8 @@
 // straight from its peers' memory through peer pointers (NVLink loads; no staging copies, no
 // NCCL), sums them and writes its own output. Each GPU then pulls (N-1) x n over its links instead
 // of 2(N-1)/N x n, so the one-shot loses once the message is large enough to be bandwidth-bound.
-// The message size is therefore the axis `kib` (KiB per message): 16 (the one-shot pays, 1.2-1.3x
-// in the busbw sweep on 4x H100), 256 (the size this example timed before it had the axis; the
+// The message size is therefore the axis `kib` (KiB per message): 16 (the one-shot pays, in the
+// busbw sweep), 256 (the size this example timed before it had the axis; the
 // one-shot was only just ahead there) and 1024 (where NCCL's ring was ahead); 4 and 64 for
 // --sweep. The busbw sweep (metrics, 4 KiB to 1 MiB, the same at every point) shows the curve in
 // between.
@@ -44,13 +44,13 @@
 //      times the ring's, so at N = 2 it moves exactly what the ring moves and only its single
 //      step differs. The thresholds are not a model but the largest sweep size at which the
 //      one-shot was ahead of NCCL on 32 blocks:
-//        - N >= 3: 256 KiB, from 4x H100 (2026-11-27; 256 KiB: 33.78 against 32.99 GB/s busbw;
-//          1 MiB: 74.57 against 94.18), so the crossover lies between 256 KiB and 1 MiB there, not
-//          measured finer, and N = 3 was never measured. The one-shot at 16 and 256 KiB, the
-//          baseline itself at 1024 KiB (an honest 1.00x there);
-//        - N = 2: the sweep's largest, 1 MiB, from 2x H200 (2026-11-28): the one-shot led at
-//          every point, while the 4-GPU threshold had this side call NCCL at 1 MiB and score
-//          about 1.00x beside the faster one-shot step (the README's table).
+//        - N >= 3: 256 KiB, from a 4-GPU sweep (the README's figures): the one-shot led at
+//          256 KiB and lost at 1 MiB, so the crossover lies between them there, not measured
+//          finer, and N = 3 was never measured. The one-shot at 16 and 256 KiB, the baseline
+//          itself at 1024 KiB (an honest 1.00x there);
+//        - N = 2: the sweep's largest, 1 MiB, from a 2-GPU sweep: the one-shot led at every
+//          point, while the 4-GPU threshold had this side call NCCL at 1 MiB and score no
+//          speedup beside the faster one-shot step (the README's table).
 //      It is per machine (NCCL's latency depends on N and the topology): on another machine read
 //      the busbw metrics of one_shot_peer and ncclAllReduce and move it.
 // The kernel and its protocol are in one_shot.cuh (ch04_mpi runs the same kernel, one process per
@@ -75,8 +75,8 @@ namespace {
 constexpr int kMessages = 32;                      // all-reduces in one timed call
 constexpr int64_t kSweepBytes = int64_t{1} << 20;  // the sweep's largest message
 // size_dispatch's threshold: the one-shot up to here, NCCL above. Measured, not derived: the
-// largest sweep size at which the one-shot led, on 2x H200 (2026-11-28) and 4x H100 (2026-11-27);
-// per machine and GPU count (top of file).
+// largest sweep size at which the one-shot led, on 2 and on 4 GPUs (the README); per machine and
+// GPU count (top of file).
 int64_t one_shot_max_bytes(size_t gpus) { return gpus == 2 ? kSweepBytes : int64_t{256} << 10; }
 static_assert(ch04::one_shot::kMaxGpus == ch04::kMaxGpus, "a one-shot kernel for every GPU count");
 

@@ -171,9 +171,8 @@ class Bf16AllReduce {
   ch04::Communicators comms_;
   ch04::PerGpu<unsigned short> packed_;  // BF16 bits on every GPU, GPU 0 included
 };
-// Two pieces. Measured on 2x H200 (2026-11-24; 1, 2, 4, 8, 16 pieces): 2.446, 2.377, 2.472, 2.638,
-// 2.841 ms. A piece's all-reduce costs more as pieces shrink (all-reduces alone 1649, 1714, 1789,
-// 1902, 2077 us), and the stages hide each other only in part: they share the SMs and HBM.
+// Two pieces, the fastest of 1, 2, 4, 8 and 16 (README): a piece's all-reduce costs more as
+// pieces shrink, and the stages hide each other only in part: they share the SMs and HBM.
 constexpr int kPipelineChunks = 2;
 
 void reference(const Gradients& w, bench::HostData& h) { w.io.expect_sum(h, "sum"); }

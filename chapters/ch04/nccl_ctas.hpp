@@ -17,12 +17,12 @@ struct CtaRange {
   int max = 0;
 };
 // For an all-reduce that has the GPUs to itself and is bound by the links: 32 blocks. NCCL's own
-// choice on 2x H200 (NVLink, NVLS off) is 24 channels, 330 GB/s busbw at 1 GiB; 32 gave
-// 343.5 GB/s (the NCCL_MIN_NCHANNELS sweep in this chapter's README).
+// choice on 2x H200 (NVLink, NVLS off) is 24 channels; 32 gave more busbw at 1 GiB (the
+// NCCL_MIN_NCHANNELS sweep in this chapter's README).
 inline constexpr CtaRange kBandwidthCtas{.min = 32, .max = 32};
-// From 16 MiB a message up, 64 blocks. On 4x H100 (NV18 between every pair) 64 blocks gave 1.5-3%
+// From 16 MiB a message up, 64 blocks. On 4 GPUs with NV18 between every pair, 64 blocks gave
 // more busbw than 32 from 64 MiB to 1 GiB, in one process and under MPI, were level at 16 MiB, and
-// gave 3-6% less at 1 and 4 MiB: a wider ring splits a small message into shares too small to pay
+// gave less at 1 and 4 MiB: a wider ring splits a small message into shares too small to pay
 // for each block's handshakes (the sweep in this chapter's README). A communicator's block count
 // is fixed when it is created, so a program that sends both sizes holds one communicator of each
 // and picks per call; PyTorch users get one count for every size (NCCL_MIN/MAX_CTAS).

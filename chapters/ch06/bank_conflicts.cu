@@ -16,20 +16,20 @@
 //      LDS.128 in the kernel with Q's 32). A 128-bit shared load is served a quarter-warp at a
 //      time: lanes j..j+7 read 16 bytes each from rows 32 words apart, all in the same 4 banks,
 //      8 wavefronts per quarter-warp where 1 would do: 32 per instruction instead of 4, 28 extra.
-//      Per block: 8 warps x 8 loads x 28 = 1,792 conflicts. Measured on an H100 (ncu,
-//      `./bench profile ch06/bank_conflicts/baseline`):
-//      l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld = 118.9 million, ~1,814 per block;
+//      Per block: 8 warps x 8 loads x 28 = 1,792 conflicts, about what ncu counts
+//      (l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld,
+//      `./bench profile ch06/bank_conflicts/baseline`; README);
 //   2. optimized: `k_tile[32][33]`. One word of padding per row moves row j's words to banks
 //      j, j+1, ..., so a column touches 32 different banks. The rows are no longer 16-byte
 //      aligned, so the K reads stay 32-bit LDS (32 per lane), each one wavefront; Q's broadcast
 //      reads remain LDS.128 (Q's tile, read only by broadcast, keeps its aligned, unpadded rows).
-//      Measured: 0.96 million conflicts (~15 per block), near zero.
+//      Measured (ncu): near zero conflicts.
 // Shared-load wavefronts (ncu l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld), per block:
 // baseline ~2,582, padded ~783, 3.3x fewer; in both, wavefronts minus conflicts is 768 per block.
 // At one wavefront per SM clock, the baseline's ~2,582 clocks per block allow roughly 1.2 TB/s of
-// counted traffic on an H100 near 2 GHz (measured 1.15 TB/s: shared-memory bound); the padded
-// kernel's ~783 would allow ~4 TB/s, more than HBM delivers: it is memory-bound (2.66 TB/s,
-// 87% of copy; 2.32x). Achieved occupancy is the same on both sides (72.4% vs 71.4%). The
+// counted traffic on an H100 near 2 GHz, about what it measures: shared-memory bound; the padded
+// kernel's ~783 would allow ~4 TB/s, more than HBM delivers: it is memory-bound. Achieved
+// occupancy is the same on both sides (README), so the gain is the conflicts. The
 // arithmetic, its order and the results are identical (bitwise); only where each K element sits
 // in shared memory moves. (ch07/transpose pads a tile that is read once; here each word is read
 // 32 times, so the conflicts cost far more than the global traffic.)

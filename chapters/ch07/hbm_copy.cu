@@ -6,16 +6,14 @@
 //   2. step "hints_2_in_flight": 16-byte accesses with streaming cache hints (LDG.E.NA.128 /
 //      STG.E.EF.128: no L1 allocation for loads, evict-first stores) and 2 independent 16-byte
 //      loads issued before the first store, one block per 2 x 256 float4: the textbook "tuned"
-//      copy. It was this example's optimized rung until the H200 measured it 8% under memcpy;
+//      copy. It was this example's optimized rung until the H200 measured it under memcpy;
 //   3. optimized "plain_float4": one float4 per thread, plain loads and stores (LDG.E.128 /
 //      STG.E.128), 256-thread blocks. The 16-byte access is the whole win; on the H200 the
-//      hints and the unrolling each cost time (one sweep, same buffers: plain 498 us, hints
-//      512 us, plain with 2 or 4 in flight 515 us, hints with 2 or 4 in flight 545 us, memcpy
-//      501 us), and on the H100 neither gained (README);
+//      hints and the unrolling each cost time, and on the H100 neither gained (README's sweep);
 //   4. vendor "memcpy": cudaMemcpyAsync device-to-device on the same buffers (target: the
 //      optimized copy at >= 95% of its bandwidth).
 // Also measured on the H100 and kept out: a persistent grid sized to the SMs (2, 4, 8 or 16
-// blocks per SM striding over the buffer) ran at 2.85 TB/s, ~6% under one block per chunk.
+// blocks per SM striding over the buffer) ran slower than one block per chunk (README).
 // The last n % 4 elements are copied by scalar accesses. All rungs copy every element exactly
 // once: same bytes, same result.
 //

@@ -6,12 +6,12 @@
 // ~600-800 ns loaded DRAM latency) that is 3.0e12 B/s x ~700e-9 s ~= 2.1 MB across the GPU, so
 // ~16 KB per SM (2.1 MB / 132 SMs), and more as queues fill under load.
 //   - baseline: one 4-byte load in flight per thread; at full occupancy (2048 threads) that is
-//     8 KB per SM, half that estimate. Measured on the H100 it is not half the bandwidth but 75%
-//     of the read ceiling (2.33 TB/s): by Little's law the mean latency at that load was
-//     8 KB x 132 / 2.33 TB/s ~= 465 ns, shorter than the 600-800 ns assumed above, so the
-//     estimate overstates the bytes needed; 8 KB per SM still leaves a quarter of HBM idle;
+//     8 KB per SM, half that estimate. Measured, it gets well over half the bandwidth (README):
+//     by Little's law the mean latency at that load is shorter than the 600-800 ns assumed
+//     above, so the estimate overstates the bytes needed; 8 KB per SM still leaves HBM idle
+//     part of the time;
 //   - optimized: 4 float4 loads in flight per thread = 64 B; 256-thread blocks, 8 per SM:
-//     128 KB per SM, ~8x the estimate; measured 101.6% of the read ceiling (3.14 TB/s).
+//     128 KB per SM, ~8x the estimate: enough for the whole read ceiling.
 //
 // The work: the sum of each row of a rows x cols FP32 matrix (16384 x 16384, 1 GiB, read once;
 // a reduction, so no stores to overlap with: the loads alone set the pace). One 256-thread
@@ -28,9 +28,9 @@
 // ch07/copy_vectorized and ch07/hbm_copy teach the 16-byte access itself (fewer instructions
 // per byte); ch08/loop_unrolling the in-order issue that serialises a rolled loop. Here the
 // figure to watch is bytes in flight. Target: >= 90% of the HBM read ceiling (a read-only
-// stream runs a little faster than a copy, which turns the bus around for its writes: on the
-// H100 this kernel measured 103% of the copy ceiling, so it is held to the read ceiling; the
-// bytes declared are the matrix read once and the row sums written once).
+// stream runs a little faster than a copy, which turns the bus around for its writes: this
+// kernel measured past the copy ceiling, so it is held to the read ceiling; the bytes declared
+// are the matrix read once and the row sums written once).
 //
 //   ./bench compare --chapter ch08 --example hbm_streaming
 #include <bench/bench.hpp>

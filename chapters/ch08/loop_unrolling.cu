@@ -9,8 +9,8 @@
 // accumulator) the FMA of iteration k needs A[k][r], so the warp stalls on that load (hundreds
 // of ns from HBM) before it reaches iteration k+1's load: one load in flight per thread, and
 // 2048 resident threads x 4 bytes = 8 KB per SM, short of what HBM needs to stream (see
-// hbm_streaming for the Little's-law arithmetic): measured on the H100, 75% of the read
-// ceiling rolled, 100% unrolled. The arithmetic is not the limit: 2 flops per 4 bytes.
+// hbm_streaming for the Little's-law arithmetic): rolled, it leaves part of the read ceiling
+// unused; unrolled, it reaches it (README). The arithmetic is not the limit: 2 flops per 4 bytes.
 //
 // What changes from baseline to optimized:
 //   1. baseline: `for k: acc = fma(A[k][r], x[k], acc)` kept rolled (#pragma unroll 1: the loop

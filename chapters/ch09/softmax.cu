@@ -89,7 +89,7 @@ struct LongRows : Softmax {
 };
 // Short rows at 262144, not 65536: with 128 MiB each way up to a fifth of the written matrix
 // (the 50 MB L2) was still dirty in L2 when the timer stopped, and the kernel "beat" the copy
-// ceiling (102.3% on the H100); at 512 MiB each way that tail is within the copy's own.
+// ceiling (README); at 512 MiB each way that tail is within the copy's own.
 struct ShortRows : Softmax {
   explicit ShortRows(bench::Setup& s) : Softmax(s, 262144, 1024, 999, 1016) {}
 };

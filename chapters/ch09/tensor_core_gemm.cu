@@ -107,7 +107,7 @@ BENCH_EXAMPLE(ch09, tensor_core_gemm, Gemm)
     .string_axis("shape", {"4096", "8192", "ragged"})
     // At 8192^3 the wgmma and cuBLASLt rungs hold the board at its power limit: timed sustained
     // (after a 1 s soak), as the tensor-core ceilings are, so the speedup does not depend on the
-    // clock the limiter happened to allow (cold runs gave 24.2x and 28.1x on one H200).
+    // clock the limiter happened to allow (cold runs on one board disagreed: README).
     .mode_where([](const bench::Point& p) { return p.string_axis("shape") == "8192"; }, bench::Mode::sustained)
     .baseline("simt_micro_tile", launch_simt)
     .step("wmma", launch_wmma)

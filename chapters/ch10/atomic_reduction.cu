@@ -18,10 +18,10 @@
 //
 // The size is the lesson, and the axis `mib`: by default 2^22 floats (16 MiB, 256 blocks, cold:
 // read from HBM). The stream takes ~6-8 us, so the few microseconds the second kernel costs are a
-// real share. At 1 GiB (--sweep) the same microseconds are ~1.6% of ~340 us: both sides read at
-// the HBM ceiling and the pair is NO_SPEEDUP on the H100, and slower on the H200, because each
-// block's ticket holds its SM slot while the HBM stream needs every slot (ncu: README). A two-pass
-// reduction of a big array is already as fast as HBM: the sweep's crossover shows where.
+// real share. At 1 GiB (--sweep) the same microseconds are ~1.6% of the stream: both sides read at
+// the HBM ceiling and the pair gains nothing, or loses, because each block's ticket holds its SM
+// slot while the HBM stream needs every slot (ncu: README). A two-pass reduction of a big array
+// is already as fast as HBM: the sweep's crossover shows where.
 //
 // What changes from baseline to optimized:
 //   1. baseline `two_pass`: chunk_partials<<<chunks, 256>>> then sum_partials<<<1, 1024>>>;

@@ -37,10 +37,9 @@
 // k-blocks x 32 KiB x 1,024 tiles), the optimized one a quarter lighter; a gain up to ~1.3x if
 // L2 alone limits, less where the coupling or the tensor pipe takes over.
 //
-// Measured (bench compare, 2026-11-24, 04a7022, rerun against the entries just written): H100
-// 259.1 -> 220.4 us (1.18x), H200 202.2 -> 195.7 us (1.03x, 702 TFLOP/s). The H200 gains less:
-// its L2 delivers ~15% more, so its baseline waits less on it (ncu: README). persistent_gemm's
-// 128 x 256 tile is faster still (~171 us): multicast is for when the tile cannot grow.
+// Measured (README): the H200 gains less than the H100 because its L2 delivers more, so its
+// baseline waits less on it (ncu). persistent_gemm's 128 x 256 tile is faster still: multicast
+// is for when the tile cannot grow.
 //
 // Verification: m = 2816, n = 1792, k = 320 (D^T 1792 x 2816: 7 x 22 = 154 pairs over 66
 // clusters, more than one wave and not a multiple of one; 5 k-blocks), against the CPU

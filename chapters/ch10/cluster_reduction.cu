@@ -24,9 +24,8 @@
 //
 // The size, as atomic_reduction's (global_sum.cuh), is the axis `mib`: by default 16 MiB (2^22
 // floats, 256 blocks = 32 clusters, cold: read from HBM), where the saved second kernel is a real
-// share. --sweep goes to 1 GiB (2,048 clusters), where both sides read at the HBM ceiling (H100:
-// 99.6%, 1.02x, NO_SPEEDUP, resident_clusters 124; H200 0.98x: README): at that size the
-// mechanism is worth ~1.6% at best, the far side of the crossover.
+// share. --sweep goes to 1 GiB (2,048 clusters), where both sides read at the HBM ceiling
+// (README): at that size the mechanism is worth ~1.6% at best, the far side of the crossover.
 //
 // What changes from baseline to optimized:
 //   1. baseline `two_pass`: chunk_partials<<<chunks, 256>>> then sum_partials<<<1, 1024>>>;

@@ -22,7 +22,7 @@
 // cp.async (LDGSTS) copies global -> shared without passing through registers, so the loads in
 // flight cost no registers: 64 accumulators a thread stay put.
 //
-// Expected (H100, not measured yet): the baseline latency-bound, roughly 150-250 TFLOP/s; the
+// Expected (H100; measured: README): the baseline latency-bound, roughly 150-250 TFLOP/s; the
 // ring bound by shared-memory bandwidth (per k-block a CTA reads 48 KiB with ldmatrix and writes
 // 16 KiB: ~512 cycles of the 128 B/cycle port against ~256 cycles of tensor math at the dense
 // rate, so at most ~535 TFLOP/s at 1.98 GHz), by mma.sync's rate on Hopper and possibly by L2

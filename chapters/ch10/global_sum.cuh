@@ -6,12 +6,13 @@
 // The timing size is the axis `mib` (kSumMib; an odd 1,000,003 floats when verifying). The default,
 // 16 MiB (2^22 floats, 256 chunks): the stream takes ~6 us, so what the two-pass form adds (a
 // second kernel behind a drained first one, its one-block run, the partials' round trip) is a real
-// share. With --sweep up to 1 GiB, where both sides read at the HBM ceiling and the difference is
-// ~1.6% on the H100 (on the H200 the single pass loses): the crossover (the chapter's README).
+// share. With --sweep up to 1 GiB, where both sides read at the HBM ceiling and the saved
+// microseconds are a percent or two at best (or the single pass loses): the crossover (the
+// chapter's README).
 //
 // Each block sums one 64 KB chunk (kChunk floats, 16 float4 per thread, 4 of them in flight:
 // ch08/hbm_streaming's recipe for reaching HBM's read rate; short-lived blocks, because a
-// persistent grid-stride grid ran ~6% slower on the H100 in ch07/hbm_copy). Only what happens to
+// persistent grid-stride grid ran slower in ch07/hbm_copy). Only what happens to
 // the block sums (256 or 16,384 of them) differs between the variants.
 //
 // Accuracy (the tolerance both examples use): the inputs are uniform in [0, 1), so every partial

@@ -38,7 +38,7 @@
 //      2 buffers per consumer (32 KiB) keep the 4-stage ring: kernels/tma_store_epilogue.cuh
 //      says why.
 //   step "persistent_multicast", clusters of 2 of that CTA (multicast_producer.cuh), registered
-//   after the optimized rung because it measures the same (H200 4096^3: 174.1 against 172.5 us):
+//   after the optimized rung because it measures the same (README):
 //   5. the CTAs of a cluster take stacked tiles (a 256 x 256 pair) that need the same Y block;
 //      each loads its own X and multicasts half of Y to both: 32 KiB of L2 reads per 48 KiB stage
 //      instead of 48 (at ~700 TFLOP/s the ring moves ~8 TB/s from L2 across 132 SMs: a likely
@@ -60,14 +60,9 @@
 // Vendor "cublaslt": cuBLASLt BF16 on the same buffers, its heuristic's fastest, same run.
 // Not done here: ping-pong consumers (the tensor cores still idle while both consumers write the
 // staging).
-// Measured (H200, bench compare, 2026-11-23, 2903d31): 4096^3 baseline 192.7 us, persistent
-// 189.2 us, persistent_tma_store 170.1 us, cuBLASLt 171.5 us (ours 1.01x the vendor's),
-// multicast 285.8 us; 8192^3 1.688 / 1.706 / 1.589 ms, cuBLASLt 1.579 ms (0.99x), multicast
-// 2.271 ms. At 8192^3 timed sustained, as ch09. H100 (56aac1a): 195.8 / 190.4 / 171.2 us,
-// cuBLASLt 173.0 us, multicast 352.3 us; 8192^3 1.641 / 1.644 / 1.519 ms, cuBLASLt 1.513 ms,
-// multicast 2.819 ms. Those multicast times are from before the barrier-scope fix; after it
-// (a5fabab + fix): H200 174.1 us / 1.620 ms, H100 169.5 us / 1.552 ms, the optimized rung's
-// time: at this tile L2 -> shared bandwidth does not limit (README).
+// Measured: the README's tables. Multicast (after its barrier-scope fix) runs at the optimized
+// rung's time: at this tile L2 -> shared bandwidth does not limit. At 8192^3 timed sustained,
+// as ch09.
 // Verification: relative L2 <= 1e-2 (ch09's GEMM bound: BF16 output, FP32 sums in another order)
 // against a double CPU reference at 2816 x 1792 x 320: 11 x 14 = 154 tiles (77 pairs), more
 // than the persistent grid and not a multiple of it (on 132 SMs 22 CTAs run 2 tiles, and 11 of

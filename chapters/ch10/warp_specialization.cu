@@ -35,7 +35,7 @@
 //      without this step the loader would cost the math warps registers. Here the 64 x 256
 //      accumulator (128 registers) fits in 168, so it buys headroom, not time; it is what lets
 //      a consumer grow its tile (persistent_gemm's rungs).
-// Expected (H100, not measured): both near ch09's wgmma rung (198 us, 694 TFLOP/s at 4096^3);
+// Expected (H100; measured: README): both near ch09's wgmma rung at 4096^3;
 // the decoupling is worth a few percent at most in a one-tile-per-CTA kernel, 1.00-1.08x. If it
 // scores NO_SPEEDUP, that is the measurement: the producer pays in persistent kernels, where it
 // runs ahead into the next tile while the consumers store this one.

@@ -13,8 +13,8 @@
 // The baseline allocates the way a framework does, from a caching pool (kernels::KeepAllPool,
 // stream-ordered, memory kept across generations): the lesson is the copy, not the driver. With
 // cudaMalloc/cudaFree per token instead (the first version of this file), cudaFree's wait for
-// the device and the driver's mapping added 110-190 us per token and 13-19% noise per sample on
-// the H100; ch13/caching_allocator is the lesson about that.
+// the device and the driver's mapping added time per token and noise per sample that buried the
+// copy (README); ch13/caching_allocator is the lesson about that.
 //
 // What changes from baseline to optimized:
 //   1. baseline: per token, cudaMallocFromPoolAsync(rows x (t+1) x head_dim), cudaMemcpy2DAsync

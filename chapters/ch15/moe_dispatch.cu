@@ -34,7 +34,7 @@
 //      kernels.
 //   5. step "row_tma_gather": cluster_permute with A's rows gathered by TMA, one box of one row
 //      each (2c below), issued by one producer warp, instead of 128 threads of cp.async. Measured
-//      3.6-3.7x SLOWER in the GEMM than the cp.async gather on the H100 (README): kept as the step
+//      several times SLOWER in the GEMM than the cp.async gather (README): kept as the step
 //      that shows why a Hopper grouped GEMM gathers its rows with cp.async, not with TMA.
 //   6. step "epilogue_combine": cluster_permute with the combine in the GEMM's epilogue (2d
 //      below): each routed row's sums, rounded to BF16 and weighted, reduced into an FP32 copy of
@@ -477,9 +477,9 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 // past the expert's end ask for row `tokens` of x, past its end: TMA fills zeros and still counts
 // the box's bytes. The writes are the async proxy's, as TMA's always are: the consumers are
 // ws_gemm's own, with no proxy fence.
-// What the H100 measured (README): the GEMM took 1571 us against the cp.async gather's 439.5
-// (uniform routing): 1713 items x 32 k-blocks over 132 CTAs is 3.8 us per k-block per SM
-// against 1.06, so up to ~29 ns for each of a stage's 130 copies if they go one after another.
+// What was measured (README): the GEMM took several times the cp.async gather's time; spread
+// over 1713 items x 32 k-blocks on 132 CTAs, that is tens of ns for each of a stage's 130 copies
+// if they go one after another.
 // Two costs serialise them: a TMA copy takes its map and coordinates in uniform registers
 // (UTMALDG [URa], [URb]), so a load_2d whose 32 lanes hold 32 different tokens becomes a loop of
 // 32 single-lane issues that ptxas builds around it; and one SM's TMA unit takes the requests in
@@ -928,8 +928,8 @@ BENCH_EXAMPLE(ch15, moe_dispatch, Dispatch)
     .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather>>(bench::Role::optimized,
                                                                              "cluster_permute",
                                                                              {.arch_specific = 90})
-    // Measured 3.2-3.4x slower than cluster_permute on the H100 (its GEMM: one TMA copy per row,
-    // issued in turn; README): a step, kept for that lesson.
+    // Measured several times slower than cluster_permute (its GEMM: one TMA copy per row, issued
+    // in turn; README): a step, kept for that lesson.
     .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::tma_row_gather>>(bench::Role::step,
                                                                             "row_tma_gather",
                                                                             {.arch_specific = 90})

@@ -63,9 +63,9 @@
 //      passed right after P V of tile t - 1 is issued, before the warpgroup waits for it
 //      (fw::Schedule::overlap_early_turn), so the other consumer queues its P V behind it instead
 //      of the tensor cores draining through that wait; S of tile t + 1 is issued outside the
-//      turn. The same launches as wgmma_overlap (compare with it). A step: 13-21% faster than
+//      turn. The same launches as wgmma_overlap (compare with it). A step: faster than
 //      wgmma_overlap, level with the persistent rung at non-causal d128, behind ping-pong
-//      elsewhere (README, the 4x H100 lease).
+//      elsewhere (README).
 //   9. step "wgmma_chained" (causal d128; issue 46; not yet run on a GPU): the ping-pong kernel
 //      persistent for causal blocks (kernels/flash_attention_wgmma_chain.cuh). A host plan deals
 //      the causal launch order to one CTA an SM as a plain grid's hardware would (longest first
@@ -604,9 +604,8 @@ BENCH_EXAMPLE(ch16, flash_attention, AnyAttention)
     .stateful<Dispatched<Pingpong192, A64, A64Causal>>(bench::Role::optimized, "wgmma_pingpong_192",
                                                         {.arch_specific = 90})
     .variant_where(d64)
-    // A step: in same-run compares (README) it is 2-3% ahead of wgmma_pingpong at b4 s4096 causal
-    // (an H100 and an H200, 2026-11-28) but level or 1% behind at b1 s8192 causal, so it does not
-    // yet win at every causal d128 point.
+    // A step: in same-run compares (README) it is ahead of wgmma_pingpong at b4 s4096 causal but
+    // level or behind at b1 s8192 causal, so it does not yet win at every causal d128 point.
     .stateful<Dispatched<Chained, A128Causal>>(bench::Role::step, "wgmma_chained", {.arch_specific = 90})
     .variant_where(causal_d128)
     .stateful<OnEveryShape<Overlap>>(bench::Role::step, "wgmma_overlap", {.arch_specific = 90})

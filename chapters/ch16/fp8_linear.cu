@@ -5,8 +5,8 @@
 // prefill chunk through an 8192-wide projection (the attention output projection of a 70B-class
 // model; its MLP projections are wider still), 1.1 TFLOP per call and 1365 flop per BF16 byte:
 // compute-bound, so the tensor cores' rate sets the time. Hopper's FP8 tensor cores run twice
-// the BF16 rate (H100 dense peak ~1979 vs ~989 TFLOP/s; cuBLASLt reaches ~1.26 and ~0.69
-// PFLOP/s at 8192³), so FP8 operands can nearly halve the GEMM. The price is the quantisation:
+// the BF16 rate (H100 dense peak ~1979 vs ~989 TFLOP/s; what cuBLASLt reaches of each: the
+// README's ceilings), so FP8 operands can nearly halve the GEMM. The price is the quantisation:
 // weights are quantised once when the model is loaded, but each call's activations are new and
 // must be measured and cast before the GEMM can read them.
 //

@@ -5,7 +5,7 @@
 // Causal query blocks are unequal: at s4096 with 128-row blocks the last walks 32 key tiles and
 // the first one. SMs take CTAs roughly in blockIdx order as they free up, so what is launched
 // last decides the tail.
-//   - Head by head, longest first (the kernels' order until 2026-11-24): the grid ends with the
+//   - Head by head, longest first (the kernels' earlier order): the grid ends with the
 //     last heads' blocks, and the last head's longest block starts close to the end and runs on
 //     alone. A model of 132 SMs taking blocks in launch order puts the end 3.2-3.4% past an even
 //     split at b4 h32 s4096 and 5.6-5.8% at b1 h32 s8192 (tests/unit/launch_order_test.cpp).

@@ -259,7 +259,7 @@ void reference(const PagedDecode& w, bench::HostData& h) {
 // table, into a packed [sequence][head][position][128] cache (paged_reference_gather.cuh: each
 // 16-byte piece on its own, the CPU reference's index arithmetic), then the plain GPU reference
 // attention a sequence at a time on its [head][position][128] block. The driver's 2D copy of each
-// page it replaces was ~130,000 calls a check at batch 64 (0.3-0.6 s on an H200). The packed
+// page it replaces was ~130,000 calls a check at batch 64 (README). The packed
 // scratch is as large as the pools, allocated per check: 8.0 GB at batch 32, 17.0 GB at batch 64
 // (K and V together), beside the pools' 17.0 GB and, while gather_then_attend is checked, its own
 // 17.0 GB packed cache: 51 GB at most on an 80 GB H100.

@@ -6,8 +6,8 @@
 //
 // Why a kernel: the reference used to copy each page with the driver (one cudaMemcpy2DAsync per
 // page, sequence and tensor: a row of 16 positions per head), about 130,000 driver calls a check
-// at batch 64, ~0.3-0.6 s on an H200, so that only 2-3 of 20 timed samples could be checked
-// within the harness's budget (docs/validity.md, row 2). tests/gpu/paged_reference_gather_test.cu
+// at batch 64 (README), so that only 2-3 of 20 timed samples could be checked within the
+// harness's budget (docs/validity.md, row 2). tests/gpu/paged_reference_gather_test.cu
 // holds this kernel's output to that copy loop's, bit for bit.
 //
 // Layouts (BF16, rows of kernels::kRefHeadDim = 128 values):

@@ -26,9 +26,8 @@
 //   3. optimized "skip_masked_wgmma" (sm_90a): the same walk of the kept blocks on ch16's Hopper
 //      kernel (kernels/flash_attention_wgmma.cuh: a TMA producer warpgroup, two wgmma consumer
 //      warpgroups in ping-pong), whose 128-key tiles are exactly the mask's blocks: the CSR row is
-//      its Walk. Measured (2026-11-23): 541.9 / 540.6 us on the H100 / H200, 507 TFLOP/s on the
-//      kept blocks against skip_masked's 236-239 and compiled FlexAttention's 364-373 (1.36-1.39x
-//      faster than it, same lease).
+//      its Walk. Measured (README): near ch16's dense rate on the kept blocks, and faster than
+//      compiled FlexAttention on the same mask.
 // Flops: only what the pattern needs, 4 x 128 per kept score (q.k and p v), for every variant,
 // against the BF16 tensor ceiling; the baseline's reported TFLOP/s is thus its useful rate.
 // Metric "density": kept blocks / all blocks. Expected: the step ~1 / density (4x), a little less

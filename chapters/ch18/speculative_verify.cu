@@ -19,9 +19,8 @@
 //      lane loads its 16 bytes of a key's K and V once and uses them for all 8 queries (8 dot
 //      products, 8 online-softmax updates), masking key j for query i when j >= 4097 + i. One read
 //      of the cache, but ~4 instructions per byte and 175 registers (one CTA of 8 warps per SM,
-//      the next step's loads issued before this step's math): measured (2026-11-23) 716 / 721 us
-//      on H100 / H200, 48% / 32% of the read ceiling, not memory-bound (3.93x / 2.66x over the
-//      baseline; PyTorch SDPA with the draft mask takes 378-416 us);
+//      the next step's loads issued before this step's math): measured well under the read
+//      ceiling, not memory-bound, and slower than PyTorch SDPA with the draft mask (README);
 //   3. optimized "mma_pass": the same single read on the tensor cores (verify_mma.cuh): per 16
 //      keys S^T = K Q^T and O^T += V^T P^T are 8 + 8 mma.sync m16n8k16 with N = the 8 queries,
 //      P handed between them in registers by movmatrix.trans; K and V stream through a 3-stage
@@ -31,9 +30,8 @@
 // Scores, statistics and accumulators are FP32 on every rung; mma_pass alone rounds P to BF16 for
 // its second product (as FlashAttention does), which the tolerance below covers.
 // Expected: mma_pass near the read ceiling (~85-95%: ~360-400 us on the H100, ~240-270 us on the
-// H200), 1.8-2.6x over one_pass and 7-8x over the baseline. Measured (bench compare, 2026-11-23):
-// 354.2 us on the H100 (96.5% of the read ceiling, 7.94x, rerun PASS at 95bfffc), 244.9 us on the
-// H200 (93.3%, 7.85x); 1.18x / 1.54x faster than SDPA with the draft mask in the same lease.
+// H200), 1.8-2.6x over one_pass and 7-8x over the baseline. Measured, the estimate held, and
+// mma_pass is faster than SDPA with the draft mask (README).
 // sm_90a, 128 registers, no spills; the fragment indexing
 // (ldmatrix, ldmatrix.trans, movmatrix, mma) also checked by a CPU emulation of the layouts.
 // Metric "tokens_per_s": batch x k / the median of the variant's own event-timed launches (the

@@ -26,11 +26,11 @@
 //      a key, not 16 of each), the online softmax runs once a key on each lane, not 4 times, and
 //      o is rescaled only when a running max grew; and each warp's rows are prefetched into L2 a
 //      few steps ahead, since half-size loads hold half the bytes in flight (query_scatter_pass).
-//   4. optimized "fp8_tensor_core" (measured 0.51x the baseline's time on the H100, against
-//      fp8_query_scatter's 0.76x: README): q.k and p.v as mma.sync m16n8k16 on FP16 operands, 16 keys a warp at a
-//      time: the E4M3 codes widened two at a time by cvt.rn.f16x2.e4m3x2 straight into the
-//      fragments, both dequant scales applied after the products (kv_tensor_core.cuh). ~14 PTX
-//      instructions a key for a warp (not counting moves), against ~87-93 on the rungs above.
+//   4. optimized "fp8_tensor_core" (the fastest rung measured, README): q.k and p.v as
+//      mma.sync m16n8k16 on FP16 operands, 16 keys a warp at a time: the E4M3 codes widened two
+//      at a time by cvt.rn.f16x2.e4m3x2 straight into the fragments, both dequant scales
+//      applied after the products (kv_tensor_core.cuh). ~14 PTX instructions a key for a warp
+//      (not counting moves), against ~87-93 on the rungs above.
 // Bytes counted: the smallest form of the work, the FP8 cache (1 byte a value) plus q, the output
 // and the scales; held to the HBM read ceiling. The baseline moves twice the cache bytes, so its
 // percent of ceiling reads half of its real bandwidth. Target: optimized <= 0.55x the baseline.

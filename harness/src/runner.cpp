@@ -88,8 +88,9 @@ constexpr double kProbeFloorSeconds = 5e-6;   // under this a repeat is launch-b
 // last one if sampling stops before it). Where the example has a device reference, most others
 // are checked on the device (below). Without one, others at random (rate min(1, 8 / sample
 // number)) while checking has cost no more than a quarter of the sampling time (at least
-// 0.05 s): a check is then the CPU reference at the timing size, 0.5-2.6 s at 1 GiB on an H100,
-// so such cases get little more than the secret check. A smoke run takes no extra random ones.
+// 0.05 s): a check is then the CPU reference at the timing size, seconds at 1 GiB
+// (docs/validity.md), so such cases get little more than the secret check. A smoke run takes no
+// extra random ones.
 constexpr double kRandomChecks = 8;
 constexpr double kCheckBudgetShare = 0.25;
 constexpr double kCheckBudgetFloorSeconds = 0.05;
@@ -482,8 +483,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     }
     // A hot batch spans ~1 ms. A sustained one spans kSustainedBatchSeconds: the untimed refill,
     // poison and output check before each batch (row 18) leave the GPU a few hundred us at low
-    // power, and over a 1.5 ms batch that let the clock recover by up to 14% (H100, 8192^3
-    // BF16); over 20 ms they are about the gap the host's own sync left before.
+    // power, and over a 1.5 ms batch that let the clock recover (docs/architecture.md, sustained
+    // mode); over 20 ms they are about the gap the host's own sync left before.
     const double batch_seconds = r.mode == Mode::sustained ? kSustainedBatchSeconds : 1e-3;
     launch_seconds = std::max(events, 1e-9) / launches;
     r.batch = std::clamp(static_cast<int>(std::ceil(batch_seconds / launch_seconds)), 1, 1000);
@@ -570,7 +571,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
   // sample's outputs are copied into a held slot right after it, and the device reference runs
   // on them after the last sample (phase deferred_checks). Run between batches, the checks (up
   // to twice the sampling time) let the board cool, and a sustained figure came out near the
-  // boost clock (ch16's flash attention, 15-22% over the soak's end on a 4x H100). The slots are
+  // boost clock (ch16's flash attention: docs/architecture.md, sustained mode). The slots are
   // allocated here, before the samples phase, for every check the sampling can ask for up to its
   // timeout, under the one cap on held copies (a quarter of the free memory). The check is an
   // optional so that they go back once every check has run, before the calls traced after.
@@ -818,7 +819,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
 
   // VALIDITY row 11: drop samples taken while the SM clock was throttled. Sustained mode times
   // the power limiter's steady state on purpose, and its clock wanders by more than the rule's
-  // 10% (H200, ch09's FP8 rung: 768 of 2275 samples under it), so there the rule would keep the
+  // 10% (docs/architecture.md, throttle rule), so there the rule would keep the
   // samples the limiter happened to let run faster: every sample is kept (a tolerance of 1
   // drops only clocks under 0 MHz) and the clocks are still reported.
   std::vector<double> mhz;

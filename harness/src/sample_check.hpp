@@ -51,9 +51,8 @@ int held_slots_cap(std::size_t held_bytes, std::size_t free_bytes);
 // chance of a check and escape_5pct 1.0 (docs/validity.md row 2 has the measured counts). With
 // 15 s a case, the checks the 93-check rule asks for fit wherever one check costs up to
 // 15 s / (93 (1 + ln(n / 93))) for n >= 93 samples; past that escape_5pct says what is left
-// unchecked. 10 s was a few checks short for ch01's training_step (126 samples ask for 121
-// checks of 85 ms on an H200, 10.3 s: escape_5pct 1.0 on three of its four sustained rungs in one
-// run). The cost lands only on such cases, at most 15 s each.
+// unchecked. 10 s was a few checks short for ch01's training_step (docs/validity.md, row 2).
+// The cost lands only on such cases, at most 15 s each.
 inline constexpr double kCompareBudgetShare = 2.0;
 inline constexpr double kCompareBudgetFloorSeconds = 15.0;
 

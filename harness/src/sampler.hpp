@@ -33,7 +33,7 @@ class Sampler {
   // The timer floor is subtracted (see timer_floor()).
   Sample cold(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel);
   // What a cold sample of an empty kernel measures (median of many): the GPU's fixed cost of
-  // dispatching one kernel between two events, about 3 us on an H100. It is the same for every
+  // dispatching one kernel between two events (docs/architecture.md). It is the same for every
   // variant and says nothing about the kernel, so cold samples report time above it.
   double timer_floor(cudaStream_t stream);
   // `batch` back-to-back launches between two events, divided by `batch`; with batch >= 2 an

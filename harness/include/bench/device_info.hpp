@@ -71,7 +71,7 @@ const BuildInfo& build_info();
 // and not empty, else `configured` (taken when CMake configured the build). The environment wins
 // because the configured one goes stale when the tree changes under an existing build that does
 // not configure again: a device call that sends a newer tree to a warm machine recorded the first
-// call's commit (2026-11-28).
+// call's commit.
 std::string recorded_git_sha(const char* from_environment, const std::string& configured);
 
 }  // namespace bench

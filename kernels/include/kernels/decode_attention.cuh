@@ -284,8 +284,8 @@ __device__ __forceinline__ void attend_split(const Args& a, const Kv& kv, int64_
   // With several queries the next step's loads are issued before this step's math: with one CTA
   // per SM each warp must keep its own bytes in flight, and the loads' addresses (the policy's
   // bases and key count, which ptxas re-reads from the parameter bank each step, LDC then IMAD,
-  // rather than hold in registers) no longer delay them. Without it the 8-query kernel took 831
-  // against 726 us (H100, ch18's verify shape). With one query, 4 CTAs per SM already cover the
+  // rather than hold in registers) no longer delay them. Without it the 8-query kernel was slower
+  // at ch18's verify shape (ch18's README). With one query, 4 CTAs per SM already cover the
   // latency, and 32 more registers a thread would halve them.
   constexpr bool kPrefetch = kQueries > 1;
   const int64_t first = begin + warp * keys_per_warp_step(kQueries);

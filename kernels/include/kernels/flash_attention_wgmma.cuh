@@ -434,9 +434,9 @@ __device__ __forceinline__ void overlap_tiles(Smem<kD, kC>& sm, int cw, float (&
 // The block's tile t is the ring's tile ring0 + t (tiles before it: earlier blocks of a persistent
 // CTA), and its Q is the q_full barrier's phase q_phase; once its last S is done it releases Q.
 // The two are two loops, not a branch per tile: a wgmma inside a branch the compiler cannot prove
-// warpgroup-uniform is serialised (ptxas C7518, cmake/wgmma_guard.sh), which cost d64 1.55x on
-// the H100. In a 128-row block mine = tiles at compile time: a per-warpgroup count measured 3%
-// slower there (H100, d128, non-causal and causal alike), for nothing to skip.
+// warpgroup-uniform is serialised (ptxas C7518, cmake/wgmma_guard.sh), which slowed d64 badly
+// (docs/writing-an-example.md). In a 128-row block mine = tiles at compile time: a per-warpgroup
+// count measured slower there (ch16's README), for nothing to skip.
 template <int kD, int kC, Schedule kSchedule, class Walk>
 __device__ __forceinline__ void consume(Smem<kD, kC>& sm, int cw, int qb, const Walk& walk,
                                         int64_t seq, bf16* out, uint32_t ring0 = 0,
@@ -639,7 +639,7 @@ __device__ __forceinline__ void block(const CUtensorMap& map_q, const CUtensorMa
 // thread's arrival before the next write, or racecheck reports it: docs/writing-an-example.md).
 // A fixed stride suits blocks of equal length (non-causal): for a causal walk's unequal blocks
 // the hardware's dispatch of a plain grid balances better (ch16's model: a fixed stride ends
-// 7-15% past an even split; measured 9-12% slower on the H100).
+// 7-15% past an even split, and slower when measured: ch16's README).
 //   items: how many blocks; locate(i) gives block i as {head, qb, walk} (the launch order).
 template <int kD, int kConsumers, Schedule kSchedule, class Locate>
 __device__ __forceinline__ void persistent(const CUtensorMap& map_q, const CUtensorMap& map_k,

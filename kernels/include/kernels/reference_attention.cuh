@@ -119,9 +119,8 @@
 //    Why faster: the FP32 FMA rate caps the tiled form; here S costs kDim / 16 x 8 MMAs a warp and
 //    tile and P V 2 x 4 x kDim / 8 (the hi + lo split doubles P V's tensor work, still a small
 //    share of the tensor cores' rate), and the expf and visible() calls (32 a thread a tile) stay
-//    the FP32 work they were. Measured on an H200: 3.9-5.1x the tiled form at ch16's shapes, 8.8
-//    ms a call at b4 h32 s4096 d128 (125 TFLOP/s counted as 4 b h s^2 d; DISABLED_TimesMmaForm
-//    times both, ch16's README has the table). Occupancy: static shared
+//    the FP32 work they were. Measured: several times the tiled form's rate at ch16's shapes
+//    (DISABLED_TimesMmaForm times both, ch16's README has the table). Occupancy: static shared
 //    memory 34 KiB a CTA at d128, 18 KiB at d64. ptxas (sm_90a, -v): no spills; at d128 228-234
 //    registers (every key visible, causal, ch15's and ch17's masks; 217 with ch18's block mask):
 //    2 CTAs (8 warps) an SM; at d64 165-167 (3 CTAs). Most of it is live state: Q's fragments

@@ -38,7 +38,7 @@
 // block of one array and its B and D columns a range of one B and one D. Called one product at a
 // time, each of ch15's 128 experts (768 x 447-564 x 2048 with uniform routing) has 24-30 tiles of
 // 128 x 128, under the SM count, so it runs as 84-108 CTAs of the 64 x 64 form, still fewer than
-// the SMs, and the 128 launches run one after another (~51 ms a check on an H200). The grouped
+// the SMs, and the 128 launches run one after another (docs/validity.md, row 2). The grouped
 // form is ONE launch of the same kernels over every group's tiles (a 1D grid; a CTA finds its
 // group by a binary search over a prefix of the groups' tile counts), with the tile form chosen
 // as for one product from the total tile count: at ch15's shape 3,426 (uniform routing) or 3,612

@@ -118,6 +118,10 @@ struct ResidualProjection {
   }
 };
 
+// silu(g) = g · sigmoid(g), with the fast exponential: every fused rung's SwiGLU uses this one (the
+// FP32 rung 1 and the CPU reference keep the accurate expf).
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + __expf(-g)); }
+
 // A group is gate rows c, c + 1 and up rows ffn + c, ffn + c + 1: act = silu(gate) · up.
 struct GateUpSwiglu {
   const bf16 *h, *norm2;
@@ -133,7 +137,7 @@ struct GateUpSwiglu {
                         const float (&sums)[gemv::kRowsPerWarp]) const {
     if (slot >= 2) return;
     const float g = gemv::pick(sums, slot), u = gemv::pick(sums, slot + 2);
-    act[token * ffn + 2 * group + slot] = __float2bfloat16(g / (1.0f + __expf(-g)) * u);
+    act[token * ffn + 2 * group + slot] = __float2bfloat16(silu(g) * u);
   }
 };
 

@@ -496,6 +496,15 @@ __global__ void __launch_bounds__(kThreads)
   fill_rmsnorm_row(in, gain, out + int64_t{blockIdx.x} * hidden, int(blockIdx.x), hidden);
 }
 
+// v = a + b, 8 BF16 values each, summed in FP32: the residual adds of rung 4.
+__device__ __forceinline__ void sum_bf16x8(uint4 a, uint4 b, float (&v)[kernels::kBf16PerVector]) {
+  float w[kernels::kBf16PerVector];
+  kernels::unpack_bf16x8(a, v);
+  kernels::unpack_bf16x8(b, w);
+#pragma unroll
+  for (int e = 0; e < kernels::kBf16PerVector; ++e) v[e] += w[e];
+}
+
 // h = a + b and hn = rmsnorm(h) · gain in one kernel, one block per row: the second loop re-reads
 // a and b (cache hits: 8 KB a row) instead of a second kernel reading h back. hn comes from the
 // FP32 sum, as from h before it was rounded.
@@ -506,17 +515,10 @@ __global__ void __launch_bounds__(kThreads)
   const auto *a8 = reinterpret_cast<const uint4*>(a) + row,
              *b8 = reinterpret_cast<const uint4*>(b) + row,
              *gain8 = reinterpret_cast<const uint4*>(gain);
-  auto sum = [&](int64_t i, float(&v)[kernels::kBf16PerVector]) {
-    float w[kernels::kBf16PerVector];
-    kernels::unpack_bf16x8(a8[i], v);
-    kernels::unpack_bf16x8(b8[i], w);
-#pragma unroll
-    for (int e = 0; e < kernels::kBf16PerVector; ++e) v[e] += w[e];
-  };
   float sq = 0;
   for (int64_t i = threadIdx.x; i < vectors; i += kThreads) {
     float v[kernels::kBf16PerVector];
-    sum(i, v);
+    sum_bf16x8(a8[i], b8[i], v);
     reinterpret_cast<uint4*>(h)[row + i] = kernels::pack_bf16x8(v);
 #pragma unroll
     for (int e = 0; e < kernels::kBf16PerVector; ++e) sq += v[e] * v[e];
@@ -525,7 +527,7 @@ __global__ void __launch_bounds__(kThreads)
       rsqrtf(kernels::group_reduce<kThreads>(sq, kernels::Sum{}) / float(hidden) + kEps);
   for (int64_t i = threadIdx.x; i < vectors; i += kThreads) {  // re-reads only its own vectors
     float v[kernels::kBf16PerVector], g[kernels::kBf16PerVector];
-    sum(i, v);
+    sum_bf16x8(a8[i], b8[i], v);
     kernels::unpack_bf16x8(gain8[i], g);
 #pragma unroll
     for (int e = 0; e < kernels::kBf16PerVector; ++e) v[e] *= inv_rms * g[e];
@@ -545,7 +547,7 @@ __global__ void swiglu(const bf16* gate_up, bf16* act, int64_t rows, int64_t ffn
     kernels::unpack_bf16x8(row[c], g);
     kernels::unpack_bf16x8(row[per_row + c], u);
 #pragma unroll
-    for (int e = 0; e < kernels::kBf16PerVector; ++e) g[e] = g[e] / (1.0f + __expf(-g[e])) * u[e];
+    for (int e = 0; e < kernels::kBf16PerVector; ++e) g[e] = silu(g[e]) * u[e];
     reinterpret_cast<uint4*>(act)[i] = kernels::pack_bf16x8(g);
   }
 }
@@ -554,11 +556,8 @@ __global__ void swiglu(const bf16* gate_up, bf16* act, int64_t rows, int64_t ffn
 __global__ void add_bf16x8(const bf16* a, const bf16* b, bf16* sum, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n / kernels::kBf16PerVector;
        i += int64_t{gridDim.x} * blockDim.x) {
-    float x[kernels::kBf16PerVector], y[kernels::kBf16PerVector];
-    kernels::unpack_bf16x8(reinterpret_cast<const uint4*>(a)[i], x);
-    kernels::unpack_bf16x8(reinterpret_cast<const uint4*>(b)[i], y);
-#pragma unroll
-    for (int e = 0; e < kernels::kBf16PerVector; ++e) x[e] += y[e];
+    float x[kernels::kBf16PerVector];
+    sum_bf16x8(reinterpret_cast<const uint4*>(a)[i], reinterpret_cast<const uint4*>(b)[i], x);
     reinterpret_cast<uint4*>(sum)[i] = kernels::pack_bf16x8(x);
   }
 }

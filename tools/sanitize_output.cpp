@@ -206,10 +206,18 @@ SanitizeResult judge(const SanitizeEvidence& e) {
   SanitizeResult r;
   const SanitizerOutput& o = e.output;
   // The summary counts each unsupported-program warning as an error (or a hazard), and the
-  // sanitizer's own errors too: racecheck's "Internal Sanitizer Error: The Sanitizer failed to
-  // handle a hardware exception." came with "1 hazard displayed (1 error, 0 warnings)" and no
-  // report (compute-sanitizer 2025.3.1, H200). Neither is a finding.
-  const long excused = static_cast<long>(o.unsupported.size() + o.tool_errors.size());
+  // sanitizer's internal errors too: racecheck's "Internal Sanitizer Error: The Sanitizer failed
+  // to handle a hardware exception." came with "1 hazard displayed (1 error, 0 warnings)" and no
+  // report. Neither is a finding. Only those are forgiven, each distinct line once (the log and
+  // the console may both carry it), and none when a line was left unread: a plain "Error: ..." in
+  // a shape this parser does not know may be a report, and its count stands.
+  std::vector<std::string> internal;
+  for (const auto& line : o.tool_errors)
+    if (line.rfind("Internal Sanitizer Error", 0) == 0 &&
+        std::find(internal.begin(), internal.end(), line) == internal.end())
+      internal.push_back(line);
+  const long excused = static_cast<long>(o.unsupported.size()) +
+                       (o.unrecognised.empty() ? static_cast<long>(internal.size()) : 0L);
   auto beyond_excused = [&](const std::optional<long>& count) -> std::optional<long> {
     if (!count) return std::nullopt;
     return std::max<long>(*count - excused, 0);
@@ -255,14 +263,18 @@ SanitizeResult judge(const SanitizeEvidence& e) {
   }
   // Counted or signalled by the exit code, but printed in a form this parser does not know:
   // still a finding, named by the first line it did not recognise. After an unsupported-program
-  // warning or a tool error the exit code says nothing (they count): the summary's counts decide,
-  // and counting no more than those leaves the run to be judged below (refused, or failed).
+  // warning or an internal error the exit code says nothing (they count): the summary's counts
+  // decide, and counting no more than those leaves the run to be judged below (refused, skipped or
+  // failed; without a summary line the exit code decides).
   const bool exit_says_found = exited && e.error_exit_code != 0 && e.exit_code == e.error_exit_code &&
                                (excused == 0 || (!error_count && !hazard_count));
   if (!library_only && (exit_says_found || error_count.value_or(0) > 0 || hazard_count.value_or(0) > 0)) {
     SanitizerFinding f;
-    f.what = o.unrecognised.empty() ? std::string("compute-sanitizer reported errors; the log says what")
-                                    : o.unrecognised.front();
+    f.what = !o.unrecognised.empty() ? o.unrecognised.front()
+             : e.log_written ? std::string("compute-sanitizer reported errors; the log says what")
+                             : std::string(
+                                   "compute-sanitizer reported errors, and wrote no log where "
+                                   "--log-file asked");
     r.finding = f;
     r.errors = std::max<long>(r.errors, 1);
     return verdict(SanitizeVerdict::found, unchecked);
@@ -277,16 +289,21 @@ SanitizeResult judge(const SanitizeEvidence& e) {
   if (exited && e.exit_code == kNoDeviceExitCode) return verdict(SanitizeVerdict::skipped, "no CUDA device");
   if (!o.tool_errors.empty()) return verdict(SanitizeVerdict::failed, "compute-sanitizer: " + o.tool_errors.front());
   if (!e.failed_cases.empty())
-    return verdict(SanitizeVerdict::failed,
-                   fmt::format("{} failed: {}", e.failed_cases.front().first, e.failed_cases.front().second));
-  // Nothing above read a report, but without the log there was nothing to read: not clean.
-  if (!e.log_written)
-    return verdict(SanitizeVerdict::failed,
-                   "compute-sanitizer wrote no log where --log-file asked (" + e.how +
-                       (e.stderr_tail.empty() ? "" : ": " + e.stderr_tail) + ")");
+    return verdict(
+        SanitizeVerdict::failed,
+        fmt::format("{} failed: {}", e.failed_cases.front().first, e.failed_cases.front().second));
   const bool exit_ok = exited && (e.exit_code == 0 || (library_only && e.exit_code == e.error_exit_code));
   if (!exit_ok)
     return verdict(SanitizeVerdict::failed, e.how + (e.stderr_tail.empty() ? "" : ": " + e.stderr_tail));
+  // Nothing above read a report, but a run is clean only if its log was read whole: the tool ends
+  // every log with its summary line. No log (written elsewhere, or never opened) or no summary
+  // (cut short) leaves nothing checked that could be read.
+  if (!e.log_written)
+    return verdict(SanitizeVerdict::failed,
+                   "compute-sanitizer wrote no log where --log-file asked");
+  if (!o.error_count && !o.hazard_count)
+    return verdict(SanitizeVerdict::failed,
+                   "compute-sanitizer's log has no summary line: cut short?");
   // A sanitizer that exits 0 without running the program would pass everything: every case must
   // have reported.
   std::vector<std::string> missing;

@@ -99,9 +99,9 @@ inline constexpr int kNoDeviceExitCode = 77;  // the harness's "SKIPPED: no CUDA
 // then the sanitizer's own errors and the program's failures; then skipped when every case was.
 // An unsupported-program warning is a refusal, not a finding, though the tool counts it as an
 // error: what else it reported (initcheck still checks host API copies) is still found. The
-// sanitizer's own error ("Internal Sanitizer Error: ...") is not a finding either, though the
-// summary counts it: a run that displayed no report and counted no more than its tool errors is
-// refused or failed, never found.
+// sanitizer's internal error ("Internal Sanitizer Error: ...") is not a finding either, though the
+// summary counts it: a run that displayed no report, left no line unread and counted no more than
+// its internal errors is refused, skipped or failed. Clean needs the log, ending in its summary.
 SanitizeResult judge(const SanitizeEvidence& evidence);
 
 // One line for the console: "clean", "FOUND Invalid __global__ read ... in k(...) at f.cu:3 (4 errors)".

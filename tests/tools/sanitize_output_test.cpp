@@ -445,6 +445,28 @@ TEST(SanitizeJudge, AnInternalSanitizerErrorIsTheSanitizersFailureNotAFinding) {
   EXPECT_EQ(m.finding->what, "compute-sanitizer reported errors; the log says what");
   EXPECT_EQ(m.errors, 1);
 
+  // The internal error's line seen twice (the log and the console): forgiven once, still failed.
+  SanitizeEvidence twice =
+      ran_cleanly(std::string(kInternalSanitizerError) +
+                  "========= Internal Sanitizer Error: The Sanitizer failed to handle a "
+                  "hardware exception.\n");
+  twice.exit_code = twice.error_exit_code;
+  EXPECT_EQ(judge(twice).verdict, SanitizeVerdict::failed);
+
+  // Only internal errors are forgiven: a plain "Error:" line in a shape the parser does not know
+  // may be a report, and its count stands; so does every count when a line was left unread.
+  SanitizeEvidence unknown_error =
+      ran_cleanly("========= Error: Some new report shape\n========= ERROR SUMMARY: 1 error\n");
+  unknown_error.exit_code = unknown_error.error_exit_code;
+  EXPECT_EQ(judge(unknown_error).verdict, SanitizeVerdict::found);
+  SanitizeEvidence unread = ran_cleanly(
+      "========= Internal Sanitizer Error: The Sanitizer failed to handle a hardware exception.\n"
+      "========= Some report in a new shape\n"
+      "========= ERROR SUMMARY: 1 error\n");
+  unread.exit_code = unread.error_exit_code;
+  EXPECT_EQ(judge(unread).verdict, SanitizeVerdict::found);
+  EXPECT_EQ(judge(unread).finding->what, "Some report in a new shape");
+
   // A refusal the summary counts is still a refusal.
   SanitizeEvidence refused = ran_cleanly(
       "========= Internal Sanitizer Error: racecheck is not supported on this device\n"
@@ -503,8 +525,14 @@ TEST(SanitizeJudge, FailuresAndSkips) {
   SanitizeEvidence no_log = ran_cleanly("");
   no_log.log_written = false;
   EXPECT_EQ(judge(no_log).verdict, SanitizeVerdict::failed);
-  EXPECT_EQ(judge(no_log).reason,
-            "compute-sanitizer wrote no log where --log-file asked (exit code 0)");
+  EXPECT_EQ(judge(no_log).reason, "compute-sanitizer wrote no log where --log-file asked");
+
+  // A log cut short before the tool's closing summary: not clean either (a crash is named first).
+  SanitizeEvidence no_summary = ran_cleanly("========= COMPUTE-SANITIZER\n");
+  EXPECT_EQ(describe(judge(no_summary)),
+            "FAILED: compute-sanitizer's log has no summary line: cut short?");
+  no_summary.signaled = true, no_summary.how = "killed by signal 11 (Segmentation fault)";
+  EXPECT_EQ(describe(judge(no_summary)), "FAILED: killed by signal 11 (Segmentation fault)");
 
   SanitizeEvidence skipped = ran_cleanly("========= ERROR SUMMARY: 0 errors\n");
   skipped.verified_cases = {"ch07/copy/baseline"};

@@ -194,6 +194,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
                                    ->allow_extra_args(false);  // as compare's: keep `--` for the flags after it
   sanitize_cmd->add_flag("--all", sanitize.all, "every built chapter")->excludes(sanitize_chapter_opt);
   add_example_option(sanitize_cmd, sanitize.examples);
+  add_point_options(sanitize_cmd, sanitize.points);
   sanitize_cmd->add_option("--tool", sanitize.tools, "only these tools, comma-separated (default: all four)")
       ->delimiter(',')
       ->check(CLI::IsMember(kSanitizerTools));

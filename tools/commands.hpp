@@ -94,6 +94,7 @@ struct SanitizeOptions {
   bool all = false;
   std::vector<std::string> examples;         // --example a,b: "name" or "chNN/name"; empty: all
   std::vector<std::string> tools;            // empty: memcheck, racecheck, synccheck, initcheck
+  PointOptions points;      // which axis points; each point is a process of its own
   std::string reports_dir;  // sanitize.json, sanitize.md and logs/ (empty: <build>/reports/sanitize)
   std::vector<std::string> sanitizer_args;   // after "--", passed to compute-sanitizer before the program
   // Each sanitizer process's limit: a hang under one tool (or a run far slower than the rest) is

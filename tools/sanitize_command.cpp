@@ -94,12 +94,43 @@ struct Run {
   double seconds = 0;
 };
 
+// What one sanitizer process checks: an example, or one point of an example with axes
+// ("ch20/transformer_decode/batch:1"), and the cases listed there. A point is a process of its own,
+// so a slow example's points each get the whole --timeout and a line of their own.
+struct Unit {
+  std::string key;                      // the example, or its point key
+  std::string example;                  // the --benchmark_filter's example
+  std::vector<std::string> point_args;  // the chapter binary's flags that select exactly this point
+  std::vector<std::string> cases;
+};
+
+std::vector<Unit> units_of(const std::string& example, const std::vector<std::string>& cases) {
+  std::vector<Unit> units;
+  for (const auto& name : cases) {
+    const std::string key = example_of(name);
+    auto unit =
+        std::find_if(units.begin(), units.end(), [&](const Unit& u) { return u.key == key; });
+    if (unit == units.end()) {
+      Unit u{key, example, {}, {}};
+      if (const auto axes = axes_of(point_of(key)); !axes.empty()) {
+        u.point_args.push_back("--bench_sweep");  // the point may not be a default one
+        for (const auto& [axis, value] : axes)
+          u.point_args.push_back("--bench_axis=" + axis + "=" + value);
+      }
+      units.push_back(std::move(u));
+      unit = units.end() - 1;
+    }
+    unit->cases.push_back(name);
+  }
+  return units;
+}
+
 Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs::path& binary,
-                 const std::string& example, const std::vector<std::string>& cases,
-                 const SanitizeOptions& options, const fs::path& logs) {
-  Run run{example, tool, {}, {}, {}, {}, 0};
-  std::string stem = example + "." + tool;
+                 const Unit& unit, const SanitizeOptions& options, const fs::path& logs) {
+  Run run{unit.key, tool, {}, {}, {}, {}, 0};
+  std::string stem = unit.key + "." + tool;  // ch20.transformer_decode.batch-1.racecheck
   std::replace(stem.begin(), stem.end(), '/', '.');
+  std::replace(stem.begin(), stem.end(), ':', '-');
   run.log = logs / (stem + ".log");
   const fs::path results = logs / (stem + ".json");
   fs::remove(run.log), fs::remove(results);
@@ -120,8 +151,10 @@ Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs
                  std::to_string(kFoundExitCode)};
   run.command.insert(run.command.end(), options.sanitizer_args.begin(), options.sanitizer_args.end());
   run.command.insert(run.command.end(),
-                     {binary.string(), "--benchmark_filter=^" + example + "/", "--benchmark_out=" + results.string(),
-                      "--benchmark_out_format=json", "--bench_verify_only"});
+                     {binary.string(), "--benchmark_filter=^" + unit.example + "/"});
+  run.command.insert(run.command.end(), unit.point_args.begin(), unit.point_args.end());
+  run.command.insert(run.command.end(), {"--benchmark_out=" + results.string(),
+                                         "--benchmark_out_format=json", "--bench_verify_only"});
   const auto start = std::chrono::steady_clock::now();
   const ProcessResult p = run_process(run.command, true, options.timeout_s);
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -133,7 +166,7 @@ Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs
   e.stderr_tail = tail_lines(p.err, 2);
   e.log_written = fs::exists(run.log);
   e.output = parse_sanitizer_output(read_text(run.log) + "\n" + sanitizer_lines(p.out) + sanitizer_lines(p.err));
-  e.expected_cases = cases;
+  e.expected_cases = unit.cases;
   try {
     ResultsFile file;
     merge_run(file, json::parse(null_non_finite(read_text(results))), logs / "no-samples");
@@ -242,7 +275,8 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
       err << "bench sanitize: " << no_such_chapter(chapter, build_dir) << "\n";
       return kExitUsage;
     }
-    listed.push_back(chapter_examples(chapter_binary(build_dir, chapter), options.examples));
+    listed.push_back(chapter_examples(chapter_binary(build_dir, chapter), options.examples,
+                                      point_args(options.points.axes, options.points.sweep)));
     if (!listed.back().error.empty()) {
       err << "bench sanitize: " << listed.back().error << "\n";
       return kExitFailed;
@@ -272,7 +306,8 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
   for (const auto& tool : tools) tool_list += (tool_list.empty() ? "" : ", ") + tool;
   const std::string version = sanitizer_version(sanitizer);
   out << "bench sanitize: " << sanitizer << " (" << version << ") with " << tool_list
-      << "; each example's verification runs (--bench_verify_only) in a process per tool; logs in "
+      << "; each example's (or axis point's) verification runs (--bench_verify_only) in a process "
+         "per tool; logs in "
       << logs.string() << "\n"
       << std::flush;
 
@@ -280,13 +315,16 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
   for (std::size_t c = 0; c < chapters.size(); ++c) {
     const fs::path binary = chapter_binary(build_dir, chapters[c]);
     auto& [examples, cases_of, list_error] = listed[c];
-    for (std::size_t i = 0; i < examples.size(); ++i) {
-      const std::size_t cases = cases_of[examples[i]].size();
-      out << fmt::format("[{}/{}] {} ({} case{})\n", i + 1, examples.size(), examples[i], cases, cases == 1 ? "" : "s")
+    std::vector<Unit> units;
+    for (const auto& example : examples)
+      for (auto& unit : units_of(example, cases_of[example])) units.push_back(std::move(unit));
+    for (std::size_t i = 0; i < units.size(); ++i) {
+      const std::size_t cases = units[i].cases.size();
+      out << fmt::format("[{}/{}] {} ({} case{})\n", i + 1, units.size(), units[i].key, cases,
+                         cases == 1 ? "" : "s")
           << std::flush;
       for (const auto& tool : tools) {
-        runs.push_back(sanitize_one(sanitizer, tool, binary, examples[i], cases_of[examples[i]],
-                                    options, logs));
+        runs.push_back(sanitize_one(sanitizer, tool, binary, units[i], options, logs));
         const Run& run = runs.back();
         out << fmt::format("  {:<10} {} ({:.1f} s)\n", tool, describe(run.result), run.seconds);
         const bool reported = run.result.verdict == SanitizeVerdict::found ||

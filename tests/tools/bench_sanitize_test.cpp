@@ -177,6 +177,59 @@ TEST_F(BenchSanitize, OneExampleOneToolCleanExitsZero) {
   fs::remove_all(dir);
 }
 
+// An example with an axis is checked a point at a time, each point a process of its own with the
+// flags that select exactly it, so a slow example's points each get the whole --timeout; --axis
+// and --sweep pick points as they do for `bench compare`.
+TEST_F(BenchSanitize, EachAxisPointIsAProcessOfItsOwn) {
+  const fs::path dir = scratch_dir("sanitize_points");
+  const fs::path tool = fake_sanitizer(dir);
+  ::setenv("BENCH_COMPUTE_SANITIZER", tool.c_str(), 1);
+  auto run = [&](std::vector<std::string> extra) {
+    fs::remove(tool.string() + ".argv");
+    std::vector<std::string> args = {"sanitize",
+                                     "--build-dir",
+                                     FAKE_BUILD_DIR,
+                                     "--chapter",
+                                     "ch99",
+                                     "--example",
+                                     "sized",
+                                     "--tool",
+                                     "memcheck",
+                                     "--reports-dir",
+                                     (dir / "reports").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return bench(args);
+  };
+  const auto swept = run({"--sweep"});
+  EXPECT_EQ(swept.exit_code, 0) << swept.out << swept.err;
+  EXPECT_NE(swept.out.find("[1/2] ch99/sized/n:1 (2 cases)\n  memcheck   clean"), std::string::npos)
+      << swept.out;
+  EXPECT_NE(swept.out.find("[2/2] ch99/sized/n:2 (2 cases)\n  memcheck   clean"), std::string::npos)
+      << swept.out;
+  auto runs = recorded_runs(tool);
+  ASSERT_EQ(runs.size(), 2u);
+  for (const auto& [r, point] : {std::pair{0, "n=1"}, std::pair{1, "n=2"}}) {
+    const auto& argv = runs[std::size_t(r)];
+    EXPECT_NE(std::find(argv.begin(), argv.end(), "--benchmark_filter=^ch99/sized/"), argv.end());
+    EXPECT_NE(std::find(argv.begin(), argv.end(), "--bench_sweep"), argv.end());
+    EXPECT_NE(std::find(argv.begin(), argv.end(), std::string("--bench_axis=") + point), argv.end())
+        << point;
+  }
+  EXPECT_TRUE(fs::exists(dir / "reports" / "logs" / "ch99.sized.n-2.memcheck.log"));
+  std::ifstream in(dir / "reports" / "sanitize.json");
+  const auto report = nlohmann::json::parse(in);
+  ASSERT_EQ(report["runs"].size(), 2u);
+  EXPECT_EQ(report["runs"][1]["example"], "ch99/sized/n:2");
+
+  const auto one = run({"--axis", "n=2", "--sweep"});  // n:2 is not a default point
+  EXPECT_EQ(one.exit_code, 0) << one.out << one.err;
+  runs = recorded_runs(tool);
+  ASSERT_EQ(runs.size(), 1u) << one.out;
+  EXPECT_NE(std::find(runs[0].begin(), runs[0].end(), "--bench_axis=n=2"), runs[0].end());
+  EXPECT_NE(one.out.find("[1/1] ch99/sized/n:2 (2 cases)"), std::string::npos) << one.out;
+  fs::remove_all(dir);
+}
+
 // compute-sanitizer reads `%p`, `%q{VAR}` and `%%` in --log-file's path (the fake does too): a
 // reports directory named with a `%` must still get its logs where bench sanitize reads them.
 TEST_F(BenchSanitize, AReportsDirectoryWithAPercentSignStillGetsItsLogs) {

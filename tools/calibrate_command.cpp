@@ -19,6 +19,7 @@
 #include "bench/expectations.hpp"
 #include "bench/stats.hpp"
 #include "chapter_process.hpp"
+#include "expectations_write.hpp"
 #include "results.hpp"
 
 namespace bench::tools {

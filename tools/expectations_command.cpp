@@ -7,6 +7,7 @@
 
 #include "bench/expectations.hpp"
 #include "commands.hpp"
+#include "expectations_write.hpp"
 #include "lookup.hpp"
 
 namespace bench::tools {

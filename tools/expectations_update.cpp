@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "bench/stats.hpp"
+#include "expectations_write.hpp"
 #include "lookup.hpp"
 
 namespace bench::tools {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "expectations_write.hpp"
+
 namespace bench::tools {
 
 // A launch's last writes can still sit in L2 as dirty lines when its stop event fires: the

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "expectations_write.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;

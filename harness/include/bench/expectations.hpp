@@ -58,8 +58,6 @@ struct ScoredMetric {
   std::string better;
   bool operator==(const ScoredMetric&) const = default;
 };
-// "p99_decode_latency_us (lower is better)", or "time" for none.
-std::string scored_by_text(const std::optional<ScoredMetric>& metric);
 
 // What an example `chNN/<example>` is expected to do on this GPU.
 struct ExampleExpectation {
@@ -141,21 +139,9 @@ int64_t gpu_count_of_key(const std::string& hardware_key);
 // that file lacks comes from the one-GPU file of the same GPU ("h200"), since a one-GPU example
 // runs on one of its GPUs. The machine's own entries win. std::nullopt when neither file exists.
 // `sources` (if given) receives the files read, the machine's first.
-std::optional<Expectations> load_expectations_for(const std::filesystem::path& dir, const std::string& hardware_key,
-                                                  std::vector<std::filesystem::path>* sources = nullptr,
-                                                  const ExampleCheck& example = {});
-// Canonical text (sorted keys, two-space indent, trailing newline).
-std::string serialize_expectations(const Expectations& expectations);
-// Atomic: writes "<file>.tmp.<pid>" next to the file, flushes it, then renames it over `file`,
-// so a crash leaves either the old or the new file, never half of one. A failure (a full disk)
-// throws ExpectationsError naming the path and the system's reason (strerror).
-void save_expectations(const std::filesystem::path& file, const Expectations& expectations);
-// Read-modify-write of the ceilings block only (for `bench calibrate`): every other entry is
-// kept. Creates the file when missing, with `hardware_key` set from the file name.
-void update_ceilings(const std::filesystem::path& file,
-                     const std::map<std::string, Ceiling>& ceilings);
-// Human-readable differences, one line each ("+ ceilings.hbm_copy_gbps: 3010.5 GB/s", "~ ...").
-std::vector<std::string> diff_expectations(const Expectations& before, const Expectations& after);
+std::optional<Expectations> load_expectations_for(
+    const std::filesystem::path& dir, const std::string& hardware_key,
+    std::vector<std::filesystem::path>* sources = nullptr, const ExampleCheck& example = {});
 
 // The ceilings a run on `hardware_key` sees, as name -> value (e.g. "hbm_copy_gbps" -> 3010.5),
 // read as load_expectations_for reads them: on a machine of N GPUs its own file's (the links),

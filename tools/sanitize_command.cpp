@@ -112,11 +112,11 @@ std::vector<Unit> units_of(const std::string& example, const std::vector<std::st
         std::find_if(units.begin(), units.end(), [&](const Unit& u) { return u.key == key; });
     if (unit == units.end()) {
       Unit u{key, example, {}, {}};
-      if (const auto axes = axes_of(point_of(key)); !axes.empty()) {
-        u.point_args.push_back("--bench_sweep");  // the point may not be a default one
-        for (const auto& [axis, value] : axes)
-          u.point_args.push_back("--bench_axis=" + axis + "=" + value);
-      }
+      std::vector<std::string> filters;  // NAME=VALUE for each of the point's axes
+      for (const auto& [axis, value] : axes_of(point_of(key)))
+        filters.push_back(axis + "=" + value);
+      // Swept, since the point may not be a default one; its filters leave only it.
+      if (!filters.empty()) u.point_args = point_args(filters, /*sweep=*/true);
       units.push_back(std::move(u));
       unit = units.end() - 1;
     }

@@ -77,8 +77,8 @@ struct SanitizeEvidence {
   int error_exit_code = 0;                  // what --error-exitcode was set to
   std::string how;                          // "exit code 3", "killed by signal 9 (Killed)"
   std::string stderr_tail;                  // the last lines of its console
-  bool log_written =
-      true;  // its --log-file exists: a run that wrote none checked nothing we can read
+  // Its --log-file exists: a run that wrote none checked nothing that could be read.
+  bool log_written = true;
   std::vector<std::string> expected_cases;  // the cases the example registers
   std::vector<std::string> verified_cases;  // reported without error (verification passed)
   std::vector<std::pair<std::string, std::string>> failed_cases;   // case, message

@@ -180,14 +180,6 @@ std::string requirements(const kernels::GemmBf16& w) {
   return "";
 }
 
-cudaLaunchAttribute pair_cluster() {
-  cudaLaunchAttribute cluster = {};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = kPair;
-  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
-  return cluster;
-}
-
 // Both variants launch the same grid: 2 x the clusters of 2 resident at once (a cluster's CTAs
 // share a GPC, so that can be fewer than the SMs), at most one CTA per tile. Asked once, outside
 // the timed launches.
@@ -210,7 +202,7 @@ void launch_pair_gemm(const kernels::GemmBf16& w, cudaStream_t stream) {
   const CUtensorMap map_x = kernels::ws::operand_map(w.b.data(), w.n, w.k, kTile);
   const CUtensorMap map_y =
       kernels::ws::operand_map(w.a.data(), w.m, w.k, kMulticast ? kHalfY : kTile);
-  cudaLaunchAttribute cluster = pair_cluster();
+  cudaLaunchAttribute cluster = kernels::cluster_dims_x(unsigned(kPair));
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(pair_grid(w));
   config.blockDim = dim3(kThreads);

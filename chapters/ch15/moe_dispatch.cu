@@ -615,10 +615,7 @@ class DevicePermutation {
   void operator()(const Dispatch& w, cudaStream_t stream) {
     const int experts = int(w.experts);
     if (how_ == Permute::one_cluster) {
-      cudaLaunchAttribute cluster = {};
-      cluster.id = cudaLaunchAttributeClusterDimension;
-      cluster.val.clusterDim.x = unsigned(cluster_ctas_);
-      cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+      cudaLaunchAttribute cluster = kernels::cluster_dims_x(unsigned(cluster_ctas_));
       cudaLaunchConfig_t config = {};
       config.gridDim = dim3(unsigned(cluster_ctas_));
       config.blockDim = dim3(moe::kClusterThreads);

@@ -59,6 +59,16 @@ unsigned resident_grid(Kernel kernel, int block, size_t dynamic_smem = 0) {
   return static_cast<unsigned>(sm_count() * std::max(blocks_per_sm(kernel, block, dynamic_smem), 1));
 }
 
+// The launch attribute that groups a grid's blocks into clusters of `size` along x (for
+// cudaLaunchKernelEx, where the cluster size is chosen at run time, not by __cluster_dims__).
+inline cudaLaunchAttribute cluster_dims_x(unsigned size) {
+  cudaLaunchAttribute cluster = {};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = size;
+  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  return cluster;
+}
+
 // Clusters of `kernel` resident on the whole device at once (cudaOccupancyMaxActiveClusters): a
 // cluster's blocks must share one GPC, so this can be fewer than the SMs / the cluster size; a
 // persistent cluster kernel sizes its grid by it. The cluster is the kernel's own
@@ -69,10 +79,7 @@ unsigned resident_grid(Kernel kernel, int block, size_t dynamic_smem = 0) {
 template <class Kernel>
 cudaError_t query_resident_clusters(int& clusters, Kernel kernel, unsigned grid, int block,
                                     size_t dynamic_smem = 0, int cluster_size = 0) {
-  cudaLaunchAttribute cluster = {};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = static_cast<unsigned>(cluster_size);
-  cluster.val.clusterDim.y = cluster.val.clusterDim.z = 1;
+  cudaLaunchAttribute cluster = cluster_dims_x(static_cast<unsigned>(cluster_size));
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(grid);
   config.blockDim = dim3(block);

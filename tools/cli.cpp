@@ -177,13 +177,22 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   calibrate_cmd->add_option("harness_args", calibrate.harness_args, "after --: flags for the calibrate binary");
 
   ProfileOptions profile;
-  auto* profile_cmd = app.add_subcommand(
-      "profile", "one case under Nsight Compute or Nsight Systems: verified, warmed up, then one launch captured");
+  auto* profile_cmd = app.add_subcommand("profile",
+                                         "one case under Nsight Compute or Nsight Systems: "
+                                         "verified, warmed up, then one launch captured; "
+                                         "or its kernel timeline through CUPTI (--tool timeline)");
   profile_cmd->add_option("case", profile.case_name, "the case, chNN/<example>/<variant> (`bench list`)")->required();
-  profile_cmd->add_option("--tool", profile.tool, "ncu (default; BENCH_NCU overrides the path) or nsys (BENCH_NSYS)")
-      ->check(CLI::IsMember({"ncu", "nsys"}));
+  profile_cmd
+      ->add_option(
+          "--tool", profile.tool,
+          "ncu (default; BENCH_NCU overrides the path), nsys (BENCH_NSYS), or timeline: no tool, "
+          "the binary traces 5 calls through CUPTI and a table of their kernels, streams, "
+          "starts, durations and gaps is printed")
+      ->check(CLI::IsMember({"ncu", "nsys", "timeline"}));
   profile_cmd->add_option("--set", profile.set, "ncu section set (default full; basic is quicker)");
-  profile_cmd->add_option("--output,-o", profile.output, "report path (default <build>/reports/profile/<case>)");
+  profile_cmd->add_option(
+      "--output,-o", profile.output,
+      "report path (default <build>/reports/profile/<case>; .timeline.json for timeline)");
   profile_cmd->add_option("tool_args", profile.tool_args, "after --: flags for the tool, placed before the binary");
 
   SanitizeOptions sanitize;
@@ -250,11 +259,17 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
     run.where = where;
     return run_command(run, out, err);
   }
-  // A profiled run makes one untimed launch, a verify-only run none: never a measurement to score.
+  // A profiled run makes one untimed launch, a timeline run a few traced ones, a verify-only run
+  // none: never a measurement to score.
   for (const auto* harness_args : {&compare.harness_args, &calibrate.harness_args})
     for (const auto& arg : *harness_args) {
       if (arg.rfind("--bench_profile", 0) == 0) {
         err << "bench: --bench_profile makes no measurement; use `bench profile <case>`\n";
+        return kExitUsage;
+      }
+      if (arg.rfind("--bench_timeline", 0) == 0) {
+        err << "bench: --bench_timeline makes no measurement; use `bench profile <case> --tool "
+               "timeline`\n";
         return kExitUsage;
       }
       if (arg.rfind("--bench_verify_only", 0) == 0) {

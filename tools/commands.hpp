@@ -81,9 +81,9 @@ int env_command(const Locations& where, std::ostream& out, std::ostream& err);
 struct ProfileOptions {
   Locations where;
   std::string case_name;                // chNN/<example>/<variant>
-  std::string tool = "ncu";             // ncu | nsys (BENCH_NCU / BENCH_NSYS override the path)
+  std::string tool = "ncu";  // ncu | nsys (BENCH_NCU / BENCH_NSYS override the path) | timeline
   std::string set;                      // ncu section set; empty: "full"
-  std::string output;                   // report path; empty: <build>/reports/profile/<case>
+  std::string output;  // report path; empty: <build>/reports/profile/<case>[.timeline.json]
   std::vector<std::string> tool_args;   // after "--", passed to the tool before the binary
 };
 int profile_command(const ProfileOptions& options, std::ostream& out, std::ostream& err);

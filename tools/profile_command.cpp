@@ -1,18 +1,22 @@
 // `bench profile <case>`: one case of a chapter binary under Nsight Compute (ncu) or Nsight
 // Systems (nsys). The binary runs with --bench_profile: it verifies and warms up as usual, then
 // makes exactly one launch of the variant between cudaProfilerStart and cudaProfilerStop, and
-// the tool is told to capture only that range. docs/profiling.md has the details.
+// the tool is told to capture only that range. With --tool timeline no tool runs: the binary
+// traces a few calls itself through CUPTI (--bench_timeline) and the table of their kernels is
+// printed (timeline.hpp). docs/profiling.md has the details.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <ostream>
 #include <regex>
 
 #include "chapter_process.hpp"
 #include "commands.hpp"
 #include "lookup.hpp"
+#include "timeline.hpp"
 
 namespace bench::tools {
 namespace {
@@ -77,6 +81,47 @@ std::string shell_quote(const std::string& arg) {
   return out + "'";
 }
 
+// Prints the exact command line, then runs it.
+ProcessResult run_printed(const std::vector<std::string>& argv, std::ostream& out) {
+  std::string command;
+  for (const auto& a : argv) command += (command.empty() ? "" : " ") + shell_quote(a);
+  out << "bench profile: " << command << "\n" << std::flush;
+  return run_process(argv, false);
+}
+
+// --tool timeline: the binary traces the case's calls (--bench_timeline) into `output`
+// (.timeline.json appended unless it ends in .json), then the table of what they ran.
+int timeline_run(const fs::path& binary, const std::string& case_name, bool has_point,
+                 const fs::path& output, std::ostream& out, std::ostream& err) {
+  const fs::path file =
+      output.extension() == ".json" ? output : fs::path(output.string() + ".timeline.json");
+  std::error_code ignored;
+  fs::remove(file, ignored);  // a file left by an earlier run must not pass for this one's
+  std::vector<std::string> argv = {binary.string(), "--benchmark_filter=^" + case_name + "(/|$)",
+                                   "--bench_timeline=" + file.string()};
+  if (has_point) argv.push_back("--bench_sweep");  // the point may not be a default one
+  const ProcessResult result = run_printed(argv, out);
+  if (!result.ok()) {
+    err << "bench profile: " << binary.filename().string() << " " << result.describe() << "\n";
+    return kExitFailed;
+  }
+  // The binary exits 0 with the case FAILED or SKIPPED (its output above says why): then no file.
+  std::ifstream in(file);
+  if (!in) {
+    err << "bench profile: the case wrote no " << file.string() << " (its output above says why)\n";
+    return kExitFailed;
+  }
+  try {
+    out << timeline_table(nlohmann::json::parse(in)) << "bench profile: timeline " << file.string()
+        << "\n";
+  } catch (
+      const std::exception& e) {  // nlohmann's parse_error and timeline_table's invalid_argument
+    err << "bench profile: " << file.string() << ": " << e.what() << "\n";
+    return kExitFailed;
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int profile_command(const ProfileOptions& options, std::ostream& out, std::ostream& err) {
@@ -87,6 +132,12 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
   if (!std::regex_match(options.case_name, m, case_pattern)) {
     err << "bench profile: expected one case like ch07/copy_coalescing/optimized, got '"
         << options.case_name << "' (`bench list` shows the cases)\n";
+    return kExitUsage;
+  }
+  const bool timeline = options.tool == "timeline";
+  if (timeline && !options.tool_args.empty()) {
+    err << "bench profile: --tool timeline runs no tool, so there is nothing to pass flags to "
+           "after --\n";
     return kExitUsage;
   }
   if (options.tool != "ncu" && !options.set.empty()) {
@@ -140,8 +191,8 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
     return kExitUsage;
   }
   std::string tool_error;
-  const std::string tool = find_tool(options.tool, &tool_error);
-  if (tool.empty()) {
+  const std::string tool = timeline ? "" : find_tool(options.tool, &tool_error);
+  if (!timeline && tool.empty()) {
     err << "bench profile: " << tool_error << "\n";
     return kExitUsage;
   }
@@ -156,6 +207,7 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
   const fs::path output = options.output.empty() ? build_dir / "reports" / "profile" / file
                                                  : fs::path(options.output);
   if (output.has_parent_path()) fs::create_directories(output.parent_path());
+  if (timeline) return timeline_run(binary, case_name, has_point, output, out, err);
   std::vector<std::string> argv = {tool};
   if (options.tool == "ncu") {
     // --clock-control none: ncu locks the SM clock to base by default, and this suite never
@@ -173,10 +225,7 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
               {binary.string(), "--benchmark_filter=^" + case_name + "(/|$)", "--bench_profile"});
   if (has_point) argv.push_back("--bench_sweep");  // the point may not be a default one
 
-  std::string command;
-  for (const auto& a : argv) command += (command.empty() ? "" : " ") + shell_quote(a);
-  out << "bench profile: " << command << "\n" << std::flush;
-  const ProcessResult result = run_process(argv, false);
+  const ProcessResult result = run_printed(argv, out);
   if (!result.ok()) {
     err << "bench profile: " << options.tool << " " << result.describe() << "\n";
     return kExitFailed;

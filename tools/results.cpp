@@ -94,10 +94,14 @@ std::optional<std::pair<Outcome, std::string>> row_error(const json& row) {
 }
 
 // Why a row holds no measurement, or "" when it does: a `--bench_profile` row (`bench profile`:
-// one launch under a profiler, never timed) or a `--bench_verify_only` row (`bench sanitize`:
-// the verification runs alone). Both carry a zero time that must never be scored.
+// one launch under a profiler, never timed), a `--bench_timeline` row (`bench profile --tool
+// timeline`: calls traced through CUPTI, not timed by the harness) or a `--bench_verify_only` row
+// (`bench sanitize`: the verification runs alone). All carry a zero time that must never be scored.
 std::string untimed_reason(const std::string& mode) {
   if (mode == "profile") return "comes from a --bench_profile run (one untimed launch under a profiler): not a measurement";
+  if (mode == "timeline")
+    return "comes from a --bench_timeline run (calls traced through CUPTI, untimed): not a "
+           "measurement";
   if (mode == "verify")
     return "comes from a --bench_verify_only run (the verification alone, as bench sanitize runs it): not a measurement";
   return {};

@@ -139,18 +139,22 @@ void report(benchmark::State& state, const bench::detail::ExampleDef& e,
 
 // --bench_profile: the case ran once under the profiler, untimed. No time or rate is reported,
 // and "mode=profile" in the label makes the bench tools refuse the row as a measurement.
-// --bench_verify_only (`bench sanitize`): only the verification runs ran; "mode=verify".
+// --bench_timeline: calls traced through CUPTI, untimed by the harness; "mode=timeline", refused
+// the same way. --bench_verify_only (`bench sanitize`): only the verification runs ran;
+// "mode=verify".
 void report_untimed(benchmark::State& state, const bench::detail::VariantDef& v, const CaseRun& r) {
-  const bool profiled = bench::detail::options().profile;
+  const auto& opt = bench::detail::options();
   for (auto _ : state) state.SetIterationTime(0);
   auto& c = state.counters;
-  if (profiled) c["profiled"] = 1;
+  if (opt.profile) c["profiled"] = 1;
+  if (!opt.timeline.empty()) c["traced_calls"] = bench::detail::kTimelineCalls;
   c["verified"] = 1;
   c["max_abs_err"] = r.max_abs_err;
   c["rel_l2_err"] = r.rel_l2_err;
   replace_non_finite(c);
-  state.SetLabel(fmt::format("role={};impl={};fp={};mode={}", bench::to_string(v.role), v.description,
-                             r.fingerprint_hash, profiled ? "profile" : "verify"));
+  const char* mode = opt.profile ? "profile" : !opt.timeline.empty() ? "timeline" : "verify";
+  state.SetLabel(fmt::format("role={};impl={};fp={};mode={}", bench::to_string(v.role),
+                             v.description, r.fingerprint_hash, mode));
 }
 
 // Which machine ran this: lent machines all call themselves "vm", so the kernel's boot id
@@ -192,6 +196,8 @@ void add_context(const bench::DeviceInfo& d, int argc, char** argv) {
   for (const auto& [key, value] : entries) benchmark::AddCustomContext(key, value);
   if (bench::detail::options().profile) benchmark::AddCustomContext("bench_profile", "on");
   if (bench::detail::options().verify_only) benchmark::AddCustomContext("bench_verify_only", "on");
+  if (!bench::detail::options().timeline.empty())
+    benchmark::AddCustomContext("bench_timeline", bench::detail::options().timeline);
 }
 
 }  // namespace
@@ -259,7 +265,8 @@ int main(int argc, char** argv) {
               state.SkipWithError((tag + r.message).c_str());
               return;
             }
-            if (bench::detail::options().profile || bench::detail::options().verify_only)
+            if (bench::detail::options().profile || bench::detail::options().verify_only ||
+                !bench::detail::options().timeline.empty())
               return report_untimed(state, variant, r);
             for (auto _ : state) state.SetIterationTime(bench::stats::median(r.samples));
             report(state, *example, variant, r, runner->ceilings());

@@ -53,36 +53,41 @@ double case_time_limit_s() {
 }
 
 std::string options_help() {
-  return "cudabench harness flags:\n"
-         "  --bench_min_samples=N     fewest kept samples per case (default 20)\n"
-         "  --bench_min_time=S        fewest seconds of measured time per case (default 0.05)\n"
-         "  --bench_max_noise=F       stop once relative noise (1.4826 MAD/median) <= F (0.01)\n"
-         "  --bench_timeout=S         stop sampling a case after S seconds of wall time (3)\n"
-         "  --bench_mode=cold|hot|sustained  override every example's sampling mode\n"
-         "  --bench_seed=N            fix the process's input seed (default: a fresh random one);\n"
-         "                            each variant and each sample still draws its own inputs\n"
-         "  --bench_samples_out=DIR   write each case's raw samples to DIR/<case>.json\n"
-         "  --bench_progress=FILE     append \"start <case>\" and \"end <case>\" to FILE as cases "
-         "run\n"
-         "                            (bench compare names the case an interruption stopped)\n"
-         "  --bench_expectations_dir=DIR  where <hardware_key>.json ceilings are read from\n"
-         "  --bench_smoke             a quick run: few samples, no soak, every check made\n"
-         "  --bench_profile           verify and warm up, then ONE untimed launch between\n"
-         "                            cudaProfilerStart/Stop for ncu or nsys (bench profile)\n"
-         "  --bench_verify_only       only the two checked runs at the verification size, then\n"
-         "                            report the case verified, untimed (bench sanitize)\n"
-         "  --bench_interleaved_checks  sustained mode: device-check each drawn sample right\n"
-         "                            after it, not after sampling ends (an A/B of the gaps)\n"
-         "  --bench_sustained_window=S  sustained mode: sample exactly S seconds of board time,\n"
-         "                            whatever the noise (default: stop at 1% noise after 1 s,\n"
-         "                            or at the timeout)\n"
-         "  --bench_sustained_soak=S  sustained mode: soak S seconds before sampling (default 1)\n"
-         "  --bench_sweep             every point of each example's axes, not only its defaults\n"
-         "  --bench_axis=NAME=V[,V]   only points whose axis NAME is one of the values (repeat\n"
-         "                            for more axes); examples without that axis are left out\n"
-         "  --bench_case_timeout=S    end the process, naming the case, when one case runs longer\n"
-         "                            than S seconds (a hung kernel); 0: no limit (default 300,\n"
-         "                            60 with --bench_smoke, none under a profiler or sanitizer)\n";
+  return fmt::format(
+      "cudabench harness flags:\n"
+      "  --bench_min_samples=N     fewest kept samples per case (default 20)\n"
+      "  --bench_min_time=S        fewest seconds of measured time per case (default 0.05)\n"
+      "  --bench_max_noise=F       stop once relative noise (1.4826 MAD/median) <= F (0.01)\n"
+      "  --bench_timeout=S         stop sampling a case after S seconds of wall time (3)\n"
+      "  --bench_mode=cold|hot|sustained  override every example's sampling mode\n"
+      "  --bench_seed=N            fix the process's input seed (default: a fresh random one);\n"
+      "                            each variant and each sample still draws its own inputs\n"
+      "  --bench_samples_out=DIR   write each case's raw samples to DIR/<case>.json\n"
+      "  --bench_progress=FILE     append \"start <case>\" and \"end <case>\" to FILE as cases "
+      "run\n"
+      "                            (bench compare names the case an interruption stopped)\n"
+      "  --bench_expectations_dir=DIR  where <hardware_key>.json ceilings are read from\n"
+      "  --bench_smoke             a quick run: few samples, no soak, every check made\n"
+      "  --bench_profile           verify and warm up, then ONE untimed launch between\n"
+      "                            cudaProfilerStart/Stop for ncu or nsys (bench profile)\n"
+      "  --bench_timeline=PATH     verify and warm up, then trace {} untimed calls through\n"
+      "                            CUPTI and write their kernels, copies and memsets to PATH\n"
+      "                            as JSON (bench profile --tool timeline)\n"
+      "  --bench_verify_only       only the two checked runs at the verification size, then\n"
+      "                            report the case verified, untimed (bench sanitize)\n"
+      "  --bench_interleaved_checks  sustained mode: device-check each drawn sample right\n"
+      "                            after it, not after sampling ends (an A/B of the gaps)\n"
+      "  --bench_sustained_window=S  sustained mode: sample exactly S seconds of board time,\n"
+      "                            whatever the noise (default: stop at 1% noise after 1 s,\n"
+      "                            or at the timeout)\n"
+      "  --bench_sustained_soak=S  sustained mode: soak S seconds before sampling (default 1)\n"
+      "  --bench_sweep             every point of each example's axes, not only its defaults\n"
+      "  --bench_axis=NAME=V[,V]   only points whose axis NAME is one of the values (repeat\n"
+      "                            for more axes); examples without that axis are left out\n"
+      "  --bench_case_timeout=S    end the process, naming the case, when one case runs longer\n"
+      "                            than S seconds (a hung kernel); 0: no limit (default 300,\n"
+      "                            60 with --bench_smoke, none under a profiler or sanitizer)\n",
+      kTimelineCalls);
 }
 
 namespace {
@@ -150,6 +155,9 @@ std::string parse_options(int* argc, char** argv) {
       o.stop.timeout_s = 0.2;
     } else if (key == "bench_profile") {
       o.profile = true;
+    } else if (key == "bench_timeline") {
+      if (value.empty()) error = fmt::format("{}: expected --bench_timeline=PATH", arg);
+      o.timeline = value;
     } else if (key == "bench_verify_only") {
       o.verify_only = true;
     } else if (key == "bench_interleaved_checks") {
@@ -182,7 +190,9 @@ std::string parse_options(int* argc, char** argv) {
     }
     if (!error.empty()) return error;
   }
-  if (o.profile && o.verify_only) return "--bench_profile and --bench_verify_only exclude each other";
+  // Each of the three ends a case at its own point, with its own report: at most one of them.
+  if (int(o.profile) + int(o.verify_only) + int(!o.timeline.empty()) > 1)
+    return "--bench_profile, --bench_timeline and --bench_verify_only exclude each other";
   *argc = kept;
   argv[kept] = nullptr;
   return {};

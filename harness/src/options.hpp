@@ -10,6 +10,9 @@
 
 namespace bench::detail {
 
+// How many calls --bench_timeline traces: enough to tell a steady sequence from a stray one.
+inline constexpr int kTimelineCalls = 5;
+
 struct Options {
   stats::StopRule stop;
   std::optional<Mode> mode;       // --bench_mode=cold|hot overrides every cold/hot example
@@ -22,6 +25,10 @@ struct Options {
   bool smoke = false;             // --bench_smoke: few samples, no sustained soak, every check made
   bool profile = false;           // --bench_profile: one untimed launch under cudaProfilerStart/Stop
   bool verify_only = false;       // --bench_verify_only: the verification runs only (bench sanitize)
+  // --bench_timeline=PATH: after the warm-up, kTimelineCalls calls traced through CUPTI, each
+  // prepared as the profiled launch is; their kernels, copies and memsets written to PATH as JSON
+  // (bench profile --tool timeline, where Nsight Systems cannot make a report).
+  std::string timeline;
   // --bench_interleaved_checks: sustained mode checks each sample drawn for a device check right
   // after it, as the other modes do, instead of holding its outputs until sampling ends (the A/B
   // of what the checks' gaps do to the clock: docs/architecture.md, step 6).

@@ -2,7 +2,8 @@
 //   requirements -> verify twice at the verification size -> build at the timing size ->
 //   first call and warm-up -> escaped-work check -> adaptive sampling -> a last sample on fresh
 //   inputs, re-verified -> throttle rule.
-// With --bench_profile the case stops after the warm-up: one launch under the profiler, checked.
+// With --bench_profile the case stops after the warm-up: one launch under the profiler, checked;
+// with --bench_timeline, kTimelineCalls calls traced through CUPTI, the last one checked.
 #include "runner.hpp"
 
 #include <cuda_profiler_api.h>
@@ -11,7 +12,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -63,6 +67,8 @@ uint64_t case_seed(const ExampleDef& e, const VariantDef& v) {
 }
 
 // Run numbers: 0 and 1 are the verification runs, 2 the profiled launch, 3 + i timed sample i.
+// A --bench_timeline run takes no samples: its traced call i is run 2 + i.
+constexpr int kProfiledRun = 2;
 constexpr int kFirstSampleRun = 3;
 
 // A hot batch repeats its launch on unchanged inputs; only the first launch meets fresh ones.
@@ -245,22 +251,84 @@ struct ProfilerRange {
   }
 };
 
-void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& launch,
-                  Sampler& sampler, uint64_t seed, cudaStream_t s, CaseRun& r) {
-  // Like a checked timed sample: fresh inputs, poisoned outputs, L2 flushed, then checked. The
-  // fill, poison, clock probe and flush kernels all run before the profiler starts, so the
-  // range holds the variant's own kernels from exactly one launch (host mode's sequence:
-  // flush, device sync, launch, device sync).
-  NvtxRange range("profile");
-  CheckedRun c = begin_checked_run(e, w, run_seed(seed, 2), 2, s);
+// One untimed launch prepared like a checked timed sample: fresh inputs (run `run`'s), poisoned
+// outputs, L2 flushed, the device synchronised (host mode's sequence: flush, device sync, launch,
+// device sync). The fill, poison, clock probe and flush kernels all run before `around` does, so a
+// profiler range or a tracer's markers in it hold the variant's own work from exactly one launch.
+// The caller checks the output with end_checked_run.
+CheckedRun prepared_launch(const ExampleDef& e, const WorkloadInstance& w, const Launch& around,
+                           Sampler& sampler, uint64_t seed, int run, cudaStream_t s) {
+  CheckedRun c = begin_checked_run(e, w, run_seed(seed, run), run, s);
   sampler.host(
       [&](cudaStream_t stream) {
-        ProfilerRange profiled;
-        launch(stream);
+        around(stream);
         BENCH_CUDA_CHECK(cudaDeviceSynchronize());
       },
       s);
-  end_checked_run(e, w, c, 2, s, "profiled launch", r);
+  return c;
+}
+
+void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& launch,
+                  Sampler& sampler, uint64_t seed, cudaStream_t s, CaseRun& r) {
+  NvtxRange range("profile");
+  const auto profiled = [&](cudaStream_t stream) {
+    ProfilerRange profiling;
+    launch(stream);
+    BENCH_CUDA_CHECK(cudaDeviceSynchronize());  // inside the range: the launch's work is all in it
+  };
+  CheckedRun c = prepared_launch(e, w, profiled, sampler, seed, kProfiledRun, s);
+  end_checked_run(e, w, c, kProfiledRun, s, "profiled launch", r);
+}
+
+// --bench_timeline: kTimelineCalls calls, each prepared as the profiled launch is and bracketed by
+// the tracer's markers, then the last one's output checked. Written to `path`: per call, its
+// kernels, copies and memsets in start order, the start relative to the call's first one (CUPTI's
+// clock is one for every GPU, so offsets on several devices line up).
+void trace_timeline(const ExampleDef& e, const VariantDef& v, const WorkloadInstance& w,
+                    const Launch& launch, Sampler& sampler, uint64_t seed, cudaStream_t s,
+                    const std::string& gpu, const std::string& path, CaseRun& r) {
+  WorkTracer& tracer = WorkTracer::get();
+  // A tool that holds CUPTI (Nsight, compute-sanitizer) leaves no activity API to trace with.
+  if (cuda_tool_present() || !tracer.available())
+    throw CheckFailure(fmt::format(
+        "--bench_timeline traces through CUPTI's activity API, which is not available "
+        "here: {}",
+        cuda_tool_present() ? "a CUDA tool is injected and holds it" : tracer.why_unavailable()));
+  NvtxRange range("timeline");
+  const auto traced = [&](cudaStream_t stream) {
+    tracer.mark(stream);
+    launch(stream);
+    tracer.mark(stream);
+  };
+  tracer.start();
+  CheckedRun last;
+  for (int call = 0; call < kTimelineCalls; ++call)
+    last = prepared_launch(e, w, traced, sampler, seed, kProfiledRun + call, s);
+  const int seen = tracer.stop();
+  if (seen != kTimelineCalls)
+    throw std::runtime_error(
+        fmt::format("the work tracer saw {} of the {} calls it traced", seen, kTimelineCalls));
+  end_checked_run(e, w, last, kProfiledRun + kTimelineCalls - 1, s, "last traced call", r);
+
+  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+  for (const auto& activities : tracer.calls()) {
+    auto& listed = calls.emplace_back(nlohmann::ordered_json::array());
+    for (const auto& a : activities)
+      listed.push_back({{"kind", a.kind},
+                        {"what", a.what},
+                        {"device", a.device},
+                        {"stream", a.stream},
+                        {"start_ns", a.start - activities.front().start},
+                        {"duration_ns", a.end - a.start}});
+  }
+  const nlohmann::ordered_json out = {{"case", case_name(e, v)},
+                                      {"gpu_name", gpu},
+                                      {"calls", kTimelineCalls},
+                                      {"traced_calls", calls}};
+  const std::filesystem::path file(path);
+  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+  std::ofstream(file) << out.dump(1) << "\n";
+  if (!std::ifstream(file)) throw std::runtime_error("--bench_timeline: could not write " + path);
 }
 
 // VALIDITY row 1 with CUPTI: every kernel, copy and memset these calls start, on any stream of any
@@ -387,8 +455,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
   // NVTX: the range "ch07:transpose:optimized" holds the phases "verify", "build", "warmup",
   // "escape_check", "soak" (sustained), "samples", "deferred_checks" (sustained, when samples
   // were held for a device check) and "final_check" (each also timed into r.phase_seconds), or
-  // "profile" with --bench_profile (no '/' in names: Nsight reads it as
-  // nesting). On the H100, ncu's --nvtx-include did not select them; `bench profile` selects
+  // "profile" with --bench_profile, "timeline" with --bench_timeline (no '/' in names: Nsight reads
+  // it as nesting). On the H100, ncu's --nvtx-include did not select them; `bench profile` selects
   // with cudaProfilerStart/Stop instead (docs/profiling.md).
   const std::string case_name = fmt::format("{}:{}:{}", e.chapter, e.name, v.name);
   NvtxRange case_range(case_name);
@@ -457,6 +525,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
   }
 
   if (opt.profile) return profile_once(e, w, launch, *sampler_, seed, s, r);
+  if (!opt.timeline.empty())
+    return trace_timeline(e, v, w, launch, *sampler_, seed, s, device_.name, opt.timeline, r);
 
   double launch_seconds = 0;  // one launch's event time, back to back (sets r.batch)
   {  // VALIDITY row 1: work the case's events did not see shows up as wall time they missed.

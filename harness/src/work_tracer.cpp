@@ -31,16 +31,20 @@ using MemcpyRecord = CUpti_ActivityMemcpy5;
 using MemsetRecord = CUpti_ActivityMemset4;
 using PeerCopyRecord = CUpti_ActivityMemcpyPtoP4;
 
-struct Activity {
+// A record as the buffers hand it over: the activity, and what places it among the calls.
+struct Record {
+  TracedActivity activity;
   uint32_t correlation = 0;
-  uint64_t start = 0, end = 0;
-  uint32_t device = 0, stream = 0;
-  std::string what;  // "kernel 'name'", "copy of 4096 bytes", "memset of ..."
   bool marker = false;
 };
 
+// "kernel 'name'", "copy of 4096 bytes", ...: how the escaped-work message names an activity.
+std::string describe(const TracedActivity& a) {
+  return a.kind == "kernel" ? fmt::format("kernel '{}'", a.what) : a.what;
+}
+
 std::mutex records_mutex;
-std::vector<Activity> records;
+std::vector<Record> records;
 constexpr std::size_t kBufferBytes = 4 << 20;
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -51,33 +55,36 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   CUpti_Activity* record = nullptr;
-  std::vector<Activity> batch;
+  std::vector<Record> batch;
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
-    Activity a;
+    Record a;
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* k = reinterpret_cast<const KernelRecord*>(record);
-        a = {k->correlationId, k->start, k->end, k->deviceId, k->streamId,
-             fmt::format("kernel '{}'", k->name ? k->name : "?")};
+        a = {{"kernel", k->name ? k->name : "?", k->deviceId, k->streamId, k->start, k->end},
+             k->correlationId};
         a.marker = k->name != nullptr && std::string_view(k->name).find(kTraceMarkerName) != std::string_view::npos;
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const MemcpyRecord*>(record);
-        a = {m->correlationId, m->start, m->end, m->deviceId, m->streamId,
-             fmt::format("copy of {} bytes", m->bytes)};
+        a = {{"copy", fmt::format("copy of {} bytes", m->bytes), m->deviceId, m->streamId, m->start,
+              m->end},
+             m->correlationId};
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY2: {
         const auto* m = reinterpret_cast<const PeerCopyRecord*>(record);
-        a = {m->correlationId, m->start, m->end, m->deviceId, m->streamId,
-             fmt::format("peer copy of {} bytes", m->bytes)};
+        a = {{"peer copy", fmt::format("peer copy of {} bytes", m->bytes), m->deviceId, m->streamId,
+              m->start, m->end},
+             m->correlationId};
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const MemsetRecord*>(record);
-        a = {m->correlationId, m->start, m->end, m->deviceId, m->streamId,
-             fmt::format("memset of {} bytes", m->bytes)};
+        a = {{"memset", fmt::format("memset of {} bytes", m->bytes), m->deviceId, m->streamId,
+              m->start, m->end},
+             m->correlationId};
         break;
       }
       default: continue;
@@ -165,28 +172,38 @@ int WorkTracer::stop() {
   cuptiActivityFlushAll(1);
   for (const auto kind : kKinds) cuptiActivityDisable(kind);
   detach();
-  std::vector<Activity> seen;
+  std::vector<Record> seen;
   {
     std::lock_guard lock(records_mutex);
     seen.swap(records);
   }
-  std::sort(seen.begin(), seen.end(), [](const Activity& a, const Activity& b) { return a.correlation < b.correlation; });
-  std::vector<const Activity*> markers;
+  std::sort(seen.begin(), seen.end(),
+            [](const Record& a, const Record& b) { return a.correlation < b.correlation; });
+  std::vector<const Record*> markers;
   for (const auto& a : seen)
     if (a.marker) markers.push_back(&a);
   escaped_.clear();
   activities_ = 0;
+  calls_.clear();
   const int calls = static_cast<int>(markers.size() / 2);
   for (int call = 0; call < calls; ++call) {
-    const Activity& open = *markers[2 * call];
-    const Activity& close = *markers[2 * call + 1];
+    const Record& open = *markers[2 * call];
+    const Record& close = *markers[2 * call + 1];
+    auto& started = calls_.emplace_back();
     for (const auto& a : seen) {
       if (a.marker || a.correlation <= open.correlation || a.correlation >= close.correlation) continue;
       ++activities_;
-      if (a.end > close.start && escaped_.empty())
-        escaped_ = fmt::format("{} (device {}, stream {}) ended {:.1f} us after the call's stop, in traced call {} of {}",
-                               a.what, a.device, a.stream, (a.end - close.start) * 1e-3, call + 1, calls);
+      started.push_back(a.activity);
+      if (a.activity.end > close.activity.start && escaped_.empty())
+        escaped_ = fmt::format(
+            "{} (device {}, stream {}) ended {:.1f} us after the call's stop, in traced call {} of "
+            "{}",
+            describe(a.activity), a.activity.device, a.activity.stream,
+            (a.activity.end - close.activity.start) * 1e-3, call + 1, calls);
     }
+    std::stable_sort(
+        started.begin(), started.end(),
+        [](const TracedActivity& a, const TracedActivity& b) { return a.start < b.start; });
   }
   return calls;
 }

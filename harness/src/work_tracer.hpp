@@ -14,9 +14,19 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace bench::detail {
+
+// One kernel, copy or memset a traced call started, as CUPTI recorded it.
+struct TracedActivity {
+  std::string kind;  // "kernel", "copy", "peer copy" or "memset"
+  std::string what;  // a kernel's name as CUPTI gives it (mangled), else "copy of 4096 bytes"...
+  uint32_t device = 0, stream = 0;
+  uint64_t start = 0, end = 0;  // ns on CUPTI's clock, one for every GPU
+};
 
 class WorkTracer {
  public:
@@ -38,6 +48,9 @@ class WorkTracer {
   std::string escaped() const { return escaped_; }
   // Activities (kernels, copies, memsets) the traced calls started, markers excluded.
   long long activities() const { return activities_; }
+  // After stop(): each traced call's activities, in order of their start (bench profile --tool
+  // timeline reads them; the escaped-work check is over the same lists).
+  const std::vector<std::vector<TracedActivity>>& calls() const { return calls_; }
 
  private:
   WorkTracer();
@@ -48,6 +61,7 @@ class WorkTracer {
   std::string why_;
   std::string escaped_;
   long long activities_ = 0;
+  std::vector<std::vector<TracedActivity>> calls_;
 };
 
 }  // namespace bench::detail

@@ -155,6 +155,54 @@ TEST_F(BenchProfile, MissingToolIsOneClearLine) {
   EXPECT_NE(r.err.find("Nsight Compute"), std::string::npos) << r.err;
 }
 
+// --tool timeline: no tool; the binary writes the traced calls (--bench_timeline) and their table
+// is printed. The fake chapter plants two calls: medians 10.5 and 9.5 us on two streams, then a
+// copy 5.5 us after the later one ends.
+TEST_F(BenchProfile, TimelineRunsTheBinaryAndPrintsTheTable) {
+  const fs::path dir = scratch_dir("timeline");
+  const auto r = bench({"profile", "ch99/first/optimized", "--tool", "timeline", "--build-dir",
+                        FAKE_BUILD_DIR, "-o", (dir / "t").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string written = (dir / "t.timeline.json").string();
+  EXPECT_NE(
+      r.out.find("'--benchmark_filter=^ch99/first/optimized(/|$)' --bench_timeline=" + written),
+      std::string::npos)
+      << r.out;
+  EXPECT_TRUE(fs::is_regular_file(written));
+  EXPECT_NE(r.out.find("ch99/first/optimized on Test GPU: 2 traced calls"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("chain_step "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("span 22.00 us, busy 16.50 us, idle 5.50 us; 3 activities, 2 calls"),
+            std::string::npos)
+      << r.out;
+
+  // The default path is the profile reports' folder, named after the case.
+  const auto by_default = bench(
+      {"profile", "ch99/first/optimized", "--tool", "timeline", "--build-dir", FAKE_BUILD_DIR});
+  ASSERT_EQ(by_default.exit_code, 0) << by_default.out << by_default.err;
+  EXPECT_TRUE(fs::is_regular_file(fs::path(FAKE_BUILD_DIR) /
+                                  "reports/profile/ch99.first.optimized.timeline.json"));
+
+  // A case that wrote nothing (failed, or skipped for want of CUPTI) is a failure.
+  ::setenv("FAKE_CHAPTER_NO_TIMELINE", "1", 1);
+  const auto none = bench({"profile", "ch99/first/optimized", "--tool", "timeline", "--build-dir",
+                           FAKE_BUILD_DIR, "-o", (dir / "t").string()});
+  ::unsetenv("FAKE_CHAPTER_NO_TIMELINE");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("wrote no " + written), std::string::npos) << none.err;
+
+  // --set is ncu's and no tool takes flags after --: both bad usage.
+  EXPECT_EQ(bench({"profile", "ch99/first/optimized", "--tool", "timeline", "--set", "basic",
+                   "--build-dir", FAKE_BUILD_DIR})
+                .exit_code,
+            2);
+  EXPECT_EQ(bench({"profile", "ch99/first/optimized", "--tool", "timeline", "--build-dir",
+                   FAKE_BUILD_DIR, "--", "--trace=cuda"})
+                .exit_code,
+            2);
+  fs::remove_all(dir);
+}
+
 // A --bench_profile row is one untimed launch: compare must never score it.
 TEST_F(BenchProfile, ProfileOutputIsRefusedAsAMeasurement) {
   const fs::path dir = scratch_dir("refuse");
@@ -169,6 +217,22 @@ TEST_F(BenchProfile, ProfileOutputIsRefusedAsAMeasurement) {
   const auto live = bench({"compare", "--chapter", "ch99", "--build-dir", FAKE_BUILD_DIR, "--", "--bench_profile"});
   EXPECT_EQ(live.exit_code, 2);
   EXPECT_NE(live.err.find("use `bench profile <case>`"), std::string::npos) << live.err;
+
+  // A --bench_timeline row (calls traced through CUPTI) is refused the same way.
+  std::ofstream(dir / "timeline.json")
+      << R"({"context": {"hardware_key": "test_gpu", "bench_timeline": "t.json"},
+    "benchmarks": [{"name": "ch99/first/optimized/iterations:1/manual_time", "run_type": "iteration",
+    "real_time": 0, "time_unit": "us", "verified": 1, "traced_calls": 5,
+    "label": "role=optimized;impl=x;fp=00000000000000aa;mode=timeline"}]})";
+  const auto traced = bench({"compare", "--from-results", (dir / "timeline.json").string()});
+  EXPECT_EQ(traced.exit_code, 2);
+  EXPECT_NE(traced.err.find("ch99/first/optimized comes from a --bench_timeline run"),
+            std::string::npos)
+      << traced.err;
+  const auto live_timeline = bench({"compare", "--chapter", "ch99", "--build-dir", FAKE_BUILD_DIR,
+                                    "--", "--bench_timeline=t.json"});
+  EXPECT_EQ(live_timeline.exit_code, 2);
+  EXPECT_NE(live_timeline.err.find("--tool timeline"), std::string::npos) << live_timeline.err;
   fs::remove_all(dir);
 }
 

@@ -4,7 +4,9 @@
 // would end a real one. Asked for no JSON (`bench run`), it prints the filter it was given.
 // With FAKE_CHAPTER_HANG_IN=<example> it finishes that example's baseline, then stays in its
 // optimized case (writing FAKE_CHAPTER_HANGING, if set, once it is there) until a signal ends it,
-// as a long or hung case holds a real one; --bench_progress gets the harness's lines.
+// as a long or hung case holds a real one; --bench_progress gets the harness's lines. With
+// --bench_timeline=PATH it writes a planted two-call timeline there (two streams overlapping, then
+// a gap before a copy), unless FAKE_CHAPTER_NO_TIMELINE is set, as a case that failed writes none.
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -85,6 +87,25 @@ int main(int argc, char** argv) {
     return 0;
   }
   const std::string filter = flag(argc, argv, "--benchmark_filter");  // "^ch99/<example>/"
+  if (const std::string timeline = flag(argc, argv, "--bench_timeline"); !timeline.empty()) {
+    if (std::getenv("FAKE_CHAPTER_NO_TIMELINE")) return 0;
+    const auto activity = [](const char* kind, const char* what, int stream, int start_ns,
+                             int duration_ns) {
+      return nlohmann::json{{"kind", kind},         {"what", what},
+                            {"device", 0},          {"stream", stream},
+                            {"start_ns", start_ns}, {"duration_ns", duration_ns}};
+    };
+    nlohmann::json calls = nlohmann::json::array();
+    for (int call = 0; call < 2; ++call)
+      calls.push_back({activity("kernel", "_Z10chain_stepPKfPfli", 7, 0, 10000 + 1000 * call),
+                       activity("kernel", "_Z10chain_stepPKfPfli", 8, 5000, 10000 - 1000 * call),
+                       activity("copy", "copy of 4096 bytes", 7, 20000, 2000)});
+    std::ofstream(timeline) << nlohmann::json{{"case", filter.substr(1, filter.find('(') - 1)},
+                                              {"gpu_name", "Test GPU"},
+                                              {"calls", 2},
+                                              {"traced_calls", calls}};
+    return 0;
+  }
   if (flag(argc, argv, "--benchmark_out").empty()) {  // `bench run`: show what it was asked to run
     std::cout << "filter " << filter << "\n";
     return 0;

@@ -43,6 +43,16 @@ TEST_F(HarnessOptions, ProfileFlagIsConsumedAndOtherFlagsKept) {
   EXPECT_EQ(std::string(kept[0]), "--benchmark_filter=^ch07/copy_coalescing/optimized(/|$)");
 }
 
+TEST_F(HarnessOptions, TimelineTakesAPathAndExcludesTheOtherUntimedRuns) {
+  EXPECT_EQ(parse({"--bench_timeline=/tmp/t.json"}), "");
+  EXPECT_EQ(options().timeline, "/tmp/t.json");
+  EXPECT_NE(parse({"--bench_timeline"}).find("expected --bench_timeline=PATH"), std::string::npos);
+  EXPECT_NE(parse({"--bench_timeline=t.json", "--bench_profile"}).find("exclude each other"),
+            std::string::npos);
+  EXPECT_NE(parse({"--bench_timeline=t.json", "--bench_verify_only"}).find("exclude each other"),
+            std::string::npos);
+}
+
 TEST_F(HarnessOptions, BadValuesAndUnknownFlagsAreErrors) {
   EXPECT_NE(parse({"--bench_min_samples=0"}).find("expected a number >= 1"), std::string::npos);
   EXPECT_NE(parse({"--bench_mode=warm"}).find("expected cold, hot or sustained"), std::string::npos);

@@ -51,6 +51,15 @@ std::string short_kernel_name(const std::string& name) {
   const std::unique_ptr<char, decltype(&std::free)> demangled(
       abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status), &std::free);
   std::string text = status == 0 && demangled ? demangled.get() : name;
+  // A template function's demangled name starts with its return type ("void "), and a kernel in
+  // an unnamed namespace with "(anonymous namespace)::", which says nothing in a timeline and
+  // would otherwise read as the parameter list.
+  if (text.rfind("void ", 0) == 0) text.erase(0, 5);
+  for (const std::string anonymous = "(anonymous namespace)::";;) {
+    const std::size_t at = text.find(anonymous);
+    if (at == std::string::npos) break;
+    text.erase(at, anonymous.size());
+  }
   // The parameter list starts at the first '(' outside template arguments, which may hold
   // parenthesised values ("kernel<(int)3>(float*)").
   int depth = 0;
@@ -64,8 +73,6 @@ std::string short_kernel_name(const std::string& name) {
       break;
     }
   }
-  // A template function's demangled name starts with its return type ("void ").
-  if (text.rfind("void ", 0) == 0) text.erase(0, 5);
   if (text.size() > kTimelineNameChars) text = text.substr(0, kTimelineNameChars - 3) + "...";
   return text;
 }

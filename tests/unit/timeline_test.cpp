@@ -102,6 +102,14 @@ TEST(Timeline, KernelNamesAreDemangledAndCut) {
   EXPECT_EQ(short_kernel_name("_Z10chain_stepPKfPfli"), "chain_step");
   EXPECT_EQ(short_kernel_name("_ZN4ch125stepsILi3EEEvPf"), "ch12::steps<3>");
   EXPECT_EQ(short_kernel_name("not_mangled"), "not_mangled");
+  // Names seen on an H200: a template kernel in an unnamed namespace (its demangled form starts
+  // "void (anonymous namespace)::"), and a plain one there.
+  EXPECT_EQ(short_kernel_name("_ZN54_GLOBAL__N__ad1382ac_21_transformer_decode_cu_4cf2e2a916pack_"
+                              "q_append_kvILb1EEEvPK13__nv_bfloat16PS1_S4_S4_iill"),
+            "pack_q_append_kv<true>");
+  EXPECT_EQ(short_kernel_name("_ZN54_GLOBAL__N__ad1382ac_21_transformer_decode_cu_4cf2e2a912rmsn"
+                              "orm_rowsEPK13__nv_bfloat16S2_PS0_l"),
+            "rmsnorm_rows");
   const std::string long_name = "kernels::flash::attention_kernel<" + std::string(80, 'x') + ">";
   const std::string cut = short_kernel_name(long_name);
   EXPECT_EQ(cut.size(), bench::tools::kTimelineNameChars);

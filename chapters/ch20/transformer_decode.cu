@@ -263,6 +263,9 @@ struct Bf16Cublaslt {
 // ---- rung 3: flash decoding over the cache, the new key in the merge ---------------------------
 // Packs q as [sequence][head][128] (the layout the attention kernel reads) and appends the new k
 // and v rows; with kRope (rung 4) it applies RoPE to q and k on the way, so qkv is read once.
+// A sequence's row is spread over pack_grid()'s blocks (blockIdx.y), one (head, pair) item a
+// thread: one block a row left each thread ten dependent loads and stores in a row, and the
+// kernel took as long at batch 1 as at 32 (latency, not bytes).
 template <bool kRope>
 __global__ void __launch_bounds__(kThreads)
     pack_q_append_kv(const bf16* qkv, bf16* q, bf16* k_new, bf16* v_new, int q_heads, int kv_heads,
@@ -275,8 +278,9 @@ __global__ void __launch_bounds__(kThreads)
   static_assert(kThreads % kHalf == 0, "a thread's pair i must not change across its heads");
   float c = 1.0f, s = 0.0f;
   if constexpr (kRope) rope_cos_sin(pos, int(threadIdx.x) % kHalf, c, s);
-#pragma unroll 4
-  for (int t = threadIdx.x; t < (q_heads + kv_heads) * kHalf; t += kThreads) {
+  const int first = int(blockIdx.y) * kThreads + int(threadIdx.x),
+            stride = kThreads * int(gridDim.y);
+  for (int t = first; t < (q_heads + kv_heads) * kHalf; t += stride) {
     const int head = t / kHalf, i = t % kHalf;
     const bf16* in = row + head * kHeadDim + i;
     bf16* out = head < q_heads
@@ -291,8 +295,13 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   const bf16* v = row + (q_heads + kv_heads) * kHeadDim;
-  for (int t = threadIdx.x; t < kv_heads * kHeadDim; t += kThreads)
+  for (int t = first; t < kv_heads * kHeadDim; t += stride)
     v_new[int64_t{blockIdx.x} * kv_heads * kHeadDim + t] = v[t];
+}
+// pack_q_append_kv's grid: a block a sequence and slice, each thread one item.
+inline dim3 pack_grid(const DecoderLayer& w) {
+  const int64_t items = (w.q_heads + w.kv_heads) * (kHeadDim / 2);
+  return {unsigned(w.batch), unsigned((items + kThreads - 1) / kThreads)};
 }
 
 // The split merge with the new key: pair bh's partials (m, l, o) over the cached keys, then the
@@ -456,9 +465,9 @@ struct FlashAttention {
     rope_in_place<<<unsigned(rows), kThreads, 0, s>>>(a.qkv.data(), int(w.q_heads + w.kv_heads),
                                                       w.qkv_dim, w.past);
     BENCH_CHECK_LAUNCH();
-    pack_q_append_kv<false><<<unsigned(rows), kThreads, 0, s>>>(
-        a.qkv.data(), a.q.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads), int(w.kv_heads),
-        w.qkv_dim, w.past);
+    pack_q_append_kv<false>
+        <<<pack_grid(w), kThreads, 0, s>>>(a.qkv.data(), a.q.data(), w.k_new.data(), w.v_new.data(),
+                                           int(w.q_heads), int(w.kv_heads), w.qkv_dim, w.past);
     BENCH_CHECK_LAUNCH();
     a.attention(w, s);
     linear_op(a.attn.data(), w.w_o.data(), a.o.data(), rows, hidden, hidden, s);
@@ -587,7 +596,7 @@ struct FusedOps {
     op("qkv", streamed_bytes(w.w_qkv),
        [&] { linear_op(a.xn.data(), w.w_qkv.data(), a.qkv.data(), rows, w.qkv_dim, hidden, s); });
     op("rope_append", 0, [&] {
-      pack_q_append_kv<true><<<unsigned(rows), kThreads, 0, s>>>(
+      pack_q_append_kv<true><<<pack_grid(w), kThreads, 0, s>>>(
           a.qkv.data(), a.q.data(), w.k_new.data(), w.v_new.data(), int(w.q_heads), int(w.kv_heads),
           w.qkv_dim, w.past);
       BENCH_CHECK_LAUNCH();

@@ -32,7 +32,9 @@ clock around work + synchronize. training_step's rows are also timed as the harn
 sustained-mode example (torch_inference.timed, torch_rowwise.sustained_us: a 1 s soak, then >= 1 s
 of ~20 ms batches back to back, at the power limit's clock): `sustained_ms`, `sustained_tflops` and
 the SM clock over those samples; set ours beside those. Each timing starts from the same initial
-parameters. About 2 s a row; --burst-only leaves them out.
+parameters. About 2 s a row; --burst-only leaves them out. Each training_step row is followed by
+its step's GPU timeline (gpu_timeline: span, busy and idle time between kernels, under
+torch.profiler), the counterpart of `bench profile ch01/training_step/optimized --tool timeline`.
 """
 import statistics
 import sys
@@ -116,6 +118,40 @@ def run_sync_loop():
     report("sync_loop", "pinned, non_blocking, one sync", ms=opt, speedup=base / opt)
 
 
+def gpu_timeline(call, calls=5):
+    """Where one call's GPU time goes between its kernels (ch01's `bench profile --tool timeline`
+    gives ours): torch.profiler around each of `calls` single calls after warm-up, each call's
+    kernels, copies and memsets as device intervals. Returns the medians over the calls of the
+    span (first start to last end), busy (the intervals' union) and idle (span - busy) in us, the
+    activity count, and the largest idle gaps of the median call as "name after the gap: us"."""
+    from torch.profiler import ProfilerActivity, profile
+    for _ in range(3):
+        call()
+    torch.cuda.synchronize()
+    seen = []
+    for _ in range(calls):
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            call()
+            torch.cuda.synchronize()
+        acts = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                      if e.device_type == torch.autograd.DeviceType.CUDA)
+        if not acts:
+            continue
+        busy, gaps, reach = 0.0, [], acts[0][0]
+        for start, end, name in acts:
+            if start > reach:
+                gaps.append((start - reach, name))
+            busy += max(0.0, end - max(start, reach))
+            reach = max(reach, end)
+        seen.append((reach - acts[0][0], busy, len(acts), sorted(gaps, reverse=True)[:4]))
+    if not seen:
+        return None
+    seen.sort(key=lambda s: s[0])
+    span, busy, count, gaps = seen[len(seen) // 2]
+    return dict(span_us=span, busy_us=busy, idle_us=span - busy, activities=count,
+                largest_gaps="; ".join(f"{name[:40]}: {gap:.1f}" for gap, name in gaps))
+
+
 def run_training_step():
     """ch01/training_step's model and step: 4 x (Linear, GELU tanh), MSE against a fixed target, SGD,
     FP32 parameters (the master weights) under BF16 autocast.
@@ -168,6 +204,9 @@ def run_training_step():
         eager_us = eager_us or us
         report("training_step", label, ms=us * 1e-3, tflops=tflops,
                samples_per_s=batch / (us * 1e-6), speedup=eager_us / us, **times)
+        model.load_state_dict(state)
+        if (timeline := gpu_timeline(lambda: step(module))) is not None:
+            report("training_step_timeline", label, **timeline)
 
 
 def run_preprocess():

@@ -287,13 +287,15 @@ void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& 
 void trace_timeline(const ExampleDef& e, const VariantDef& v, const WorkloadInstance& w,
                     const Launch& launch, Sampler& sampler, uint64_t seed, cudaStream_t s,
                     const std::string& gpu, const std::string& path, CaseRun& r) {
-  WorkTracer& tracer = WorkTracer::get();
   // A tool that holds CUPTI (Nsight, compute-sanitizer) leaves no activity API to trace with.
-  if (cuda_tool_present() || !tracer.available())
+  // Asked first: under a tool CUPTI is never touched, and WorkTracer::get() would probe it.
+  const bool tool = cuda_tool_present();
+  if (tool || !WorkTracer::get().available())
     throw CheckFailure(fmt::format(
         "--bench_timeline traces through CUPTI's activity API, which is not available "
         "here: {}",
-        cuda_tool_present() ? "a CUDA tool is injected and holds it" : tracer.why_unavailable()));
+        tool ? "a CUDA tool is injected and holds it" : WorkTracer::get().why_unavailable()));
+  WorkTracer& tracer = WorkTracer::get();
   NvtxRange range("timeline");
   const auto traced = [&](cudaStream_t stream) {
     tracer.mark(stream);

@@ -176,12 +176,17 @@ TEST_F(BenchProfile, TimelineRunsTheBinaryAndPrintsTheTable) {
             std::string::npos)
       << r.out;
 
-  // The default path is the profile reports' folder, named after the case.
+  // The default path is the profile reports' folder, named after the case. Removed first: a file
+  // an earlier run of this test left there must not pass for this run's.
+  const fs::path by_default_file =
+      fs::path(FAKE_BUILD_DIR) / "reports/profile/ch99.first.optimized.timeline.json";
+  fs::remove(by_default_file);
   const auto by_default = bench(
       {"profile", "ch99/first/optimized", "--tool", "timeline", "--build-dir", FAKE_BUILD_DIR});
   ASSERT_EQ(by_default.exit_code, 0) << by_default.out << by_default.err;
-  EXPECT_TRUE(fs::is_regular_file(fs::path(FAKE_BUILD_DIR) /
-                                  "reports/profile/ch99.first.optimized.timeline.json"));
+  EXPECT_TRUE(fs::is_regular_file(by_default_file));
+  EXPECT_NE(by_default.out.find("--bench_timeline=" + by_default_file.string()), std::string::npos)
+      << by_default.out;
 
   // A case that wrote nothing (failed, or skipped for want of CUPTI) is a failure.
   ::setenv("FAKE_CHAPTER_NO_TIMELINE", "1", 1);

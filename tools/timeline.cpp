@@ -124,7 +124,7 @@ std::string timeline_table(const nlohmann::json& timeline) {
   }
   const double span = span_end - span_start;
   out += fmt::format("span {:.2f} us, busy {:.2f} us, idle {:.2f} us; {} activities, {} calls\n",
-                     span, busy, span - busy, rows.size(), calls.size());
+                     span, busy, std::max(0.0, span - busy), rows.size(), calls.size());
   return out;
 }
 

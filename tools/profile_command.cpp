@@ -89,6 +89,17 @@ ProcessResult run_printed(const std::vector<std::string>& argv, std::ostream& ou
   return run_process(argv, false);
 }
 
+// The chapter binary's arguments that select exactly this case and make its untimed run
+// (`mode_flag`:
+// --bench_profile, or --bench_timeline=PATH).
+std::vector<std::string> case_args(const fs::path& binary, const std::string& case_name,
+                                   bool has_point, const std::string& mode_flag) {
+  std::vector<std::string> args = {binary.string(), "--benchmark_filter=^" + case_name + "(/|$)",
+                                   mode_flag};
+  if (has_point) args.push_back("--bench_sweep");  // the point may not be a default one
+  return args;
+}
+
 // --tool timeline: the binary traces the case's calls (--bench_timeline) into `output`
 // (.timeline.json appended unless it ends in .json), then the table of what they ran.
 int timeline_run(const fs::path& binary, const std::string& case_name, bool has_point,
@@ -97,10 +108,8 @@ int timeline_run(const fs::path& binary, const std::string& case_name, bool has_
       output.extension() == ".json" ? output : fs::path(output.string() + ".timeline.json");
   std::error_code ignored;
   fs::remove(file, ignored);  // a file left by an earlier run must not pass for this one's
-  std::vector<std::string> argv = {binary.string(), "--benchmark_filter=^" + case_name + "(/|$)",
-                                   "--bench_timeline=" + file.string()};
-  if (has_point) argv.push_back("--bench_sweep");  // the point may not be a default one
-  const ProcessResult result = run_printed(argv, out);
+  const ProcessResult result = run_printed(
+      case_args(binary, case_name, has_point, "--bench_timeline=" + file.string()), out);
   if (!result.ok()) {
     err << "bench profile: " << binary.filename().string() << " " << result.describe() << "\n";
     return kExitFailed;
@@ -114,8 +123,7 @@ int timeline_run(const fs::path& binary, const std::string& case_name, bool has_
   try {
     out << timeline_table(nlohmann::json::parse(in)) << "bench profile: timeline " << file.string()
         << "\n";
-  } catch (
-      const std::exception& e) {  // nlohmann's parse_error and timeline_table's invalid_argument
+  } catch (const std::exception& e) {  // nlohmann's parse_error, timeline_table's invalid_argument
     err << "bench profile: " << file.string() << ": " << e.what() << "\n";
     return kExitFailed;
   }
@@ -221,9 +229,9 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
                              "--trace=cuda,nvtx", "--force-overwrite=true", "-o", output.string()});
   }
   argv.insert(argv.end(), options.tool_args.begin(), options.tool_args.end());
-  argv.insert(argv.end(),
-              {binary.string(), "--benchmark_filter=^" + case_name + "(/|$)", "--bench_profile"});
-  if (has_point) argv.push_back("--bench_sweep");  // the point may not be a default one
+  const std::vector<std::string> selected =
+      case_args(binary, case_name, has_point, "--bench_profile");
+  argv.insert(argv.end(), selected.begin(), selected.end());
 
   const ProcessResult result = run_printed(argv, out);
   if (!result.ok()) {

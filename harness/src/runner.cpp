@@ -329,8 +329,9 @@ void trace_timeline(const ExampleDef& e, const VariantDef& v, const WorkloadInst
                                       {"traced_calls", calls}};
   const std::filesystem::path file(path);
   if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
-  std::ofstream(file) << out.dump(1) << "\n";
-  if (!std::ifstream(file)) throw std::runtime_error("--bench_timeline: could not write " + path);
+  std::ofstream written(file);
+  written << out.dump(1) << "\n";
+  if (!written.flush()) throw std::runtime_error("--bench_timeline: could not write " + path);
 }
 
 // VALIDITY row 1 with CUPTI: every kernel, copy and memset these calls start, on any stream of any

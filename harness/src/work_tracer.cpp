@@ -183,7 +183,6 @@ int WorkTracer::stop() {
   for (const auto& a : seen)
     if (a.marker) markers.push_back(&a);
   escaped_.clear();
-  activities_ = 0;
   calls_.clear();
   const int calls = static_cast<int>(markers.size() / 2);
   for (int call = 0; call < calls; ++call) {
@@ -191,8 +190,8 @@ int WorkTracer::stop() {
     const Record& close = *markers[2 * call + 1];
     auto& started = calls_.emplace_back();
     for (const auto& a : seen) {
-      if (a.marker || a.correlation <= open.correlation || a.correlation >= close.correlation) continue;
-      ++activities_;
+      if (a.marker || a.correlation <= open.correlation || a.correlation >= close.correlation)
+        continue;
       started.push_back(a.activity);
       if (a.activity.end > close.activity.start && escaped_.empty())
         escaped_ = fmt::format(

@@ -46,8 +46,6 @@ class WorkTracer {
   // After stop(): empty, or what escaped ("kernel 'spin' (device 0, stream 13) ended 412.3 us
   // after the call's stop, in traced call 2 of 3").
   std::string escaped() const { return escaped_; }
-  // Activities (kernels, copies, memsets) the traced calls started, markers excluded.
-  long long activities() const { return activities_; }
   // After stop(): each traced call's activities, in order of their start (bench profile --tool
   // timeline reads them; the escaped-work check is over the same lists).
   const std::vector<std::vector<TracedActivity>>& calls() const { return calls_; }
@@ -60,7 +58,6 @@ class WorkTracer {
   bool stay_attached_ = false;
   std::string why_;
   std::string escaped_;
-  long long activities_ = 0;
   std::vector<std::vector<TracedActivity>> calls_;
 };
 

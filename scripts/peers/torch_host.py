@@ -123,7 +123,9 @@ def gpu_timeline(call, calls=5):
     gives ours): torch.profiler around each of `calls` single calls after warm-up, each call's
     kernels, copies and memsets as device intervals. Returns the medians over the calls of the
     span (first start to last end), busy (the intervals' union) and idle (span - busy) in us, the
-    activity count, and the largest idle gaps of the median call as "name after the gap: us"."""
+    activity count, the largest idle gaps of the median call as "name after the gap: us", and its
+    activities in start order as "name: us" (`kernels`: which library kernel, with the tile and
+    cluster shapes CUTLASS-built kernels carry in their names, did the work)."""
     from torch.profiler import ProfilerActivity, profile
     for _ in range(3):
         call()
@@ -143,13 +145,15 @@ def gpu_timeline(call, calls=5):
                 gaps.append((start - reach, name))
             busy += max(0.0, end - max(start, reach))
             reach = max(reach, end)
-        seen.append((reach - acts[0][0], busy, len(acts), sorted(gaps, reverse=True)[:4]))
+        seen.append((reach - acts[0][0], busy, len(acts), sorted(gaps, reverse=True)[:4],
+                     [(name, end - start) for start, end, name in acts]))
     if not seen:
         return None
     seen.sort(key=lambda s: s[0])
-    span, busy, count, gaps = seen[len(seen) // 2]
+    span, busy, count, gaps, listed = seen[len(seen) // 2]
     return dict(span_us=span, busy_us=busy, idle_us=span - busy, activities=count,
-                largest_gaps="; ".join(f"{name[:40]}: {gap:.1f}" for gap, name in gaps))
+                largest_gaps="; ".join(f"{name[:40]}: {gap:.1f}" for gap, name in gaps),
+                kernels="; ".join(f"{name[:200]}: {us:.1f}" for name, us in listed))
 
 
 def run_training_step():

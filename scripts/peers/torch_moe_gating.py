@@ -33,6 +33,7 @@ import sys
 try:
     import torch
 
+    from torch_host import gpu_timeline
     from torch_inference import peer_main, report, skipped
     from torch_rowwise import median_us
 except ImportError as missing:  # the GPU machine has PyTorch; say so anywhere else, and succeed
@@ -173,6 +174,10 @@ def run_moe_dispatch():
                 continue
             report("moe_dispatch", f"{routing} {label}", tokens=t, experts=e, top_k=k, us=us,
                    tflops=flops / (us * 1e-6) / 1e12)
+            # Which kernels PyTorch runs for it, with their times (ncu sees only CUTLASS's
+            # prepare_grouped_gemm_data of the grouped GEMM: chapters/ch15/README.md).
+            if label != "python loop" and (timeline := gpu_timeline(fn)) is not None:
+                report("moe_dispatch_timeline", f"{routing} {label}", **timeline)
 
 
 def main():

@@ -28,13 +28,13 @@
 //      walks 64 tiles, the first 2) across a group of heads whose K and V fit in half the L2, so
 //      the short ones fill the tail (launch_order.hpp; every fused rung launches so). d64 keeps
 //      the 64-key tiles (ch18's Walk counts them; S stays 32 registers a thread, O halves to 32).
-//   3. step "wgmma_ws" (sm_90a; kernels/flash_attention_wgmma.cuh, shared with ch18): the Hopper form. A producer
-//      warpgroup's one thread loads Q once and 128-key K and V tiles by TMA into a 2-stage ring;
-//      two consumer warpgroups (64 query rows each) compute S = Q K^T by wgmma from shared memory,
-//      the online softmax in registers, and O += P V by wgmma with P straight from registers:
-//      no ldmatrix, no cp.async address arithmetic, and 64 x 128 x 16 per instruction instead of
-//      16 x 8 x 16 (P V 64 x 64 x 16 at d64; the tiles stay 128 queries x 128 keys). Each
-//      consumer waits for each GEMM before its softmax: the tensor cores idle through every
+//   3. step "wgmma_ws" (sm_90a; kernels/flash_attention_wgmma.cuh, shared with ch18): the Hopper
+//      form. A producer warpgroup's one thread loads Q once and 128-key K and V tiles by TMA into a
+//      2-stage ring; two consumer warpgroups (64 query rows each) compute S = Q K^T by wgmma from
+//      shared memory, the online softmax in registers, and O += P V by wgmma with P straight from
+//      registers: no ldmatrix, no cp.async address arithmetic, and 64 x 128 x 16 per instruction
+//      instead of 16 x 8 x 16 (P V 64 x 64 x 16 at d64; the tiles stay 128 queries x 128 keys).
+//      Each consumer waits for each GEMM before its softmax: the tensor cores idle through every
 //      softmax the other consumer does not happen to cover.
 //   4. optimized "wgmma_pingpong" (causal, d128): FlashAttention-3's two overlaps on the same
 //      kernel. Within a consumer, S of tile t and P V of tile t - 1 are issued together and tile
@@ -74,6 +74,15 @@
 //      Q buffer), and the finished O is stored under the other consumer's GEMMs. A causal block
 //      averages 16.5 tiles at s4096, so the per-block edges this removes weigh twice as much as
 //      non-causal (README: "Causal: where the time goes").
+//  10. step "wgmma_chained_diagonal" (causal d128; issue 46; not yet run on a GPU): wgmma_chained
+//      with the diagonal as the causal geometry has it: a 128-row block starts where a 128-key
+//      tile does, so only its last tile holds masked scores, and of that tile consumer 0 (rows
+//      0-63) sees only keys 0-63. The other tiles run no mask code; on the diagonal each consumer
+//      tests only the half of the tile its rows meet the diagonal in (a 32-bit compare and a
+//      select a score, against ~6 PTX instructions a score in 64-bit arithmetic and branches for
+//      the general mask), and consumer 0 skips the quarter of the tile that is all masked for it:
+//      no exponentials, S by m64n64k16 and P V over 4 of 8 k16 steps, in loops of their own per
+//      consumer (a wgmma in a branch on the warpgroup is serialised). Compare with wgmma_chained.
 // Flops: those attention needs, 4 x d per visible score (4 x 64 for the twins): seq^2 per head
 // non-causal, seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric
 // "computed_flops_ratio": the tensor-core flops a variant actually executes over the declared
@@ -368,15 +377,16 @@ __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
 
 // The chained form (fw::chained), causal: one CTA an SM running the blocks a host plan deals it
 // (ch16::list_schedule: the causal launch order dealt as a plain grid's hardware would), its
-// blocks one stream of tiles for the ping-pong consumers.
-template <int kD>
+// blocks one stream of tiles for the ping-pong consumers. kDiagonal: only each block's last tile
+// masked, split by consumer (wgmma_chained_diagonal).
+template <int kD, bool kDiagonal>
 __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
     wgmma_chained(const __grid_constant__ CUtensorMap map_q,
                   const __grid_constant__ CUtensorMap map_k,
                   const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq,
                   ch16::LaunchOrder order, const int* __restrict__ plan) {
 #if BENCH_SM90A_DEVICE
-  fw::chained<kD>(map_q, map_k, map_v, out, seq, plan, LocateBlock<true>{order, seq});
+  fw::chained<kD, kDiagonal>(map_q, map_k, map_v, out, seq, plan, LocateBlock<true>{order, seq});
 #endif
 }
 
@@ -449,13 +459,14 @@ class WgmmaWs {
 
 // wgmma_chained (causal d128): fw::chained with its plan, one CTA an SM. Untimed: the opt-in
 // (193 KiB: a second Q buffer), the tensor maps and the plan, built on the host and copied once.
-template <class W>
-class Chained {
+// kDiagonal: wgmma_chained_diagonal, the same with the diagonal's mask and work split by consumer.
+template <class W, bool kDiagonal>
+class ChainedForm {
   static_assert(W::causal, "the plan balances unequal (causal) blocks");
   static constexpr int kD = W::head_dim;
 
  public:
-  Chained(const W& w, cudaStream_t)
+  ChainedForm(const W& w, cudaStream_t)
       : map_q_(fw::query_map<kD>(w.q.data(), w.bh * w.seq)),
         map_k_(fw::tile_map<kD>(w.k.data(), w.bh * w.seq)),
         map_v_(fw::tile_map<kD>(w.v.data(), w.bh * w.seq)),
@@ -464,8 +475,8 @@ class Chained {
         // (the verification size: so it and `bench sanitize` run the hand-over between blocks
         // and the reuse of both Q buffers).
         grid_(std::min(kernels::sm_count(), (order_.ctas() + 3) / 4)),
-        computed_ratio_(wgmma_computed_ratio<2>(w, order_.blocks)) {
-    BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_chained<kD>,
+        computed_ratio_(computed_ratio(w, order_.blocks)) {
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_chained<kD, kDiagonal>,
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(fw::kChainSmemBytes<kD>)));
     const int64_t seq = w.seq;
@@ -477,19 +488,35 @@ class Chained {
         cudaMemcpy(plan_.data(), plan.data(), plan_.bytes(), cudaMemcpyHostToDevice));
   }
   void operator()(const W& w, cudaStream_t stream) const {
-    wgmma_chained<kD><<<grid_, fw::Team<2>::kThreads, fw::kChainSmemBytes<kD>, stream>>>(
+    wgmma_chained<kD, kDiagonal><<<grid_, fw::Team<2>::kThreads, fw::kChainSmemBytes<kD>, stream>>>(
         map_q_, map_k_, map_v_, w.out.data(), w.seq, order_, plan_.data());
     BENCH_CHECK_LAUNCH();
   }
   std::vector<bench::Metric> metrics() const { return {{"computed_flops_ratio", computed_ratio_}}; }
 
  private:
+  // kDiagonal: on each block's diagonal consumer 0 skips half of its P V (a quarter of its tile's
+  // flops) and, but in a one-tile block, half of its S (another quarter; fw::chained).
+  static double computed_ratio(const W& w, int blocks) {
+    double ratio = wgmma_computed_ratio<2>(w, blocks);
+    if constexpr (kDiagonal) {
+      double skipped = 0;  // consumer tiles
+      for (int qb = 0; qb < blocks; ++qb)
+        skipped += 0.25 + (WgmmaWalk<true, 2>{w.seq, qb}.tiles() > 1 ? 0.25 : 0.0);
+      ratio -= skipped * double(w.bh) * fw::kConsumerRows * fw::kKeys * 4.0 * kD / w.declared_flops;
+    }
+    return ratio;
+  }
   CUtensorMap map_q_, map_k_, map_v_;
   ch16::LaunchOrder order_;  // its `blocks`: query blocks a head
   int grid_;
   double computed_ratio_;
   bench::DeviceBuffer<int> plan_;
 };
+template <class W>
+using Chained = ChainedForm<W, false>;
+template <class W>
+using ChainedDiagonal = ChainedForm<W, true>;
 
 // ---- References and registration --------------------------------------------------------------
 
@@ -590,23 +617,31 @@ BENCH_EXAMPLE(ch16, flash_attention, AnyAttention)
     .int_axis("d", {64, 128})
     .bool_axis("causal")
     // The shapes measured before the axes (each was an example of its own): README.
-    .default_points({"b:4/s:4096/d:128/causal:0", "b:4/s:4096/d:128/causal:1", "b:1/s:8192/d:128/causal:0",
-                     "b:1/s:8192/d:128/causal:1", "b:4/s:4096/d:64/causal:0", "b:4/s:4096/d:64/causal:1"})
+    .default_points({"b:4/s:4096/d:128/causal:0", "b:4/s:4096/d:128/causal:1",
+                     "b:1/s:8192/d:128/causal:0", "b:1/s:8192/d:128/causal:1",
+                     "b:4/s:4096/d:64/causal:0", "b:4/s:4096/d:64/causal:1"})
     .stateful<OnEveryShape<Materialised>>(bench::Role::baseline, "materialised")
     .stateful<OnEveryShape<Fa2MmaSync>>(bench::Role::step, "fa2_mma_sync")
     .stateful<OnEveryShape<Serial>>(bench::Role::step, "wgmma_ws", {.arch_specific = 90})
     .stateful<OnEveryShape<Pingpong>>(bench::Role::step, "wgmma_pingpong", {.arch_specific = 90})
     .variant_where([](const bench::Point& p) { return !causal_d128(p); })
-    .stateful<OnEveryShape<Pingpong>>(bench::Role::optimized, "wgmma_pingpong", {.arch_specific = 90})
+    .stateful<OnEveryShape<Pingpong>>(bench::Role::optimized, "wgmma_pingpong",
+                                      {.arch_specific = 90})
     .variant_where(causal_d128)
-    .stateful<Dispatched<Persistent, A128>>(bench::Role::optimized, "wgmma_persistent", {.arch_specific = 90})
+    .stateful<Dispatched<Persistent, A128>>(bench::Role::optimized, "wgmma_persistent",
+                                            {.arch_specific = 90})
     .variant_where(plain_d128)
     .stateful<Dispatched<Pingpong192, A64, A64Causal>>(bench::Role::optimized, "wgmma_pingpong_192",
-                                                        {.arch_specific = 90})
+                                                       {.arch_specific = 90})
     .variant_where(d64)
     // A step: in same-run compares (README) it is ahead of wgmma_pingpong at b4 s4096 causal but
     // level or behind at b1 s8192 causal, so it does not yet win at every causal d128 point.
-    .stateful<Dispatched<Chained, A128Causal>>(bench::Role::step, "wgmma_chained", {.arch_specific = 90})
+    .stateful<Dispatched<Chained, A128Causal>>(bench::Role::step, "wgmma_chained",
+                                               {.arch_specific = 90})
+    .variant_where(causal_d128)
+    // A step over wgmma_chained (compare with it): not yet run on a GPU.
+    .stateful<Dispatched<ChainedDiagonal, A128Causal>>(bench::Role::step, "wgmma_chained_diagonal",
+                                                       {.arch_specific = 90})
     .variant_where(causal_d128)
     .stateful<OnEveryShape<Overlap>>(bench::Role::step, "wgmma_overlap", {.arch_specific = 90})
     .stateful<OnEveryShape<OverlapEarlyTurn>>(bench::Role::step, "wgmma_overlap_early_turn",

@@ -169,13 +169,14 @@ __device__ __forceinline__ void issue_scores(float (&sc)[64], Smem<kD, kC>& sm, 
 }
 
 // O += P V from stage s, one wgmma group: 8 k16 steps of 16 keys (2048 bytes of each box); N = kD
-// is one m64n128k16 (d128: LBO to the second box) or one m64n64k16 (d64).
-template <int kD, int kC>
+// is one m64n128k16 (d128: LBO to the second box) or one m64n64k16 (d64). kSteps < 8: only the
+// tile's first 16 kSteps keys (the rest of P is zero: the chained kernel's causal diagonal).
+template <int kD, int kC, int kSteps = kKeys / 16>
 __device__ __forceinline__ void issue_pv(float (&o)[kD / 2], const uint32_t (&pa)[kKeys / 16][4],
                                          Smem<kD, kC>& sm, int s) {
   wgmma::fence();
 #pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) {
+  for (int kk = 0; kk < kSteps; ++kk) {
     const uint64_t v = wgmma::descriptor_mn_major_sw128(&sm.v[s][0][kk * 16 * kHalf], kBoxBytes);
     if constexpr (kD == 128)
       wgmma::mma_m64n128k16_bf16_a_regs(o, pa[kk], v, 1);
@@ -221,16 +222,20 @@ __device__ __forceinline__ void mask_tile(float (&sc)[64], const Walk& walk, int
 
 // Online softmax of a (masked) tile, in place: sc becomes P (FP32, relative to the new running
 // max), m and l advance, and c is the factor O must be rescaled by before P V.
-template <int kD>
+// kScores < 64: only the tile's first kScores / 4 column groups (keys 0 .. 2 kScores - 1 of the
+// tile) hold visible scores, and the rest of P is zero without an exponential (the chained
+// kernel's causal diagonal, for the consumer whose rows all lie before the tile's second half).
+template <int kD, int kScores = 64>
 __device__ __forceinline__ void softmax_scores(float (&sc)[64], float (&m)[2], float (&l)[2],
                                                float (&c)[2]) {
+  static_assert(kScores % 4 == 0 && kScores <= 64, "whole column groups");
   // The row maxima are taken on the raw scores (the scale is positive, so it commutes with max)
   // and the scale is folded into the exponent's one FFMA: 2^(s x scale - m), no separate multiply
   // per score. At head dim 64 the softmax's per-score instructions weigh as much as the GEMMs.
   const float scale = kernels::kLog2e / sqrtf(float(kD));
   float top[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int i = 0; i < 64; ++i) top[(i % 4) / 2] = fmaxf(top[(i % 4) / 2], sc[i]);
+  for (int i = 0; i < kScores; ++i) top[(i % 4) / 2] = fmaxf(top[(i % 4) / 2], sc[i]);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     top[h] = fmaxf(top[h], __shfl_xor_sync(0xffffffffu, top[h], 1));
@@ -240,10 +245,12 @@ __device__ __forceinline__ void softmax_scores(float (&sc)[64], float (&m)[2], f
     l[h] *= c[h], m[h] = m_new;
   }
 #pragma unroll
-  for (int i = 0; i < 64; ++i) {
+  for (int i = 0; i < kScores; ++i) {
     sc[i] = kernels::exp2_ftz(fmaf(sc[i], scale, -m[(i % 4) / 2]));
     l[(i % 4) / 2] += sc[i];
   }
+#pragma unroll
+  for (int i = kScores; i < 64; ++i) sc[i] = 0.0f;
 }
 
 // Online softmax of tile t, in place: its masked scores dropped, then softmax_scores.

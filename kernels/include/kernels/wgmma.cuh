@@ -183,6 +183,23 @@ __device__ __forceinline__ void mma_m64n128k16_bf16(float (&d)[64], uint64_t des
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
+// d (64 x 64, FP32) += A (64 x 16) * B (64 x 16)^T, both K-major in shared memory: the product
+// of mma_m64n128k16_bf16 over its first 64 columns (B's first 64 rows; d is that form's d[0 .. 31],
+// in the same fragment layout). ch16's wgmma_chained_diagonal: a causal diagonal tile's scores for
+// the warpgroup whose rows all lie before the tile's second half.
+__device__ __forceinline__ void mma_m64n64k16_bf16(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                   int accumulate) {
+  // clang-format off
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      BENCH_WGMMA_ACC32_REGS
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : BENCH_WGMMA_ACC32(d)
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  // clang-format on
+}
+
 // d (64 x 128, FP32) = A (64 x 16) * B (128 x 16)^T, both K-major in shared memory: the first k
 // step of a product into registers that hold something else until then. scale-d is the immediate
 // 0 and d an output only, so d's previous values are dead before this instruction, not live up to

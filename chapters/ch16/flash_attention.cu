@@ -36,11 +36,11 @@
 //      instead of 16 x 8 x 16 (P V 64 x 64 x 16 at d64; the tiles stay 128 queries x 128 keys).
 //      Each consumer waits for each GEMM before its softmax: the tensor cores idle through every
 //      softmax the other consumer does not happen to cover.
-//   4. optimized "wgmma_pingpong" (causal, d128): FlashAttention-3's two overlaps on the same
-//      kernel. Within a consumer, S of tile t and P V of tile t - 1 are issued together and tile
-//      t's softmax runs while P V is on the tensor cores; between consumers, named barriers make
-//      them take turns issuing GEMMs, so one's softmax lines up with the other's GEMMs. (A step
-//      at d64 and non-causal d128.)
+//   4. step "wgmma_pingpong": FlashAttention-3's two overlaps on the same kernel. Within a
+//      consumer, S of tile t and P V of tile t - 1 are issued together and tile t's softmax runs
+//      while P V is on the tensor cores; between consumers, named barriers make them take turns
+//      issuing GEMMs, so one's softmax lines up with the other's GEMMs. The rungs below build on
+//      it.
 //   5. optimized at d64 only, "wgmma_pingpong_192": three consumer warpgroups, 192-query blocks
 //      (FlashAttention-3's shape at head dim 64). At d64 a tile's exponentials take the SFU
 //      about as long as its two GEMMs take the tensor cores, so two warpgroups taking turns leave
@@ -66,7 +66,7 @@
 //      turn. The same launches as wgmma_overlap (compare with it). A step: faster than
 //      wgmma_overlap, level with the persistent rung at non-causal d128, behind ping-pong
 //      elsewhere (README).
-//   9. step "wgmma_chained" (causal d128; issue 46; not yet run on a GPU): the ping-pong kernel
+//   9. step "wgmma_chained" (causal d128; issue 46): the ping-pong kernel
 //      persistent for causal blocks (kernels/flash_attention_wgmma_chain.cuh). A host plan deals
 //      the causal launch order to one CTA an SM as a plain grid's hardware would (longest first
 //      within each L2 group), and each CTA's blocks run as one stream of tiles: the turn that
@@ -74,7 +74,7 @@
 //      Q buffer), and the finished O is stored under the other consumer's GEMMs. A causal block
 //      averages 16.5 tiles at s4096, so the per-block edges this removes weigh twice as much as
 //      non-causal (README: "Causal: where the time goes").
-//  10. step "wgmma_chained_diagonal" (causal d128; issue 46; not yet run on a GPU): wgmma_chained
+//  10. optimized at causal d128, "wgmma_chained_diagonal" (issue 46): wgmma_chained
 //      with the diagonal as the causal geometry has it: a 128-row block starts where a 128-key
 //      tile does, so only its last tile holds masked scores, and of that tile consumer 0 (rows
 //      0-63) sees only keys 0-63. The other tiles run no mask code; on the diagonal each consumer
@@ -605,8 +605,9 @@ void device_reference(const AnyAttention& a, cudaStream_t stream) {
       a.shape);
 }
 
-// Which rung is the optimized one depends on the shape (the header's list): ping-pong at causal
-// d128, the persistent ping-pong non-causal at d128, three consumers at d64.
+// Which rung is the optimized one depends on the shape (the header's list): the chained kernel
+// with the diagonal split by consumer at causal d128, the persistent ping-pong non-causal at
+// d128, three consumers at d64.
 bool causal_d128(const bench::Point& p) { return p.axis("d") == 128 && p.axis("causal") == 1; }
 bool plain_d128(const bench::Point& p) { return p.axis("d") == 128 && p.axis("causal") == 0; }
 bool d64(const bench::Point& p) { return p.axis("d") == 64; }
@@ -624,10 +625,6 @@ BENCH_EXAMPLE(ch16, flash_attention, AnyAttention)
     .stateful<OnEveryShape<Fa2MmaSync>>(bench::Role::step, "fa2_mma_sync")
     .stateful<OnEveryShape<Serial>>(bench::Role::step, "wgmma_ws", {.arch_specific = 90})
     .stateful<OnEveryShape<Pingpong>>(bench::Role::step, "wgmma_pingpong", {.arch_specific = 90})
-    .variant_where([](const bench::Point& p) { return !causal_d128(p); })
-    .stateful<OnEveryShape<Pingpong>>(bench::Role::optimized, "wgmma_pingpong",
-                                      {.arch_specific = 90})
-    .variant_where(causal_d128)
     .stateful<Dispatched<Persistent, A128>>(bench::Role::optimized, "wgmma_persistent",
                                             {.arch_specific = 90})
     .variant_where(plain_d128)
@@ -635,12 +632,12 @@ BENCH_EXAMPLE(ch16, flash_attention, AnyAttention)
                                                        {.arch_specific = 90})
     .variant_where(d64)
     // A step: in same-run compares (README) it is ahead of wgmma_pingpong at b4 s4096 causal but
-    // level or behind at b1 s8192 causal, so it does not yet win at every causal d128 point.
+    // level or behind at b1 s8192 causal; the diagonal split below wins at both.
     .stateful<Dispatched<Chained, A128Causal>>(bench::Role::step, "wgmma_chained",
                                                {.arch_specific = 90})
     .variant_where(causal_d128)
-    // A step over wgmma_chained (compare with it): not yet run on a GPU.
-    .stateful<Dispatched<ChainedDiagonal, A128Causal>>(bench::Role::step, "wgmma_chained_diagonal",
+    .stateful<Dispatched<ChainedDiagonal, A128Causal>>(bench::Role::optimized,
+                                                       "wgmma_chained_diagonal",
                                                        {.arch_specific = 90})
     .variant_where(causal_d128)
     .stateful<OnEveryShape<Overlap>>(bench::Role::step, "wgmma_overlap", {.arch_specific = 90})

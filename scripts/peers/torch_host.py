@@ -153,7 +153,7 @@ def gpu_timeline(call, calls=5):
     span, busy, count, gaps, listed = seen[len(seen) // 2]
     return dict(span_us=span, busy_us=busy, idle_us=span - busy, activities=count,
                 largest_gaps="; ".join(f"{name[:40]}: {gap:.1f}" for gap, name in gaps),
-                kernels="; ".join(f"{name[:200]}: {us:.1f}" for name, us in listed))
+                kernels="; ".join(f"{name[:1000]}: {us:.1f}" for name, us in listed))
 
 
 def run_training_step():

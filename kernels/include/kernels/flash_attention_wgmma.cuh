@@ -145,18 +145,23 @@ constexpr size_t kSmemBytes = sizeof(Smem<kD, kConsumers>) + 1024;  // + room to
 // the overlap schedule, where sc's previous contents would otherwise stay live beside the other
 // S set; the other schedules keep the form they were measured with.
 // issue_scores_from reads Q from buffer `qs` (the chained kernel's second Q buffer), issue_scores
-// from sm.q.
-template <int kD, int kC, bool kOverwrite = false>
+// from sm.q. kKeys64: S over the tile's first 64 keys only (m64n64k16; sc is then that product's
+// 32 accumulators: the chained kernel's causal diagonal, whose other 64 keys lie past every row of
+// consumer 0).
+template <int kD, int kC, bool kOverwrite = false, bool kKeys64 = false>
 __device__ __forceinline__ void issue_scores_from(
-    float (&sc)[64], const bf16 (&qs)[Smem<kD, kC>::kBoxes][Smem<kD, kC>::kRows * kHalf],
-    Smem<kD, kC>& sm, int cw, int s) {
+    float (&sc)[kKeys64 ? 32 : 64],
+    const bf16 (&qs)[Smem<kD, kC>::kBoxes][Smem<kD, kC>::kRows * kHalf], Smem<kD, kC>& sm, int cw,
+    int s) {
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     const uint64_t q =
         wgmma::descriptor_k_major_sw128(&qs[kk / 4][cw * 64 * kHalf + (kk % 4) * 16]);
     const uint64_t k = wgmma::descriptor_k_major_sw128(&sm.k[s][kk / 4][(kk % 4) * 16]);
-    if (kOverwrite && kk == 0)
+    if constexpr (kKeys64)
+      wgmma::mma_m64n64k16_bf16(sc, q, k, kk > 0);
+    else if (kOverwrite && kk == 0)
       wgmma::mma_m64n128k16_bf16_overwrite(sc, q, k);
     else
       wgmma::mma_m64n128k16_bf16(sc, q, k, kk > 0);

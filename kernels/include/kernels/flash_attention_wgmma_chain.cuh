@@ -36,10 +36,10 @@
 //     diagonal (mask_diagonal: a 32-bit compare of a constant with the thread's row in the tile,
 //     and a select, a score); consumer 0 drops keys 64-127 with neither a compare nor an
 //     exponential (softmax_scores<kD, 32>), consumer 1 keeps keys 0-63 without a compare;
-//   - consumer 0 computes S over keys 0-63 only (m64n64k16, issue_scores_left) and P V over
-//     them only (4 of 8 k16 steps): the diagonal's tensor work falls by a quarter. A one-tile
-//     block's diagonal (its tile 0, whose S is issued where every block's tile 0 is) keeps the
-//     full S.
+//   - consumer 0 computes S over keys 0-63 only (m64n64k16: issue_scores_from's kKeys64 form) and
+//     P V over them only (4 of 8 k16 steps): the diagonal's tensor work falls by a quarter. A
+//     one-tile block's diagonal (its tile 0, whose S is issued where every block's tile 0 is)
+//     keeps the full S.
 // Keys past seq need no test: a row < seq sees only keys <= row; rows past seq are never stored.
 #pragma once
 
@@ -107,24 +107,6 @@ __device__ __forceinline__ void diagonal_softmax(float (&sc)[64], float (&m)[2],
   }
 }
 
-// kDiagonal, consumer 0's diagonal tile: S over the tile's first 64 keys only, as
-// issue_scores_from's product over its first 64 columns (m64n64k16: sd is that product's sc[0 ..
-// 31]); its other 64 keys lie past every row of consumer 0.
-template <int kD>
-__device__ __forceinline__ void issue_scores_left(
-    float (&sd)[32], const bf16 (&qs)[Smem<kD, 2>::kBoxes][Smem<kD, 2>::kRows * kHalf],
-    Smem<kD, 2>& sm, int cw, int s) {
-  wgmma::fence();
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    const uint64_t q =
-        wgmma::descriptor_k_major_sw128(&qs[kk / 4][cw * 64 * kHalf + (kk % 4) * 16]);
-    const uint64_t k = wgmma::descriptor_k_major_sw128(&sm.k[s][kk / 4][(kk % 4) * 16]);
-    wgmma::mma_m64n64k16_bf16(sd, q, k, kk > 0);
-  }
-  wgmma::commit();
-}
-
 // Consumer cw's stream over the CTA's `count` blocks (entries[0 .. count - 1]). Per ring tile n
 // >= 1 the pingpong step: in its turn S of tile n and P V of tile n - 1, then tile n's softmax
 // while that P V runs, then O's rescale and P's packing. When tile n is the first of a block,
@@ -176,7 +158,7 @@ __device__ __forceinline__ void consume_chain(ChainSmem<kD>& cs, int cw, const i
   rescale_and_pack<kD>(o, c, sc, pa);
 
   uint32_t n = 1;  // the ring's tile: tiles through the ring so far
-  float sd[32];    // kDiagonal: consumer 0's scores of a diagonal tile (issue_scores_left)
+  float sd[32];    // kDiagonal: consumer 0's scores of a diagonal tile (issue_scores_from, kKeys64)
   // Tile t >= 1 of block j: in its turn S of tile t and P V of tile t - 1, then tile t's softmax
   // while that P V runs. `diagonal`: -1, any tile (kDiagonal: any but the block's last, unmasked);
   // 0 or 1 (kDiagonal), the block's last tile, the diagonal, as that consumer's: consumer 0
@@ -187,7 +169,7 @@ __device__ __forceinline__ void consume_chain(ChainSmem<kD>& cs, int cw, const i
     wait_turn(cw);
     tma::wait_parity(&sm.k_full[s], (n / kStages) & 1);
     if constexpr (kDiagonal && kWho == 0)
-      issue_scores_left<kD>(sd, chain_queries(cs, j), sm, cw, s);
+      issue_scores_from<kD, 2, false, true>(sd, chain_queries(cs, j), sm, cw, s);
     else
       issue_scores_from<kD, 2>(sc, chain_queries(cs, j), sm, cw, s);
     tma::wait_parity(&sm.v_full[prev], ((n - 1) / kStages) & 1);

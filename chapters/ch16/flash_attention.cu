@@ -82,7 +82,10 @@
 //      select a score, against ~6 PTX instructions a score in 64-bit arithmetic and branches for
 //      the general mask), and consumer 0 skips the quarter of the tile that is all masked for it:
 //      no exponentials, S by m64n64k16 and P V over 4 of 8 k16 steps, in loops of their own per
-//      consumer (a wgmma in a branch on the warpgroup is serialised). Compare with wgmma_chained.
+//      consumer (a wgmma in a branch on the warpgroup is serialised). Its plan is evened out
+//      (ch16::balanced_schedule: list scheduling leaves the busiest CTA ~1% past an even split,
+//      the balanced plan within a tile of it in the model) and hands the kernel (head, qb) packed,
+//      so a block change does no division. Compare with wgmma_chained.
 // Flops: those attention needs, 4 x d per visible score (4 x 64 for the twins): seq^2 per head
 // non-causal, seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric
 // "computed_flops_ratio": the tensor-core flops a variant actually executes over the declared
@@ -363,6 +366,18 @@ struct LocateBlock {
     return {head, qb, {seq, qb}};
   }
 };
+// wgmma_chained_diagonal's plan entries: (head, query block) packed by the host (head << 16 | qb),
+// so a block change in the chained stream costs a shift and a mask where LaunchOrder::at divides
+// five times on every consumer thread.
+struct LocatePacked {
+  int64_t seq;
+  __device__ LocateBlock<true>::Block operator()(int item) const {
+    const int head = item >> 16, qb = item & 0xffff;
+    return {head, qb, {seq, qb}};
+  }
+};
+__host__ inline int pack_block(ch16::BlockIndex b) { return b.head << 16 | b.qb; }
+
 template <int kD, fw::Schedule kSchedule>
 __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
     wgmma_persistent(const __grid_constant__ CUtensorMap map_q,
@@ -386,7 +401,10 @@ __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
                   const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq,
                   ch16::LaunchOrder order, const int* __restrict__ plan) {
 #if BENCH_SM90A_DEVICE
-  fw::chained<kD, kDiagonal>(map_q, map_k, map_v, out, seq, plan, LocateBlock<true>{order, seq});
+  if constexpr (kDiagonal)
+    fw::chained<kD, true>(map_q, map_k, map_v, out, seq, plan, LocatePacked{seq});
+  else
+    fw::chained<kD, false>(map_q, map_k, map_v, out, seq, plan, LocateBlock<true>{order, seq});
 #endif
 }
 
@@ -480,9 +498,23 @@ class ChainedForm {
                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           int(fw::kChainSmemBytes<kD>)));
     const int64_t seq = w.seq;
-    const std::vector<int> plan = ch16::list_schedule(order_, grid_, [seq](int qb) {
-      return WgmmaWalk<true, 2>{seq, qb}.tiles() + 1.0;  // the launch-order model's cost
-    });
+    std::vector<int> plan;
+    if constexpr (kDiagonal) {
+      // Evened out (ch16::balanced_schedule), by a chained block's cost: its key tiles plus half
+      // a tile for the block change (README: "Causal: where the time goes"); its entries packed
+      // (head, qb) for LocatePacked.
+      if (order_.heads >= (1 << 15) || order_.blocks > (1 << 16))
+        throw bench::Unsupported("wgmma_chained_diagonal packs (head, qb) into an int");
+      plan = ch16::balanced_schedule(order_, grid_, [seq](int qb) {
+        return WgmmaWalk<true, 2>{seq, qb}.tiles() + 0.5;
+      });
+      for (size_t e = size_t(grid_) + 1; e < plan.size(); ++e)
+        plan[e] = pack_block(order_.at(plan[e]));
+    } else {
+      plan = ch16::list_schedule(order_, grid_, [seq](int qb) {
+        return WgmmaWalk<true, 2>{seq, qb}.tiles() + 1.0;  // the launch-order model's cost
+      });
+    }
     plan_ = bench::DeviceBuffer<int>(int64_t(plan.size()));
     BENCH_CUDA_CHECK(
         cudaMemcpy(plan_.data(), plan.data(), plan_.bytes(), cudaMemcpyHostToDevice));

@@ -102,4 +102,98 @@ inline std::vector<int> list_schedule(const LaunchOrder& order, int ctas,
   return plan;
 }
 
+// Host: which group of heads launch index i belongs to (LaunchOrder::at's groups: contiguous in
+// launch order, the first heads % groups of them one head larger).
+inline int launch_group(const LaunchOrder& order, int i) {
+  const int small = order.heads / order.groups, big_groups = order.heads % order.groups;
+  const int big_ctas = (small + 1) * order.blocks;
+  return i < big_groups * big_ctas
+             ? i / big_ctas
+             : big_groups + (i - big_groups * big_ctas) / (small * order.blocks);
+}
+
+// Host: list_schedule's plan evened out (wgmma_chained_diagonal's plan). List scheduling leaves the
+// busiest CTA up to a block's cost past the even split (at b4 h32 s4096 on 132 CTAs, 5 key tiles
+// of 512 by the tile count, about 1%); a static plan need not: while the busiest CTA's work can be
+// lowered by moving one of its blocks to another CTA, or by swapping one of its blocks for a
+// cheaper one of the same group of heads (so the CTAs still move through the groups together),
+// the single change that leaves the lower maximum of the two is made. Each CTA's list stays in
+// launch order; no CTA is left without a block it had (a CTA's last block never moves: the
+// receiver would end at or past the giver's total). The same layout as list_schedule's.
+inline std::vector<int> balanced_schedule(const LaunchOrder& order, int ctas,
+                                          const std::function<double(int qb)>& cost) {
+  const std::vector<int> dealt = list_schedule(order, ctas, cost);
+  std::vector<std::vector<int>> lists(static_cast<size_t>(ctas));
+  std::vector<double> work(static_cast<size_t>(ctas), 0.0);
+  std::vector<double> costs(size_t(order.ctas()));
+  std::vector<int> group(size_t(order.ctas()));
+  for (int i = 0; i < order.ctas(); ++i) {
+    costs[size_t(i)] = cost(order.at(i).qb);
+    group[size_t(i)] = launch_group(order, i);
+  }
+  for (int c = 0; c < ctas; ++c)
+    for (int e = dealt[size_t(c)]; e < dealt[size_t(c) + 1]; ++e) {
+      const int i = dealt[size_t(ctas) + 1 + size_t(e)];
+      lists[size_t(c)].push_back(i);
+      work[size_t(c)] += costs[size_t(i)];
+    }
+  constexpr double kEps = 1e-9;
+  std::vector<int> by_work(static_cast<size_t>(ctas));
+  for (int round = 0; round < 64 * order.ctas(); ++round) {
+    const int a = int(std::max_element(work.begin(), work.end()) - work.begin());
+    for (int c = 0; c < ctas; ++c) by_work[size_t(c)] = c;
+    std::stable_sort(by_work.begin(), by_work.end(),
+                     [&](int x, int y) { return work[size_t(x)] < work[size_t(y)]; });
+    // The best change found: the larger of the two CTAs' new totals, the receiver, the giver's
+    // entry and (a swap) the receiver's, -1 for a move.
+    double best = work[size_t(a)];
+    int best_b = -1, best_x = -1, best_y = -1;
+    for (const int b : by_work) {
+      const double gap = work[size_t(a)] - work[size_t(b)];
+      if (b == a || gap <= kEps) break;
+      const auto& la = lists[size_t(a)];
+      const auto& lb = lists[size_t(b)];
+      for (int x = 0; x < int(la.size()); ++x) {
+        const double cx = costs[size_t(la[size_t(x)])];
+        if (cx < gap - kEps) {
+          const double top = std::max(work[size_t(a)] - cx, work[size_t(b)] + cx);
+          if (top < best - kEps) best = top, best_b = b, best_x = x, best_y = -1;
+        }
+        for (int y = 0; y < int(lb.size()); ++y) {
+          if (group[size_t(lb[size_t(y)])] != group[size_t(la[size_t(x)])]) continue;
+          const double d = cx - costs[size_t(lb[size_t(y)])];
+          if (d <= kEps || d >= gap - kEps) continue;
+          const double top = std::max(work[size_t(a)] - d, work[size_t(b)] + d);
+          if (top < best - kEps) best = top, best_b = b, best_x = x, best_y = y;
+        }
+      }
+      if (best_b >= 0 && best <= work[size_t(a)] - gap / 2 + kEps) break;  // as even as it gets
+    }
+    if (best_b < 0) break;
+    auto& la = lists[size_t(a)];
+    auto& lb = lists[size_t(best_b)];
+    const int x = la[size_t(best_x)];
+    if (best_y < 0) {
+      la.erase(la.begin() + best_x);
+      lb.push_back(x);
+      work[size_t(a)] -= costs[size_t(x)], work[size_t(best_b)] += costs[size_t(x)];
+    } else {
+      const int y = lb[size_t(best_y)];
+      la[size_t(best_x)] = y, lb[size_t(best_y)] = x;
+      const double d = costs[size_t(x)] - costs[size_t(y)];
+      work[size_t(a)] -= d, work[size_t(best_b)] += d;
+    }
+  }
+  std::vector<int> plan(size_t(ctas) + 1 + size_t(order.ctas()));
+  int at = 0;
+  for (int c = 0; c < ctas; ++c) {
+    auto& list = lists[size_t(c)];
+    std::sort(list.begin(), list.end());  // launch order: group by group, longest first in each
+    plan[size_t(c)] = at;
+    for (const int i : list) plan[size_t(ctas) + 1 + size_t(at++)] = i;
+  }
+  plan[size_t(ctas)] = at;
+  return plan;
+}
+
 }  // namespace ch16

@@ -184,3 +184,53 @@ TEST(ListSchedule, EveryBlockOnceInLaunchOrderAndWithinOneBlockOfEven) {
     EXPECT_LE(most, total / ctas + biggest + 1e-9);
   }
 }
+
+// balanced_schedule (the wgmma_chained_diagonal rung's plan): the same layout and invariants as
+// list_schedule's, every CTA keeps a block, no CTA's work past list_schedule's busiest, and at
+// ch16's causal d128 shapes on 132 CTAs (cost: key tiles plus half a tile) the busiest CTA within
+// one tile of the even split, where list scheduling leaves it 3.5-6 tiles past.
+TEST(BalancedSchedule, EveryBlockOnceInLaunchOrderAndWithinATileOfEven) {
+  for (const auto& [blocks, heads, ctas] :
+       {std::tuple{32, 128, 132}, std::tuple{64, 32, 132}, std::tuple{5, 3, 4}, std::tuple{3, 6, 5},
+        std::tuple{3, 1, 8}}) {
+    SCOPED_TRACE(testing::Message() << heads << " heads x " << blocks << " blocks on " << ctas);
+    const LaunchOrder order =
+        LaunchOrder::causal(blocks, heads, int64_t{blocks} << 16, int64_t{24} << 20);
+    const auto cost = [&](int qb) { return qb + 1.5; };
+    const std::vector<int> plan = ch16::balanced_schedule(order, ctas, cost);
+    const std::vector<int> dealt = ch16::list_schedule(order, ctas, cost);
+    ASSERT_EQ(plan.size(), size_t(ctas + 1 + order.ctas()));
+    EXPECT_EQ(plan[0], 0);
+    EXPECT_EQ(plan[size_t(ctas)], order.ctas());
+    std::vector<int> seen(size_t(order.ctas()), 0);
+    double total = 0, most = 0, most_dealt = 0;
+    for (int i = 0; i < order.ctas(); ++i) total += cost(order.at(i).qb);
+    for (int c = 0; c < ctas; ++c) {
+      ASSERT_LE(plan[size_t(c)], plan[size_t(c) + 1]);
+      if (dealt[size_t(c) + 1] > dealt[size_t(c)]) {
+        EXPECT_LT(plan[size_t(c)], plan[size_t(c) + 1]) << "CTA " << c << " lost every block";
+      }
+      double work = 0, work_dealt = 0;
+      int previous = -1;
+      for (int e = plan[size_t(c)]; e < plan[size_t(c) + 1]; ++e) {
+        const int i = plan[size_t(ctas + 1 + e)];
+        ASSERT_GE(i, 0);
+        ASSERT_LT(i, order.ctas());
+        ++seen[size_t(i)];
+        EXPECT_GT(i, previous) << "CTA " << c << " runs its blocks out of launch order";
+        previous = i;
+        work += cost(order.at(i).qb);
+      }
+      for (int e = dealt[size_t(c)]; e < dealt[size_t(c) + 1]; ++e)
+        work_dealt += cost(order.at(dealt[size_t(ctas + 1 + e)]).qb);
+      most = std::max(most, work);
+      most_dealt = std::max(most_dealt, work_dealt);
+    }
+    for (int i = 0; i < order.ctas(); ++i) EXPECT_EQ(seen[size_t(i)], 1) << "launch index " << i;
+    EXPECT_LE(most, most_dealt + 1e-9);
+    if (ctas == 132) {
+      EXPECT_LE(most, total / ctas + 1.0);
+      EXPECT_GE(most_dealt, total / ctas + 3.0);  // what balancing is for
+    }
+  }
+}

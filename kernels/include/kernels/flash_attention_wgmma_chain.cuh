@@ -41,6 +41,7 @@
 //     one-tile block's diagonal (its tile 0, whose S is issued where every block's tile 0 is)
 //     keeps the full S.
 // Keys past seq need no test: a row < seq sees only keys <= row; rows past seq are never stored.
+// At a block change O is zeroed and not rescaled (kDiagonal; the general form does both).
 #pragma once
 
 #include <kernels/flash_attention_wgmma.cuh>
@@ -75,6 +76,16 @@ __device__ __forceinline__ uint64_t* chain_q_empty(ChainSmem<kD>& cs, int j) {
 // Entry j of the CTA's list, warp-uniform as far as the compiler knows (all 32 lanes present).
 __device__ __forceinline__ int chain_entry_uniform(const int* entries, int j) {
   return __shfl_sync(0xffffffffu, entries[j], 0);
+}
+
+// P packed to BF16 as P V's register A operand: rescale_and_pack without O's rescale (kDiagonal, at
+// a block change, where O has just been zeroed).
+__device__ __forceinline__ void pack_scores(const float (&sc)[64], uint32_t (&pa)[kKeys / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      pa[kk][r] = kernels::pack_bf16x2(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
 }
 
 // kDiagonal: the diagonal tile's masked scores set to -inf in the half of the tile where this
@@ -248,7 +259,12 @@ __device__ __forceinline__ void consume_chain(ChainSmem<kD>& cs, int cw, const i
                                     [&](int jj, int e) { return o[4 * jj + e]; });
 #pragma unroll
       for (int i = 0; i < kD / 2; ++i) o[i] = 0.0f;
-      rescale_and_pack<kD>(o, c, sc, pa);
+      // kDiagonal: O restarts from zero without the rescale (64 multiplies of zero by c) that
+      // rescale_and_pack would run: only P is packed.
+      if constexpr (kDiagonal)
+        pack_scores(sc, pa);
+      else
+        rescale_and_pack<kD>(o, c, sc, pa);
       ++n;
     };
     if constexpr (kDiagonal) {

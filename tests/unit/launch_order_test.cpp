@@ -144,6 +144,39 @@ TEST(LaunchOrder, GroupedLongestFirstLeavesASmallTail) {
 
 }  // namespace
 
+namespace {
+
+// What every chained plan must be (ch16::list_schedule's layout: ctas + 1 offsets, then the
+// launch-order indices of each CTA's blocks): offsets from 0 to every block, each index once and
+// in range, each CTA's list in launch order. Returns each CTA's work under `cost`.
+std::vector<double> plan_work(const LaunchOrder& order, int ctas, const std::vector<int>& plan,
+                              const std::function<double(int)>& cost) {
+  std::vector<double> work(size_t(ctas), 0.0);
+  EXPECT_EQ(plan.size(), size_t(ctas + 1 + order.ctas()));
+  if (plan.size() != size_t(ctas + 1 + order.ctas())) return work;
+  EXPECT_EQ(plan[0], 0);
+  EXPECT_EQ(plan[size_t(ctas)], order.ctas());
+  std::vector<int> seen(size_t(order.ctas()), 0);
+  for (int c = 0; c < ctas; ++c) {
+    EXPECT_LE(plan[size_t(c)], plan[size_t(c) + 1]);
+    int previous = -1;
+    for (int e = plan[size_t(c)]; e < plan[size_t(c) + 1]; ++e) {
+      const int i = plan[size_t(ctas + 1 + e)];
+      EXPECT_GE(i, 0);
+      EXPECT_LT(i, order.ctas());
+      if (i < 0 || i >= order.ctas()) continue;
+      ++seen[size_t(i)];
+      EXPECT_GT(i, previous) << "CTA " << c << " runs its blocks out of launch order";
+      previous = i;
+      work[size_t(c)] += cost(order.at(i).qb);
+    }
+  }
+  for (int i = 0; i < order.ctas(); ++i) EXPECT_EQ(seen[size_t(i)], 1) << "launch index " << i;
+  return work;
+}
+
+}  // namespace
+
 // list_schedule (the wgmma_chained rung's plan): every launch-order index once, each CTA's list in
 // launch order, the offsets consistent; and dealt to the CTA that frees up first, no CTA's work
 // ends more than one block's cost past the even split (the list-scheduling bound), at ch16's causal
@@ -155,33 +188,14 @@ TEST(ListSchedule, EveryBlockOnceInLaunchOrderAndWithinOneBlockOfEven) {
     const LaunchOrder order =
         LaunchOrder::causal(blocks, heads, int64_t{1} << 21, int64_t{24} << 20);
     const auto cost = [&](int qb) { return double(qb + 2); };  // key tiles (qb + 1) plus one
-    const std::vector<int> plan = ch16::list_schedule(order, ctas, cost);
-    ASSERT_EQ(plan.size(), size_t(ctas + 1 + order.ctas()));
-    EXPECT_EQ(plan[0], 0);
-    EXPECT_EQ(plan[size_t(ctas)], order.ctas());
-    std::vector<int> seen(size_t(order.ctas()), 0);
-    double total = 0, most = 0, biggest = 0;
+    const std::vector<double> work =
+        plan_work(order, ctas, ch16::list_schedule(order, ctas, cost), cost);
+    double total = 0, biggest = 0;
     for (int i = 0; i < order.ctas(); ++i) {
       total += cost(order.at(i).qb);
       biggest = std::max(biggest, cost(order.at(i).qb));
     }
-    for (int c = 0; c < ctas; ++c) {
-      ASSERT_LE(plan[size_t(c)], plan[size_t(c) + 1]);
-      double work = 0;
-      int previous = -1;
-      for (int e = plan[size_t(c)]; e < plan[size_t(c) + 1]; ++e) {
-        const int i = plan[size_t(ctas + 1 + e)];
-        ASSERT_GE(i, 0);
-        ASSERT_LT(i, order.ctas());
-        ++seen[size_t(i)];
-        EXPECT_GT(i, previous) << "CTA " << c << " runs its blocks out of launch order";
-        previous = i;
-        work += cost(order.at(i).qb);
-      }
-      most = std::max(most, work);
-    }
-    for (int i = 0; i < order.ctas(); ++i) EXPECT_EQ(seen[size_t(i)], 1) << "launch index " << i;
-    EXPECT_LE(most, total / ctas + biggest + 1e-9);
+    EXPECT_LE(*std::max_element(work.begin(), work.end()), total / ctas + biggest + 1e-9);
   }
 }
 
@@ -197,36 +211,16 @@ TEST(BalancedSchedule, EveryBlockOnceInLaunchOrderAndWithinATileOfEven) {
     const LaunchOrder order =
         LaunchOrder::causal(blocks, heads, int64_t{blocks} << 16, int64_t{24} << 20);
     const auto cost = [&](int qb) { return qb + 1.5; };
-    const std::vector<int> plan = ch16::balanced_schedule(order, ctas, cost);
-    const std::vector<int> dealt = ch16::list_schedule(order, ctas, cost);
-    ASSERT_EQ(plan.size(), size_t(ctas + 1 + order.ctas()));
-    EXPECT_EQ(plan[0], 0);
-    EXPECT_EQ(plan[size_t(ctas)], order.ctas());
-    std::vector<int> seen(size_t(order.ctas()), 0);
-    double total = 0, most = 0, most_dealt = 0;
+    const std::vector<double> work =
+        plan_work(order, ctas, ch16::balanced_schedule(order, ctas, cost), cost);
+    const std::vector<double> dealt =
+        plan_work(order, ctas, ch16::list_schedule(order, ctas, cost), cost);
+    for (int c = 0; c < ctas; ++c)
+      if (dealt[size_t(c)] > 0) EXPECT_GT(work[size_t(c)], 0) << "CTA " << c << " lost every block";
+    double total = 0;
     for (int i = 0; i < order.ctas(); ++i) total += cost(order.at(i).qb);
-    for (int c = 0; c < ctas; ++c) {
-      ASSERT_LE(plan[size_t(c)], plan[size_t(c) + 1]);
-      if (dealt[size_t(c) + 1] > dealt[size_t(c)]) {
-        EXPECT_LT(plan[size_t(c)], plan[size_t(c) + 1]) << "CTA " << c << " lost every block";
-      }
-      double work = 0, work_dealt = 0;
-      int previous = -1;
-      for (int e = plan[size_t(c)]; e < plan[size_t(c) + 1]; ++e) {
-        const int i = plan[size_t(ctas + 1 + e)];
-        ASSERT_GE(i, 0);
-        ASSERT_LT(i, order.ctas());
-        ++seen[size_t(i)];
-        EXPECT_GT(i, previous) << "CTA " << c << " runs its blocks out of launch order";
-        previous = i;
-        work += cost(order.at(i).qb);
-      }
-      for (int e = dealt[size_t(c)]; e < dealt[size_t(c) + 1]; ++e)
-        work_dealt += cost(order.at(dealt[size_t(ctas + 1 + e)]).qb);
-      most = std::max(most, work);
-      most_dealt = std::max(most_dealt, work_dealt);
-    }
-    for (int i = 0; i < order.ctas(); ++i) EXPECT_EQ(seen[size_t(i)], 1) << "launch index " << i;
+    const double most = *std::max_element(work.begin(), work.end());
+    const double most_dealt = *std::max_element(dealt.begin(), dealt.end());
     EXPECT_LE(most, most_dealt + 1e-9);
     if (ctas == 132) {
       EXPECT_LE(most, total / ctas + 1.0);

@@ -78,14 +78,14 @@
 //      with the diagonal as the causal geometry has it: a 128-row block starts where a 128-key
 //      tile does, so only its last tile holds masked scores, and of that tile consumer 0 (rows
 //      0-63) sees only keys 0-63. The other tiles run no mask code; on the diagonal each consumer
-//      tests only the half of the tile its rows meet the diagonal in (a 32-bit compare and a
-//      select a score, against ~6 PTX instructions a score in 64-bit arithmetic and branches for
-//      the general mask), and consumer 0 skips the quarter of the tile that is all masked for it:
-//      no exponentials, S by m64n64k16 and P V over 4 of 8 k16 steps, in loops of their own per
+//      tests only the half of the tile its rows meet the diagonal in (a compare of a constant with
+//      the row and a select a score, where the general mask also tests keys against seq and
+//      branches), and consumer 0 skips the quarter of the tile that is all masked for it: no
+//      exponentials, S by m64n64k16 and P V over 4 of 8 k16 steps, in loops of their own per
 //      consumer (a wgmma in a branch on the warpgroup is serialised). Its plan is evened out
-//      (ch16::balanced_schedule: list scheduling leaves the busiest CTA ~1% past an even split,
-//      the balanced plan within a tile of it in the model) and hands the kernel (head, qb) packed,
-//      so a block change does no division. Compare with wgmma_chained.
+//      (ch16::balanced_schedule: list scheduling leaves the busiest CTA up to a block past an even
+//      split, and the chained CTAs all wait for the busiest) and hands the kernel (head, qb)
+//      packed, so a block change does no division. Compare with wgmma_chained.
 // Flops: those attention needs, 4 x d per visible score (4 x 64 for the twins): seq^2 per head
 // non-causal, seq (seq + 1) / 2 causal, against the BF16 tensor ceiling. Metric
 // "computed_flops_ratio": the tensor-core flops a variant actually executes over the declared
@@ -366,17 +366,15 @@ struct LocateBlock {
     return {head, qb, {seq, qb}};
   }
 };
-// wgmma_chained_diagonal's plan entries: (head, query block) packed by the host (head << 16 | qb),
-// so a block change in the chained stream costs a shift and a mask where LaunchOrder::at divides
-// five times on every consumer thread.
+// wgmma_chained_diagonal's plan entries: (head, query block) packed by the host
+// (ch16::PackedBlock), so a block change in the chained stream does no division.
 struct LocatePacked {
   int64_t seq;
   __device__ LocateBlock<true>::Block operator()(int item) const {
-    const int head = item >> 16, qb = item & 0xffff;
+    const auto [head, qb] = ch16::PackedBlock::unpack(item);
     return {head, qb, {seq, qb}};
   }
 };
-__host__ inline int pack_block(ch16::BlockIndex b) { return b.head << 16 | b.qb; }
 
 template <int kD, fw::Schedule kSchedule>
 __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
@@ -391,9 +389,10 @@ __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
 }
 
 // The chained form (fw::chained), causal: one CTA an SM running the blocks a host plan deals it
-// (ch16::list_schedule: the causal launch order dealt as a plain grid's hardware would), its
-// blocks one stream of tiles for the ping-pong consumers. kDiagonal: only each block's last tile
-// masked, split by consumer (wgmma_chained_diagonal).
+// (ch16::list_schedule: the causal launch order dealt as a plain grid's hardware would; entries
+// are launch-order indices), its blocks one stream of tiles for the ping-pong consumers.
+// kDiagonal (wgmma_chained_diagonal): only each block's last tile masked, split by consumer, and
+// the plan ch16::balanced_schedule's with packed (head, qb) entries (`order` unused).
 template <int kD, bool kDiagonal>
 __global__ void __launch_bounds__(fw::Team<2>::kThreads, 1)
     wgmma_chained(const __grid_constant__ CUtensorMap map_q,
@@ -503,13 +502,13 @@ class ChainedForm {
       // Evened out (ch16::balanced_schedule), by a chained block's cost: its key tiles plus half
       // a tile for the block change (README: "Causal: where the time goes"); its entries packed
       // (head, qb) for LocatePacked.
-      if (order_.heads >= (1 << 15) || order_.blocks > (1 << 16))
+      if (!ch16::PackedBlock::fits(order_))
         throw bench::Unsupported("wgmma_chained_diagonal packs (head, qb) into an int");
       plan = ch16::balanced_schedule(order_, grid_, [seq](int qb) {
         return WgmmaWalk<true, 2>{seq, qb}.tiles() + 0.5;
       });
       for (size_t e = size_t(grid_) + 1; e < plan.size(); ++e)
-        plan[e] = pack_block(order_.at(plan[e]));
+        plan[e] = ch16::PackedBlock::pack(order_.at(plan[e]));
     } else {
       plan = ch16::list_schedule(order_, grid_, [seq](int qb) {
         return WgmmaWalk<true, 2>{seq, qb}.tiles() + 1.0;  // the launch-order model's cost
@@ -663,8 +662,7 @@ BENCH_EXAMPLE(ch16, flash_attention, AnyAttention)
     .stateful<Dispatched<Pingpong192, A64, A64Causal>>(bench::Role::optimized, "wgmma_pingpong_192",
                                                        {.arch_specific = 90})
     .variant_where(d64)
-    // A step: in same-run compares (README) it is ahead of wgmma_pingpong at b4 s4096 causal but
-    // level or behind at b1 s8192 causal; the diagonal split below wins at both.
+    // A step: the rung wgmma_chained_diagonal builds on (README: "The ladder").
     .stateful<Dispatched<Chained, A128Causal>>(bench::Role::step, "wgmma_chained",
                                                {.arch_specific = 90})
     .variant_where(causal_d128)

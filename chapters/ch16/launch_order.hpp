@@ -56,22 +56,57 @@ struct LaunchOrder {
 
   CH16_HOST_DEVICE int ctas() const { return blocks * heads; }
 
-  // CTA i's block. The first heads % groups groups hold one head more than the others.
-  CH16_HOST_DEVICE BlockIndex at(int i) const {
+  // Where launch index i falls: its group of heads, the group's first head and size, and i's
+  // position within the group. The first heads % groups groups hold one head more than the others.
+  struct Place {
+    int group, first, size, j;
+  };
+  CH16_HOST_DEVICE Place place(int i) const {
     const int small = heads / groups, big_groups = heads % groups;
     const int big_ctas = (small + 1) * blocks;  // CTAs of one larger group
-    int first, size, j;                         // the group's first head, its size, i within it
     if (i < big_groups * big_ctas) {
       const int g = i / big_ctas;
-      first = g * (small + 1), size = small + 1, j = i - g * big_ctas;
-    } else {
-      const int rest = i - big_groups * big_ctas, g = rest / (small * blocks);
-      first = big_groups * (small + 1) + g * small, size = small, j = rest - g * small * blocks;
+      return {g, g * (small + 1), small + 1, i - g * big_ctas};
     }
-    const int rank = j / size;  // heads fastest: the group's blocks of one rank run side by side
-    return {first + j % size, longest_first ? blocks - 1 - rank : rank};
+    const int rest = i - big_groups * big_ctas, g = rest / (small * blocks);
+    return {big_groups + g, big_groups * (small + 1) + g * small, small, rest - g * small * blocks};
+  }
+
+  // CTA i's block.
+  CH16_HOST_DEVICE BlockIndex at(int i) const {
+    const Place p = place(i);
+    const int rank = p.j / p.size;  // heads fastest: the group's blocks of one rank side by side
+    return {p.first + p.j % p.size, longest_first ? blocks - 1 - rank : rank};
   }
 };
+
+// A block packed into one int for a chained plan's entries, head in the high bits: unpacking is a
+// shift and a mask, where LaunchOrder::at divides on every thread that asks.
+struct PackedBlock {
+  static constexpr int kQbBits = 16;
+  // Every block of `order` packs: heads below 2^15 (the sign bit stays clear), qb below 2^16.
+  static bool fits(const LaunchOrder& order) {
+    return order.heads <= (1 << (31 - kQbBits)) && order.blocks <= (1 << kQbBits);
+  }
+  CH16_HOST_DEVICE static int pack(BlockIndex b) { return b.head << kQbBits | b.qb; }
+  CH16_HOST_DEVICE static BlockIndex unpack(int e) {
+    return {e >> kQbBits, e & ((1 << kQbBits) - 1)};
+  }
+};
+
+// A chained kernel's plan from each CTA's list of launch indices: ctas + 1 offsets (CTA c runs
+// entries offsets[c] .. offsets[c + 1] - 1), then the entries in the order each CTA runs them.
+inline std::vector<int> plan_from_lists(const std::vector<std::vector<int>>& lists, int blocks) {
+  const size_t ctas = lists.size();
+  std::vector<int> plan(ctas + 1 + size_t(blocks));
+  int at = 0;
+  for (size_t c = 0; c < ctas; ++c) {
+    plan[c] = at;
+    for (const int i : lists[c]) plan[ctas + 1 + size_t(at++)] = i;
+  }
+  plan[ctas] = at;
+  return plan;
+}
 
 // Host: the blocks of `order` dealt to `ctas` persistent CTAs the way a plain grid's blocks reach
 // free SMs: in launch order, each to the CTA that would free up first, by `cost(qb)` (the launch
@@ -92,24 +127,7 @@ inline std::vector<int> list_schedule(const LaunchOrder& order, int ctas,
     lists[size_t(slot.second)].push_back(i);
     next_free.push({slot.first + cost(order.at(i).qb), slot.second});
   }
-  std::vector<int> plan(size_t(ctas) + 1 + size_t(order.ctas()));
-  int at = 0;
-  for (int c = 0; c < ctas; ++c) {
-    plan[size_t(c)] = at;
-    for (const int i : lists[static_cast<size_t>(c)]) plan[size_t(ctas) + 1 + size_t(at++)] = i;
-  }
-  plan[size_t(ctas)] = at;
-  return plan;
-}
-
-// Host: which group of heads launch index i belongs to (LaunchOrder::at's groups: contiguous in
-// launch order, the first heads % groups of them one head larger).
-inline int launch_group(const LaunchOrder& order, int i) {
-  const int small = order.heads / order.groups, big_groups = order.heads % order.groups;
-  const int big_ctas = (small + 1) * order.blocks;
-  return i < big_groups * big_ctas
-             ? i / big_ctas
-             : big_groups + (i - big_groups * big_ctas) / (small * order.blocks);
+  return plan_from_lists(lists, order.ctas());
 }
 
 // Host: list_schedule's plan evened out (wgmma_chained_diagonal's plan). List scheduling leaves the
@@ -129,7 +147,7 @@ inline std::vector<int> balanced_schedule(const LaunchOrder& order, int ctas,
   std::vector<int> group(size_t(order.ctas()));
   for (int i = 0; i < order.ctas(); ++i) {
     costs[size_t(i)] = cost(order.at(i).qb);
-    group[size_t(i)] = launch_group(order, i);
+    group[size_t(i)] = order.place(i).group;
   }
   for (int c = 0; c < ctas; ++c)
     for (int e = dealt[size_t(c)]; e < dealt[size_t(c) + 1]; ++e) {
@@ -184,16 +202,9 @@ inline std::vector<int> balanced_schedule(const LaunchOrder& order, int ctas,
       work[size_t(a)] -= d, work[size_t(best_b)] += d;
     }
   }
-  std::vector<int> plan(size_t(ctas) + 1 + size_t(order.ctas()));
-  int at = 0;
-  for (int c = 0; c < ctas; ++c) {
-    auto& list = lists[size_t(c)];
-    std::sort(list.begin(), list.end());  // launch order: group by group, longest first in each
-    plan[size_t(c)] = at;
-    for (const int i : list) plan[size_t(ctas) + 1 + size_t(at++)] = i;
-  }
-  plan[size_t(ctas)] = at;
-  return plan;
+  // Launch order within each CTA: group by group, longest first in each.
+  for (auto& list : lists) std::sort(list.begin(), list.end());
+  return plan_from_lists(lists, order.ctas());
 }
 
 }  // namespace ch16

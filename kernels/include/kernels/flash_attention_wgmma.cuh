@@ -198,12 +198,12 @@ __device__ __forceinline__ void release(uint64_t* empty) {
 
 // A consumer's last P V (the ring's tile n) alone: issued once V has landed, waited for, and its
 // V stage released.
-template <int kD, int kC>
+template <int kD, int kC, int kSteps = kKeys / 16>
 __device__ __forceinline__ void last_pv(float (&o)[kD / 2], const uint32_t (&pa)[kKeys / 16][4],
                                         Smem<kD, kC>& sm, uint32_t n) {
   const int s = int(n % kStages);
   tma::wait_parity(&sm.v_full[s], (n / kStages) & 1);
-  issue_pv(o, pa, sm, s);
+  issue_pv<kD, kC, kSteps>(o, pa, sm, s);
   wgmma::wait<0>();
   release(&sm.v_empty[s]);
 }
@@ -267,6 +267,16 @@ __device__ __forceinline__ void softmax_tile(float (&sc)[64], float (&m)[2], flo
   softmax_scores<kD>(sc, m, l, c);
 }
 
+// P packed to BF16 as P V's register A operand (the scores' accumulator layout is the A fragment
+// layout, so no shuffle).
+__device__ __forceinline__ void pack_scores(const float (&sc)[64], uint32_t (&pa)[kKeys / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      pa[kk][r] = kernels::pack_bf16x2(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
+}
+
 // Once no P V group is in flight: O *= c, and P packed to BF16 as the A operand of the next P V
 // (keys 16 kk .. 16 kk + 15 are column groups 2 kk and 2 kk + 1).
 template <int kD>
@@ -275,11 +285,7 @@ __device__ __forceinline__ void rescale_and_pack(float (&o)[kD / 2], const float
                                                  uint32_t (&pa)[kKeys / 16][4]) {
 #pragma unroll
   for (int i = 0; i < kD / 2; ++i) o[i] *= c[(i % 4) / 2];
-#pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk)
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-      pa[kk][r] = kernels::pack_bf16x2(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
+  pack_scores(sc, pa);
 }
 
 // How a consumer orders its GEMMs and softmax (the header comment says more):

@@ -1,6 +1,7 @@
 // kernels/flash_attention_wgmma_chain.cuh: the ping-pong FlashAttention kernel of
 // flash_attention_wgmma.cuh made persistent for unequal (causal) blocks, with the blocks of a CTA
-// chained into one stream of tiles; ch16's `wgmma_chained` rung (sm_90a only).
+// chained into one stream of tiles; ch16's `wgmma_chained` and `wgmma_chained_diagonal` rungs
+// (sm_90a only).
 //
 // Why: a causal block at s4096 walks 16.5 key tiles on average (non-causal: 32), so what a block
 // pays once weighs twice as much. In the plain kernel, and in flash_wgmma::persistent too, every
@@ -11,8 +12,9 @@
 // buffer, loaded during the block before), so the turns run on across blocks and the store of O
 // happens where the steady state rescales O, under the other consumer's GEMMs.
 //
-// Which blocks a CTA runs: a host plan (ch16's list_schedule), since a fixed stride cannot balance
-// unequal blocks and claiming them from a counter measured a tie. The plan's layout, `plan`:
+// Which blocks a CTA runs: a host plan (ch16's list_schedule or balanced_schedule), since a fixed
+// stride cannot balance unequal blocks and claiming them from a counter measured a tie. The
+// plan's layout, `plan`:
 //   plan[0 .. gridDim.x]: offsets, CTA c runs items plan[G + 1 + plan[c]] .. up to plan[c + 1]
 //   (G = gridDim.x), in that order; an item is whatever `locate` turns into {head, qb, walk}.
 // Every thread reads its own CTA's entries (read-only global memory the host wrote before the
@@ -28,8 +30,8 @@
 // diagonal: key > row within the tile), and of that tile consumer 0 (rows 0-63) sees only keys
 // 0-63 and consumer 1 (rows 64-127) all of keys 0-63. The general form masks by mask_tile: it
 // tests every tile and, on the one that holds masked scores, compares each score's key with seq
-// and with its row in 64 bits, partly as branches (~6 PTX instructions a score, about as many as
-// the tile's softmax), in the window the other consumer's GEMMs must cover; and consumer 0
+// (in 64 bits) and with its row, partly as branches, in the window the other consumer's GEMMs
+// must cover; and consumer 0
 // multiplies the quarter of the tile that is all masked for it. Here:
 //   - tiles before the diagonal run no mask code;
 //   - on the diagonal each consumer tests only the half of the tile where its rows meet the
@@ -76,16 +78,6 @@ __device__ __forceinline__ uint64_t* chain_q_empty(ChainSmem<kD>& cs, int j) {
 // Entry j of the CTA's list, warp-uniform as far as the compiler knows (all 32 lanes present).
 __device__ __forceinline__ int chain_entry_uniform(const int* entries, int j) {
   return __shfl_sync(0xffffffffu, entries[j], 0);
-}
-
-// P packed to BF16 as P V's register A operand: rescale_and_pack without O's rescale (kDiagonal, at
-// a block change, where O has just been zeroed).
-__device__ __forceinline__ void pack_scores(const float (&sc)[64], uint32_t (&pa)[kKeys / 16][4]) {
-#pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk)
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-      pa[kk][r] = kernels::pack_bf16x2(sc[8 * kk + 2 * r], sc[8 * kk + 2 * r + 1]);
 }
 
 // kDiagonal: the diagonal tile's masked scores set to -inf in the half of the tile where this
@@ -149,11 +141,16 @@ __device__ __forceinline__ void consume_chain(ChainSmem<kD>& cs, int cw, const i
   int row0 = b.qb * Team<2>::kRows + rows;
   if (cw == 1 && (count > 1 || tiles > 1)) pass_turn<2>(cw);
 
-  // Tile t's softmax in place (diagonal: it is the block's last tile; the consumer as
+  // Which consumer a piece of code is written for: Any (cw says), or consumer 0 or 1.
+  using Any = std::integral_constant<int, -1>;
+  using Consumer0 = std::integral_constant<int, 0>;
+  using Consumer1 = std::integral_constant<int, 1>;
+
+  // Tile t's softmax in place (diagonal: it is the block's last tile; `who` as
   // diagonal_softmax's kConsumer): the walk's general mask (softmax_tile), or kDiagonal's.
-  auto softmax = [&](int t, bool diagonal, auto consumer) {
+  auto softmax = [&](int t, bool diagonal, auto who) {
     if constexpr (kDiagonal)
-      diagonal_softmax<kD, decltype(consumer)::value>(sc, m, l, c, diagonal, cw, limit);
+      diagonal_softmax<kD, decltype(who)::value>(sc, m, l, c, diagonal, cw, limit);
     else
       softmax_tile<kD>(sc, m, l, c, b.walk, t, seq, row0);
   };
@@ -165,17 +162,17 @@ __device__ __forceinline__ void consume_chain(ChainSmem<kD>& cs, int cw, const i
   wgmma::wait<0>();
   release(&sm.k_empty[0]);
   if (tiles == 1) release(chain_q_empty(cs, 0));
-  softmax(0, tiles == 1, std::integral_constant<int, -1>{});
+  softmax(0, tiles == 1, Any{});
   rescale_and_pack<kD>(o, c, sc, pa);
 
   uint32_t n = 1;  // the ring's tile: tiles through the ring so far
   float sd[32];    // kDiagonal: consumer 0's scores of a diagonal tile (issue_scores_from, kKeys64)
   // Tile t >= 1 of block j: in its turn S of tile t and P V of tile t - 1, then tile t's softmax
-  // while that P V runs. `diagonal`: -1, any tile (kDiagonal: any but the block's last, unmasked);
-  // 0 or 1 (kDiagonal), the block's last tile, the diagonal, as that consumer's: consumer 0
-  // computes S over its first 64 keys only.
-  auto tile = [&](int j, int t, auto diagonal) {
-    constexpr int kWho = decltype(diagonal)::value;
+  // while that P V runs. `who`: Any, any tile (kDiagonal: any but the block's last, unmasked);
+  // Consumer0 or Consumer1 (kDiagonal), the block's last tile, the diagonal, as that consumer's:
+  // consumer 0 computes S over its first 64 keys only.
+  auto tile = [&](int j, int t, auto who) {
+    constexpr int kWho = decltype(who)::value;
     const int s = int(n % kStages), prev = int((n - 1) % kStages);
     wait_turn(cw);
     tma::wait_parity(&sm.k_full[s], (n / kStages) & 1);
@@ -193,7 +190,7 @@ __device__ __forceinline__ void consume_chain(ChainSmem<kD>& cs, int cw, const i
 #pragma unroll
       for (int i = 0; i < 32; ++i) sc[i] = sd[i];  // sc[32 ..]: dropped by the softmax
     }
-    softmax(t, kWho >= 0, diagonal);
+    softmax(t, kWho >= 0, who);
     wgmma::wait<0>();
     release(&sm.v_empty[prev]);
     rescale_and_pack<kD>(o, c, sc, pa);
@@ -203,15 +200,8 @@ __device__ __forceinline__ void consume_chain(ChainSmem<kD>& cs, int cw, const i
   // over the tile's first 64 keys.
   auto last = [&](auto who) {
     constexpr int kSteps = kDiagonal && decltype(who)::value == 0 ? kKeys / 32 : kKeys / 16;
-    const int s = int((n - 1) % kStages);
-    tma::wait_parity(&sm.v_full[s], ((n - 1) / kStages) & 1);
-    issue_pv<kD, 2, kSteps>(o, pa, sm, s);
-    wgmma::wait<0>();
-    release(&sm.v_empty[s]);
+    last_pv<kD, 2, kSteps>(o, pa, sm, n - 1);
   };
-  using Any = std::integral_constant<int, -1>;
-  using Consumer0 = std::integral_constant<int, 0>;
-  using Consumer1 = std::integral_constant<int, 1>;
   // Each trip: the rest of block j's tiles (S of tile t with P V of tile t - 1), then block
   // j + 1's tile 0 with P V of block j's last tile and the store of block j's O.
   // kDiagonal: the two consumers' diagonal tiles differ (consumer 0 multiplies half of its S and

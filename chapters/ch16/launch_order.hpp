@@ -112,11 +112,10 @@ inline std::vector<int> plan_from_lists(const std::vector<std::vector<int>>& lis
 // free SMs: in launch order, each to the CTA that would free up first, by `cost(qb)` (the launch
 // order model's: a block's key tiles plus one). The causal launch order is longest first within
 // each group of heads, so this is longest-processing-time-first per group, and the CTAs move
-// through the groups together (their K and V stay in L2). For flash_wgmma::chained, as its plan:
-// ctas + 1 offsets (CTA c runs entries offsets[c] .. offsets[c + 1] - 1), then the entries, each a
-// launch-order index, in the order the CTA runs them.
-inline std::vector<int> list_schedule(const LaunchOrder& order, int ctas,
-                                      const std::function<double(int qb)>& cost) {
+// through the groups together (their K and V stay in L2). Each CTA's list of launch-order
+// indices, in the order it runs them.
+inline std::vector<std::vector<int>> dealt_lists(const LaunchOrder& order, int ctas,
+                                                 const std::function<double(int qb)>& cost) {
   std::vector<std::vector<int>> lists(static_cast<size_t>(ctas));
   using Slot = std::pair<double, int>;  // (the CTA's work so far, the CTA): least first
   std::priority_queue<Slot, std::vector<Slot>, std::greater<>> next_free;
@@ -127,34 +126,35 @@ inline std::vector<int> list_schedule(const LaunchOrder& order, int ctas,
     lists[size_t(slot.second)].push_back(i);
     next_free.push({slot.first + cost(order.at(i).qb), slot.second});
   }
-  return plan_from_lists(lists, order.ctas());
+  return lists;
 }
 
-// Host: list_schedule's plan evened out (wgmma_chained_diagonal's plan). List scheduling leaves the
-// busiest CTA up to a block's cost past the even split (at b4 h32 s4096 on 132 CTAs, 5 key tiles
-// of 512 by the tile count, about 1%); a static plan need not: while the busiest CTA's work can be
-// lowered by moving one of its blocks to another CTA, or by swapping one of its blocks for a
-// cheaper one of the same group of heads (so the CTAs still move through the groups together),
-// the single change that leaves the lower maximum of the two is made. Each CTA's list stays in
-// launch order; no CTA is left without a block it had (a CTA's last block never moves: the
-// receiver would end at or past the giver's total). The same layout as list_schedule's.
+// Host: dealt_lists as flash_wgmma::chained's plan (plan_from_lists' layout).
+inline std::vector<int> list_schedule(const LaunchOrder& order, int ctas,
+                                      const std::function<double(int qb)>& cost) {
+  return plan_from_lists(dealt_lists(order, ctas, cost), order.ctas());
+}
+
+// Host: dealt_lists evened out (wgmma_chained_diagonal's plan). List scheduling leaves the busiest
+// CTA up to a block's cost past the even split (the README has the model's figures); a static
+// plan need not: while the busiest CTA's work can be lowered by moving one of its blocks to another
+// CTA, or by swapping one of its blocks for a cheaper one of the same group of heads (so the CTAs
+// still move through the groups together), the single change that leaves the lower maximum of
+// the two is made. Each CTA's list stays in launch order; no CTA is left without a block it had
+// (a CTA's last block never moves: the receiver would end at or past the giver's total). The same
+// layout as list_schedule's.
 inline std::vector<int> balanced_schedule(const LaunchOrder& order, int ctas,
                                           const std::function<double(int qb)>& cost) {
-  const std::vector<int> dealt = list_schedule(order, ctas, cost);
-  std::vector<std::vector<int>> lists(static_cast<size_t>(ctas));
-  std::vector<double> work(static_cast<size_t>(ctas), 0.0);
+  std::vector<std::vector<int>> lists = dealt_lists(order, ctas, cost);
   std::vector<double> costs(size_t(order.ctas()));
   std::vector<int> group(size_t(order.ctas()));
   for (int i = 0; i < order.ctas(); ++i) {
     costs[size_t(i)] = cost(order.at(i).qb);
     group[size_t(i)] = order.place(i).group;
   }
+  std::vector<double> work(static_cast<size_t>(ctas), 0.0);
   for (int c = 0; c < ctas; ++c)
-    for (int e = dealt[size_t(c)]; e < dealt[size_t(c) + 1]; ++e) {
-      const int i = dealt[size_t(ctas) + 1 + size_t(e)];
-      lists[size_t(c)].push_back(i);
-      work[size_t(c)] += costs[size_t(i)];
-    }
+    for (const int i : lists[size_t(c)]) work[size_t(c)] += costs[size_t(i)];
   constexpr double kEps = 1e-9;
   std::vector<int> by_work(static_cast<size_t>(ctas));
   for (int round = 0; round < 64 * order.ctas(); ++round) {

@@ -31,8 +31,7 @@
 // 0-63 and consumer 1 (rows 64-127) all of keys 0-63. The general form masks by mask_tile: it
 // tests every tile and, on the one that holds masked scores, compares each score's key with seq
 // (in 64 bits) and with its row, partly as branches, in the window the other consumer's GEMMs
-// must cover; and consumer 0
-// multiplies the quarter of the tile that is all masked for it. Here:
+// must cover; and consumer 0 multiplies the quarter of the tile that is all masked for it. Here:
 //   - tiles before the diagonal run no mask code;
 //   - on the diagonal each consumer tests only the half of the tile where its rows meet the
 //     diagonal (mask_diagonal: a 32-bit compare of a constant with the thread's row in the tile,
@@ -145,6 +144,12 @@ __device__ __forceinline__ void consume_chain(ChainSmem<kD>& cs, int cw, const i
   using Any = std::integral_constant<int, -1>;
   using Consumer0 = std::integral_constant<int, 0>;
   using Consumer1 = std::integral_constant<int, 1>;
+  // kDiagonal: f(Consumer0{}) on consumer 0 and f(Consumer1{}) on consumer 1 where `when`, each in
+  // a loop of its own with a trip count of 0 or 1 (why not a branch: the main loop's comment).
+  auto per_consumer = [&](auto&& f, bool when) {
+    for (int x = 0; x < int(when && cw == 0); ++x) f(Consumer0{});
+    for (int x = 0; x < int(when && cw == 1); ++x) f(Consumer1{});
+  };
 
   // Tile t's softmax in place (diagonal: it is the block's last tile; `who` as
   // diagonal_softmax's kConsumer): the walk's general mask (softmax_tile), or kDiagonal's.
@@ -211,8 +216,7 @@ __device__ __forceinline__ void consume_chain(ChainSmem<kD>& cs, int cw, const i
   for (int j = 0;;) {
     if constexpr (kDiagonal) {
       for (int t = 1; t + 1 < tiles; ++t) tile(j, t, Any{});
-      for (int x = 0; x < int(tiles > 1 && cw == 0); ++x) tile(j, tiles - 1, Consumer0{});
-      for (int x = 0; x < int(tiles > 1 && cw == 1); ++x) tile(j, tiles - 1, Consumer1{});
+      per_consumer([&](auto who) { tile(j, tiles - 1, who); }, tiles > 1);
     } else {
       for (int t = 1; t < tiles; ++t) tile(j, t, Any{});
     }
@@ -258,15 +262,13 @@ __device__ __forceinline__ void consume_chain(ChainSmem<kD>& cs, int cw, const i
       ++n;
     };
     if constexpr (kDiagonal) {
-      for (int x = 0; x < int(cw == 0); ++x) next_block(Consumer0{});
-      for (int x = 0; x < int(cw == 1); ++x) next_block(Consumer1{});
+      per_consumer(next_block, true);
     } else {
       next_block(Any{});
     }
   }
   if constexpr (kDiagonal) {
-    for (int x = 0; x < int(cw == 0); ++x) last(Consumer0{});
-    for (int x = 0; x < int(cw == 1); ++x) last(Consumer1{});
+    per_consumer(last, true);
   } else {
     last(Any{});
   }

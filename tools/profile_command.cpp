@@ -90,8 +90,7 @@ ProcessResult run_printed(const std::vector<std::string>& argv, std::ostream& ou
 }
 
 // The chapter binary's arguments that select exactly this case and make its untimed run
-// (`mode_flag`:
-// --bench_profile, or --bench_timeline=PATH).
+// (`mode_flag`: --bench_profile, or --bench_timeline=PATH).
 std::vector<std::string> case_args(const fs::path& binary, const std::string& case_name,
                                    bool has_point, const std::string& mode_flag) {
   std::vector<std::string> args = {binary.string(), "--benchmark_filter=^" + case_name + "(/|$)",

@@ -108,21 +108,22 @@ std::string timeline_table(const nlohmann::json& timeline) {
 
   out += fmt::format("{:>4} {:>7}  {:<{}} {:>11} {:>11} {:>9}\n", "#", "stream", "name",
                      kTimelineNameChars, "start us", "duration us", "gap us");
-  double latest_end = 0, busy = 0, span_start = 0, span_end = 0;
+  // The rows are in start order, so the span starts at the first row's start; latest_end is the
+  // latest end so far (the first row's start before any row).
+  const double span_start = rows.empty() ? 0 : rows.front().start_us;
+  double latest_end = span_start, busy = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     const std::string name =
         r.kind == "kernel" || r.kind.empty() ? short_kernel_name(r.name) : r.name;
     // Busy time is the union of the intervals: only what reaches past every earlier end counts.
-    const double gap = i == 0 ? 0 : std::max(0.0, r.start_us - latest_end);
-    busy += i == 0 ? r.duration_us : std::max(0.0, r.end_us() - std::max(latest_end, r.start_us));
-    span_start = i == 0 ? r.start_us : std::min(span_start, r.start_us);
-    latest_end = i == 0 ? r.end_us() : std::max(latest_end, r.end_us());
-    span_end = latest_end;
+    const double gap = std::max(0.0, r.start_us - latest_end);
+    busy += std::max(0.0, r.end_us() - std::max(latest_end, r.start_us));
+    latest_end = std::max(latest_end, r.end_us());
     out += fmt::format("{:>4} {:>7}  {:<{}} {:>11.2f} {:>11.2f} {:>9.2f}\n", i, r.stream, name,
                        kTimelineNameChars, r.start_us, r.duration_us, gap);
   }
-  const double span = span_end - span_start;
+  const double span = latest_end - span_start;
   out += fmt::format("span {:.2f} us, busy {:.2f} us, idle {:.2f} us; {} activities, {} calls\n",
                      span, busy, std::max(0.0, span - busy), rows.size(), calls.size());
   return out;

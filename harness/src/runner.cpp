@@ -280,6 +280,22 @@ void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& 
   end_checked_run(e, w, c, kProfiledRun, s, "profiled launch", r);
 }
 
+// One traced call: `launch` between the tracer's two markers, which tell its work from the rest.
+Launch traced(WorkTracer& tracer, const Launch& launch) {
+  return [&tracer, &launch](cudaStream_t stream) {
+    tracer.mark(stream);
+    launch(stream);
+    tracer.mark(stream);
+  };
+}
+
+// Every call traced was seen (a lost marker would shift the calls' lists against each other).
+void require_all_traced(int seen, int calls) {
+  if (seen != calls)
+    throw std::runtime_error(
+        fmt::format("the work tracer saw {} of the {} calls it traced", seen, calls));
+}
+
 // --bench_timeline: kTimelineCalls calls, each prepared as the profiled launch is and bracketed by
 // the tracer's markers, then the last one's output checked. Written to `path`: per call, its
 // kernels, copies and memsets in start order, the start relative to the call's first one (CUPTI's
@@ -287,29 +303,23 @@ void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& 
 void trace_timeline(const ExampleDef& e, const VariantDef& v, const WorkloadInstance& w,
                     const Launch& launch, Sampler& sampler, uint64_t seed, cudaStream_t s,
                     const std::string& gpu, const std::string& path, CaseRun& r) {
+  const auto unavailable = [](const std::string& why) {
+    return CheckFailure(
+        "--bench_timeline traces through CUPTI's activity API, which is not available here: " +
+        why);
+  };
   // A tool that holds CUPTI (Nsight, compute-sanitizer) leaves no activity API to trace with.
   // Asked first: under a tool CUPTI is never touched, and WorkTracer::get() would probe it.
-  const bool tool = cuda_tool_present();
-  if (tool || !WorkTracer::get().available())
-    throw CheckFailure(fmt::format(
-        "--bench_timeline traces through CUPTI's activity API, which is not available "
-        "here: {}",
-        tool ? "a CUDA tool is injected and holds it" : WorkTracer::get().why_unavailable()));
+  if (cuda_tool_present()) throw unavailable("a CUDA tool is injected and holds it");
   WorkTracer& tracer = WorkTracer::get();
+  if (!tracer.available()) throw unavailable(tracer.why_unavailable());
   NvtxRange range("timeline");
-  const auto traced = [&](cudaStream_t stream) {
-    tracer.mark(stream);
-    launch(stream);
-    tracer.mark(stream);
-  };
+  const Launch call = traced(tracer, launch);
   tracer.start();
   CheckedRun last;
-  for (int call = 0; call < kTimelineCalls; ++call)
-    last = prepared_launch(e, w, traced, sampler, seed, kProfiledRun + call, s);
-  const int seen = tracer.stop();
-  if (seen != kTimelineCalls)
-    throw std::runtime_error(
-        fmt::format("the work tracer saw {} of the {} calls it traced", seen, kTimelineCalls));
+  for (int i = 0; i < kTimelineCalls; ++i)
+    last = prepared_launch(e, w, call, sampler, seed, kProfiledRun + i, s);
+  require_all_traced(tracer.stop(), kTimelineCalls);
   end_checked_run(e, w, last, kProfiledRun + kTimelineCalls - 1, s, "last traced call", r);
 
   nlohmann::ordered_json calls = nlohmann::ordered_json::array();
@@ -338,18 +348,14 @@ void trace_timeline(const ExampleDef& e, const VariantDef& v, const WorkloadInst
 // GPU, must be done when the case's stream reaches the point where a timed call's stop event is.
 void trace_calls(const Launch& launch, cudaStream_t s, int calls, CaseRun& r) {
   WorkTracer& tracer = WorkTracer::get();
+  const Launch call = traced(tracer, launch);
   tracer.start();
-  for (int i = 0; i < calls; ++i) {
-    tracer.mark(s);
-    launch(s);
-    tracer.mark(s);
-  }
+  for (int i = 0; i < calls; ++i) call(s);
   const int seen = tracer.stop();
   if (!tracer.escaped().empty())
     throw CheckFailure("work escaped the timed stream: " + tracer.escaped() +
                        "; join every stream the variant uses back to the case's stream");
-  if (seen != calls)
-    throw std::runtime_error(fmt::format("the work tracer saw {} of the {} calls it traced", seen, calls));
+  require_all_traced(seen, calls);
   r.traced_calls += seen;
 }
 

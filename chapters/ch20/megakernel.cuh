@@ -79,7 +79,6 @@
 
 #include "l2_ahead_plan.hpp"
 #include "layer_ops.cuh"
-#include "staged_attention.cuh"
 
 namespace ch20::mega {
 
@@ -296,7 +295,7 @@ __device__ __forceinline__ void merge_pair(const Step& p, int64_t bh) {
 template <int kTokens>
 __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
     decoder_layer(Step p) {
-  extern __shared__ uint4 smem[];  // the projections' activations, or the attention's stages
+  extern __shared__ uint4 smem[];  // the projections' activations, or the attention's SplitSmem
   const int warp = threadIdx.x / 32;
   // Warps numbered across the blocks first: a projection with fewer row groups than the grid has
   // warps (qkv at batch 1: 1536 groups) spreads them over every SM, not over the first blocks.
@@ -326,15 +325,14 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   // head's partials and the new key.
   const decode::Args args{p.q, nullptr, p.part_ml, p.part_o, 1, 0, p.chunk, p.splits};
   const GqaCache cache{p.io.k_cache, p.io.v_cache, p.past, p.group};
-  staged::Stages stages(*reinterpret_cast<staged::Smem*>(smem));
+  auto& split_smem = *reinterpret_cast<decode::SplitSmem<1>*>(smem);
   for (int64_t item = blockIdx.x; item < attention_items(p); item += gridDim.x) {
     prefetch_chunk(p, item + gridDim.x);  // the block's next chunk, while it reads this one
     const int64_t kv_split = item / p.group, bh = kv_split / p.splits * p.group + item % p.group;
-    stages.attend(args, cache, bh, int(kv_split % p.splits));
+    decode::attend_split<1>(args, cache, bh, int(kv_split % p.splits), split_smem);
     __syncthreads();  // every thread's share of the partial, before warp 0 counts it in
     if (warp == 0 && completes_pair(p, bh)) merge_pair(p, bh);
   }
-  stages.close();  // the o phase's prologue stores over the barriers
   stamp(p, 3);
   barrier.arrive();  // the attention output, every head merged
   load_first(p.io.w_o, p.hidden, o_groups, o, first, w);  // held to phase 3
@@ -417,10 +415,10 @@ class DecoderMegakernel {
         kernel_ = decoder_layer<8>;
         break;
     }
-    // Shared memory: the widest prologue (down's: tokens x ffn) or the attention's stages.
+    // Shared memory: the widest prologue (down's: tokens x ffn) or the attention's.
     smem_ =
         std::max(size_t(gemv::padded_tokens(p.tokens)) * std::max(p.hidden, p.ffn) * sizeof(bf16),
-                 sizeof(staged::Smem));
+                 sizeof(decode::SplitSmem<1>));
     cudaFuncAttributes attributes = {};
     BENCH_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel_));
     if (attributes.sharedSizeBytes + smem_ >

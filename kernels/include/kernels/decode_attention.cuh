@@ -218,55 +218,6 @@ __device__ __forceinline__ void finish_pass(const Args& a, const Kv& kv, int64_t
   }
 }
 
-// One step of a lane's keys folded into its online-softmax state (m, l and its 8 dimensions of o,
-// for each query): the lane (`half` of its warp: lane / 16; `part`: lane % 16, dimensions part x
-// 8 .. + 7) holds K and V of keys key0 + 2 u + half, u < kKeys, as the policy's rows store them
-// (zeros for an absent key); query qi sees the keys below min(end, last0 + qi x last_step). q_s is
-// q, prescaled (attend_split).
-template <int kQueries, class Rows>
-__device__ __forceinline__ void fold_keys(
-    const typename Rows::Raw (&k_raw)[keys_per_lane(kQueries)],
-    const typename Rows::Raw (&v_raw)[keys_per_lane(kQueries)], int half, int part, int64_t key0,
-    int64_t end, int64_t last0, int last_step, const float (&q_s)[kQueries][kHeadDim],
-    float (&m)[kQueries], float (&l)[kQueries], float (&o)[kQueries][8]) {
-  constexpr int kKeys = keys_per_lane(kQueries);
-  // Each key's K and V widened once, for all the queries (E4M3's conversions are inline asm,
-  // which the compiler does not merge across the query loop as it does BF16's shifts).
-  float kf[kKeys][8], vf[kKeys][8];
-#pragma unroll
-  for (int u = 0; u < kKeys; ++u) Rows::unpack(k_raw[u], kf[u]), Rows::unpack(v_raw[u], vf[u]);
-#pragma unroll
-  for (int qi = 0; qi < kQueries; ++qi) {
-    float qf[8], s[kKeys], m_new = m[qi];
-#pragma unroll
-    for (int e = 0; e < 8; ++e) qf[e] = q_s[qi][part * 8 + e];  // two LDS.128
-#pragma unroll
-    for (int u = 0; u < kKeys; ++u) {
-      float dot = 0.0f;
-#pragma unroll
-      for (int e = 0; e < 8; ++e) dot = fmaf(qf[e], kf[u][e], dot);
-#pragma unroll
-      for (int mask = kLanesPerKey / 2; mask > 0; mask /= 2)
-        dot += __shfl_xor_sync(0xffffffffu, dot, mask);
-      s[u] = key0 + 2 * u + half < min(end, last0 + qi * last_step) ? dot : -INFINITY;
-      m_new = fmaxf(m_new, s[u]);
-    }
-    const float c = exp2_ftz(m[qi] - m_new);
-    l[qi] *= c;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) o[qi][e] *= c;
-#pragma unroll
-    for (int u = 0; u < kKeys; ++u) {
-      const float p = exp2_ftz(s[u] - m_new);  // 0 for a masked or absent key
-      l[qi] += p;
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        o[qi][e] = fmaf(p, vf[u][e], o[qi][e]);  // p = 0 where v_raw is unset
-    }
-    m[qi] = m_new;
-  }
-}
-
 // A CTA's shared memory: q, prescaled, and finish_pass's merge slots.
 template <int kQueries>
 struct SplitSmem {
@@ -349,7 +300,40 @@ __device__ __forceinline__ void attend_split(const Args& a, const Kv& kv, int64_
     } else {
       load_step(step, k_raw, v_raw);
     }
-    fold_keys<kQueries, Rows>(k_raw, v_raw, half, part, step, end, last0, last_step, q_s, m, l, o);
+    // Each key's K and V widened once, for all the queries (E4M3's conversions are inline asm,
+    // which the compiler does not merge across the query loop as it does BF16's shifts).
+    float kf[kKeys][8], vf[kKeys][8];
+#pragma unroll
+    for (int u = 0; u < kKeys; ++u) Rows::unpack(k_raw[u], kf[u]), Rows::unpack(v_raw[u], vf[u]);
+#pragma unroll
+    for (int qi = 0; qi < kQueries; ++qi) {
+      float qf[8], s[kKeys], m_new = m[qi];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) qf[e] = q_s[qi][part * 8 + e];  // two LDS.128
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dot = fmaf(qf[e], kf[u][e], dot);
+#pragma unroll
+        for (int mask = kLanesPerKey / 2; mask > 0; mask /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, mask);
+        s[u] = step + 2 * u + half < min(end, last0 + qi * last_step) ? dot : -INFINITY;
+        m_new = fmaxf(m_new, s[u]);
+      }
+      const float c = exp2_ftz(m[qi] - m_new);
+      l[qi] *= c;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[qi][e] *= c;
+#pragma unroll
+      for (int u = 0; u < kKeys; ++u) {
+        const float p = exp2_ftz(s[u] - m_new);  // 0 for a masked or absent key
+        l[qi] += p;
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          o[qi][e] = fmaf(p, vf[u][e], o[qi][e]);  // p = 0 where v_raw is unset
+      }
+      m[qi] = m_new;
+    }
   }
 
   finish_pass<kQueries, Rows::kScaled>(a, kv, bh, split, m, l, o, smem.o, smem.ml);

@@ -1,8 +1,7 @@
 // kernels/tma.cuh: the Hopper (sm_90) bulk tensor copy engine and the mbarrier it completes on.
 //
-// Device side: mbarrier init / arrive.expect_tx / parity wait / inval, a 2D tile load global ->
-// shared (cp.async.bulk.tensor, completes on an mbarrier with a byte count), a 1-D bulk copy of
-// contiguous bytes completing the same way (cp.async.bulk), and a 2D tile store
+// Device side: mbarrier init / arrive.expect_tx / parity wait, a 2D tile load global -> shared
+// (cp.async.bulk.tensor, completes on an mbarrier with a byte count) and a 2D tile store
 // shared -> global (bulk async group, waited with wait_read<N>()). Host side: a 2D tensor map
 // built with cuTensorMapEncodeTiled, reached through the runtime's driver entry point so the
 // program needs no -lcuda. For clusters (sm_90): a load multicast to several CTAs of a cluster,
@@ -51,10 +50,6 @@ __device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, uint32_t bytes) 
 __device__ __forceinline__ void arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
-// Ends a barrier's life, so that its 8 bytes may be stored to as ordinary shared memory.
-__device__ __forceinline__ void mbarrier_inval(uint64_t* bar) {
-  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
-}
 // Spins until the barrier's phase with the given parity has completed.
 __device__ __forceinline__ void wait_parity(uint64_t* bar, uint32_t parity) {
   asm volatile(
@@ -80,16 +75,6 @@ __device__ __forceinline__ void load_2d(void* dst, const CUtensorMap* map, int x
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_addr(dst)),
       "l"(map), "r"(x), "r"(y), "r"(smem_addr(bar))
-      : "memory");
-}
-// Copies `bytes` contiguous bytes from global `src` to shared `dst` (no tensor map: a 1-D bulk
-// copy); completes on `bar` with that byte count. Both addresses 16-byte aligned, bytes a
-// multiple of 16.
-__device__ __forceinline__ void load_1d(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-          "r"(smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
       : "memory");
 }
 // Stores `src` to the box at (x, y) of `map`; out-of-bounds elements are not written.

@@ -53,11 +53,13 @@ class Sampler {
 
  private:
   Sample cold_raw(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel);
+  void reset_persisting_lines();          // every line marked to persist in L2 back to normal
   void probe_clock(cudaStream_t stream);  // result in probed_mhz() after the next sync
   float probed_mhz() const { return *reinterpret_cast<volatile float*>(mhz_host_); }
   double elapsed();  // seconds between start_ and stop_, once stop_ completes
 
   double timer_floor_ = -1;  // measured on first use
+  bool persisting_l2_ = false;  // the GPU has a persisting L2 set-aside (Ampere and later)
   std::size_t flush_bytes_ = 0;
   void* flush_buffer_ = nullptr;
   unsigned int* flush_sink_ = nullptr;

@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <vector>
 
 #include "bench/stats.hpp"
+#include "device_kernels.hpp"
 #include "harness_fixture.hpp"
 
 namespace bench::testing {
@@ -57,6 +59,29 @@ BENCH_EXAMPLE(test, small_copy, SmallCopy)
     .optimized("same_copy", launch_copy)
     .reference(copy_reference);
 
+// Row 8's careful adversary: the same copy with its input read under an L2::evict_last cache
+// policy. Lines so marked, up to the GPU's persisting L2 set-aside (an H200's default: 11.25 of
+// its 60 MiB), outlive plain loads of any size, so without the sampler's reset the 4 MiB input of
+// one sample would still be in L2 for the next, though the harness refilled it and read 2x the L2.
+static __global__ void kept_copy_kernel(const float* in, float* out, int64_t n) {
+  uint64_t keep;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(keep));
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    float v;
+    asm volatile("ld.global.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(in + i), "l"(keep));
+    out[i] = v;
+  }
+}
+void launch_kept_copy(const SmallCopy& w, cudaStream_t s) {
+  kept_copy_kernel<<<264, 256, 0, s>>>(w.in.data(), w.out.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+}
+BENCH_EXAMPLE(test, small_copy_kept_in_l2, SmallCopy)
+    .baseline("copy", launch_copy)
+    .optimized("kept_in_l2", launch_kept_copy)
+    .reference(copy_reference);
+
 class SpinAccuracy : public ::testing::TestWithParam<std::pair<const char*, double>> {};
 
 TEST_P(SpinAccuracy, MedianWithinThreePercentOfTheKnownDuration) {
@@ -88,6 +113,77 @@ TEST(Timing, Row8_ColdSamplesOfAnL2SizedProblemAreSlowerThanHot) {
   const double h = stats::median(hot.samples), c = stats::median(cold.samples);
   std::printf("8 MB copy: cold %.2f us, hot %.2f us\n", c * 1e6, h * 1e6);
   EXPECT_GT(c, 1.1 * h);
+}
+
+// The median of `runs` event-timed launches of `timed`, each after `before` (outside the events).
+template <class Before, class Timed>
+double median_us(int runs, Before before, Timed timed) {
+  cudaEvent_t start, stop;
+  BENCH_CUDA_CHECK(cudaEventCreate(&start));
+  BENCH_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> us;
+  for (int i = 0; i < runs; ++i) {
+    before();
+    BENCH_CUDA_CHECK(cudaEventRecord(start));
+    timed();
+    BENCH_CUDA_CHECK(cudaEventRecord(stop));
+    BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    us.push_back(ms * 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return stats::median(us);
+}
+
+TEST(Timing, Row8_InputsKeptInL2ByAnEvictLastPolicyAreFlushedToo) {
+  int persisting_max = 0, l2 = 0;
+  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&persisting_max, cudaDevAttrMaxPersistingL2CacheSize, 0));
+  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  if (persisting_max < (8 << 20))
+    GTEST_SKIP() << "this GPU's persisting L2 set-aside (" << persisting_max
+                 << " bytes) cannot hold the 4 MiB input";
+  // Control, outside the harness: with the set-aside at its largest and no reset, the kept
+  // copy's input outlives a read of 2x the L2 (the sampler's flush) and the copy runs warmer.
+  const int64_t n = 1 << 20;
+  bench::DeviceBuffer<float> in(n), out(n), flush(2 * int64_t{l2} / int64_t{sizeof(float)});
+  bench::DeviceBuffer<unsigned int> sink(1);
+  BENCH_CUDA_CHECK(cudaMemset(in.data(), 0, in.bytes()));
+  BENCH_CUDA_CHECK(cudaMemset(flush.data(), 0, flush.bytes()));
+  BENCH_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, size_t(persisting_max)));
+  auto plain = [&] { copy_kernel<<<264, 256>>>(in.data(), out.data(), n); };
+  auto kept = [&] { kept_copy_kernel<<<264, 256>>>(in.data(), out.data(), n); };
+  auto flush_l2 = [&] {
+    detail::launch_l2_flush(flush.data(), flush.bytes(), sink.data(), nullptr);
+  };
+  const double raw_hot = median_us(21, plain, plain);
+  const double raw_cold = median_us(
+      21, [&] { plain(), flush_l2(); }, plain);
+  const double raw_kept = median_us(
+      21, [&] { kept(), flush_l2(); }, kept);
+  BENCH_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
+  BENCH_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0));
+  std::printf("control, no reset: kept %.2f us, plain cold %.2f us, hot %.2f us\n", raw_kept,
+              raw_cold, raw_hot);
+  EXPECT_LT(raw_kept, raw_cold - 0.25 * (raw_cold - raw_hot))
+      << "the adversary does not keep its input in L2 here: the check below proves nothing";
+
+  // The harness: cold samples of the kept copy are as cold as the plain copy's.
+  detail::options().mode = Mode::hot;
+  const auto hot = run_case("small_copy_kept_in_l2", "baseline", 30);
+  detail::options().mode = Mode::cold;
+  const auto cold = run_case("small_copy_kept_in_l2", "baseline", 30);
+  const auto kept_cold = run_case("small_copy_kept_in_l2", "kept_in_l2", 30);
+  detail::options().mode.reset();
+  ASSERT_EQ(outcome(hot), "measured");
+  ASSERT_EQ(outcome(cold), "measured");
+  ASSERT_EQ(outcome(kept_cold), "measured");
+  const double h = stats::median(hot.samples), c = stats::median(cold.samples),
+               k = stats::median(kept_cold.samples);
+  std::printf("harness, cold samples: kept %.2f us, plain %.2f us; hot %.2f us\n", k * 1e6, c * 1e6,
+              h * 1e6);
+  EXPECT_GT(k, c - 0.25 * (c - h));
 }
 
 // Mode::sustained: the soak and the sampling window last at least what bench.hpp promises (a

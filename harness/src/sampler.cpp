@@ -1,5 +1,6 @@
 // One timed sample at a time. Cold samples follow the sequence
-//   blocking kernel -> clock probe -> L2 flush -> event -> launch -> event -> (host releases)
+//   (persisting L2 lines reset) -> blocking kernel -> clock probe -> L2 flush -> event -> launch
+//   -> event -> (host releases)
 // so every queued launch starts back-to-back once the host lets the blocking kernel go.
 #include "sampler.hpp"
 

@@ -92,15 +92,26 @@ __device__ inline uint64_t global_ns() {
   return t;
 }
 
-__global__ void blocking_kernel(const volatile int* release, uint64_t timeout_ns, int* timed_out) {
-  const uint64_t start = global_ns();
-  while (*release == 0) {
-    if (global_ns() - start > timeout_ns) {
-      *timed_out = 1;
-      return;
+// One block of the hold (launch_blocking_kernel): its thread 0 counts the block in, then spins
+// until the host releases the stream or the timeout passes; the other threads only fill the SM's
+// thread slots, waiting at the barrier. At most 32 registers a thread, so that registers never
+// keep the 4 blocks of a 2048-thread SM from sharing it.
+constexpr int kHoldThreads = 512;
+__global__ void __launch_bounds__(kHoldThreads, 4)
+    blocking_kernel(const volatile int* release, uint64_t timeout_ns, int* timed_out,
+                    unsigned int* resident) {
+  if (threadIdx.x == 0) {
+    atomicAdd_system(resident, 1u);
+    const uint64_t start = global_ns();
+    while (*release == 0) {
+      if (global_ns() - start > timeout_ns) {
+        *timed_out = 1;
+        break;
+      }
+      __nanosleep(1000);
     }
-    __nanosleep(1000);
   }
+  __syncthreads();
 }
 
 __global__ void clock_probe_kernel(long long cycles, float* mhz) {
@@ -248,9 +259,18 @@ void launch_l2_flush(const void* data, std::size_t bytes, unsigned int* sink, cu
   BENCH_CHECK_LAUNCH();
 }
 
+unsigned blocking_kernel_blocks() {
+  int device = 0, sms = 0, threads_per_sm = 0;
+  BENCH_CUDA_CHECK(cudaGetDevice(&device));
+  BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  BENCH_CUDA_CHECK(
+      cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
+  return static_cast<unsigned>(sms * std::max(1, threads_per_sm / kHoldThreads));
+}
+
 void launch_blocking_kernel(const volatile int* release, uint64_t timeout_ns, int* timed_out,
-                            cudaStream_t stream) {
-  blocking_kernel<<<1, 1, 0, stream>>>(release, timeout_ns, timed_out);
+                            unsigned int* resident, unsigned blocks, cudaStream_t stream) {
+  blocking_kernel<<<blocks, kHoldThreads, 0, stream>>>(release, timeout_ns, timed_out, resident);
   BENCH_CHECK_LAUNCH();
 }
 

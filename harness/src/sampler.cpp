@@ -1,8 +1,14 @@
 // One timed sample at a time. Cold samples follow the sequence
-//   (persisting L2 lines reset) -> blocking kernel -> clock probe -> L2 flush -> event -> launch
-//   -> event -> (host releases)
-// so every queued launch starts back-to-back once the host lets the blocking kernel go.
+//   (persisting L2 lines reset) -> clock probe -> L2 flush -> hold -> event -> launch -> event
+//   -> (host releases)
+// so every queued launch starts back-to-back once the host lets the hold go. The hold (the
+// blocking kernel) fills every thread slot of every SM, and the host calls the variant's launch
+// only once all of it runs: nothing the launch queues on another stream can run before the start
+// event, and a launch that waits on the host for such work never returns until the hold times
+// out, which fails the case (VALIDITY row 9).
 #include "sampler.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +22,7 @@ namespace bench::detail {
 namespace {
 constexpr uint64_t kBlockingTimeoutNs = 2'000'000'000;  // a stuck blocking kernel gives up
 constexpr long long kProbeCycles = 20'000;              // ~10 us at boost clock
+constexpr double kHoldResidentSeconds = 1.0;            // the flush ahead of the hold takes ~30 us
 
 template <class T>
 void alloc_mapped(T** host, T** device) {
@@ -47,6 +54,8 @@ Sampler::Sampler(const DeviceInfo& device) {
   BENCH_CUDA_CHECK(cudaMalloc(&flush_sink_, sizeof(unsigned int)));
   alloc_mapped(&release_host_, &release_device_);
   alloc_mapped(&timed_out_host_, &timed_out_device_);
+  alloc_mapped(&resident_host_, &resident_device_);
+  hold_blocks_ = blocking_kernel_blocks();
   alloc_mapped(&mhz_host_, &mhz_device_);
   BENCH_CUDA_CHECK(cudaEventCreate(&start_));
   BENCH_CUDA_CHECK(cudaEventCreate(&first_));
@@ -60,6 +69,7 @@ Sampler::~Sampler() {
   for (auto e : launch_events_) cudaEventDestroy(e);
   cudaFreeHost(release_host_);
   cudaFreeHost(timed_out_host_);
+  cudaFreeHost(resident_host_);
   cudaFreeHost(mhz_host_);
   cudaFree(flush_sink_);
   cudaFree(flush_buffer_);
@@ -98,22 +108,43 @@ void Sampler::reset_persisting_lines() {
   if (persisting_l2_) BENCH_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
 }
 
-Sample Sampler::cold_raw(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel) {
-  reset_persisting_lines();  // a host call: before the blocking kernel holds the stream
-  if (use_blocking_kernel) {
-    *reinterpret_cast<volatile int*>(release_host_) = 0;
-    *reinterpret_cast<volatile int*>(timed_out_host_) = 0;
-    launch_blocking_kernel(release_device_, kBlockingTimeoutNs, timed_out_device_, stream);
+// Queues the hold on `stream` and returns once every block of it runs (the probe and the flush
+// ahead of it done), so that no kernel of any stream can start until release().
+void Sampler::hold(cudaStream_t stream) {
+  *reinterpret_cast<volatile int*>(release_host_) = 0;
+  *reinterpret_cast<volatile int*>(timed_out_host_) = 0;
+  *reinterpret_cast<volatile unsigned*>(resident_host_) = 0;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  launch_blocking_kernel(release_device_, kBlockingTimeoutNs, timed_out_device_, resident_device_,
+                         hold_blocks_, stream);
+  const double start = host_seconds();
+  while (*reinterpret_cast<volatile unsigned*>(resident_host_) < hold_blocks_) {
+    if (host_seconds() - start > kHoldResidentSeconds) {
+      const unsigned resident = *reinterpret_cast<volatile unsigned*>(resident_host_);
+      release();
+      BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+      throw std::runtime_error(fmt::format(
+          "the harness could not hold the GPU before a timed launch: {} of its {} blocks ran "
+          "within {} s (another process on this GPU?)",
+          resident, hold_blocks_, kHoldResidentSeconds));
+    }
   }
+}
+
+void Sampler::release() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  *reinterpret_cast<volatile int*>(release_host_) = 1;
+}
+
+Sample Sampler::cold_raw(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel) {
+  reset_persisting_lines();
   probe_clock(stream);
   launch_l2_flush(flush_buffer_, flush_bytes_, flush_sink_, stream);
+  if (use_blocking_kernel) hold(stream);
   BENCH_CUDA_CHECK(cudaEventRecord(start_, stream));
   launch(stream);
   BENCH_CUDA_CHECK(cudaEventRecord(stop_, stream));
-  if (use_blocking_kernel) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    *reinterpret_cast<volatile int*>(release_host_) = 1;
-  }
+  if (use_blocking_kernel) release();
   Sample s;
   s.seconds = elapsed();
   s.sm_mhz = probed_mhz();

@@ -54,6 +54,8 @@ class Sampler {
  private:
   Sample cold_raw(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel);
   void reset_persisting_lines();          // every line marked to persist in L2 back to normal
+  void hold(cudaStream_t stream);         // the blocking kernel queued, and running on every SM
+  void release();                         // lets it end
   void probe_clock(cudaStream_t stream);  // result in probed_mhz() after the next sync
   float probed_mhz() const { return *reinterpret_cast<volatile float*>(mhz_host_); }
   double elapsed();  // seconds between start_ and stop_, once stop_ completes
@@ -67,6 +69,9 @@ class Sampler {
   int* release_device_ = nullptr;
   int* timed_out_host_ = nullptr;   // mapped pinned: the blocking kernel gave up waiting
   int* timed_out_device_ = nullptr;
+  unsigned* resident_host_ = nullptr;  // mapped pinned: blocks of the hold running
+  unsigned* resident_device_ = nullptr;
+  unsigned hold_blocks_ = 0;        // every thread slot of every SM (blocking_kernel_blocks)
   float* mhz_host_ = nullptr;       // mapped pinned: the clock probe's result
   float* mhz_device_ = nullptr;
   cudaEvent_t start_ = nullptr, first_ = nullptr, stop_ = nullptr;

@@ -83,6 +83,24 @@ void undeclared_sync(const SmallCopy& w, cudaStream_t s) {
   BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
+// Does its work ahead of the timed window: the copy on a stream of its own, waited for on the
+// host, then only a one-thread kernel on the case's stream. Under a blocking kernel that holds
+// only the case's stream, the copy runs while the host is still queueing the sample, before the
+// start event, and the sample times the one-thread kernel.
+static __global__ void touch(float* out) { out[0] = out[0]; }
+void ahead_of_window(const SmallCopy& w, cudaStream_t s) {
+  static const cudaStream_t side = [] {
+    cudaStream_t t = nullptr;
+    BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));
+    return t;
+  }();
+  copy_kernel<<<264, 256, 0, side>>>(w.in.data(), w.out.data(), w.n);
+  BENCH_CHECK_LAUNCH();
+  BENCH_CUDA_CHECK(cudaStreamSynchronize(side));
+  touch<<<1, 1, 0, s>>>(w.out.data());
+  BENCH_CHECK_LAUNCH();
+}
+
 BENCH_EXAMPLE(test, adversaries, SmallCopy)
     .baseline("honest", launch_copy)
     .step("escaping", escaping)
@@ -93,6 +111,7 @@ BENCH_EXAMPLE(test, adversaries, SmallCopy)
     .stateful<SlowFirstCall>(Role::step, "slow_first_call")
     .step("undeclared_sync", undeclared_sync)
     .step("declared_sync", undeclared_sync, {.blocks_host = true})
+    .step("ahead_of_window", ahead_of_window)
     .optimized("honest_again", launch_copy)
     .reference(copy_reference);  // FP32 default tolerance: relative L2 <= 1e-5
 
@@ -117,6 +136,17 @@ TEST(Validity, HonestVariantIsMeasuredAndVerified) {
 TEST(Validity, Row1_WorkOnAnUnjoinedStreamIsCaught) {
   const auto r = run_case("adversaries", "escaping");
   EXPECT_NE(outcome(r).find("FAILED: work escaped the timed stream"), std::string::npos) << outcome(r);
+}
+
+// Row 9: the hold fills every SM before the host calls the launch, so the side stream's copy
+// cannot run until the hold ends, and the launch's wait for it outlasts the hold's timeout.
+// Its honest form (the copy on the case's stream) is the example's baseline, measured above.
+TEST(Validity, Row9_WorkDoneAheadOfTheTimedWindowIsCaught) {
+  const auto r = run_case("adversaries", "ahead_of_window");
+  EXPECT_EQ(outcome(r).rfind("FAILED: ", 0), 0u) << outcome(r);
+  EXPECT_NE(outcome(r).find("blocked the host while the harness's blocking kernel held the stream"),
+            std::string::npos)
+      << outcome(r);
 }
 
 TEST(Validity, Row2_ReplayedResultFailsTheSecondRun) {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -105,6 +106,9 @@ constexpr double kCheckBudgetFloorSeconds = 0.05;
 // in sustained mode it also decides which checks wait until sampling ends).
 constexpr int kHostPassesBeforeOff = 2;
 constexpr int kTracedCalls = 3;  // row 1: calls traced before and after the timed samples
+// Row 9: how long a traced call's hold waits for the launch to return before it lets the stream go
+// (a launch that blocks the host undeclared; cudaGraphLaunch of a conditional graph under CUPTI).
+constexpr uint64_t kTracedHoldNs = 100'000'000;
 
 // The timed samples the stop rule asks for at least (its minimum time over one launch's), at most
 // what its timeout holds (batches of `batch` launches of `launch_seconds`), and no more than
@@ -346,15 +350,23 @@ void trace_timeline(const ExampleDef& e, const VariantDef& v, const WorkloadInst
 
 // VALIDITY row 1 with CUPTI: every kernel, copy and memset these calls start, on any stream of any
 // GPU, must be done when the case's stream reaches the point where a timed call's stop event is.
-void trace_calls(const Launch& launch, cudaStream_t s, int calls, CaseRun& r) {
+// Row 9: and none may start before the call's opening marker, which each call's `hold` (the
+// sampler's blocking kernel, for a variant sampled behind one) keeps waiting until the launch has
+// returned: work started before it was queued behind nothing the case's stream does.
+void trace_calls(const Launch& launch, cudaStream_t s, int calls, CaseRun& r,
+                 const std::function<void(const Launch&)>& hold) {
   WorkTracer& tracer = WorkTracer::get();
   const Launch call = traced(tracer, launch);
   tracer.start();
-  for (int i = 0; i < calls; ++i) call(s);
+  for (int i = 0; i < calls; ++i) hold(call);
   const int seen = tracer.stop();
   if (!tracer.escaped().empty())
     throw CheckFailure("work escaped the timed stream: " + tracer.escaped() +
                        "; join every stream the variant uses back to the case's stream");
+  if (!tracer.ahead().empty())
+    throw CheckFailure("work ran ahead of the timed call: " + tracer.ahead() +
+                       "; start every stream's work from the case's stream (an event recorded "
+                       "on it), and declare a variant that waits on the host blocks_host");
   require_all_traced(seen, calls);
   r.traced_calls += seen;
 }
@@ -471,6 +483,12 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
   NvtxRange case_range(case_name);
   Stream stream;
   const cudaStream_t s = stream.handle;
+  // Row 9's hold around each traced call, as cold sampling holds the stream (a variant that
+  // blocks the host is traced without one: it would wait out the hold).
+  const auto traced_hold = [&](const Launch& call) {
+    if (v.options.blocks_host) return call(s);
+    sampler_->held(call, s, kTracedHoldNs);
+  };
   const uint64_t seed = case_seed(e, v);
   r.seed = seed;
 
@@ -550,7 +568,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     const bool tool = cuda_tool_present();
     if (!tool && WorkTracer::get().available()) {
       r.escape_method = "cupti";
-      trace_calls(launch, s, kTracedCalls, r);
+      trace_calls(launch, s, kTracedCalls, r, traced_hold);
     } else {
       r.escape_method = fmt::format("wall-clock ratio ({})", tool ? "a CUDA tool is injected"
                                                                   : WorkTracer::get().why_unavailable());
@@ -882,7 +900,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
 
   if (r.escape_method == "cupti") {  // Row 1 again after the samples: a variant that behaves
     Phase phase("final_check", r);     // only for its first calls
-    trace_calls(launch, s, kTracedCalls, r);
+    trace_calls(launch, s, kTracedCalls, r, traced_hold);
   }
 
   if (prepared.metrics) {

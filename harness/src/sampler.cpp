@@ -131,6 +131,15 @@ void Sampler::hold(cudaStream_t stream) {
   }
 }
 
+void Sampler::held(const Launch& body, cudaStream_t stream, uint64_t timeout_ns) {
+  *reinterpret_cast<volatile int*>(release_host_) = 0;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  launch_blocking_kernel(release_device_, timeout_ns, timed_out_device_, resident_device_, 1,
+                         stream);
+  body(stream);
+  release();
+}
+
 void Sampler::release() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   *reinterpret_cast<volatile int*>(release_host_) = 1;

@@ -46,6 +46,13 @@ class Sampler {
   // Host clock around launch + cudaDeviceSynchronize, L2 flushed first.
   Sample host(const Launch& launch, cudaStream_t stream);
 
+  // VALIDITY row 9 in the traced calls: `body` queued behind a blocking kernel on `stream` (one
+  // block, the case's stream only, so work the body starts elsewhere runs, early, where the
+  // work tracer sees it), released when `body` returns or after `timeout_ns` (a call that blocks
+  // the host, as cudaGraphLaunch of a conditional graph does while CUPTI is attached, then goes
+  // on).
+  void held(const Launch& body, cudaStream_t stream, uint64_t timeout_ns);
+
   // VALIDITY row 1: runs `launches` launches and returns the device-synchronised wall time;
   // *event_seconds receives the time the case's events saw for the same launches.
   double wall_seconds(const Launch& launch, cudaStream_t stream, int launches,

@@ -183,6 +183,7 @@ int WorkTracer::stop() {
   for (const auto& a : seen)
     if (a.marker) markers.push_back(&a);
   escaped_.clear();
+  ahead_.clear();
   calls_.clear();
   const int calls = static_cast<int>(markers.size() / 2);
   for (int call = 0; call < calls; ++call) {
@@ -193,6 +194,14 @@ int WorkTracer::stop() {
       if (a.marker || a.correlation <= open.correlation || a.correlation >= close.correlation)
         continue;
       started.push_back(a.activity);
+      // The runner queues a spin kernel ahead of the opening marker: work that starts before the
+      // marker does was not queued behind the case's stream (row 9: done ahead of the window).
+      if (a.activity.start < open.activity.start && ahead_.empty())
+        ahead_ = fmt::format(
+            "{} (device {}, stream {}) started {:.1f} us before the call's start, in traced call "
+            "{} of {}",
+            describe(a.activity), a.activity.device, a.activity.stream,
+            (open.activity.start - a.activity.start) * 1e-3, call + 1, calls);
       if (a.activity.end > close.activity.start && escaped_.empty())
         escaped_ = fmt::format(
             "{} (device {}, stream {}) ended {:.1f} us after the call's stop, in traced call {} of "

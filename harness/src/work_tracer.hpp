@@ -46,6 +46,10 @@ class WorkTracer {
   // After stop(): empty, or what escaped ("kernel 'spin' (device 0, stream 13) ended 412.3 us
   // after the call's stop, in traced call 2 of 3").
   std::string escaped() const { return escaped_; }
+  // After stop(): empty, or what started before its call's opening marker did ("kernel 'copy'
+  // (device 0, stream 14) started 812.3 us before the call's start, in traced call 1 of 3"):
+  // work not queued behind the case's stream, run while the harness held it.
+  std::string ahead() const { return ahead_; }
   // After stop(): each traced call's activities, in order of their start (bench profile --tool
   // timeline reads them; the escaped-work check is over the same lists).
   const std::vector<std::vector<TracedActivity>>& calls() const { return calls_; }
@@ -58,6 +62,7 @@ class WorkTracer {
   bool stay_attached_ = false;
   std::string why_;
   std::string escaped_;
+  std::string ahead_;
   std::vector<std::vector<TracedActivity>> calls_;
 };
 

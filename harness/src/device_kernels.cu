@@ -92,16 +92,22 @@ __device__ inline uint64_t global_ns() {
   return t;
 }
 
-// One block of the hold (launch_blocking_kernel): its thread 0 counts the block in, then spins
+// One block of the hold (launch_blocking_kernel): its thread 0 counts the block in on a device
+// counter (atomics on mapped host memory need PCIe atomics, which many hosts lack); the block
+// that brings it to `arrived_target` tells the host so through mapped memory. Then thread 0 spins
 // until the host releases the stream or the timeout passes; the other threads only fill the SM's
 // thread slots, waiting at the barrier. At most 32 registers a thread, so that registers never
 // keep the 4 blocks of a 2048-thread SM from sharing it.
 constexpr int kHoldThreads = 512;
 __global__ void __launch_bounds__(kHoldThreads, 4)
     blocking_kernel(const volatile int* release, uint64_t timeout_ns, int* timed_out,
-                    unsigned int* resident) {
+                    unsigned long long* arrived, unsigned long long arrived_target,
+                    volatile unsigned long long* all_running) {
   if (threadIdx.x == 0) {
-    atomicAdd_system(resident, 1u);
+    if (atomicAdd(arrived, 1ull) + 1 == arrived_target) {
+      *all_running = arrived_target;
+      __threadfence_system();
+    }
     const uint64_t start = global_ns();
     while (*release == 0) {
       if (global_ns() - start > timeout_ns) {
@@ -269,8 +275,10 @@ unsigned blocking_kernel_blocks() {
 }
 
 void launch_blocking_kernel(const volatile int* release, uint64_t timeout_ns, int* timed_out,
-                            unsigned int* resident, unsigned blocks, cudaStream_t stream) {
-  blocking_kernel<<<blocks, kHoldThreads, 0, stream>>>(release, timeout_ns, timed_out, resident);
+                            unsigned long long* arrived, unsigned long long arrived_target,
+                            unsigned long long* all_running, unsigned blocks, cudaStream_t stream) {
+  blocking_kernel<<<blocks, kHoldThreads, 0, stream>>>(release, timeout_ns, timed_out, arrived,
+                                                       arrived_target, all_running);
   BENCH_CHECK_LAUNCH();
 }
 

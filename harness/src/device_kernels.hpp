@@ -21,12 +21,15 @@ void launch_checksum(const void* data, std::size_t bytes, unsigned long long* ac
 void launch_l2_flush(const void* data, std::size_t bytes, unsigned int* sink,
                      cudaStream_t stream);
 // Holds the GPU: `blocks` blocks of 512 threads (blocking_kernel_blocks(): every thread slot of
-// every SM, so no other kernel can start beside them), each adding 1 to *resident (mapped) once it
-// runs, then spinning until *release becomes non-zero (set by the host through mapped memory) or
-// timeout_ns passes, in which case it sets *timed_out. Work queued behind it starts back-to-back.
+// every SM, so no other kernel can start beside them), each adding 1 to *arrived (device memory)
+// once it runs, the one that brings it to `arrived_target` then writing arrived_target to
+// *all_running (mapped host memory); each spins until *release becomes non-zero (set by the host
+// through mapped memory) or timeout_ns passes, in which case it sets *timed_out. Work queued
+// behind it starts back-to-back.
 unsigned blocking_kernel_blocks();
 void launch_blocking_kernel(const volatile int* release, uint64_t timeout_ns, int* timed_out,
-                            unsigned int* resident, unsigned blocks, cudaStream_t stream);
+                            unsigned long long* arrived, unsigned long long arrived_target,
+                            unsigned long long* all_running, unsigned blocks, cudaStream_t stream);
 // One thread counts `cycles` SM clock cycles against the global timer and writes the SM clock
 // in MHz to *mhz.
 void launch_clock_probe(long long cycles, float* mhz, cudaStream_t stream);

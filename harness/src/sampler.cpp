@@ -54,7 +54,9 @@ Sampler::Sampler(const DeviceInfo& device) {
   BENCH_CUDA_CHECK(cudaMalloc(&flush_sink_, sizeof(unsigned int)));
   alloc_mapped(&release_host_, &release_device_);
   alloc_mapped(&timed_out_host_, &timed_out_device_);
-  alloc_mapped(&resident_host_, &resident_device_);
+  alloc_mapped(&running_host_, &running_device_);
+  BENCH_CUDA_CHECK(cudaMalloc(&arrived_, sizeof(unsigned long long)));
+  BENCH_CUDA_CHECK(cudaMemset(arrived_, 0, sizeof(unsigned long long)));
   hold_blocks_ = blocking_kernel_blocks();
   alloc_mapped(&mhz_host_, &mhz_device_);
   BENCH_CUDA_CHECK(cudaEventCreate(&start_));
@@ -69,7 +71,8 @@ Sampler::~Sampler() {
   for (auto e : launch_events_) cudaEventDestroy(e);
   cudaFreeHost(release_host_);
   cudaFreeHost(timed_out_host_);
-  cudaFreeHost(resident_host_);
+  cudaFreeHost(running_host_);
+  cudaFree(arrived_);
   cudaFreeHost(mhz_host_);
   cudaFree(flush_sink_);
   cudaFree(flush_buffer_);
@@ -113,29 +116,29 @@ void Sampler::reset_persisting_lines() {
 void Sampler::hold(cudaStream_t stream) {
   *reinterpret_cast<volatile int*>(release_host_) = 0;
   *reinterpret_cast<volatile int*>(timed_out_host_) = 0;
-  *reinterpret_cast<volatile unsigned*>(resident_host_) = 0;
+  arrivals_ += hold_blocks_;
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  launch_blocking_kernel(release_device_, kBlockingTimeoutNs, timed_out_device_, resident_device_,
-                         hold_blocks_, stream);
+  launch_blocking_kernel(release_device_, kBlockingTimeoutNs, timed_out_device_, arrived_,
+                         arrivals_, running_device_, hold_blocks_, stream);
   const double start = host_seconds();
-  while (*reinterpret_cast<volatile unsigned*>(resident_host_) < hold_blocks_) {
+  while (*reinterpret_cast<volatile unsigned long long*>(running_host_) != arrivals_) {
     if (host_seconds() - start > kHoldResidentSeconds) {
-      const unsigned resident = *reinterpret_cast<volatile unsigned*>(resident_host_);
       release();
       BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
       throw std::runtime_error(fmt::format(
-          "the harness could not hold the GPU before a timed launch: {} of its {} blocks ran "
-          "within {} s (another process on this GPU?)",
-          resident, hold_blocks_, kHoldResidentSeconds));
+          "the harness could not hold the GPU before a timed launch: its {} blocks did not all "
+          "run within {} s (another process on this GPU?)",
+          hold_blocks_, kHoldResidentSeconds));
     }
   }
 }
 
 void Sampler::held(const Launch& body, cudaStream_t stream, uint64_t timeout_ns) {
   *reinterpret_cast<volatile int*>(release_host_) = 0;
+  arrivals_ += 1;
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  launch_blocking_kernel(release_device_, timeout_ns, timed_out_device_, resident_device_, 1,
-                         stream);
+  launch_blocking_kernel(release_device_, timeout_ns, timed_out_device_, arrived_, arrivals_,
+                         running_device_, 1, stream);
   body(stream);
   release();
 }

@@ -76,8 +76,10 @@ class Sampler {
   int* release_device_ = nullptr;
   int* timed_out_host_ = nullptr;   // mapped pinned: the blocking kernel gave up waiting
   int* timed_out_device_ = nullptr;
-  unsigned* resident_host_ = nullptr;  // mapped pinned: blocks of the hold running
-  unsigned* resident_device_ = nullptr;
+  unsigned long long* arrived_ = nullptr;  // device: blocks of every hold so far that ran
+  unsigned long long arrivals_ = 0;        // what *arrived_ reaches once every hold so far runs
+  unsigned long long* running_host_ = nullptr;    // mapped pinned: the last hold's arrivals_,
+  unsigned long long* running_device_ = nullptr;  // once all of its blocks run
   unsigned hold_blocks_ = 0;        // every thread slot of every SM (blocking_kernel_blocks)
   float* mhz_host_ = nullptr;       // mapped pinned: the clock probe's result
   float* mhz_device_ = nullptr;

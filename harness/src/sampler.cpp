@@ -41,9 +41,9 @@ Sampler::Sampler(const DeviceInfo& device) {
   // At least twice the L2, so nothing a timed kernel reads can still be there (VALIDITY row 8).
   flush_bytes_ = std::max<std::size_t>(2 * static_cast<std::size_t>(device.l2_bytes), 64u << 20);
   // Except lines a kernel marked to persist (an L2::evict_last cache policy, or an access policy
-  // window): up to the persisting set-aside (11.25 MiB of an H200's 60 MiB by default) they outlive
-  // plain loads of any size. No set-aside, and persisting lines reset to normal before each flush
-  // (reset_persisting_lines), so the flush reaches them too.
+  // window): up to the persisting set-aside, which a driver may size above 0 by default, they
+  // outlive plain loads of any size. No set-aside, and persisting lines reset to normal before
+  // each flush (reset_persisting_lines), so the flush reaches them too.
   int persisting_max = 0;
   BENCH_CUDA_CHECK(
       cudaDeviceGetAttribute(&persisting_max, cudaDevAttrMaxPersistingL2CacheSize, device.index));

@@ -60,8 +60,8 @@ BENCH_EXAMPLE(test, small_copy, SmallCopy)
     .reference(copy_reference);
 
 // Row 8's careful adversary: the same copy with its input read under an L2::evict_last cache
-// policy. Lines so marked, up to the GPU's persisting L2 set-aside (an H200's default: 11.25 of
-// its 60 MiB), outlive plain loads of any size, so without the sampler's reset the 4 MiB input of
+// policy. Lines so marked, up to the GPU's persisting L2 set-aside (docs/validity.md row 8 gives
+// a default), outlive plain loads of any size, so without the sampler's reset the 4 MiB input of
 // one sample would still be in L2 for the next, though the harness refilled it and read 2x the L2.
 static __global__ void kept_copy_kernel(const float* in, float* out, int64_t n) {
   uint64_t keep;

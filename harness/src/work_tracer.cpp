@@ -31,20 +31,13 @@ using MemcpyRecord = CUpti_ActivityMemcpy5;
 using MemsetRecord = CUpti_ActivityMemset4;
 using PeerCopyRecord = CUpti_ActivityMemcpyPtoP4;
 
-// A record as the buffers hand it over: the activity, and what places it among the calls.
-struct Record {
-  TracedActivity activity;
-  uint32_t correlation = 0;
-  bool marker = false;
-};
-
 // "kernel 'name'", "copy of 4096 bytes", ...: how the escaped-work message names an activity.
 std::string describe(const TracedActivity& a) {
   return a.kind == "kernel" ? fmt::format("kernel '{}'", a.what) : a.what;
 }
 
 std::mutex records_mutex;
-std::vector<Record> records;
+std::vector<TracedRecord> records;
 constexpr std::size_t kBufferBytes = 4 << 20;
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
@@ -55,9 +48,9 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   CUpti_Activity* record = nullptr;
-  std::vector<Record> batch;
+  std::vector<TracedRecord> batch;
   while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
-    Record a;
+    TracedRecord a;
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
         const auto* k = reinterpret_cast<const KernelRecord*>(record);
@@ -172,38 +165,45 @@ int WorkTracer::stop() {
   cuptiActivityFlushAll(1);
   for (const auto kind : kKinds) cuptiActivityDisable(kind);
   detach();
-  std::vector<Record> seen;
+  std::vector<TracedRecord> seen;
   {
     std::lock_guard lock(records_mutex);
     seen.swap(records);
   }
-  std::sort(seen.begin(), seen.end(),
-            [](const Record& a, const Record& b) { return a.correlation < b.correlation; });
-  std::vector<const Record*> markers;
+  TracedCalls split = split_traced_calls(std::move(seen));
+  escaped_ = std::move(split.escaped);
+  ahead_ = std::move(split.ahead);
+  calls_ = std::move(split.calls);
+  return static_cast<int>(calls_.size());
+}
+
+TracedCalls split_traced_calls(std::vector<TracedRecord> seen) {
+  std::sort(seen.begin(), seen.end(), [](const TracedRecord& a, const TracedRecord& b) {
+    return a.correlation < b.correlation;
+  });
+  std::vector<const TracedRecord*> markers;
   for (const auto& a : seen)
     if (a.marker) markers.push_back(&a);
-  escaped_.clear();
-  ahead_.clear();
-  calls_.clear();
+  TracedCalls out;
   const int calls = static_cast<int>(markers.size() / 2);
   for (int call = 0; call < calls; ++call) {
-    const Record& open = *markers[2 * call];
-    const Record& close = *markers[2 * call + 1];
-    auto& started = calls_.emplace_back();
+    const TracedRecord& open = *markers[2 * call];
+    const TracedRecord& close = *markers[2 * call + 1];
+    auto& started = out.calls.emplace_back();
     for (const auto& a : seen) {
       if (a.marker || a.correlation <= open.correlation || a.correlation >= close.correlation)
         continue;
       started.push_back(a.activity);
-      // The runner queues a spin kernel ahead of the opening marker: work that starts before the
-      // marker does was not queued behind the case's stream (row 9: done ahead of the window).
-      if (a.activity.start < open.activity.start && ahead_.empty())
-        ahead_ = fmt::format(
+      // The runner queues each call behind a hold of the case's stream: work that starts before
+      // the opening marker does was queued behind nothing the case's stream does (row 9).
+      if (a.activity.start < open.activity.start && out.ahead.empty())
+        out.ahead = fmt::format(
             "{} (device {}, stream {}) started {:.1f} us before the call's start, in traced call "
             "{} of {}",
             describe(a.activity), a.activity.device, a.activity.stream,
             (open.activity.start - a.activity.start) * 1e-3, call + 1, calls);
-      if (a.activity.end > close.activity.start && escaped_.empty())
-        escaped_ = fmt::format(
+      if (a.activity.end > close.activity.start && out.escaped.empty())
+        out.escaped = fmt::format(
             "{} (device {}, stream {}) ended {:.1f} us after the call's stop, in traced call {} of "
             "{}",
             describe(a.activity), a.activity.device, a.activity.stream,
@@ -213,7 +213,7 @@ int WorkTracer::stop() {
         started.begin(), started.end(),
         [](const TracedActivity& a, const TracedActivity& b) { return a.start < b.start; });
   }
-  return calls;
+  return out;
 }
 
 }  // namespace bench::detail

@@ -28,6 +28,26 @@ struct TracedActivity {
   uint64_t start = 0, end = 0;  // ns on CUPTI's clock, one for every GPU
 };
 
+// A record as CUPTI hands it over: the activity, the correlation id of the API call that started
+// it (what places it among the traced calls), and whether it is one of the runner's markers.
+struct TracedRecord {
+  TracedActivity activity;
+  uint32_t correlation = 0;
+  bool marker = false;
+};
+
+// What WorkTracer::stop() makes of the records: the calls are the pairs of markers in correlation
+// order (a trailing unpaired marker is no call), each call's activities those whose correlation
+// lies between its markers', in order of their start; `escaped` names the first of them, in call
+// order, that ended after its call's closing marker started, and `ahead` the first that started
+// before its call's opening marker did ("" if none).
+struct TracedCalls {
+  std::vector<std::vector<TracedActivity>> calls;
+  std::string escaped;
+  std::string ahead;
+};
+TracedCalls split_traced_calls(std::vector<TracedRecord> records);
+
 class WorkTracer {
  public:
   static WorkTracer& get();

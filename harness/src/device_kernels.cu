@@ -92,29 +92,36 @@ __device__ inline uint64_t global_ns() {
   return t;
 }
 
-// One block of the hold (launch_blocking_kernel): its thread 0 counts the block in on a device
-// counter (atomics on mapped host memory need PCIe atomics, which many hosts lack); the block
-// that brings it to `arrived_target` tells the host so through mapped memory. Then thread 0 spins
-// until the host releases the stream or the timeout passes; the other threads only fill the SM's
-// thread slots, waiting at the barrier. At most 32 registers a thread, so that registers never
-// keep the 4 blocks of a 2048-thread SM from sharing it.
+// One block of the hold (launch_blocking_kernel). Thread 0 counts the block in on a device
+// counter (atomics on mapped host memory need PCIe atomics, which many hosts lack), and the block
+// that completes the count writes the hold's ticket to mapped host memory: every block runs.
+// Block 0 alone reads the host's release (mapped memory, one reader instead of one per block)
+// and passes it on in device memory; every block ends once it sees its ticket released, so a
+// later hold's ticket also releases an earlier one that is still waiting. A block that waits past
+// the timeout writes its ticket to *timed_out and ends. The other threads only fill the SM's
+// thread slots, waiting at the barrier; at most 32 registers a thread, so that registers never
+// keep 4 blocks of 512 from sharing a 2048-thread SM.
 constexpr int kHoldThreads = 512;
 __global__ void __launch_bounds__(kHoldThreads, 4)
-    blocking_kernel(const volatile int* release, uint64_t timeout_ns, int* timed_out,
-                    unsigned long long* arrived, unsigned long long arrived_target,
-                    volatile unsigned long long* all_running) {
+    blocking_kernel(HoldFlags flags, unsigned long long ticket, uint64_t timeout_ns) {
   if (threadIdx.x == 0) {
-    if (atomicAdd(arrived, 1ull) + 1 == arrived_target) {
-      *all_running = arrived_target;
+    if (atomicAdd(flags.arrived, 1u) + 1 == gridDim.x) {
+      *flags.running = ticket;
       __threadfence_system();
     }
     const uint64_t start = global_ns();
-    while (*release == 0) {
-      if (global_ns() - start > timeout_ns) {
-        *timed_out = 1;
-        break;
+    if (blockIdx.x == 0) {
+      while (*flags.release < ticket) {
+        if (global_ns() - start > timeout_ns) {
+          *flags.timed_out = ticket;
+          break;
+        }
+        __nanosleep(1000);
       }
-      __nanosleep(1000);
+      atomicMax(flags.released, ticket);  // block 0 ends the wait of every block, timed out or not
+    } else {
+      while (atomicAdd(flags.released, 0ull) < ticket && global_ns() - start < 2 * timeout_ns)
+        __nanosleep(500);
     }
   }
   __syncthreads();
@@ -265,20 +272,20 @@ void launch_l2_flush(const void* data, std::size_t bytes, unsigned int* sink, cu
   BENCH_CHECK_LAUNCH();
 }
 
-unsigned blocking_kernel_blocks() {
-  int device = 0, sms = 0, threads_per_sm = 0;
-  BENCH_CUDA_CHECK(cudaGetDevice(&device));
+unsigned blocking_kernel_blocks(int device) {
+  int sms = 0, threads_per_sm = 0, per_sm = 0;
   BENCH_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   BENCH_CUDA_CHECK(
       cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, device));
-  return static_cast<unsigned>(sms * std::max(1, threads_per_sm / kHoldThreads));
+  BENCH_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, blocking_kernel, kHoldThreads, 0));
+  return per_sm * kHoldThreads == threads_per_sm ? static_cast<unsigned>(sms * per_sm) : 0;
 }
 
-void launch_blocking_kernel(const volatile int* release, uint64_t timeout_ns, int* timed_out,
-                            unsigned long long* arrived, unsigned long long arrived_target,
-                            unsigned long long* all_running, unsigned blocks, cudaStream_t stream) {
-  blocking_kernel<<<blocks, kHoldThreads, 0, stream>>>(release, timeout_ns, timed_out, arrived,
-                                                       arrived_target, all_running);
+void launch_blocking_kernel(const HoldFlags& flags, unsigned long long ticket, unsigned blocks,
+                            uint64_t timeout_ns, cudaStream_t stream) {
+  BENCH_CUDA_CHECK(cudaMemsetAsync(flags.arrived, 0, sizeof(unsigned), stream));
+  blocking_kernel<<<blocks, kHoldThreads, 0, stream>>>(flags, ticket, timeout_ns);
   BENCH_CHECK_LAUNCH();
 }
 

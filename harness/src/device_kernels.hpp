@@ -20,16 +20,23 @@ void launch_checksum(const void* data, std::size_t bytes, unsigned long long* ac
 // Reads `bytes` bytes so that L2 holds nothing a timed kernel could reuse.
 void launch_l2_flush(const void* data, std::size_t bytes, unsigned int* sink,
                      cudaStream_t stream);
-// Holds the GPU: `blocks` blocks of 512 threads (blocking_kernel_blocks(): every thread slot of
-// every SM, so no other kernel can start beside them), each adding 1 to *arrived (device memory)
-// once it runs, the one that brings it to `arrived_target` then writing arrived_target to
-// *all_running (mapped host memory); each spins until *release becomes non-zero (set by the host
-// through mapped memory) or timeout_ns passes, in which case it sets *timed_out. Work queued
-// behind it starts back-to-back.
-unsigned blocking_kernel_blocks();
-void launch_blocking_kernel(const volatile int* release, uint64_t timeout_ns, int* timed_out,
-                            unsigned long long* arrived, unsigned long long arrived_target,
-                            unsigned long long* all_running, unsigned blocks, cudaStream_t stream);
+// The flags a hold (launch_blocking_kernel) shares with the host. Tickets only grow: each hold
+// has its own, and a flag holding a ticket needs no reset between holds.
+struct HoldFlags {
+  const volatile unsigned long long* release;  // mapped: the highest ticket the host released
+  unsigned long long* released;                // device: the same, as block 0 passes it on
+  unsigned* arrived;                           // device: blocks of this hold running (zeroed first)
+  volatile unsigned long long* running;        // mapped: the last hold whose blocks all ran
+  volatile unsigned long long* timed_out;      // mapped: the last hold that gave up waiting
+};
+// How many blocks of the hold fill every thread slot of every SM of `device`, so that no other
+// kernel can start beside them; 0 where its blocks cannot fill an SM exactly.
+unsigned blocking_kernel_blocks(int device);
+// Queues the hold `ticket` on `stream`: `blocks` blocks (at least 1) that each end once the host
+// releases `ticket` (or a later one), or after timeout_ns, writing `ticket` to *flags.timed_out.
+// Once all of them run, *flags.running becomes `ticket`. Work queued behind it starts back-to-back.
+void launch_blocking_kernel(const HoldFlags& flags, unsigned long long ticket, unsigned blocks,
+                            uint64_t timeout_ns, cudaStream_t stream);
 // One thread counts `cycles` SM clock cycles against the global timer and writes the SM clock
 // in MHz to *mhz.
 void launch_clock_probe(long long cycles, float* mhz, cudaStream_t stream);

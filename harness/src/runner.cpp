@@ -14,7 +14,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -350,20 +349,26 @@ void trace_timeline(const ExampleDef& e, const VariantDef& v, const WorkloadInst
 
 // VALIDITY row 1 with CUPTI: every kernel, copy and memset these calls start, on any stream of any
 // GPU, must be done when the case's stream reaches the point where a timed call's stop event is.
-// Row 9: and none may start before the call's opening marker, which each call's `hold` (the
-// sampler's blocking kernel, for a variant sampled behind one) keeps waiting until the launch has
-// returned: work started before it was queued behind nothing the case's stream does.
-void trace_calls(const Launch& launch, cudaStream_t s, int calls, CaseRun& r,
-                 const std::function<void(const Launch&)>& hold) {
+// Row 9, for a variant sampled behind the sampler's hold (cold, not blocking the host): each call
+// is queued behind a hold of the case's stream, which keeps its opening marker waiting until the
+// launch has returned, and none of its work may start before that marker: work that did was
+// queued behind nothing the case's stream does. (Unheld, a call's marker may wait behind the last
+// call's work, so nothing is asked of when its work starts.)
+void trace_calls(const Launch& launch, cudaStream_t s, int calls, CaseRun& r, Sampler* hold) {
   WorkTracer& tracer = WorkTracer::get();
   const Launch call = traced(tracer, launch);
   tracer.start();
-  for (int i = 0; i < calls; ++i) hold(call);
+  for (int i = 0; i < calls; ++i) {
+    if (hold != nullptr)
+      hold->held(call, s, kTracedHoldNs);
+    else
+      call(s);
+  }
   const int seen = tracer.stop();
   if (!tracer.escaped().empty())
     throw CheckFailure("work escaped the timed stream: " + tracer.escaped() +
                        "; join every stream the variant uses back to the case's stream");
-  if (!tracer.ahead().empty())
+  if (hold != nullptr && !tracer.ahead().empty())
     throw CheckFailure("work ran ahead of the timed call: " + tracer.ahead() +
                        "; start every stream's work from the case's stream (an event recorded "
                        "on it), and declare a variant that waits on the host blocks_host");
@@ -483,12 +488,9 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
   NvtxRange case_range(case_name);
   Stream stream;
   const cudaStream_t s = stream.handle;
-  // Row 9's hold around each traced call, as cold sampling holds the stream (a variant that
-  // blocks the host is traced without one: it would wait out the hold).
-  const auto traced_hold = [&](const Launch& call) {
-    if (v.options.blocks_host) return call(s);
-    sampler_->held(call, s, kTracedHoldNs);
-  };
+  // Row 9's hold around each traced call, for a variant whose cold samples run behind one.
+  Sampler* const traced_hold =
+      r.mode == Mode::cold && !v.options.blocks_host ? sampler_.get() : nullptr;
   const uint64_t seed = case_seed(e, v);
   r.seed = seed;
 

@@ -3,9 +3,10 @@
 //   -> (host releases)
 // so every queued launch starts back-to-back once the host lets the hold go. The hold (the
 // blocking kernel) fills every thread slot of every SM, and the host calls the variant's launch
-// only once all of it runs: nothing the launch queues on another stream can run before the start
-// event, and a launch that waits on the host for such work never returns until the hold times
-// out, which fails the case (VALIDITY row 9).
+// only once all of it runs: no kernel the launch queues on another stream of this GPU can run
+// before the start event, and a launch that waits on the host for one never returns until the
+// hold times out, which fails the case (VALIDITY row 9). Copies, and work on other GPUs, are the
+// work tracer's to catch (runner.cpp, trace_calls).
 #include "sampler.hpp"
 
 #include <fmt/format.h>
@@ -55,9 +56,10 @@ Sampler::Sampler(const DeviceInfo& device) {
   alloc_mapped(&release_host_, &release_device_);
   alloc_mapped(&timed_out_host_, &timed_out_device_);
   alloc_mapped(&running_host_, &running_device_);
-  BENCH_CUDA_CHECK(cudaMalloc(&arrived_, sizeof(unsigned long long)));
-  BENCH_CUDA_CHECK(cudaMemset(arrived_, 0, sizeof(unsigned long long)));
-  hold_blocks_ = blocking_kernel_blocks();
+  BENCH_CUDA_CHECK(cudaMalloc(&released_, sizeof(unsigned long long)));
+  BENCH_CUDA_CHECK(cudaMemset(released_, 0, sizeof(unsigned long long)));
+  BENCH_CUDA_CHECK(cudaMalloc(&arrived_, sizeof(unsigned)));
+  hold_blocks_ = blocking_kernel_blocks(device.index);
   alloc_mapped(&mhz_host_, &mhz_device_);
   BENCH_CUDA_CHECK(cudaEventCreate(&start_));
   BENCH_CUDA_CHECK(cudaEventCreate(&first_));
@@ -72,6 +74,7 @@ Sampler::~Sampler() {
   cudaFreeHost(release_host_);
   cudaFreeHost(timed_out_host_);
   cudaFreeHost(running_host_);
+  cudaFree(released_);
   cudaFree(arrived_);
   cudaFreeHost(mhz_host_);
   cudaFree(flush_sink_);
@@ -111,56 +114,75 @@ void Sampler::reset_persisting_lines() {
   if (persisting_l2_) BENCH_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
 }
 
-// Queues the hold on `stream` and returns once every block of it runs (the probe and the flush
-// ahead of it done), so that no kernel of any stream can start until release().
-void Sampler::hold(cudaStream_t stream) {
-  *reinterpret_cast<volatile int*>(release_host_) = 0;
-  *reinterpret_cast<volatile int*>(timed_out_host_) = 0;
-  arrivals_ += hold_blocks_;
+HoldFlags Sampler::flags() const {
+  return {release_device_, released_, arrived_, running_device_, timed_out_device_};
+}
+
+unsigned long long Sampler::queue_hold(cudaStream_t stream, unsigned blocks, uint64_t timeout_ns) {
+  const unsigned long long ticket = tickets_ + 1;
+  launch_blocking_kernel(flags(), ticket, blocks, timeout_ns, stream);
+  tickets_ = ticket;  // only once it is queued: a hold that never ran is never waited for
+  return ticket;
+}
+
+// Releases hold `ticket` and every earlier one (tickets only grow).
+void Sampler::release(unsigned long long ticket) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  launch_blocking_kernel(release_device_, kBlockingTimeoutNs, timed_out_device_, arrived_,
-                         arrivals_, running_device_, hold_blocks_, stream);
+  *reinterpret_cast<volatile unsigned long long*>(release_host_) = ticket;
+}
+
+// Queues the hold on `stream` and returns its ticket once every block of it runs (the probe and
+// the flush ahead of it done), so that no kernel of any stream can start until it is released.
+// Where its blocks cannot fill an SM exactly (blocking_kernel_blocks() is 0), one block holds the
+// case's stream only, as before there was a whole-GPU hold.
+unsigned long long Sampler::hold(cudaStream_t stream) {
+  const unsigned long long ticket =
+      queue_hold(stream, hold_blocks_ > 0 ? hold_blocks_ : 1, kBlockingTimeoutNs);
+  if (hold_blocks_ == 0) return ticket;
   const double start = host_seconds();
-  while (*reinterpret_cast<volatile unsigned long long*>(running_host_) != arrivals_) {
+  while (*reinterpret_cast<volatile unsigned long long*>(running_host_) < ticket) {
     if (host_seconds() - start > kHoldResidentSeconds) {
-      release();
+      release(ticket);
       BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
       throw std::runtime_error(fmt::format(
           "the harness could not hold the GPU before a timed launch: its {} blocks did not all "
-          "run within {} s (another process on this GPU?)",
+          "run within {} s (work of this process left running, or another process on this GPU)",
           hold_blocks_, kHoldResidentSeconds));
     }
   }
+  return ticket;
 }
 
 void Sampler::held(const Launch& body, cudaStream_t stream, uint64_t timeout_ns) {
-  *reinterpret_cast<volatile int*>(release_host_) = 0;
-  arrivals_ += 1;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  launch_blocking_kernel(release_device_, timeout_ns, timed_out_device_, arrived_, arrivals_,
-                         running_device_, 1, stream);
-  body(stream);
-  release();
-}
-
-void Sampler::release() {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  *reinterpret_cast<volatile int*>(release_host_) = 1;
+  const unsigned long long ticket = queue_hold(stream, 1, timeout_ns);
+  try {
+    body(stream);
+  } catch (...) {
+    release(ticket);
+    throw;
+  }
+  release(ticket);
 }
 
 Sample Sampler::cold_raw(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel) {
   reset_persisting_lines();
   probe_clock(stream);
   launch_l2_flush(flush_buffer_, flush_bytes_, flush_sink_, stream);
-  if (use_blocking_kernel) hold(stream);
-  BENCH_CUDA_CHECK(cudaEventRecord(start_, stream));
-  launch(stream);
-  BENCH_CUDA_CHECK(cudaEventRecord(stop_, stream));
-  if (use_blocking_kernel) release();
+  const unsigned long long ticket = use_blocking_kernel ? hold(stream) : 0;
+  try {
+    BENCH_CUDA_CHECK(cudaEventRecord(start_, stream));
+    launch(stream);
+    BENCH_CUDA_CHECK(cudaEventRecord(stop_, stream));
+  } catch (...) {
+    if (use_blocking_kernel) release(ticket);  // else every SM waits out the hold's timeout
+    throw;
+  }
+  if (use_blocking_kernel) release(ticket);
   Sample s;
   s.seconds = elapsed();
   s.sm_mhz = probed_mhz();
-  if (use_blocking_kernel && *reinterpret_cast<volatile int*>(timed_out_host_) != 0)
+  if (use_blocking_kernel &&
+      *reinterpret_cast<volatile unsigned long long*>(timed_out_host_) == ticket)
     throw std::runtime_error(
         "the variant blocked the host while the harness's blocking kernel held the stream; "
         "declare it with VariantOptions{.blocks_host = true} (under a profiler or sanitizer that "

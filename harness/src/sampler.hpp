@@ -8,6 +8,7 @@
 
 #include "bench/bench.hpp"
 #include "bench/device_info.hpp"
+#include "device_kernels.hpp"
 
 namespace bench::detail {
 
@@ -61,8 +62,8 @@ class Sampler {
  private:
   Sample cold_raw(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel);
   void reset_persisting_lines();          // every line marked to persist in L2 back to normal
-  void hold(cudaStream_t stream);         // the blocking kernel queued, and running on every SM
-  void release();                         // lets it end
+  // The blocking kernel queued, and running on every SM (where it can fill them); its ticket.
+  unsigned long long hold(cudaStream_t stream);
   void probe_clock(cudaStream_t stream);  // result in probed_mhz() after the next sync
   float probed_mhz() const { return *reinterpret_cast<volatile float*>(mhz_host_); }
   double elapsed();  // seconds between start_ and stop_, once stop_ completes
@@ -72,15 +73,21 @@ class Sampler {
   std::size_t flush_bytes_ = 0;
   void* flush_buffer_ = nullptr;
   unsigned int* flush_sink_ = nullptr;
-  int* release_host_ = nullptr;     // mapped pinned: the host releases the blocking kernel
-  int* release_device_ = nullptr;
-  int* timed_out_host_ = nullptr;   // mapped pinned: the blocking kernel gave up waiting
-  int* timed_out_device_ = nullptr;
-  unsigned long long* arrived_ = nullptr;  // device: blocks of every hold so far that ran
-  unsigned long long arrivals_ = 0;        // what *arrived_ reaches once every hold so far runs
-  unsigned long long* running_host_ = nullptr;    // mapped pinned: the last hold's arrivals_,
-  unsigned long long* running_device_ = nullptr;  // once all of its blocks run
-  unsigned hold_blocks_ = 0;        // every thread slot of every SM (blocking_kernel_blocks)
+  // The hold's flags (device_kernels.hpp HoldFlags): mapped pinned memory, host and device views.
+  unsigned long long* release_host_ = nullptr;  // the highest ticket released
+  unsigned long long* release_device_ = nullptr;
+  unsigned long long* running_host_ = nullptr;  // the last hold whose blocks all ran
+  unsigned long long* running_device_ = nullptr;
+  unsigned long long* timed_out_host_ = nullptr;  // the last hold that gave up waiting
+  unsigned long long* timed_out_device_ = nullptr;
+  unsigned long long* released_ =
+      nullptr;                      // device: the release as the hold's block 0 passes it on
+  unsigned* arrived_ = nullptr;     // device: blocks of the current hold running
+  unsigned long long tickets_ = 0;  // holds queued so far
+  unsigned hold_blocks_ = 0;  // blocks that fill every SM (blocking_kernel_blocks), or 0: one block
+  HoldFlags flags() const;
+  unsigned long long queue_hold(cudaStream_t stream, unsigned blocks, uint64_t timeout_ns);
+  void release(unsigned long long ticket);
   float* mhz_host_ = nullptr;       // mapped pinned: the clock probe's result
   float* mhz_device_ = nullptr;
   cudaEvent_t start_ = nullptr, first_ = nullptr, stop_ = nullptr;

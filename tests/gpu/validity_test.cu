@@ -179,6 +179,8 @@ TEST(Validity, Row9_WorkDoneAheadOfTheTimedWindowFailsTheSample) {
   std::printf("honest copy behind the hold %.2f us; the adversary without a hold %.2f us\n",
               copy_s * 1e6, unheld_s * 1e6);
   EXPECT_GT(copy_s, 0.0);
+  // Without the hold the sample leaves the copy out (it ran before the start event): the hole.
+  EXPECT_LT(unheld_s, 0.5 * copy_s);
   try {
     sampler.cold(side_then_touch, stream, true);
     ADD_FAILURE() << "the adversary's sample came back behind the hold";

@@ -49,7 +49,17 @@ Sampler::Sampler(const DeviceInfo& device) {
   BENCH_CUDA_CHECK(
       cudaDeviceGetAttribute(&persisting_max, cudaDevAttrMaxPersistingL2CacheSize, device.index));
   persisting_l2_ = persisting_max > 0;
-  if (persisting_l2_) BENCH_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0));
+  if (persisting_l2_) {
+    // A context that may not size the set-aside has none to keep lines in, so its refusal is no
+    // error; it is cleared from the runtime's last error, where a later check would find it.
+    const cudaError_t e = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+    if (e == cudaErrorNotSupported || e == cudaErrorUnsupportedLimit) {
+      (void)cudaGetLastError();
+      persisting_l2_ = false;
+    } else {
+      BENCH_CUDA_CHECK(e);
+    }
+  }
   BENCH_CUDA_CHECK(cudaMalloc(&flush_buffer_, flush_bytes_));
   BENCH_CUDA_CHECK(cudaMemset(flush_buffer_, 0x3c, flush_bytes_));
   BENCH_CUDA_CHECK(cudaMalloc(&flush_sink_, sizeof(unsigned int)));

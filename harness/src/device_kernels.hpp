@@ -28,6 +28,9 @@ struct HoldFlags {
   unsigned* arrived;                           // device: blocks of this hold running (zeroed first)
   volatile unsigned long long* running;        // mapped: the last hold whose blocks all ran
   volatile unsigned long long* timed_out;      // mapped: the last hold that gave up waiting
+  const uint4* flush = nullptr;  // read once by the grid when released (the L2 flush), or none
+  std::size_t flush_count = 0;   // 16-byte vectors
+  unsigned int* flush_sink = nullptr;
 };
 // How many blocks of the hold fill every thread slot of every SM of `device`, so that no other
 // kernel can start beside them; 0 where its blocks cannot fill an SM exactly.

@@ -1,6 +1,6 @@
 // One timed sample at a time. Cold samples follow the sequence
-//   (persisting L2 lines reset) -> clock probe -> L2 flush -> hold -> event -> launch -> event
-//   -> (host releases)
+//   (persisting L2 lines reset) -> clock probe -> hold -> event -> launch -> event -> (host
+//   releases; the hold's grid then reads 2x the L2, the flush, and ends)
 // so every queued launch starts back-to-back once the host lets the hold go. The hold (the
 // blocking kernel) fills every thread slot of every SM, and the host calls the variant's launch
 // only once all of it runs: no kernel the launch queues on another stream of this GPU can run
@@ -128,9 +128,16 @@ HoldFlags Sampler::flags() const {
   return {release_device_, released_, arrived_, running_device_, timed_out_device_};
 }
 
-unsigned long long Sampler::queue_hold(cudaStream_t stream, unsigned blocks, uint64_t timeout_ns) {
+unsigned long long Sampler::queue_hold(cudaStream_t stream, unsigned blocks, uint64_t timeout_ns,
+                                       bool flush) {
   const unsigned long long ticket = tickets_ + 1;
-  launch_blocking_kernel(flags(), ticket, blocks, timeout_ns, stream);
+  HoldFlags f = flags();
+  if (flush) {
+    f.flush = static_cast<const uint4*>(flush_buffer_);
+    f.flush_count = flush_bytes_ / sizeof(uint4);
+    f.flush_sink = flush_sink_;
+  }
+  launch_blocking_kernel(f, ticket, blocks, timeout_ns, stream);
   tickets_ = ticket;  // only once it is queued: a hold that never ran is never waited for
   return ticket;
 }
@@ -141,14 +148,16 @@ void Sampler::release(unsigned long long ticket) {
   *reinterpret_cast<volatile unsigned long long*>(release_host_) = ticket;
 }
 
-// Queues the hold on `stream` and returns its ticket once every block of it runs (the probe and
-// the flush ahead of it done), so that no kernel of any stream can start until it is released.
-// Where its blocks cannot fill an SM exactly (blocking_kernel_blocks() is 0), one block holds the
-// case's stream only, as before there was a whole-GPU hold.
+// Queues the hold on `stream` and returns its ticket once every block of it runs (the probe
+// ahead of it done), so that no kernel of any stream can start until it is released; released,
+// it flushes L2. Where its blocks cannot fill an SM exactly (blocking_kernel_blocks() is 0), a
+// flush kernel and one block holding the case's stream only, as before the whole-GPU hold.
 unsigned long long Sampler::hold(cudaStream_t stream) {
-  const unsigned long long ticket =
-      queue_hold(stream, hold_blocks_ > 0 ? hold_blocks_ : 1, kBlockingTimeoutNs);
-  if (hold_blocks_ == 0) return ticket;
+  if (hold_blocks_ == 0) {
+    launch_l2_flush(flush_buffer_, flush_bytes_, flush_sink_, stream);
+    return queue_hold(stream, 1, kBlockingTimeoutNs, false);
+  }
+  const unsigned long long ticket = queue_hold(stream, hold_blocks_, kBlockingTimeoutNs, true);
   const double start = host_seconds();
   while (*reinterpret_cast<volatile unsigned long long*>(running_host_) < ticket) {
     if (host_seconds() - start > kHoldResidentSeconds) {
@@ -164,7 +173,7 @@ unsigned long long Sampler::hold(cudaStream_t stream) {
 }
 
 void Sampler::held(const Launch& body, cudaStream_t stream, uint64_t timeout_ns) {
-  const unsigned long long ticket = queue_hold(stream, 1, timeout_ns);
+  const unsigned long long ticket = queue_hold(stream, 1, timeout_ns, false);
   try {
     body(stream);
   } catch (...) {
@@ -177,8 +186,11 @@ void Sampler::held(const Launch& body, cudaStream_t stream, uint64_t timeout_ns)
 Sample Sampler::cold_raw(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel) {
   reset_persisting_lines();
   probe_clock(stream);
-  launch_l2_flush(flush_buffer_, flush_bytes_, flush_sink_, stream);
-  const unsigned long long ticket = use_blocking_kernel ? hold(stream) : 0;
+  unsigned long long ticket = 0;
+  if (use_blocking_kernel)
+    ticket = hold(stream);  // flushes L2 once released
+  else
+    launch_l2_flush(flush_buffer_, flush_bytes_, flush_sink_, stream);
   try {
     BENCH_CUDA_CHECK(cudaEventRecord(start_, stream));
     launch(stream);

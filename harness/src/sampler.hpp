@@ -86,7 +86,8 @@ class Sampler {
   unsigned long long tickets_ = 0;  // holds queued so far
   unsigned hold_blocks_ = 0;  // blocks that fill every SM (blocking_kernel_blocks), or 0: one block
   HoldFlags flags() const;
-  unsigned long long queue_hold(cudaStream_t stream, unsigned blocks, uint64_t timeout_ns);
+  unsigned long long queue_hold(cudaStream_t stream, unsigned blocks, uint64_t timeout_ns,
+                                bool flush);
   void release(unsigned long long ticket);
   float* mhz_host_ = nullptr;       // mapped pinned: the clock probe's result
   float* mhz_device_ = nullptr;

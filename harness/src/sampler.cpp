@@ -23,7 +23,7 @@ namespace bench::detail {
 namespace {
 constexpr uint64_t kBlockingTimeoutNs = 2'000'000'000;  // a stuck blocking kernel gives up
 constexpr long long kProbeCycles = 20'000;              // ~10 us at boost clock
-constexpr double kHoldResidentSeconds = 1.0;            // the flush ahead of the hold takes ~30 us
+constexpr double kHoldResidentSeconds = 1.0;            // the probe ahead of it takes ~10 us
 
 template <class T>
 void alloc_mapped(T** host, T** device) {

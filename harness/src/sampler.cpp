@@ -187,10 +187,14 @@ Sample Sampler::cold_raw(const Launch& launch, cudaStream_t stream, bool use_blo
   reset_persisting_lines();
   probe_clock(stream);
   unsigned long long ticket = 0;
-  if (use_blocking_kernel)
+  if (use_blocking_kernel) {
     ticket = hold(stream);  // flushes L2 once released
-  else
+  } else {
+    // A launch that blocks the host is timed with its host latency anyway; the flush is waited
+    // for, so that nothing the launch starts on another stream runs under it, before the start.
     launch_l2_flush(flush_buffer_, flush_bytes_, flush_sink_, stream);
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
   try {
     BENCH_CUDA_CHECK(cudaEventRecord(start_, stream));
     launch(stream);

@@ -112,7 +112,8 @@ constexpr int kHoldThreads = 512;
 __global__ void __launch_bounds__(kHoldThreads, 4)
     blocking_kernel(HoldFlags flags, unsigned long long ticket, uint64_t timeout_ns) {
   if (threadIdx.x == 0) {
-    if (atomicAdd(flags.arrived, 1u) + 1 == gridDim.x) {
+    // One block needs no count (a one-block hold is not waited for, and may run beside another).
+    if (gridDim.x == 1 || atomicAdd(flags.arrived, 1u) + 1 == gridDim.x) {
       *flags.running = ticket;
       __threadfence_system();
     }

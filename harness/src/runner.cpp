@@ -617,8 +617,8 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
   };
   const bool probe_among_samples = r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained);
 
-  if (r.mode == Mode::cold) r.timer_floor_s = sampler_->timer_floor(s);
   const bool blocking_kernel = !v.options.blocks_host && !cuda_tool_present();
+  if (r.mode == Mode::cold) r.timer_floor_s = sampler_->timer_floor(s, blocking_kernel);
   std::vector<Sample> samples;
   auto take = [&] {
     switch (r.mode) {

@@ -3,10 +3,10 @@
 //   releases; the hold's grid then reads 2x the L2, the flush, and ends)
 // so every queued launch starts back-to-back once the host lets the hold go. The hold (the
 // blocking kernel) fills every thread slot of every SM, and the host calls the variant's launch
-// only once all of it runs: no kernel the launch queues on another stream of this GPU can run
-// before the start event, and a launch that waits on the host for one never returns until the
-// hold times out, which fails the case (VALIDITY row 9). Copies, and work on other GPUs, are the
-// work tracer's to catch (runner.cpp, trace_calls).
+// only once all of it runs: no kernel the launch queues on another stream of this GPU can start
+// until the hold's last blocks finish their share of the flush, and a launch that waits on the
+// host for one never returns until the hold times out, which fails the case (VALIDITY row 9).
+// Copies, and work on other GPUs, are the work tracer's to catch (runner.cpp, trace_calls).
 #include "sampler.hpp"
 
 #include <fmt/format.h>
@@ -102,19 +102,24 @@ double Sampler::elapsed() {
   return ms * 1e-3;
 }
 
-double Sampler::timer_floor(cudaStream_t stream) {
-  if (timer_floor_ < 0) {
+double Sampler::timer_floor(cudaStream_t stream, bool use_blocking_kernel) {
+  double& floor = timer_floor_[use_blocking_kernel ? 1 : 0];
+  if (floor < 0) {
     const Launch empty = [](cudaStream_t s) { launch_empty(s); };
+    // Loaded once outside any hold: a module's first load may synchronise the context.
+    launch_empty(stream);
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<double> seconds;
-    for (int i = 0; i < 5; ++i) cold_raw(empty, stream, true);  // warm-up
-    for (int i = 0; i < 101; ++i) seconds.push_back(cold_raw(empty, stream, true).seconds);
-    timer_floor_ = stats::median(seconds);
+    for (int i = 0; i < 5; ++i) cold_raw(empty, stream, use_blocking_kernel);  // warm-up
+    for (int i = 0; i < 101; ++i)
+      seconds.push_back(cold_raw(empty, stream, use_blocking_kernel).seconds);
+    floor = stats::median(seconds);
   }
-  return timer_floor_;
+  return floor;
 }
 
 Sample Sampler::cold(const Launch& launch, cudaStream_t stream, bool use_blocking_kernel) {
-  const double floor = timer_floor(stream);
+  const double floor = timer_floor(stream, use_blocking_kernel);
   Sample s = cold_raw(launch, stream, use_blocking_kernel);
   s.seconds = std::max(s.seconds - floor, 0.0);
   return s;
@@ -130,15 +135,22 @@ HoldFlags Sampler::flags() const {
 
 unsigned long long Sampler::queue_hold(cudaStream_t stream, unsigned blocks, uint64_t timeout_ns,
                                        bool flush) {
-  const unsigned long long ticket = tickets_ + 1;
+  // Taken before the launch: a launch that throws (its own error, or one left by the variant
+  // that cudaGetLastError reports here) may still have queued the hold, which is then released;
+  // a ticket never used again cannot be mistaken for a later hold's.
+  const unsigned long long ticket = ++tickets_;
   HoldFlags f = flags();
   if (flush) {
     f.flush = static_cast<const uint4*>(flush_buffer_);
     f.flush_count = flush_bytes_ / sizeof(uint4);
     f.flush_sink = flush_sink_;
   }
-  launch_blocking_kernel(f, ticket, blocks, timeout_ns, stream);
-  tickets_ = ticket;  // only once it is queued: a hold that never ran is never waited for
+  try {
+    launch_blocking_kernel(f, ticket, blocks, timeout_ns, stream);
+  } catch (...) {
+    release(ticket);
+    throw;
+  }
   return ticket;
 }
 

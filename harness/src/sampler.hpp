@@ -36,7 +36,9 @@ class Sampler {
   // What a cold sample of an empty kernel measures (median of many): the GPU's fixed cost of
   // dispatching one kernel between two events (docs/architecture.md). It is the same for every
   // variant and says nothing about the kernel, so cold samples report time above it.
-  double timer_floor(cudaStream_t stream);
+  double timer_floor(cudaStream_t stream, bool use_blocking_kernel);
+  // Whether the hold fills every SM here (else one block holds the case's stream only).
+  bool holds_whole_gpu() const { return hold_blocks_ > 0; }
   // `batch` back-to-back launches between two events, divided by `batch`; with batch >= 2 an
   // event after the first launch also times that launch alone (Sample::first_seconds).
   Sample hot(const Launch& launch, cudaStream_t stream, int batch);
@@ -68,7 +70,7 @@ class Sampler {
   float probed_mhz() const { return *reinterpret_cast<volatile float*>(mhz_host_); }
   double elapsed();  // seconds between start_ and stop_, once stop_ completes
 
-  double timer_floor_ = -1;  // measured on first use
+  double timer_floor_[2] = {-1, -1};  // without and with the hold, measured on first use
   bool persisting_l2_ = false;  // the GPU has a persisting L2 set-aside (Ampere and later)
   std::size_t flush_bytes_ = 0;
   void* flush_buffer_ = nullptr;

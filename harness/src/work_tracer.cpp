@@ -36,6 +36,8 @@ std::string describe(const TracedActivity& a) {
   return a.kind == "kernel" ? fmt::format("kernel '{}'", a.what) : a.what;
 }
 
+constexpr uint64_t kCrossDeviceSkewNs = 5'000;
+
 std::mutex records_mutex;
 std::vector<TracedRecord> records;
 constexpr std::size_t kBufferBytes = 4 << 20;
@@ -196,7 +198,10 @@ TracedCalls split_traced_calls(std::vector<TracedRecord> seen) {
       started.push_back(a.activity);
       // The runner queues each call behind a hold of the case's stream: work that starts before
       // the opening marker does was queued behind nothing the case's stream does (row 9).
-      if (a.activity.start < open.activity.start && out.ahead.empty())
+      // CUPTI's timestamps of two GPUs may differ by a few microseconds: work on another GPU
+      // counts as ahead only by more than that.
+      const uint64_t skew = a.activity.device == open.activity.device ? 0 : kCrossDeviceSkewNs;
+      if (a.activity.start + skew < open.activity.start && out.ahead.empty())
         out.ahead = fmt::format(
             "{} (device {}, stream {}) started {:.1f} us before the call's start, in traced call "
             "{} of {}",

@@ -40,7 +40,8 @@ struct TracedRecord {
 // order (a trailing unpaired marker is no call), each call's activities those whose correlation
 // lies between its markers', in order of their start; `escaped` names the first of them, in call
 // order, that ended after its call's closing marker started, and `ahead` the first that started
-// before its call's opening marker did ("" if none).
+// before its call's opening marker did (on another GPU than the marker's, by more than 5 us;
+// "" if none).
 struct TracedCalls {
   std::vector<std::vector<TracedActivity>> calls;
   std::string escaped;

@@ -156,9 +156,11 @@ TEST(Validity, Row9_WorkStartedAheadOfTheCallIsCaughtByTheTracer) {
 // the honest copy behind the hold with its time.
 TEST(Validity, Row9_WorkDoneAheadOfTheTimedWindowFailsTheSample) {
   detail::Sampler sampler(query_device(0));
+  if (!sampler.holds_whole_gpu()) GTEST_SKIP() << "the hold cannot fill this GPU's SMs exactly";
   cudaStream_t stream = nullptr;  // blocking, as the runner's case stream
   BENCH_CUDA_CHECK(cudaStreamCreate(&stream));
-  DeviceBuffer<float> in(1 << 20), out(1 << 20);
+  // 256 MiB: the copy's time, not a launch's host latency, must decide the unheld case below.
+  DeviceBuffer<float> in(int64_t{1} << 26), out(int64_t{1} << 26);
   BENCH_CUDA_CHECK(cudaMemset(in.data(), 0, in.bytes()));
   const int64_t n = in.size();
   const auto side_then_touch = [&](cudaStream_t s) {
@@ -168,11 +170,14 @@ TEST(Validity, Row9_WorkDoneAheadOfTheTimedWindowFailsTheSample) {
       return t;
     }();
     copy_kernel<<<264, 256, 0, side>>>(in.data(), out.data(), n);
+    BENCH_CHECK_LAUNCH();
     BENCH_CUDA_CHECK(cudaStreamSynchronize(side));
     touch<<<1, 1, 0, s>>>(out.data());
+    BENCH_CHECK_LAUNCH();
   };
   const auto honest = [&](cudaStream_t s) {
     copy_kernel<<<264, 256, 0, s>>>(in.data(), out.data(), n);
+    BENCH_CHECK_LAUNCH();
   };
   const double copy_s = sampler.cold(honest, stream, true).seconds;
   const double unheld_s = sampler.cold(side_then_touch, stream, false).seconds;

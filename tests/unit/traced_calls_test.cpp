@@ -89,6 +89,17 @@ TEST(TracedCalls, WorkStartedWhileTheOpeningMarkerRunsIsNotAhead) {
   EXPECT_EQ(t.ahead, "");
 }
 
+TEST(TracedCalls, AnotherGpusWorkIsAheadOnlyPastTheClocksSkew) {
+  TracedRecord peer = kernel("peer", 11, 8000, 9000, 20);
+  peer.activity.device = 1;
+  TracedRecord early_peer = kernel("early_peer", 12, 2000, 9000, 21);
+  early_peer.activity.device = 1;
+  EXPECT_EQ(split_traced_calls({marker(10, 9500, 9600), peer, marker(13, 9800, 9900)}).ahead, "");
+  EXPECT_NE(split_traced_calls({marker(10, 9500, 9600), early_peer, marker(13, 9800, 9900)})
+                .ahead.find("kernel 'early_peer' (device 1, stream 21) started 7.5 us before"),
+            std::string::npos);
+}
+
 TEST(TracedCalls, AnUnpairedMarkerMakesNoCall) {
   // A lost marker shows as a short count, which the runner refuses (require_all_traced).
   const TracedCalls t = split_traced_calls({marker(10, 1000, 1100), kernel("copy", 11, 1200, 4000),

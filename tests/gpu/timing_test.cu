@@ -8,6 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include <kernels/event_span.hpp>
+
 #include "bench/stats.hpp"
 #include "device_kernels.hpp"
 #include "harness_fixture.hpp"
@@ -118,22 +120,15 @@ TEST(Timing, Row8_ColdSamplesOfAnL2SizedProblemAreSlowerThanHot) {
 // The median of `runs` event-timed launches of `timed`, each after `before` (outside the events).
 template <class Before, class Timed>
 double median_us(int runs, Before before, Timed timed) {
-  cudaEvent_t start, stop;
-  BENCH_CUDA_CHECK(cudaEventCreate(&start));
-  BENCH_CUDA_CHECK(cudaEventCreate(&stop));
+  kernels::EventSpan span;
   std::vector<double> us;
   for (int i = 0; i < runs; ++i) {
     before();
-    BENCH_CUDA_CHECK(cudaEventRecord(start));
+    span.begin(nullptr);
     timed();
-    BENCH_CUDA_CHECK(cudaEventRecord(stop));
-    BENCH_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    BENCH_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    us.push_back(ms * 1e3);
+    span.end(nullptr);
+    us.push_back(span.ms() * 1e3);
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
   return stats::median(us);
 }
 

@@ -39,7 +39,7 @@ struct NvtxRange {
 // One phase of a case: an NVTX range that also records its host wall time in the result.
 class Phase {
  public:
-  Phase(const char* name, CaseRun& r) : range_(name), name_(name), result_(r) {}
+  Phase(const char* name, CaseRun& result) : range_(name), name_(name), result_(result) {}
   ~Phase() { result_.phase_seconds.emplace_back(name_, host_seconds() - start_); }
 
  private:
@@ -62,8 +62,9 @@ uint64_t run_seed(uint64_t seed, int run) { return seed * 0x9e3779b97f4a7c15ull 
 // A case's inputs come from the process's seed (secret and fresh per process unless
 // --bench_seed fixes it) mixed with the case's own name: no variant ever meets the inputs another
 // variant, or an earlier process, computed on, so an answer memoised there can never be served.
-uint64_t case_seed(const ExampleDef& e, const VariantDef& v) {
-  return run_seed(process_seed() ^ fnv1a(e.chapter + "/" + e.name + "/" + v.name), 0);
+uint64_t case_seed(const ExampleDef& example, const VariantDef& variant) {
+  return run_seed(process_seed() ^ fnv1a(example.chapter + "/" + example.name + "/" + variant.name),
+                  0);
 }
 
 // Run numbers: 0 and 1 are the verification runs, 2 the profiled launch, 3 + i timed sample i.
@@ -139,28 +140,32 @@ bool cuda_tool_present() {
   return present;
 }
 
-std::string unsupported_reason(const ExampleDef& e, const VariantDef& v, const DeviceInfo& d) {
-  const int cc = d.cc_major * 10 + d.cc_minor;
-  if (d.device_count < e.min_gpus)
-    return fmt::format("requires {} GPUs, this machine has {}", e.min_gpus, d.device_count);
-  const int need = std::max(e.min_compute_capability, v.options.min_compute_capability);
+std::string unsupported_reason(const ExampleDef& example, const VariantDef& variant,
+                               const DeviceInfo& device) {
+  const int cc = device.cc_major * 10 + device.cc_minor;
+  if (device.device_count < example.min_gpus)
+    return fmt::format("requires {} GPUs, this machine has {}", example.min_gpus,
+                       device.device_count);
+  const int need = std::max(example.min_compute_capability, variant.options.min_compute_capability);
   if (cc < need)
     return fmt::format("requires compute capability {}.{}, this GPU ({}) is {}.{}", need / 10,
-                       need % 10, d.name, d.cc_major, d.cc_minor);
-  return detail::arch_specific_reason(v.options.arch_specific, cc, d.name, build_info().cuda_architectures);
+                       need % 10, device.name, device.cc_major, device.cc_minor);
+  return detail::arch_specific_reason(variant.options.arch_specific, cc, device.name,
+                                      build_info().cuda_architectures);
 }
 
-std::string support_reason(const ExampleDef& e, const VariantDef& v, const WorkloadInstance& w) {
-  if (e.support) {
-    if (auto why = e.support(w.object.get()); !why.empty()) return why;
+std::string support_reason(const ExampleDef& example, const VariantDef& variant,
+                           const WorkloadInstance& workload) {
+  if (example.support) {
+    if (auto why = example.support(workload.object.get()); !why.empty()) return why;
   }
-  if (v.support) return v.support(w.object.get());
+  if (variant.support) return variant.support(workload.object.get());
   return {};
 }
 
 // At the timing size a device reference, when the example has one, replaces the CPU one.
-bool uses_device_reference(const ExampleDef& e, const WorkloadInstance& w) {
-  return e.device_reference && !w.setup->verifying;
+bool uses_device_reference(const ExampleDef& example, const WorkloadInstance& workload) {
+  return example.device_reference && !workload.setup->verifying;
 }
 
 // A checked run (VALIDITY rows 2-5) is: fresh inputs from `seed`, their checksum, a private host
@@ -173,70 +178,75 @@ struct CheckedRun {
   HostBuffers host;
 };
 
-CheckedRun begin_checked_run(const ExampleDef& e, const WorkloadInstance& w, uint64_t seed, int run,
-                             cudaStream_t s) {
-  CheckedRun c;
-  fill_inputs(w, seed, s);
-  c.input_checksum = input_checksum(w, s);
-  if (!uses_device_reference(e, w)) c.host = copy_inputs_to_host(w, s);
-  poison_outputs(w, run, s);
-  return c;
+CheckedRun begin_checked_run(const ExampleDef& example, const WorkloadInstance& workload,
+                             uint64_t seed, int run, cudaStream_t stream) {
+  CheckedRun checked;
+  fill_inputs(workload, seed, stream);
+  checked.input_checksum = input_checksum(workload, stream);
+  if (!uses_device_reference(example, workload))
+    checked.host = copy_inputs_to_host(workload, stream);
+  poison_outputs(workload, run, stream);
+  return checked;
 }
 
-void end_checked_run(const ExampleDef& e, const WorkloadInstance& w, CheckedRun& c, int run,
-                     cudaStream_t s, const char* what, CaseRun& r) {
+void end_checked_run(const ExampleDef& example, const WorkloadInstance& workload,
+                     CheckedRun& checked, int run, cudaStream_t stream, const char* what,
+                     CaseRun& result) {
   BENCH_CUDA_CHECK(cudaDeviceSynchronize());
-  if (input_checksum(w, s) != c.input_checksum)
+  if (input_checksum(workload, stream) != checked.input_checksum)
     throw CheckFailure(fmt::format("{}: the variant modified its inputs (checksum changed)", what));
   // Outputs stay in their own dtype on the host; the comparison converts them as it reads.
   std::map<std::string, HostCopy> actual, device_expected;
-  for (const auto& b : w.buffers())
-    if (!b.is_input) actual.emplace(b.name, copy_to_host(b, s));
-  const bool on_device = uses_device_reference(e, w);
+  for (const auto& buffer : workload.buffers())
+    if (!buffer.is_input) actual.emplace(buffer.name, copy_to_host(buffer, stream));
+  const bool on_device = uses_device_reference(example, workload);
   if (on_device) {
-    DeviceReference reference(e, w);
-    reference.run(run + 1, s);
-    BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
-    for (const auto& b : w.buffers())
-      if (!b.is_input) device_expected.emplace(b.name, reference.to_host(b, s));
+    DeviceReference reference(example, workload);
+    reference.run(run + 1, stream);
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (const auto& buffer : workload.buffers())
+      if (!buffer.is_input) device_expected.emplace(buffer.name, reference.to_host(buffer, stream));
   } else {
-    HostDataImpl impl(c.host);
+    HostDataImpl impl(checked.host);
     HostData data(impl);
-    e.reference(w.object.get(), data);
+    example.reference(workload.object.get(), data);
   }
-  for (const auto& b : w.buffers()) {
-    if (b.is_input) continue;
-    const HostValues expected = on_device ? HostValues(device_expected.at(b.name))
-                                          : HostValues(std::span<const double>(c.host.expected.at(b.name)));
-    const Tolerance tol = resolve(e.tolerance, b.dtype);
+  for (const auto& buffer : workload.buffers()) {
+    if (buffer.is_input) continue;
+    const HostValues expected =
+        on_device ? HostValues(device_expected.at(buffer.name))
+                  : HostValues(std::span<const double>(checked.host.expected.at(buffer.name)));
+    const Tolerance tol = resolve(example.tolerance, buffer.dtype);
     // VALIDITY row 5, checked at the verification size (the same reference and tolerance hold at
     // the timing size; the CPU reference always runs there). A scalar output has no spread to
     // test; the second checked run, on other inputs, is what stops a constant there.
     double mean = 0;
-    if (w.setup->verifying && expected.count > 1 && constant_would_pass(c.host.expected.at(b.name), tol, &mean))
+    if (workload.setup->verifying && expected.count > 1 &&
+        constant_would_pass(checked.host.expected.at(buffer.name), tol, &mean))
       throw CheckFailure(fmt::format(
           "{}: reference output '{}' has no spread: a constant {:.6g} would pass the tolerance",
-          what, b.name, mean));
-    const Comparison cmp = compare(HostValues(actual.at(b.name)), expected, tol);
-    r.max_abs_err = std::max(r.max_abs_err, cmp.max_abs_err);
-    r.rel_l2_err = std::max(r.rel_l2_err, cmp.rel_l2_err);
-    if (!cmp.pass) throw CheckFailure(fmt::format("{}: {}", what, cmp.describe(b.name)));
+          what, buffer.name, mean));
+    const Comparison cmp = compare(HostValues(actual.at(buffer.name)), expected, tol);
+    result.max_abs_err = std::max(result.max_abs_err, cmp.max_abs_err);
+    result.rel_l2_err = std::max(result.rel_l2_err, cmp.rel_l2_err);
+    if (!cmp.pass) throw CheckFailure(fmt::format("{}: {}", what, cmp.describe(buffer.name)));
   }
   // At the verification size the device reference, when there is one, must agree with the CPU
   // reference too: at the timing size it is the only judge of every checked sample.
-  if (w.setup->verifying && e.device_reference) {
-    DeviceReference reference(e, w);
-    reference.run(run + 1, s);
-    BENCH_CUDA_CHECK(cudaStreamSynchronize(s));
-    for (const auto& b : w.buffers()) {
-      if (b.is_input) continue;
+  if (workload.setup->verifying && example.device_reference) {
+    DeviceReference reference(example, workload);
+    reference.run(run + 1, stream);
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (const auto& buffer : workload.buffers()) {
+      if (buffer.is_input) continue;
       const Comparison cmp =
-          compare(HostValues(reference.to_host(b, s)),
-                  HostValues(std::span<const double>(c.host.expected.at(b.name))),
-                  resolve(e.tolerance, b.dtype));
+          compare(HostValues(reference.to_host(buffer, stream)),
+                  HostValues(std::span<const double>(checked.host.expected.at(buffer.name))),
+                  resolve(example.tolerance, buffer.dtype));
       if (!cmp.pass)
-        throw CheckFailure(fmt::format("{}: the example's device reference disagrees with its CPU reference: {}",
-                                       what, cmp.describe(b.name)));
+        throw CheckFailure(
+            fmt::format("{}: the example's device reference disagrees with its CPU reference: {}",
+                        what, cmp.describe(buffer.name)));
     }
   }
 }
@@ -259,28 +269,30 @@ struct ProfilerRange {
 // device sync). The fill, poison, clock probe and flush kernels all run before `around` does, so a
 // profiler range or a tracer's markers in it hold the variant's own work from exactly one launch.
 // The caller checks the output with end_checked_run.
-CheckedRun prepared_launch(const ExampleDef& e, const WorkloadInstance& w, const Launch& around,
-                           Sampler& sampler, uint64_t seed, int run, cudaStream_t s) {
-  CheckedRun c = begin_checked_run(e, w, run_seed(seed, run), run, s);
+CheckedRun prepared_launch(const ExampleDef& example, const WorkloadInstance& workload,
+                           const Launch& around, Sampler& sampler, uint64_t seed, int run,
+                           cudaStream_t stream) {
+  CheckedRun checked = begin_checked_run(example, workload, run_seed(seed, run), run, stream);
   sampler.host(
-      [&](cudaStream_t stream) {
-        around(stream);
+      [&](cudaStream_t timed_stream) {
+        around(timed_stream);
         BENCH_CUDA_CHECK(cudaDeviceSynchronize());
       },
-      s);
-  return c;
+      stream);
+  return checked;
 }
 
-void profile_once(const ExampleDef& e, const WorkloadInstance& w, const Launch& launch,
-                  Sampler& sampler, uint64_t seed, cudaStream_t s, CaseRun& r) {
+void profile_once(const ExampleDef& example, const WorkloadInstance& workload, const Launch& launch,
+                  Sampler& sampler, uint64_t seed, cudaStream_t stream, CaseRun& result) {
   NvtxRange range("profile");
-  const auto profiled = [&](cudaStream_t stream) {
+  const auto profiled = [&](cudaStream_t profiled_stream) {
     ProfilerRange profiling;
-    launch(stream);
+    launch(profiled_stream);
     BENCH_CUDA_CHECK(cudaDeviceSynchronize());  // inside the range: the launch's work is all in it
   };
-  CheckedRun c = prepared_launch(e, w, profiled, sampler, seed, kProfiledRun, s);
-  end_checked_run(e, w, c, kProfiledRun, s, "profiled launch", r);
+  CheckedRun checked =
+      prepared_launch(example, workload, profiled, sampler, seed, kProfiledRun, stream);
+  end_checked_run(example, workload, checked, kProfiledRun, stream, "profiled launch", result);
 }
 
 // One traced call: `launch` between the tracer's two markers, which tell its work from the rest.
@@ -303,9 +315,10 @@ void require_all_traced(int seen, int calls) {
 // the tracer's markers, then the last one's output checked. Written to `path`: per call, its
 // kernels, copies and memsets in start order, the start relative to the call's first one (CUPTI's
 // clock is one for every GPU, so offsets on several devices line up).
-void trace_timeline(const ExampleDef& e, const VariantDef& v, const WorkloadInstance& w,
-                    const Launch& launch, Sampler& sampler, uint64_t seed, cudaStream_t s,
-                    const std::string& gpu, const std::string& path, CaseRun& r) {
+void trace_timeline(const ExampleDef& example, const VariantDef& variant,
+                    const WorkloadInstance& workload, const Launch& launch, Sampler& sampler,
+                    uint64_t seed, cudaStream_t stream, const std::string& gpu,
+                    const std::string& path, CaseRun& result) {
   const auto unavailable = [](const std::string& why) {
     return CheckFailure(
         "--bench_timeline traces through CUPTI's activity API, which is not available here: " +
@@ -321,9 +334,10 @@ void trace_timeline(const ExampleDef& e, const VariantDef& v, const WorkloadInst
   tracer.start();
   CheckedRun last;
   for (int i = 0; i < kTimelineCalls; ++i)
-    last = prepared_launch(e, w, call, sampler, seed, kProfiledRun + i, s);
+    last = prepared_launch(example, workload, call, sampler, seed, kProfiledRun + i, stream);
   require_all_traced(tracer.stop(), kTimelineCalls);
-  end_checked_run(e, w, last, kProfiledRun + kTimelineCalls - 1, s, "last traced call", r);
+  end_checked_run(example, workload, last, kProfiledRun + kTimelineCalls - 1, stream,
+                  "last traced call", result);
 
   nlohmann::ordered_json calls = nlohmann::ordered_json::array();
   for (const auto& activities : tracer.calls()) {
@@ -336,7 +350,7 @@ void trace_timeline(const ExampleDef& e, const VariantDef& v, const WorkloadInst
                         {"start_ns", a.start - activities.front().start},
                         {"duration_ns", a.end - a.start}});
   }
-  const nlohmann::ordered_json out = {{"case", case_name(e, v)},
+  const nlohmann::ordered_json out = {{"case", case_name(example, variant)},
                                       {"gpu_name", gpu},
                                       {"calls", kTimelineCalls},
                                       {"traced_calls", calls}};
@@ -354,15 +368,16 @@ void trace_timeline(const ExampleDef& e, const VariantDef& v, const WorkloadInst
 // launch has returned, and none of its work may start before that marker: work that did was
 // queued behind nothing the case's stream does. (Unheld, a call's marker may wait behind the last
 // call's work, so nothing is asked of when its work starts.)
-void trace_calls(const Launch& launch, cudaStream_t s, int calls, CaseRun& r, Sampler* hold) {
+void trace_calls(const Launch& launch, cudaStream_t stream, int calls, CaseRun& result,
+                 Sampler* hold) {
   WorkTracer& tracer = WorkTracer::get();
   const Launch call = traced(tracer, launch);
   tracer.start();
   for (int i = 0; i < calls; ++i) {
     if (hold != nullptr)
-      hold->held(call, s, kTracedHoldNs);
+      hold->held(call, stream, kTracedHoldNs);
     else
-      call(s);
+      call(stream);
   }
   const int seen = tracer.stop();
   if (!tracer.escaped().empty())
@@ -373,44 +388,46 @@ void trace_calls(const Launch& launch, cudaStream_t s, int calls, CaseRun& r, Sa
                        "; start every stream's work from the case's stream (an event recorded "
                        "on it), and declare a variant that waits on the host blocks_host");
   require_all_traced(seen, calls);
-  r.traced_calls += seen;
+  result.traced_calls += seen;
 }
 
 // An example scored by a metric: its value in what metrics() just reported after timed sample
 // `sample` (1-based). Asked after every sample, so a variant cannot report the figure of a
 // chosen call only; a figure it leaves out, or one that cannot be a ratio's term, fails the case.
-double scored_value(const ExampleDef& e, const std::vector<Metric>& reported, int sample) {
-  for (const auto& m : reported)
-    if (m.name == e.scored_metric) {
-      if (!std::isfinite(m.value) || m.value <= 0)
+double scored_value(const ExampleDef& example, const std::vector<Metric>& reported, int sample) {
+  for (const auto& metric : reported)
+    if (metric.name == example.scored_metric) {
+      if (!std::isfinite(metric.value) || metric.value <= 0)
         throw CheckFailure(fmt::format(
             "timed sample {}: the variant reported {} = {}; the example is scored by it, "
             "so it must be a positive number",
-            sample, e.scored_metric, m.value));
-      return m.value;
+            sample, example.scored_metric, metric.value));
+      return metric.value;
     }
   throw CheckFailure(fmt::format(
       "timed sample {}: the variant did not report {}, the metric the example is scored "
       "by (every variant must report it after every timed sample)",
-      sample, e.scored_metric));
+      sample, example.scored_metric));
 }
 
 // The variant's own measure of the whole call (bench::timed_call_ms), in seconds: every variant
 // of an example scored by a metric reports one after every timed sample (else the case fails).
-double timed_call_seconds(const ExampleDef& e, const std::vector<Metric>& reported, int sample) {
-  for (const auto& m : reported) {
-    if (!m.whole_timed_call) continue;
-    if (!std::isfinite(m.value))
-      throw CheckFailure(fmt::format("timed sample {}: the variant reported {} = {}: the whole "
-                                     "call's time must be a finite number of milliseconds",
-                                     sample, m.name, m.value));
-    return m.value * 1e-3;
+double timed_call_seconds(const ExampleDef& example, const std::vector<Metric>& reported,
+                          int sample) {
+  for (const auto& metric : reported) {
+    if (!metric.whole_timed_call) continue;
+    if (!std::isfinite(metric.value))
+      throw CheckFailure(
+          fmt::format("timed sample {}: the variant reported {} = {}: the whole "
+                      "call's time must be a finite number of milliseconds",
+                      sample, metric.name, metric.value));
+    return metric.value * 1e-3;
   }
   throw CheckFailure(fmt::format(
       "timed sample {}: the example is scored by {}, a figure of the variant's own clock, but "
       "the variant reported no measure of the whole call by that clock (bench::timed_call_ms), "
       "which the harness checks against its events",
-      sample, e.scored_metric));
+      sample, example.scored_metric));
 }
 
 // The medians of the variant's whole-call times and of the harness's (per call, in a hot batch)
@@ -421,7 +438,7 @@ double timed_call_seconds(const ExampleDef& e, const std::vector<Metric>& report
 // is sometimes delayed between the harness's start event and the variant's first mark (seen: a
 // 14 us copy once read 28 us by the harness's events).
 constexpr double kTimedCallShortfall = 0.10, kTimedCallExcess = 0.02, kTimedCallSlackSeconds = 10e-6;
-void check_timed_call(const ExampleDef& e, const std::vector<double>& variant_seconds,
+void check_timed_call(const ExampleDef& example, const std::vector<double>& variant_seconds,
                       const std::vector<double>& harness_seconds) {
   const double variant = stats::median(variant_seconds), harness = stats::median(harness_seconds);
   const bool too_short = variant < (1 - kTimedCallShortfall) * harness - kTimedCallSlackSeconds;
@@ -431,7 +448,7 @@ void check_timed_call(const ExampleDef& e, const std::vector<double>& variant_se
         "the variant's own clock says a call took {:.4g} ms, the harness's events {:.4g} ms "
         "(medians of {} samples); {} is read off that clock, so the two must agree (within "
         "-{:.0f}%/+{:.0f}%, +-{:.0f} us)",
-        variant * 1e3, harness * 1e3, variant_seconds.size(), e.scored_metric,
+        variant * 1e3, harness * 1e3, variant_seconds.size(), example.scored_metric,
         100 * kTimedCallShortfall, 100 * kTimedCallExcess, kTimedCallSlackSeconds * 1e6));
 }
 

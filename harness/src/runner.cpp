@@ -452,6 +452,276 @@ void check_timed_call(const ExampleDef& example, const std::vector<double>& vari
         100 * kTimedCallShortfall, 100 * kTimedCallExcess, kTimedCallSlackSeconds * 1e6));
 }
 
+// What every phase of one case reads and writes: the case, the harness's options and sampler, the
+// case's stream and seed, and the result the phases fill in.
+struct CaseContext {
+  const ExampleDef& example;
+  const VariantDef& variant;
+  const Options& options;
+  Sampler& sampler;
+  cudaStream_t stream;
+  uint64_t seed;  // the case's (case_seed): every run draws its inputs from a seed derived from it
+  // Row 9's hold around each traced call, for a variant whose cold samples run behind one.
+  Sampler* traced_hold;
+  CaseRun& result;
+};
+
+// Verification size: two checked runs with different inputs and different poison.
+void verify_at_verification_size(const CaseContext& context) {
+  const ExampleDef& example = context.example;
+  Phase phase("verify", context.result);
+  WorkloadInstance workload = build_workload(example, /*verifying=*/true);
+  if (auto why = support_reason(example, context.variant, workload); !why.empty())
+    throw Unsupported(why);
+  const Prepared prepared = context.variant.prepare(workload.object.get(), context.stream);
+  if (!example.scored_metric.empty() && !prepared.metrics)
+    throw CheckFailure(
+        fmt::format("the example is scored by {}, but this variant reports no metrics: make it "
+                    "a stateful variant whose metrics() reports {}",
+                    example.scored_metric, example.scored_metric));
+  const Launch& launch = prepared.launch;
+  for (int run = 0; run < 2; ++run) {
+    CheckedRun checked =
+        begin_checked_run(example, workload, run_seed(context.seed, run), run, context.stream);
+    launch(context.stream);
+    end_checked_run(example, workload, checked, run, context.stream,
+                    run == 0 ? "verification run 1" : "verification run 2", context.result);
+  }
+}
+
+// The workload at the timing size and the variant prepared on it. The workload is declared first,
+// so the prepared variant, whose state may refer to it, goes first.
+struct TimingWorkload {
+  WorkloadInstance workload;
+  Prepared prepared;
+  bool writes_outputs = false;
+};
+
+// Timing size: the workload built, its figures and ceilings recorded, its inputs filled from the
+// case's seed, and the variant prepared on it.
+TimingWorkload build_at_timing_size(const CaseContext& context, const DeviceInfo& device,
+                                    const std::map<std::string, double>& ceilings) {
+  const ExampleDef& example = context.example;
+  const VariantDef& variant = context.variant;
+  CaseRun& result = context.result;
+  Phase phase("build", result);
+  TimingWorkload timing{build_workload(example, /*verifying=*/false)};
+  const WorkloadInstance& workload = timing.workload;
+  if (auto why = support_reason(example, variant, workload); !why.empty()) throw Unsupported(why);
+  result.bytes = workload.setup->bytes;
+  result.flops = workload.setup->flops;
+  double output_bytes = 0;
+  for (const auto& buffer : workload.buffers())
+    if (!buffer.is_input) output_bytes += static_cast<double>(buffer.bytes());
+  result.l2_write_slack_bytes =
+      std::min({static_cast<double>(device.l2_bytes), output_bytes, result.bytes});
+  // A case with no outputs has nothing a sample could leave poisoned and nothing to verify: only a
+  // calibration may be one (calibrate's event_pair_us times two event records, which write
+  // nothing).
+  timing.writes_outputs = output_bytes > 0;
+  if (!timing.writes_outputs && example.chapter != "calibrate")
+    throw CheckFailure(
+        "the workload declares no outputs: there is nothing to verify (Setup::output)");
+  result.bandwidth_ceiling = workload.setup->bandwidth_ceiling;
+  // A tensor-core ceiling is the burst figure or the power-limited one, by the case's mode.
+  result.compute_ceiling =
+      ceiling_for_mode(variant.options.compute_ceiling ? variant.options.compute_ceiling
+                                                       : workload.setup->compute_ceiling,
+                       result.mode == Mode::sustained,
+                       [&](const std::string& name) { return ceilings.count(name) > 0; });
+  fill_inputs(workload, context.seed, context.stream);
+  result.fingerprint = fingerprint_json(workload);
+  result.fingerprint_hash = fingerprint_hash(result.fingerprint);
+  timing.prepared = variant.prepare(timing.workload.object.get(), context.stream);
+  return timing;
+}
+
+// First call (reported separately), then warm-up until first-use costs are gone.
+void warm_up(const CaseContext& context, const Launch& launch) {
+  CaseRun& result = context.result;
+  Phase phase("warmup", result);
+  double ignored = 0;
+  result.first_call_s = context.sampler.wall_seconds(launch, context.stream, 1, &ignored);
+  const double start = host_seconds();
+  int calls = 0;
+  do {
+    result.warm_call_s = context.sampler.wall_seconds(launch, context.stream, 1, &ignored);
+    ++calls;
+  } while ((calls < 3 || host_seconds() - start < 0.01) && calls < 200);
+}
+
+// VALIDITY row 1: work the case's events did not see shows up as wall time they missed. Also sets
+// the batch; returns one launch's event time, back to back, which sets it.
+double check_escaped_work(const CaseContext& context, const Launch& launch) {
+  CaseRun& result = context.result;
+  Phase phase("escape_check", result);
+  const int launches =
+      std::clamp(static_cast<int>(std::ceil(5e-3 / std::max(result.warm_call_s, 1e-7))), 3, 2000);
+  double events = 0;
+  const double wall = context.sampler.wall_seconds(launch, context.stream, launches, &events);
+  result.wall_event_ratio = events > 0 ? wall / events : INFINITY;
+  // Exactly, where CUPTI can be had; else (under Nsight or compute-sanitizer, which hold it) by
+  // the ratio of wall time to event time, which misses escapes under a quarter of the work.
+  // Under a tool CUPTI is never touched: the tool owns it.
+  const bool tool = cuda_tool_present();
+  if (!tool && WorkTracer::get().available()) {
+    result.escape_method = "cupti";
+    trace_calls(launch, context.stream, kTracedCalls, result, context.traced_hold);
+  } else {
+    result.escape_method =
+        fmt::format("wall-clock ratio ({})",
+                    tool ? "a CUDA tool is injected" : WorkTracer::get().why_unavailable());
+    if (wall - events > std::max(200e-6, 0.25 * wall))
+      throw CheckFailure(fmt::format(
+          "work escaped the timed stream: {} launches took {:.3f} ms of device-synchronised wall "
+          "time but only {:.3f} ms between the case's events",
+          launches, wall * 1e3, events * 1e3));
+  }
+  // A hot batch spans ~1 ms. A sustained one spans kSustainedBatchSeconds: the untimed refill,
+  // poison and output check before each batch (row 18) leave the GPU a few hundred us at low
+  // power, and over a 1.5 ms batch that let the clock recover (docs/architecture.md, sustained
+  // mode); over 20 ms they are about the gap the host's own sync left before.
+  const double batch_seconds = result.mode == Mode::sustained ? kSustainedBatchSeconds : 1e-3;
+  const double launch_seconds = std::max(events, 1e-9) / launches;
+  result.batch = std::clamp(static_cast<int>(std::ceil(batch_seconds / launch_seconds)), 1, 1000);
+  if (result.mode == Mode::hot || result.mode == Mode::sustained)
+    result.l2_write_slack_bytes /= result.batch;
+  return launch_seconds;
+}
+
+// The stop rule the samples run under: the options' own, except in sustained mode, where the board
+// is first brought to its power limit's steady state. Not in a smoke run (--bench_smoke, ctest's
+// chapter tests), which makes every check and scores nothing: 3 s a sustained variant was most of
+// a GPU's `./bench test`.
+stats::StopRule soak_for_sustained_mode(const CaseContext& context, const Launch& launch) {
+  const Options& options = context.options;
+  CaseRun& result = context.result;
+  stats::StopRule stop = options.stop;
+  if (result.mode == Mode::sustained && !options.smoke) {
+    Phase phase("soak", result);
+    double ignored = 0;
+    const double start = host_seconds();
+    const double soak_s = options.sustained_soak_s.value_or(kSustainedSoakSeconds);
+    while (host_seconds() - start < soak_s)
+      context.sampler.wall_seconds(launch, context.stream, result.batch, &ignored);
+    // The limiter's clock wanders ~2% over tenths of a second: a median must span several. The
+    // stop rule sums one launch's time per sample, and each sample stands for result.batch
+    // launches, so a window of kSustainedSampleSeconds of the board's time is that over
+    // result.batch (result.batch seconds of work otherwise, which no case reached before its
+    // timeout).
+    stop.min_time_s = std::max(stop.min_time_s, kSustainedSampleSeconds / result.batch);
+    stop.timeout_s = std::max(stop.timeout_s, 2 * kSustainedSampleSeconds);
+    if (options.sustained_window_s) {
+      // A fixed window: the noise bar is off, and the timeout (wall time less checks) only guards
+      // against a batch far longer than its probe said.
+      stop.min_time_s = *options.sustained_window_s / result.batch;
+      stop.max_noise = std::numeric_limits<double>::infinity();
+      stop.timeout_s = 2 * *options.sustained_window_s + 1;
+    }
+  }
+  return stop;
+}
+
+// VALIDITY row 18, hot batches: the repeats of a batch run on the inputs its first launch saw.
+void check_first_launches_against_repeats(CaseRun& result, const std::vector<Sample>& samples) {
+  if (result.batch > 1 && (result.mode == Mode::hot || result.mode == Mode::sustained)) {
+    std::vector<double> first, repeats;
+    for (const auto& sample : samples) {
+      first.push_back(sample.first_seconds);
+      repeats.push_back((sample.seconds * result.batch - sample.first_seconds) /
+                        (result.batch - 1));
+    }
+    const double first_median = stats::median(first), repeat_median = stats::median(repeats);
+    result.fresh_repeat_ratio = repeat_median > 0 ? first_median / repeat_median : INFINITY;
+    if (first_median > kMemoRatio * repeat_median + kMemoSlackSeconds)
+      throw CheckFailure(fmt::format(
+          "the variant runs {:.1f}x faster on inputs it has already seen: a batch's first launch "
+          "(fresh inputs) took {:.2f} us, each repeat on the same inputs {:.2f} us (memoisation)",
+          result.fresh_repeat_ratio, first_median * 1e6, repeat_median * 1e6));
+  }
+}
+
+// Row 1 again after the samples: a variant that behaves only for its first calls.
+void trace_calls_after_samples(const CaseContext& context, const Launch& launch) {
+  if (context.result.escape_method != "cupti") return;
+  Phase phase("final_check", context.result);
+  trace_calls(launch, context.stream, kTracedCalls, context.result, context.traced_hold);
+}
+
+// A stateful variant's own figures, read once all its work is done.
+void read_variant_metrics(const Prepared& prepared, CaseRun& result) {
+  if (!prepared.metrics) return;
+  BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  result.metrics = prepared.metrics();
+}
+
+// A cold median at or under zero means the work is shorter than the timer floor's own
+// variation: no honest figure comes out of that, so say so rather than report 0.
+void require_cold_median_above_timer_floor(const CaseRun& result,
+                                           const std::vector<double>& seconds) {
+  if (result.mode == Mode::cold && stats::median(seconds) <= 0)
+    throw CheckFailure(
+        fmt::format("the work is shorter than the timer floor ({:.2f} us) can resolve; "
+                    "time it in hot mode (back-to-back batches)",
+                    result.timer_floor_s * 1e6));
+}
+
+// VALIDITY row 11: drop samples taken while the SM clock was throttled. Sustained mode times
+// the power limiter's steady state on purpose, and its clock wanders by more than the rule's
+// 10% (docs/architecture.md, throttle rule), so there the rule would keep the
+// samples the limiter happened to let run faster: every sample is kept (a tolerance of 1
+// drops only clocks under 0 MHz) and the clocks are still reported. Returns the kept samples'
+// indices.
+std::vector<std::size_t> drop_throttled_samples(const CaseContext& context,
+                                                const std::vector<Sample>& samples) {
+  CaseRun& result = context.result;
+  std::vector<double> mhz;
+  for (const auto& sample : samples) mhz.push_back(sample.sm_mhz);
+  const double tolerance =
+      result.mode == Mode::sustained ? 1.0 : context.options.throttle_tolerance;
+  const auto throttle = stats::apply_throttle_rule(mhz, tolerance);
+  result.throttle_kept_all = throttle.too_many_throttled;
+  result.sm_mhz = mhz;
+  for (auto i : throttle.kept) result.samples.push_back(samples[i].seconds);
+  for (auto i : throttle.dropped) result.dropped.push_back(samples[i].seconds);
+  return throttle.kept;
+}
+
+// A variant that does its work on some samples only gives two clusters of times: reported as
+// suspect with the figures (the driver shows it), never scored as if it were one distribution.
+void flag_two_clusters_of_times(CaseRun& result) {
+  if (const auto clusters = stats::two_clusters(result.samples))
+    result.suspect =
+        fmt::format("two clusters of sample times: {:.0f}% near {:.2f} us, {:.0f}% near {:.2f} us",
+                    100 * clusters->fast_share, clusters->fast_median * 1e6,
+                    100 * (1 - clusters->fast_share), clusters->slow_median * 1e6);
+}
+
+// The scored figure follows the kept samples; its counter is their median, whatever the
+// last call of metrics() (after the traced calls) said. A figure that is good on some
+// samples only is suspect as sample times are.
+void score_metric_over_kept_samples(const ExampleDef& example, CaseRun& result,
+                                    const std::vector<double>& scored,
+                                    const std::vector<double>& call_seconds,
+                                    const std::vector<std::size_t>& kept) {
+  if (example.scored_metric.empty()) return;
+  std::vector<double> kept_call_seconds;
+  for (auto i : kept) {
+    result.scored_values.push_back(scored[i]);
+    kept_call_seconds.push_back(call_seconds[i]);
+  }
+  check_timed_call(example, kept_call_seconds, result.samples);
+  const double median = stats::median(result.scored_values);
+  std::erase_if(result.metrics,
+                [&](const Metric& metric) { return metric.name == example.scored_metric; });
+  result.metrics.push_back({example.scored_metric, median});
+  if (const auto clusters = stats::two_clusters(result.scored_values))
+    result.suspect += fmt::format("{}two clusters of {}: {:.0f}% near {:.4g}, {:.0f}% near {:.4g}",
+                                  result.suspect.empty() ? "" : ", ", example.scored_metric,
+                                  100 * clusters->fast_share, clusters->fast_median,
+                                  100 * (1 - clusters->fast_share), clusters->slow_median);
+}
+
 }  // namespace
 
 Runner::Runner(DeviceInfo device, std::map<std::string, double> ceilings)
@@ -493,119 +763,51 @@ CaseRun Runner::run(const ExampleDef& example, const VariantDef& variant) {
   return result;
 }
 
-void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
+void Runner::measure(const ExampleDef& example, const VariantDef& variant, CaseRun& result) {
   const Options& opt = options();
   // NVTX: the range "ch07:transpose:optimized" holds the phases "verify", "build", "warmup",
   // "escape_check", "soak" (sustained), "samples", "deferred_checks" (sustained, when samples
-  // were held for a device check) and "final_check" (each also timed into r.phase_seconds), or
-  // "profile" with --bench_profile, "timeline" with --bench_timeline (no '/' in names: Nsight reads
-  // it as nesting). On the H100, ncu's --nvtx-include did not select them; `bench profile` selects
-  // with cudaProfilerStart/Stop instead (docs/profiling.md).
-  const std::string case_name = fmt::format("{}:{}:{}", e.chapter, e.name, v.name);
-  NvtxRange case_range(case_name);
+  // were held for a device check) and "final_check" (each also timed into result.phase_seconds),
+  // or "profile" with --bench_profile, "timeline" with --bench_timeline (no '/' in names: Nsight
+  // reads it as nesting). On the H100, ncu's --nvtx-include did not select them; `bench profile`
+  // selects with cudaProfilerStart/Stop instead (docs/profiling.md).
+  NvtxRange case_range(fmt::format("{}:{}:{}", example.chapter, example.name, variant.name));
   Stream stream;
-  const cudaStream_t s = stream.handle;
-  // Row 9's hold around each traced call, for a variant whose cold samples run behind one.
-  Sampler* const traced_hold =
-      r.mode == Mode::cold && !v.options.blocks_host ? sampler_.get() : nullptr;
-  const uint64_t seed = case_seed(e, v);
-  r.seed = seed;
+  const CaseContext context{
+      .example = example,
+      .variant = variant,
+      .options = opt,
+      .sampler = *sampler_,
+      .stream = stream.handle,
+      .seed = case_seed(example, variant),
+      .traced_hold =
+          result.mode == Mode::cold && !variant.options.blocks_host ? sampler_.get() : nullptr,
+      .result = result,
+  };
+  result.seed = context.seed;
 
-  {  // Verification size: two checked runs with different inputs and different poison.
-    Phase phase("verify", r);
-    WorkloadInstance w = build_workload(e, /*verifying=*/true);
-    if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
-    const Prepared checked = v.prepare(w.object.get(), s);
-    if (!e.scored_metric.empty() && !checked.metrics)
-      throw CheckFailure(
-          fmt::format("the example is scored by {}, but this variant reports no metrics: make it "
-                      "a stateful variant whose metrics() reports {}",
-                      e.scored_metric, e.scored_metric));
-    const Launch& launch = checked.launch;
-    for (int run = 0; run < 2; ++run) {
-      CheckedRun c = begin_checked_run(e, w, run_seed(seed, run), run, s);
-      launch(s);
-      end_checked_run(e, w, c, run, s, run == 0 ? "verification run 1" : "verification run 2", r);
-    }
-  }
+  verify_at_verification_size(context);
   if (opt.verify_only) return;  // --bench_verify_only (bench sanitize): verified, never timed
-
-  std::optional<Phase> build_phase(std::in_place, "build", r);
-  WorkloadInstance w = build_workload(e, /*verifying=*/false);
-  if (auto why = support_reason(e, v, w); !why.empty()) throw Unsupported(why);
-  r.bytes = w.setup->bytes;
-  r.flops = w.setup->flops;
-  double output_bytes = 0;
-  for (const auto& b : w.buffers())
-    if (!b.is_input) output_bytes += static_cast<double>(b.bytes());
-  r.l2_write_slack_bytes = std::min({static_cast<double>(device_.l2_bytes), output_bytes, r.bytes});
-  // A case with no outputs has nothing a sample could leave poisoned and nothing to verify: only a
-  // calibration may be one (calibrate's event_pair_us times two event records, which write
-  // nothing).
-  const bool writes_outputs = output_bytes > 0;
-  if (!writes_outputs && e.chapter != "calibrate")
-    throw CheckFailure(
-        "the workload declares no outputs: there is nothing to verify (Setup::output)");
-  r.bandwidth_ceiling = w.setup->bandwidth_ceiling;
-  // A tensor-core ceiling is the burst figure or the power-limited one, by the case's mode.
-  r.compute_ceiling = ceiling_for_mode(
-      v.options.compute_ceiling ? v.options.compute_ceiling : w.setup->compute_ceiling,
-      r.mode == Mode::sustained, [&](const std::string& name) { return ceilings_.count(name) > 0; });
-  fill_inputs(w, seed, s);
-  r.fingerprint = fingerprint_json(w);
-  r.fingerprint_hash = fingerprint_hash(r.fingerprint);
-  const Prepared prepared = v.prepare(w.object.get(), s);
-  const Launch& launch = prepared.launch;
-  build_phase.reset();
-
-  {  // First call (reported separately), then warm-up until first-use costs are gone.
-    Phase phase("warmup", r);
-    double ignored = 0;
-    r.first_call_s = sampler_->wall_seconds(launch, s, 1, &ignored);
-    const double start = host_seconds();
-    int calls = 0;
-    do {
-      r.warm_call_s = sampler_->wall_seconds(launch, s, 1, &ignored);
-      ++calls;
-    } while ((calls < 3 || host_seconds() - start < 0.01) && calls < 200);
-  }
-
-  if (opt.profile) return profile_once(e, w, launch, *sampler_, seed, s, r);
+  const TimingWorkload timing = build_at_timing_size(context, device_, ceilings_);
+  const Launch& launch = timing.prepared.launch;
+  warm_up(context, launch);
+  if (opt.profile)
+    return profile_once(example, timing.workload, launch, *sampler_, context.seed, stream.handle,
+                        result);
   if (!opt.timeline.empty())
-    return trace_timeline(e, v, w, launch, *sampler_, seed, s, device_.name, opt.timeline, r);
+    return trace_timeline(example, variant, timing.workload, launch, *sampler_, context.seed,
+                          stream.handle, device_.name, opt.timeline, result);
+  const double launch_seconds = check_escaped_work(context, launch);
 
-  double launch_seconds = 0;  // one launch's event time, back to back (sets r.batch)
-  {  // VALIDITY row 1: work the case's events did not see shows up as wall time they missed.
-    Phase phase("escape_check", r);
-    const int launches = std::clamp(static_cast<int>(std::ceil(5e-3 / std::max(r.warm_call_s, 1e-7))), 3, 2000);
-    double events = 0;
-    const double wall = sampler_->wall_seconds(launch, s, launches, &events);
-    r.wall_event_ratio = events > 0 ? wall / events : INFINITY;
-    // Exactly, where CUPTI can be had; else (under Nsight or compute-sanitizer, which hold it) by
-    // the ratio of wall time to event time, which misses escapes under a quarter of the work.
-    // Under a tool CUPTI is never touched: the tool owns it.
-    const bool tool = cuda_tool_present();
-    if (!tool && WorkTracer::get().available()) {
-      r.escape_method = "cupti";
-      trace_calls(launch, s, kTracedCalls, r, traced_hold);
-    } else {
-      r.escape_method = fmt::format("wall-clock ratio ({})", tool ? "a CUDA tool is injected"
-                                                                  : WorkTracer::get().why_unavailable());
-      if (wall - events > std::max(200e-6, 0.25 * wall))
-        throw CheckFailure(fmt::format(
-            "work escaped the timed stream: {} launches took {:.3f} ms of device-synchronised wall "
-            "time but only {:.3f} ms between the case's events",
-            launches, wall * 1e3, events * 1e3));
-    }
-    // A hot batch spans ~1 ms. A sustained one spans kSustainedBatchSeconds: the untimed refill,
-    // poison and output check before each batch (row 18) leave the GPU a few hundred us at low
-    // power, and over a 1.5 ms batch that let the clock recover (docs/architecture.md, sustained
-    // mode); over 20 ms they are about the gap the host's own sync left before.
-    const double batch_seconds = r.mode == Mode::sustained ? kSustainedBatchSeconds : 1e-3;
-    launch_seconds = std::max(events, 1e-9) / launches;
-    r.batch = std::clamp(static_cast<int>(std::ceil(batch_seconds / launch_seconds)), 1, 1000);
-    if (r.mode == Mode::hot || r.mode == Mode::sustained) r.l2_write_slack_bytes /= r.batch;
-  }
+  // The timed samples, in the names they had inside measure (the next step gives them an owner).
+  const ExampleDef& e = example;
+  const VariantDef& v = variant;
+  const WorkloadInstance& w = timing.workload;
+  const cudaStream_t s = stream.handle;
+  CaseRun& r = result;
+  const uint64_t seed = context.seed;
+  const Prepared& prepared = timing.prepared;
+  const bool writes_outputs = timing.writes_outputs;
 
   // The probe's batches (row 18), hot and sustained alike: at kProbeBatches secret positions
   // among the timed samples (below), each as long as a timed batch and on fresh inputs into
@@ -646,30 +848,7 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
     }
     return Sample{};
   };
-  stats::StopRule stop = opt.stop;
-  // Bring the board to its power limit's steady state first. Not in a smoke run (--bench_smoke,
-  // ctest's chapter tests), which makes every check and scores nothing: 3 s a sustained variant
-  // was most of a GPU's `./bench test`.
-  if (r.mode == Mode::sustained && !opt.smoke) {
-    Phase phase("soak", r);
-    double ignored = 0;
-    const double start = host_seconds();
-    const double soak_s = opt.sustained_soak_s.value_or(kSustainedSoakSeconds);
-    while (host_seconds() - start < soak_s) sampler_->wall_seconds(launch, s, r.batch, &ignored);
-    // The limiter's clock wanders ~2% over tenths of a second: a median must span several. The
-    // stop rule sums one launch's time per sample, and each sample stands for r.batch launches,
-    // so a window of kSustainedSampleSeconds of the board's time is that over r.batch (r.batch
-    // seconds of work otherwise, which no case reached before its timeout).
-    stop.min_time_s = std::max(stop.min_time_s, kSustainedSampleSeconds / r.batch);
-    stop.timeout_s = std::max(stop.timeout_s, 2 * kSustainedSampleSeconds);
-    if (opt.sustained_window_s) {
-      // A fixed window: the noise bar is off, and the timeout (wall time less checks) only guards
-      // against a batch far longer than its probe said.
-      stop.min_time_s = *opt.sustained_window_s / r.batch;
-      stop.max_noise = std::numeric_limits<double>::infinity();
-      stop.timeout_s = 2 * *opt.sustained_window_s + 1;
-    }
-  }
+  const stats::StopRule stop = soak_for_sustained_mode(context, launch);
   // What the outputs checksum to right after each poison pattern: a timed sample that leaves
   // its outputs so wrote nothing.
   uint64_t poisoned[kPoisonPatterns];
@@ -901,76 +1080,13 @@ void Runner::measure(const ExampleDef& e, const VariantDef& v, CaseRun& r) {
                                  plan.at_once_for_want_of_slots(), plan.slots());
   device_check_slots.reset();
 
-  if (r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained)) {
-    // VALIDITY row 18, hot batches: the repeats of a batch run on the inputs its first launch saw.
-    std::vector<double> first, repeats;
-    for (const auto& sample : samples) {
-      first.push_back(sample.first_seconds);
-      repeats.push_back((sample.seconds * r.batch - sample.first_seconds) / (r.batch - 1));
-    }
-    const double first_median = stats::median(first), repeat_median = stats::median(repeats);
-    r.fresh_repeat_ratio = repeat_median > 0 ? first_median / repeat_median : INFINITY;
-    if (first_median > kMemoRatio * repeat_median + kMemoSlackSeconds)
-      throw CheckFailure(fmt::format(
-          "the variant runs {:.1f}x faster on inputs it has already seen: a batch's first launch "
-          "(fresh inputs) took {:.2f} us, each repeat on the same inputs {:.2f} us (memoisation)",
-          r.fresh_repeat_ratio, first_median * 1e6, repeat_median * 1e6));
-  }
-
-  if (r.escape_method == "cupti") {  // Row 1 again after the samples: a variant that behaves
-    Phase phase("final_check", r);     // only for its first calls
-    trace_calls(launch, s, kTracedCalls, r, traced_hold);
-  }
-
-  if (prepared.metrics) {
-    BENCH_CUDA_CHECK(cudaDeviceSynchronize());
-    r.metrics = prepared.metrics();
-  }
-
-  // A cold median at or under zero means the work is shorter than the timer floor's own
-  // variation: no honest figure comes out of that, so say so rather than report 0.
-  if (r.mode == Mode::cold && stats::median(seconds) <= 0)
-    throw CheckFailure(fmt::format("the work is shorter than the timer floor ({:.2f} us) can resolve; "
-                                   "time it in hot mode (back-to-back batches)", r.timer_floor_s * 1e6));
-
-  // VALIDITY row 11: drop samples taken while the SM clock was throttled. Sustained mode times
-  // the power limiter's steady state on purpose, and its clock wanders by more than the rule's
-  // 10% (docs/architecture.md, throttle rule), so there the rule would keep the
-  // samples the limiter happened to let run faster: every sample is kept (a tolerance of 1
-  // drops only clocks under 0 MHz) and the clocks are still reported.
-  std::vector<double> mhz;
-  for (const auto& sample : samples) mhz.push_back(sample.sm_mhz);
-  const double tolerance = r.mode == Mode::sustained ? 1.0 : opt.throttle_tolerance;
-  const auto throttle = stats::apply_throttle_rule(mhz, tolerance);
-  r.throttle_kept_all = throttle.too_many_throttled;
-  r.sm_mhz = mhz;
-  for (auto i : throttle.kept) r.samples.push_back(samples[i].seconds);
-  for (auto i : throttle.dropped) r.dropped.push_back(samples[i].seconds);
-  // A variant that does its work on some samples only gives two clusters of times: reported as
-  // suspect with the figures (the driver shows it), never scored as if it were one distribution.
-  if (const auto clusters = stats::two_clusters(r.samples))
-    r.suspect = fmt::format("two clusters of sample times: {:.0f}% near {:.2f} us, {:.0f}% near {:.2f} us",
-                            100 * clusters->fast_share, clusters->fast_median * 1e6,
-                            100 * (1 - clusters->fast_share), clusters->slow_median * 1e6);
-  if (!e.scored_metric.empty()) {
-    // The scored figure follows the kept samples; its counter is their median, whatever the
-    // last call of metrics() (after the traced calls) said. A figure that is good on some
-    // samples only is suspect as sample times are.
-    std::vector<double> kept_call_seconds;
-    for (auto i : throttle.kept) {
-      r.scored_values.push_back(scored[i]);
-      kept_call_seconds.push_back(call_seconds[i]);
-    }
-    check_timed_call(e, kept_call_seconds, r.samples);
-    const double median = stats::median(r.scored_values);
-    std::erase_if(r.metrics, [&](const Metric& m) { return m.name == e.scored_metric; });
-    r.metrics.push_back({e.scored_metric, median});
-    if (const auto clusters = stats::two_clusters(r.scored_values))
-      r.suspect += fmt::format("{}two clusters of {}: {:.0f}% near {:.4g}, {:.0f}% near {:.4g}",
-                               r.suspect.empty() ? "" : ", ", e.scored_metric,
-                               100 * clusters->fast_share, clusters->fast_median,
-                               100 * (1 - clusters->fast_share), clusters->slow_median);
-  }
+  check_first_launches_against_repeats(result, samples);
+  trace_calls_after_samples(context, launch);
+  read_variant_metrics(timing.prepared, result);
+  require_cold_median_above_timer_floor(result, seconds);
+  const std::vector<std::size_t> kept = drop_throttled_samples(context, samples);
+  flag_two_clusters_of_times(result);
+  score_metric_over_kept_samples(example, result, scored, call_seconds, kept);
 }
 
 }  // namespace bench::detail

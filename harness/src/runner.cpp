@@ -82,20 +82,20 @@ constexpr double kMemoSlackSeconds = 20e-6;
 // VALIDITY row 18, hot batches, probed: a few batches with an event after every launch. Honest
 // repeats of one launch on one input take about the same time; a variant that skips some of its
 // repeats (it has seen their inputs) shows them as launches under half the median repeat. The
-// probed batches are as long as the timed ones (r.batch launches, no cap: a probe shorter than a
-// batch misses a variant that skips only past its length) and sit among them (below): 4
-// (r.batch - 1) repeats are probed, and a variant that skips 1 repeat in 8 shows about 12.5% of
-// them fast against a bar of 4% (kProbeBatches and fast_repeats_bar: runner.hpp, which the
-// planted tests read too).
+// probed batches are as long as the timed ones (CaseRun::batch launches, no cap: a probe shorter
+// than a batch misses a variant that skips only past its length) and sit among them
+// (TimedSamples): 4 (batch - 1) repeats are probed, and a variant that skips 1 repeat in 8 shows
+// about 12.5% of them fast against a bar of 4% (kProbeBatches and fast_repeats_bar: runner.hpp,
+// which the planted tests read too).
 constexpr double kFastFraction = 0.5;         // "fast": under half the median
 constexpr double kProbeFloorSeconds = 5e-6;   // under this a repeat is launch-bound: nothing to skip
 
 // VALIDITY row 2, checked samples: every timed sample under half the median so far is checked on
 // the spot; one sample at a secret position among the first min_samples is always checked (the
 // last one if sampling stops before it). Where the example has a device reference, most others
-// are checked on the device (below). Without one, others at random (rate min(1, 8 / sample
-// number)) while checking has cost no more than a quarter of the sampling time (at least
-// 0.05 s): a check is then the CPU reference at the timing size, seconds at 1 GiB
+// are checked on the device (TimedSamples::draw_checks). Without one, others at random (rate
+// min(1, 8 / sample number)) while checking has cost no more than a quarter of the sampling time
+// (at least 0.05 s): a check is then the CPU reference at the timing size, seconds at 1 GiB
 // (docs/validity.md), so such cases get little more than the secret check. A smoke run takes no
 // extra random ones.
 constexpr double kRandomChecks = 8;
@@ -622,6 +622,415 @@ stats::StopRule soak_for_sustained_mode(const CaseContext& context, const Launch
   return stop;
 }
 
+// The timed samples as they were taken, kept and throttled alike.
+struct SampleRecord {
+  std::vector<Sample> samples;
+  std::vector<double> seconds;       // every sample's time
+  std::vector<double> scored;        // a scored metric's value after every sample, likewise
+  std::vector<double> call_seconds;  // and the variant's own time of that sample's call
+};
+
+// A timed sample's life on the timing workload, one sample after another: fresh inputs from its
+// own seed (their checksum kept) into freshly poisoned outputs; the sampler's cold, hot or host
+// sample; its outputs proved written and the scored metric read; and, where chosen, its outputs
+// checked against the reference, on the device (at once, or held until sampling ends) or on the
+// host. Row 18's probed batches go in among the samples. The runner calls it once a phase: built
+// before the samples (the poison's checksums, the held slots), then take_until_stopped() (phase
+// "samples"), run_deferred_checks() (phase "deferred_checks") and finish_checks().
+class TimedSamples {
+ public:
+  TimedSamples(const CaseContext& context, const TimingWorkload& timing, bool blocking_kernel,
+               const stats::StopRule& stop, double launch_seconds);
+  void take_until_stopped();
+  void run_deferred_checks();
+  // How the samples were checked, into the result; the held slots go back, before the calls
+  // traced after.
+  void finish_checks();
+  const SampleRecord& record() const { return record_; }
+
+ private:
+  struct HeldSample {
+    int sample;  // from 0: run number kFirstSampleRun + sample, its inputs' seed
+    int slot;
+    uint64_t inputs;  // the inputs' checksum before the sample, and again right after it
+  };
+  struct SampleChecks {
+    bool fast;       // under half the median so far: checked on the host
+    bool chosen;     // the secret position or a random draw: checked on the host
+    bool on_device;  // drawn for a device check
+  };
+
+  uint64_t refill(int sample);
+  Sample take();
+  void require_outputs_written(int sample);
+  void read_scored_metric(int sample);
+  double sampling_seconds() const;
+  SampleChecks draw_checks(int sample, bool fast);
+  DeviceCheck::Verdict check_on_device(int sample, uint64_t inputs);
+  void check_on_host_if_due(int sample, uint64_t inputs, const SampleChecks& checks,
+                            DeviceCheck::Verdict verdict);
+  DeviceCheck::Verdict judge_held(int slot, int sample, uint64_t inputs);
+  double verify_on_host(int sample, uint64_t inputs, const std::string& why);
+  void draw_probe_positions();
+  template <class Due>
+  void run_probes(Due due);
+  void probe_batch(int probe, int launches);
+  void judge_probe();
+
+  const ExampleDef& example_;
+  const Options& options_;
+  Sampler& sampler_;
+  const cudaStream_t stream_;
+  const uint64_t seed_;
+  CaseRun& result_;
+  const WorkloadInstance& workload_;
+  const Prepared& prepared_;
+  const Launch& launch_;
+  const bool writes_outputs_;
+  const bool blocking_kernel_;
+  const stats::StopRule stop_;
+  const double launch_seconds_;  // one launch's event time, back to back
+  const bool probe_among_samples_;
+  const int min_samples_;
+  uint64_t poisoned_[kPoisonPatterns];  // the outputs' checksum right after each poison pattern
+  std::optional<DeviceCheck> device_check_;
+  DeviceCheckPlan plan_{false, 0};
+  std::vector<HeldSample> held_;
+  SampleRecord record_;
+  double metric_seconds_ = 0;  // host time in metrics() after samples: not sampling time
+  std::vector<int> probe_at_;  // the samples the probed batches go in front of; -1 once run
+  int probes_run_ = 0;
+  double probe_seconds_ = 0;    // host time in probed batches: not sampling time
+  std::vector<double> probed_;  // every probed repeat's own time
+  std::mt19937_64 pick_;        // seeded when sampling starts, from std::random_device
+  std::uniform_real_distribution<double> unit_{0.0, 1.0};
+  int secret_ = 0;
+  bool secret_checked_ = false;
+  double last_check_seconds_ = 0;
+  std::vector<double> check_chances_;    // each sample's chance of being checked, for escape_5pct
+  stats::RunningMedian seconds_median_;  // of record_.seconds, kept as they come
+  double start_ = 0;                     // when sampling started
+};
+
+TimedSamples::TimedSamples(const CaseContext& context, const TimingWorkload& timing,
+                           bool blocking_kernel, const stats::StopRule& stop, double launch_seconds)
+    : example_(context.example),
+      options_(context.options),
+      sampler_(context.sampler),
+      stream_(context.stream),
+      seed_(context.seed),
+      result_(context.result),
+      workload_(timing.workload),
+      prepared_(timing.prepared),
+      launch_(timing.prepared.launch),
+      writes_outputs_(timing.writes_outputs),
+      blocking_kernel_(blocking_kernel),
+      stop_(stop),
+      launch_seconds_(launch_seconds),
+      probe_among_samples_(result_.batch > 1 &&
+                           (result_.mode == Mode::hot || result_.mode == Mode::sustained)),
+      min_samples_(std::max(1, stop.min_samples)) {
+  // What the outputs checksum to right after each poison pattern: a timed sample that leaves
+  // its outputs so wrote nothing.
+  for (int k = 0; k < kPoisonPatterns; ++k) {
+    poison_outputs(workload_, k, stream_);
+    poisoned_[k] = output_checksum(workload_, stream_);
+  }
+  // Device checks (VALIDITY row 2). In sustained mode they wait until sampling ends: a drawn
+  // sample's outputs are copied into a held slot right after it, and the device reference runs
+  // on them after the last sample (phase deferred_checks). Run between batches, the checks (up
+  // to twice the sampling time) let the board cool, and a sustained figure came out near the
+  // boost clock (ch16's flash attention: docs/architecture.md, sustained mode). The slots are
+  // allocated here, before the samples phase, for every check the sampling can ask for up to its
+  // timeout, under the one cap on held copies (a quarter of the free memory). The check is an
+  // optional so that they go back once every check has run, before the calls traced after.
+  device_check_.emplace(example_, workload_);
+  const bool defer_checks =
+      result_.mode == Mode::sustained && !options_.interleaved_checks && device_check_->on();
+  if (defer_checks)
+    device_check_->reserve(
+        1 + expected_device_checks(
+                std::max(min_samples_, samples_possible(stop_, launch_seconds_, result_.batch))));
+  // Slot 0 serves the checks run at once; the others hold samples until sampling ends.
+  plan_ = DeviceCheckPlan(defer_checks, device_check_->slots() - 1);
+}
+
+void TimedSamples::take_until_stopped() {
+  // VALIDITY row 18: every timed sample runs on inputs no call has seen (drawn from the
+  // case's secret seed) into freshly poisoned outputs, and must write them. A variant that
+  // skips work on inputs it has seen, or serves an answer memoised by another variant or
+  // process, has nothing to skip or serve. Filling and poisoning are untimed.
+  //
+  // VALIDITY row 2 on timed samples: a sample that runs under half the median so far is checked
+  // against the reference on the spot (its inputs are still there, their checksum proves them
+  // unchanged), so a variant whose skipped samples run fast is caught on the first one; others
+  // are checked on the device or at random, chosen by a generator the variant cannot see.
+  Phase phase("samples", result_);
+  pick_.seed(std::random_device{}());
+  secret_ = std::uniform_int_distribution<int>(0, min_samples_ - 1)(pick_);
+  draw_probe_positions();
+  start_ = host_seconds();
+  for (int sample = 0;; ++sample) {
+    run_probes([&](int at) { return at == sample; });
+    const uint64_t inputs = refill(sample);
+    const double median_before = seconds_median_.size() >= 4 ? seconds_median_.median() : 0;
+    record_.samples.push_back(take());
+    record_.seconds.push_back(record_.samples.back().seconds);
+    seconds_median_.add(record_.seconds.back());
+    require_outputs_written(sample);
+    read_scored_metric(sample);
+    result_.stop = stats::should_stop(stop_, record_.seconds, sampling_seconds());
+    const bool fast =
+        median_before >= 1e-6 && record_.seconds.back() < kFastFraction * median_before;
+    const SampleChecks checks = draw_checks(sample, fast);
+    const auto verdict =
+        checks.on_device ? check_on_device(sample, inputs) : DeviceCheck::Verdict::match;
+    check_on_host_if_due(sample, inputs, checks, verdict);
+    if (result_.stop != stats::StopReason::none) break;
+  }
+  run_probes([](int) { return true; });
+  if (probe_among_samples_) judge_probe();
+  result_.escape_5pct = worst_case_escape(check_chances_, 0.05);
+}
+
+// Timed sample `sample`'s inputs drawn from its own seed, their checksum (returned), and its
+// outputs poisoned with its run's pattern.
+uint64_t TimedSamples::refill(int sample) {
+  fill_inputs(workload_, run_seed(seed_, kFirstSampleRun + sample), stream_);
+  const uint64_t inputs = input_checksum(workload_, stream_);
+  poison_outputs(workload_, kFirstSampleRun + sample, stream_);
+  return inputs;
+}
+
+Sample TimedSamples::take() {
+  switch (result_.mode) {
+    case Mode::cold:
+      return sampler_.cold(launch_, stream_, blocking_kernel_);
+    case Mode::hot:
+    case Mode::sustained:
+      return sampler_.hot(launch_, stream_, result_.batch);
+    case Mode::host:
+      return sampler_.host(launch_, stream_);
+  }
+  return Sample{};
+}
+
+void TimedSamples::require_outputs_written(int sample) {
+  if (writes_outputs_ && output_checksum(workload_, stream_) ==
+                             poisoned_[(kFirstSampleRun + sample) % kPoisonPatterns])
+    throw CheckFailure(
+        fmt::format("timed sample {} wrote none of its outputs (they still hold "
+                    "the poison written before it)",
+                    sample + 1));
+}
+
+// After the sample's stop event: never in the timed region.
+void TimedSamples::read_scored_metric(int sample) {
+  if (example_.scored_metric.empty()) return;
+  const double metric_start = host_seconds();
+  BENCH_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<Metric> reported = prepared_.metrics();
+  record_.scored.push_back(scored_value(example_, reported, sample + 1));
+  record_.call_seconds.push_back(timed_call_seconds(example_, reported, sample + 1));
+  metric_seconds_ += host_seconds() - metric_start;
+}
+
+// Sampling time, for the stop rule and the check budgets: the loop's wall time less what its
+// checks and the scored metric's calls cost.
+double TimedSamples::sampling_seconds() const {
+  return host_seconds() - start_ - result_.verify_seconds - result_.compare_seconds -
+         metric_seconds_ - probe_seconds_;
+}
+
+TimedSamples::SampleChecks TimedSamples::draw_checks(int sample, bool fast) {
+  const double budget = std::max(kCheckBudgetFloorSeconds, kCheckBudgetShare * sampling_seconds());
+  const bool at_secret =
+      sample == secret_ || (result_.stop != stats::StopReason::none && !secret_checked_);
+  // More checks only once the secret one has said what a check costs, and only within budget;
+  // none where device checks run, which compare with the same device reference for less.
+  const bool random_allowed = !options_.smoke && !device_check_->on() && secret_checked_ &&
+                              result_.verify_seconds + last_check_seconds_ <= budget;
+  const double random_chance = random_allowed ? std::min(1.0, kRandomChecks / (sample + 1)) : 0.0;
+  const bool chosen = at_secret || unit_(pick_) < random_chance;
+  secret_checked_ = secret_checked_ || at_secret;
+  // Device checks, where the example has a device reference: at the rate that catches a 5%
+  // corrupter with 99%, while they cost at most twice the sampling time (15 s at least),
+  // counting those held for later at the last measured cost of one.
+  const bool device_allowed = device_check_->on() && !(fast || chosen);
+  const double device_chance =
+      device_allowed ? plan_.chance(sample + 1, result_.compare_seconds, sampling_seconds()) : 0.0;
+  const bool compared = unit_(pick_) < device_chance;
+  const double secret_chance = sample < min_samples_ && !secret_checked_ ? 1.0 / min_samples_ : 0.0;
+  check_chances_.push_back(
+      fast || chosen ? 1.0 : 1 - (1 - secret_chance) * (1 - random_chance) * (1 - device_chance));
+  return {fast, chosen, compared};
+}
+
+DeviceCheck::Verdict TimedSamples::check_on_device(int sample, uint64_t inputs) {
+  auto verdict = DeviceCheck::Verdict::match;
+  const auto where = plan_.place();
+  const double compare_start = host_seconds();
+  if (where != DeviceCheckPlan::Where::at_once && input_checksum(workload_, stream_) != inputs) {
+    // Held or not, a variant that changed its inputs is sent to the host check now.
+    verdict = DeviceCheck::Verdict::inputs_changed;
+  } else if (where == DeviceCheckPlan::Where::deferred) {
+    // Device to device, queued behind the sample: the next refill waits for nothing more.
+    const int slot = 1 + plan_.held_count();
+    device_check_->hold(slot, stream_);
+    held_.push_back({sample, slot, inputs});
+    plan_.held();
+  } else if (where == DeviceCheckPlan::Where::measure_at_once) {
+    // The first drawn sample goes through a held sample's whole check now, in slot 0: its
+    // time is what each held one will cost, which the budget above needs.
+    device_check_->hold(0, stream_);
+    verdict = judge_held(0, sample, inputs);
+  } else {
+    if (plan_.deferred()) plan_.fell_back();  // every slot held
+    verdict = device_check_->check(inputs, kFirstSampleRun + sample, stream_);
+  }
+  if (where != DeviceCheckPlan::Where::deferred || verdict != DeviceCheck::Verdict::match) {
+    ++result_.compared_samples;
+    const double took = host_seconds() - compare_start;
+    result_.compare_seconds += took;
+    plan_.ran(took);
+  }
+  return verdict;
+}
+
+void TimedSamples::check_on_host_if_due(int sample, uint64_t inputs, const SampleChecks& checks,
+                                        DeviceCheck::Verdict verdict) {
+  const bool mismatch = verdict != DeviceCheck::Verdict::match;  // the host check decides
+  if (checks.fast || checks.chosen || mismatch) {
+    const char* why = checks.fast ? " (under half the median so far)"
+                      : verdict == DeviceCheck::Verdict::outputs_differ
+                          ? " (its device check found outputs unlike the device reference)"
+                          : "";
+    last_check_seconds_ = verify_on_host(sample, inputs, why);
+    result_.fast_samples_verified += checks.fast;
+    // The host check passed what the device check did not (a tolerance met only by the
+    // host's rounding): after kHostPassesBeforeOff such samples the device check stands down.
+    if (mismatch && ++result_.compare_host_passes >= kHostPassesBeforeOff)
+      device_check_->turn_off(fmt::format("{} device mismatches passed by the host check",
+                                          result_.compare_host_passes));
+  }
+}
+
+// A held sample's check: its inputs filled again from its own seed (the fill is deterministic,
+// and the checksum proves these are the inputs it ran on), then the device reference against
+// its held outputs. The refill is the harness's, so a checksum that differs is the harness's
+// fault, not the variant's: the case fails saying so rather than blaming it.
+DeviceCheck::Verdict TimedSamples::judge_held(int slot, int sample, uint64_t inputs) {
+  fill_inputs(workload_, run_seed(seed_, kFirstSampleRun + sample), stream_);
+  if (input_checksum(workload_, stream_) != inputs)
+    throw std::runtime_error(fmt::format(
+        "timed sample {}: refilling its inputs from their seed for its deferred device check did "
+        "not reproduce them (checksum differs): the input fill is not deterministic",
+        sample + 1));
+  return device_check_->judge_held(slot, kFirstSampleRun + sample, stream_);
+}
+
+// A timed sample checked on the host against its own inputs, in place (their checksum must still
+// be `inputs`); its outputs are the variant's. Returns the seconds it took.
+double TimedSamples::verify_on_host(int sample, uint64_t inputs, const std::string& why) {
+  const double check_start = host_seconds();
+  CheckedRun checked{inputs, {}};  // end_checked_run compares the inputs' checksum with it first
+  if (!uses_device_reference(example_, workload_))
+    checked.host = copy_inputs_to_host(workload_, stream_);
+  end_checked_run(example_, workload_, checked, kFirstSampleRun + sample, stream_,
+                  fmt::format("timed sample {}{}", sample + 1, why).c_str(), result_);
+  ++result_.verified_samples;
+  const double took = host_seconds() - check_start;
+  result_.verify_seconds += took;
+  return took;
+}
+
+// Hot and sustained: the probed batches go in front of kProbeBatches distinct samples drawn
+// here, uniformly over those the stop rule asks for (its minimum time over one launch's:
+// ~50 of 20 ms for sustained mode's 1 s window; 250 hot samples of a 200 us launch for the
+// default 0.05 s), at most what the timeout holds, so a variant that cheats only late
+// meets them too; any not reached when sampling stops run then.
+void TimedSamples::draw_probe_positions() {
+  if (!probe_among_samples_) return;
+  const int sure = samples_asked(stop_, launch_seconds_, result_.batch);
+  const int range = std::max({min_samples_, kProbeBatches, sure});
+  std::vector<int> all(static_cast<std::size_t>(range));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), pick_);
+  probe_at_.assign(all.begin(), all.begin() + kProbeBatches);
+}
+
+// The probed batches whose position `due` says has come, each once.
+template <class Due>
+void TimedSamples::run_probes(Due due) {
+  for (int& at : probe_at_)
+    if (at >= 0 && due(at)) {
+      const double probe_start = host_seconds();
+      probe_batch(probes_run_++, result_.batch);
+      probe_seconds_ += host_seconds() - probe_start;
+      at = -1;
+    }
+}
+
+// The probe's batches (row 18), hot and sustained alike: at kProbeBatches secret positions
+// among the timed samples (draw_probe_positions), each as long as a timed batch and on fresh
+// inputs into poisoned outputs as a sample is. A variant can count its calls and batches, or read
+// its host clock, and so tell what ran before the samples (a sustained soak, a hot case's warm-up
+// and escape check) from the samples; a probe run before them, or in batches of another
+// length, would meet only its honest calls.
+void TimedSamples::probe_batch(int probe, int launches) {
+  fill_inputs(workload_, run_seed(~seed_, probe), stream_);  // inputs no sample or check draws
+  poison_outputs(workload_, probe, stream_);
+  const std::vector<double> each = sampler_.per_launch(launch_, stream_, launches);
+  probed_.insert(probed_.end(), each.begin() + 1, each.end());
+}
+
+void TimedSamples::judge_probe() {
+  const double median_repeat = stats::median(probed_);
+  const auto fast = std::count_if(probed_.begin(), probed_.end(), [&](double repeat_seconds) {
+    return repeat_seconds < kFastFraction * median_repeat;
+  });
+  result_.probed_repeats = static_cast<int>(probed_.size());
+  result_.fast_repeats = static_cast<int>(fast);
+  if (median_repeat >= kProbeFloorSeconds && fast >= fast_repeats_bar(probed_.size()))
+    throw CheckFailure(fmt::format(
+        "the variant skips work on inputs it has already seen: {} of {} repeats in probed {} "
+        "batches ran under half the median repeat ({:.2f} us) (memoisation)",
+        fast, probed_.size(), to_string(result_.mode), median_repeat * 1e6));
+}
+
+void TimedSamples::run_deferred_checks() {
+  if (held_.empty()) return;
+  // The held samples' checks, after sampling: each one's chance of a check was counted in
+  // escape_5pct when it was drawn, so every one runs, even if the device check has stood down
+  // since. A mismatch goes to the host check exactly as one found at once: the variant's held
+  // outputs back in place, judged against its own inputs, and the sample named.
+  Phase phase("deferred_checks", result_);
+  for (const HeldSample& held : held_) {
+    const double compare_start = host_seconds();
+    const auto verdict = judge_held(held.slot, held.sample, held.inputs);
+    ++result_.compared_samples;
+    ++result_.deferred_samples;
+    result_.compare_seconds += host_seconds() - compare_start;
+    if (verdict == DeviceCheck::Verdict::match) continue;
+    verify_on_host(held.sample, held.inputs,
+                   " (its deferred device check found outputs unlike the device reference)");
+    ++result_.compare_host_passes;  // the host check passed it: it threw otherwise
+  }
+}
+
+void TimedSamples::finish_checks() {
+  if (!device_check_->on())
+    result_.sample_check = "cpu (" + device_check_->why_off() + ")";
+  else if (!plan_.deferred())
+    result_.sample_check = "device";
+  else if (plan_.at_once_for_want_of_slots() == 0)
+    result_.sample_check = "device-deferred";
+  else
+    result_.sample_check = fmt::format("device-deferred ({} checked at once: {} held slots)",
+                                       plan_.at_once_for_want_of_slots(), plan_.slots());
+  device_check_.reset();
+}
+
 // VALIDITY row 18, hot batches: the repeats of a batch run on the inputs its first launch saw.
 void check_first_launches_against_repeats(CaseRun& result, const std::vector<Sample>& samples) {
   if (result.batch > 1 && (result.mode == Mode::hot || result.mode == Mode::sustained)) {
@@ -701,14 +1110,13 @@ void flag_two_clusters_of_times(CaseRun& result) {
 // last call of metrics() (after the traced calls) said. A figure that is good on some
 // samples only is suspect as sample times are.
 void score_metric_over_kept_samples(const ExampleDef& example, CaseRun& result,
-                                    const std::vector<double>& scored,
-                                    const std::vector<double>& call_seconds,
+                                    const SampleRecord& record,
                                     const std::vector<std::size_t>& kept) {
   if (example.scored_metric.empty()) return;
   std::vector<double> kept_call_seconds;
   for (auto i : kept) {
-    result.scored_values.push_back(scored[i]);
-    kept_call_seconds.push_back(call_seconds[i]);
+    result.scored_values.push_back(record.scored[i]);
+    kept_call_seconds.push_back(record.call_seconds[i]);
   }
   check_timed_call(example, kept_call_seconds, result.samples);
   const double median = stats::median(result.scored_values);
@@ -799,294 +1207,25 @@ void Runner::measure(const ExampleDef& example, const VariantDef& variant, CaseR
                           stream.handle, device_.name, opt.timeline, result);
   const double launch_seconds = check_escaped_work(context, launch);
 
-  // The timed samples, in the names they had inside measure (the next step gives them an owner).
-  const ExampleDef& e = example;
-  const VariantDef& v = variant;
-  const WorkloadInstance& w = timing.workload;
-  const cudaStream_t s = stream.handle;
-  CaseRun& r = result;
-  const uint64_t seed = context.seed;
-  const Prepared& prepared = timing.prepared;
-  const bool writes_outputs = timing.writes_outputs;
-
-  // The probe's batches (row 18), hot and sustained alike: at kProbeBatches secret positions
-  // among the timed samples (below), each as long as a timed batch and on fresh inputs into
-  // poisoned outputs as a sample is. A variant can count its calls and batches, or read its
-  // host clock, and so tell what ran before the samples (a sustained soak, a hot case's warm-up
-  // and escape check) from the samples; a probe run before them, or in batches of another
-  // length, would meet only its honest calls.
-  std::vector<double> probed;  // every probed repeat's own time
-  auto probe_batch = [&](int b, int launches) {
-    fill_inputs(w, run_seed(~seed, b), s);  // inputs no sample or check draws
-    poison_outputs(w, b, s);
-    const std::vector<double> each = sampler_->per_launch(launch, s, launches);
-    probed.insert(probed.end(), each.begin() + 1, each.end());
-  };
-  auto judge_probe = [&] {
-    const double median_repeat = stats::median(probed);
-    const auto fast = std::count_if(probed.begin(), probed.end(),
-                                    [&](double t) { return t < kFastFraction * median_repeat; });
-    r.probed_repeats = static_cast<int>(probed.size());
-    r.fast_repeats = static_cast<int>(fast);
-    if (median_repeat >= kProbeFloorSeconds && fast >= fast_repeats_bar(probed.size()))
-      throw CheckFailure(fmt::format(
-          "the variant skips work on inputs it has already seen: {} of {} repeats in probed {} "
-          "batches ran under half the median repeat ({:.2f} us) (memoisation)",
-          fast, probed.size(), to_string(r.mode), median_repeat * 1e6));
-  };
-  const bool probe_among_samples = r.batch > 1 && (r.mode == Mode::hot || r.mode == Mode::sustained);
-
-  const bool blocking_kernel = !v.options.blocks_host && !cuda_tool_present();
-  if (r.mode == Mode::cold) r.timer_floor_s = sampler_->timer_floor(s, blocking_kernel);
-  std::vector<Sample> samples;
-  auto take = [&] {
-    switch (r.mode) {
-      case Mode::cold: return sampler_->cold(launch, s, blocking_kernel);
-      case Mode::hot:
-      case Mode::sustained: return sampler_->hot(launch, s, r.batch);
-      case Mode::host: return sampler_->host(launch, s);
-    }
-    return Sample{};
-  };
+  // Cold samples run behind the sampler's blocking kernel unless the variant blocks the host or a
+  // CUDA tool is injected; the timer floor subtracted from them is measured the same way.
+  const bool blocking_kernel = !variant.options.blocks_host && !cuda_tool_present();
+  if (result.mode == Mode::cold)
+    result.timer_floor_s = sampler_->timer_floor(stream.handle, blocking_kernel);
   const stats::StopRule stop = soak_for_sustained_mode(context, launch);
-  // What the outputs checksum to right after each poison pattern: a timed sample that leaves
-  // its outputs so wrote nothing.
-  uint64_t poisoned[kPoisonPatterns];
-  for (int k = 0; k < kPoisonPatterns; ++k) {
-    poison_outputs(w, k, s);
-    poisoned[k] = output_checksum(w, s);
-  }
-  std::vector<double> seconds;  // every sample's time, kept and throttled alike
-  std::vector<double> scored;   // a scored metric's value after every sample, likewise
-  std::vector<double> call_seconds;  // and the variant's own time of that sample's call
-  double metric_seconds = 0;    // host time in metrics() after samples: not sampling time
-  const int min_samples = std::max(1, stop.min_samples);
+  TimedSamples samples(context, timing, blocking_kernel, stop, launch_seconds);
+  samples.take_until_stopped();
+  samples.run_deferred_checks();
+  samples.finish_checks();
+  const SampleRecord& record = samples.record();
 
-  // Device checks (VALIDITY row 2). In sustained mode they wait until sampling ends: a drawn
-  // sample's outputs are copied into a held slot right after it, and the device reference runs
-  // on them after the last sample (phase deferred_checks). Run between batches, the checks (up
-  // to twice the sampling time) let the board cool, and a sustained figure came out near the
-  // boost clock (ch16's flash attention: docs/architecture.md, sustained mode). The slots are
-  // allocated here, before the samples phase, for every check the sampling can ask for up to its
-  // timeout, under the one cap on held copies (a quarter of the free memory). The check is an
-  // optional so that they go back once every check has run, before the calls traced after.
-  std::optional<DeviceCheck> device_check_slots(std::in_place, e, w);
-  DeviceCheck& device_check = *device_check_slots;
-  const bool defer_checks =
-      r.mode == Mode::sustained && !opt.interleaved_checks && device_check.on();
-  if (defer_checks)
-    device_check.reserve(1 + expected_device_checks(std::max(
-                                 min_samples, samples_possible(stop, launch_seconds, r.batch))));
-  // Slot 0 serves the checks run at once; the others hold samples until sampling ends.
-  DeviceCheckPlan plan(defer_checks, device_check.slots() - 1);
-  struct HeldSample {
-    int sample;  // from 0: run number kFirstSampleRun + sample, its inputs' seed
-    int slot;
-    uint64_t inputs;  // the inputs' checksum before the sample, and again right after it
-  };
-  std::vector<HeldSample> held;
-  // A held sample's check: its inputs filled again from its own seed (the fill is deterministic,
-  // and the checksum proves these are the inputs it ran on), then the device reference against
-  // its held outputs. The refill is the harness's, so a checksum that differs is the harness's
-  // fault, not the variant's: the case fails saying so rather than blaming it.
-  auto judge_held = [&](int slot, int sample, uint64_t inputs) {
-    fill_inputs(w, run_seed(seed, kFirstSampleRun + sample), s);
-    if (input_checksum(w, s) != inputs)
-      throw std::runtime_error(fmt::format(
-          "timed sample {}: refilling its inputs from their seed for its deferred device check did "
-          "not reproduce them (checksum differs): the input fill is not deterministic",
-          sample + 1));
-    return device_check.judge_held(slot, kFirstSampleRun + sample, s);
-  };
-  // A timed sample checked on the host against its own inputs, in place (their checksum must still
-  // be `inputs`); its outputs are the variant's. Returns the seconds it took.
-  auto verify_on_host = [&](int sample, uint64_t inputs, const std::string& why) {
-    const double check_start = host_seconds();
-    CheckedRun c{inputs, {}};  // end_checked_run compares the inputs' checksum with it first
-    if (!uses_device_reference(e, w)) c.host = copy_inputs_to_host(w, s);
-    end_checked_run(e, w, c, kFirstSampleRun + sample, s,
-                    fmt::format("timed sample {}{}", sample + 1, why).c_str(), r);
-    ++r.verified_samples;
-    const double took = host_seconds() - check_start;
-    r.verify_seconds += took;
-    return took;
-  };
-  {
-    // VALIDITY row 18: every timed sample runs on inputs no call has seen (drawn from the
-    // case's secret seed) into freshly poisoned outputs, and must write them. A variant that
-    // skips work on inputs it has seen, or serves an answer memoised by another variant or
-    // process, has nothing to skip or serve. Filling and poisoning are untimed.
-    //
-    // VALIDITY row 2 on timed samples: a sample that runs under half the median so far is checked
-    // against the reference on the spot (its inputs are still there, their checksum proves them
-    // unchanged), so a variant whose skipped samples run fast is caught on the first one; others
-    // are checked on the device or at random, chosen by a generator the variant cannot see.
-    Phase phase("samples", r);
-    std::mt19937_64 pick(std::random_device{}());
-    std::uniform_real_distribution<double> unit(0.0, 1.0);
-    const int secret = std::uniform_int_distribution<int>(0, min_samples - 1)(pick);
-    // Hot and sustained: the probed batches go in front of kProbeBatches distinct samples drawn
-    // here, uniformly over those the stop rule asks for (its minimum time over one launch's:
-    // ~50 of 20 ms for sustained mode's 1 s window; 250 hot samples of a 200 us launch for the
-    // default 0.05 s), at most what the timeout holds, so a variant that cheats only late
-    // meets them too; any not reached when sampling stops run then.
-    std::vector<int> probe_at;
-    if (probe_among_samples) {
-      const int sure = samples_asked(stop, launch_seconds, r.batch);
-      const int range = std::max({min_samples, kProbeBatches, sure});
-      std::vector<int> all(static_cast<std::size_t>(range));
-      std::iota(all.begin(), all.end(), 0);
-      std::shuffle(all.begin(), all.end(), pick);
-      probe_at.assign(all.begin(), all.begin() + kProbeBatches);
-    }
-    int probes_run = 0;
-    double probe_seconds = 0;  // host time in probed batches: not sampling time
-    auto probe_where = [&](auto due) {
-      for (int& at : probe_at)
-        if (at >= 0 && due(at)) {
-          const double probe_start = host_seconds();
-          probe_batch(probes_run++, r.batch);
-          probe_seconds += host_seconds() - probe_start;
-          at = -1;
-        }
-    };
-    bool secret_checked = false;
-    double last_check_seconds = 0;
-    std::vector<double> check_chances;  // each sample's chance of being checked, for escape_5pct
-    stats::RunningMedian seconds_median;  // of `seconds`, kept as they come
-    const double start = host_seconds();
-    // Sampling time, for the stop rule and the check budgets: the loop's wall time less what its
-    // checks and the scored metric's calls cost.
-    auto sampling_seconds = [&] {
-      return host_seconds() - start - r.verify_seconds - r.compare_seconds - metric_seconds - probe_seconds;
-    };
-    for (int i = 0;; ++i) {
-      probe_where([&](int at) { return at == i; });
-      fill_inputs(w, run_seed(seed, kFirstSampleRun + i), s);
-      const uint64_t inputs = input_checksum(w, s);
-      poison_outputs(w, kFirstSampleRun + i, s);
-      const double median_before = seconds_median.size() >= 4 ? seconds_median.median() : 0;
-      samples.push_back(take());
-      seconds.push_back(samples.back().seconds);
-      seconds_median.add(seconds.back());
-      if (writes_outputs &&
-          output_checksum(w, s) == poisoned[(kFirstSampleRun + i) % kPoisonPatterns])
-        throw CheckFailure(fmt::format("timed sample {} wrote none of its outputs (they still hold "
-                                       "the poison written before it)", i + 1));
-      if (!e.scored_metric.empty()) {  // after the sample's stop event: never in the timed region
-        const double metric_start = host_seconds();
-        BENCH_CUDA_CHECK(cudaDeviceSynchronize());
-        const std::vector<Metric> reported = prepared.metrics();
-        scored.push_back(scored_value(e, reported, i + 1));
-        call_seconds.push_back(timed_call_seconds(e, reported, i + 1));
-        metric_seconds += host_seconds() - metric_start;
-      }
-      r.stop = stats::should_stop(stop, seconds, sampling_seconds());
-      const bool fast = median_before >= 1e-6 && seconds.back() < kFastFraction * median_before;
-      const double budget = std::max(kCheckBudgetFloorSeconds, kCheckBudgetShare * sampling_seconds());
-      const bool at_secret = i == secret || (r.stop != stats::StopReason::none && !secret_checked);
-      // More checks only once the secret one has said what a check costs, and only within budget;
-      // none where device checks run, which compare with the same device reference for less.
-      const bool random_allowed = !opt.smoke && !device_check.on() && secret_checked &&
-                                  r.verify_seconds + last_check_seconds <= budget;
-      const double random_chance = random_allowed ? std::min(1.0, kRandomChecks / (i + 1)) : 0.0;
-      const bool chosen = at_secret || unit(pick) < random_chance;
-      secret_checked = secret_checked || at_secret;
-      // Device checks, where the example has a device reference: at the rate that catches a 5%
-      // corrupter with 99%, while they cost at most twice the sampling time (15 s at least),
-      // counting those held for later at the last measured cost of one.
-      const bool device_allowed = device_check.on() && !(fast || chosen);
-      const double device_chance =
-          device_allowed ? plan.chance(i + 1, r.compare_seconds, sampling_seconds()) : 0.0;
-      const bool compared = unit(pick) < device_chance;
-      const double secret_chance = i < min_samples && !secret_checked ? 1.0 / min_samples : 0.0;
-      check_chances.push_back(fast || chosen ? 1.0
-                                             : 1 - (1 - secret_chance) * (1 - random_chance) * (1 - device_chance));
-      auto verdict = DeviceCheck::Verdict::match;
-      if (compared) {
-        const auto where = plan.place();
-        const double compare_start = host_seconds();
-        if (where != DeviceCheckPlan::Where::at_once && input_checksum(w, s) != inputs) {
-          // Held or not, a variant that changed its inputs is sent to the host check now.
-          verdict = DeviceCheck::Verdict::inputs_changed;
-        } else if (where == DeviceCheckPlan::Where::deferred) {
-          // Device to device, queued behind the sample: the next refill waits for nothing more.
-          const int slot = 1 + plan.held_count();
-          device_check.hold(slot, s);
-          held.push_back({i, slot, inputs});
-          plan.held();
-        } else if (where == DeviceCheckPlan::Where::measure_at_once) {
-          // The first drawn sample goes through a held sample's whole check now, in slot 0: its
-          // time is what each held one will cost, which the budget above needs.
-          device_check.hold(0, s);
-          verdict = judge_held(0, i, inputs);
-        } else {
-          if (plan.deferred()) plan.fell_back();  // every slot held
-          verdict = device_check.check(inputs, kFirstSampleRun + i, s);
-        }
-        if (where != DeviceCheckPlan::Where::deferred || verdict != DeviceCheck::Verdict::match) {
-          ++r.compared_samples;
-          const double took = host_seconds() - compare_start;
-          r.compare_seconds += took;
-          plan.ran(took);
-        }
-      }
-      const bool mismatch = verdict != DeviceCheck::Verdict::match;  // the host check decides
-      if (fast || chosen || mismatch) {
-        const char* why = fast ? " (under half the median so far)"
-                          : verdict == DeviceCheck::Verdict::outputs_differ
-                              ? " (its device check found outputs unlike the device reference)"
-                              : "";
-        last_check_seconds = verify_on_host(i, inputs, why);
-        r.fast_samples_verified += fast;
-        // The host check passed what the device check did not (a tolerance met only by the
-        // host's rounding): after kHostPassesBeforeOff such samples the device check stands down.
-        if (mismatch && ++r.compare_host_passes >= kHostPassesBeforeOff)
-          device_check.turn_off(fmt::format("{} device mismatches passed by the host check", r.compare_host_passes));
-      }
-      if (r.stop != stats::StopReason::none) break;
-    }
-    probe_where([](int) { return true; });
-    if (probe_among_samples) judge_probe();
-    r.escape_5pct = worst_case_escape(check_chances, 0.05);
-  }
-
-  if (!held.empty()) {
-    // The held samples' checks, after sampling: each one's chance of a check was counted in
-    // escape_5pct when it was drawn, so every one runs, even if the device check has stood down
-    // since. A mismatch goes to the host check exactly as one found at once: the variant's held
-    // outputs back in place, judged against its own inputs, and the sample named.
-    Phase phase("deferred_checks", r);
-    for (const HeldSample& h : held) {
-      const double compare_start = host_seconds();
-      const auto verdict = judge_held(h.slot, h.sample, h.inputs);
-      ++r.compared_samples;
-      ++r.deferred_samples;
-      r.compare_seconds += host_seconds() - compare_start;
-      if (verdict == DeviceCheck::Verdict::match) continue;
-      verify_on_host(h.sample, h.inputs,
-                     " (its deferred device check found outputs unlike the device reference)");
-      ++r.compare_host_passes;  // the host check passed it: it threw otherwise
-    }
-  }
-  if (!device_check.on())
-    r.sample_check = "cpu (" + device_check.why_off() + ")";
-  else if (!plan.deferred())
-    r.sample_check = "device";
-  else if (plan.at_once_for_want_of_slots() == 0)
-    r.sample_check = "device-deferred";
-  else
-    r.sample_check = fmt::format("device-deferred ({} checked at once: {} held slots)",
-                                 plan.at_once_for_want_of_slots(), plan.slots());
-  device_check_slots.reset();
-
-  check_first_launches_against_repeats(result, samples);
+  check_first_launches_against_repeats(result, record.samples);
   trace_calls_after_samples(context, launch);
   read_variant_metrics(timing.prepared, result);
-  require_cold_median_above_timer_floor(result, seconds);
-  const std::vector<std::size_t> kept = drop_throttled_samples(context, samples);
+  require_cold_median_above_timer_floor(result, record.seconds);
+  const std::vector<std::size_t> kept = drop_throttled_samples(context, record.samples);
   flag_two_clusters_of_times(result);
-  score_metric_over_kept_samples(example, result, scored, call_seconds, kept);
+  score_metric_over_kept_samples(example, result, record, kept);
 }
 
 }  // namespace bench::detail

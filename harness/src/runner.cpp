@@ -57,6 +57,20 @@ struct Stream {
   cudaStream_t handle = nullptr;
 };
 
+// What every phase of one case reads and writes: the case, the harness's options and sampler, the
+// case's stream and seed, and the result the phases fill in.
+struct CaseContext {
+  const ExampleDef& example;
+  const VariantDef& variant;
+  const Options& options;
+  Sampler& sampler;
+  cudaStream_t stream;
+  uint64_t seed;  // the case's (case_seed): every run draws its inputs from a seed derived from it
+  // Row 9's hold around each traced call, for a variant whose cold samples run behind one.
+  Sampler* traced_hold;
+  CaseRun& result;
+};
+
 uint64_t run_seed(uint64_t seed, int run) { return seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull * (run + 1); }
 
 // A case's inputs come from the process's seed (secret and fresh per process unless
@@ -269,30 +283,30 @@ struct ProfilerRange {
 // device sync). The fill, poison, clock probe and flush kernels all run before `around` does, so a
 // profiler range or a tracer's markers in it hold the variant's own work from exactly one launch.
 // The caller checks the output with end_checked_run.
-CheckedRun prepared_launch(const ExampleDef& example, const WorkloadInstance& workload,
-                           const Launch& around, Sampler& sampler, uint64_t seed, int run,
-                           cudaStream_t stream) {
-  CheckedRun checked = begin_checked_run(example, workload, run_seed(seed, run), run, stream);
-  sampler.host(
+CheckedRun prepared_launch(const CaseContext& context, const WorkloadInstance& workload,
+                           const Launch& around, int run) {
+  CheckedRun checked = begin_checked_run(context.example, workload, run_seed(context.seed, run),
+                                         run, context.stream);
+  context.sampler.host(
       [&](cudaStream_t timed_stream) {
         around(timed_stream);
         BENCH_CUDA_CHECK(cudaDeviceSynchronize());
       },
-      stream);
+      context.stream);
   return checked;
 }
 
-void profile_once(const ExampleDef& example, const WorkloadInstance& workload, const Launch& launch,
-                  Sampler& sampler, uint64_t seed, cudaStream_t stream, CaseRun& result) {
+void profile_once(const CaseContext& context, const WorkloadInstance& workload,
+                  const Launch& launch) {
   NvtxRange range("profile");
   const auto profiled = [&](cudaStream_t profiled_stream) {
     ProfilerRange profiling;
     launch(profiled_stream);
     BENCH_CUDA_CHECK(cudaDeviceSynchronize());  // inside the range: the launch's work is all in it
   };
-  CheckedRun checked =
-      prepared_launch(example, workload, profiled, sampler, seed, kProfiledRun, stream);
-  end_checked_run(example, workload, checked, kProfiledRun, stream, "profiled launch", result);
+  CheckedRun checked = prepared_launch(context, workload, profiled, kProfiledRun);
+  end_checked_run(context.example, workload, checked, kProfiledRun, context.stream,
+                  "profiled launch", context.result);
 }
 
 // One traced call: `launch` between the tracer's two markers, which tell its work from the rest.
@@ -312,13 +326,11 @@ void require_all_traced(int seen, int calls) {
 }
 
 // --bench_timeline: kTimelineCalls calls, each prepared as the profiled launch is and bracketed by
-// the tracer's markers, then the last one's output checked. Written to `path`: per call, its
-// kernels, copies and memsets in start order, the start relative to the call's first one (CUPTI's
-// clock is one for every GPU, so offsets on several devices line up).
-void trace_timeline(const ExampleDef& example, const VariantDef& variant,
-                    const WorkloadInstance& workload, const Launch& launch, Sampler& sampler,
-                    uint64_t seed, cudaStream_t stream, const std::string& gpu,
-                    const std::string& path, CaseRun& result) {
+// the tracer's markers, then the last one's output checked. Written to the --bench_timeline path:
+// per call, its kernels, copies and memsets in start order, the start relative to the call's first
+// one (CUPTI's clock is one for every GPU, so offsets on several devices line up).
+void trace_timeline(const CaseContext& context, const WorkloadInstance& workload,
+                    const Launch& launch, const std::string& gpu) {
   const auto unavailable = [](const std::string& why) {
     return CheckFailure(
         "--bench_timeline traces through CUPTI's activity API, which is not available here: " +
@@ -334,10 +346,10 @@ void trace_timeline(const ExampleDef& example, const VariantDef& variant,
   tracer.start();
   CheckedRun last;
   for (int i = 0; i < kTimelineCalls; ++i)
-    last = prepared_launch(example, workload, call, sampler, seed, kProfiledRun + i, stream);
+    last = prepared_launch(context, workload, call, kProfiledRun + i);
   require_all_traced(tracer.stop(), kTimelineCalls);
-  end_checked_run(example, workload, last, kProfiledRun + kTimelineCalls - 1, stream,
-                  "last traced call", result);
+  end_checked_run(context.example, workload, last, kProfiledRun + kTimelineCalls - 1,
+                  context.stream, "last traced call", context.result);
 
   nlohmann::ordered_json calls = nlohmann::ordered_json::array();
   for (const auto& activities : tracer.calls()) {
@@ -350,7 +362,8 @@ void trace_timeline(const ExampleDef& example, const VariantDef& variant,
                         {"start_ns", a.start - activities.front().start},
                         {"duration_ns", a.end - a.start}});
   }
-  const nlohmann::ordered_json out = {{"case", case_name(example, variant)},
+  const std::string& path = context.options.timeline;
+  const nlohmann::ordered_json out = {{"case", case_name(context.example, context.variant)},
                                       {"gpu_name", gpu},
                                       {"calls", kTimelineCalls},
                                       {"traced_calls", calls}};
@@ -452,20 +465,6 @@ void check_timed_call(const ExampleDef& example, const std::vector<double>& vari
         100 * kTimedCallShortfall, 100 * kTimedCallExcess, kTimedCallSlackSeconds * 1e6));
 }
 
-// What every phase of one case reads and writes: the case, the harness's options and sampler, the
-// case's stream and seed, and the result the phases fill in.
-struct CaseContext {
-  const ExampleDef& example;
-  const VariantDef& variant;
-  const Options& options;
-  Sampler& sampler;
-  cudaStream_t stream;
-  uint64_t seed;  // the case's (case_seed): every run draws its inputs from a seed derived from it
-  // Row 9's hold around each traced call, for a variant whose cold samples run behind one.
-  Sampler* traced_hold;
-  CaseRun& result;
-};
-
 // Verification size: two checked runs with different inputs and different poison.
 void verify_at_verification_size(const CaseContext& context) {
   const ExampleDef& example = context.example;
@@ -490,10 +489,10 @@ void verify_at_verification_size(const CaseContext& context) {
 }
 
 // The workload at the timing size and the variant prepared on it. The workload is declared first,
-// so the prepared variant, whose state may refer to it, goes first.
+// so the prepared variant, whose state may refer to the workload's buffers, is destroyed first.
 struct TimingWorkload {
   WorkloadInstance workload;
-  Prepared prepared;
+  Prepared prepared{};
   bool writes_outputs = false;
 };
 
@@ -551,7 +550,7 @@ void warm_up(const CaseContext& context, const Launch& launch) {
 }
 
 // VALIDITY row 1: work the case's events did not see shows up as wall time they missed. Also sets
-// the batch; returns one launch's event time, back to back, which sets it.
+// the batch from one launch's event time (back to back), which it returns.
 double check_escaped_work(const CaseContext& context, const Launch& launch) {
   CaseRun& result = context.result;
   Phase phase("escape_check", result);
@@ -1172,7 +1171,6 @@ CaseRun Runner::run(const ExampleDef& example, const VariantDef& variant) {
 }
 
 void Runner::measure(const ExampleDef& example, const VariantDef& variant, CaseRun& result) {
-  const Options& opt = options();
   // NVTX: the range "ch07:transpose:optimized" holds the phases "verify", "build", "warmup",
   // "escape_check", "soak" (sustained), "samples", "deferred_checks" (sustained, when samples
   // were held for a device check) and "final_check" (each also timed into result.phase_seconds),
@@ -1184,7 +1182,7 @@ void Runner::measure(const ExampleDef& example, const VariantDef& variant, CaseR
   const CaseContext context{
       .example = example,
       .variant = variant,
-      .options = opt,
+      .options = options(),
       .sampler = *sampler_,
       .stream = stream.handle,
       .seed = case_seed(example, variant),
@@ -1195,16 +1193,14 @@ void Runner::measure(const ExampleDef& example, const VariantDef& variant, CaseR
   result.seed = context.seed;
 
   verify_at_verification_size(context);
-  if (opt.verify_only) return;  // --bench_verify_only (bench sanitize): verified, never timed
+  // --bench_verify_only (bench sanitize): verified, never timed.
+  if (context.options.verify_only) return;
   const TimingWorkload timing = build_at_timing_size(context, device_, ceilings_);
   const Launch& launch = timing.prepared.launch;
   warm_up(context, launch);
-  if (opt.profile)
-    return profile_once(example, timing.workload, launch, *sampler_, context.seed, stream.handle,
-                        result);
-  if (!opt.timeline.empty())
-    return trace_timeline(example, variant, timing.workload, launch, *sampler_, context.seed,
-                          stream.handle, device_.name, opt.timeline, result);
+  if (context.options.profile) return profile_once(context, timing.workload, launch);
+  if (!context.options.timeline.empty())
+    return trace_timeline(context, timing.workload, launch, device_.name);
   const double launch_seconds = check_escaped_work(context, launch);
 
   // Cold samples run behind the sampler's blocking kernel unless the variant blocks the host or a

@@ -701,7 +701,10 @@ class TimedSamples {
   int probes_run_ = 0;
   double probe_seconds_ = 0;    // host time in probed batches: not sampling time
   std::vector<double> probed_;  // every probed repeat's own time
-  std::mt19937_64 pick_;        // seeded when sampling starts, from std::random_device
+  // Empty until sampling starts, then seeded from std::random_device: a draw before that (which
+  // would come from a fixed default seed, so predictable) throws instead (pick()).
+  std::optional<std::mt19937_64> pick_;
+  std::mt19937_64& pick() { return pick_.value(); }
   std::uniform_real_distribution<double> unit_{0.0, 1.0};
   int secret_ = 0;
   bool secret_checked_ = false;
@@ -765,8 +768,8 @@ void TimedSamples::take_until_stopped() {
   // unchanged), so a variant whose skipped samples run fast is caught on the first one; others
   // are checked on the device or at random, chosen by a generator the variant cannot see.
   Phase phase("samples", result_);
-  pick_.seed(std::random_device{}());
-  secret_ = std::uniform_int_distribution<int>(0, min_samples_ - 1)(pick_);
+  pick_.emplace(std::random_device{}());
+  secret_ = std::uniform_int_distribution<int>(0, min_samples_ - 1)(pick());
   draw_probe_positions();
   start_ = host_seconds();
   for (int sample = 0;; ++sample) {
@@ -850,7 +853,7 @@ TimedSamples::SampleChecks TimedSamples::draw_checks(int sample, bool fast) {
   const bool random_allowed = !options_.smoke && !device_check_->on() && secret_checked_ &&
                               result_.verify_seconds + last_check_seconds_ <= budget;
   const double random_chance = random_allowed ? std::min(1.0, kRandomChecks / (sample + 1)) : 0.0;
-  const bool chosen = at_secret || unit_(pick_) < random_chance;
+  const bool chosen = at_secret || unit_(pick()) < random_chance;
   secret_checked_ = secret_checked_ || at_secret;
   // Device checks, where the example has a device reference: at the rate that catches a 5%
   // corrupter with 99%, while they cost at most twice the sampling time (15 s at least),
@@ -858,7 +861,7 @@ TimedSamples::SampleChecks TimedSamples::draw_checks(int sample, bool fast) {
   const bool device_allowed = device_check_->on() && !(fast || chosen);
   const double device_chance =
       device_allowed ? plan_.chance(sample + 1, result_.compare_seconds, sampling_seconds()) : 0.0;
-  const bool compared = unit_(pick_) < device_chance;
+  const bool compared = unit_(pick()) < device_chance;
   const double secret_chance = sample < min_samples_ && !secret_checked_ ? 1.0 / min_samples_ : 0.0;
   check_chances_.push_back(
       fast || chosen ? 1.0 : 1 - (1 - secret_chance) * (1 - random_chance) * (1 - device_chance));
@@ -954,7 +957,7 @@ void TimedSamples::draw_probe_positions() {
   const int range = std::max({min_samples_, kProbeBatches, sure});
   std::vector<int> all(static_cast<std::size_t>(range));
   std::iota(all.begin(), all.end(), 0);
-  std::shuffle(all.begin(), all.end(), pick_);
+  std::shuffle(all.begin(), all.end(), pick());
   probe_at_.assign(all.begin(), all.begin() + kProbeBatches);
 }
 

@@ -23,9 +23,9 @@
 //     r.batch launches, as the adversary below does by its host clock) met the probe honest,
 //     and skipping any share under a third of its non-last launches passed with every output
 //     check (derived from the code above; not run against the old harness).
-//   - Now (runner.cpp, probe_among_samples), in hot and sustained mode alike, the 4 probed
-//     batches sit at secret positions drawn uniformly over the samples the stop rule asks for
-//     (its minimum time over one launch's: ~50 of 20 ms in the 1 s window; at least
+//   - Now (runner.cpp, TimedSamples::probe_among_samples_), in hot and sustained mode alike,
+//     the 4 probed batches sit at secret positions drawn uniformly over the samples the stop rule
+//     asks for (its minimum time over one launch's: ~50 of 20 ms in the 1 s window; at least
 //     min_samples, at most what the timeout holds), each r.batch launches long on fresh inputs
 //     into poisoned outputs, as a timed sample is; any not reached when sampling stops run then.
 //     The rule this file proves: a variant that skips k = ceil(4% x (r.batch - 1)) of the

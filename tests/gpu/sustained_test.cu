@@ -4,7 +4,7 @@
 // beside an honest control and a control showing the adversary really skips (HotProbe.*, at
 // the end: the same adversary, told by another tell when to start).
 //
-// What sustained mode checks (harness/src/runner.cpp, Runner::measure), and so the rule proved:
+// What sustained mode checks (harness/src/runner.cpp, TimedSamples), and so the rule proved:
 //   - A timed sample is one batch of r.batch back-to-back launches on inputs refilled before it,
 //     into outputs poisoned before it; r.batch = ceil(kSustainedBatchSeconds (20 ms) / one
 //     launch's event time), at most 1000. Every output check sees the batch's LAST launch only:

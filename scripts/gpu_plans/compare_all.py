@@ -6,11 +6,11 @@
 #
 # A call of the device tool ends at 600 s: send the same plan again on the warm machine and the
 # chapters that finished are skipped. Queues are filled longest first by the seconds below (each
-# chapter's default compare on GPU 3 of a 4x H200 beside three busy GPUs, 2026-11-28; unmeasured
-# ones 40), so they end together.
-SECONDS = {"ch16": 233, "ch10": 121, "ch19": 117, "ch09": 82, "ch15": 78, "ch12": 51, "ch20": 41,
-           "ch06": 33, "ch07": 27, "ch02": 24, "ch18": 21, "ch17": 19, "ch11": 17, "ch13": 14,
-           "ch08": 9, "ch14": 9}
+# chapter's default compare beside three busy GPUs of a 4x H200, the mean of two runs on
+# 2026-11-28 evening; unmeasured ones 40), so they end together.
+SECONDS = {"ch16": 252, "ch10": 89, "ch09": 84, "ch19": 76, "ch15": 57, "ch12": 54, "ch20": 54,
+           "ch06": 37, "ch07": 30, "ch02": 26, "ch17": 21, "ch18": 21, "ch11": 18, "ch13": 18,
+           "ch14": 10, "ch08": 9}
 ONE_GPU = ["ch02", "ch06", "ch07", "ch08", "ch09", "ch10", "ch11", "ch12", "ch13", "ch14", "ch15",
            "ch16", "ch17", "ch18", "ch19", "ch20"]
 HOST_BOUND = ["ch01", "ch03", "ch05"]  # their baselines' (and some optimized sides') time is the host's

@@ -101,32 +101,6 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 }
 
 // --- host: tensor map -----------------------------------------------------------------------
-// A row-major rows x cols FP32 matrix seen in boxes of box_rows x box_cols (no swizzle, no
-// interleave). cols * 4 must be a multiple of 16 bytes and the base 16-byte aligned.
-inline CUtensorMap make_map_2d_f32(const float* base, uint64_t rows, uint64_t cols,
-                                   uint32_t box_rows, uint32_t box_cols) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    BENCH_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                                      cudaEnableDefault, &found));
-    if (found != cudaDriverEntryPointSuccess || fn == nullptr)
-      throw bench::CudaError(cudaErrorSymbolNotFound, "cuTensorMapEncodeTiled not found in the driver");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {cols, rows};                    // innermost first
-  const cuuint64_t strides[1] = {cols * sizeof(float)};        // bytes, dims 1.. only
-  const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(base),
-                            dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) throw bench::CudaError(cudaErrorInvalidValue, "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) + ")");
-  return map;
-}
-
 // The driver's cuTensorMapEncodeTiled, looked up once through the runtime (no -lcuda).
 inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_fn() {
   static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
@@ -158,6 +132,14 @@ inline CUtensorMap make_map_2d(CUtensorMapDataType dtype, uint32_t element_bytes
                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw bench::CudaError(cudaErrorInvalidValue, "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) + ")");
   return map;
+}
+
+// A row-major rows x cols FP32 matrix seen in boxes of box_rows x box_cols (no swizzle, no
+// interleave). cols * 4 must be a multiple of 16 bytes and the base 16-byte aligned.
+inline CUtensorMap make_map_2d_f32(const float* base, uint64_t rows, uint64_t cols,
+                                   uint32_t box_rows, uint32_t box_cols) {
+  return make_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sizeof(float), base, rows, cols, box_rows,
+                     box_cols, CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 }  // namespace kernels::tma

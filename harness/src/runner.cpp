@@ -1210,7 +1210,7 @@ void Runner::measure(const ExampleDef& example, const VariantDef& variant, CaseR
   // CUDA tool is injected; the timer floor subtracted from them is measured the same way.
   const bool blocking_kernel = !variant.options.blocks_host && !cuda_tool_present();
   if (result.mode == Mode::cold)
-    result.timer_floor_s = sampler_->timer_floor(stream.handle, blocking_kernel);
+    result.timer_floor_s = context.sampler.timer_floor(context.stream, blocking_kernel);
   const stats::StopRule stop = soak_for_sustained_mode(context, launch);
   TimedSamples samples(context, timing, blocking_kernel, stop, launch_seconds);
   samples.take_until_stopped();

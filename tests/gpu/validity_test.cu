@@ -89,17 +89,20 @@ void undeclared_sync(const SmallCopy& w, cudaStream_t s) {
 // only the case's stream, the copy runs while the host is still queueing the sample, before the
 // start event, and the sample times the one-thread kernel.
 static __global__ void touch(float* out) { out[0] = out[0]; }
-void ahead_of_window(const SmallCopy& w, cudaStream_t s) {
+void copy_ahead_then_touch(const float* in, float* out, int64_t n, cudaStream_t s) {
   static const cudaStream_t side = [] {
     cudaStream_t t = nullptr;
     BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));
     return t;
   }();
-  copy_kernel<<<264, 256, 0, side>>>(w.in.data(), w.out.data(), w.n);
+  copy_kernel<<<264, 256, 0, side>>>(in, out, n);
   BENCH_CHECK_LAUNCH();
   BENCH_CUDA_CHECK(cudaStreamSynchronize(side));
-  touch<<<1, 1, 0, s>>>(w.out.data());
+  touch<<<1, 1, 0, s>>>(out);
   BENCH_CHECK_LAUNCH();
+}
+void ahead_of_window(const SmallCopy& w, cudaStream_t s) {
+  copy_ahead_then_touch(w.in.data(), w.out.data(), w.n, s);
 }
 
 BENCH_EXAMPLE(test, adversaries, SmallCopy)
@@ -164,16 +167,7 @@ TEST(Validity, Row9_WorkDoneAheadOfTheTimedWindowFailsTheSample) {
   BENCH_CUDA_CHECK(cudaMemset(in.data(), 0, in.bytes()));
   const int64_t n = in.size();
   const auto side_then_touch = [&](cudaStream_t s) {
-    static const cudaStream_t side = [] {
-      cudaStream_t t = nullptr;
-      BENCH_CUDA_CHECK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));
-      return t;
-    }();
-    copy_kernel<<<264, 256, 0, side>>>(in.data(), out.data(), n);
-    BENCH_CHECK_LAUNCH();
-    BENCH_CUDA_CHECK(cudaStreamSynchronize(side));
-    touch<<<1, 1, 0, s>>>(out.data());
-    BENCH_CHECK_LAUNCH();
+    copy_ahead_then_touch(in.data(), out.data(), n, s);
   };
   const auto honest = [&](cudaStream_t s) {
     copy_kernel<<<264, 256, 0, s>>>(in.data(), out.data(), n);

@@ -21,14 +21,15 @@
 // ch20's merge_with_new_key read them unchanged. With one split the CTA writes o / l to out.
 //
 // One CTA: 4 warps, keys [split x chunk, +chunk) of its pair in stages of 64 (16 a warp), a
-// 3-stage cp.async ring in shared memory (K and V rows padded to 272 bytes, so that ldmatrix's 8
-// row addresses fall in 8 different bank groups), 2 CTAs an SM: up to 4 stages (128 KB) of the
-// cache in flight an SM while the other stages are consumed. K fragments come from ldmatrix (B of
-// Q K^T is K row-major), V's from ldmatrix.trans; P goes from the S accumulators straight into an
-// A fragment (kernels/mma_bf16.cuh). Keys past the chunk or the pair's end are zero-filled in
-// shared memory (no NaN bits reach P V) and masked to -inf in S. Launched programmatically (ch20's
-// rung 6d form), a CTA issues its first stages of K and V before waiting for the kernel that
-// writes q: the cache is not written by any kernel of the step.
+// 3-stage ring in shared memory (the cp.async form's K and V rows padded to 272 bytes, so that
+// ldmatrix's 8 row addresses fall in 8 different bank groups; the TMA form's below), 2 CTAs an SM:
+// up to 4 stages (128 KB) of the cache in flight an SM while the other stages are consumed. K
+// fragments come from ldmatrix (B of Q K^T is K row-major), V's from ldmatrix.trans; P goes from
+// the S accumulators straight into an A fragment (kernels/mma_bf16.cuh). Keys past the chunk or the
+// pair's end are masked to -inf in S; the cp.async form zero-fills them in shared memory (no NaN
+// bits reach P V), the TMA form those past the pair's end (below).
+// Launched programmatically (ch20's rung 6d form), a CTA issues its first stages of K and V before
+// waiting for the kernel that writes q: the cache is not written by any kernel of the step.
 //
 // The TMA form (attention<true>, launch's default): one thread fills a stage with four bulk tensor
 // copies (K and V, each as two 64-dimension halves of 64 keys) completing on the stage's mbarrier,
@@ -36,9 +37,10 @@
 // addresses and the copy engine keeps the stage's 32 KB in flight. The halves land in the 128-byte
 // swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which spreads ldmatrix's 8 row
 // addresses over the banks as the cp.async form's padding does. Keys past the chunk are the next
-// chunk's or pair's rows (finite cache data, masked to -inf in S, so P is 0 there); past the last
-// pair the copy engine fills zeros. Why: ch20's README ("Batch 32") has the cp.async form reading
-// the cache at 85% of the read ceiling with most cycles having no warp ready.
+// chunk's rows (masked to -inf in S, so P is 0 there); past a pair's last key the copy engine
+// fills zeros (a map of one plane a pair), as the cp.async form does. Why: ch20's README ("Batch
+// 32") has the cp.async form reading the cache at 85% of the read ceiling with most cycles having
+// no warp ready.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -145,10 +147,11 @@ __global__ void __launch_bounds__(kCtaThreads, 2)
       if (threadIdx.x == 0) {
         uint64_t* full = &tsm.full[slot];
         tma::arrive_expect_tx(full, kStageBytes);
-        const int row = int(pair * kv.n_k + at);
         for (int half = 0; half < 2; ++half) {
-          tma::load_2d(&tsm.ring.k[slot][half][0][0], &map_k, half * kHalfDims, row, full);
-          tma::load_2d(&tsm.ring.v[slot][half][0][0], &map_v, half * kHalfDims, row, full);
+          tma::load_3d(&tsm.ring.k[slot][half][0][0], &map_k, half * kHalfDims, int(at), int(pair),
+                       full);
+          tma::load_3d(&tsm.ring.v[slot][half][0][0], &map_v, half * kHalfDims, int(at), int(pair),
+                       full);
         }
       }
     } else {
@@ -329,12 +332,13 @@ inline int blocks_per_sm(bool by_tma = true) {
                 : kernels::blocks_per_sm(attention<false>, kCtaThreads, kSmemBytes);
 }
 
-// The TMA form's view of K or V: rows = pairs x n_k keys of 128 BF16, in boxes of 64 keys x 64
-// dimensions, 128-byte swizzle. Encoded on the host for each launch (no device work; a graph keeps
-// the map it was captured with, as it keeps every other argument).
+// The TMA form's view of K or V: `pairs` planes of n_k keys of 128 BF16, in boxes of 64 keys x 64
+// dimensions of one pair, 128-byte swizzle; keys past a pair's end are out of bounds and read as
+// zeros, as the cp.async form fills them. Encoded on the host for each launch (no device work; a
+// graph keeps the map it was captured with, as it keeps every other argument).
 inline CUtensorMap cache_map(const bf16* rows, int64_t pairs, int64_t n_k) {
-  return tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), rows,
-                          uint64_t(pairs * n_k), kHeadDim, kStageKeys, kHalfDims,
+  return tma::make_map_3d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), rows, uint64_t(pairs),
+                          uint64_t(n_k) * kHeadDim, uint64_t(n_k), kHeadDim, kStageKeys, kHalfDims,
                           CU_TENSOR_MAP_SWIZZLE_128B);
 }
 

@@ -1,21 +1,21 @@
 // Tests kernels/decode_attention_mma.cuh, the tensor-core form of grouped-query decode attention
 // (ch20's rungs 5c and 6d), against attention in double over the same BF16 cache, and against the
 // FMA kernel it replaces (decode::attention<4> without the draft mask), which writes the same
-// partials. 1000 keys a pair: not a whole number of 64-key stages, and with 3 or 5 splits the
-// chunks are not either, so a stage that ends inside a chunk and the pair's last, short stage
-// both run; with 32 splits a chunk is 32 keys, so two of a CTA's four warps see no key at all; and
-// one more split than the keys need launches CTAs that have none (they write no partial, and the
-// merge leaves them out). One split writes the output directly; several go through
-// decode::merge_splits.
-// Bound 3e-3 (relative L2). A CPU model of this test's data (same seeds and distributions)
-// gives 1.7e-3 for the output's BF16 rounding alone and 2.3e-3 with p also rounded to BF16 as the
-// A operand of P V; one key of each pair dropped gives 1.7e-2 to 2.7e-2. The planted case below
-// changes one key of each pair after the reference is taken, and must leave the bound with a
-// finite output.
+// partials; its two ways of filling the stages (TMA, cp.async) must give the same bits. 1000 keys a
+// pair: not a whole number of 64-key stages, and with 3 or 5 splits the chunks are not either, so a
+// stage that ends inside a chunk and the pair's last, short stage both run; with 32 splits a chunk
+// is 32 keys, so two of a CTA's four warps see no key at all; and one more split than the keys need
+// launches CTAs that have none (they write no partial, and the merge leaves them out). One split
+// writes the output directly; several go through decode::merge_splits. Bound 3e-3 (relative L2). A
+// CPU model of this test's data (same seeds and distributions) gives 1.7e-3 for the output's BF16
+// rounding alone and 2.3e-3 with p also rounded to BF16 as the A operand of P V; one key of each
+// pair dropped gives 1.7e-2 to 2.7e-2. The planted case below changes one key of each pair after
+// the reference is taken, and must leave the bound with a finite output.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <kernels/decode_attention.cuh>
 #include <kernels/decode_attention_mma.cuh>
 #include <kernels/reference_attention.cuh>
@@ -49,9 +49,13 @@ struct Cache {
   }
 };
 
+// Which kernel a pass runs: the FMA kernel, or the mma kernel with its stages filled by cp.async
+// or by TMA (launch's default).
+enum class Form { fma, mma_cp_async, mma_tma };
+
 // The output of one pass over the cache with `splits` splits (as decode::chunk_for cuts it), by
-// the mma kernel or the FMA kernel; with `empty_split`, one more split than the keys fill.
-std::vector<bf16> run(const Cache& c, int splits, bool mma, bool empty_split = false) {
+// `form`; with `empty_split`, one more split than the keys fill.
+std::vector<bf16> run(const Cache& c, int splits, Form form, bool empty_split = false) {
   bf16 *q_d = upload(c.q), *k_d = upload(c.k), *v_d = upload(c.v), *out_d = nullptr;
   EXPECT_EQ(cudaMalloc(&out_d, c.q.size() * sizeof(bf16)), cudaSuccess);
   EXPECT_EQ(cudaMemset(out_d, 0xff, c.q.size() * sizeof(bf16)), cudaSuccess);  // NaN until written
@@ -62,8 +66,9 @@ std::vector<bf16> run(const Cache& c, int splits, bool mma, bool empty_split = f
   EXPECT_EQ(cudaMalloc(&part_o, kPairs * kQueries * used * kDim * sizeof(float)), cudaSuccess);
   const decode::Args args{q_d, out_d, part_ml, part_o, kQueries, 0, chunk, used};
   const decode::ContiguousKv cache{k_d, v_d, kKeys};
-  if (mma) {
-    decode::mma::launch(args, cache, kPairs, nullptr);
+  if (form != Form::fma) {
+    decode::mma::launch(args, cache, kPairs, nullptr, /*programmatic=*/false,
+                        /*by_tma=*/form == Form::mma_tma);
     if (used > 1)
       decode::merge_splits<kQueries, decode::ContiguousKv, /*kDraftMask=*/false>
           <<<dim3(unsigned(kQueries), unsigned(kPairs)), kDim>>>(args, cache);
@@ -91,14 +96,21 @@ TEST(DecodeAttentionMma, MatchesAttentionInDoubleWithOneSplitAndSeveral) {
   const Cache c;
   const auto ref = reference(c);
   for (int splits : {1, 3, 5, 32}) {
-    const double mma = relative_l2(run(c, splits, true), ref);
-    const double fma = relative_l2(run(c, splits, false), ref);
+    const auto by_tma = run(c, splits, Form::mma_tma);
+    const double mma = relative_l2(by_tma, ref);
+    const double fma = relative_l2(run(c, splits, Form::fma), ref);
     EXPECT_LT(mma, 3e-3) << splits << " splits (the FMA kernel: " << fma << ")";
     EXPECT_LT(fma, 3e-3) << splits << " splits";
+    // The two ways of filling the stages feed the same operands to the same arithmetic.
+    const auto by_cp_async = run(c, splits, Form::mma_cp_async);
+    EXPECT_EQ(0, std::memcmp(by_tma.data(), by_cp_async.data(), by_tma.size() * sizeof(bf16)))
+        << splits << " splits: the TMA and cp.async forms differ";
   }
   for (int splits : {1, 5})
-    EXPECT_LT(relative_l2(run(c, splits, true, /*empty_split=*/true), ref), 3e-3)
-        << splits << " splits and one with no keys";
+    for (Form form : {Form::mma_tma, Form::mma_cp_async})
+      EXPECT_LT(relative_l2(run(c, splits, form, /*empty_split=*/true), ref), 3e-3)
+          << splits << " splits and one with no keys"
+          << (form == Form::mma_tma ? " (TMA)" : " (cp.async)");
 }
 
 // The planted slip: key 20 of each pair (in the second warp's tile of the first stage) replaced
@@ -114,7 +126,7 @@ TEST(DecodeAttentionMma, APlantedWrongKeyLeavesTheBound) {
       const int64_t i = (p * kKeys + 20) * kDim + e;
       c.k[i] = __float2bfloat16(uniform(rng)), c.v[i] = __float2bfloat16(uniform(rng));
     }
-  const double planted = relative_l2(run(c, 3, true), ref);
+  const double planted = relative_l2(run(c, 3, Form::mma_tma), ref);
   EXPECT_TRUE(std::isfinite(planted));
   EXPECT_GT(planted, 3e-3);
 }

@@ -21,14 +21,26 @@
 // ch20's merge_with_new_key read them unchanged. With one split the CTA writes o / l to out.
 //
 // One CTA: 4 warps, keys [split x chunk, +chunk) of its pair in stages of 64 (16 a warp), a
-// 3-stage cp.async ring in shared memory (K and V rows padded to 272 bytes, so that ldmatrix's 8
-// row addresses fall in 8 different bank groups), 2 CTAs an SM: up to 4 stages (128 KB) of the
-// cache in flight an SM while the other stages are consumed. K fragments come from ldmatrix (B of
-// Q K^T is K row-major), V's from ldmatrix.trans; P goes from the S accumulators straight into an
-// A fragment (kernels/mma_bf16.cuh). Keys past the chunk or the pair's end are zero-filled in
-// shared memory (no NaN bits reach P V) and masked to -inf in S. Launched programmatically (ch20's
-// rung 6d form), a CTA issues its first stages of K and V before waiting for the kernel that
-// writes q: the cache is not written by any kernel of the step.
+// 3-stage ring in shared memory (the cp.async form's K and V rows padded to 272 bytes, so that
+// ldmatrix's 8 row addresses fall in 8 different bank groups; the TMA form's below), 2 CTAs an SM:
+// up to 4 stages (128 KB) of the cache in flight an SM while the other stages are consumed. K
+// fragments come from ldmatrix (B of Q K^T is K row-major), V's from ldmatrix.trans; P goes from
+// the S accumulators straight into an A fragment (kernels/mma_bf16.cuh). Keys past the chunk or the
+// pair's end are masked to -inf in S; the cp.async form zero-fills them in shared memory (no NaN
+// bits reach P V), the TMA form those past the pair's end (below).
+// Launched programmatically (ch20's rung 6d form), a CTA issues its first stages of K and V before
+// waiting for the kernel that writes q: the cache is not written by any kernel of the step.
+//
+// The TMA form (attention<true>, launch's default): one thread fills a stage with four bulk tensor
+// copies (K and V, each as two 64-dimension halves of 64 keys) completing on the stage's mbarrier,
+// instead of 2048 16-byte cp.async issued by all 128 threads, so the warps spend no issue slots on
+// addresses and the copy engine keeps the stage's 32 KB in flight. The halves land in the 128-byte
+// swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which spreads ldmatrix's 8 row
+// addresses over the banks as the cp.async form's padding does. Keys past the chunk are the next
+// chunk's rows (masked to -inf in S, so P is 0 there); past a pair's last key the copy engine
+// fills zeros (a map of one plane a pair), as the cp.async form does. Why: ch20's README ("Batch
+// 32") has the cp.async form reading the cache at 85% of the read ceiling with most cycles having
+// no warp ready.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -42,6 +54,7 @@
 #include <kernels/occupancy.cuh>
 #include <kernels/online_softmax.cuh>
 #include <kernels/pdl.cuh>
+#include <kernels/tma.cuh>
 #include <stdexcept>
 
 namespace kernels::decode::mma {
@@ -72,9 +85,44 @@ union Smem {
 };
 constexpr size_t kSmemBytes = sizeof(Smem);
 
-__global__ void __launch_bounds__(kCtaThreads, 2) attention(Args a, ContiguousKv kv) {
+// The TMA form's ring: [stage][half][key][64 dimensions], each half a 64 x 128-byte box in the
+// 128-byte swizzle, 1024-byte aligned (the swizzle repeats every 8 rows); the stages' barriers
+// outside the union, so the merge never overwrites a live mbarrier.
+constexpr int kHalfDims = 64;
+struct alignas(1024) TmaRing {
+  bf16 k[kStages][2][kStageKeys][kHalfDims];
+  bf16 v[kStages][2][kStageKeys][kHalfDims];
+};
+struct TmaSmem {
+  union {
+    TmaRing ring;
+    Merge merge;
+  };
+  uint64_t full[kStages];
+};
+constexpr uint32_t kStageBytes = 2 * 2 * kStageKeys * kHalfDims * sizeof(bf16);  // K and V: 32 KB
+constexpr size_t kTmaSmemBytes = sizeof(TmaSmem) + 1024;  // + the slack tma::aligned_1024 takes
+
+// Shared-memory address of dimensions [dim, dim + 8) of row `row` of one operand's stage.
+template <bool kTma>
+__device__ __forceinline__ uint32_t row_chunk(const bf16* stage, int row, int dim) {
+  if constexpr (kTma) {
+    const int half = dim / kHalfDims, chunk = (dim % kHalfDims) / kBf16PerVector;
+    return cp_async::smem_addr(stage + (half * kStageKeys + row) * kHalfDims +
+                               (chunk ^ (row % 8)) * kBf16PerVector);
+  } else {
+    return cp_async::smem_addr(stage + row * kRowPitch + dim);
+  }
+}
+
+template <bool kTma>
+__global__ void __launch_bounds__(kCtaThreads, 2)
+    attention(Args a, ContiguousKv kv, const __grid_constant__ CUtensorMap map_k,
+              const __grid_constant__ CUtensorMap map_v) {
   extern __shared__ uint4 smem_words[];
   Smem& smem = *reinterpret_cast<Smem*>(smem_words);
+  TmaSmem& tsm = tma::aligned_1024<TmaSmem>(reinterpret_cast<uint8_t*>(smem_words));
+  Merge& merge = kTma ? tsm.merge : smem.merge;
   const int64_t pair = blockIdx.y;
   const int split = int(blockIdx.x);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -84,24 +132,45 @@ __global__ void __launch_bounds__(kCtaThreads, 2) attention(Args a, ContiguousKv
   const bf16* k_rows = kv.k + pair * kv.n_k * kHeadDim;
   const bf16* v_rows = kv.v + pair * kv.n_k * kHeadDim;
 
-  // Stage `slot` <- keys [at, at + 64): 64 rows of K and of V, 16 copies of 16 bytes a row, 16
-  // a thread, consecutive threads on consecutive bytes. Absent keys: zero fill from key `begin`.
+  if constexpr (kTma) {
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < kStages; ++s) tma::mbarrier_init(&tsm.full[s], 1);
+      tma::fence_barrier_init();
+    }
+    __syncthreads();
+  }
+  // Stage `slot` <- keys [at, at + 64): 64 rows of K and of V. TMA: four boxes from one thread,
+  // completing on the stage's barrier. cp.async: 16 copies of 16 bytes a row, 16 a thread,
+  // consecutive threads on consecutive bytes; absent keys zero-filled from key `begin`.
   auto load_stage = [&](int slot, int64_t at) {
+    if constexpr (kTma) {
+      if (threadIdx.x == 0) {
+        uint64_t* full = &tsm.full[slot];
+        tma::arrive_expect_tx(full, kStageBytes);
+        for (int half = 0; half < 2; ++half) {
+          tma::load_3d(&tsm.ring.k[slot][half][0][0], &map_k, half * kHalfDims, int(at), int(pair),
+                       full);
+          tma::load_3d(&tsm.ring.v[slot][half][0][0], &map_v, half * kHalfDims, int(at), int(pair),
+                       full);
+        }
+      }
+    } else {
 #pragma unroll 4
-    for (int i = threadIdx.x; i < kStageKeys * kChunksPerRow; i += kCtaThreads) {
-      const int key = i / kChunksPerRow, c = i % kChunksPerRow;
-      const bool present = at + key < end;
-      const int64_t row = present ? at + key : begin;
-      cp_async::copy16(&smem.ring.k[slot][key][c * kBf16PerVector],
-                       k_rows + row * kHeadDim + c * kBf16PerVector, present ? 16 : 0);
-      cp_async::copy16(&smem.ring.v[slot][key][c * kBf16PerVector],
-                       v_rows + row * kHeadDim + c * kBf16PerVector, present ? 16 : 0);
+      for (int i = threadIdx.x; i < kStageKeys * kChunksPerRow; i += kCtaThreads) {
+        const int key = i / kChunksPerRow, c = i % kChunksPerRow;
+        const bool present = at + key < end;
+        const int64_t row = present ? at + key : begin;
+        cp_async::copy16(&smem.ring.k[slot][key][c * kBf16PerVector],
+                         k_rows + row * kHeadDim + c * kBf16PerVector, present ? 16 : 0);
+        cp_async::copy16(&smem.ring.v[slot][key][c * kBf16PerVector],
+                         v_rows + row * kHeadDim + c * kBf16PerVector, present ? 16 : 0);
+      }
     }
   };
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < stages) load_stage(s, begin + int64_t{s} * kStageKeys);
-    cp_async::commit();
+    if constexpr (!kTma) cp_async::commit();
   }
 
   // q as A fragments of the 8 k-steps: row g < 4 is query g, rows 4-15 zero. Read after the wait
@@ -130,22 +199,25 @@ __global__ void __launch_bounds__(kCtaThreads, 2) attention(Args a, ContiguousKv
   const int mat = lane / 8, mat_row = lane % 8;
 
   for (int it = 0; it < stages; ++it) {
-    cp_async::wait<kStages - 2>();
+    const int slot = it % kStages;
+    if constexpr (kTma)
+      tma::wait_parity(&tsm.full[slot], uint32_t(it / kStages) & 1u);
+    else
+      cp_async::wait<kStages - 2>();
     __syncthreads();  // stage `it` landed for every thread; stage it - 1's slot is free
     if (it + kStages - 1 < stages)
       load_stage((it + kStages - 1) % kStages, begin + int64_t{it + kStages - 1} * kStageKeys);
-    cp_async::commit();
-    const int slot = it % kStages;
+    if constexpr (!kTma) cp_async::commit();
     const int64_t key0 = begin + int64_t{it} * kStageKeys + warp * kKeysPerWarp;
 
     // S = Q K^T over the warp's 16 keys: matrices (keys 0-7 | 8-15) x (dimensions +0 | +8).
     float s[2][4] = {};
-    const bf16* k_warp = &smem.ring.k[slot][warp * kKeysPerWarp][0];
+    const bf16* k_stage = kTma ? &tsm.ring.k[slot][0][0][0] : &smem.ring.k[slot][0][0];
+    const int k_row = warp * kKeysPerWarp + (mat / 2) * 8 + mat_row;
 #pragma unroll
     for (int ks = 0; ks < kHeadDim / 16; ++ks) {
       uint32_t b[4];
-      ldmatrix_x4(b, cp_async::smem_addr(k_warp + ((mat / 2) * 8 + mat_row) * kRowPitch + ks * 16 +
-                                         (mat % 2) * 8));
+      ldmatrix_x4(b, row_chunk<kTma>(k_stage, k_row, ks * 16 + (mat % 2) * 8));
       mma_bf16_m16n8k16(s[0], qa[ks], b[0], b[1]);
       mma_bf16_m16n8k16(s[1], qa[ks], b[2], b[3]);
     }
@@ -186,17 +258,17 @@ __global__ void __launch_bounds__(kCtaThreads, 2) attention(Args a, ContiguousKv
                             pack_bf16x2(p[1][0], p[1][1]), pack_bf16x2(p[1][2], p[1][3])};
     // O += P V: V's 16 rows (k = key) as B, by ldmatrix.trans, two 8-dimension tiles at a time:
     // matrices (keys 0-7 | 8-15) x (dimensions +0 | +8).
-    const bf16* v_warp = &smem.ring.v[slot][warp * kKeysPerWarp][0];
+    const bf16* v_stage = kTma ? &tsm.ring.v[slot][0][0][0] : &smem.ring.v[slot][0][0];
+    const int v_row = warp * kKeysPerWarp + (mat % 2) * 8 + mat_row;
 #pragma unroll
     for (int j = 0; j < kDimTiles / 2; ++j) {
       uint32_t b[4];
-      ldmatrix_x4_trans(b, cp_async::smem_addr(v_warp + ((mat % 2) * 8 + mat_row) * kRowPitch +
-                                               j * 16 + (mat / 2) * 8));
+      ldmatrix_x4_trans(b, row_chunk<kTma>(v_stage, v_row, j * 16 + (mat / 2) * 8));
       mma_bf16_m16n8k16(o[2 * j], pa, b[0], b[1]);
       mma_bf16_m16n8k16(o[2 * j + 1], pa, b[2], b[3]);
     }
   }
-  cp_async::wait<0>();
+  if constexpr (!kTma) cp_async::wait<0>();
   __syncthreads();  // every warp is done with the ring: its bytes become the merge slots
 
   // Each warp's (m, l, o) of queries 0-3 (rows g < 4, half 0 of each thread's rows), then the
@@ -206,20 +278,19 @@ __global__ void __launch_bounds__(kCtaThreads, 2) attention(Args a, ContiguousKv
   if (g < kGroup) {
 #pragma unroll
     for (int n = 0; n < kDimTiles; ++n) {
-      smem.merge.o[warp][g][n * 8 + 2 * t] = o[n][0];
-      smem.merge.o[warp][g][n * 8 + 2 * t + 1] = o[n][1];
+      merge.o[warp][g][n * 8 + 2 * t] = o[n][0];
+      merge.o[warp][g][n * 8 + 2 * t + 1] = o[n][1];
     }
-    if (t == 0) smem.merge.ml[warp][g][0] = m[0], smem.merge.ml[warp][g][1] = l[0];
+    if (t == 0) merge.ml[warp][g][0] = m[0], merge.ml[warp][g][1] = l[0];
   }
   __syncthreads();
   for (int item = threadIdx.x; item < kGroup * kHeadDim; item += kCtaThreads) {
     const int qi = item / kHeadDim, d = item % kHeadDim;
-    float mm = smem.merge.ml[0][qi][0], ll = smem.merge.ml[0][qi][1],
-          oo[1] = {smem.merge.o[0][qi][d]};
+    float mm = merge.ml[0][qi][0], ll = merge.ml[0][qi][1], oo[1] = {merge.o[0][qi][d]};
 #pragma unroll
     for (int w = 1; w < kCtaWarps; ++w) {
-      const float ow[1] = {smem.merge.o[w][qi][d]};
-      merge_softmax_parts(mm, ll, oo, smem.merge.ml[w][qi][0], smem.merge.ml[w][qi][1], ow);
+      const float ow[1] = {merge.o[w][qi][d]};
+      merge_softmax_parts(mm, ll, oo, merge.ml[w][qi][0], merge.ml[w][qi][1], ow);
     }
     if (a.splits == 1) {
       a.out[((pair * a.n_q + a.q_first) + qi) * kHeadDim + d] = __float2bfloat16(oo[0] / ll);
@@ -241,37 +312,58 @@ inline void allow_shared_memory() {
   int device = 0;
   BENCH_CUDA_CHECK(cudaGetDevice(&device));
   if (device < kMaxDevices && set[device]) return;
-  BENCH_CUDA_CHECK(cudaFuncSetAttribute(attention, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        int(kSmemBytes)));
-  BENCH_CUDA_CHECK(cudaFuncSetAttribute(attention, cudaFuncAttributePreferredSharedMemoryCarveout,
+  BENCH_CUDA_CHECK(cudaFuncSetAttribute(
+      attention<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
+  BENCH_CUDA_CHECK(cudaFuncSetAttribute(attention<false>,
+                                        cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        int(cudaSharedmemCarveoutMaxShared)));
+  BENCH_CUDA_CHECK(cudaFuncSetAttribute(
+      attention<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTmaSmemBytes)));
+  BENCH_CUDA_CHECK(cudaFuncSetAttribute(attention<true>,
+                                        cudaFuncAttributePreferredSharedMemoryCarveout,
                                         int(cudaSharedmemCarveoutMaxShared)));
   if (device < kMaxDevices) set[device] = true;
 }
 
 // CTAs of `attention` resident on one SM (2 on Hopper: registers and shared memory allow it).
-inline int blocks_per_sm() {
+inline int blocks_per_sm(bool by_tma = true) {
   allow_shared_memory();
-  return kernels::blocks_per_sm(attention, kCtaThreads, kSmemBytes);
+  return by_tma ? kernels::blocks_per_sm(attention<true>, kCtaThreads, kTmaSmemBytes)
+                : kernels::blocks_per_sm(attention<false>, kCtaThreads, kSmemBytes);
+}
+
+// The TMA form's view of K or V: `pairs` planes of n_k keys of 128 BF16, in boxes of 64 keys x 64
+// dimensions of one pair, 128-byte swizzle; keys past a pair's end are out of bounds and read as
+// zeros, as the cp.async form fills them. Encoded on the host for each launch (no device work; a
+// graph keeps the map it was captured with, as it keeps every other argument).
+inline CUtensorMap cache_map(const bf16* rows, int64_t pairs, int64_t n_k) {
+  return tma::make_map_3d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), rows, uint64_t(pairs),
+                          uint64_t(n_k) * kHeadDim, uint64_t(n_k), kHeadDim, kStageKeys, kHalfDims,
+                          CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 // Enqueues the pass over `pairs` KV pairs (grid: splits x pairs), the ordinary way or
-// programmatically (kernels/pdl.cuh). Requires n_q == 4 queries a pair, from q_first 0;
-// decode::merge_splits, or the caller's own merge, combines the partials when splits > 1.
-// Programmatically, the CTAs read K and V before the kernel ahead has finished: nothing still
-// running ahead of it on the stream may write the cache (ch20's step writes the new key and
-// value to rows of their own), only q.
+// programmatically (kernels/pdl.cuh), by TMA (the default) or by cp.async. Requires n_q == 4
+// queries a pair, from q_first 0; decode::merge_splits, or the caller's own merge, combines the
+// partials when splits > 1. Programmatically, the CTAs read K and V before the kernel ahead has
+// finished: nothing still running ahead of it on the stream may write the cache (ch20's step
+// writes the new key and value to rows of their own), only q.
 inline void launch(const Args& a, const ContiguousKv& kv, int64_t pairs, cudaStream_t stream,
-                   bool programmatic = false) {
+                   bool programmatic = false, bool by_tma = true) {
   if (a.n_q != kGroup || a.q_first != 0 || a.chunk < 1)
     throw std::invalid_argument(
         "decode::mma::launch: 4 queries a pair from query 0, chunks of keys");
   allow_shared_memory();
   const dim3 grid(unsigned(a.splits), unsigned(pairs));
+  const CUtensorMap map_k = by_tma ? cache_map(kv.k, pairs, kv.n_k) : CUtensorMap{};
+  const CUtensorMap map_v = by_tma ? cache_map(kv.v, pairs, kv.n_k) : CUtensorMap{};
+  auto* kernel = by_tma ? attention<true> : attention<false>;
+  const size_t smem_bytes = by_tma ? kTmaSmemBytes : kSmemBytes;
   if (programmatic) {
-    pdl::launch(attention, grid, dim3(kCtaThreads), kSmemBytes, stream, a, kv);
+    pdl::launch(kernel, grid, dim3(kCtaThreads), smem_bytes, stream, a, kv, map_k, map_v);
     return;
   }
-  attention<<<grid, kCtaThreads, kSmemBytes, stream>>>(a, kv);
+  kernel<<<grid, kCtaThreads, smem_bytes, stream>>>(a, kv, map_k, map_v);
   BENCH_CHECK_LAUNCH();
 }
 

@@ -2,10 +2,10 @@
 //
 // Device side: mbarrier init / arrive.expect_tx / parity wait, a 2D tile load global -> shared
 // (cp.async.bulk.tensor, completes on an mbarrier with a byte count) and a 2D tile store
-// shared -> global (bulk async group, waited with wait_read<N>()). Host side: a 2D tensor map
-// built with cuTensorMapEncodeTiled, reached through the runtime's driver entry point so the
-// program needs no -lcuda. For clusters (sm_90): a load multicast to several CTAs of a cluster,
-// an arrival on another CTA's mbarrier, the cluster barrier.
+// shared -> global (bulk async group, waited with wait_read<N>()), and a 3D tile load. Host side:
+// 2D and 3D tensor maps built with cuTensorMapEncodeTiled, reached through the runtime's driver
+// entry point so the program needs no -lcuda. For clusters (sm_90): a load multicast to several
+// CTAs of a cluster, an arrival on another CTA's mbarrier, the cluster barrier.
 #pragma once
 
 #include <cuda.h>
@@ -77,6 +77,15 @@ __device__ __forceinline__ void load_2d(void* dst, const CUtensorMap* map, int x
       "l"(map), "r"(x), "r"(y), "r"(smem_addr(bar))
       : "memory");
 }
+// The same for a 3D map: the box at (x, y, z), innermost first.
+__device__ __forceinline__ void load_3d(void* dst, const CUtensorMap* map, int x, int y, int z,
+                                        uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(smem_addr(dst)),
+      "l"(map), "r"(x), "r"(y), "r"(z), "r"(smem_addr(bar))
+      : "memory");
+}
 // Stores `src` to the box at (x, y) of `map`; out-of-bounds elements are not written.
 __device__ __forceinline__ void store_2d(const CUtensorMap* map, int x, int y, const void* src) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
@@ -131,6 +140,27 @@ inline CUtensorMap make_map_2d(CUtensorMapDataType dtype, uint32_t element_bytes
                                        CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) throw bench::CudaError(cudaErrorInvalidValue, "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) + ")");
+  return map;
+}
+
+// `planes` row-major rows x cols matrices of `dtype`, `plane_stride` elements apart, seen in boxes
+// of box_rows x box_cols of one plane: rows past a plane's end are out of bounds (zero-filled),
+// not the next plane's. The swizzle and alignment rules of make_map_2d apply.
+inline CUtensorMap make_map_3d(CUtensorMapDataType dtype, uint32_t element_bytes, const void* base,
+                               uint64_t planes, uint64_t plane_stride, uint64_t rows, uint64_t cols,
+                               uint32_t box_rows, uint32_t box_cols, CUtensorMapSwizzle swizzle) {
+  CUtensorMap map{};
+  const cuuint64_t dims[3] = {cols, rows, planes};  // innermost first
+  const cuuint64_t strides[2] = {cols * element_bytes, plane_stride * element_bytes};
+  const cuuint32_t box[3] = {box_cols, box_rows, 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUresult r =
+      encode_tiled_fn()(&map, dtype, 3, const_cast<void*>(base), dims, strides, box,
+                        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw bench::CudaError(cudaErrorInvalidValue, "cuTensorMapEncodeTiled (3D) failed (CUresult " +
+                                                      std::to_string(int(r)) + ")");
   return map;
 }
 

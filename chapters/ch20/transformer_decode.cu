@@ -350,10 +350,12 @@ struct FusedActivations {
   int splits;
   int64_t chunk;
   // Splits per pair as ch18's split_kv picks them: one full wave of CTAs (SMs x resident CTAs per
-  // SM / pairs), chunks of at least 256 keys; and at least 2, so that the kernel always writes
-  // partials and the merge can add the new key. A pair is a query head per_query_head, a KV head
-  // otherwise (a quarter as many pairs, and fewer resident CTAs an SM: the FMA kernel's registers,
-  // the MMA kernel's shared-memory ring).
+  // SM / pairs), chunks of at least 256 keys; and at least 2 for the FMA kernels, so that they
+  // always write partials and the merge can add the new key. The MMA kernel may take 1 (batch 32
+  // on the H100 and the H200: 256 KV pairs against a wave of 264 CTAs): it then folds the new key
+  // in itself and no merge runs. A pair is a query head per_query_head, a KV head otherwise (a
+  // quarter as many pairs, and fewer resident CTAs an SM: the FMA kernel's registers, the MMA
+  // kernel's shared-memory ring).
   static int64_t splits_wanted(const DecoderLayer& w, KvRead kv_read) {
     const bool per_kv = kv_read != KvRead::per_query_head;
     void (*const fma_per_kv)(decode::Args, PerKvHeadCache) =
@@ -363,8 +365,9 @@ struct FusedActivations {
         : per_kv                           ? kernels::blocks_per_sm(fma_per_kv, decode::kThreads)
                  : kernels::blocks_per_sm(decode::attention<1, GqaCache>, decode::kThreads);
     const int64_t wave = int64_t{kernels::sm_count()} * per_sm,
-                  pairs = w.batch * (per_kv ? w.kv_heads : w.q_heads);
-    return std::clamp<int64_t>(wave / pairs, 2, std::max<int64_t>(2, w.past / 256));
+                  pairs = w.batch * (per_kv ? w.kv_heads : w.q_heads),
+                  least = kv_read == KvRead::per_kv_head_mma ? 1 : 2;
+    return std::clamp<int64_t>(wave / pairs, least, std::max<int64_t>(least, w.past / 256));
   }
   FusedActivations(const DecoderLayer& w, cudaStream_t s, KvRead kv_read_ = KvRead::per_query_head)
       : xn(w.batch * w.hidden),
@@ -383,7 +386,7 @@ struct FusedActivations {
       throw bench::Unsupported("the per-KV-head attention serves groups of 4 query heads");
     splits = int((w.past + chunk - 1) /
                  chunk);  // rounding the chunk up can leave fewer, never an empty one
-    if (splits < 2)
+    if (splits < 2 && kv_read != KvRead::per_kv_head_mma)
       throw std::invalid_argument("transformer_decode: the cache is too short for two splits");
     // The partials, [query head pair][split] either way: per_kv_head's CTA writes query qi of KV
     // pair p to slot ((p x 4 + qi) x splits + split), and p x 4 + qi is the query pair
@@ -405,19 +408,31 @@ struct FusedActivations {
   }
   // Flash decoding over the cache into the partials, then the merge with the new key; on rung 6
   // both launched programmatically (kernels/pdl.cuh: each waits for the kernel ahead inside).
-  // per_kv_head reads q, packed [sequence][head][128], as [KV pair][4][128]: the same bytes.
+  // per_kv_head reads q, packed [sequence][head][128], as [KV pair][4][128]: the same bytes. With
+  // one split (per_kv_head_mma only) the kernel writes attn itself, the new key folded in.
   void attention(const DecoderLayer& w, cudaStream_t s, bool programmatic = false) const {
     const int64_t pairs = w.batch * w.q_heads;
     if (kv_read != KvRead::per_query_head) {
-      const decode::Args args{q.data(),         nullptr, part_ml.data(), part_o.data(),
-                              kQueryHeadsPerKv, 0,       chunk,          splits};
+      const bool one_split = splits == 1;
+      const decode::Args args{q.data(),
+                              one_split ? attn.data() : nullptr,
+                              part_ml.data(),
+                              part_o.data(),
+                              kQueryHeadsPerKv,
+                              0,
+                              chunk,
+                              splits};
       const PerKvHeadCache cache{w.k_cache.data(), w.v_cache.data(), w.past};
       if (kv_read == KvRead::per_kv_head)
         return attention_and_merge(decode::attention<kQueryHeadsPerKv, PerKvHeadCache, false>,
                                    dim3{unsigned(splits), unsigned(w.batch * w.kv_heads)}, args,
                                    cache, pairs, w, s, programmatic);
-      decode::mma::launch(args, cache, w.batch * w.kv_heads, s, programmatic);
-      return merge(args, pairs, w, s, programmatic);
+      const decode::mma::NewKey fresh =
+          one_split ? decode::mma::NewKey{w.k_new.data(), w.v_new.data()} : decode::mma::NewKey{};
+      decode::mma::launch(args, cache, w.batch * w.kv_heads, s, programmatic, /*by_tma=*/true,
+                          fresh);
+      if (!one_split) merge(args, pairs, w, s, programmatic);
+      return;
     }
     const decode::Args args{q.data(), nullptr, part_ml.data(), part_o.data(), 1, 0, chunk, splits};
     const GqaCache cache{w.k_cache.data(), w.v_cache.data(), w.past, w.group};

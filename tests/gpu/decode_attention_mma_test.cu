@@ -10,9 +10,12 @@
 // CPU model of this test's data (same seeds and distributions) gives 1.7e-3 for the output's BF16
 // rounding alone and 2.3e-3 with p also rounded to BF16 as the A operand of P V; one key of each
 // pair dropped gives 1.7e-2 to 2.7e-2. The planted case below changes one key of each pair after
-// the reference is taken, and must leave the bound with a finite output.
+// the reference is taken, and must leave the bound with a finite output. With one split the kernel
+// may fold in a key from outside the cache (ch20's appended token): held to attention over the
+// 1001 keys, and, as the control, the same pass without the fold must leave that bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -53,10 +56,25 @@ struct Cache {
 // or by TMA (launch's default).
 enum class Form { fma, mma_cp_async, mma_tma };
 
+// Key kKeys of each pair, the one outside the cache that a pass may fold in: K and V rows
+// [pair][128], drawn as the cache's are.
+struct NewRows {
+  std::vector<bf16> k, v;
+  NewRows() : k(kPairs * kDim), v(k.size()) {
+    std::mt19937 rng(22);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    for (std::size_t i = 0; i < k.size(); ++i)
+      k[i] = __float2bfloat16(uniform(rng)), v[i] = __float2bfloat16(uniform(rng));
+  }
+};
+
 // The output of one pass over the cache with `splits` splits (as decode::chunk_for cuts it), by
-// `form`; with `empty_split`, one more split than the keys fill.
-std::vector<bf16> run(const Cache& c, int splits, Form form, bool empty_split = false) {
+// `form`; with `empty_split`, one more split than the keys fill; with `fresh` (one split, an mma
+// form), that key folded in.
+std::vector<bf16> run(const Cache& c, int splits, Form form, bool empty_split = false,
+                      const NewRows* fresh = nullptr) {
   bf16 *q_d = upload(c.q), *k_d = upload(c.k), *v_d = upload(c.v), *out_d = nullptr;
+  bf16 *k_new = fresh ? upload(fresh->k) : nullptr, *v_new = fresh ? upload(fresh->v) : nullptr;
   EXPECT_EQ(cudaMalloc(&out_d, c.q.size() * sizeof(bf16)), cudaSuccess);
   EXPECT_EQ(cudaMemset(out_d, 0xff, c.q.size() * sizeof(bf16)), cudaSuccess);  // NaN until written
   const int64_t chunk = decode::chunk_for(kKeys, splits, kQueries);
@@ -68,7 +86,7 @@ std::vector<bf16> run(const Cache& c, int splits, Form form, bool empty_split = 
   const decode::ContiguousKv cache{k_d, v_d, kKeys};
   if (form != Form::fma) {
     decode::mma::launch(args, cache, kPairs, nullptr, /*programmatic=*/false,
-                        /*by_tma=*/form == Form::mma_tma);
+                        /*by_tma=*/form == Form::mma_tma, decode::mma::NewKey{k_new, v_new});
     if (used > 1)
       decode::merge_splits<kQueries, decode::ContiguousKv, /*kDraftMask=*/false>
           <<<dim3(unsigned(kQueries), unsigned(kPairs)), kDim>>>(args, cache);
@@ -79,16 +97,32 @@ std::vector<bf16> run(const Cache& c, int splits, Form form, bool empty_split = 
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   auto out = download(out_d, c.q.size());
-  for (void* p : {(void*)q_d, (void*)k_d, (void*)v_d, (void*)out_d, (void*)part_ml, (void*)part_o})
+  for (void* p : {(void*)q_d, (void*)k_d, (void*)v_d, (void*)out_d, (void*)part_ml, (void*)part_o,
+                  (void*)k_new, (void*)v_new})
     cudaFree(p);
   return out;
 }
 
-std::vector<double> reference(const Cache& c) {
+// Attention in double over the cache, and with `fresh`, over its kKeys + 1 keys a pair.
+std::vector<double> reference(const Cache& c, const NewRows* fresh = nullptr) {
   std::vector<double> ref(c.q.size());
-  kernels::reference_attention(std::span<const bf16>(c.q), std::span<const bf16>(c.k),
-                               std::span<const bf16>(c.v), std::span<double>(ref), kPairs, kQueries,
-                               kKeys, AllKeys{});
+  if (!fresh) {
+    kernels::reference_attention(std::span<const bf16>(c.q), std::span<const bf16>(c.k),
+                                 std::span<const bf16>(c.v), std::span<double>(ref), kPairs,
+                                 kQueries, kKeys, AllKeys{});
+    return ref;
+  }
+  std::vector<bf16> k((kKeys + 1) * kPairs * kDim), v(k.size());
+  for (int64_t p = 0; p < kPairs; ++p) {
+    const auto at = [&](int64_t key) { return (p * (kKeys + 1) + key) * kDim; };
+    std::copy_n(c.k.begin() + p * kKeys * kDim, kKeys * kDim, k.begin() + at(0));
+    std::copy_n(c.v.begin() + p * kKeys * kDim, kKeys * kDim, v.begin() + at(0));
+    std::copy_n(fresh->k.begin() + p * kDim, kDim, k.begin() + at(kKeys));
+    std::copy_n(fresh->v.begin() + p * kDim, kDim, v.begin() + at(kKeys));
+  }
+  kernels::reference_attention(std::span<const bf16>(c.q), std::span<const bf16>(k),
+                               std::span<const bf16>(v), std::span<double>(ref), kPairs, kQueries,
+                               kKeys + 1, AllKeys{});
   return ref;
 }
 
@@ -111,6 +145,17 @@ TEST(DecodeAttentionMma, MatchesAttentionInDoubleWithOneSplitAndSeveral) {
       EXPECT_LT(relative_l2(run(c, splits, form, /*empty_split=*/true), ref), 3e-3)
           << splits << " splits and one with no keys"
           << (form == Form::mma_tma ? " (TMA)" : " (cp.async)");
+}
+
+TEST(DecodeAttentionMma, FoldsAKeyFromOutsideTheCacheWithOneSplit) {
+  const Cache c;
+  const NewRows fresh;
+  const auto ref = reference(c, &fresh);
+  for (Form form : {Form::mma_tma, Form::mma_cp_async}) {
+    const char* name = form == Form::mma_tma ? " (TMA)" : " (cp.async)";
+    EXPECT_LT(relative_l2(run(c, 1, form, false, &fresh), ref), 3e-3) << name;
+    EXPECT_GT(relative_l2(run(c, 1, form), ref), 3e-3) << name << ": the control, no fold";
+  }
 }
 
 // The planted slip: key 20 of each pair (in the second warp's tile of the first stage) replaced

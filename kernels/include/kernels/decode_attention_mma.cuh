@@ -18,7 +18,8 @@
 // query heads of KV pair `pair`, contiguous), K and V [pair][n_k][128] BF16; the partials (m, l,
 // o) of query qi in slot (pair x 4 + qi) x splits + split, m in log2 units (scores scaled by
 // log2(e) / sqrt(128)), l = sum of 2^(s - m), o = sum of 2^(s - m) v: decode::merge_splits and
-// ch20's merge_with_new_key read them unchanged. With one split the CTA writes o / l to out.
+// ch20's merge_with_new_key read them unchanged. With one split the CTA writes o / l to out,
+// having folded in a key of the pair's own (NewKey, below) if it is given one.
 //
 // One CTA: 4 warps, keys [split x chunk, +chunk) of its pair in stages of 64 (16 a warp), a
 // 3-stage ring in shared memory (the cp.async form's K and V rows padded to 272 bytes, so that
@@ -50,6 +51,7 @@
 #include <kernels/async_copy.cuh>
 #include <kernels/bf16_pack.cuh>
 #include <kernels/decode_attention.cuh>
+#include <kernels/group_reduce.cuh>
 #include <kernels/mma_bf16.cuh>
 #include <kernels/occupancy.cuh>
 #include <kernels/online_softmax.cuh>
@@ -78,6 +80,17 @@ struct alignas(16) Ring {
 struct Merge {  // the warps' (m, l, o) of each query, for the CTA's merge (reuses the ring)
   float o[kCtaWarps][kGroup][kHeadDim];
   float ml[kCtaWarps][kGroup][2];
+  float new_score[kGroup];  // each query's score against the NewKey, log2 units
+};
+static_assert(kCtaWarps == kGroup, "a warp scores one query against the new key");
+
+// One more key a pair, outside the cache: rows [pair][128] of K and V (ch20's step appends its
+// token's K and V there). With one split the CTA has every cached key's part in hand, so it folds
+// this key in as one more part (score, weight 1, its V row), the step that would otherwise take a
+// merge kernel of its own; with several splits the caller's merge adds it. Null: no such key.
+struct NewKey {
+  const bf16* k = nullptr;
+  const bf16* v = nullptr;
 };
 union Smem {
   Ring ring;
@@ -117,7 +130,7 @@ __device__ __forceinline__ uint32_t row_chunk(const bf16* stage, int row, int di
 
 template <bool kTma>
 __global__ void __launch_bounds__(kCtaThreads, 2)
-    attention(Args a, ContiguousKv kv, const __grid_constant__ CUtensorMap map_k,
+    attention(Args a, ContiguousKv kv, NewKey fresh, const __grid_constant__ CUtensorMap map_k,
               const __grid_constant__ CUtensorMap map_v) {
   extern __shared__ uint4 smem_words[];
   Smem& smem = *reinterpret_cast<Smem*>(smem_words);
@@ -283,6 +296,16 @@ __global__ void __launch_bounds__(kCtaThreads, 2)
     }
     if (t == 0) merge.ml[warp][g][0] = m[0], merge.ml[warp][g][1] = l[0];
   }
+  const bool fold_new_key = a.splits == 1 && fresh.k != nullptr;  // the same for the whole CTA
+  if (fold_new_key) {  // warp w: query w's score against the new key, as the cache's are scaled
+    const bf16* q_row = a.q + ((pair * a.n_q + a.q_first) + warp) * kHeadDim;
+    float dot = 0.0f;
+#pragma unroll
+    for (int d = lane; d < kHeadDim; d += 32)
+      dot += __bfloat162float(q_row[d]) * __bfloat162float(fresh.k[pair * kHeadDim + d]);
+    dot = warp_reduce(dot, Sum{});
+    if (lane == 0) merge.new_score[warp] = dot * scale;
+  }
   __syncthreads();
   for (int item = threadIdx.x; item < kGroup * kHeadDim; item += kCtaThreads) {
     const int qi = item / kHeadDim, d = item % kHeadDim;
@@ -293,6 +316,10 @@ __global__ void __launch_bounds__(kCtaThreads, 2)
       merge_softmax_parts(mm, ll, oo, merge.ml[w][qi][0], merge.ml[w][qi][1], ow);
     }
     if (a.splits == 1) {
+      if (fold_new_key) {
+        const float o_new[1] = {__bfloat162float(fresh.v[pair * kHeadDim + d])};
+        merge_softmax_parts(mm, ll, oo, merge.new_score[qi], 1.0f, o_new);
+      }
       a.out[((pair * a.n_q + a.q_first) + qi) * kHeadDim + d] = __float2bfloat16(oo[0] / ll);
     } else {
       const int64_t slot = (pair * kGroup + qi) * a.splits + split;
@@ -345,14 +372,18 @@ inline CUtensorMap cache_map(const bf16* rows, int64_t pairs, int64_t n_k) {
 // Enqueues the pass over `pairs` KV pairs (grid: splits x pairs), the ordinary way or
 // programmatically (kernels/pdl.cuh), by TMA (the default) or by cp.async. Requires n_q == 4
 // queries a pair, from q_first 0; decode::merge_splits, or the caller's own merge, combines the
-// partials when splits > 1. Programmatically, the CTAs read K and V before the kernel ahead has
-// finished: nothing still running ahead of it on the stream may write the cache (ch20's step
-// writes the new key and value to rows of their own), only q.
+// partials when splits > 1. A NewKey is folded in by the kernel, so it needs one split.
+// Programmatically, the CTAs read K and V before the kernel ahead has finished: nothing still
+// running ahead of it on the stream may write the cache (ch20's step writes the new key and value
+// to rows of their own), only q.
 inline void launch(const Args& a, const ContiguousKv& kv, int64_t pairs, cudaStream_t stream,
-                   bool programmatic = false, bool by_tma = true) {
+                   bool programmatic = false, bool by_tma = true, NewKey fresh = {}) {
   if (a.n_q != kGroup || a.q_first != 0 || a.chunk < 1)
     throw std::invalid_argument(
         "decode::mma::launch: 4 queries a pair from query 0, chunks of keys");
+  if ((fresh.k != nullptr) != (fresh.v != nullptr) || (fresh.k != nullptr && a.splits != 1))
+    throw std::invalid_argument(
+        "decode::mma::launch: a new key needs both its K and V rows, and one split");
   allow_shared_memory();
   const dim3 grid(unsigned(a.splits), unsigned(pairs));
   const CUtensorMap map_k = by_tma ? cache_map(kv.k, pairs, kv.n_k) : CUtensorMap{};
@@ -360,10 +391,10 @@ inline void launch(const Args& a, const ContiguousKv& kv, int64_t pairs, cudaStr
   auto* kernel = by_tma ? attention<true> : attention<false>;
   const size_t smem_bytes = by_tma ? kTmaSmemBytes : kSmemBytes;
   if (programmatic) {
-    pdl::launch(kernel, grid, dim3(kCtaThreads), smem_bytes, stream, a, kv, map_k, map_v);
+    pdl::launch(kernel, grid, dim3(kCtaThreads), smem_bytes, stream, a, kv, fresh, map_k, map_v);
     return;
   }
-  kernel<<<grid, kCtaThreads, smem_bytes, stream>>>(a, kv, map_k, map_v);
+  kernel<<<grid, kCtaThreads, smem_bytes, stream>>>(a, kv, fresh, map_k, map_v);
   BENCH_CHECK_LAUNCH();
 }
 

@@ -15,6 +15,7 @@ cached K/V read (453 MB at batch 1), plus the new K/V row, x and y.
 Run it in the same GPU session as `bench compare --chapter ch20`, so the two are comparable.
 
   python3 scripts/peers/torch_decoder_layer.py [--json FILE] [--only decoder_layer]
+  PEER_BATCHES=32 python3 scripts/peers/torch_decoder_layer.py     # some of the batches only
 
 Timing: CUDA events around a batch of launches after warm-up, the median of several batches
 (torch_rowwise.median_us). Then, per batch, the compiled step's kernels under torch.profiler: each
@@ -22,6 +23,7 @@ kernel's GPU time per step (`decoder_layer_kernels` rows, the 12 largest and the
 against the chapter's op breakdown.
 """
 import math
+import os
 import sys
 
 try:
@@ -103,7 +105,7 @@ def run_decoder_layer(copy_tbs):
     g1, g2 = ((torch.rand(HIDDEN, device="cuda") + 0.5).to(torch.bfloat16) for _ in range(2))
     cos, sin = rope_tables()
     weight_bytes = sum(t.numel() * t.element_size() for t in (w_qkv, w_o, w_gate_up, w_down))
-    for batch in (1, 8, 32):
+    for batch in (int(b) for b in os.environ.get("PEER_BATCHES", "1,8,32").split(",")):
         x = torch.randn(batch, HIDDEN, dtype=torch.bfloat16, device="cuda")
         # One slot past the 4096 cached tokens: the new token's K and V go there every step.
         k_cache, v_cache = (torch.randn(batch, KV_HEADS, PAST + 1, HEAD_DIM, dtype=torch.bfloat16, device="cuda")

@@ -39,9 +39,9 @@
 // swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), which spreads ldmatrix's 8 row
 // addresses over the banks as the cp.async form's padding does. Keys past the chunk are the next
 // chunk's rows (masked to -inf in S, so P is 0 there); past a pair's last key the copy engine
-// fills zeros (a map of one plane a pair), as the cp.async form does. Why: ch20's README ("Batch
-// 32") has the cp.async form reading the cache at 85% of the read ceiling with most cycles having
-// no warp ready.
+// fills zeros (a map of one plane a pair), as the cp.async form does. Why: under ncu the
+// cp.async form read the cache well under the read ceiling with most cycles having no warp ready
+// (ch20's README, "Batch 32", has both forms' profiles).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -384,6 +384,9 @@ inline void launch(const Args& a, const ContiguousKv& kv, int64_t pairs, cudaStr
   if ((fresh.k != nullptr) != (fresh.v != nullptr) || (fresh.k != nullptr && a.splits != 1))
     throw std::invalid_argument(
         "decode::mma::launch: a new key needs both its K and V rows, and one split");
+  if (a.splits == 1 ? a.out == nullptr : (a.part_ml == nullptr || a.part_o == nullptr))
+    throw std::invalid_argument(
+        "decode::mma::launch: one split writes out, several the partials: a buffer is null");
   allow_shared_memory();
   const dim3 grid(unsigned(a.splits), unsigned(pairs));
   const CUtensorMap map_k = by_tma ? cache_map(kv.k, pairs, kv.n_k) : CUtensorMap{};

@@ -16,7 +16,7 @@
 // Timed sustained (Mode::sustained: hot, after a 1 s soak, sampled >= 1 s): at 8192^3 the board
 // reaches its power limit within the first second and holds it, so the figure is what the tensor cores do
 // under that limit, repeatable from run to run. Cold samples with gaps between them caught the
-// clock higher by a varying amount (H100 BF16: 781 in one cold run, ~686 sustained).
+// clock higher by a varying amount (ch02's README, 'Ceilings', has both figures).
 // That burst is what a single or short GEMM sees, so it is a ceiling of its own: the same cases
 // timed cold are `<dtype>_burst_tflops`, and a case is scored against the figure of its mode
 // (bench::ceiling_for_mode): sustained against sustained, everything else against the burst.

@@ -172,8 +172,9 @@ BENCH_EXAMPLE(calibrate, hbm_read_gbps, HbmRead)
 
 // ---- read, chunked: one block per contiguous 64 KiB, 4 streaming 16-byte loads in flight -------
 // The grid-strided read above sweeps the whole buffer with one wave; on the H200 a kernel that
-// reads each block's rows contiguously (ch08/hbm_streaming) measured 3.2% above it (4681 against
-// 4535 GB/s). A ceiling is the most the GPU was seen to do, so `bench calibrate` stores the
+// reads each block's rows contiguously (ch08/hbm_streaming) measured above it (ch08's README,
+// 'H200', has the figures). A ceiling is the most the GPU was seen to do, so `bench calibrate`
+// stores the
 // faster of the two read forms as hbm_read_gbps. Block b sums int4 elements
 // [b * kChunk, (b + 1) * kChunk); the n mod 4 tail belongs to block 0.
 constexpr int64_t kChunk = 4096;  // int4 elements per block: 64 KiB
@@ -288,9 +289,10 @@ BENCH_EXAMPLE(calibrate, hbm_write_gbps, Write)
 // Lane t of a block reads int4 (t + r * kBlock) mod kTile4 at step r: a warp reads 512
 // consecutive bytes, four conflict-free wavefronts. The loads are ld.volatile.shared: an
 // `asm volatile` plain ld.shared is not enough, ptxas merged the repeats (step r and r + 4 read
-// the same address) and the first H100 run read a impossible 65.7 TB/s, twice the hardware's
-// 128 bytes per clock per SM. After reps steps (a multiple of kTile4 / kBlock = 4) each int4
-// of the tile was read reps / 4 times, so block b's sum is reps / 4 x the sum of its tile.
+// the same address) and the first H100 run read twice the hardware's 128 bytes per clock per SM
+// (ch02's README, 'Tried and not kept'). After reps steps (a multiple of kTile4 / kBlock = 4)
+// each int4 of the tile was read reps / 4 times, so block b's sum is reps / 4 x the sum of its
+// tile.
 constexpr int kTile4 = 1024;  // int4 elements per tile: 16 KiB
 
 struct Smem {

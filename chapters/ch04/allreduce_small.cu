@@ -17,7 +17,8 @@
 // between.
 //
 // Why 32 messages a call: one all-reduce of 256 KiB takes a few microseconds, and a timed call
-// also forks every GPU's stream, joins them and checks the peers' results (~40 us on 4 GPUs).
+// also forks every GPU's stream, joins them and checks the peers' results (its time on 4 GPUs:
+// ch04's README, 'The one-shot rung').
 // With one message that fixed part was most of the time and the score was noise (13-37%); with
 // 32 the all-reduces are most of it. Every message is its own call on its own slice of the
 // buffers, so no variant can merge them into one large (bandwidth-bound) all-reduce unseen.

@@ -3,8 +3,8 @@
 // the timing size). Each example defines its f and its CPU reference. 2^23 elements at the
 // timing size: on a full H100 (2048 threads per SM) about 31 waves for threshold's one element
 // per thread, 7.8 and 1.9 for register_spills' 4 and 16; and a CPU reference (which checks the
-// last timed sample) of 2^23 x 256 dependent double FMAs, about 3 s; at 2^26 it took 25 s per
-// check.
+// last timed sample) of 2^23 x 256 dependent double FMAs, 8 times fewer than at 2^26 (ch08's
+// README, 'Sizes and cost model', has the seconds per check).
 #pragma once
 
 #include <bench/bench.hpp>

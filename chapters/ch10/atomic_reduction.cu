@@ -17,8 +17,9 @@
 // and the partials' round trip through L2: a few microseconds, whatever n is.
 //
 // The size is the lesson, and the axis `mib`: by default 2^22 floats (16 MiB, 256 blocks, cold:
-// read from HBM). The stream takes ~6-8 us, so the few microseconds the second kernel costs are a
-// real share. At 1 GiB (--sweep) the same microseconds are ~1.6% of the stream: both sides read at
+// read from HBM). The stream itself takes only microseconds (ch10's README, 'Measured', has the
+// times), so the few microseconds the second kernel costs are a real share. At 1 GiB (--sweep)
+// the same microseconds are ~1.6% of the stream: both sides read at
 // the HBM ceiling and the pair gains nothing, or loses, because each block's ticket holds its SM
 // slot while the HBM stream needs every slot (ncu: README). A two-pass reduction of a big array
 // is already as fast as HBM: the sweep's crossover shows where.

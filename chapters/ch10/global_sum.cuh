@@ -4,7 +4,8 @@
 // kernels end with.
 //
 // The timing size is the axis `mib` (kSumMib; an odd 1,000,003 floats when verifying). The default,
-// 16 MiB (2^22 floats, 256 chunks): the stream takes ~6 us, so what the two-pass form adds (a
+// 16 MiB (2^22 floats, 256 chunks): the stream takes only microseconds (ch10's README,
+// 'Measured', has the times), so what the two-pass form adds (a
 // second kernel behind a drained first one, its one-block run, the partials' round trip) is a real
 // share. With --sweep up to 1 GiB, where both sides read at the HBM ceiling and the saved
 // microseconds are a percent or two at best (or the single pass loses): the crossover (the

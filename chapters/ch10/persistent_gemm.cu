@@ -41,16 +41,17 @@
 //   after the optimized rung because it measures the same (README):
 //   5. the CTAs of a cluster take stacked tiles (a 256 x 256 pair) that need the same Y block;
 //      each loads its own X and multicasts half of Y to both: 32 KiB of L2 reads per 48 KiB stage
-//      instead of 48 (at ~700 TFLOP/s the ring moves ~8 TB/s from L2 across 132 SMs: a likely
-//      limit of the steps above);
+//      instead of 48 (the ring moves 11.7 KB from L2 per MFLOP, TB/s across 132 SMs at the
+//      steps' rates in ch10's README, 'Measured': a likely limit of the steps above);
 //   6. the coupling: a stage is refilled only when the consumers of both CTAs have released it
 //      (empty barriers of 4 arrivals, released in both CTAs, at CTA scope: with cluster-scope
-//      release/acquire the step ran 1.6-2.1x slower, kernels/tma.cuh's arrive_cluster says
-//      why), a cluster barrier after the inits, and each producer drains the ring before its
+//      release/acquire the step ran slower, by the figures in ch10's README, 'The multicast
+//      step's barrier scope'; kernels/tma.cuh's arrive_cluster says why), a cluster barrier
+//      after the inits, and each producer drains the ring before its
 //      CTA may exit.
 //   step "persistent_stream_k", persistent_tma_store's CTA with the last wave split
 //   (stream_k_plan.hpp, stream_k.cuh); verified, and no faster where the GPU is at its power
-//   limit (8192^3 sustained: a tie; 4096^3: 5-9% slower; README):
+//   limit (8192^3 sustained: a tie; 4096^3: slower; ch10's README, 'Tried and not kept'):
 //   7. each CTA runs its whole tiles (8192^3: 15 of 2048 over 132 CTAs), then a contiguous range
 //      of the last 68 tiles' k-blocks (~66 of 128): at most the end of one tile, which it writes
 //      out in FP32, and the head of the next, which it finishes: its producer waits for the other

@@ -216,7 +216,8 @@ void reference(const Solve& w, bench::HostData& h) {
 // thread's loop reads shared memory rather than paying a global load's latency per element. Slow
 // next to the variants, plainly right: estimated ~20 ms a check at n = 2^18, nearly all of it the
 // forward sweep's dependent double divisions (~120 cycles an element). The baseline samples until
-// the 3 s timeout (~2000 samples of ~1.4 ms), which asks for 93 (1 + ln(2000 / 93)) ~ 380 checks:
+// the 3 s timeout (~2000 samples at its time in ch12's README, 'Measured'), which asks for
+// 93 (1 + ln(2000 / 93)) ~ 380 checks:
 // ~8 s of the 15 s a case (harness/src/sample_check.hpp); the optimized side's ~80, ~2 s.
 constexpr int kReferenceThreads = 256;
 constexpr int kReferenceTile = 2048;  // elements per staged tile: 40 KiB of shared memory

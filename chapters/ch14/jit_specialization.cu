@@ -28,8 +28,8 @@
 // Same source, same arithmetic (one add per element), bit-identical outputs. Each thread moves
 // one float, as the generic kernel does: vectorising is a separate lesson (ch07).
 // Expected: the baseline limited by integer issue (about 3x the instructions per element), the
-// baked kernel by memory, near the scalar-copy rate (ch07 measured 80% of the copy ceiling for
-// one float per thread): a speedup of 1.3-2x, to be measured.
+// baked kernel by memory, near the scalar-copy rate (ch07's README, 'The copies against size',
+// has it for one float per thread): a speedup of 1.3-2x, to be measured.
 //
 //   ./bench compare --chapter ch14 --example jit_specialization
 #include <bench/bench.hpp>

@@ -31,9 +31,9 @@
 // (lower is better). Below saturation a router cannot change tokens/s (it is the offered load:
 // the same tokens arrive at the same rate), so the target of issue 42 that this trace can test is
 // the TTFT tail: >= 2x lower p99. tokens/s, p50 TTFT, utilisation and prefix hits are reported.
-// Host cost, declared: one simulation of 2000 requests takes 10-20 ms on the host, reported as
-// simulation_ms; it runs after the sample's stop event and the harness takes it out of the
-// sampling budget.
+// Host cost, declared: one simulation of 2000 requests on the host (ch17's README, 'The host's
+// cost, declared', has its time), reported as simulation_ms; it runs after the sample's stop
+// event and the harness takes it out of the sampling budget.
 // Verification: the GPU parts against plainly right references (double on the CPU at the
 // verification size, kernels/reference_attention.cuh and reference_gemm.cuh on the device at the
 // timing size), relative L2 5e-3: every output is rounded to BF16 (<= 1.95e-3) and the prefill

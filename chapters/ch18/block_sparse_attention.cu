@@ -22,7 +22,8 @@
 //      multiplied like any other, then its scores are set to -inf (p = 0: no contribution);
 //   2. step "skip_masked": walks only the kept blocks, from a per-row list (CSR), in the same
 //      ascending order: the kept blocks' arithmetic is identical, so the outputs are bit-identical.
-//      This is the lesson: the time follows the kept blocks (measured 4.22x at 25%);
+//      This is the lesson: the time follows the kept blocks (ch18's README, 'Where the time
+//      goes', has the measured ratio at 25%);
 //   3. optimized "skip_masked_wgmma" (sm_90a): the same walk of the kept blocks on ch16's Hopper
 //      kernel (kernels/flash_attention_wgmma.cuh: a TMA producer warpgroup, two wgmma consumer
 //      warpgroups in ping-pong), whose 128-key tiles are exactly the mask's blocks: the CSR row is

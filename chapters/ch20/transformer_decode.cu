@@ -509,8 +509,9 @@ struct FlashAttention {
 // Rung 4's elementwise kernels move 16 bytes (8 BF16) an access (kernels/bf16_pack.cuh), so a
 // thread of a row's block has 2 loads of a 4096-wide row to wait for, not 16 one after another:
 // each op is a few KB a row, and its time is that chain of latencies plus its launch (the scalar
-// forms, which rungs 1-3 keep, took 5-18 us an op in the op breakdown at every batch). Rows are
-// whole 16-byte vectors: hidden and the MLP width multiples of 8 (FusedOps checks).
+// forms, which rungs 1-3 keep, take longer: ch20's README, 'Kernel timelines', has the
+// elementwise kernels' times of rungs 3 and 4). Rows are whole 16-byte vectors: hidden and the MLP
+// width multiples of 8 (FusedOps checks).
 
 // xn = rmsnorm(x) · gain, one block per row (layer_ops.cuh's row form, which rung 6's prologues
 // use).

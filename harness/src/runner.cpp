@@ -448,8 +448,8 @@ double timed_call_seconds(const ExampleDef& example, const std::vector<Metric>& 
 // its first and last marks (a launch, an event record: kTimedCallShortfall and
 // kTimedCallSlackSeconds) and exceed them only by the clocks' disagreement and the timer floor
 // the harness subtracts (kTimedCallExcess and the slack). Medians, not each sample: a short call
-// is sometimes delayed between the harness's start event and the variant's first mark (seen: a
-// 14 us copy once read 28 us by the harness's events).
+// is sometimes delayed between the harness's start event and the variant's first mark (seen on a
+// short copy: docs/validity.md, row 21, has the figures).
 constexpr double kTimedCallShortfall = 0.10, kTimedCallExcess = 0.02, kTimedCallSlackSeconds = 10e-6;
 void check_timed_call(const ExampleDef& example, const std::vector<double>& variant_seconds,
                       const std::vector<double>& harness_seconds) {

@@ -3,8 +3,8 @@
 // reference runs on the same inputs (still in place, their checksum proves them unchanged) and
 // one kernel per output compares the two under the example's tolerance; only a handful of
 // counts come back to the host. A check costs a few passes over the outputs and one device
-// reference, against a CPU reference's 0.5-2.6 s at ch07's 1 GiB, so nearly every sample can
-// have one.
+// reference, against a CPU reference's seconds at ch07's 1 GiB (docs/validity.md has the
+// figure), so nearly every sample can have one.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -110,8 +110,9 @@ class LtGemm {
   // Untimed setup: each candidate that runs is timed over kReps calls in each of kRounds passes
   // over the list, and the one with the lowest per-pass time is kept. One short pass misranked
   // them: at 8192^3 the H100 reaches its power limit within a few calls, so whichever candidate
-  // ran first ran at a higher clock (calibrate once kept an algorithm 5% slower than the one
-  // ch09 picked). The candidates multiply scratch A and B of the plan's shape and types holding
+  // ran first ran at a higher clock (calibrate once kept a slower algorithm than the one ch09
+  // picked: ch02's README, 'Tried and not kept'). The candidates multiply scratch A and B of the
+  // plan's shape and types holding
   // uniform random values (what the workloads' fills and FP8 quantisation give: the tensor
   // cores' power, hence the ranking at the power limit, depends on the data), with a scratch bias
   // and scratch scales swapped into the descriptor meanwhile; they write d (zeroed first, so

@@ -197,7 +197,8 @@ __device__ __forceinline__ void cluster_sync() {
 // stage through the generic proxy, so a cluster-scope release has nothing to order. And it is not
 // free: `.release.cluster` waits for the thread's outstanding memory operations (ERRBAR in SASS),
 // and the matching `.acquire.cluster` wait invalidates L1 (CCTL.IVALL). On a GEMM's consumers
-// that made ch10's multicast step about twice as slow at 4096^3 (ch10/README.md).
+// that made ch10's multicast step much slower at 4096^3 (ch10's README, 'The multicast step's
+// barrier scope', has the figures).
 // The waiting side uses wait_parity.
 __device__ __forceinline__ void arrive_cluster(uint64_t* bar, uint32_t rank) {
   uint32_t remote;

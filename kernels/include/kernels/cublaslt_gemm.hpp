@@ -112,12 +112,11 @@ class LtGemm {
   // them: at 8192^3 the H100 reaches its power limit within a few calls, so whichever candidate
   // ran first ran at a higher clock (calibrate once kept a slower algorithm than the one ch09
   // picked: ch02's README, 'Tried and not kept'). The candidates multiply scratch A and B of the
-  // plan's shape and types holding
-  // uniform random values (what the workloads' fills and FP8 quantisation give: the tensor
-  // cores' power, hence the ranking at the power limit, depends on the data), with a scratch bias
-  // and scratch scales swapped into the descriptor meanwhile; they write d (zeroed first, so
-  // that every operand a candidate may read holds a value). Needs nothing of the caller's
-  // inputs: callable before they are filled.
+  // plan's shape and types holding uniform random values (what the workloads' fills and FP8
+  // quantisation give: the tensor cores' power, hence the ranking at the power limit, depends on
+  // the data), with a scratch bias and scratch scales swapped into the descriptor meanwhile; they
+  // write d (zeroed first, so that every operand a candidate may read holds a value). Needs nothing
+  // of the caller's inputs: callable before they are filled.
   void pick_fastest(void* d, cudaStream_t stream) {
     bench::DeviceBuffer<std::byte> a(m_ * k_ * element_bytes(types_.ab)), b(n_ * k_ * element_bytes(types_.ab));
     const bool fp8 = element_bytes(types_.ab) == 1;

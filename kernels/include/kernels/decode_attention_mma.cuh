@@ -329,6 +329,17 @@ __global__ void __launch_bounds__(kCtaThreads, 2)
   }
 }
 
+// A form of the kernel and the dynamic shared memory it takes: filled by TMA (launch's default)
+// or by cp.async.
+struct KernelForm {
+  void (*kernel)(Args, ContiguousKv, NewKey, CUtensorMap, CUtensorMap);
+  size_t smem_bytes;
+};
+inline KernelForm kernel_form(bool by_tma) {
+  return by_tma ? KernelForm{attention<true>, kTmaSmemBytes}
+                : KernelForm{attention<false>, kSmemBytes};
+}
+
 // Before the first launch or occupancy query on each device: the ring is more than the 48 KB a
 // kernel may take without asking, and the full carveout lets 2 CTAs of it share an SM. The
 // attributes are per device, so they are set once for each device a process uses, the first time
@@ -339,24 +350,21 @@ inline void allow_shared_memory() {
   int device = 0;
   BENCH_CUDA_CHECK(cudaGetDevice(&device));
   if (device < kMaxDevices && set[device]) return;
-  BENCH_CUDA_CHECK(cudaFuncSetAttribute(
-      attention<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
-  BENCH_CUDA_CHECK(cudaFuncSetAttribute(attention<false>,
-                                        cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        int(cudaSharedmemCarveoutMaxShared)));
-  BENCH_CUDA_CHECK(cudaFuncSetAttribute(
-      attention<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTmaSmemBytes)));
-  BENCH_CUDA_CHECK(cudaFuncSetAttribute(attention<true>,
-                                        cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        int(cudaSharedmemCarveoutMaxShared)));
+  for (const KernelForm form : {kernel_form(true), kernel_form(false)}) {
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(form.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(form.smem_bytes)));
+    BENCH_CUDA_CHECK(cudaFuncSetAttribute(form.kernel,
+                                          cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          int(cudaSharedmemCarveoutMaxShared)));
+  }
   if (device < kMaxDevices) set[device] = true;
 }
 
 // CTAs of `attention` resident on one SM (2 on Hopper: registers and shared memory allow it).
 inline int blocks_per_sm(bool by_tma = true) {
   allow_shared_memory();
-  return by_tma ? kernels::blocks_per_sm(attention<true>, kCtaThreads, kTmaSmemBytes)
-                : kernels::blocks_per_sm(attention<false>, kCtaThreads, kSmemBytes);
+  const KernelForm form = kernel_form(by_tma);
+  return kernels::blocks_per_sm(form.kernel, kCtaThreads, form.smem_bytes);
 }
 
 // The TMA form's view of K or V: `pairs` planes of n_k keys of 128 BF16, in boxes of 64 keys x 64
@@ -391,13 +399,13 @@ inline void launch(const Args& a, const ContiguousKv& kv, int64_t pairs, cudaStr
   const dim3 grid(unsigned(a.splits), unsigned(pairs));
   const CUtensorMap map_k = by_tma ? cache_map(kv.k, pairs, kv.n_k) : CUtensorMap{};
   const CUtensorMap map_v = by_tma ? cache_map(kv.v, pairs, kv.n_k) : CUtensorMap{};
-  auto* kernel = by_tma ? attention<true> : attention<false>;
-  const size_t smem_bytes = by_tma ? kTmaSmemBytes : kSmemBytes;
+  const KernelForm form = kernel_form(by_tma);
   if (programmatic) {
-    pdl::launch(kernel, grid, dim3(kCtaThreads), smem_bytes, stream, a, kv, fresh, map_k, map_v);
+    pdl::launch(form.kernel, grid, dim3(kCtaThreads), form.smem_bytes, stream, a, kv, fresh, map_k,
+                map_v);
     return;
   }
-  kernel<<<grid, kCtaThreads, smem_bytes, stream>>>(a, kv, fresh, map_k, map_v);
+  form.kernel<<<grid, kCtaThreads, form.smem_bytes, stream>>>(a, kv, fresh, map_k, map_v);
   BENCH_CHECK_LAUNCH();
 }
 

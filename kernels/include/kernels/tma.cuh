@@ -123,6 +123,27 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_fn() {
   return fn;
 }
 
+// A tiled map of kRank dimensions (innermost first; strides in bytes, of dimensions 1..): no
+// interleave, unit element strides, 256-byte L2 promotion, out-of-bounds elements read as zeros.
+template <int kRank>
+inline CUtensorMap encode_tiled(CUtensorMapDataType dtype, const void* base,
+                                const cuuint64_t (&dims)[kRank],
+                                const cuuint64_t (&strides)[kRank - 1],
+                                const cuuint32_t (&box)[kRank], CUtensorMapSwizzle swizzle) {
+  CUtensorMap map{};
+  cuuint32_t element_strides[kRank];
+  for (cuuint32_t& e : element_strides) e = 1;
+  const CUresult r =
+      encode_tiled_fn()(&map, dtype, kRank, const_cast<void*>(base), dims, strides, box,
+                        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw bench::CudaError(cudaErrorInvalidValue,
+                           std::string("cuTensorMapEncodeTiled") + (kRank == 3 ? " (3D)" : "") +
+                               " failed (CUresult " + std::to_string(int(r)) + ")");
+  return map;
+}
+
 // A row-major rows x cols matrix of `dtype` (element_bytes each) seen in boxes of box_rows x
 // box_cols, written to shared memory in the given swizzle. With a swizzle, box_cols *
 // element_bytes must not exceed its span (32, 64 or 128 bytes) and the destination must be
@@ -131,16 +152,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled_fn() {
 inline CUtensorMap make_map_2d(CUtensorMapDataType dtype, uint32_t element_bytes, const void* base,
                                uint64_t rows, uint64_t cols, uint32_t box_rows, uint32_t box_cols,
                                CUtensorMapSwizzle swizzle) {
-  CUtensorMap map{};
-  const cuuint64_t dims[2] = {cols, rows};                // innermost first
-  const cuuint64_t strides[1] = {cols * element_bytes};   // bytes, dims 1.. only
-  const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode_tiled_fn()(&map, dtype, 2, const_cast<void*>(base), dims, strides, box, element_strides,
-                                       CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS) throw bench::CudaError(cudaErrorInvalidValue, "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) + ")");
-  return map;
+  return encode_tiled<2>(dtype, base, {cols, rows}, {cols * element_bytes}, {box_cols, box_rows},
+                         swizzle);
 }
 
 // `planes` row-major rows x cols matrices of `dtype`, `plane_stride` elements apart, seen in boxes
@@ -149,19 +162,9 @@ inline CUtensorMap make_map_2d(CUtensorMapDataType dtype, uint32_t element_bytes
 inline CUtensorMap make_map_3d(CUtensorMapDataType dtype, uint32_t element_bytes, const void* base,
                                uint64_t planes, uint64_t plane_stride, uint64_t rows, uint64_t cols,
                                uint32_t box_rows, uint32_t box_cols, CUtensorMapSwizzle swizzle) {
-  CUtensorMap map{};
-  const cuuint64_t dims[3] = {cols, rows, planes};  // innermost first
-  const cuuint64_t strides[2] = {cols * element_bytes, plane_stride * element_bytes};
-  const cuuint32_t box[3] = {box_cols, box_rows, 1};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  const CUresult r =
-      encode_tiled_fn()(&map, dtype, 3, const_cast<void*>(base), dims, strides, box,
-                        element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw bench::CudaError(cudaErrorInvalidValue, "cuTensorMapEncodeTiled (3D) failed (CUresult " +
-                                                      std::to_string(int(r)) + ")");
-  return map;
+  return encode_tiled<3>(dtype, base, {cols, rows, planes},
+                         {cols * element_bytes, plane_stride * element_bytes},
+                         {box_cols, box_rows, 1}, swizzle);
 }
 
 // A row-major rows x cols FP32 matrix seen in boxes of box_rows x box_cols (no swizzle, no

@@ -356,6 +356,7 @@ struct FusedActivations {
   // in itself and no merge runs. A pair is a query head per_query_head, a KV head otherwise (a
   // quarter as many pairs, and fewer resident CTAs an SM: the FMA kernel's registers, the MMA
   // kernel's shared-memory ring).
+  static int64_t least_splits(KvRead kv_read) { return kv_read == KvRead::per_kv_head_mma ? 1 : 2; }
   static int64_t splits_wanted(const DecoderLayer& w, KvRead kv_read) {
     const bool per_kv = kv_read != KvRead::per_query_head;
     void (*const fma_per_kv)(decode::Args, PerKvHeadCache) =
@@ -366,7 +367,7 @@ struct FusedActivations {
                  : kernels::blocks_per_sm(decode::attention<1, GqaCache>, decode::kThreads);
     const int64_t wave = int64_t{kernels::sm_count()} * per_sm,
                   pairs = w.batch * (per_kv ? w.kv_heads : w.q_heads),
-                  least = kv_read == KvRead::per_kv_head_mma ? 1 : 2;
+                  least = least_splits(kv_read);
     return std::clamp<int64_t>(wave / pairs, least, std::max<int64_t>(least, w.past / 256));
   }
   FusedActivations(const DecoderLayer& w, cudaStream_t s, KvRead kv_read_ = KvRead::per_query_head)
@@ -386,7 +387,7 @@ struct FusedActivations {
       throw bench::Unsupported("the per-KV-head attention serves groups of 4 query heads");
     splits = int((w.past + chunk - 1) /
                  chunk);  // rounding the chunk up can leave fewer, never an empty one
-    if (splits < 2 && kv_read != KvRead::per_kv_head_mma)
+    if (splits < least_splits(kv_read))
       throw std::invalid_argument("transformer_decode: the cache is too short for two splits");
     // The partials, [query head pair][split] either way: per_kv_head's CTA writes query qi of KV
     // pair p to slot ((p x 4 + qi) x splits + split), and p x 4 + qi is the query pair

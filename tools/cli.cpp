@@ -40,6 +40,7 @@ void add_point_options(CLI::App* command, PointOptions& points) {
       ->add_option(
           "--axis", points.axes,
           "only points whose axis NAME is one of the values: NAME=V[,V] (repeat for more axes); "
+          "a value no default point has is taken with the other axes at their defaults; "
           "examples without that axis are left out")
       ->allow_extra_args(false)
       ->check([](const std::string& v) {

@@ -83,7 +83,9 @@ std::string options_help() {
       "  --bench_sustained_soak=S  sustained mode: soak S seconds before sampling (default 1)\n"
       "  --bench_sweep             every point of each example's axes, not only its defaults\n"
       "  --bench_axis=NAME=V[,V]   only points whose axis NAME is one of the values (repeat\n"
-      "                            for more axes); examples without that axis are left out\n"
+      "                            for more axes; a value no default point has is taken with\n"
+      "                            the other axes at their defaults); examples without that\n"
+      "                            axis are left out\n"
       "  --bench_case_timeout=S    end the process, naming the case, when one case runs longer\n"
       "                            than S seconds (a hung kernel); 0: no limit (default 300,\n"
       "                            60 with --bench_smoke, none under a profiler or sanitizer)\n",

@@ -165,34 +165,78 @@ std::string canonical_point(const ExampleDef& e, const std::string& point) {
   return out;
 }
 
-}  // namespace
-
-std::vector<std::string> select_points(const ExampleDef& e, const PointSelection& selection) {
-  check_axes(e);
-  std::vector<std::string> points;
-  if (e.axes.empty()) {
-    points.push_back("");
-  } else if (!selection.sweep && !e.default_points.empty()) {
+// The run's points without --bench_sweep and --bench_axis: the declared default points, else the
+// product of each axis's defaults (an axis without defaults: every value).
+std::vector<std::string> default_points(const ExampleDef& e) {
+  if (!e.default_points.empty()) {
+    std::vector<std::string> points;
     for (const auto& p : e.default_points) {
       std::string point = canonical_point(e, p);
       if (!contains(points, point)) points.push_back(std::move(point));
     }
-  } else {
-    std::vector<std::vector<std::string>> values_of;
-    for (const auto& axis : e.axes)
-      values_of.push_back(selection.sweep || axis.defaults.empty() ? axis.values : axis.defaults);
-    points = product(e, values_of);
+    return points;
   }
-  for (const auto& [name, wanted] : selection.filters) {
+  std::vector<std::vector<std::string>> values_of;
+  for (const auto& axis : e.axes)
+    values_of.push_back(axis.defaults.empty() ? axis.values : axis.defaults);
+  return product(e, values_of);
+}
+
+// The value `point` gives axis `name` ("" if none).
+std::string value_of(const std::string& point, const std::string& name) {
+  for (const auto& [axis, value] : parse_point(point))
+    if (axis == name) return value;
+  return "";
+}
+
+}  // namespace
+
+std::vector<std::string> select_points(const ExampleDef& e, const PointSelection& selection) {
+  check_axes(e);
+  if (e.axes.empty())
+    return selection.filters.empty() ? std::vector<std::string>{""} : std::vector<std::string>{};
+  const std::vector<std::string> defaults = default_points(e);
+  if (!selection.sweep && selection.filters.empty()) return defaults;
+  // Each axis's candidate values, in the axis's order: a filtered axis those of its values every
+  // filter on it names; the others every value under --bench_sweep, else the values the default
+  // points give them.
+  std::vector<std::vector<std::string>> values_of(e.axes.size());
+  std::vector<bool> filtered(e.axes.size(), false);
+  for (const auto& [name, wanted] : selection.filters)
     if (std::none_of(e.axes.begin(), e.axes.end(),
                      [&](const AxisDef& a) { return a.name == name; }))
-      return {};
-    std::erase_if(points, [&](const std::string& point) {
-      for (const auto& [axis, value] : parse_point(point))
-        if (axis == name) return !contains(wanted, value);
-      return true;
-    });
+      return {};  // the example has no such axis
+  for (std::size_t a = 0; a < e.axes.size(); ++a) {
+    const AxisDef& axis = e.axes[a];
+    for (const auto& v : axis.values) {
+      bool keep = true;
+      for (const auto& [name, wanted] : selection.filters)
+        if (name == axis.name) filtered[a] = true, keep = keep && contains(wanted, v);
+      if (filtered[a] ? keep
+                      : selection.sweep || std::any_of(defaults.begin(), defaults.end(),
+                                                       [&](const std::string& d) {
+                                                         return value_of(d, axis.name) == v;
+                                                       }))
+        values_of[a].push_back(v);
+    }
   }
+  std::vector<std::string> points = product(e, values_of);
+  if (selection.sweep) return points;
+  // Without --bench_sweep the filters narrow the default run where default points hold their
+  // values, and widen it where none does: a candidate is kept if it is a default point, or if no
+  // default point has its values on the filtered axes (--axis batch=32 where the defaults are
+  // batch 1 and 8: batch 32, the other axes at their defaults).
+  auto agrees_on_filtered = [&](const std::string& point, const std::string& d) {
+    for (std::size_t a = 0; a < e.axes.size(); ++a)
+      if (filtered[a] && value_of(point, e.axes[a].name) != value_of(d, e.axes[a].name))
+        return false;
+    return true;
+  };
+  std::erase_if(points, [&](const std::string& point) {
+    return !contains(defaults, point) &&
+           std::any_of(defaults.begin(), defaults.end(),
+                       [&](const std::string& d) { return agrees_on_filtered(point, d); });
+  });
   return points;
 }
 

@@ -18,7 +18,9 @@ std::vector<const ExampleDef*> sorted_examples();
 struct PointSelection {
   bool sweep = false;  // every point, not only the declared defaults
   // --bench_axis=name=v1,v2: only points whose `name` is one of the values; an example without
-  // that axis takes no point.
+  // that axis takes no point. Without `sweep` the filters narrow the default points where some
+  // hold the values asked and otherwise take the values asked with the other axes at their
+  // defaults (select_points).
   std::vector<std::pair<std::string, std::vector<std::string>>> filters;
 };
 // "b:4/s:4096" -> {{"b", "4"}, {"s", "4096"}}; throws std::invalid_argument when malformed.

@@ -57,6 +57,29 @@ TEST(Points, AxisFiltersKeepMatchingPointsAndDropExamplesWithoutTheAxis) {
   EXPECT_EQ(select_points(attention(), {false, {{"s", {"8192"}}}}), Points{"b:4/s:8192/causal:1"});
   EXPECT_TRUE(select_points(attention(), {false, {{"batch", {"1"}}}}).empty());
   EXPECT_TRUE(select_points(ExampleDef{}, {false, {{"b", {"1"}}}}).empty());
+  EXPECT_TRUE(select_points(attention(), {false, {{"b", {"2"}}}}).empty());  // not one of b's
+  EXPECT_TRUE(select_points(attention(), {false, {{"b", {"1"}}, {"b", {"4"}}}}).empty());
+}
+
+// Without --bench_sweep a filter asking for a value no default point has takes it, the other
+// axes at their defaults: `--axis batch=32` runs batch 32 where the defaults are 1 and 8.
+TEST(Points, AFilterValueOutsideTheDefaultsIsTakenWithTheOtherAxesAtTheirDefaults) {
+  ExampleDef decode;
+  decode.chapter = "ch20";
+  decode.name = "transformer_decode";
+  decode.axes = {{AxisDef::Kind::integer, "batch", {"1", "2", "4", "8", "16", "32"}, {"1", "8"}}};
+  EXPECT_EQ(select_points(decode, {false, {{"batch", {"32"}}}}), Points{"batch:32"});
+  EXPECT_EQ(select_points(decode, {false, {{"batch", {"32", "1"}}}}),
+            (Points{"batch:1", "batch:32"}));
+  EXPECT_EQ(select_points(attention(), {false, {{"b", {"1"}}}}),
+            (Points{"b:1/s:4096/causal:1", "b:1/s:8192/causal:1"}));
+  // Declared default points: those holding the filters' values where there are some (b 1 at
+  // s8192), else the filters' values with the other axes at the values the defaults give them.
+  ExampleDef e = attention();
+  e.default_points = {"b:1/s:8192/causal:0", "b:4/s:4096/causal:1"};
+  EXPECT_EQ(select_points(e, {false, {{"b", {"4"}}}}), Points{"b:4/s:4096/causal:1"});
+  EXPECT_EQ(select_points(e, {false, {{"b", {"1"}}, {"s", {"4096", "8192"}}}}),
+            (Points{"b:1/s:4096/causal:0", "b:1/s:4096/causal:1", "b:1/s:8192/causal:0"}));
 }
 
 TEST(Points, BadDeclarationsAreRefusedNamingTheExample) {

@@ -38,14 +38,24 @@ std::vector<std::string> unmatched_names(const std::vector<std::string>& example
 }
 
 std::string no_such_examples(const std::vector<std::string>& unmatched,
-                             const std::vector<std::string>& places) {
+                             const std::vector<std::string>& places,
+                             const std::vector<std::string>& point_args) {
   auto join = [](const std::vector<std::string>& items) {
     std::string out;
     for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
     return out;
   };
+  // The binaries' flags as the user wrote them: --bench_axis=b=4 is --axis b=4.
+  std::vector<std::string> asked;
+  for (const auto& arg : point_args)
+    asked.push_back(arg.starts_with("--bench_axis=") ? "--axis " + arg.substr(13)
+                    : arg == "--bench_sweep"         ? "--sweep"
+                                                     : arg);
   return "--example " + join(unmatched) + (unmatched.size() == 1 ? " matches" : " match") +
-         " no example of " + join(places) + " (`bench list` names them)";
+         " no example of " + join(places) +
+         (asked.empty() ? " (`bench list` names them)"
+                        : " at the points " + join(asked) +
+                              " select (`bench list --sweep` names every point)");
 }
 
 ChapterExamples chapter_examples(const std::filesystem::path& binary,

@@ -284,7 +284,10 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
     selected.insert(selected.end(), listed.back().examples.begin(), listed.back().examples.end());
   }
   if (const auto unmatched = unmatched_names(selected, options.examples); !unmatched.empty()) {
-    err << "bench sanitize: " << no_such_examples(unmatched, chapters) << "\n";
+    err << "bench sanitize: "
+        << no_such_examples(unmatched, chapters,
+                            point_args(options.points.axes, options.points.sweep))
+        << "\n";
     return kExitUsage;
   }
   const std::vector<std::string> tools = options.tools.empty() ? kSanitizerTools : options.tools;

@@ -40,6 +40,10 @@ TEST(UnmatchedNames, TheErrorNamesEveryOne) {
             "--example tranpose matches no example of ch07 (`bench list` names them)");
   EXPECT_EQ(no_such_examples({"a", "b"}, {"ch07", "ch08"}),
             "--example a, b match no example of ch07, ch08 (`bench list` names them)");
+  // Under --axis the example may exist with no point the axes select.
+  EXPECT_EQ(no_such_examples({"transformer_decode"}, {"ch20"}, {"--bench_axis=batch=33"}),
+            "--example transformer_decode matches no example of ch20 at the points "
+            "--axis batch=33 select (`bench list --sweep` names every point)");
 }
 
 TEST(ExampleSelected, APointOfAnExampleIsSelectedByTheExamplesName) {

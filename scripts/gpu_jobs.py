@@ -7,7 +7,8 @@ tests of a session laid out as one queue per GPU, with the host-bound ones run a
   python3 scripts/gpu_jobs.py --self-test      (the runner on a made-up plan, and every plan in
                                                scripts/gpu_plans/ laid out: ctest, CI)
 
-Run from the repository root, after a build (`./bench test` builds build/default). PLAN.py is
+Run from the repository root, after a build (`./bench test` builds build/default; a compare job
+that finds no bench fails naming it, and a plan may build in a stage of its own). PLAN.py is
 Python that sets STAGES, a list of stages run in order; a stage is a dict:
   {"all": [job, ...]}                 one job at a time, every GPU visible: host-bound compares
                                       (with the other GPUs idle), chapters of several GPUs (ch04);
@@ -78,7 +79,7 @@ class Runner:
         where = os.path.join(self.state, "exp", copy)
         command = (f"{self.bench} compare --expectations-dir {where} --markdown {self.out}/r/{tag}.md "
                    f"--save-results {self.out}/r/res_{tag}.json {args}")
-        return {"tag": tag, "cmd": command, "min_s": min_s}
+        return {"tag": tag, "cmd": command, "min_s": min_s, "needs_bench": True}
 
     def peer(self, tag, command, min_s=60):
         return {"tag": tag, "cmd": f"{command} --json {self.out}/r/{tag}.json", "min_s": min_s}
@@ -94,6 +95,11 @@ class Runner:
         left = min(self.budget, until) - (time.time() - self.t0)
         if left < job["min_s"]:
             self.say(f"DROP  {tag} (gpu {gpu}): {left:.0f} s left, it asks {job['min_s']}")
+            return
+        if job.get("needs_bench") and not os.access(self.bench, os.X_OK):
+            # Checked when the job is due, not when the plan is read: a stage may build it first.
+            self.say(f"FAIL  {tag}: no {self.bench}: build first (cmake --preset default && cmake "
+                      f"--build --preset default), or give the plan a stage that builds")
             return
         env = dict(os.environ, **QUIET_NCCL)
         if gpu != "all":
@@ -292,6 +298,13 @@ def self_test():
                 failures.append("--pack should leave the archive and its summary, and no OUT")
             if "SKIP  upd" not in again or "SKIP  first" not in again or "START long" not in again:
                 failures.append("a second run should skip finished jobs and retry the rest:\n" + again)
+            # No bench built (a fresh machine): a compare says so by name instead of exit 127.
+            unbuilt = os.path.join(root, "unbuilt")
+            main([plan, "--budget", "60", "--out", unbuilt, "--state", os.path.join(root, "s2"),
+                  "--bench", os.path.join(root, "no_such_bench")])
+            said = open(os.path.join(unbuilt, "summary.txt")).read()
+            if "FAIL  upd: no " not in said or "build first" not in said or "START upd" in said:
+                failures.append("a compare without a built bench should fail naming it:\n" + said)
         finally:
             os.chdir(cwd)
     failures += check_plans(os.path.join(os.path.dirname(os.path.abspath(__file__)), "gpu_plans"))

@@ -208,16 +208,18 @@ std::vector<std::string> select_points(const ExampleDef& e, const PointSelection
       return {};  // the example has no such axis
   for (std::size_t a = 0; a < e.axes.size(); ++a) {
     const AxisDef& axis = e.axes[a];
+    const auto& filters = selection.filters;
+    auto on_axis = [&](const auto& filter) { return filter.first == axis.name; };
+    filtered[a] = std::any_of(filters.begin(), filters.end(), on_axis);
     for (const auto& v : axis.values) {
-      bool keep = true;
-      for (const auto& [name, wanted] : selection.filters)
-        if (name == axis.name) filtered[a] = true, keep = keep && contains(wanted, v);
-      if (filtered[a] ? keep
-                      : selection.sweep || std::any_of(defaults.begin(), defaults.end(),
-                                                       [&](const std::string& d) {
-                                                         return value_of(d, axis.name) == v;
-                                                       }))
-        values_of[a].push_back(v);
+      const bool taken =
+          filtered[a]
+              ? std::all_of(filters.begin(), filters.end(),
+                            [&](const auto& f) { return !on_axis(f) || contains(f.second, v); })
+              : selection.sweep ||
+                    std::any_of(defaults.begin(), defaults.end(),
+                                [&](const std::string& d) { return value_of(d, axis.name) == v; });
+      if (taken) values_of[a].push_back(v);
     }
   }
   std::vector<std::string> points = product(e, values_of);

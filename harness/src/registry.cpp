@@ -182,13 +182,6 @@ std::vector<std::string> default_points(const ExampleDef& e) {
   return product(e, values_of);
 }
 
-// The value `point` gives axis `name` ("" if none).
-std::string value_of(const std::string& point, const std::string& name) {
-  for (const auto& [axis, value] : parse_point(point))
-    if (axis == name) return value;
-  return "";
-}
-
 }  // namespace
 
 std::vector<std::string> select_points(const ExampleDef& e, const PointSelection& selection) {
@@ -197,6 +190,7 @@ std::vector<std::string> select_points(const ExampleDef& e, const PointSelection
     return selection.filters.empty() ? std::vector<std::string>{""} : std::vector<std::string>{};
   const std::vector<std::string> defaults = default_points(e);
   if (!selection.sweep && selection.filters.empty()) return defaults;
+  const std::vector<Point> default_at(defaults.begin(), defaults.end());
   // Each axis's candidate values, in the axis's order: a filtered axis those of its values every
   // filter on it names; the others every value under --bench_sweep, else the values the default
   // points give them.
@@ -217,8 +211,8 @@ std::vector<std::string> select_points(const ExampleDef& e, const PointSelection
               ? std::all_of(filters.begin(), filters.end(),
                             [&](const auto& f) { return !on_axis(f) || contains(f.second, v); })
               : selection.sweep ||
-                    std::any_of(defaults.begin(), defaults.end(),
-                                [&](const std::string& d) { return value_of(d, axis.name) == v; });
+                    std::any_of(default_at.begin(), default_at.end(),
+                                [&](const Point& d) { return d.string_axis(axis.name) == v; });
       if (taken) values_of[a].push_back(v);
     }
   }
@@ -228,16 +222,16 @@ std::vector<std::string> select_points(const ExampleDef& e, const PointSelection
   // values, and widen it where none does: a candidate is kept if it is a default point, or if no
   // default point has its values on the filtered axes (--axis batch=32 where the defaults are
   // batch 1 and 8: batch 32, the other axes at their defaults).
-  auto agrees_on_filtered = [&](const std::string& point, const std::string& d) {
-    for (std::size_t a = 0; a < e.axes.size(); ++a)
-      if (filtered[a] && value_of(point, e.axes[a].name) != value_of(d, e.axes[a].name))
-        return false;
-    return true;
-  };
-  std::erase_if(points, [&](const std::string& point) {
-    return !contains(defaults, point) &&
-           std::any_of(defaults.begin(), defaults.end(),
-                       [&](const std::string& d) { return agrees_on_filtered(point, d); });
+  std::erase_if(points, [&](const std::string& text) {
+    const Point point(text);
+    auto agrees_on_filtered = [&](const Point& d) {
+      for (std::size_t a = 0; a < e.axes.size(); ++a)
+        if (filtered[a] && point.string_axis(e.axes[a].name) != d.string_axis(e.axes[a].name))
+          return false;
+      return true;
+    };
+    return !contains(defaults, text) &&
+           std::any_of(default_at.begin(), default_at.end(), agrees_on_filtered);
   });
   return points;
 }

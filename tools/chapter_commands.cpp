@@ -103,7 +103,10 @@ int run_command(const RunOptions& options, std::ostream& out, std::ostream& err)
       return kExitFailed;
     }
     if (const auto unmatched = unmatched_names(examples, options.examples); !unmatched.empty()) {
-      err << "bench run: " << no_such_examples(unmatched, {options.chapter}, points) << "\n";
+      err << "bench run: "
+          << no_such_examples(unmatched, {options.chapter}, options.points.axes,
+                              options.points.sweep)
+          << "\n";
       return kExitUsage;
     }
     std::string alternatives;

@@ -70,7 +70,8 @@ bool plan_chapters(const CompareOptions& options, ExampleCatalog& catalog, Plan&
   // A chapter that could not list its cases is a crash record below; a name may be one of its.
   if (const auto unmatched = unmatched_names(selected, options.examples);
       listed_all && !unmatched.empty()) {
-    err << "bench compare: " << no_such_examples(unmatched, chapters, plan.points) << "\n";
+    err << "bench compare: "
+        << no_such_examples(unmatched, chapters, options.points.axes, options.points.sweep) << "\n";
     return false;
   }
   if (listed_all && selected.empty() && !options.points.axes.empty()) {

@@ -39,18 +39,15 @@ std::vector<std::string> unmatched_names(const std::vector<std::string>& example
 
 std::string no_such_examples(const std::vector<std::string>& unmatched,
                              const std::vector<std::string>& places,
-                             const std::vector<std::string>& point_args) {
+                             const std::vector<std::string>& axes, bool sweep) {
   auto join = [](const std::vector<std::string>& items) {
     std::string out;
     for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
     return out;
   };
-  // The binaries' flags as the user wrote them: --bench_axis=b=4 is --axis b=4.
-  std::vector<std::string> asked;
-  for (const auto& arg : point_args)
-    asked.push_back(arg.starts_with("--bench_axis=") ? "--axis " + arg.substr(13)
-                    : arg == "--bench_sweep"         ? "--sweep"
-                                                     : arg);
+  std::vector<std::string> asked;  // as the user wrote them
+  if (sweep) asked.push_back("--sweep");
+  for (const auto& axis : axes) asked.push_back("--axis " + axis);
   return "--example " + join(unmatched) + (unmatched.size() == 1 ? " matches" : " match") +
          " no example of " + join(places) +
          (asked.empty() ? " (`bench list` names them)"

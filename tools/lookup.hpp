@@ -20,12 +20,12 @@ bool example_selected(const std::string& example, const std::vector<std::string>
 std::vector<std::string> unmatched_names(const std::vector<std::string>& examples,
                                          const std::vector<std::string>& names);
 // The error for them, `places` being where they were looked for (chapters, or a results file):
-// "--example nope matches no example of ch07 (`bench list` names them)"; with the point_args()
-// the listing took, it says those points selected none (an example may lack the axis, or the
-// value asked).
+// "--example nope matches no example of ch07 (`bench list` names them)"; given the --axis and
+// --sweep the listing took (as point_args() does), it says those points selected none (an
+// example may lack the axis, or the value asked).
 std::string no_such_examples(const std::vector<std::string>& unmatched,
                              const std::vector<std::string>& places,
-                             const std::vector<std::string>& point_args = {});
+                             const std::vector<std::string>& axes = {}, bool sweep = false);
 
 // A chapter binary's cases grouped by example (all its points together: one process runs
 // them), examples in the binary's order.

@@ -285,9 +285,7 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
   }
   if (const auto unmatched = unmatched_names(selected, options.examples); !unmatched.empty()) {
     err << "bench sanitize: "
-        << no_such_examples(unmatched, chapters,
-                            point_args(options.points.axes, options.points.sweep))
-        << "\n";
+        << no_such_examples(unmatched, chapters, options.points.axes, options.points.sweep) << "\n";
     return kExitUsage;
   }
   const std::vector<std::string> tools = options.tools.empty() ? kSanitizerTools : options.tools;

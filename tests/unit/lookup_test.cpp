@@ -41,7 +41,7 @@ TEST(UnmatchedNames, TheErrorNamesEveryOne) {
   EXPECT_EQ(no_such_examples({"a", "b"}, {"ch07", "ch08"}),
             "--example a, b match no example of ch07, ch08 (`bench list` names them)");
   // Under --axis the example may exist with no point the axes select.
-  EXPECT_EQ(no_such_examples({"transformer_decode"}, {"ch20"}, {"--bench_axis=batch=33"}),
+  EXPECT_EQ(no_such_examples({"transformer_decode"}, {"ch20"}, {"batch=33"}, false),
             "--example transformer_decode matches no example of ch20 at the points "
             "--axis batch=33 select (`bench list --sweep` names every point)");
 }

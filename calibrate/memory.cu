@@ -174,8 +174,7 @@ BENCH_EXAMPLE(calibrate, hbm_read_gbps, HbmRead)
 // The grid-strided read above sweeps the whole buffer with one wave; on the H200 a kernel that
 // reads each block's rows contiguously (ch08/hbm_streaming) measured above it (ch08's README,
 // 'H200', has the figures). A ceiling is the most the GPU was seen to do, so `bench calibrate`
-// stores the
-// faster of the two read forms as hbm_read_gbps. Block b sums int4 elements
+// stores the faster of the two read forms as hbm_read_gbps. Block b sums int4 elements
 // [b * kChunk, (b + 1) * kChunk); the n mod 4 tail belongs to block 0.
 constexpr int64_t kChunk = 4096;  // int4 elements per block: 64 KiB
 struct ChunkedRead {

@@ -4,8 +4,8 @@
 //
 // When it pays: a GEMM tile of R x C over k-blocks of 64 brings (R + C) x 64 BF16 from L2 into
 // shared memory for R x C x 64 multiply-adds, so L2 -> shared traffic per flop is (R + C) / (R C).
-// persistent_gemm's 128 x 256 tile needs 11.7 KB per MFLOP, TB/s across the GPU at its rate
-// (ch10's README, 'Measured', has it), and there multicast measured no gain. A 128 x 128 tile
+// persistent_gemm's 128 x 256 tile needs 11.7 KB per MFLOP, several TB/s across the GPU at its
+// rate (ch10's README, 'Measured', has it), and there multicast measured no gain. A 128 x 128 tile
 // needs a third more, 15.6 KB per MFLOP, more than L2 delivers at the same rate, so the tensor
 // cores wait on it. Smaller tiles are what a GEMM uses when a big tile leaves SMs idle (few
 // tiles, a ragged last wave) or registers short, so this is the tile where sharing a read should

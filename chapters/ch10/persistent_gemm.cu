@@ -41,8 +41,8 @@
 //   after the optimized rung because it measures the same (README):
 //   5. the CTAs of a cluster take stacked tiles (a 256 x 256 pair) that need the same Y block;
 //      each loads its own X and multicasts half of Y to both: 32 KiB of L2 reads per 48 KiB stage
-//      instead of 48 (the ring moves 11.7 KB from L2 per MFLOP, TB/s across 132 SMs at the
-//      steps' rates in ch10's README, 'Measured': a likely limit of the steps above);
+//      instead of 48 (the ring moves 11.7 KB from L2 per MFLOP: several TB/s across 132 SMs at
+//      the steps' rates in ch10's README, 'Measured', a likely limit of the steps above);
 //   6. the coupling: a stage is refilled only when the consumers of both CTAs have released it
 //      (empty barriers of 4 arrivals, released in both CTAs, at CTA scope: with cluster-scope
 //      release/acquire the step ran slower, by the figures in ch10's README, 'The multicast

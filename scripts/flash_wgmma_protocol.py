@@ -163,18 +163,17 @@ def programs(blocks, schedule, defect=None, n_consumers=2):
 
 def explore(blocks, schedule, defect=None, consumers=2):
     """(states visited, first problem found or None)."""
-    n_consumers = consumers
-    agents = programs(blocks, schedule, defect, n_consumers)
+    agents = programs(blocks, schedule, defect, consumers)
     names = ["q_full", "q_empty"] + [f"{k}_{f}{s}" for k in "kv" for f in ("full", "empty")
                                      for s in range(STAGES)]
     index = {name: i for i, name in enumerate(names)}
-    arrivals = [n_consumers if "empty" in name else 1 for name in names]
+    arrivals = [consumers if "empty" in name else 1 for name in names]
     # state: program counters, completed phases and pending arrivals per mbarrier, loads in flight
     # (barrier, tile), the tile each full barrier last completed with, named barrier (count,
     # generation) per id, the generation each agent waits on at a bar_sync (or None), and the
     # consumer whose turn's issue comes next.
     start = (tuple(0 for _ in agents), tuple(0 for _ in names), tuple(arrivals), frozenset(),
-             tuple(-1 for _ in names), ((0, 0),) * n_consumers, (None,) * len(agents), 0)
+             tuple(-1 for _ in names), ((0, 0),) * consumers, (None,) * len(agents), 0)
     seen, queue = {start}, collections.deque([start])
     while queue:
         state = queue.popleft()
@@ -202,7 +201,7 @@ def explore(blocks, schedule, defect=None, consumers=2):
                     return len(seen), f"turn out of order: consumer {target} issued in " \
                                       f"consumer {turn}'s turn"
                 nexts.append((advanced, phases, pending, flight, landed, named, waiting,
-                              (turn + 1) % n_consumers))
+                              (turn + 1) % consumers))
             elif op == "arrive":
                 i = index[target]
                 left = pending[i] - 1

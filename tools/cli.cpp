@@ -205,6 +205,12 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   sanitize_cmd->add_flag("--all", sanitize.all, "every built chapter")->excludes(sanitize_chapter_opt);
   add_example_option(sanitize_cmd, sanitize.examples);
   add_point_options(sanitize_cmd, sanitize.points);
+  sanitize_cmd
+      ->add_option("--variant", sanitize.variants,
+                   "only these variants, comma-separated, by the case name's (baseline, optimized, "
+                   "or a step's or vendor's name: `bench list`)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
   sanitize_cmd->add_option("--tool", sanitize.tools, "only these tools, comma-separated (default: all four)")
       ->delimiter(',')
       ->check(CLI::IsMember(kSanitizerTools));

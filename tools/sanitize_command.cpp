@@ -4,6 +4,7 @@
 // --bench_verify_only: the two checked runs at the verification size and nothing of the timing
 // machinery. docs/sanitize.md says how to read the output.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <ostream>
+#include <set>
 #include <sstream>
 
 #include "bench/device_info.hpp"
@@ -150,8 +152,10 @@ Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs
                  "--error-exitcode",
                  std::to_string(kFoundExitCode)};
   run.command.insert(run.command.end(), options.sanitizer_args.begin(), options.sanitizer_args.end());
-  run.command.insert(run.command.end(),
-                     {binary.string(), "--benchmark_filter=^" + unit.example + "/"});
+  std::string filter = "--benchmark_filter=^" + unit.example + "/";
+  if (!options.variants.empty())
+    filter += fmt::format("({})(/|$)", fmt::join(options.variants, "|"));
+  run.command.insert(run.command.end(), {binary.string(), filter});
   run.command.insert(run.command.end(), unit.point_args.begin(), unit.point_args.end());
   run.command.insert(run.command.end(), {"--benchmark_out=" + results.string(),
                                          "--benchmark_out_format=json", "--bench_verify_only"});
@@ -287,6 +291,34 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
     err << "bench sanitize: "
         << no_such_examples(unmatched, chapters, options.points.axes, options.points.sweep) << "\n";
     return kExitUsage;
+  }
+  if (!options.variants.empty()) {
+    // Only the cases of the variants asked; an example that has none of them is left out. A
+    // variant that no selected example has is refused, as an example name that matches none is.
+    std::set<std::string> present;
+    for (auto& chapter : listed) {
+      std::vector<std::string> kept;
+      for (const auto& example : chapter.examples) {
+        auto& cases = chapter.cases_of[example];
+        for (const auto& name : cases) present.insert(variant_of(name));
+        std::erase_if(cases, [&](const std::string& name) {
+          return std::find(options.variants.begin(), options.variants.end(), variant_of(name)) ==
+                 options.variants.end();
+        });
+        if (!cases.empty()) kept.push_back(example);
+      }
+      chapter.examples = std::move(kept);
+    }
+    std::vector<std::string> missing;
+    for (const auto& variant : options.variants)
+      if (!present.count(variant)) missing.push_back(variant);
+    if (!missing.empty()) {
+      err << fmt::format(
+          "bench sanitize: no case of the examples selected has the variant {} (their variants: "
+          "{})\n",
+          fmt::join(missing, ", "), fmt::join(present, ", "));
+      return kExitUsage;
+    }
   }
   const std::vector<std::string> tools = options.tools.empty() ? kSanitizerTools : options.tools;
   std::string error;

@@ -230,6 +230,55 @@ TEST_F(BenchSanitize, EachAxisPointIsAProcessOfItsOwn) {
   fs::remove_all(dir);
 }
 
+// --variant narrows each process to the cases of the variants named (the case name's: baseline,
+// optimized, a step's name), at every point; a variant no selected example has is refused before
+// anything runs, naming the variants there are.
+TEST_F(BenchSanitize, AVariantListChecksOnlyThoseCases) {
+  const fs::path dir = scratch_dir("sanitize_variant");
+  const fs::path tool = fake_sanitizer(dir);
+  ::setenv("BENCH_COMPUTE_SANITIZER", tool.c_str(), 1);
+  auto run = [&](std::vector<std::string> extra) {
+    fs::remove(tool.string() + ".argv");
+    std::vector<std::string> args = {"sanitize",  "--build-dir",   FAKE_BUILD_DIR,
+                                     "--chapter", "ch99",          "--tool",
+                                     "memcheck",  "--reports-dir", (dir / "reports").string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return bench(args);
+  };
+  const auto one = run({"--example", "last", "--variant", "optimized"});
+  EXPECT_EQ(one.exit_code, 0) << one.out << one.err;
+  EXPECT_NE(one.out.find("[1/1] ch99/last (1 case)\n  memcheck   clean"), std::string::npos)
+      << one.out;
+  auto runs = recorded_runs(tool);
+  ASSERT_EQ(runs.size(), 1u) << one.out;
+  EXPECT_NE(
+      std::find(runs[0].begin(), runs[0].end(), "--benchmark_filter=^ch99/last/(optimized)(/|$)"),
+      runs[0].end());
+
+  // Both variants, every point of an example with an axis: a process per point, each filtered.
+  const auto points = run({"--example", "sized", "--variant", "baseline,optimized", "--sweep"});
+  EXPECT_EQ(points.exit_code, 0) << points.out << points.err;
+  EXPECT_NE(points.out.find("[2/2] ch99/sized/n:2 (2 cases)\n  memcheck   clean"),
+            std::string::npos)
+      << points.out;
+  runs = recorded_runs(tool);
+  ASSERT_EQ(runs.size(), 2u) << points.out;
+  for (const auto& argv : runs)
+    EXPECT_NE(std::find(argv.begin(), argv.end(),
+                        "--benchmark_filter=^ch99/sized/(baseline|optimized)(/|$)"),
+              argv.end());
+
+  const auto none = run({"--example", "last", "--variant", "optimized,nosuch"});
+  EXPECT_EQ(none.exit_code, 2) << none.out << none.err;
+  EXPECT_NE(
+      none.err.find("no case of the examples selected has the variant nosuch (their variants: "
+                    "baseline, optimized)"),
+      std::string::npos)
+      << none.err;
+  EXPECT_TRUE(recorded_runs(tool).empty());
+  fs::remove_all(dir);
+}
+
 // compute-sanitizer reads `%p`, `%q{VAR}` and `%%` in --log-file's path (the fake does too): a
 // reports directory named with a `%` must still get its logs where bench sanitize reads them.
 TEST_F(BenchSanitize, AReportsDirectoryWithAPercentSignStillGetsItsLogs) {

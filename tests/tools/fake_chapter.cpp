@@ -7,6 +7,7 @@
 // as a long or hung case holds a real one; --bench_progress gets the harness's lines. With
 // --bench_timeline=PATH it writes a planted two-call timeline there (two streams overlapping, then
 // a gap before a copy), unless FAKE_CHAPTER_NO_TIMELINE is set, as a case that failed writes none.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -110,7 +112,17 @@ int main(int argc, char** argv) {
     std::cout << "filter " << filter << "\n";
     return 0;
   }
-  const std::string example = filter.substr(1, filter.size() - 2);
+  // "^ch99/<example>/", or from `bench sanitize --variant` "^ch99/<example>/(<v>|<w>)(/|$)": then
+  // only those variants' rows are written, as a real chapter's filter leaves only their cases.
+  const std::size_t alternatives = filter.find("/(");
+  const std::string example = alternatives == std::string::npos
+                                  ? filter.substr(1, filter.size() - 2)
+                                  : filter.substr(1, alternatives - 1);
+  std::vector<std::string> variants;
+  if (alternatives != std::string::npos) {
+    std::stringstream list(filter.substr(alternatives + 2, filter.find(')') - alternatives - 2));
+    for (std::string v; std::getline(list, v, '|');) variants.push_back(v);
+  }
   if (example == "ch99/crasher") {
     std::cerr << "FATAL: sticky CUDA error: an illegal memory access was encountered\n";
     std::abort();
@@ -143,6 +155,16 @@ int main(int argc, char** argv) {
       out["benchmarks"].push_back(row("ch99/sized/baseline/" + p, "baseline", 200, samples));
       out["benchmarks"].push_back(row("ch99/sized/optimized/" + p, "optimized", p == "n:1" ? 100 : 200, samples));
     }
+  }
+  if (!variants.empty()) {
+    nlohmann::json kept = nlohmann::json::array();
+    for (const auto& b : out["benchmarks"]) {
+      const std::string name = b["name"];  // ch99/<example>/<variant>/...
+      const std::size_t from = name.find('/', name.find('/') + 1) + 1;
+      const std::string variant = name.substr(from, name.find('/', from) - from);
+      if (std::find(variants.begin(), variants.end(), variant) != variants.end()) kept.push_back(b);
+    }
+    out["benchmarks"] = kept;
   }
   std::ofstream(flag(argc, argv, "--benchmark_out")) << out.dump(1);
   return 0;

@@ -36,8 +36,13 @@ std::string throughput(const CaseResult& c, const std::string& ceiling_name) {
 std::array<std::string, 11> cells(const ScoredRow& row) {
   std::array<std::string, 11> out;
   out[0] = row.example;
-  out[1] = row.kind == RowKind::step ? row.variant + " (step)"
-           : row.kind == RowKind::vendor ? row.variant + " (vendor)" : row.variant;
+  // A pair's subject is named by its role ("optimized"); the rung it runs follows, as its label
+  // gives it: "optimized (cluster_permute)".
+  const std::string impl = row.subject ? row.subject->impl : "";
+  out[1] = row.kind == RowKind::step             ? row.variant + " (step)"
+           : row.kind == RowKind::vendor         ? row.variant + " (vendor)"
+           : impl.empty() || impl == row.variant ? row.variant
+                                                 : row.variant + " (" + impl + ")";
   if (row.baseline && row.baseline->outcome == Outcome::measured)
     out[2] = format_duration_us(row.baseline->median_us);
   if (row.subject && row.subject->outcome == Outcome::measured)
@@ -77,6 +82,7 @@ std::string summary_line(const Scorecard& card) {
 
 nlohmann::json case_json(const CaseResult& c) {
   nlohmann::json j = {{"name", c.name}, {"role", c.role}, {"fingerprint", c.fingerprint}};
+  if (!c.impl.empty()) j["impl"] = c.impl;
   if (c.outcome != Outcome::measured) {
     j["outcome"] = c.outcome == Outcome::failed ? "failed" : "skipped";
     j["message"] = c.message;

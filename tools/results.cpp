@@ -47,6 +47,8 @@ void apply_label(CaseResult& c, const std::string& label) {
     if (eq == std::string::npos) continue;
     const std::string key = part.substr(0, eq), value = part.substr(eq + 1);
     if (key == "role") c.role = value;
+    else if (key == "impl")
+      c.impl = value;
     else if (key == "fp") c.fingerprint = value;
     else if (key == "mode") c.mode = value;
     else if (key == "stop") c.stop = value;

@@ -29,6 +29,7 @@ enum class Outcome { measured, failed, skipped };
 struct CaseResult {
   std::string name, example, variant;
   std::string role;  // baseline | optimized | step | vendor
+  std::string impl;  // the variant's own name (label "impl"): the rung a role-named case runs
   Outcome outcome = Outcome::measured;
   std::string message;  // without the SKIPPED:/FAILED: tag
   double median_us = 0, p10_us = 0, p90_us = 0, noise = 0;

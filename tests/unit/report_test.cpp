@@ -116,4 +116,30 @@ TEST(Report, APairScoredByAMetricNamesItInTheRow) {
   EXPECT_NE(html.find("p99_decode_latency_us 2.31×"), std::string::npos);
 }
 
+// A pair's subject is named by its role; the rung it runs (the label's impl) follows in the table
+// and is in the JSON, so a reader need not look up which rung "optimized" is. A step's row, already
+// named by its rung, and a case without the label are shown as before.
+TEST(Report, TheOptimizedRowNamesItsRung) {
+  std::vector<bench::tools::CaseResult> cases = {with_latency("baseline", 4474, 4474),
+                                                 with_latency("optimized", 3319, 1962),
+                                                 with_latency("tiled", 3900, 3000)};
+  cases[0].impl = "host_loop", cases[1].impl = "cluster_permute", cases[2].impl = "tiled";
+  cases[2].role = "step";
+  const auto card = bench::tools::score(cases, std::nullopt, "h100_80gb_hbm3");
+  ASSERT_EQ(card.rows.size(), 2u);
+  EXPECT_EQ(bench::tools::table_cells(card.rows[0])[1], "optimized (cluster_permute)");
+  EXPECT_EQ(bench::tools::table_cells(card.rows[1])[1], "tiled (step)");
+  EXPECT_NE(bench::tools::format_markdown(card).find("| optimized (cluster_permute) |"),
+            std::string::npos);
+  const auto json = bench::tools::report_json(card);
+  EXPECT_EQ(json["rows"][0]["variant"], "optimized");
+  EXPECT_EQ(json["rows"][0]["subject"]["impl"], "cluster_permute");
+  EXPECT_EQ(json["rows"][0]["baseline"]["impl"], "host_loop");
+
+  cases[1].impl.clear();  // results written before the label carried it
+  EXPECT_EQ(bench::tools::table_cells(
+                bench::tools::score(cases, std::nullopt, "h100_80gb_hbm3").rows[0])[1],
+            "optimized");
+}
+
 }  // namespace

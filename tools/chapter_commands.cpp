@@ -71,15 +71,23 @@ int list_command(const ListOptions& options, std::ostream& out, std::ostream& er
   int status = kExitOk;
   for (const auto& chapter : chapters) {
     std::string error;
-    const auto cases = list_cases(chapter_binary(build_dir, chapter), &error,
-                                  point_args(options.points.axes, options.points.sweep));
+    const auto binary = chapter_binary(build_dir, chapter);
+    const auto points = point_args(options.points.axes, options.points.sweep);
+    const auto cases = list_cases(binary, &error, points);
     if (!error.empty()) {
       err << "bench list: " << error << "\n";
       status = kExitFailed;
       continue;
     }
+    // A case named by its role shows the rung it runs: "ch15/moe_dispatch/optimized
+    // (cluster_permute)".
+    const auto own = own_variant_names(binary, points);
     out << fmt::format("{} ({} cases)\n", chapter, cases.size());
-    for (const auto& name : cases) out << "  " << name << "\n";
+    for (const auto& name : cases) {
+      const auto it = own.find(name);
+      const bool named_by_role = it != own.end() && it->second != variant_of(name);
+      out << "  " << name << (named_by_role ? " (" + it->second + ")" : "") << "\n";
+    }
   }
   return status;
 }

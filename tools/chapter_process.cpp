@@ -212,6 +212,22 @@ std::vector<std::string> list_cases(const fs::path& binary, std::string* error,
   return out;
 }
 
+std::map<std::string, std::string> own_variant_names(const fs::path& binary,
+                                                     const std::vector<std::string>& extra_args) {
+  std::vector<std::string> argv = {binary.string(), "--bench_list_variants"};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  const ProcessResult p = run_process(argv, true);
+  std::map<std::string, std::string> own;
+  if (!p.ok()) return own;
+  std::istringstream in(p.out);
+  for (std::string line; std::getline(in, line);) {  // "<case> <role> <own name>"
+    std::istringstream fields(line);
+    std::string name, role, impl;
+    if (fields >> name >> role >> impl) own[name] = impl;
+  }
+  return own;
+}
+
 ExampleRunSummary run_example(const fs::path& binary, const std::string& example,
                               const std::vector<std::string>& expected_cases,
                               const std::vector<std::string>& extra_args, ResultsFile& into) {

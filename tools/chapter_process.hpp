@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,11 @@ std::vector<std::string> built_chapters(const std::filesystem::path& build_dir);
 // `extra_args` (--bench_sweep, --bench_axis=...) choose which axis points are listed.
 std::vector<std::string> list_cases(const std::filesystem::path& binary, std::string* error,
                                     const std::vector<std::string>& extra_args = {});
+// Each case's variant's own name (--bench_list_variants, no GPU needed): the rung a case named by
+// its role runs ("ch15/moe_dispatch/optimized" -> "cluster_permute"). Empty if the binary cannot
+// say; the same `extra_args` as list_cases.
+std::map<std::string, std::string> own_variant_names(
+    const std::filesystem::path& binary, const std::vector<std::string>& extra_args = {});
 
 // Runs one example in its own process and merges what it produced into `into`; a crash, a
 // missing case or a no-GPU exit becomes a Crash record with the stderr tail.

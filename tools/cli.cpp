@@ -208,7 +208,7 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   sanitize_cmd
       ->add_option("--variant", sanitize.variants,
                    "only these variants, comma-separated, by the case name's (baseline, optimized, "
-                   "or a step's or vendor's name: `bench list`)")
+                   "a step's or vendor's name) or the rung a role-named case runs (`bench list`)")
       ->delimiter(',')
       ->allow_extra_args(false);
   sanitize_cmd->add_option("--tool", sanitize.tools, "only these tools, comma-separated (default: all four)")

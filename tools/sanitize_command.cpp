@@ -104,6 +104,9 @@ struct Unit {
   std::string example;                  // the --benchmark_filter's example
   std::vector<std::string> point_args;  // the chapter binary's flags that select exactly this point
   std::vector<std::string> cases;
+  // With --variant: the variants of `cases`, as the cases are named (the filter's alternatives);
+  // empty: every case of the example.
+  std::vector<std::string> variants;
 };
 
 std::vector<Unit> units_of(const std::string& example, const std::vector<std::string>& cases) {
@@ -113,7 +116,7 @@ std::vector<Unit> units_of(const std::string& example, const std::vector<std::st
     auto unit =
         std::find_if(units.begin(), units.end(), [&](const Unit& u) { return u.key == key; });
     if (unit == units.end()) {
-      Unit u{key, example, {}, {}};
+      Unit u{key, example, {}, {}, {}};
       std::vector<std::string> filters;  // NAME=VALUE for each of the point's axes
       for (const auto& [axis, value] : axes_of(point_of(key)))
         filters.push_back(axis + "=" + value);
@@ -153,8 +156,7 @@ Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs
                  std::to_string(kFoundExitCode)};
   run.command.insert(run.command.end(), options.sanitizer_args.begin(), options.sanitizer_args.end());
   std::string filter = "--benchmark_filter=^" + unit.example + "/";
-  if (!options.variants.empty())
-    filter += fmt::format("({})(/|$)", fmt::join(options.variants, "|"));
+  if (!unit.variants.empty()) filter += fmt::format("({})(/|$)", fmt::join(unit.variants, "|"));
   run.command.insert(run.command.end(), {binary.string(), filter});
   run.command.insert(run.command.end(), unit.point_args.begin(), unit.point_args.end());
   run.command.insert(run.command.end(), {"--benchmark_out=" + results.string(),
@@ -293,30 +295,42 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
     return kExitUsage;
   }
   if (!options.variants.empty()) {
-    // Only the cases of the variants asked; an example that has none of them is left out. A
-    // variant that no selected example has is refused, as an example name that matches none is.
-    std::set<std::string> present;
-    for (auto& chapter : listed) {
+    // Only the cases of the variants asked, by the name the case carries or by the variant's own
+    // name ("cluster_permute" for ch15/moe_dispatch's "optimized"); an example that has none of
+    // them is left out. A name that no selected example's case answers to is refused, as an
+    // example name that matches none is.
+    const auto asked = [&](const std::string& name) {
+      return std::find(options.variants.begin(), options.variants.end(), name) !=
+             options.variants.end();
+    };
+    std::set<std::string> answered, there;  // names the cases answer to; how they are shown
+    for (std::size_t c = 0; c < chapters.size(); ++c) {
+      const auto own = own_variant_names(chapter_binary(build_dir, chapters[c]),
+                                         point_args(options.points.axes, options.points.sweep));
+      auto& chapter = listed[c];
       std::vector<std::string> kept;
       for (const auto& example : chapter.examples) {
         auto& cases = chapter.cases_of[example];
-        for (const auto& name : cases) present.insert(variant_of(name));
         std::erase_if(cases, [&](const std::string& name) {
-          return std::find(options.variants.begin(), options.variants.end(), variant_of(name)) ==
-                 options.variants.end();
+          const auto it = own.find(name);
+          const std::string variant = variant_of(name);
+          const std::string own_name = it == own.end() ? variant : it->second;
+          answered.insert(variant), answered.insert(own_name);
+          there.insert(own_name == variant ? variant : variant + " (" + own_name + ")");
+          return !asked(variant) && !asked(own_name);
         });
         if (!cases.empty()) kept.push_back(example);
       }
       chapter.examples = std::move(kept);
     }
     std::vector<std::string> missing;
-    for (const auto& variant : options.variants)
-      if (!present.count(variant)) missing.push_back(variant);
+    for (const auto& name : options.variants)
+      if (!answered.count(name)) missing.push_back(name);
     if (!missing.empty()) {
       err << fmt::format(
           "bench sanitize: no case of the examples selected has the variant {} (their variants: "
           "{})\n",
-          fmt::join(missing, ", "), fmt::join(present, ", "));
+          fmt::join(missing, ", "), fmt::join(there, ", "));
       return kExitUsage;
     }
   }
@@ -350,7 +364,14 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
     auto& [examples, cases_of, list_error] = listed[c];
     std::vector<Unit> units;
     for (const auto& example : examples)
-      for (auto& unit : units_of(example, cases_of[example])) units.push_back(std::move(unit));
+      for (auto& unit : units_of(example, cases_of[example])) {
+        if (!options.variants.empty())
+          for (const auto& name : unit.cases)
+            if (const std::string v = variant_of(name);
+                std::find(unit.variants.begin(), unit.variants.end(), v) == unit.variants.end())
+              unit.variants.push_back(v);
+        units.push_back(std::move(unit));
+      }
     for (std::size_t i = 0; i < units.size(); ++i) {
       const std::size_t cases = units[i].cases.size();
       out << fmt::format("[{}/{}] {} ({} case{})\n", i + 1, units.size(), units[i].key, cases,

@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
   }
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
 
-  bool listing = false;
+  bool listing = bench::detail::options().list_variants;
   for (int i = 0; i < original_argc; ++i)
     listing |= std::string_view(original_argv[i]).rfind("--benchmark_list_tests", 0) == 0;
 
@@ -250,6 +250,13 @@ int main(int argc, char** argv) {
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "bad axes: %s\n", e.what());
     return 2;
+  }
+  if (bench::detail::options().list_variants) {
+    for (const auto* example : points)
+      for (const auto& variant : example->variants)
+        std::printf("%s %s %s\n", bench::detail::case_name(*example, variant).c_str(),
+                    bench::to_string(variant.role), variant.description.c_str());
+    return 0;
   }
   for (const auto* example : points) {
     for (const auto& variant : example->variants) {

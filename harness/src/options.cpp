@@ -75,6 +75,8 @@ std::string options_help() {
       "                            as JSON (bench profile --tool timeline)\n"
       "  --bench_verify_only       only the two checked runs at the verification size, then\n"
       "                            report the case verified, untimed (bench sanitize)\n"
+      "  --bench_list_variants     print each case's name, role and the variant's own name\n"
+      "                            (the rung an .../optimized case runs), run nothing\n"
       "  --bench_interleaved_checks  sustained mode: device-check each drawn sample right\n"
       "                            after it, not after sampling ends (an A/B of the gaps)\n"
       "  --bench_sustained_window=S  sustained mode: sample exactly S seconds of board time,\n"
@@ -162,6 +164,8 @@ std::string parse_options(int* argc, char** argv) {
       o.timeline = value;
     } else if (key == "bench_verify_only") {
       o.verify_only = true;
+    } else if (key == "bench_list_variants") {
+      o.list_variants = true;
     } else if (key == "bench_interleaved_checks") {
       o.interleaved_checks = true;
     } else if (key == "bench_sustained_window") {

@@ -25,6 +25,9 @@ struct Options {
   bool smoke = false;             // --bench_smoke: few samples, no sustained soak, every check made
   bool profile = false;           // --bench_profile: one untimed launch under cudaProfilerStart/Stop
   bool verify_only = false;       // --bench_verify_only: the verification runs only (bench sanitize)
+  // --bench_list_variants: one line per case, "<case> <role> <own name>", and nothing run (no GPU
+  // needed): the rung a role-named case (".../optimized") runs, for `bench list` and --variant.
+  bool list_variants = false;
   // --bench_timeline=PATH: after the warm-up, kTimelineCalls calls traced through CUPTI, each
   // prepared as the profiled launch is; their kernels, copies and memsets written to PATH as JSON
   // (bench profile --tool timeline, where Nsight Systems cannot make a report).

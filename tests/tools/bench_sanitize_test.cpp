@@ -231,8 +231,8 @@ TEST_F(BenchSanitize, EachAxisPointIsAProcessOfItsOwn) {
 }
 
 // --variant narrows each process to the cases of the variants named (the case name's: baseline,
-// optimized, a step's name), at every point; a variant no selected example has is refused before
-// anything runs, naming the variants there are.
+// optimized, a step's name; or a role-named case's own rung), at every point; a variant no selected
+// example has is refused before anything runs, naming the variants there are.
 TEST_F(BenchSanitize, AVariantListChecksOnlyThoseCases) {
   const fs::path dir = scratch_dir("sanitize_variant");
   const fs::path tool = fake_sanitizer(dir);
@@ -268,15 +268,34 @@ TEST_F(BenchSanitize, AVariantListChecksOnlyThoseCases) {
                         "--benchmark_filter=^ch99/sized/(baseline|optimized)(/|$)"),
               argv.end());
 
+  // A role-named case answers to its rung's own name too (the fake's optimized cases run "tuned").
+  const auto by_own_name = run({"--example", "last", "--variant", "tuned"});
+  EXPECT_EQ(by_own_name.exit_code, 0) << by_own_name.out << by_own_name.err;
+  runs = recorded_runs(tool);
+  ASSERT_EQ(runs.size(), 1u) << by_own_name.out;
+  EXPECT_NE(
+      std::find(runs[0].begin(), runs[0].end(), "--benchmark_filter=^ch99/last/(optimized)(/|$)"),
+      runs[0].end());
+
   const auto none = run({"--example", "last", "--variant", "optimized,nosuch"});
   EXPECT_EQ(none.exit_code, 2) << none.out << none.err;
   EXPECT_NE(
       none.err.find("no case of the examples selected has the variant nosuch (their variants: "
-                    "baseline, optimized)"),
+                    "baseline (naive), optimized (tuned))"),
       std::string::npos)
       << none.err;
   EXPECT_TRUE(recorded_runs(tool).empty());
   fs::remove_all(dir);
+}
+
+// `bench list` shows the rung each role-named case runs, from the binary's --bench_list_variants.
+TEST(BenchList, ARoleNamedCaseShowsItsRung) {
+  const auto r = bench({"list", "--build-dir", FAKE_BUILD_DIR, "--chapter", "ch99"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(
+      r.out.find("ch99 (6 cases)\n  ch99/first/baseline (naive)\n  ch99/first/optimized (tuned)\n"),
+      std::string::npos)
+      << r.out;
 }
 
 // compute-sanitizer reads `%p`, `%q{VAR}` and `%%` in --log-file's path (the fake does too): a

@@ -1,5 +1,6 @@
 // A stand-in for a chapter binary, host-only, for the crash-isolation test (VALIDITY row 13):
-// it answers --benchmark_list_tests, writes Google Benchmark JSON and sample files for the
+// it answers --benchmark_list_tests (and --bench_list_variants: its baselines run "naive", its
+// optimized cases "tuned"), writes Google Benchmark JSON and sample files for the
 // example its filter names, and aborts for ch99/crasher as a sticky CUDA error or a segfault
 // would end a real one. Asked for no JSON (`bench run`), it prints the filter it was given.
 // With FAKE_CHAPTER_HANG_IN=<example> it finishes that example's baseline, then stays in its
@@ -78,6 +79,20 @@ nlohmann::json row(const std::string& name, const std::string& role, double medi
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (has_flag(argc, argv, "--bench_list_variants")) {  // the rungs its role-named cases run
+    const auto line = [](const std::string& c, const std::string& role) {
+      std::cout << c << "/" << role << " " << role << " "
+                << (role == "baseline" ? "naive" : "tuned") << "\n";
+    };
+    if (flag(argc, argv, "--bench_axis").empty())
+      for (const auto& e : kExamples) line(e, "baseline"), line(e, "optimized");
+    if (points_asked(argc, argv))
+      for (const auto& p : points_of_sized(argc, argv)) {
+        std::cout << "ch99/sized/baseline/" << p << " baseline naive\n"
+                  << "ch99/sized/optimized/" << p << " optimized tuned\n";
+      }
+    return 0;
+  }
   if (!flag(argc, argv, "--benchmark_list_tests").empty()) {
     if (flag(argc, argv, "--bench_axis").empty())
       for (const auto& e : kExamples) std::cout << e << "/baseline/iterations:1/manual_time\n"

@@ -43,6 +43,14 @@ TEST_F(HarnessOptions, ProfileFlagIsConsumedAndOtherFlagsKept) {
   EXPECT_EQ(std::string(kept[0]), "--benchmark_filter=^ch07/copy_coalescing/optimized(/|$)");
 }
 
+TEST_F(HarnessOptions, ListVariantsIsAFlagOfItsOwn) {
+  EXPECT_EQ(parse({"--bench_sweep"}), "");
+  EXPECT_FALSE(options().list_variants);
+  EXPECT_EQ(parse({"--bench_list_variants", "--bench_sweep"}), "");
+  EXPECT_TRUE(options().list_variants);
+  EXPECT_TRUE(kept.empty());
+}
+
 TEST_F(HarnessOptions, TimelineTakesAPathAndExcludesTheOtherUntimedRuns) {
   EXPECT_EQ(parse({"--bench_timeline=/tmp/t.json"}), "");
   EXPECT_EQ(options().timeline, "/tmp/t.json");

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <ostream>
+#include <set>
 
 #include "bench/device_info.hpp"
 #include "chapter_process.hpp"
@@ -118,11 +119,30 @@ int run_command(const RunOptions& options, std::ostream& out, std::ostream& err)
       return kExitUsage;
     }
     std::string alternatives;
-    for (const auto& example : examples)
-      alternatives += (alternatives.empty() ? "" : "|") + example;
-    std::string filter = "--benchmark_filter=^(" + alternatives + ")/";
-    if (!options.variant.empty()) filter += options.variant + "(/|$)";
-    argv.push_back(filter);
+    if (options.variant.empty()) {
+      for (const auto& example : examples)
+        alternatives += (alternatives.empty() ? "" : "|") + example;
+      argv.push_back("--benchmark_filter=^(" + alternatives + ")/");
+    } else {
+      // --variant by the case's name or by the rung a role-named case runs, within each example:
+      // ^(ch15/moe_dispatch/optimized|...)(/|$).
+      const auto own = own_variant_names(binary, points);
+      std::set<std::string> wanted;  // example/variant, as the cases are named
+      for (const auto& example : examples)
+        for (const auto& name : cases_of.at(example)) {
+          const auto it = own.find(name);
+          if (variant_of(name) == options.variant ||
+              (it != own.end() && it->second == options.variant))
+            wanted.insert(example + "/" + variant_of(name));
+        }
+      if (wanted.empty()) {
+        err << "bench run: no case of the examples selected has the variant " << options.variant
+            << " (`bench list --chapter " << options.chapter << "` shows each case's)\n";
+        return kExitUsage;
+      }
+      for (const auto& prefix : wanted) alternatives += (alternatives.empty() ? "" : "|") + prefix;
+      argv.push_back("--benchmark_filter=^(" + alternatives + ")(/|$)");
+    }
   }
   argv.insert(argv.end(), options.harness_args.begin(), options.harness_args.end());
   out << std::flush;

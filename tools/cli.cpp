@@ -82,7 +82,8 @@ int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostrea
   add_example_option(run_cmd, run.examples);
   add_point_options(run_cmd, run.points);
   run_cmd->add_option("--variant", run.variant,
-                      "only this variant of each example (needs --example)");
+                      "only this variant of each example, by the case's name or the rung a "
+                      "role-named case runs (`bench list`; needs --example)");
   run_cmd->add_option("harness_args", run.harness_args, "after --: flags for the chapter binary");
 
   CompareOptions compare;

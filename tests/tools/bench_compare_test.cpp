@@ -426,13 +426,25 @@ TEST(BenchCompareFromResults, UpdateWithAnExampleListTouchesOnlyThoseEntries) {
 }
 
 // `bench run --example a,b` runs the binary once with a filter for both; an unknown name is
-// refused as compare refuses it.
+// refused as compare refuses it. --variant takes the case's name or its rung's own name.
 TEST(BenchRun, AnExampleListBecomesOneFilterAndAnUnknownNameIsRefused) {
   const auto r = bench({"run", "--chapter", "ch99", "--example", "first,ch99/last", "--variant",
                         "optimized", "--build-dir", FAKE_BUILD_DIR});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("filter ^(ch99/first|ch99/last)/optimized(/|$)"), std::string::npos)
+  EXPECT_NE(r.out.find("filter ^(ch99/first/optimized|ch99/last/optimized)(/|$)"),
+            std::string::npos)
       << r.out;
+  // The rung's own name selects the role-named cases that run it; a name no case has is refused.
+  const auto own = bench({"run", "--chapter", "ch99", "--example", "last", "--variant", "naive",
+                          "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(own.exit_code, 0) << own.out << own.err;
+  EXPECT_NE(own.out.find("filter ^(ch99/last/baseline)(/|$)"), std::string::npos) << own.out;
+  const auto nosuch = bench({"run", "--chapter", "ch99", "--example", "last", "--variant", "nosuch",
+                             "--build-dir", FAKE_BUILD_DIR});
+  EXPECT_EQ(nosuch.exit_code, 2) << nosuch.out << nosuch.err;
+  EXPECT_NE(nosuch.err.find("no case of the examples selected has the variant nosuch"),
+            std::string::npos)
+      << nosuch.err;
   const auto typo =
       bench({"run", "--chapter", "ch99", "--example", "first,lats", "--build-dir", FAKE_BUILD_DIR});
   EXPECT_EQ(typo.exit_code, 2) << typo.out << typo.err;

@@ -15,7 +15,7 @@ BUILD = "cmake --preset default > /dev/null && cmake --build --preset default --
 host = [compare("ch05_preprocess", "--chapter ch05 --example gpu_preprocess", 60),
         peer("peer_preprocess", "python3 scripts/peers/torch_host.py --only preprocess", 60)]
 checks = [
-    shell("san_ch15_moe", "./bench sanitize --chapter ch15 --example moe_dispatch --variant optimized"
+    shell("san_ch15_moe", "./bench sanitize --chapter ch15 --example moe_dispatch --variant cluster_permute"
           " --tool racecheck --timeout 200", 60),
     shell("san_ch16_overlap", "./bench sanitize --chapter ch16 --example flash_attention"
           " --variant wgmma_overlap,wgmma_overlap_early_turn --tool memcheck,initcheck --timeout 150", 60),

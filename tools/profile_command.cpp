@@ -169,8 +169,23 @@ int profile_command(const ProfileOptions& options, std::ostream& out, std::ostre
     err << "bench profile: " << list_error << "\n";
     return kExitFailed;
   }
-  // A case of an example with axes named without its point: its one default point, if it has one.
   std::string case_name = options.case_name;
+  // A role-named case asked for by the rung it runs (ch15/moe_dispatch/cluster_permute/...): the
+  // case is named by its role (.../optimized/...), which --bench_list_variants gives.
+  if (std::find(cases.begin(), cases.end(), case_name) == cases.end()) {
+    const std::string asked = variant_of(case_name);
+    const std::string prefix = base_example_of(case_name);  // chNN/<example>
+    for (const auto& [name, own] : own_variant_names(binary, {"--bench_sweep"}))
+      if (own == asked && own != variant_of(name) && name.rfind(prefix + "/", 0) == 0) {
+        std::string by_role = case_name;  // the third component replaced by the role
+        const std::size_t from = prefix.size() + 1;
+        by_role.replace(from, asked.size(), variant_of(name));
+        out << "bench profile: " << case_name << " is " << by_role << "\n";
+        case_name = by_role;
+        break;
+      }
+  }
+  // A case of an example with axes named without its point: its one default point, if it has one.
   if (std::find(cases.begin(), cases.end(), case_name) == cases.end()) {
     std::vector<std::string> at_defaults;
     for (const auto& c : list_cases(binary, nullptr))

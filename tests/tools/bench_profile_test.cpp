@@ -86,6 +86,16 @@ TEST_F(BenchProfile, NcuCapturesOnlyTheProfilerRangeWithClocksUntouched) {
   EXPECT_NE(r.out.find("'--benchmark_filter=^ch99/first/optimized(/|$)' --bench_profile"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find((dir / "report.ncu-rep").string()), std::string::npos) << r.out;
 
+  // The rung a role-named case runs names it too (the fake's optimized cases run "tuned").
+  const auto by_own_name = bench(
+      {"profile", "ch99/first/tuned", "--build-dir", FAKE_BUILD_DIR, "-o", (dir / "r1").string()});
+  ASSERT_EQ(by_own_name.exit_code, 0) << by_own_name.out << by_own_name.err;
+  EXPECT_NE(by_own_name.out.find("bench profile: ch99/first/tuned is ch99/first/optimized"),
+            std::string::npos)
+      << by_own_name.out;
+  EXPECT_TRUE(has_run(recorded_argv(tool), {"--benchmark_filter=^ch99/first/optimized(/|$)"}))
+      << joined(recorded_argv(tool));
+
   // Without --set the full section set is collected.
   ASSERT_EQ(bench({"profile", "ch99/last/baseline", "--build-dir", FAKE_BUILD_DIR, "-o", (dir / "r2").string()}).exit_code, 0);
   EXPECT_TRUE(has_run(recorded_argv(tool), {"--set", "full"})) << joined(recorded_argv(tool));

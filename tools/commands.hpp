@@ -95,7 +95,8 @@ struct SanitizeOptions {
   std::vector<std::string> examples;         // --example a,b: "name" or "chNN/name"; empty: all
   std::vector<std::string> tools;            // empty: memcheck, racecheck, synccheck, initcheck
   // --variant a,b: only the cases of these variants, by the case name's variant (baseline,
-  // optimized, or a step's or vendor's own name, as `bench list` shows them); empty: every case
+  // optimized, or a step's or vendor's own name) or by the rung a role-named case runs
+  // (`bench list` shows both); empty: every case
   std::vector<std::string> variants;
   PointOptions points;      // which axis points; each point is a process of its own
   std::string reports_dir;  // sanitize.json, sanitize.md and logs/ (empty: <build>/reports/sanitize)

@@ -85,9 +85,8 @@ int list_command(const ListOptions& options, std::ostream& out, std::ostream& er
     const auto own = own_variant_names(binary, points);
     out << fmt::format("{} ({} cases)\n", chapter, cases.size());
     for (const auto& name : cases) {
-      const auto it = own.find(name);
-      const bool named_by_role = it != own.end() && it->second != variant_of(name);
-      out << "  " << name << (named_by_role ? " (" + it->second + ")" : "") << "\n";
+      const std::string rung = rung_of(own, name);
+      out << "  " << name << (rung != variant_of(name) ? " (" + rung + ")" : "") << "\n";
     }
   }
   return status;
@@ -129,12 +128,9 @@ int run_command(const RunOptions& options, std::ostream& out, std::ostream& err)
       const auto own = own_variant_names(binary, points);
       std::set<std::string> wanted;  // example/variant, as the cases are named
       for (const auto& example : examples)
-        for (const auto& name : cases_of.at(example)) {
-          const auto it = own.find(name);
-          if (variant_of(name) == options.variant ||
-              (it != own.end() && it->second == options.variant))
+        for (const auto& name : cases_of.at(example))
+          if (variant_of(name) == options.variant || rung_of(own, name) == options.variant)
             wanted.insert(example + "/" + variant_of(name));
-        }
       if (wanted.empty()) {
         err << "bench run: no case of the examples selected has the variant " << options.variant
             << " (`bench list --chapter " << options.chapter << "` shows each case's)\n";

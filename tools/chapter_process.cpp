@@ -228,6 +228,11 @@ std::map<std::string, std::string> own_variant_names(const fs::path& binary,
   return own;
 }
 
+std::string rung_of(const std::map<std::string, std::string>& own, const std::string& name) {
+  const auto it = own.find(name);
+  return it == own.end() ? variant_of(name) : it->second;
+}
+
 ExampleRunSummary run_example(const fs::path& binary, const std::string& example,
                               const std::vector<std::string>& expected_cases,
                               const std::vector<std::string>& extra_args, ResultsFile& into) {

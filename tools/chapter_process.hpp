@@ -60,6 +60,9 @@ std::vector<std::string> list_cases(const std::filesystem::path& binary, std::st
 // say; the same `extra_args` as list_cases.
 std::map<std::string, std::string> own_variant_names(
     const std::filesystem::path& binary, const std::vector<std::string>& extra_args = {});
+// The rung case `name` runs: its own name in `own` (own_variant_names), else the variant its name
+// carries (a step's or vendor's case, or a binary that could not say).
+std::string rung_of(const std::map<std::string, std::string>& own, const std::string& name);
 
 // Runs one example in its own process and merges what it produced into `into`; a crash, a
 // missing case or a no-GPU exit becomes a Crash record with the stderr tail.

@@ -104,9 +104,6 @@ struct Unit {
   std::string example;                  // the --benchmark_filter's example
   std::vector<std::string> point_args;  // the chapter binary's flags that select exactly this point
   std::vector<std::string> cases;
-  // With --variant: the variants of `cases`, as the cases are named (the filter's alternatives);
-  // empty: every case of the example.
-  std::vector<std::string> variants;
 };
 
 std::vector<Unit> units_of(const std::string& example, const std::vector<std::string>& cases) {
@@ -116,7 +113,7 @@ std::vector<Unit> units_of(const std::string& example, const std::vector<std::st
     auto unit =
         std::find_if(units.begin(), units.end(), [&](const Unit& u) { return u.key == key; });
     if (unit == units.end()) {
-      Unit u{key, example, {}, {}, {}};
+      Unit u{key, example, {}, {}};
       std::vector<std::string> filters;  // NAME=VALUE for each of the point's axes
       for (const auto& [axis, value] : axes_of(point_of(key)))
         filters.push_back(axis + "=" + value);
@@ -156,7 +153,14 @@ Run sanitize_one(const std::string& sanitizer, const std::string& tool, const fs
                  std::to_string(kFoundExitCode)};
   run.command.insert(run.command.end(), options.sanitizer_args.begin(), options.sanitizer_args.end());
   std::string filter = "--benchmark_filter=^" + unit.example + "/";
-  if (!unit.variants.empty()) filter += fmt::format("({})(/|$)", fmt::join(unit.variants, "|"));
+  if (!options.variants.empty()) {  // the variants of the unit's cases, as the cases are named
+    std::vector<std::string> variants;
+    for (const auto& name : unit.cases)
+      if (const std::string v = variant_of(name);
+          std::find(variants.begin(), variants.end(), v) == variants.end())
+        variants.push_back(v);
+    filter += fmt::format("({})(/|$)", fmt::join(variants, "|"));
+  }
   run.command.insert(run.command.end(), {binary.string(), filter});
   run.command.insert(run.command.end(), unit.point_args.begin(), unit.point_args.end());
   run.command.insert(run.command.end(), {"--benchmark_out=" + results.string(),
@@ -276,13 +280,14 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
   // Every chapter is listed first, so that a misspelt --example is refused before anything runs.
   std::vector<ChapterExamples> listed;
   std::vector<std::string> selected;
+  const std::vector<std::string> points = point_args(options.points.axes, options.points.sweep);
   for (const auto& chapter : chapters) {
     if (!fs::is_regular_file(chapter_binary(build_dir, chapter))) {
       err << "bench sanitize: " << no_such_chapter(chapter, build_dir) << "\n";
       return kExitUsage;
     }
-    listed.push_back(chapter_examples(chapter_binary(build_dir, chapter), options.examples,
-                                      point_args(options.points.axes, options.points.sweep)));
+    listed.push_back(
+        chapter_examples(chapter_binary(build_dir, chapter), options.examples, points));
     if (!listed.back().error.empty()) {
       err << "bench sanitize: " << listed.back().error << "\n";
       return kExitFailed;
@@ -305,16 +310,13 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
     };
     std::set<std::string> answered, there;  // names the cases answer to; how they are shown
     for (std::size_t c = 0; c < chapters.size(); ++c) {
-      const auto own = own_variant_names(chapter_binary(build_dir, chapters[c]),
-                                         point_args(options.points.axes, options.points.sweep));
+      const auto own = own_variant_names(chapter_binary(build_dir, chapters[c]), points);
       auto& chapter = listed[c];
       std::vector<std::string> kept;
       for (const auto& example : chapter.examples) {
         auto& cases = chapter.cases_of[example];
         std::erase_if(cases, [&](const std::string& name) {
-          const auto it = own.find(name);
-          const std::string variant = variant_of(name);
-          const std::string own_name = it == own.end() ? variant : it->second;
+          const std::string variant = variant_of(name), own_name = rung_of(own, name);
           answered.insert(variant), answered.insert(own_name);
           there.insert(own_name == variant ? variant : variant + " (" + own_name + ")");
           return !asked(variant) && !asked(own_name);
@@ -364,14 +366,7 @@ int sanitize_command(const SanitizeOptions& options, std::ostream& out, std::ost
     auto& [examples, cases_of, list_error] = listed[c];
     std::vector<Unit> units;
     for (const auto& example : examples)
-      for (auto& unit : units_of(example, cases_of[example])) {
-        if (!options.variants.empty())
-          for (const auto& name : unit.cases)
-            if (const std::string v = variant_of(name);
-                std::find(unit.variants.begin(), unit.variants.end(), v) == unit.variants.end())
-              unit.variants.push_back(v);
-        units.push_back(std::move(unit));
-      }
+      for (auto& unit : units_of(example, cases_of[example])) units.push_back(std::move(unit));
     for (std::size_t i = 0; i < units.size(); ++i) {
       const std::size_t cases = units[i].cases.size();
       out << fmt::format("[{}/{}] {} ({} case{})\n", i + 1, units.size(), units[i].key, cases,

@@ -71,28 +71,55 @@ struct FileLoad {
   int64_t chunk_bytes() const { return chunk_words * 4; }
 };
 
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 class ReadThenCopy {
  public:
   ReadThenCopy(const FileLoad& w, cudaStream_t)
       : fd_(w.file->path(), O_RDONLY), buffer_(w.chunk_words) {}
   void operator()(const FileLoad& w, cudaStream_t) {
+    Split call;
+    double t = seconds_now();
     ch05::evict_page_cache(fd_.get());
+    call.evict_s = seconds_now() - t;
     for (int64_t at = 0; at < w.bytes(); at += w.chunk_bytes()) {
       const int64_t bytes = std::min(w.chunk_bytes(), w.bytes() - at);
+      t = seconds_now();
       ch05::read_fully(fd_.get(), buffer_.data(), bytes, at);
+      const double read = seconds_now();
       BENCH_CUDA_CHECK(cudaMemcpy(reinterpret_cast<char*>(w.dst.data()) + at, buffer_.data(), bytes,
                                   cudaMemcpyHostToDevice));
+      call.read_s += read - t;
+      call.copy_s += seconds_now() - read;
     }
+    calls_.push_back(call);
+  }
+  // Where the fastest and the slowest call spent their time (ms): the eviction, the reads and
+  // the copies. When the samples fall into clusters, this says which part moved.
+  std::vector<bench::Metric> metrics() const {
+    if (calls_.empty()) return {};
+    const auto [fastest, slowest] =
+        std::minmax_element(calls_.begin(), calls_.end(),
+                            [](const Split& a, const Split& b) { return a.total() < b.total(); });
+    return {{"fastest_call_evict_ms", 1e3 * fastest->evict_s},
+            {"fastest_call_read_ms", 1e3 * fastest->read_s},
+            {"fastest_call_copy_ms", 1e3 * fastest->copy_s},
+            {"slowest_call_evict_ms", 1e3 * slowest->evict_s},
+            {"slowest_call_read_ms", 1e3 * slowest->read_s},
+            {"slowest_call_copy_ms", 1e3 * slowest->copy_s}};
   }
 
  private:
+  struct Split {
+    double evict_s = 0, read_s = 0, copy_s = 0;
+    double total() const { return evict_s + read_s + copy_s; }
+  };
   ch05::FileDescriptor fd_;
   std::vector<uint32_t> buffer_;  // pageable
+  std::vector<Split> calls_;      // every call's: the verification and warm-up calls too
 };
-
-double seconds_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 class DirectReadPipeline {
  public:

@@ -6,7 +6,11 @@
 //      (gpu_preprocess's optimized side): the CPU still touches every pixel, through the IDCT;
 //   2. optimized: nvJPEG decodes the whole batch on the GPU (nvjpegDecodeBatched, GPU-assisted
 //      Huffman decoding), straight into device memory, and the same kernel normalises it: only
-//      the compressed bytes cross the link (a few times fewer than the decoded ones).
+//      the compressed bytes cross the link (a few times fewer than the decoded ones);
+//   3. a step beside it, nvjpeg_batched_hardware: the same call with nvJPEG's hardware backend,
+//      the GPU's fixed-function JPEG decode engines (NVJPG; the A100, H100 and H200 have them)
+//      instead of CUDA kernels, so the decode leaves the SMs free. SKIPPED, with the reason, on a
+//      GPU without those engines. Not the optimized side: that must run on every GPU it supports.
 // The images are encoded by the example itself with libjpeg (baseline JPEG, quality 90, no
 // chroma subsampling), once and untimed; both sides start from those bytes in host memory.
 // Timed with a host clock around the batch and a device synchronize (Mode::host): the baseline's
@@ -141,21 +145,31 @@ void nvjpeg_check(nvjpegStatus_t status, const char* call) {
                              std::to_string(int(status)) + ")");
 }
 
+// Which of nvJPEG's batched decoders runs: CUDA kernels with GPU-assisted Huffman decoding, or
+// the GPU's JPEG decode engines.
+enum class Engine { gpu_hybrid, hardware };
+
+template <Engine engine>
 class DecodeOnGpu {
  public:
   DecodeOnGpu(const JpegBatch& w, cudaStream_t)
       : raw_on_device_(w.values()), destinations_(new nvjpegImage_t[w.images]()) {
     // GPU_HYBRID: the Huffman decoding of a batch (of more than 100 baseline images) runs on the
-    // GPU too, not only the IDCT and colour conversion. A GPU or build without that backend says
-    // so (SKIPPED); any other failure is a failure, named.
-    const nvjpegStatus_t created = nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID, nullptr, nullptr,
-                                                  NVJPEG_FLAGS_DEFAULT, &handle_);
+    // GPU too, not only the IDCT and colour conversion. HARDWARE: baseline, single-scan JPEGs on
+    // the decode engines. A GPU or build without that backend says so (SKIPPED); any other
+    // failure is a failure, named.
+    const nvjpegStatus_t created =
+        nvjpegCreateEx(kBackend, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &handle_);
     if (created == NVJPEG_STATUS_ARCH_MISMATCH || created == NVJPEG_STATUS_JPEG_NOT_SUPPORTED ||
         created == NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED)
-      throw bench::Unsupported(std::string("nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID): ") +
-                               nvjpeg_status_name(created) + " on this GPU");
-    nvjpeg_check(created, "nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID)");
+      throw bench::Unsupported(
+          std::string(kCreate) + ": " + nvjpeg_status_name(created) + " on this GPU" +
+          (engine == Engine::hardware ? " (nvJPEG's hardware backend needs a GPU with JPEG decode "
+                                        "engines: A100, A30, H100, H200, L4 and their kin)"
+                                      : ""));
+    nvjpeg_check(created, kCreate);
     try {
+      if (engine == Engine::hardware) require_every_image_on_the_engines(w);
       nvjpeg_check(nvjpegJpegStateCreate(handle_, &state_), "nvjpegJpegStateCreate");
       // max_cpu_threads (1) is no longer used by nvJPEG; the batch size must be the number of
       // images each nvjpegDecodeBatched call passes.
@@ -186,6 +200,11 @@ class DecodeOnGpu {
   }
 
  private:
+  static constexpr nvjpegBackend_t kBackend =
+      engine == Engine::hardware ? NVJPEG_BACKEND_HARDWARE : NVJPEG_BACKEND_GPU_HYBRID;
+  static constexpr const char* kCreate = engine == Engine::hardware
+                                             ? "nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE)"
+                                             : "nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID)";
   bench::DeviceBuffer<uint8_t> raw_on_device_;
   nvjpegHandle_t handle_ = nullptr;
   nvjpegJpegState_t state_ = nullptr;
@@ -193,6 +212,34 @@ class DecodeOnGpu {
   std::vector<size_t> lengths_;
   // Not a std::vector: nvcc's front end fails on std::vector of nvjpegImage_t, an unnamed struct.
   std::unique_ptr<nvjpegImage_t[]> destinations_;
+
+  // The engines take baseline, single-scan JPEGs and not every subsampling; nvjpegDecodeBatched
+  // would fail on an image they cannot take, so each is asked first (SKIPPED, naming it). The
+  // example's own images are baseline 4:4:4, which they take.
+  void require_every_image_on_the_engines(const JpegBatch& w) {
+    nvjpegJpegStream_t parsed = nullptr;
+    nvjpeg_check(nvjpegJpegStreamCreate(handle_, &parsed), "nvjpegJpegStreamCreate");
+    std::string refused;
+    nvjpegStatus_t failed = NVJPEG_STATUS_SUCCESS;
+    const char* failed_call = "";
+    for (int64_t img = 0; img < w.images && refused.empty(); ++img) {
+      failed =
+          nvjpegJpegStreamParse(handle_, w.jpegs[img].data(), w.jpegs[img].size(), 0, 0, parsed);
+      failed_call = "nvjpegJpegStreamParse";
+      int not_supported = 1;  // nvJPEG sets 0 when the backend can decode the stream
+      if (failed == NVJPEG_STATUS_SUCCESS) {
+        failed = nvjpegDecodeBatchedSupported(handle_, parsed, &not_supported);
+        failed_call = "nvjpegDecodeBatchedSupported";
+      }
+      if (failed != NVJPEG_STATUS_SUCCESS) break;
+      if (not_supported != 0)
+        refused = "nvJPEG's hardware decoder does not take image " + std::to_string(img) +
+                  " of the batch (nvjpegDecodeBatchedSupported)";
+    }
+    nvjpegJpegStreamDestroy(parsed);
+    nvjpeg_check(failed, failed_call);
+    if (!refused.empty()) throw bench::Unsupported(refused);
+  }
 
   void release() {
     cudaDeviceSynchronize();  // a decode may still be using the state's buffers
@@ -203,6 +250,8 @@ class DecodeOnGpu {
   }
 };
 #else
+enum class Engine { gpu_hybrid, hardware };
+template <Engine>
 struct DecodeOnGpu {  // never constructed: the side is SKIPPED first (nvjpeg_missing below)
   DecodeOnGpu(const JpegBatch&, cudaStream_t) { throw bench::Unsupported("built without nvJPEG"); }
   void operator()(const JpegBatch&, cudaStream_t) {}
@@ -272,8 +321,11 @@ constexpr double kLevelsApart = 8;
 BENCH_EXAMPLE(ch05, jpeg_decode, JpegBatch)
     .stateful<DecodeOnCpu>(bench::Role::baseline, "libjpeg_one_thread_then_gpu_normalise",
                            {.blocks_host = true, .host_bound = true})
-    .stateful<DecodeOnGpu>(bench::Role::optimized, "nvjpeg_batched_gpu_hybrid",
-                           {.blocks_host = true})
+    .stateful<DecodeOnGpu<Engine::hardware>>(bench::Role::step, "nvjpeg_batched_hardware",
+                                             {.blocks_host = true})
+    .variant_requires(nvjpeg_missing)
+    .stateful<DecodeOnGpu<Engine::gpu_hybrid>>(bench::Role::optimized, "nvjpeg_batched_gpu_hybrid",
+                                               {.blocks_host = true})
     .variant_requires(nvjpeg_missing)
     .reference(reference)
     .device_reference(device_reference)

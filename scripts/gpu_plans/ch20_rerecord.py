@@ -2,9 +2,8 @@
 # batch of its axis (the H200's entries are still those of tree 43df452, before the folded new key
 # and the TMA-staged attention), the update followed by its rerun against what it wrote, then the
 # PyTorch peer of the same layer (its graphed compiled step is the batch-8 and batch-32 target's
-# denominator). Not yet timed: the default compare (2 of the 6 batches) took 54 s on a 4x H200, so
-# a compare of the sweep perhaps 3 minutes; send the plan again on the warm machine for what a
-# deadline dropped.
+# denominator). Timed on 2026-11-29 on a warm one-GPU H200: 321 s (update 148 s, rerun 146 s, peer
+# 23 s); send the plan again on the warm machine for what a deadline dropped.
 #
 #   python3 scripts/gpu_jobs.py scripts/gpu_plans/ch20_rerecord.py --budget 560 --out /tmp/jobs --pack $OUT/jobs.tar.gz
 #

@@ -9,8 +9,8 @@
 #   - what moves a one-thread host baseline between processes: ch03 host_feeding's and ch05
 #     jpeg_decode's, each in fresh processes unbound, bound to one CPU, and with malloc's blocks
 #     on transparent huge pages (scripts/process_spread.py).
-# Not yet timed: an estimate of 5 minutes on one H200 after the build (the build of ch03 and ch05
-# about a minute on 16 cores).
+# Timed on 2026-11-29 on a warm one-GPU H200 that `./bench test` had built: 310 s (the two spread
+# jobs 78 and 65 s, the jpeg update 56 s).
 #
 #   python3 scripts/gpu_jobs.py scripts/gpu_plans/h200_host_side.py --budget 560 --out /tmp/jobs --pack $OUT/jobs.tar.gz
 BUILD = "cmake --preset default > /dev/null && cmake --build --preset default --target ch03 ch05 bench"

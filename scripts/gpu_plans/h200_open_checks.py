@@ -7,9 +7,9 @@
 #     synccheck were clean on 2026-11-29; issue 46);
 #   - ch20's rungs 5c and 6d under racecheck with every hazard printed (250 on 2026-11-29, 50 of
 #     them unprinted and so unjudged; issue 44).
-# Not yet timed: an estimate of 6 minutes on one H200 after the build (ch05, ch15, ch16 and ch20,
-# perhaps two minutes with 16 cores on a fresh machine); send the plan again on the warm machine
-# for what a deadline dropped.
+# Timed on 2026-11-29 on a warm one-GPU H200 that `./bench test` had built: 118 s, the three
+# sanitizer jobs 44, 13 and 57 s (its ch05 jobs had run in h200_host_side.py and were skipped);
+# send the plan again on the warm machine for what a deadline dropped.
 #
 #   python3 scripts/gpu_jobs.py scripts/gpu_plans/h200_open_checks.py --budget 540 --out /tmp/jobs --pack $OUT/jobs.tar.gz
 BUILD = "cmake --preset default > /dev/null && cmake --build --preset default --target ch05 ch15 ch16 ch20 bench"

@@ -213,12 +213,18 @@ class CuFileRead {
     descr.type = CU_FILE_HANDLE_TYPE_OPAQUE_FD;
     // Without the nvidia-fs driver cuFile reads only in compatibility mode, and only when its
     // configuration allows it (cufile.json's allow_compat_mode); refused, the rung cannot run on
-    // this machine: SKIPPED with cuFile's reason (seen on the lent H100s, whose disk is virtio).
+    // this machine: SKIPPED with cuFile's reason (seen on the lent H100s and H200s, whose virtio
+    // disk udev has not described: cuFile cannot identify its filesystem, even in compatibility
+    // mode).
     if (const CUfileError_t r = cuFileHandleRegister(&handle_, &descr); r.err != CU_FILE_SUCCESS) {
       cuFileDriverClose();
-      throw bench::Unsupported(std::string("cuFileHandleRegister failed: ") + CUFILE_ERRSTR(r.err) +
-                               (nvidia_fs_loaded() ? "" : " (no nvidia-fs driver: not GPUDirect Storage; "
-                                                          "compatibility mode needs allow_compat_mode in cufile.json)"));
+      throw bench::Unsupported(
+          std::string("cuFileHandleRegister failed: ") + CUFILE_ERRSTR(r.err) +
+          (nvidia_fs_loaded() ? ""
+                              : " (no nvidia-fs driver: not GPUDirect Storage; "
+                                "compatibility mode needs allow_compat_mode in cufile.json)") +
+          "; cuFile's log says why (CUFILE_ENV_PATH_JSON=chapters/ch05/cufile_compat.json "
+          "allows compatibility mode and logs to /tmp/cufile_*.log)");
     }
     // A registered destination lets the transfers go straight into it; unregistered, cuFile
     // stages through GPU bounce buffers of its own. Registration failing is not an error.

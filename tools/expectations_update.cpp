@@ -109,6 +109,14 @@ std::string refusal(const ScoredRow& row, const UpdatePolicy& policy) {
   switch (row.status) {
     case Status::failed: return "FAILED: " + row.reason;
     case Status::skipped:
+      // Only an optimized side skipped beside a measured baseline is recordable
+      // (recordable_outcome): where the baseline is skipped too, the example cannot run here, and
+      // the hint would fail.
+      if (row.baseline->outcome != Outcome::measured)
+        return "SKIPPED: " + row.reason +
+               " (the baseline did not run either: the example cannot run on this "
+               "machine, and --record-outcome records only an optimized side skipped beside a "
+               "measured baseline)";
       return "SKIPPED: " + row.reason + " (--record-outcome " + row.example + " records it as this GPU's outcome)";
     case Status::regressed:
       if (policy.add_machine) break;

@@ -806,6 +806,41 @@ TEST(BenchCompareFromResults, RecordedOutcomesAreWrittenByTheUpdateAndHonouredBy
                             dir.string()});
   EXPECT_NE(other.out.find("recorded skip reason was: " + skip), std::string::npos) << other.out;
   EXPECT_EQ(other.out.find("SKIPPED (recorded)"), std::string::npos) << other.out;
+
+  // A whole example skipped (its baseline too: ch03/numa_affinity on a one-node machine) is not
+  // recordable, and its refusal does not suggest --record-outcome.
+  nlohmann::json whole = results;
+  for (auto& row : whole["benchmarks"]) {
+    const std::string name = row["name"];
+    if (name.rfind("ch90/ragged_example/baseline/", 0) != 0) continue;
+    row = {{"name", name},
+           {"run_name", name},
+           {"run_type", "iteration"},
+           {"repetitions", 1},
+           {"repetition_index", 0},
+           {"threads", 1},
+           {"iterations", 1},
+           {"time_unit", "us"},
+           {"error_occurred", true},
+           {"error_message", "SKIPPED: one NUMA node"},
+           {"real_time", 0},
+           {"cpu_time", 0}};
+  }
+  const fs::path whole_dir = scratch_dir("recorded_whole");
+  std::ofstream(whole_dir / "results.json") << whole.dump(1);
+  const auto whole_run = bench({"compare", "--from-results", (whole_dir / "results.json").string(),
+                                "--expectations-dir", whole_dir.string(), "--update-expectations",
+                                "--record-outcome", "ragged_example"});
+  EXPECT_EQ(whole_run.exit_code, 0) << whole_run.out << whole_run.err;
+  EXPECT_NE(whole_run.out.find("refused ch90/ragged_example: SKIPPED"), std::string::npos)
+      << whole_run.out;
+  EXPECT_NE(whole_run.out.find("the baseline did not run either"), std::string::npos)
+      << whole_run.out;
+  EXPECT_EQ(whole_run.out.find("--record-outcome ch90/ragged_example records it"),
+            std::string::npos)
+      << whole_run.out;
+  EXPECT_FALSE(fs::exists(whole_dir / "test_gpu.json"));
+  fs::remove_all(whole_dir);
   fs::remove_all(dir);
 }
 

@@ -1,5 +1,6 @@
 // `bench list` and `bench run`, and the locations and GPU check every command shares.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -117,11 +118,8 @@ int run_command(const RunOptions& options, std::ostream& out, std::ostream& err)
           << "\n";
       return kExitUsage;
     }
-    std::string alternatives;
     if (options.variant.empty()) {
-      for (const auto& example : examples)
-        alternatives += (alternatives.empty() ? "" : "|") + example;
-      argv.push_back("--benchmark_filter=^(" + alternatives + ")/");
+      argv.push_back(fmt::format("--benchmark_filter=^({})/", fmt::join(examples, "|")));
     } else {
       // --variant by the case's name or by the rung a role-named case runs, within each example:
       // ^(ch15/moe_dispatch/optimized|...)(/|$).
@@ -136,8 +134,7 @@ int run_command(const RunOptions& options, std::ostream& out, std::ostream& err)
             << " (`bench list --chapter " << options.chapter << "` shows each case's)\n";
         return kExitUsage;
       }
-      for (const auto& prefix : wanted) alternatives += (alternatives.empty() ? "" : "|") + prefix;
-      argv.push_back("--benchmark_filter=^(" + alternatives + ")(/|$)");
+      argv.push_back(fmt::format("--benchmark_filter=^({})(/|$)", fmt::join(wanted, "|")));
     }
   }
   argv.insert(argv.end(), options.harness_args.begin(), options.harness_args.end());

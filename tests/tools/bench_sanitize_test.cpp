@@ -95,6 +95,18 @@ std::vector<std::vector<std::string>> recorded_runs(const fs::path& tool) {
   return runs;
 }
 
+// `bench sanitize --chapter ch99 --tool memcheck` and `extra`, its reports under `dir`; the
+// stand-in's record of earlier runs cleared first, so recorded_runs(tool) holds this one's.
+auto sanitize_memcheck(const fs::path& dir, const fs::path& tool,
+                       const std::vector<std::string>& extra) {
+  fs::remove(tool.string() + ".argv");
+  std::vector<std::string> args = {"sanitize",  "--build-dir",   FAKE_BUILD_DIR,
+                                   "--chapter", "ch99",          "--tool",
+                                   "memcheck",  "--reports-dir", (dir / "reports").string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return bench(args);
+}
+
 class BenchSanitize : public ::testing::Test {
  protected:
   void SetUp() override { ::setenv("BENCH_ASSUME_GPU", "1", 1); }
@@ -185,20 +197,8 @@ TEST_F(BenchSanitize, EachAxisPointIsAProcessOfItsOwn) {
   const fs::path tool = fake_sanitizer(dir);
   ::setenv("BENCH_COMPUTE_SANITIZER", tool.c_str(), 1);
   auto run = [&](std::vector<std::string> extra) {
-    fs::remove(tool.string() + ".argv");
-    std::vector<std::string> args = {"sanitize",
-                                     "--build-dir",
-                                     FAKE_BUILD_DIR,
-                                     "--chapter",
-                                     "ch99",
-                                     "--example",
-                                     "sized",
-                                     "--tool",
-                                     "memcheck",
-                                     "--reports-dir",
-                                     (dir / "reports").string()};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return bench(args);
+    extra.insert(extra.begin(), {"--example", "sized"});
+    return sanitize_memcheck(dir, tool, extra);
   };
   const auto swept = run({"--sweep"});
   EXPECT_EQ(swept.exit_code, 0) << swept.out << swept.err;
@@ -237,13 +237,8 @@ TEST_F(BenchSanitize, AVariantListChecksOnlyThoseCases) {
   const fs::path dir = scratch_dir("sanitize_variant");
   const fs::path tool = fake_sanitizer(dir);
   ::setenv("BENCH_COMPUTE_SANITIZER", tool.c_str(), 1);
-  auto run = [&](std::vector<std::string> extra) {
-    fs::remove(tool.string() + ".argv");
-    std::vector<std::string> args = {"sanitize",  "--build-dir",   FAKE_BUILD_DIR,
-                                     "--chapter", "ch99",          "--tool",
-                                     "memcheck",  "--reports-dir", (dir / "reports").string()};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return bench(args);
+  auto run = [&](const std::vector<std::string>& extra) {
+    return sanitize_memcheck(dir, tool, extra);
   };
   const auto one = run({"--example", "last", "--variant", "optimized"});
   EXPECT_EQ(one.exit_code, 0) << one.out << one.err;

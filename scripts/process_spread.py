@@ -53,7 +53,8 @@ def machine_facts():
     }
 
 
-def run_once(binary, case, condition):
+def setup_of(condition):
+    """The environment and the CPU (or None) a condition runs its process with."""
     env = dict(os.environ)
     cpu = None
     if condition.startswith("cpu:"):
@@ -62,6 +63,11 @@ def run_once(binary, case, condition):
         env["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1"
     elif condition != "plain":
         raise SystemExit(f"unknown condition '{condition}' (plain, cpu:K or thp)")
+    return env, cpu
+
+
+def run_once(binary, case, condition):
+    env, cpu = setup_of(condition)
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "out.json")
         argv = [binary, f"--benchmark_filter=^{case}(/|$)", f"--benchmark_out={out}",
@@ -70,9 +76,9 @@ def run_once(binary, case, condition):
                                  preexec_fn=(lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None)
         stderr = child.stderr.read().decode(errors="replace")
         _, status, usage = os.wait4(child.pid, 0)
-        child.returncode = os.waitstatus_to_exitcode(status)
-        if child.returncode != 0 or not os.path.exists(out):
-            raise SystemExit(f"{case} under {condition} exited {child.returncode}:\n{stderr[-2000:]}")
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0 or not os.path.exists(out):
+            raise SystemExit(f"{case} under {condition} exited {code}:\n{stderr[-2000:]}")
         with open(out) as f:
             rows = [b for b in json.load(f)["benchmarks"] if b.get("name", "").startswith(case)]
     if not rows:
@@ -136,6 +142,12 @@ def self_test():
                 shown.append(str(e))
                 if says not in str(e):
                     failures.append(f"{condition} {case_name}: refused without '{says}': {e}")
+        # A misspelt condition is refused before any process runs (the first would fail here).
+        early = subprocess.run([sys.executable, os.path.abspath(__file__), binary, "chXX/broken/baseline",
+                                "--conditions", "plain,hugepages"], capture_output=True, text=True)
+        shown.append(early.stdout + early.stderr)
+        if early.returncode == 0 or "unknown condition" not in early.stderr or "planted" in early.stderr:
+            failures.append(f"a misspelt condition after a good one: {early.stderr.strip()}")
     return self_test_verdict(failures, "\n".join(shown))
 
 
@@ -149,10 +161,13 @@ def main():
     p.add_argument("--conditions", default="plain,cpu:1,cpu:7,thp")
     p.add_argument("--json", help="write every process's figures here")
     a = p.parse_args()
+    conditions = a.conditions.split(",")
+    for condition in conditions:  # a misspelt last condition is refused before the first runs
+        setup_of(condition)
     facts = machine_facts()
     print(" ".join(f"{k}={v}" for k, v in facts.items()), flush=True)
     report = {"machine": facts, "case": a.case, "conditions": {}}
-    for condition in a.conditions.split(","):
+    for condition in conditions:
         runs = []
         for _ in range(a.processes):
             runs.append(run_once(a.binary, a.case, condition))

@@ -123,6 +123,10 @@ class DecodeOnCpu {
   bench::DeviceBuffer<uint8_t> raw_on_device_;
 };
 
+// Which of nvJPEG's batched decoders runs: CUDA kernels with GPU-assisted Huffman decoding, or
+// the GPU's JPEG decode engines.
+enum class Engine { gpu_hybrid, hardware };
+
 #if BENCH_HAVE_NVJPEG
 const char* nvjpeg_status_name(nvjpegStatus_t status) {
   switch (status) {
@@ -144,10 +148,6 @@ void nvjpeg_check(nvjpegStatus_t status, const char* call) {
     throw std::runtime_error(std::string(call) + " failed: " + nvjpeg_status_name(status) + " (" +
                              std::to_string(int(status)) + ")");
 }
-
-// Which of nvJPEG's batched decoders runs: CUDA kernels with GPU-assisted Huffman decoding, or
-// the GPU's JPEG decode engines.
-enum class Engine { gpu_hybrid, hardware };
 
 template <Engine engine>
 class DecodeOnGpu {
@@ -250,7 +250,6 @@ class DecodeOnGpu {
   }
 };
 #else
-enum class Engine { gpu_hybrid, hardware };
 template <Engine>
 struct DecodeOnGpu {  // never constructed: the side is SKIPPED first (nvjpeg_missing below)
   DecodeOnGpu(const JpegBatch&, cudaStream_t) { throw bench::Unsupported("built without nvJPEG"); }

@@ -28,19 +28,24 @@
 //      from x with cp.async into the swizzled stage the wgmma descriptors read; the weights stay
 //      on TMA. Removes the 256 MiB row copy and its read-back (512 MiB of HBM traffic at the
 //      timing size), for a 256 KiB index.
-//   4. optimized "cluster_permute": grouped_gather with the permutation in ONE launch
+//   4. step "cluster_permute": grouped_gather with the permutation in ONE launch
 //      (moe::permute_in_cluster: one cluster of 16 CTAs, else 8, per-warp histograms in shared
 //      memory, the CTAs' counts read through DSMEM, the scans in a CTA each) instead of three
 //      kernels.
-//   5. step "row_tma_gather": cluster_permute with A's rows gathered by TMA, one box of one row
+//   5. optimized "tma_store": cluster_permute with the expert outputs handed to the copy engine
+//      (2e below): each consumer stages its tile in shared memory, 64 x 64 at a time, and TMA
+//      stores it, instead of bf16x2 stores from the accumulators that write half sectors while
+//      the tensor cores wait. Step "grouped_wgmma_tma_store": the same store on grouped_wgmma's
+//      TMA-fed rows, the build of CUTLASS's grouped GEMM in torch._grouped_mm (README).
+//   6. step "row_tma_gather": cluster_permute with A's rows gathered by TMA, one box of one row
 //      each (2c below), issued by one producer warp, instead of 128 threads of cp.async. Measured
 //      several times SLOWER in the GEMM than the cp.async gather (README): kept as the step
 //      that shows why a Hopper grouped GEMM gathers its rows with cp.async, not with TMA.
-//   6. step "epilogue_combine": cluster_permute with the combine in the GEMM's epilogue (2d
+//   7. step "epilogue_combine": cluster_permute with the combine in the GEMM's epilogue (2d
 //      below): each routed row's sums, rounded to BF16 and weighted, reduced into an FP32 copy of
 //      y (red.global.add.v4.f32), then one pass to BF16 y that also zeroes the FP32 copy. The
 //      expert outputs (routed x ffn BF16, 96 MiB at the timing size) are never written nor read.
-//   7. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
+//   8. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
 //      (cublasGemmGroupedBatchedEx, a group per expert); its group sizes are host arrays, so the
 //      counts come back to the host before it.
 // Timing: 8192 tokens, 128 experts, hidden 2048 -> ffn 768 (issue 41; the PyTorch peer is
@@ -75,12 +80,14 @@
 #include <kernels/event_span.hpp>
 #include <kernels/occupancy.cuh>
 #include <kernels/reference_gemm.cuh>
+#include <kernels/tma_store_epilogue.cuh>
 #include <kernels/ws_gemm.cuh>
 #include <map>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "moe_dispatch_plan.hpp"
@@ -249,13 +256,18 @@ class HostLoop {
 // Where a consumer warpgroup's finished tile goes (its 64 rows from `first`, 256 columns from
 // col0; rows at or past `end` belong to the next expert and are left alone). Every rung but
 // epilogue_combine stores the expert outputs, BF16, in sorted order, for the combine kernel.
+// An epilogue is called by each consumer warpgroup `cw` once a tile, with the ring's shared
+// memory (an epilogue may keep staging space after it: kSmemBytes is the CTA's whole dynamic
+// shared memory), and once more at the end (finish) before the CTA's shared memory goes.
 struct StoreSorted {
+  static constexpr size_t kSmemBytes = ws::kSmemBytes;
   bf16* __restrict__ y_sorted;
   int ffn;
-  __device__ __forceinline__ void operator()(const float (&acc)[128], int first, int col0,
-                                             int end) const {
+  __device__ __forceinline__ void operator()(const float (&acc)[128], ws::Smem&, int, int first,
+                                             int col0, int end) const {
     wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, col0, end);
   }
+  __device__ __forceinline__ void finish() const {}
 };
 
 // ---- 2d. Step epilogue_combine: the combine in the GEMM's epilogue --------------------------
@@ -292,8 +304,9 @@ struct CombineIntoY32 {
   const int32_t* __restrict__ position;   // routed row (token * kTopK + j) -> place
   const float* __restrict__ weight;       // routed row -> routing weight
   int ffn;
-  __device__ __forceinline__ void operator()(const float (&acc)[128], int first, int col0,
-                                             int end) const {
+  static constexpr size_t kSmemBytes = ws::kSmemBytes;
+  __device__ __forceinline__ void operator()(const float (&acc)[128], ws::Smem&, int, int first,
+                                             int col0, int end) const {
     const int warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
     const bool upper = (lane & 1) != 0;  // after the swap: row r + 8 (odd lanes) or r (even)
     const int row = first + warp * 16 + lane / 4 + (upper ? 8 : 0);
@@ -324,6 +337,7 @@ struct CombineIntoY32 {
                    scale * (upper ? s0 : got0), scale * (upper ? s1 : got1));
     }
   }
+  __device__ __forceinline__ void finish() const {}
 };
 
 // y = BF16(y32), and y32 = 0 for the next call, 8 values a thread. The zeroing rides on this pass
@@ -340,6 +354,38 @@ __global__ void finish_combine(float* __restrict__ y32, int64_t values, bf16* __
   *reinterpret_cast<uint4*>(y + i) = kernels::pack_bf16x8(sums);
 }
 
+// ---- 2e. Optimized tma_store: the expert outputs leave through shared memory and TMA stores ----
+// From registers (StoreSorted) a warp's store writes 8 rows x 16 bytes: half of each 32-byte
+// sector, every row's line touched by 16 of the tile's 64 stores a thread, while the tensor
+// cores wait (both consumers store at once). ch10's persistent_tma_store took 11% off a 4096^3
+// GEMM by handing the tile to the copy engine instead (kernels/tma_store_epilogue.cuh: 64 x 64
+// chunks staged in the 128-byte swizzle, two buffers a consumer, nobody waits for the writes).
+// Here a TMA box cannot stop at the expert's end (the rows after it are the next expert's, and
+// another CTA writes them), so only a consumer's share whose 64 rows all belong to the expert
+// goes by TMA; the share that holds the expert's end (at most one in each of the expert's column
+// tiles) is stored from registers below the end as before, and a share wholly past it, nothing.
+// The branch is uniform over the warpgroup (first and end are the tile's), as the warpgroup
+// barriers inside store_tile_tma need.
+struct StoreSortedTma {
+  static constexpr size_t kSmemBytes = ws::kTmaStoreSmemBytes;
+  CUtensorMap map;  // y_sorted [routed][ffn] in 64 x 64 boxes, 128-byte swizzled
+  bf16* __restrict__ y_sorted;
+  int ffn;
+  __device__ __forceinline__ void operator()(const float (&acc)[128], ws::Smem& sm, int cw,
+                                             int first, int col0, int end) const {
+    if (first + ws::kXShare <= end)
+      ws::store_tile_tma(acc, reinterpret_cast<ws::TmaStoreSmem&>(sm).staging[cw], &map, cw,
+                         ws::Tile{first - cw * ws::kXShare, col0});
+    else if (first < end)
+      wgmma::store_m64n256_bf16_rows_below(acc, y_sorted, ffn, first, col0, end);
+  }
+  // The last TMA stores must have read their staging before the CTA's shared memory goes (and
+  // written y_sorted, which the combine kernel reads next).
+  __device__ __forceinline__ void finish() const {
+    if (threadIdx.x % ws::kWarpgroup == 0) tma::wait_all<0>();
+  }
+};
+
 // The consumer warpgroups of every grouped GEMM here: for each of this CTA's work items, its
 // k-blocks into the accumulators (ws::mma_tile; kGenericX as there), then the tile handed to the
 // epilogue (StoreSorted or CombineIntoY32) with the rows that belong to its expert. A template so
@@ -355,15 +401,17 @@ __device__ __forceinline__ void consume_items(ws::Smem& sm, const int32_t* __res
     const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
     ws::mma_tile<1, kGenericX>(acc, sm, cw, kblocks, slot);
     const int first = offsets[at.expert] + at.row_tile * ws::kBM + cw * ws::kXShare;
-    epilogue(acc, first, at.col_tile * ws::kBN, offsets[at.expert + 1]);
+    epilogue(acc, sm, cw, first, at.col_tile * ws::kBN, offsets[at.expert + 1]);
   }
+  epilogue.finish();
 }
 
+template <class Epilogue>
 __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
     grouped_gemm(const __grid_constant__ CUtensorMap map_x,
-                 const __grid_constant__ CUtensorMap map_w, bf16* __restrict__ y_sorted,
-                 const int32_t* __restrict__ offsets, const int32_t* __restrict__ tile_prefix,
-                 int experts, int ffn, int hidden) {
+                 const __grid_constant__ CUtensorMap map_w,
+                 const __grid_constant__ Epilogue epilogue, const int32_t* __restrict__ offsets,
+                 const int32_t* __restrict__ tile_prefix, int experts, int ffn, int hidden) {
 #if BENCH_SM90A_DEVICE
   extern __shared__ uint8_t raw[];
   ws::Smem& sm = ws::init_ring(raw, 1);  // full: the producer's one expect_tx per stage
@@ -380,13 +428,13 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
         ws::produce_k_blocks(sm, &map_x, &map_w, tile, 0, kblocks, slot);
       }
   } else {
-    consume_items<false>(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks,
-                         StoreSorted{y_sorted, ffn}, slot);
+    consume_items<false>(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks, epilogue,
+                         slot);
   }
 #endif
 }
 
-// ---- 2b. Step grouped_gather, optimized cluster_permute: A's rows gathered from x by cp.async --
+// ---- 2b. grouped_gather, cluster_permute, tma_store: A's rows gathered from x by cp.async ----
 // Hopper's TMA copies boxes, not lists of rows (a row gather is Blackwell's tile::gather4), so a
 // stage's X block (128 rows x 64 columns, 16 KiB) is 1024 cp.async of 16 bytes, 8 per producer
 // thread, each to the chunk the 128-byte swizzle gives it: the layout TMA writes and the wgmma
@@ -406,13 +454,13 @@ constexpr uint32_t kWBytes = ws::kBN * ws::kBK * sizeof(bf16);   // W's 32 KiB o
 constexpr uint32_t kFullArrivals = 1 + ws::kWarpgroup;           // expect_tx + each copier
 }  // namespace gather
 
-// The epilogue is a parameter: StoreSorted (grouped_gather, cluster_permute) or CombineIntoY32
-// (epilogue_combine, 2d above); the gather is the same.
+// The epilogue is a parameter: StoreSorted (grouped_gather, cluster_permute), StoreSortedTma
+// (tma_store, 2e above) or CombineIntoY32 (epilogue_combine, 2d above); the gather is the same.
 template <class Epilogue>
 __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
     grouped_gemm_gather(const bf16* __restrict__ x, const __grid_constant__ CUtensorMap map_w,
-                        const Epilogue epilogue, const int32_t* __restrict__ row_token,
-                        const int32_t* __restrict__ offsets,
+                        const __grid_constant__ Epilogue epilogue,
+                        const int32_t* __restrict__ row_token, const int32_t* __restrict__ offsets,
                         const int32_t* __restrict__ tile_prefix, int experts, int ffn, int hidden) {
 #if BENCH_SM90A_DEVICE
   using namespace gather;
@@ -560,6 +608,11 @@ enum class RowsFrom {
   cp_async_gather,  // x itself, through the row index, 16-byte cp.async per thread
   tma_row_gather,   // x itself, through the row index, a one-row TMA box per row
 };
+// How the grouped GEMM stores the expert outputs (the rungs that combine in their own kernel).
+enum class StoreBy {
+  registers,  // StoreSorted: bf16x2 stores from the accumulators
+  tma,        // StoreSortedTma: staged in shared memory, TMA stores (2e)
+};
 // Where the weighted sum over a token's experts is made.
 enum class CombineIn {
   own_kernel,     // moe::combine over the BF16 expert outputs the GEMM stored
@@ -658,28 +711,36 @@ class DevicePermutation {
   bench::DeviceBuffer<int32_t> chunk_base_;
 };
 
-template <RowsFrom kRows, CombineIn kCombine>
+// The GEMM's epilogue for a rung: the combine's reductions, or the expert outputs' stores.
+template <CombineIn kCombine, StoreBy kStore>
+using EpilogueOf =
+    std::conditional_t<kCombine == CombineIn::gemm_epilogue, CombineIntoY32,
+                       std::conditional_t<kStore == StoreBy::tma, StoreSortedTma, StoreSorted>>;
+
+template <RowsFrom kRows, class Epilogue>
 constexpr auto grouped_kernel() {
-  if constexpr (kCombine == CombineIn::gemm_epilogue) {
-    static_assert(kRows == RowsFrom::cp_async_gather,
-                  "the epilogue combine is built on the gather");
-    return grouped_gemm_gather<CombineIntoY32>;
-  } else if constexpr (kRows == RowsFrom::permuted_copy) {
-    return grouped_gemm;
+  if constexpr (kRows == RowsFrom::permuted_copy) {
+    return grouped_gemm<Epilogue>;
   } else if constexpr (kRows == RowsFrom::cp_async_gather) {
-    return grouped_gemm_gather<StoreSorted>;
+    return grouped_gemm_gather<Epilogue>;
   } else {
+    static_assert(std::is_same_v<Epilogue, StoreSorted>, "row_tma_gather stores from registers");
     return grouped_gemm_row_tma;
   }
 }
 
 // The grouped rungs: a permutation, one grouped GEMM, the combine (its own kernel, or the GEMM's
 // epilogue and the pass to BF16).
-template <Permute kPermute, RowsFrom kRows, CombineIn kCombine = CombineIn::own_kernel>
+template <Permute kPermute, RowsFrom kRows, CombineIn kCombine = CombineIn::own_kernel,
+          StoreBy kStore = StoreBy::registers>
 class GroupedWgmma {
-  static constexpr auto kKernel = grouped_kernel<kRows, kCombine>();
+  using Epilogue = EpilogueOf<kCombine, kStore>;
+  static constexpr auto kKernel = grouped_kernel<kRows, Epilogue>();
+  static constexpr size_t kSmem = Epilogue::kSmemBytes;
   static constexpr bool kCopy = kRows == RowsFrom::permuted_copy;
   static constexpr bool kInEpilogue = kCombine == CombineIn::gemm_epilogue;
+  static_assert(!kInEpilogue || kRows == RowsFrom::cp_async_gather,
+                "the epilogue combine is built on the gather");
 
  public:
   GroupedWgmma(const Dispatch& w, cudaStream_t stream)
@@ -696,8 +757,19 @@ class GroupedWgmma {
       map_x_ = ws::operand_map(permute_.sorted.x.data(), w.routed, w.hidden, ws::kXShare);
     if constexpr (kRows == RowsFrom::tma_row_gather)  // x itself, a box of one row
       map_x_ = ws::operand_map(w.x.data(), w.tokens, w.hidden, 1);
-    ws::allow_smem<kKernel, ws::kSmemBytes>();
-    grid_ = kernels::resident_grid(kKernel, ws::kSpecialisedThreads, ws::kSmemBytes);
+    if constexpr (kInEpilogue)
+      epilogue_ = CombineIntoY32{y32_.data(), permute_.sorted.row_token.data(),
+                                 permute_.sorted.position.data(), w.weight.data(), int(w.ffn)};
+    else if constexpr (kStore == StoreBy::tma)
+      epilogue_ = StoreSortedTma{
+          tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), permute_.sorted.y.data(),
+                           uint64_t(w.routed), uint64_t(w.ffn), ws::kXShare, ws::kStoreCols,
+                           CU_TENSOR_MAP_SWIZZLE_128B),
+          permute_.sorted.y.data(), int(w.ffn)};
+    else
+      epilogue_ = StoreSorted{permute_.sorted.y.data(), int(w.ffn)};
+    ws::allow_smem<kKernel, kSmem>();
+    grid_ = kernels::resident_grid(kKernel, ws::kSpecialisedThreads, kSmem);
   }
   void operator()(const Dispatch& w, cudaStream_t stream) {
     parts_[0].begin(stream);
@@ -707,23 +779,15 @@ class GroupedWgmma {
     const Sorted& sorted = permute_.sorted;
     const int experts = int(w.experts), ffn = int(w.ffn), hidden = int(w.hidden);
     if constexpr (kRows == RowsFrom::permuted_copy)
-      grouped_gemm<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
-          map_x_, map_w_, sorted.y.data(), permute_.offsets.data(), permute_.tile_prefix.data(),
-          experts, ffn, hidden);
-    else if constexpr (kInEpilogue)
-      grouped_gemm_gather<CombineIntoY32>
-          <<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
-              w.x.data(), map_w_,
-              CombineIntoY32{y32_.data(), sorted.row_token.data(), sorted.position.data(),
-                             w.weight.data(), ffn},
-              sorted.row_token.data(), permute_.offsets.data(), permute_.tile_prefix.data(),
-              experts, ffn, hidden);
+      kKernel<<<grid_, ws::kSpecialisedThreads, kSmem, stream>>>(
+          map_x_, map_w_, epilogue_, permute_.offsets.data(), permute_.tile_prefix.data(), experts,
+          ffn, hidden);
     else if constexpr (kRows == RowsFrom::cp_async_gather)
-      grouped_gemm_gather<StoreSorted><<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
-          w.x.data(), map_w_, StoreSorted{sorted.y.data(), ffn}, sorted.row_token.data(),
-          permute_.offsets.data(), permute_.tile_prefix.data(), experts, ffn, hidden);
+      kKernel<<<grid_, ws::kSpecialisedThreads, kSmem, stream>>>(
+          w.x.data(), map_w_, epilogue_, sorted.row_token.data(), permute_.offsets.data(),
+          permute_.tile_prefix.data(), experts, ffn, hidden);
     else
-      grouped_gemm_row_tma<<<grid_, ws::kSpecialisedThreads, ws::kSmemBytes, stream>>>(
+      kKernel<<<grid_, ws::kSpecialisedThreads, kSmem, stream>>>(
           map_x_, map_w_, sorted.y.data(), sorted.row_token.data(), permute_.offsets.data(),
           permute_.tile_prefix.data(), experts, ffn, hidden, int(w.tokens));
     BENCH_CHECK_LAUNCH();
@@ -759,6 +823,7 @@ class GroupedWgmma {
   CUtensorMap map_x_{}, map_w_;  // map_x_: the permuted copy's, or x's rows (tma_row_gather)
   // epilogue_combine's FP32 sums [tokens][ffn]: zero between calls.
   bench::DeviceBuffer<float> y32_;
+  Epilogue epilogue_{};
   unsigned grid_ = 0;
 };
 
@@ -922,9 +987,17 @@ BENCH_EXAMPLE(ch15, moe_dispatch, Dispatch)
                                                                              {.arch_specific = 90})
     .stateful<GroupedWgmma<Permute::three_kernels, RowsFrom::cp_async_gather>>(
         bench::Role::step, "grouped_gather", {.arch_specific = 90})
-    .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather>>(bench::Role::optimized,
+    .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather>>(bench::Role::step,
                                                                              "cluster_permute",
                                                                              {.arch_specific = 90})
+    .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather, CombineIn::own_kernel,
+                           StoreBy::tma>>(bench::Role::optimized, "tma_store",
+                                          {.arch_specific = 90})
+    // grouped_wgmma with tma_store's epilogue: the GEMM built as CUTLASS's in torch._grouped_mm
+    // (TMA-fed rows, TMA stores; README), its permutation still the row copy.
+    .stateful<GroupedWgmma<Permute::three_kernels, RowsFrom::permuted_copy, CombineIn::own_kernel,
+                           StoreBy::tma>>(bench::Role::step, "grouped_wgmma_tma_store",
+                                          {.arch_specific = 90})
     // Measured several times slower than cluster_permute (its GEMM: one TMA copy per row, issued
     // in turn; README): a step, kept for that lesson.
     .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::tma_row_gather>>(bench::Role::step,

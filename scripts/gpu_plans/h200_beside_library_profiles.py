@@ -1,9 +1,7 @@
 # A plan for scripts/gpu_jobs.py: Nsight Compute of our kernel beside the library kernel it trails,
-# in one session, for the two H200 gaps that a profile should explain before the next kernel change:
-#   - issue 41 (chapters/ch15/README.md, "Where the time goes"): `cluster_permute`'s gathering
-#     grouped GEMM (409 µs) and our TMA-fed one (`grouped_wgmma`, 376 µs) against CUTLASS's grouped
-#     GEMM inside `torch._grouped_mm` (358 µs), uniform routing: L2 and DRAM throughput, tensor pipe,
-#     stall reasons, and what the multicast CUTLASS uses buys it;
+# in one session, for the H200 gap that a profile should explain before the next kernel change
+# (issue 41's half, ch15's grouped GEMMs beside CUTLASS's, ran in h200_ch15_tma_store.py and
+# h200_ch15_rerecord.py on 2026-11-29):
 #   - issue 44 (chapters/ch20/README.md, "Batch 32"): rung 5c's tensor-core decode attention at
 #     batch 32 (130 µs under ncu, 87% of 4717 GB/s) against cuDNN's `sm80_flash_fprop_wmma` kernel
 #     in the PyTorch layer (123–126 µs, 90–93%): what the last 5–7% of DRAM rate is.
@@ -11,10 +9,10 @@
 # ncu); the peers' kernels are picked by name, the first launch. The reports come back in
 # OUT/profiles/; read them with `ncu --import R --page details` or `scripts/ncu_pipes.py`.
 # Not yet run: these commands have not been tried on a GPU (written on 2026-11-29 with no device
-# time left); an estimate of 4 minutes on a warm machine.
+# time left); an estimate of 2 minutes on a warm machine.
 #
 #   python3 scripts/gpu_jobs.py scripts/gpu_plans/h200_beside_library_profiles.py --budget 540 --out /tmp/jobs --pack $OUT/jobs.tar.gz
-BUILD = "cmake --preset default > /dev/null && cmake --build --preset default --target ch15 ch20 bench"
+BUILD = "cmake --preset default > /dev/null && cmake --build --preset default --target ch20 bench"
 REPORTS = "/tmp/jobs/profiles"  # under --out, so --pack brings them back
 NCU = "ncu --set full --clock-control none --cache-control all --launch-count 1 --force-overwrite"
 
@@ -28,10 +26,6 @@ def library(tag, kernel, command, min_s):
 
 
 jobs = [
-    ours("ch15_gather_gemm", "ch15/moe_dispatch/optimized/routing:uniform", 60),
-    ours("ch15_tma_gemm", "ch15/moe_dispatch/grouped_wgmma/routing:uniform", 60),
-    library("ch15_cutlass_grouped", "GemmUniversal",
-            "python3 scripts/peers/torch_moe_gating.py --only moe_dispatch", 90),
     ours("ch20_attention_b32", "ch20/transformer_decode/cuda_graph_attention_mma/batch:32", 60),
     library("ch20_cudnn_attention_b32", "flash_fprop",
             "env PEER_BATCHES=32 python3 scripts/peers/torch_decoder_layer.py", 90),

@@ -8,8 +8,8 @@
 # Each report is `--set full` with clocks untouched and caches flushed (what `bench profile` asks of
 # ncu); the peers' kernels are picked by name, the first launch. The reports come back in
 # OUT/profiles/; read them with `ncu --import R --page details` or `scripts/ncu_pipes.py`.
-# Not yet run: these commands have not been tried on a GPU (written on 2026-11-29 with no device
-# time left); an estimate of 2 minutes on a warm machine.
+# Ran once, on a one-GPU H200 (2026-11-29; written earlier that day with no device
+# time left): 125 s on a fresh machine. Its reports are not read yet (chapters/ch20/README.md).
 #
 #   python3 scripts/gpu_jobs.py scripts/gpu_plans/h200_beside_library_profiles.py --budget 540 --out /tmp/jobs --pack $OUT/jobs.tar.gz
 BUILD = "cmake --preset default > /dev/null && cmake --build --preset default --target ch20 bench"

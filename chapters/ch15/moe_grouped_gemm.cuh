@@ -348,11 +348,11 @@ __global__ void finish_combine(float* __restrict__ y32, int64_t values, bf16* __
 }
 
 // ---- 2e. Optimized tma_store: the expert outputs leave through shared memory and TMA stores ----
-// From registers (StoreSorted) a warp's store writes 8 rows x 16 bytes: half of each 32-byte
-// sector, every row's line touched by 16 of the tile's 64 stores a thread, while the tensor
-// cores wait (both consumers store at once). ch10's persistent_tma_store took 11% off a 4096^3
-// GEMM by handing the tile to the copy engine instead (kernels/tma_store_epilogue.cuh: 64 x 64
-// chunks staged in the 128-byte swizzle, two buffers a consumer, nobody waits for the writes).
+// From registers (StoreSorted) a warp's store instruction writes 16 bytes in each of 8 rows: half
+// of each 32-byte sector, so every sector is written in two halves by two instructions, while
+// the tensor cores wait (both consumers store at once). Instead, as ch10's persistent_tma_store
+// does, the tile goes to the copy engine (kernels/tma_store_epilogue.cuh: 64 x 64 chunks staged in
+// the 128-byte swizzle, two buffers a consumer, nobody waits for the writes).
 // Here a TMA box cannot stop at the expert's end (the rows after it are the next expert's, and
 // another CTA writes them), so only a consumer's share whose 64 rows all belong to the expert
 // goes by TMA; the share that holds the expert's end (at most one in each of the expert's column

@@ -388,8 +388,8 @@ struct StoreSortedTma {
 
 // The consumer warpgroups of every grouped GEMM here: for each of this CTA's work items, its
 // k-blocks into the accumulators (ws::mma_tile; kGenericX as there), then the tile handed to the
-// epilogue (StoreSorted or CombineIntoY32) with the rows that belong to its expert. A template so
-// that its wgmma is compiled only where a kernel's sm_90a body calls it.
+// epilogue (StoreSorted, StoreSortedTma or CombineIntoY32) with the rows that belong to its
+// expert. A template so that its wgmma is compiled only where a kernel's sm_90a body calls it.
 template <bool kGenericX, class Epilogue>
 __device__ __forceinline__ void consume_items(ws::Smem& sm, const int32_t* __restrict__ offsets,
                                               const int32_t* __restrict__ tile_prefix, int items,
@@ -761,11 +761,9 @@ class GroupedWgmma {
       epilogue_ = CombineIntoY32{y32_.data(), permute_.sorted.row_token.data(),
                                  permute_.sorted.position.data(), w.weight.data(), int(w.ffn)};
     else if constexpr (kStore == StoreBy::tma)
-      epilogue_ = StoreSortedTma{
-          tma::make_map_2d(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, sizeof(bf16), permute_.sorted.y.data(),
-                           uint64_t(w.routed), uint64_t(w.ffn), ws::kXShare, ws::kStoreCols,
-                           CU_TENSOR_MAP_SWIZZLE_128B),
-          permute_.sorted.y.data(), int(w.ffn)};
+      // y_sorted [routed][ffn] is the staging's D^T: output_map's D is ffn x routed.
+      epilogue_ = StoreSortedTma{ws::output_map(permute_.sorted.y.data(), w.ffn, w.routed),
+                                 permute_.sorted.y.data(), int(w.ffn)};
     else
       epilogue_ = StoreSorted{permute_.sorted.y.data(), int(w.ffn)};
     ws::allow_smem<kKernel, kSmem>();

@@ -32,20 +32,27 @@
 //      (moe::permute_in_cluster: one cluster of 16 CTAs, else 8, per-warp histograms in shared
 //      memory, the CTAs' counts read through DSMEM, the scans in a CTA each) instead of three
 //      kernels.
-//   5. optimized "tma_store": cluster_permute with the expert outputs handed to the copy engine
+//   5. step "tma_store": cluster_permute with the expert outputs handed to the copy engine
 //      (2e below): each consumer stages its tile in shared memory, 64 x 64 at a time, and TMA
 //      stores it, instead of bf16x2 stores from the accumulators that write half sectors while
 //      the tensor cores wait. Step "grouped_wgmma_tma_store": the same store on grouped_wgmma's
 //      TMA-fed rows, the build of CUTLASS's grouped GEMM in torch._grouped_mm (README).
-//   6. step "row_tma_gather": cluster_permute with A's rows gathered by TMA, one box of one row
+//   6. step "index_once": tma_store with each producer thread's 8 row indices read once a tile
+//      and held as 32-bit byte offsets (2b, kHoldRows), instead of an index load and 64-bit
+//      address arithmetic per row every k-block: the producer's instructions were the gather's
+//      cost, not its copies.
+//   7. optimized "fused_permute": index_once with the permutation inside the GEMM's own launch
+//      (moe::permute_in_grid: the GEMM's CTAs, all resident, count, number and place the rows
+//      between two grid barriers), so no CTA waits for a separate launch on 16 SMs.
+//   8. step "row_tma_gather": cluster_permute with A's rows gathered by TMA, one box of one row
 //      each (2c below), issued by one producer warp, instead of 128 threads of cp.async. Measured
 //      several times SLOWER in the GEMM than the cp.async gather (README): kept as the step
 //      that shows why a Hopper grouped GEMM gathers its rows with cp.async, not with TMA.
-//   7. step "epilogue_combine": cluster_permute with the combine in the GEMM's epilogue (2d
+//   9. step "epilogue_combine": cluster_permute with the combine in the GEMM's epilogue (2d
 //      below): each routed row's sums, rounded to BF16 and weighted, reduced into an FP32 copy of
 //      y (red.global.add.v4.f32), then one pass to BF16 y that also zeroes the FP32 copy. The
 //      expert outputs (routed x ffn BF16, 96 MiB at the timing size) are never written nor read.
-//   8. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
+//  10. vendor "cublas_grouped": grouped_wgmma's permutation, then cuBLAS's grouped GEMM
 //      (cublasGemmGroupedBatchedEx, a group per expert); its group sizes are host arrays, so the
 //      counts come back to the host before it.
 // Timing: 8192 tokens, 128 experts, hidden 2048 -> ffn 768 (issue 41; the PyTorch peer is
@@ -63,7 +70,8 @@
 // final rounding's (about 1e-3), well inside 8e-3, on every run.
 // Metrics (the grouped rungs, the last call's events): permute_us, gemm_us and
 // gemm_tflops (the grouped GEMM alone, the figure torch._grouped_mm is timed by) and combine_us;
-// in epilogue_combine gemm_us includes the combine's reductions and combine_us is the pass to BF16.
+// in epilogue_combine gemm_us includes the combine's reductions and combine_us is the pass to BF16;
+// in fused_permute gemm_us includes the permutation.
 //
 //   ./bench compare --chapter ch15 --example moe_dispatch
 #include <cublas_v2.h>
@@ -354,7 +362,7 @@ __global__ void finish_combine(float* __restrict__ y32, int64_t values, bf16* __
   *reinterpret_cast<uint4*>(y + i) = kernels::pack_bf16x8(sums);
 }
 
-// ---- 2e. Optimized tma_store: the expert outputs leave through shared memory and TMA stores ----
+// ---- 2e. Step tma_store: the expert outputs leave through shared memory and TMA stores -------
 // From registers (StoreSorted) a warp's store instruction writes 16 bytes in each of 8 rows: half
 // of each 32-byte sector, so every sector is written in two halves by two instructions, while
 // the tensor cores wait (both consumers store at once). Instead, as ch10's persistent_tma_store
@@ -390,11 +398,12 @@ struct StoreSortedTma {
 // k-blocks into the accumulators (ws::mma_tile; kGenericX as there), then the tile handed to the
 // epilogue (StoreSorted, StoreSortedTma or CombineIntoY32) with the rows that belong to its
 // expert. A template so that its wgmma is compiled only where a kernel's sm_90a body calls it.
+// offsets and tile_prefix are not __restrict__: in fused_permute this launch wrote them.
 template <bool kGenericX, class Epilogue>
-__device__ __forceinline__ void consume_items(ws::Smem& sm, const int32_t* __restrict__ offsets,
-                                              const int32_t* __restrict__ tile_prefix, int items,
-                                              int experts, int n_tiles, int kblocks,
-                                              const Epilogue& epilogue, uint32_t& slot) {
+__device__ __forceinline__ void consume_items(ws::Smem& sm, const int32_t* offsets,
+                                              const int32_t* tile_prefix, int items, int experts,
+                                              int n_tiles, int kblocks, const Epilogue& epilogue,
+                                              uint32_t& slot) {
   float acc[128];
   const int cw = ws::start_consumer(acc);
   for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
@@ -434,7 +443,7 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 #endif
 }
 
-// ---- 2b. grouped_gather, cluster_permute, tma_store: A's rows gathered from x by cp.async ----
+// ---- 2b. The gathering rungs: A's rows gathered from x by cp.async -------------------------
 // Hopper's TMA copies boxes, not lists of rows (a row gather is Blackwell's tile::gather4), so a
 // stage's X block (128 rows x 64 columns, 16 KiB) is 1024 cp.async of 16 bytes, 8 per producer
 // thread, each to the chunk the 128-byte swizzle gives it: the layout TMA writes and the wgmma
@@ -444,8 +453,9 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 // copies (the generic proxy) and read by wgmma (the async proxy): the consumers fence after the
 // barrier (ws::mma_tile's kGenericX). Rows past the expert's end are zero-filled, multiplied and
 // not stored. Issue rate: a k-block's A is 32 warp-wide cp.async (each 4 whole 128-byte rows,
-// 512 bytes) and 32 warp-wide index loads, against 4.2 MFLOP of wgmma for the CTA, about 0.56 us
-// at the H100's dense BF16 rate shared by 132 SMs: a small fraction of the producer's time.
+// 512 bytes), against 4.2 MFLOP of wgmma for the CTA (about 1000 cycles at the dense BF16 rate).
+// Few copies, but each warp issues every instruction of its 8 rows in a dependent chain, so what
+// surrounds each copy decides whether the producer keeps up (kHoldRows below).
 namespace gather {
 constexpr int kChunksPerRow = ws::kBK * int(sizeof(bf16)) / 16;  // 8 chunks of 16 bytes a row
 constexpr int kRowStride = ws::kWarpgroup / kChunksPerRow;       // a thread's rows: 16 apart
@@ -455,19 +465,49 @@ constexpr uint32_t kFullArrivals = 1 + ws::kWarpgroup;           // expect_tx + 
 }  // namespace gather
 
 // The epilogue is a parameter: StoreSorted (grouped_gather, cluster_permute), StoreSortedTma
-// (tma_store, 2e above) or CombineIntoY32 (epilogue_combine, 2d above); the gather is the same.
-template <class Epilogue>
+// (tma_store, index_once, fused_permute: 2e above) or CombineIntoY32 (epilogue_combine, 2d above).
+//
+// kHoldRows (index_once, fused_permute): the producer's instructions, not the copies, were what
+// the consumers waited for: a row's copy was an index load, a sign extension, a 64-bit multiply
+// and address arithmetic, every k-block, for each of a thread's 8 rows, under the producer's 40
+// registers (README, the stall profile). With kHoldRows a thread reads its 8 row indices once a
+// tile and holds them as 32-bit byte offsets into x (token * row bytes + its chunk; x under 4 GiB,
+// checked at setup), so a k-block's copy of a row is one 64-bit add; rows past the expert's end
+// read x's first row and copy nothing.
+//
+// kFusedPermute (fused_permute): the permutation first, in this launch (moe::permute_in_grid, a
+// cooperative launch), with the ring's shared memory as its scratch before any stage is loaded.
+// It then reads the permutation's outputs through `permutation`'s plain pointers, never through
+// the const __restrict__ parameters (those allow the non-coherent path, which may not see what
+// another CTA wrote in this launch).
+template <class Epilogue, bool kHoldRows = false, bool kFusedPermute = false>
 __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
     grouped_gemm_gather(const bf16* __restrict__ x, const __grid_constant__ CUtensorMap map_w,
                         const __grid_constant__ Epilogue epilogue,
                         const int32_t* __restrict__ row_token, const int32_t* __restrict__ offsets,
-                        const int32_t* __restrict__ tile_prefix, int experts, int ffn, int hidden) {
+                        const int32_t* __restrict__ tile_prefix, int experts, int ffn, int hidden,
+                        const moe::GridPermutation permutation) {
+  static_assert(kHoldRows || !kFusedPermute, "the fused form reads its row indices once a tile");
 #if BENCH_SM90A_DEVICE
   using namespace gather;
   extern __shared__ uint8_t raw[];
   ws::Smem& sm = ws::init_ring(raw, kFullArrivals);
   const int n_tiles = ffn / ws::kBN, kblocks = hidden / ws::kBK;
-  const int items = __shfl_sync(0xffffffffu, tile_prefix[experts], 0);
+  const int32_t* offs = offsets;
+  const int32_t* prefix = tile_prefix;
+  const int32_t* tokens = row_token;
+  if constexpr (kFusedPermute) {
+    using Scan = cub::BlockScan<int32_t, ws::kSpecialisedThreads>;
+    static_assert(sizeof(Scan::TempStorage) <= sizeof(sm.y[0]), "the scan's scratch: a W block");
+    moe::permute_in_grid<ws::kSpecialisedThreads>(
+        permutation, experts, ws::kBM, n_tiles, reinterpret_cast<int32_t*>(&sm.x[0][0]),
+        *reinterpret_cast<Scan::TempStorage*>(&sm.y[0][0]));
+    tma::fence_proxy_async_shared();  // the scratch's generic writes before the stages' TMA
+    offs = permutation.offsets;
+    prefix = permutation.tile_prefix;
+    tokens = permutation.row_token;
+  }
+  const int items = __shfl_sync(0xffffffffu, prefix[experts], 0);
   uint32_t slot = 0;
   if (threadIdx.x / ws::kWarpgroup == 0) {
     wgmma::shrink_registers<ws::kProducerRegisters>();
@@ -476,9 +516,21 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
     const int chunk = int(threadIdx.x) % kChunksPerRow, row0 = int(threadIdx.x) / kChunksPerRow;
     const int swizzled = (chunk ^ (row0 % 8)) * 8;
     for (int item = int(blockIdx.x); item < items; item += int(gridDim.x)) {
-      const moe::WorkItem at = moe::locate_tile(tile_prefix, experts, item, n_tiles);
-      const int first = offsets[at.expert] + at.row_tile * ws::kBM, end = offsets[at.expert + 1];
+      const moe::WorkItem at = moe::locate_tile(prefix, experts, item, n_tiles);
+      const int first = offs[at.expert] + at.row_tile * ws::kBM, end = offs[at.expert + 1];
       const int c0 = (at.expert * n_tiles + at.col_tile) * ws::kBN;
+      uint32_t row_bytes[kRowsPerThread];  // kHoldRows: the thread's rows, bytes into x
+      uint32_t inside = 0;                 // kHoldRows: bit i set if row i is the expert's
+      if constexpr (kHoldRows) {
+#pragma unroll
+        for (int i = 0; i < kRowsPerThread; ++i) {
+          const int row = first + row0 + i * kRowStride;
+          const int32_t token = row < end ? (kFusedPermute ? tokens[row] : __ldg(tokens + row)) : 0;
+          row_bytes[i] =
+              uint32_t(token) * uint32_t(hidden * int(sizeof(bf16))) + uint32_t(chunk * 16);
+          inside |= uint32_t(row < end) << i;
+        }
+      }
       for (int kb = 0; kb < kblocks; ++kb, ++slot) {
         const int s = int(slot % ws::kStages);
         if (slot >= ws::kStages) tma::wait_parity(&sm.empty[s], ((slot / ws::kStages) - 1) & 1);
@@ -488,17 +540,24 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
             tma::load_2d(&sm.y[s][part * ws::kYShare * ws::kBK], &map_w, kb * ws::kBK,
                          c0 + part * ws::kYShare, &sm.full[s]);
         }
-        const bf16* column = x + kb * ws::kBK + chunk * 8;
         bf16* to = &sm.x[s][row0 * ws::kBK + swizzled];
-        // The thread's 8 row indices are re-read each k-block (L1 hits, 512 bytes per tile for
-        // the warpgroup) rather than held: 8 more live registers spill under the producer's 40.
+        if constexpr (kHoldRows) {
+          const char* block = reinterpret_cast<const char*>(x) + kb * ws::kBK * int(sizeof(bf16));
+#pragma unroll
+          for (int i = 0; i < kRowsPerThread; ++i)
+            cp_async::copy16(to + i * kRowStride * ws::kBK, block + row_bytes[i],
+                             int((inside >> i) & 1u) * 16);
+        } else {
+          // The thread's 8 row indices re-read each k-block (L1 hits), as the rungs before
+          // index_once do: with 64-bit addresses, 8 more live registers spill under 40.
+          const bf16* column = x + kb * ws::kBK + chunk * 8;
 #pragma unroll 4
-        for (int i = 0; i < kRowsPerThread; ++i) {  // a zero fill still needs a valid source: x
-          const int row = first + row0 + i * kRowStride;
-          const bool inside = row < end;
-          cp_async::copy16(to + i * kRowStride * ws::kBK,
-                           inside ? column + int64_t{__ldg(row_token + row)} * hidden : x,
-                           inside ? 16 : 0);
+          for (int i = 0; i < kRowsPerThread; ++i) {  // a zero fill still needs a valid source
+            const int row = first + row0 + i * kRowStride;
+            const bool in = row < end;
+            cp_async::copy16(to + i * kRowStride * ws::kBK,
+                             in ? column + int64_t{__ldg(tokens + row)} * hidden : x, in ? 16 : 0);
+          }
         }
         cp_async::arrive_on(&sm.full[s]);
       }
@@ -506,8 +565,8 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
     cp_async::commit();  // nothing left in flight when the thread exits
     cp_async::wait<0>();
   } else {
-    consume_items</*kGenericX=*/true>(sm, offsets, tile_prefix, items, experts, n_tiles, kblocks,
-                                      epilogue, slot);
+    consume_items</*kGenericX=*/true>(sm, offs, prefix, items, experts, n_tiles, kblocks, epilogue,
+                                      slot);
   }
 #endif
 }
@@ -596,17 +655,19 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 #endif
 }
 
-// The two ways the rungs permute (both on the GPU with no read-back; after either the workload's
+// The three ways the rungs permute (both on the GPU with no read-back; after either the workload's
 // counts, the offsets, the work items' numbering and each routed row's place are on the device).
 enum class Permute {
   three_kernels,  // per-chunk histograms, a one-CTA scan, the placement: grouped_wgmma, _gather
   one_cluster,    // moe::permute_in_cluster: one launch of one cluster of 16 CTAs, else 8
+  in_gemm,        // moe::permute_in_grid, inside the gathering GEMM's own cooperative launch
 };
 // Where the grouped GEMM's producer finds A's rows.
 enum class RowsFrom {
-  permuted_copy,    // a copy of x in expert order (step (4) below), loaded by whole-tile TMA boxes
-  cp_async_gather,  // x itself, through the row index, 16-byte cp.async per thread
-  tma_row_gather,   // x itself, through the row index, a one-row TMA box per row
+  permuted_copy,         // a copy of x in expert order (step (4) below), whole-tile TMA boxes
+  cp_async_gather,       // x itself, through the row index, 16-byte cp.async per thread
+  cp_async_gather_held,  // the same, each thread's row offsets read once a tile and held
+  tma_row_gather,        // x itself, through the row index, a one-row TMA box per row
 };
 // How the grouped GEMM stores the expert outputs (the rungs that combine in their own kernel).
 enum class StoreBy {
@@ -667,6 +728,7 @@ class DevicePermutation {
   }
   void operator()(const Dispatch& w, cudaStream_t stream) {
     const int experts = int(w.experts);
+    if (how_ == Permute::in_gemm) return;  // the GEMM's own launch permutes
     if (how_ == Permute::one_cluster) {
       cudaLaunchAttribute cluster = kernels::cluster_dims_x(unsigned(cluster_ctas_));
       cudaLaunchConfig_t config = {};
@@ -717,12 +779,14 @@ using EpilogueOf =
     std::conditional_t<kCombine == CombineIn::gemm_epilogue, CombineIntoY32,
                        std::conditional_t<kStore == StoreBy::tma, StoreSortedTma, StoreSorted>>;
 
-template <RowsFrom kRows, class Epilogue>
+template <RowsFrom kRows, class Epilogue, bool kFusedPermute>
 constexpr auto grouped_kernel() {
   if constexpr (kRows == RowsFrom::permuted_copy) {
     return grouped_gemm<Epilogue>;
   } else if constexpr (kRows == RowsFrom::cp_async_gather) {
     return grouped_gemm_gather<Epilogue>;
+  } else if constexpr (kRows == RowsFrom::cp_async_gather_held) {
+    return grouped_gemm_gather<Epilogue, /*kHoldRows=*/true, kFusedPermute>;
   } else {
     static_assert(std::is_same_v<Epilogue, StoreSorted>, "row_tma_gather stores from registers");
     return grouped_gemm_row_tma;
@@ -735,12 +799,15 @@ template <Permute kPermute, RowsFrom kRows, CombineIn kCombine = CombineIn::own_
           StoreBy kStore = StoreBy::registers>
 class GroupedWgmma {
   using Epilogue = EpilogueOf<kCombine, kStore>;
-  static constexpr auto kKernel = grouped_kernel<kRows, Epilogue>();
+  static constexpr bool kFused = kPermute == Permute::in_gemm;
+  static constexpr auto kKernel = grouped_kernel<kRows, Epilogue, kFused>();
   static constexpr size_t kSmem = Epilogue::kSmemBytes;
   static constexpr bool kCopy = kRows == RowsFrom::permuted_copy;
   static constexpr bool kInEpilogue = kCombine == CombineIn::gemm_epilogue;
   static_assert(!kInEpilogue || kRows == RowsFrom::cp_async_gather,
                 "the epilogue combine is built on the gather");
+  static_assert(!kFused || kRows == RowsFrom::cp_async_gather_held,
+                "the fused permutation is built on the held-rows gather");
 
  public:
   GroupedWgmma(const Dispatch& w, cudaStream_t stream)
@@ -768,6 +835,10 @@ class GroupedWgmma {
       epilogue_ = StoreSorted{permute_.sorted.y.data(), int(w.ffn)};
     ws::allow_smem<kKernel, kSmem>();
     grid_ = kernels::resident_grid(kKernel, ws::kSpecialisedThreads, kSmem);
+    if constexpr (kRows == RowsFrom::cp_async_gather_held)
+      if (w.x.bytes() > int64_t{UINT32_MAX})
+        throw bench::Unsupported("the held row offsets are 32-bit: x must be under 4 GiB");
+    if constexpr (kFused) setup_fused_permutation(w, stream);
   }
   void operator()(const Dispatch& w, cudaStream_t stream) {
     parts_[0].begin(stream);
@@ -780,10 +851,16 @@ class GroupedWgmma {
       kKernel<<<grid_, ws::kSpecialisedThreads, kSmem, stream>>>(
           map_x_, map_w_, epilogue_, permute_.offsets.data(), permute_.tile_prefix.data(), experts,
           ffn, hidden);
-    else if constexpr (kRows == RowsFrom::cp_async_gather)
+    else if constexpr (kFused)  // every CTA resident at once (the grid barriers)
+      BENCH_CUDA_CHECK(kernels::launch_cooperative(
+          kKernel, grid_, ws::kSpecialisedThreads, kSmem, stream, w.x.data(), map_w_, epilogue_,
+          sorted.row_token.data(), permute_.offsets.data(), permute_.tile_prefix.data(), experts,
+          ffn, hidden, permutation_));
+    else if constexpr (kRows == RowsFrom::cp_async_gather ||
+                       kRows == RowsFrom::cp_async_gather_held)
       kKernel<<<grid_, ws::kSpecialisedThreads, kSmem, stream>>>(
           w.x.data(), map_w_, epilogue_, sorted.row_token.data(), permute_.offsets.data(),
-          permute_.tile_prefix.data(), experts, ffn, hidden);
+          permute_.tile_prefix.data(), experts, ffn, hidden, moe::GridPermutation{});
     else
       kKernel<<<grid_, ws::kSpecialisedThreads, kSmem, stream>>>(
           map_x_, map_w_, sorted.y.data(), sorted.row_token.data(), permute_.offsets.data(),
@@ -805,7 +882,8 @@ class GroupedWgmma {
   // Where the call's time goes (the last call's events): the permutation, the grouped GEMM alone
   // (comparable with torch._grouped_mm, which the peer times alone too) and the combine. In
   // epilogue_combine gemm_us (and gemm_tflops) include the combine's reductions, and combine_us
-  // is the pass from y32 to BF16 y.
+  // is the pass from y32 to BF16 y; in fused_permute gemm_us includes the permutation (its
+  // permute_us is an empty span).
   std::vector<bench::Metric> metrics() const {
     const double gemm_ms = parts_[1].ms();
     return {{"permute_us", 1e3 * parts_[0].ms()},
@@ -823,6 +901,32 @@ class GroupedWgmma {
   bench::DeviceBuffer<float> y32_;
   Epilogue epilogue_{};
   unsigned grid_ = 0;
+  // fused_permute: each CTA's rows per expert, the grid barrier's counter, the kernel's view.
+  bench::DeviceBuffer<int32_t> cta_rows_;
+  bench::DeviceBuffer<unsigned long long> barrier_;
+  moe::GridPermutation permutation_{};
+
+  void setup_fused_permutation(const Dispatch& w, cudaStream_t stream) {
+    if (!kernels::device_attribute(cudaDevAttrCooperativeLaunch))
+      throw bench::Unsupported("fused_permute: this GPU has no cooperative launch");
+    if (w.experts > ws::kSpecialisedThreads)
+      throw bench::Unsupported("fused_permute: a thread per expert needs experts <= 384");
+    cta_rows_ = bench::DeviceBuffer<int32_t>(int64_t{grid_} * w.experts);
+    barrier_ = bench::DeviceBuffer<unsigned long long>(1);
+    BENCH_CUDA_CHECK(cudaMemsetAsync(barrier_.data(), 0, barrier_.bytes(), stream));
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // the calls may come on another stream
+    Sorted& sorted = permute_.sorted;
+    permutation_ = moe::GridPermutation{w.expert.data(),
+                                        int(w.routed),
+                                        int(w.top_k),
+                                        cta_rows_.data(),
+                                        w.counts.data(),
+                                        permute_.offsets.data(),
+                                        permute_.tile_prefix.data(),
+                                        sorted.position.data(),
+                                        sorted.row_token.data(),
+                                        barrier_.data()};
+  }
 };
 
 // ---- Vendor: the same device permutation, then cuBLAS's grouped GEMM (cublasGemmGroupedBatchedEx,
@@ -989,7 +1093,12 @@ BENCH_EXAMPLE(ch15, moe_dispatch, Dispatch)
                                                                              "cluster_permute",
                                                                              {.arch_specific = 90})
     .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather, CombineIn::own_kernel,
-                           StoreBy::tma>>(bench::Role::optimized, "tma_store",
+                           StoreBy::tma>>(bench::Role::step, "tma_store", {.arch_specific = 90})
+    .stateful<GroupedWgmma<Permute::one_cluster, RowsFrom::cp_async_gather_held,
+                           CombineIn::own_kernel, StoreBy::tma>>(bench::Role::step, "index_once",
+                                                                 {.arch_specific = 90})
+    .stateful<GroupedWgmma<Permute::in_gemm, RowsFrom::cp_async_gather_held, CombineIn::own_kernel,
+                           StoreBy::tma>>(bench::Role::optimized, "fused_permute",
                                           {.arch_specific = 90})
     // grouped_wgmma with tma_store's epilogue: the GEMM built as CUTLASS's in torch._grouped_mm
     // (TMA-fed rows, TMA stores; README), its permutation still the row copy.

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cub/block/block_scan.cuh>
 #include <kernels/bf16_pack.cuh>
+#include <kernels/grid_barrier.cuh>
 #include <kernels/vector_access.cuh>
 
 #include "moe_dispatch_plan.hpp"
@@ -202,30 +203,31 @@ __device__ __forceinline__ void load_experts(const int32_t* __restrict__ expert,
   }
 }
 
-__global__ void __launch_bounds__(kClusterThreads)
-    permute_in_cluster(const int32_t* __restrict__ expert, int routed, int experts, int top_k,
-                       int tile_rows, int n_tiles, int32_t* __restrict__ counts,
-                       int32_t* __restrict__ offsets, int32_t* __restrict__ tile_prefix,
-                       int32_t* __restrict__ position, int32_t* __restrict__ row_token) {
-  using Scan = cub::BlockScan<int32_t, kClusterThreads>;
-  __shared__ typename Scan::TempStorage scratch;
-  extern __shared__ int32_t table[];  // [warp][expert]: rows counted, then the warp's next place
-  int32_t* cta_rows = table + kClusterWarps * experts;  // this CTA's rows of each expert
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int cta = int(cluster.block_rank()), ctas = int(cluster.num_blocks());
-  const int warp = int(threadIdx.x) / 32, lane = threadIdx.x % 32;
-  const unsigned lanes_below = (1u << lane) - 1;
-  const int per_warp = (routed + ctas * kClusterWarps - 1) / (ctas * kClusterWarps);
-  const int begin = min(routed, (cta * kClusterWarps + warp) * per_warp);
-  const int end = min(routed, begin + per_warp);
-  int32_t* mine = table + warp * experts;
+// ---- The steps of the one-launch permutations: permute_in_cluster below, and permute_in_grid,
+// which the grouped GEMM of moe_dispatch's fused_permute runs in its own launch. Each warp owns a
+// contiguous run of the routed rows; `table` is [warp][expert] in shared memory, and `mine` the
+// warp's row of it.
+struct WarpRun {
+  int begin, end;
+};
+// Run `slot` of `slots` equal runs, in routed order.
+__device__ __forceinline__ WarpRun warp_run(int routed, int slot, int slots) {
+  const int per_warp = (routed + slots - 1) / slots;
+  const int begin = min(routed, slot * per_warp);
+  return {begin, min(routed, begin + per_warp)};
+}
 
-  // 1. Count.
+// 1. Count the run's rows per expert into `mine`: match_any groups a round's equal experts and the
+// group's first lane adds, so no atomics.
+__device__ __forceinline__ void count_run(const int32_t* __restrict__ expert, WarpRun run,
+                                          int experts, int32_t* mine) {
+  const int lane = int(threadIdx.x) % 32;
+  const unsigned lanes_below = (1u << lane) - 1;
   for (int e = lane; e < experts; e += 32) mine[e] = 0;
   __syncwarp();
-  for (int a0 = begin; a0 < end; a0 += 32 * kRoundsInFlight) {
+  for (int a0 = run.begin; a0 < run.end; a0 += 32 * kRoundsInFlight) {
     int ex[kRoundsInFlight];
-    load_experts(expert, a0, end, lane, ex);
+    load_experts(expert, a0, run.end, lane, ex);
 #pragma unroll
     for (int r = 0; r < kRoundsInFlight; ++r) {
       const unsigned peers = __match_any_sync(0xffffffffu, ex[r]);
@@ -233,25 +235,39 @@ __global__ void __launch_bounds__(kClusterThreads)
       __syncwarp();
     }
   }
-  __syncthreads();
-  for (int e = int(threadIdx.x); e < experts; e += kClusterThreads) {
-    int32_t rows = 0;
-    for (int w = 0; w < kClusterWarps; ++w) rows += table[w * experts + e];
-    cta_rows[e] = rows;
-  }
-  cluster.sync();  // every CTA's counts written and visible to the cluster
+}
 
-  // 2. Totals, offsets, work items, and each warp's first place (experts <= kClusterThreads).
+// The CTA's rows of expert e: its warps' counts summed.
+__device__ __forceinline__ int32_t cta_rows_of(const int32_t* table, int warps, int experts,
+                                               int e) {
+  int32_t rows = 0;
+  for (int w = 0; w < warps; ++w) rows += table[w * experts + e];
+  return rows;
+}
+
+// 2. A thread per expert (experts <= kThreads): from every CTA's rows of its expert
+// (rows_in(r, e) for CTA r), the expert's total and its rows in the CTAs before this one; two
+// block scans over the experts give the offsets and the GEMM's work-item numbering, which CTA 0
+// writes; then each warp's first place per expert (the offset, the earlier CTAs' rows, the
+// earlier warps' rows) replaces its count in `table`.
+template <int kThreads, class RowsIn>
+__device__ __forceinline__ void number_places(
+    RowsIn rows_in, int cta, int ctas, int experts, int routed, int tile_rows, int n_tiles,
+    int32_t* table, typename cub::BlockScan<int32_t, kThreads>::TempStorage& scratch,
+    int32_t* counts, int32_t* offsets, int32_t* tile_prefix) {
+  using Scan = cub::BlockScan<int32_t, kThreads>;
   const int e = int(threadIdx.x);
   int32_t total = 0, in_earlier_ctas = 0;
-  if (e < experts)
+  if (e < experts) {
+#pragma unroll 16  // independent loads in flight: one latency per 16 CTAs, not one per CTA
     for (int r = 0; r < ctas; ++r) {
-      const int32_t rows = *cluster.map_shared_rank(cta_rows + e, r);  // a DSMEM load
+      const int32_t rows = rows_in(r, e);
       total += rows;
       if (r < cta) in_earlier_ctas += rows;
     }
-  int32_t first, first_item, items = e < experts ? row_tiles(total, tile_rows) * n_tiles : 0;
-  int32_t all_items;
+  }
+  int32_t first, first_item, all_items;
+  const int32_t items = e < experts ? row_tiles(total, tile_rows) * n_tiles : 0;
   Scan(scratch).ExclusiveSum(total, first);
   __syncthreads();  // the scan's scratch free again
   Scan(scratch).ExclusiveSum(items, first_item, all_items);
@@ -262,7 +278,7 @@ __global__ void __launch_bounds__(kClusterThreads)
       tile_prefix[e] = first_item;
     }
     int32_t next = first + in_earlier_ctas;
-    for (int w = 0; w < kClusterWarps; ++w) {
+    for (int w = 0; w < kThreads / 32; ++w) {
       const int32_t rows = table[w * experts + e];
       table[w * experts + e] = next;
       next += rows;
@@ -273,11 +289,19 @@ __global__ void __launch_bounds__(kClusterThreads)
     tile_prefix[experts] = all_items;
   }
   __syncthreads();
+}
 
-  // 3. Place.
-  for (int a0 = begin; a0 < end; a0 += 32 * kRoundsInFlight) {
+// 3. Place the run's rows: a row's place is its warp's next place for its expert plus its rank
+// among the round's equal experts (stable: routed order within an expert, as the host plan's).
+// With row_token (not null) also each place's token.
+__device__ __forceinline__ void place_run(const int32_t* __restrict__ expert, WarpRun run,
+                                          int top_k, int32_t* mine, int32_t* position,
+                                          int32_t* row_token) {
+  const int lane = int(threadIdx.x) % 32;
+  const unsigned lanes_below = (1u << lane) - 1;
+  for (int a0 = run.begin; a0 < run.end; a0 += 32 * kRoundsInFlight) {
     int ex[kRoundsInFlight];
-    load_experts(expert, a0, end, lane, ex);  // L1 hits now
+    load_experts(expert, a0, run.end, lane, ex);  // L1 hits now
 #pragma unroll
     for (int r = 0; r < kRoundsInFlight; ++r) {
       const int a = a0 + 32 * r + lane;
@@ -293,7 +317,76 @@ __global__ void __launch_bounds__(kClusterThreads)
       __syncwarp();
     }
   }
+}
+
+__global__ void __launch_bounds__(kClusterThreads)
+    permute_in_cluster(const int32_t* __restrict__ expert, int routed, int experts, int top_k,
+                       int tile_rows, int n_tiles, int32_t* __restrict__ counts,
+                       int32_t* __restrict__ offsets, int32_t* __restrict__ tile_prefix,
+                       int32_t* __restrict__ position, int32_t* __restrict__ row_token) {
+  __shared__ typename cub::BlockScan<int32_t, kClusterThreads>::TempStorage scratch;
+  extern __shared__ int32_t table[];  // [warp][expert]: rows counted, then the warp's next place
+  int32_t* cta_rows = table + kClusterWarps * experts;  // this CTA's rows of each expert
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int cta = int(cluster.block_rank()), ctas = int(cluster.num_blocks());
+  const int warp = int(threadIdx.x) / 32;
+  const WarpRun run = warp_run(routed, cta * kClusterWarps + warp, ctas * kClusterWarps);
+  int32_t* mine = table + warp * experts;
+
+  count_run(expert, run, experts, mine);
+  __syncthreads();
+  for (int e = int(threadIdx.x); e < experts; e += kClusterThreads)
+    cta_rows[e] = cta_rows_of(table, kClusterWarps, experts, e);
+  cluster.sync();  // every CTA's counts written and visible to the cluster
+  number_places<kClusterThreads>(
+      [&](int r, int e) { return *cluster.map_shared_rank(cta_rows + e, r); },  // DSMEM loads
+      cta, ctas, experts, routed, tile_rows, n_tiles, table, scratch, counts, offsets, tile_prefix);
+  place_run(expert, run, top_k, mine, position, row_token);
   cluster.sync();  // no CTA frees its shared memory while another may still read it
+}
+
+// ---- The permutation inside a cooperative launch (moe_dispatch's fused_permute) ----------------
+// permute_in_cluster is a launch of its own on 16 SMs while the GEMM's CTAs wait for it. Here the
+// GEMM's own CTAs, all resident, run it first, with every thread, before their roles split: each
+// CTA counts its runs and writes its rows per expert to cta_rows[cta][expert]; a grid barrier
+// (kernels/grid_barrier.cuh); each CTA then reads every CTA's rows from L2 and numbers the places
+// itself, so no second barrier is needed for the totals; each places its rows; a second barrier
+// makes every place's token visible before any producer gathers a row. The GEMM then reads the
+// outputs with plain loads: the barrier's acquire orders them after the other CTAs' writes (the
+// non-coherent path, __ldg, would not be).
+struct GridPermutation {
+  const int32_t* expert;  // [routed]: each routed row's expert
+  int routed, top_k;
+  int32_t* cta_rows;            // [grid][experts]: each CTA's rows per expert
+  int32_t* counts;              // [experts]
+  int32_t* offsets;             // [experts + 1]
+  int32_t* tile_prefix;         // [experts + 1]
+  int32_t* position;            // [routed]
+  int32_t* row_token;           // [routed]
+  unsigned long long* barrier;  // kernels::GridBarrier's counter, zeroed once
+};
+
+// Every thread of every CTA calls it; `table` is kThreads / 32 * experts ints of shared memory.
+template <int kThreads>
+__device__ __forceinline__ void permute_in_grid(
+    const GridPermutation& p, int experts, int tile_rows, int n_tiles, int32_t* table,
+    typename cub::BlockScan<int32_t, kThreads>::TempStorage& scratch) {
+  constexpr int kCtaWarps = kThreads / 32;
+  kernels::GridBarrier barrier(p.barrier);
+  const int cta = int(blockIdx.x), ctas = int(gridDim.x), warp = int(threadIdx.x) / 32;
+  const WarpRun run = warp_run(p.routed, cta * kCtaWarps + warp, ctas * kCtaWarps);
+  int32_t* mine = table + warp * experts;
+
+  count_run(p.expert, run, experts, mine);
+  __syncthreads();
+  for (int e = int(threadIdx.x); e < experts; e += kThreads)
+    p.cta_rows[int64_t{cta} * experts + e] = cta_rows_of(table, kCtaWarps, experts, e);
+  barrier.sync();  // every CTA's rows in L2
+  number_places<kThreads>([&](int r, int e) { return p.cta_rows[int64_t{r} * experts + e]; }, cta,
+                          ctas, experts, p.routed, tile_rows, n_tiles, table, scratch, p.counts,
+                          p.offsets, p.tile_prefix);
+  place_run(p.expert, run, p.top_k, mine, p.position, p.row_token);
+  barrier.sync();  // every place's token, and CTA 0's offsets and tile_prefix, in L2
 }
 
 // A warp per routed row: x[token] to its place.

@@ -33,15 +33,13 @@
 // so they must go out before it, not after.) The bytes the step moves from HBM are the same; only
 // when they move changes.
 //
-// The barrier is one 64-bit arrival counter in global memory that only grows: a block's thread 0
-// arrives with a release atomic add, and every thread 0 spins on an acquire load until the counter
-// reaches its barrier's target (one grid's worth of arrivals more than the last). The last arrival
-// is itself the release: no reset, no separate generation store, one trip to L2 fewer on the path
-// every block waits on. It is correct only if every block is resident at once: the host sizes the
-// grid from cudaOccupancyMaxActiveBlocksPerMultiprocessor and launches it cooperatively (the launch
-// fails, rather than hangs, if the grid cannot be co-resident), and a GPU where no block fits is
-// SKIPPED. A barrier that waits longer than kBarrierTimeoutNs traps: a bug fails the run instead of
-// hanging it.
+// The grid barrier is kernels/grid_barrier.cuh's: one 64-bit arrival counter in global memory that
+// only grows, a release add to arrive and an acquire spin to wait. It is correct only if every
+// block is resident at once: the host sizes the grid from
+// cudaOccupancyMaxActiveBlocksPerMultiprocessor and launches it cooperatively (the launch fails,
+// rather than hangs, if the grid cannot be co-resident), and a GPU where no block fits is SKIPPED.
+// A barrier that waits longer than kernels::kGridBarrierTimeoutNs traps: a bug fails the run
+// instead of hanging it.
 //
 // The merge of a (sequence, query head) needs only that head's chunks, not the whole attention
 // phase, so it waits on a counter of its own instead of a grid barrier (merge_counts, one per
@@ -69,6 +67,7 @@
 #include <bench/stats.hpp>
 #include <cstdint>
 #include <kernels/flags.cuh>
+#include <kernels/grid_barrier.cuh>
 #include <kernels/occupancy.cuh>
 #include <kernels/online_softmax.cuh>
 #include <kernels/vector_access.cuh>
@@ -90,9 +89,6 @@ constexpr int kMaxBlocksPerSm = 2;  // as rung 6's GEMVs: 16 warps, 128 KB of we
 // after qkv resolves, are the whole 17 MB cache, a third of the H100's L2. At batch 8 (chunks of
 // 2048 keys, about 4 items a block) the next item's first quarter.
 constexpr int64_t kPrefetchKeys = 512;
-// A barrier waits for the slowest block's phase: well under a millisecond, and still far under this
-// when compute-sanitizer instruments every access. Past it the kernel traps.
-constexpr uint64_t kBarrierTimeoutNs = 20'000'000'000;
 
 // The step's inputs and outputs (as DecoderLayer holds them).
 struct Io {
@@ -116,59 +112,10 @@ struct Step {
   uint64_t* stamps;      // [blocks][kStamps] or null: see stamp() below
 };
 
-// ---- the grid barrier, in two halves so that loads can go out between them -------------------
-__device__ __forceinline__ uint64_t global_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// The counter holds a multiple of the grid between launches (every block arrives at every barrier),
-// and a launch's barrier b completes at that multiple plus (b + 1) grids. Thread 0 reads the
-// counter at the launch's start and, at its first wait, rounds it down to the grid: other blocks
-// may already have arrived at the first barrier, but it cannot complete before this block arrives.
-// (The rounding waits for the load, so it is left to the first wait: the first weight slab goes
-// out first.) 64 bits: it never wraps (32 bits would, at a count not a multiple of the grid).
-class GridBarrier {
- public:
-  __device__ explicit GridBarrier(unsigned long long* counter) : counter_(counter), target_(0) {
-    if (threadIdx.x == 0) target_ = load_relaxed(counter);
-  }
-
-  // The block has finished the phase: its thread 0 counts it in.
-  __device__ __forceinline__ void arrive() {
-    __syncthreads();  // every thread's writes of the phase, before thread 0's release
-    if (threadIdx.x != 0) return;
-    asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(counter_) : "memory");
-  }
-
-  // Returns once every block has arrived; what they wrote before arriving is then visible.
-  __device__ __forceinline__ void wait() {
-    if (threadIdx.x == 0) {
-      if (!rounded_) target_ = target_ - target_ % gridDim.x + gridDim.x, rounded_ = true;
-      const uint64_t start = global_ns();
-      for (uint32_t spins = 1; load_acquire(counter_) < target_; ++spins)
-        if (spins % 1024 == 0 && global_ns() - start > kBarrierTimeoutNs) __trap();
-      target_ += gridDim.x;
-    }
-    __syncthreads();
-  }
-
- private:
-  __device__ __forceinline__ static unsigned long long load_acquire(unsigned long long* p) {
-    unsigned long long v;
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-  }
-  __device__ __forceinline__ static unsigned long long load_relaxed(unsigned long long* p) {
-    unsigned long long v;
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-  }
-  unsigned long long* counter_;
-  unsigned long long target_;  // thread 0's: the count at which the next barrier completes
-  bool rounded_ = false;       // target_ is still the count read at the launch's start
-};
+// ---- the grid barrier (kernels/grid_barrier.cuh), in two halves so that loads can go out between
+// them: the first weight slab of the next phase is issued between arrive() and wait().
+using kernels::global_ns;
+using kernels::GridBarrier;
 
 // ---- where a launch's time goes: phase stamps ---------------------------------------------------
 // Only for DecoderMegakernel::phase_times (untimed, after the samples): with p.stamps set, thread 0
@@ -466,17 +413,7 @@ class DecoderMegakernel {
     Step step = step_;
     step.io = io;
     step.stamps = stamps;
-    cudaLaunchAttribute cooperative = {};
-    cooperative.id = cudaLaunchAttributeCooperative;
-    cooperative.val.cooperative = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(grid_);
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = smem_;
-    config.stream = s;
-    config.attrs = &cooperative;
-    config.numAttrs = 1;
-    BENCH_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel_, step));
+    BENCH_CUDA_CHECK(kernels::launch_cooperative(kernel_, grid_, kThreads, smem_, s, step));
   }
 
   // Where a launch's time goes (untimed): `launches` stamped launches back to back, then for each

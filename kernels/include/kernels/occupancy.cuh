@@ -1,14 +1,15 @@
 // kernels/occupancy.cuh: what the occupancy calculator says about a kernel at a block size (host
 // side): the blocks and warps that fit on one SM, the theoretical occupancy, the grid of a
 // persistent kernel sized to the machine, and the clusters of a cluster kernel resident at once;
-// and the device figures those rest on (SM count, warps an SM, L2 size).
+// the device figures those rest on (SM count, warps an SM, L2 size); and the cooperative launch
+// of a grid sized so.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
-
 #include <bench/check.hpp>
+#include <utility>
 
 namespace kernels {
 
@@ -57,6 +58,25 @@ double theoretical_occupancy(Kernel kernel, int block, size_t dynamic_smem = 0) 
 template <class Kernel>
 unsigned resident_grid(Kernel kernel, int block, size_t dynamic_smem = 0) {
   return static_cast<unsigned>(sm_count() * std::max(blocks_per_sm(kernel, block, dynamic_smem), 1));
+}
+
+// A cooperative launch: every block of the grid resident at once, or the launch fails (rather
+// than hangs), for kernels whose blocks meet at a grid barrier (kernels/grid_barrier.cuh). Size the
+// grid with resident_grid.
+template <class... Params, class... Args>
+cudaError_t launch_cooperative(void (*kernel)(Params...), unsigned grid, unsigned block,
+                               size_t dynamic_smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute cooperative = {};
+  cooperative.id = cudaLaunchAttributeCooperative;
+  cooperative.val.cooperative = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(block);
+  config.dynamicSmemBytes = dynamic_smem;
+  config.stream = stream;
+  config.attrs = &cooperative;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
 // The launch attribute that groups a grid's blocks into clusters of `size` along x (for

@@ -706,7 +706,7 @@ class DevicePermutation {
         return true;
       }();
       (void)configured;
-      // The CTAs of 1024 threads (63 registers: a whole SM's register file each) must be resident
+      // The CTAs of 1024 threads (64 registers: a whole SM's register file each) must be resident
       // together in one GPC: 16 where this GPU can hold them, else 8. Asked here, outside the
       // timed launches, so that a GPU or partition that cannot hold even 8 is a SKIP with its
       // reason, not a failed launch.

@@ -827,10 +827,17 @@ class GroupedWgmma {
     if constexpr (kInEpilogue)
       epilogue_ = CombineIntoY32{y32_.data(), permute_.sorted.row_token.data(),
                                  permute_.sorted.position.data(), w.weight.data(), int(w.ffn)};
-    else if constexpr (kStore == StoreBy::tma)
+    else if constexpr (kStore == StoreBy::tma) {
       // y_sorted [routed][ffn] is the staging's D^T: output_map's D is ffn x routed.
       epilogue_ = StoreSortedTma{ws::output_map(permute_.sorted.y.data(), w.ffn, w.routed),
                                  permute_.sorted.y.data(), int(w.ffn)};
+      // Untimed, once, as HostLoop does for cuBLASLt: a defined first write of the expert
+      // outputs, since initcheck does not see the TMA unit's stores and would report every read
+      // of the combine. 0xFF bytes are BF16 NaNs: a row the GEMM failed to store reaches y as NaN.
+      BENCH_CUDA_CHECK(cudaMemsetAsync(permute_.sorted.y.data(), 0xFF, permute_.sorted.y.bytes(),
+                                       stream));
+      BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // the calls may come on another stream
+    }
     else
       epilogue_ = StoreSorted{permute_.sorted.y.data(), int(w.ffn)};
     ws::allow_smem<kKernel, kSmem>();

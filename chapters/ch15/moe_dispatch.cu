@@ -499,6 +499,9 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
   if constexpr (kFusedPermute) {
     using Scan = cub::BlockScan<int32_t, ws::kSpecialisedThreads>;
     static_assert(sizeof(Scan::TempStorage) <= sizeof(sm.y[0]), "the scan's scratch: a W block");
+    static_assert(ws::kSpecialisedThreads / 32 * ws::kSpecialisedThreads * sizeof(int32_t) <=
+                      sizeof(sm.x),
+                  "the [warp][expert] table for experts <= 384 (setup checks): the X blocks");
     moe::permute_in_grid<ws::kSpecialisedThreads>(
         permutation, experts, ws::kBM, n_tiles, reinterpret_cast<int32_t*>(&sm.x[0][0]),
         *reinterpret_cast<Scan::TempStorage*>(&sm.y[0][0]));

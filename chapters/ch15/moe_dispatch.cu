@@ -658,8 +658,9 @@ __global__ void __launch_bounds__(ws::kSpecialisedThreads, 1)
 #endif
 }
 
-// The three ways the rungs permute (both on the GPU with no read-back; after either the workload's
-// counts, the offsets, the work items' numbering and each routed row's place are on the device).
+// The three ways the rungs permute (all on the GPU with no read-back; after any of them the
+// workload's counts, the offsets, the work items' numbering and each routed row's place are on the
+// device).
 enum class Permute {
   three_kernels,  // per-chunk histograms, a one-CTA scan, the placement: grouped_wgmma, _gather
   one_cluster,    // moe::permute_in_cluster: one launch of one cluster of 16 CTAs, else 8

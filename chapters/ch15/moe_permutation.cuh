@@ -1,8 +1,9 @@
 // ch15/moe_permutation.cuh: moe_dispatch's kernels around the expert GEMMs: the device-side
 // permutation of the routed rows into expert-major order (histogram, scan, stable placement, then
 // a row copy or only a row index) and the combine that brings each token's expert outputs back,
-// weighted. Plain CUDA, except permute_in_cluster (a thread-block cluster: sm_90); the example
-// says which side runs which.
+// weighted. Plain CUDA, except permute_in_cluster (a thread-block cluster: sm_90) and
+// permute_in_grid, the same steps as device code that a cooperative launch runs before its own
+// work (moe_dispatch's fused_permute GEMM); the example says which side runs which.
 //
 // Routed row number a = token * top_k + j. Its place in the sorted buffers is position[a]:
 // expert-major, and within an expert in routed order (as moe::plan_permutation on the host).

@@ -196,6 +196,15 @@ def plan_namespace(path, helpers, gpus):
     return namespace
 
 
+def touch_changed_sources(build_dir):
+    """Before the plan's builds: the sources whose content changed since the last build in
+    build_dir touched (scripts/touch_changed.sh: the device machine's copy of the tree keeps each
+    file's own time, which can be older than the objects a previous call built there)."""
+    if os.path.isfile(os.path.join(build_dir, "build.ninja")):
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "touch_changed.sh")
+        subprocess.run(["bash", script, build_dir], check=True)
+
+
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("plan", nargs="?")
@@ -210,6 +219,7 @@ def main(argv):
         return self_test()
     if not args.plan or args.budget is None:
         parser.error("a plan and --budget are needed")
+    touch_changed_sources(os.path.dirname(os.path.dirname(args.bench)))
     runner = Runner(args.budget, args.out, args.state, args.bench)
     helpers = {"compare": runner.compare, "peer": runner.peer, "shell": runner.shell}
     runner.run_plan(plan_namespace(args.plan, helpers, gpu_count())["STAGES"])
@@ -245,7 +255,10 @@ def self_test():
             json.dump({"examples": {"a": {"speedup": 1.0, "provenance": {"date": "0"}}}}, f)
         with open(os.path.join(root, "expectations", "y.json"), "w") as f:
             f.write('{"examples": {}}')
-        bench = os.path.join(root, "fake_bench")
+        # In a build folder, as build/default/tools/bench is: the run touches what changed first.
+        os.makedirs(os.path.join(root, "build", "tools"))
+        open(os.path.join(root, "build", "build.ninja"), "w").close()
+        bench = os.path.join(root, "build", "tools", "fake_bench")
         with open(bench, "w") as f:
             f.write(FAKE_BENCH)
         os.chmod(bench, 0o755)
@@ -268,6 +281,8 @@ def self_test():
             started = time.time()
             main([plan, "--budget", "60", "--out", out, "--state", state, "--bench", bench])
             took = time.time() - started
+            if not os.path.isfile(os.path.join(root, "build", "source_sums.txt")):
+                failures.append("the sources' sums were not taken before the plan (touch_changed.sh)")
             summary = open(os.path.join(out, "summary.txt")).read()
             log = lambda tag: open(os.path.join(out, tag + ".log")).read()
             if not (3 <= took < 30):

@@ -6,7 +6,8 @@
 #   - `--chapter ..` or an unknown chapter is refused the same way (it once reached ninja);
 #   - the launcher's list of subcommands equals the built program's (`bench --help`);
 #   - a build with nothing to do prints nothing (ninja's glob re-check and "no work to do"),
-#     while a failing build's output and the failure still show.
+#     while a failing build's output and the failure still show; the sources' sums are taken
+#     before it (scripts/touch_changed.sh).
 #
 #   tests/launcher/subcommands_test.sh <source root> <built bench program>
 set -uo pipefail
@@ -23,7 +24,7 @@ pass() { echo "ok   [$scenario]"; }
 root="$tmp/root"
 mkdir -p "$root/scripts" "$root/chapters/ch07"
 cp "$src/bench" "$root/"
-cp "$src/scripts/deps.sh" "$root/scripts/"
+cp "$src/scripts/deps.sh" "$src/scripts/touch_changed.sh" "$root/scripts/"
 : >"$root/chapters/ch07/CMakeLists.txt"
 
 base="$tmp/base"
@@ -112,6 +113,9 @@ run_bench env
 expect_contains "$out" "program ran: env" "stdout"
 [ -z "$err" ] || fail "stderr not empty: $err"
 expect_contains "$(cat "$tmp/cmake.calls" 2>/dev/null)" "--build" "cmake calls"
+# Before the build the sources' sums are taken (scripts/touch_changed.sh): ch07's CMakeLists.txt.
+grep -q ' chapters/ch07/CMakeLists.txt$' "$root/build/default/source_sums.txt" 2>/dev/null ||
+  fail "no sums of the sources in build/default before the build"
 FAKE_BUILD=fail run_bench env
 [ "$rc" = 1 ] || fail "failing build: exit $rc (expected 1)"
 expect_contains "$err" "x.cpp:1:1: error: boom" "failing build: stderr"

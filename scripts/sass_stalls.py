@@ -55,12 +55,13 @@ def kernels_of(text):
 
 def kind_of(source, entered):
     """The kind of place an instruction is, `entered` being what a branch at it enters."""
-    if "SYNCS.PHASECHK" in source or (entered and "SYNCS.PHASECHK" in entered):
-        where = BARRIER_OPERAND.search(entered if entered and "SYNCS" in entered else source)
+    wait = entered if entered and "SYNCS.PHASECHK" in entered else source
+    if "SYNCS.PHASECHK" in wait:
+        where = BARRIER_OPERAND.search(wait)
         return "mbarrier wait " + (where.group(1) if where else "?")
     if "WARPGROUP.DEPBAR" in source:
         return "own wgmma wait (WARPGROUP.DEPBAR)"
-    if "HGMMA" in source or "GMMA" in source.split()[0 if not source.startswith("@") else 1]:
+    if "GMMA" in source:
         return "wgmma issue"
     if any(op in source for op in ("LDGSTS", "UTMALDG", "UBLKCP", "UTMASTG", "UBLKRED")):
         return "asynchronous copy issue"
@@ -69,44 +70,42 @@ def kind_of(source, entered):
 
 def summarise(name, rows, top):
     by_address = {r["Address"]: i for i, r in enumerate(rows)}
+    sources = [r["Source"].strip() for r in rows]
     samples = [number(r.get(SAMPLES, "0")) for r in rows]
     total = sum(samples) or 1.0
     stall_columns = [k for k in rows[0] if k.startswith("stall_") and "Not Issued" not in k] if rows else []
 
-    def entered(i):
-        source = rows[i]["Source"].strip()
+    def entered(source):
+        """What a branch enters: its target, past YIELD and NOP (None if not a branch)."""
         if "BRA" not in source:
             return None
         j = by_address.get(source.split()[-1])
-        while j is not None and j < len(rows) and rows[j]["Source"].strip().startswith(("YIELD", "NOP")):
+        while j is not None and j < len(rows) and sources[j].startswith(("YIELD", "NOP")):
             j += 1
-        return rows[j]["Source"].strip() if j is not None and j < len(rows) else None
+        return sources[j] if j is not None and j < len(rows) else None
 
-    dealloc = next((i for i, r in enumerate(rows) if "USETMAXREG.DEALLOC" in r["Source"]), None)
-    kinds, before, after = {}, 0.0, 0.0
-    for i, r in enumerate(rows):
-        k = kind_of(r["Source"].strip(), entered(i))
-        kinds[k] = kinds.get(k, 0.0) + samples[i]
-        if dealloc is not None:
-            if i < dealloc:
-                before += samples[i]
-            else:
-                after += samples[i]
+    enters = [entered(source) for source in sources]
+    kinds = {}
+    for source, into, n in zip(sources, enters, samples):
+        k = kind_of(source, into)
+        kinds[k] = kinds.get(k, 0.0) + n
     lines = [f"== {name}: {total:.0f} samples"]
     for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]):
         lines.append(f"  {100 * v / total:5.1f}%  {k}")
+    dealloc = next((i for i, source in enumerate(sources) if "USETMAXREG.DEALLOC" in source), None)
     if dealloc is not None:
+        before = sum(samples[:dealloc])
         lines.append(f"  before the first register release: {100 * before / total:.1f}%; "
-                     f"from it on (a warp-specialised kernel's producer code): {100 * after / total:.1f}%")
+                     f"from it on (a warp-specialised kernel's producer code): "
+                     f"{100 * (sum(samples) - before) / total:.1f}%")
     lines.append(f"  the {top} lines with the most samples:")
     for i in sorted(range(len(rows)), key=lambda i: -samples[i])[:top]:
         if samples[i] <= 0:
             break
         reason = max(stall_columns, key=lambda k: number(rows[i].get(k, "0")))[len("stall_"):] \
             if stall_columns else "?"
-        into = entered(i)
-        into = f"  -> {into}" if into else ""
-        lines.append(f"  {100 * samples[i] / total:5.1f}%  {reason:<18} {rows[i]['Source'].strip()}{into}")
+        into = f"  -> {enters[i]}" if enters[i] else ""
+        lines.append(f"  {100 * samples[i] / total:5.1f}%  {reason:<18} {sources[i]}{into}")
     return lines
 
 

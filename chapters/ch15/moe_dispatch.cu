@@ -169,6 +169,15 @@ struct Sorted {
         position(w.routed),
         row_token(copies_x ? bench::DeviceBuffer<int32_t>()
                            : bench::DeviceBuffer<int32_t>(w.routed)) {}
+  // Untimed, once, by a rung whose expert outputs are written where compute-sanitizer's initcheck
+  // cannot see it (cuBLASLt's kernels, the TMA unit's stores) and read by the combine: a defined
+  // first write, else initcheck reports every read (README, "Sanitizer"). 0xFF bytes are BF16
+  // NaNs, not zeros: a row the GEMM failed to write reaches y as NaN and fails the verification.
+  // Synchronised: the calls may come on another stream than setup's.
+  void poison_y(cudaStream_t stream) const {
+    BENCH_CUDA_CHECK(cudaMemsetAsync(y.data(), 0xFF, y.bytes(), stream));
+    BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
 };
 
 void launch_combine(const Dispatch& w, const Sorted& s, cudaStream_t stream) {
@@ -211,11 +220,7 @@ class HostLoop {
       : sorted_(w), cursor_(w.experts), counts_(w.experts) {
     for (int32_t rows : w.plan.counts)  // cuBLASLt's plans, made untimed
       if (rows > 0) gemm_for(w, rows);
-    // Untimed, once: a defined first write of the expert outputs, which cuBLASLt writes and the
-    // combine reads. initcheck does not see these cuBLASLt stores (README, "Sanitizer") and would
-    // report every read. 0xFF bytes are BF16 NaNs: a row a GEMM failed to write reaches y as NaN
-    // and fails the verification. Not in the timed call, so the timing is unchanged.
-    BENCH_CUDA_CHECK(cudaMemsetAsync(sorted_.y.data(), 0xFF, sorted_.y.bytes(), stream));
+    sorted_.poison_y(stream);  // cuBLASLt writes the expert outputs
   }
   void operator()(const Dispatch& w, cudaStream_t stream) {
     BENCH_CUDA_CHECK(cudaMemsetAsync(w.counts.data(), 0, w.counts.bytes(), stream));
@@ -835,14 +840,8 @@ class GroupedWgmma {
       // y_sorted [routed][ffn] is the staging's D^T: output_map's D is ffn x routed.
       epilogue_ = StoreSortedTma{ws::output_map(permute_.sorted.y.data(), w.ffn, w.routed),
                                  permute_.sorted.y.data(), int(w.ffn)};
-      // Untimed, once, as HostLoop does for cuBLASLt: a defined first write of the expert
-      // outputs, since initcheck does not see the TMA unit's stores and would report every read
-      // of the combine. 0xFF bytes are BF16 NaNs: a row the GEMM failed to store reaches y as NaN.
-      BENCH_CUDA_CHECK(cudaMemsetAsync(permute_.sorted.y.data(), 0xFF, permute_.sorted.y.bytes(),
-                                       stream));
-      BENCH_CUDA_CHECK(cudaStreamSynchronize(stream));  // the calls may come on another stream
-    }
-    else
+      permute_.sorted.poison_y(stream);  // the TMA unit writes the expert outputs
+    } else
       epilogue_ = StoreSorted{permute_.sorted.y.data(), int(w.ffn)};
     ws::allow_smem<kKernel, kSmem>();
     grid_ = kernels::resident_grid(kKernel, ws::kSpecialisedThreads, kSmem);

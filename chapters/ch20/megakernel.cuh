@@ -33,6 +33,12 @@
 // so they must go out before it, not after.) The bytes the step moves from HBM are the same; only
 // when they move changes.
 //
+// The group form (ch20's rung 7c, `Attention::group_mma`): the attention phase's items are (KV
+// head, chunk) instead of (query head, chunk), and each runs ch20/group_attention_mma.cuh: the
+// group's query heads from one read of each K and V row, the products on tensor cores; the block
+// that completes a KV head's chunks merges its query heads, a warp each. The other phases are
+// rung 7's.
+//
 // The grid barrier is kernels/grid_barrier.cuh's: one 64-bit arrival counter in global memory that
 // only grows, a release add to arrive and an acquire spin to wait. It is correct only if every
 // block is resident at once: the host sizes the grid from
@@ -76,6 +82,7 @@
 #include <utility>
 #include <vector>
 
+#include "group_attention_mma.cuh"
 #include "l2_ahead_plan.hpp"
 #include "layer_ops.cuh"
 
@@ -160,18 +167,27 @@ __device__ __forceinline__ void load_first(const bf16* weight, int64_t k, int64_
     for (int u = 0; u < gemv::kVectorsPerRow; ++u) w[slot][u] = make_uint4(0, 0, 0, 0);
 }
 
-// The attention's items: item = (kv pair x splits + split) x group + g, query head kv pair x group
-// + g. The group's query heads read the same chunk of K and V: consecutive items, adjacent blocks,
-// at the same time, so HBM serves the chunk once.
+// How the attention phase runs (the header comment): a block per (query head, chunk) on the FMA
+// pipes (rung 7), or per (KV head, chunk) on tensor cores (rung 7c).
+enum class Attention { per_head, group_mma };
+
+// The attention's items. Per head: item = (kv pair x splits + split) x group + g, query head kv
+// pair x group + g; the group's query heads read the same chunk of K and V: consecutive items,
+// adjacent blocks, at the same time, so HBM serves the chunk once. Group: item = kv pair x splits
+// + split.
+template <Attention kAttention>
 __device__ __forceinline__ int64_t attention_items(const Step& p) {
-  return int64_t{p.tokens} * p.kv_heads * p.splits * p.group;
+  const int64_t per_group = int64_t{p.tokens} * p.kv_heads * p.splits;
+  return kAttention == Attention::group_mma ? per_group : per_group * p.group;
 }
 
-// The first kPrefetchKeys K and V rows of an item's chunk into L2, by the block (for the first
-// head of the group only: its siblings read the same rows).
+// The first kPrefetchKeys K and V rows of an item's chunk into L2, by the block (per head, for the
+// first head of the group only: its siblings read the same rows).
+template <Attention kAttention>
 __device__ __forceinline__ void prefetch_chunk(const Step& p, int64_t item) {
-  if (item >= attention_items(p) || item % p.group != 0) return;
-  const int64_t kv_split = item / p.group, begin = kv_split % p.splits * p.chunk;
+  const int64_t per_chunk = kAttention == Attention::group_mma ? 1 : p.group;
+  if (item >= attention_items<kAttention>(p) || item % per_chunk != 0) return;
+  const int64_t kv_split = item / per_chunk, begin = kv_split % p.splits * p.chunk;
   const int64_t keys = min(min(p.chunk, p.past - begin), int64_t{kPrefetchKeys});
   const int64_t row0 = (kv_split / p.splits * p.past + begin) * kHeadDim;
   constexpr int kLine = 128 / sizeof(bf16);  // elements per 128-byte line
@@ -238,8 +254,71 @@ __device__ __forceinline__ void merge_pair(const Step& p, int64_t bh) {
   out[1] = __floats2bfloat162_rn(o[2] / l, o[3] / l);
 }
 
+// Counts the block's finished chunk of KV pair `pair` in (call after a __syncthreads that follows
+// the chunk's partials, from every thread): true, on every thread, for the chunk that completes
+// the pair (one counter a group: its first query head's). As completes_pair, with the block's
+// barrier carrying thread 0's acquire to the warps that merge.
+__device__ __forceinline__ bool completes_group(const Step& p, int64_t pair) {
+  __shared__ bool last;
+  if (threadIdx.x == 0) {
+    uint32_t* count = p.merge_counts + pair / p.kv_heads * p.q_heads + pair % p.kv_heads * p.group;
+    const uint32_t before = kernels::fetch_add_acq_rel<kernels::Scope::gpu>(count, 1);
+    if (before == uint32_t(p.splits - 1)) *count = 0;
+    last = before == uint32_t(p.splits - 1);
+  }
+  __syncthreads();
+  return last;
+}
+
+// KV pair `pair`'s query heads merged with the new key by the whole block (group form), once every
+// chunk's partials are visible to it (completes_group). merge_pair folds one head's splits in
+// sequence, each a dependent load; the group form's 4x more splits (32 at batch 1) made that the
+// phase's tail. Here each head's weights come first (warp h: every split's max, the new key's
+// score, one max and one sum over them), then every thread sums its outputs' splits, whose loads
+// are independent and go out together.
+__device__ __forceinline__ void merge_group(const Step& p, int64_t pair, float* smem) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, splits = p.splits;
+  const int64_t bh0 = pair / p.kv_heads * p.q_heads + pair % p.kv_heads * p.group;
+  const int64_t kv_row = pair * kHeadDim;       // k_new and v_new: [token][kv_heads][128]
+  float* weight = smem;                         // [head][split]: 2^(m_s - M) / L
+  float* new_weight = smem + p.group * splits;  // [head]: 2^(score - M) / L
+  if (warp < p.group) {
+    const int64_t bh = bh0 + warp;
+    const int d = lane * 4;
+    float q_k = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      q_k += __bfloat162float(p.q[bh * kHeadDim + d + i]) *
+             __bfloat162float(p.io.k_new[kv_row + d + i]);
+    const float score =
+        kernels::warp_reduce(q_k, kernels::Sum{}) * (kernels::kLog2e * rsqrtf(float(kHeadDim)));
+    float top = score;
+    for (int sp = lane; sp < splits; sp += 32) top = fmaxf(top, p.part_ml[2 * (bh * splits + sp)]);
+    top = kernels::warp_reduce(top, kernels::Max{});
+    float sum = 0;
+    for (int sp = lane; sp < splits; sp += 32)
+      sum += kernels::exp2_ftz(p.part_ml[2 * (bh * splits + sp)] - top) *
+             p.part_ml[2 * (bh * splits + sp) + 1];
+    const float inv =
+        1.0f / (kernels::warp_reduce(sum, kernels::Sum{}) + kernels::exp2_ftz(score - top));
+    for (int sp = lane; sp < splits; sp += 32)
+      weight[warp * splits + sp] = kernels::exp2_ftz(p.part_ml[2 * (bh * splits + sp)] - top) * inv;
+    if (lane == 0) new_weight[warp] = kernels::exp2_ftz(score - top) * inv;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < p.group * kHeadDim; i += kThreads) {
+    const int head = i / kHeadDim, d = i % kHeadDim;
+    const float* part = p.part_o + (bh0 + head) * splits * kHeadDim + d;
+    float out = new_weight[head] * __bfloat162float(p.io.v_new[kv_row + d]);
+#pragma unroll 16
+    for (int sp = 0; sp < splits; ++sp) out += weight[head * splits + sp] * part[sp * kHeadDim];
+    p.attn[(bh0 + head) * kHeadDim + d] = __float2bfloat16(out);
+  }
+  __syncthreads();  // the weights read, before the block's next item writes shared memory
+}
+
 // At 1 and 2 tokens rung 6's GEMVs need under 128 registers, so 2 blocks fit an SM; at 4 and 8 one.
-template <int kTokens>
+template <int kTokens, Attention kAttention>
 __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
     decoder_layer(Step p) {
   extern __shared__ uint4 smem[];  // the projections' activations, or the attention's SplitSmem
@@ -263,22 +342,34 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   project<kTokens>(p.io.w_qkv, p.hidden, qkv_groups, qkv, p, smem, first, w);
   stamp(p, 1);
   barrier.arrive();
-  prefetch_chunk(p, blockIdx.x);
+  prefetch_chunk<kAttention>(p, blockIdx.x);
   prefetch_o_rest(p);  // rung 7b: behind the cache's lines, for the o phase
   barrier.wait();
   stamp(p, 2);
 
   // 2. attention over the cache, into the partials; the last chunk of a head to finish merges the
   // head's partials and the new key.
-  const decode::Args args{p.q, nullptr, p.part_ml, p.part_o, 1, 0, p.chunk, p.splits};
-  const GqaCache cache{p.io.k_cache, p.io.v_cache, p.past, p.group};
-  auto& split_smem = *reinterpret_cast<decode::SplitSmem<1>*>(smem);
-  for (int64_t item = blockIdx.x; item < attention_items(p); item += gridDim.x) {
-    prefetch_chunk(p, item + gridDim.x);  // the block's next chunk, while it reads this one
-    const int64_t kv_split = item / p.group, bh = kv_split / p.splits * p.group + item % p.group;
-    decode::attend_split<1>(args, cache, bh, int(kv_split % p.splits), split_smem);
-    __syncthreads();  // every thread's share of the partial, before warp 0 counts it in
-    if (warp == 0 && completes_pair(p, bh)) merge_pair(p, bh);
+  if constexpr (kAttention == Attention::group_mma) {
+    const group_mma::Args args{p.q,     p.io.k_cache, p.io.v_cache, p.part_ml, p.part_o,  p.past,
+                               p.chunk, p.splits,     int(p.group), p.q_heads, p.kv_heads};
+    for (int64_t item = blockIdx.x; item < attention_items<kAttention>(p); item += gridDim.x) {
+      prefetch_chunk<kAttention>(p, item + gridDim.x);
+      const int64_t pair = item / p.splits;
+      group_mma::attend(args, pair, int(item % p.splits), reinterpret_cast<float*>(smem));
+      __syncthreads();  // every thread's share of the partials, before thread 0 counts them in
+      if (completes_group(p, pair)) merge_group(p, pair, reinterpret_cast<float*>(smem));
+    }
+  } else {
+    const decode::Args args{p.q, nullptr, p.part_ml, p.part_o, 1, 0, p.chunk, p.splits};
+    const GqaCache cache{p.io.k_cache, p.io.v_cache, p.past, p.group};
+    auto& split_smem = *reinterpret_cast<decode::SplitSmem<1>*>(smem);
+    for (int64_t item = blockIdx.x; item < attention_items<kAttention>(p); item += gridDim.x) {
+      prefetch_chunk<kAttention>(p, item + gridDim.x);  // the block's next chunk, meanwhile
+      const int64_t kv_split = item / p.group, bh = kv_split / p.splits * p.group + item % p.group;
+      decode::attend_split<1>(args, cache, bh, int(kv_split % p.splits), split_smem);
+      __syncthreads();  // every thread's share of the partial, before warp 0 counts it in
+      if (warp == 0 && completes_pair(p, bh)) merge_pair(p, bh);
+    }
   }
   stamp(p, 3);
   barrier.arrive();  // the attention output, every head merged
@@ -317,9 +408,25 @@ inline int64_t cache_bytes(const LayerDims& dims) {
   return dims.batch * dims.kv_heads * dims.past * kHeadDim * 2 * int64_t{sizeof(bf16)};
 }
 
+// The kernel for `tokens` tokens (rounded up to 1, 2, 4 or 8).
+template <Attention kAttention>
+void (*kernel_of(int tokens))(Step) {
+  switch (gemv::padded_tokens(tokens)) {
+    case 1:
+      return decoder_layer<1, kAttention>;
+    case 2:
+      return decoder_layer<2, kAttention>;
+    case 4:
+      return decoder_layer<4, kAttention>;
+    default:
+      return decoder_layer<8, kAttention>;
+  }
+}
+
 class DecoderMegakernel {
  public:
-  DecoderMegakernel(const LayerDims& dims, cudaStream_t s, L2Ahead ahead = L2Ahead::none)
+  DecoderMegakernel(const LayerDims& dims, cudaStream_t s, L2Ahead ahead = L2Ahead::none,
+                    Attention attention = Attention::per_head)
       : q_(dims.batch * dims.hidden),
         attn_(q_.size()),
         h_(q_.size()),
@@ -348,24 +455,17 @@ class DecoderMegakernel {
       throw std::invalid_argument("megakernel: the MLP width a multiple of 8, whole GQA groups");
     if (!kernels::device_attribute(cudaDevAttrCooperativeLaunch))
       throw bench::Unsupported("megakernel: this GPU has no cooperative launch");
-    switch (gemv::padded_tokens(p.tokens)) {
-      case 1:
-        kernel_ = decoder_layer<1>;
-        break;
-      case 2:
-        kernel_ = decoder_layer<2>;
-        break;
-      case 4:
-        kernel_ = decoder_layer<4>;
-        break;
-      default:
-        kernel_ = decoder_layer<8>;
-        break;
-    }
+    const bool group_mma = attention == Attention::group_mma;
+    if (group_mma && dims.group > group_mma::kMaxGroup)
+      throw bench::Unsupported("megakernel, group attention: " + std::to_string(dims.group) +
+                               " query heads a KV head; the MMA's N holds " +
+                               std::to_string(group_mma::kMaxGroup));
+    kernel_ = group_mma ? kernel_of<Attention::group_mma>(p.tokens)
+                        : kernel_of<Attention::per_head>(p.tokens);
     // Shared memory: the widest prologue (down's: tokens x ffn) or the attention's.
     smem_ =
         std::max(size_t(gemv::padded_tokens(p.tokens)) * std::max(p.hidden, p.ffn) * sizeof(bf16),
-                 sizeof(decode::SplitSmem<1>));
+                 group_mma ? group_mma::smem_bytes(int(dims.group)) : sizeof(decode::SplitSmem<1>));
     cudaFuncAttributes attributes = {};
     BENCH_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel_));
     if (attributes.sharedSizeBytes + smem_ >
@@ -385,15 +485,21 @@ class DecoderMegakernel {
                                " bytes of shared memory fits an SM, so the grid cannot be "
                                "co-resident");
     grid_ = unsigned(kernels::sm_count() * std::min(per_sm, kMaxBlocksPerSm));
-    // Attention items: about one per block (pairs x splits), chunks of at least 256 keys, and at
-    // least 2 splits (decode::finish_pass writes partials only then).
+    // Attention items: about one per block (pairs x splits: query heads, or KV heads in the group
+    // form), chunks of at least 256 keys (128, a CTA step, in the group form), and at least 2
+    // splits (decode::finish_pass writes partials only then; the merge reads partials).
     const int64_t pairs = dims.batch * dims.q_heads;
+    const int64_t item_pairs = group_mma ? dims.batch * dims.kv_heads : pairs;
+    const int64_t least_keys = group_mma ? group_mma::kCtaStepKeys : 256;
     const int64_t wanted =
-        std::clamp<int64_t>(grid_ / pairs, 2, std::max<int64_t>(2, p.past / 256));
-    p.chunk = decode::chunk_for(p.past, int(wanted), 1);
+        std::clamp<int64_t>(grid_ / item_pairs, 2, std::max<int64_t>(2, p.past / least_keys));
+    p.chunk = group_mma ? decode::chunk_of_steps(p.past, wanted, group_mma::kCtaStepKeys)
+                        : decode::chunk_for(p.past, int(wanted), 1);
     p.splits = int((p.past + p.chunk - 1) / p.chunk);  // rounding the chunk up may leave fewer
     if (p.splits < 2)
       throw std::invalid_argument("megakernel: the cache is too short for two splits");
+    if (group_mma && size_t(dims.group) * (p.splits + 1) * sizeof(float) > smem_)
+      throw std::invalid_argument("megakernel: the group merge's weights exceed shared memory");
     part_ml_ = bench::DeviceBuffer<float>(pairs * p.splits * 2);
     part_o_ = bench::DeviceBuffer<float>(pairs * p.splits * kHeadDim);
     p.q = q_.data(), p.attn = attn_.data(), p.h = h_.data(), p.act = act_.data();

@@ -59,9 +59,14 @@
 //      L2-ahead form), as much as fits beside the cache: the o phase reads them from L2. Only
 //      batch 1 and 2 leave the room (from batch 4: SKIPPED). Kept for what it teaches: it ran
 //      slower than rung 7 (the README's "Rung 7b"), so rung 8 does not consider it.
+//   7c. step "megakernel_attention_mma": rung 7 with the attention phase per (KV head, chunk), the
+//      group's query heads from one read of each K and V row, on mma.sync with the fragments
+//      loaded from global memory (ch20/group_attention_mma.cuh): rung 7's phase spent most of its
+//      time issuing the 4 heads' FMAs, not waiting for the cache. Rung 8 reports it as 7.25.
 //   8. optimized "autotuned": no single rung of 5-7 is fastest at every batch (the README's
 //      table), so this rung builds each of them that supports the batch (rung 5's graph, rung
-//      6's where it is not rung 5's, rung 6b's, 5b's, 5c's, 6c's and 6d's, rung 7 up to 8 tokens)
+//      6's where it is not rung 5's, rung 6b's, 5b's, 5c's, 6c's and 6d's, rungs 7 and 7c up to
+//      8 tokens)
 //      at setup, times them on the workload's own inputs and keeps the fastest
 //      (ch20/fastest_plan.cuh): autotuning, as cuBLASLt's candidates are picked. A timed call is
 //      one launch of the kept plan; the report's chosen_rung says which (6b as 6.5).
@@ -782,8 +787,9 @@ struct MmaProjectionsKvMma : MmaProjections {
 struct Megakernel {
   mega::DecoderMegakernel kernel;
   const DecoderLayer& layer;
-  Megakernel(const DecoderLayer& w, cudaStream_t s, mega::L2Ahead ahead = mega::L2Ahead::none)
-      : kernel(w.dims(), s, ahead), layer(w) {}
+  Megakernel(const DecoderLayer& w, cudaStream_t s, mega::L2Ahead ahead = mega::L2Ahead::none,
+             mega::Attention attention = mega::Attention::per_head)
+      : kernel(w.dims(), s, ahead, attention), layer(w) {}
   static mega::Io io(const DecoderLayer& w) {
     return {w.x.data(),       w.norm1.data(),     w.norm2.data(),  w.w_qkv.data(),
             w.w_o.data(),     w.w_gate_up.data(), w.w_down.data(), w.k_cache.data(),
@@ -810,6 +816,14 @@ struct MegakernelL2Ahead : Megakernel {
   }
 };
 
+// ---- rung 7c: rung 7 with the attention phase per KV head on tensor cores ------------------
+// (ch20/group_attention_mma.cuh): a block per (KV head, chunk) serves the group's query heads from
+// one read of each K and V row, mma.sync on fragments loaded from global memory.
+struct MegakernelAttentionMma : Megakernel {
+  MegakernelAttentionMma(const DecoderLayer& w, cudaStream_t s)
+      : Megakernel(w, s, mega::L2Ahead::none, mega::Attention::group_mma) {}
+};
+
 // ---- rung 8: the fastest of rungs 5-7, 5b, 5c, 6c and 6d at this batch, picked at setup --------
 // Every plan that supports the batch is built and timed on the step's own inputs
 // (ch20/fastest_plan.cuh: best of 5 rounds of 10 back-to-back calls each, the candidates taking
@@ -829,6 +843,7 @@ struct Autotuned {
     plan.consider<Graphed<FusedOpsKvMma>>("cuda_graph_attention_mma", 5.75, w, s);
     plan.consider<Graphed<MmaProjectionsKvMma>>("streaming_mma_attention_mma", 6.875, w, s);
     plan.consider<Megakernel>("megakernel", 7, w, s);
+    plan.consider<MegakernelAttentionMma>("megakernel_attention_mma", 7.25, w, s);
     plan.keep_fastest(s, /*time_them=*/w.fills > 0);
   }
   void operator()(const DecoderLayer&, cudaStream_t s) const { plan(s); }
@@ -866,6 +881,8 @@ BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
     .stateful<Megakernel>(bench::Role::step, "megakernel", {.min_compute_capability = 90})
     .stateful<MegakernelL2Ahead>(bench::Role::step, "megakernel_l2_ahead",
                                  {.min_compute_capability = 90})
+    .stateful<MegakernelAttentionMma>(bench::Role::step, "megakernel_attention_mma",
+                                      {.min_compute_capability = 90})
     .stateful<Autotuned>(bench::Role::optimized, "autotuned", {.min_compute_capability = 90})
     .reference(reference)
     .device_reference(device_reference)

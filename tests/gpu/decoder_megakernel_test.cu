@@ -15,7 +15,10 @@
 // where blocks run two attention items, merging a head between them, each checked, then the
 // counters read back. And the shared-memory opt-in, which plans of one kernel share. The L2-ahead
 // plan (rung 7b) at a size whose W_o rows are two slabs, and its refusal where the cache fills the
-// L2.
+// L2. The tests of the layer's outputs and of the merge run both attention forms: rung 7's (a
+// block per query head and chunk) and rung 7c's (a block per KV head and chunk, on tensor cores,
+// ch20/group_attention_mma.cuh), whose splits differ (chunks of whole 128-key CTA steps: 3 at 700
+// keys, the last 188 keys, 8 at 2000).
 #include <gtest/gtest.h>
 
 #include <ch20/megakernel.cuh>
@@ -118,10 +121,16 @@ void expect_matches_host(const ch20::LayerDims& dims, const ch20::mega::DecoderM
 
 // The plan, or the reason this GPU cannot hold it (the caller skips with it): a GPU or partition
 // that cannot keep the persistent grid resident is not a failure.
-std::optional<ch20::mega::DecoderMegakernel> plan_or_reason(const ch20::LayerDims& dims,
-                                                            cudaStream_t stream, std::string& why) {
+using ch20::mega::Attention;
+constexpr Attention kForms[] = {Attention::per_head, Attention::group_mma};
+const char* name(Attention a) { return a == Attention::group_mma ? "group_mma" : "per_head"; }
+
+std::optional<ch20::mega::DecoderMegakernel> plan_or_reason(
+    const ch20::LayerDims& dims, cudaStream_t stream, std::string& why,
+    Attention attention = Attention::per_head) {
   try {
-    return std::optional<ch20::mega::DecoderMegakernel>(std::in_place, dims, stream);
+    return std::optional<ch20::mega::DecoderMegakernel>(std::in_place, dims, stream,
+                                                        ch20::mega::L2Ahead::none, attention);
   } catch (const bench::Unsupported& e) {
     why = e.what();
     return std::nullopt;
@@ -129,31 +138,36 @@ std::optional<ch20::mega::DecoderMegakernel> plan_or_reason(const ch20::LayerDim
 }
 
 TEST(DecoderMegakernel, MatchesTheHostLayerForEachTokenCount) {
-  for (int tokens : {1, 2, 3, 5, 8}) {
-    const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
-    const kernels::OwnedStream stream;
-    std::string why;
-    const auto plan = plan_or_reason(dims, stream.get(), why);
-    if (!plan) GTEST_SKIP() << why;
-    // Three runs of one plan: its barrier and merge counters must be left ready for the next
-    // launch.
-    expect_matches_host(dims, *plan, stream.get(), 3);
-    if (HasFatalFailure())
-      return;  // a trapped barrier loses the context: the rest would only echo it
-  }
+  for (Attention form : kForms)
+    for (int tokens : {1, 2, 3, 5, 8}) {
+      SCOPED_TRACE(name(form));
+      const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
+      const kernels::OwnedStream stream;
+      std::string why;
+      const auto plan = plan_or_reason(dims, stream.get(), why, form);
+      if (!plan) GTEST_SKIP() << why;
+      // Three runs of one plan: its barrier and merge counters must be left ready for the next
+      // launch.
+      expect_matches_host(dims, *plan, stream.get(), 3);
+      if (HasFatalFailure())
+        return;  // a trapped barrier loses the context: the rest would only echo it
+    }
 }
 
 // At 700 keys every plan above has 2 splits. A longer cache at 1 token gets 7 (chunks of 320 keys,
 // the last one 80), as the timing size gets 8 at batch 1: the merge folds more than two partials,
 // and a short last chunk.
 TEST(DecoderMegakernel, MergesManySplitsWithAShortLastChunk) {
-  const ch20::LayerDims dims = ch20::LayerDims::of(1, 8, 2, 4400, 2000);
-  const kernels::OwnedStream stream;
-  std::string why;
-  const auto plan = plan_or_reason(dims, stream.get(), why);
-  if (!plan) GTEST_SKIP() << why;
-  EXPECT_GE(plan->splits(), 4) << "grid " << plan->grid();
-  expect_matches_host(dims, *plan, stream.get(), 1);
+  for (Attention form : kForms) {
+    SCOPED_TRACE(name(form));
+    const ch20::LayerDims dims = ch20::LayerDims::of(1, 8, 2, 4400, 2000);
+    const kernels::OwnedStream stream;
+    std::string why;
+    const auto plan = plan_or_reason(dims, stream.get(), why, form);
+    if (!plan) GTEST_SKIP() << why;
+    EXPECT_GE(plan->splits(), 4) << "grid " << plan->grid();
+    expect_matches_host(dims, *plan, stream.get(), 1);
+  }
 }
 
 // Each head is merged by the block whose chunk completes its counter, which resets it for the next
@@ -162,26 +176,32 @@ TEST(DecoderMegakernel, MergesManySplitsWithAShortLastChunk) {
 // some merging a head after their first while their other warps start the second. Four launches
 // of each plan must all match the host layer (a counter left short or past its count would merge a
 // head early, with stale partials, or never, leaving the output NaN), and the counters must read
-// zero after.
+// zero after. The group form's items are KV heads: at 8 tokens over 16 KV heads (groups of 2,
+// hidden 4096) there are 256 of them (2 splits), so its blocks too run two.
 TEST(DecoderMegakernel, MergeCountersAreLeftAtZeroAcrossLaunches) {
-  for (const ch20::LayerDims& dims :
-       {ch20::LayerDims::of(1, 8, 2, 4400, 2000), ch20::LayerDims::of(8, 16, 4, 4400, 700)}) {
-    const kernels::OwnedStream stream;
-    std::string why;
-    const auto plan = plan_or_reason(dims, stream.get(), why);
-    if (!plan) GTEST_SKIP() << why;
-    if (dims.batch == 1) {
-      EXPECT_GE(plan->splits(), 4) << "grid " << plan->grid();
-    } else {
-      EXPECT_GT(dims.batch * dims.q_heads * plan->splits(), int64_t{plan->grid()})
-          << "every block runs one attention item at most: no merge between two items";
+  for (Attention form : kForms)
+    for (const ch20::LayerDims& dims :
+         {ch20::LayerDims::of(1, 8, 2, 4400, 2000),
+          form == Attention::group_mma ? ch20::LayerDims::of(8, 32, 16, 1104, 700)
+                                       : ch20::LayerDims::of(8, 16, 4, 4400, 700)}) {
+      SCOPED_TRACE(name(form));
+      const kernels::OwnedStream stream;
+      std::string why;
+      const auto plan = plan_or_reason(dims, stream.get(), why, form);
+      if (!plan) GTEST_SKIP() << why;
+      if (dims.batch == 1) {
+        EXPECT_GE(plan->splits(), 4) << "grid " << plan->grid();
+      } else {
+        const int64_t heads = form == Attention::group_mma ? dims.kv_heads : dims.q_heads;
+        EXPECT_GT(dims.batch * heads * plan->splits(), int64_t{plan->grid()})
+            << "every block runs one attention item at most: no merge between two items";
+      }
+      expect_matches_host(dims, *plan, stream.get(), 4);
+      if (HasFatalFailure()) return;
+      const std::vector<uint32_t> counts =
+          download(plan->merge_counts().data(), std::size_t(plan->merge_counts().size()));
+      EXPECT_EQ(counts, std::vector<uint32_t>(counts.size(), 0u)) << dims.batch << " tokens";
     }
-    expect_matches_host(dims, *plan, stream.get(), 4);
-    if (HasFatalFailure()) return;
-    const std::vector<uint32_t> counts =
-        download(plan->merge_counts().data(), std::size_t(plan->merge_counts().size()));
-    EXPECT_EQ(counts, std::vector<uint32_t>(counts.size(), 0u)) << dims.batch << " tokens";
-  }
 }
 
 // With random inputs the new key is one of 701 (weight ~1e-3): y would hardly change if the merge
@@ -194,16 +214,18 @@ TEST(DecoderMegakernel, MergeCountersAreLeftAtZeroAcrossLaunches) {
 // 3.5e-1 away. Larger gains separate them more but amplify the roundings through the larger
 // scores: at ~3 the roundings alone reached 1.07e-2 at 1 token.
 TEST(DecoderMegakernel, TheNewKeyWeighsInTheMerge) {
-  for (int tokens : {1, 5}) {
-    const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
-    const kernels::OwnedStream stream;
-    std::string why;
-    const auto plan = plan_or_reason(dims, stream.get(), why);
-    if (!plan) GTEST_SKIP() << why;
-    expect_matches_host(dims, *plan, stream.get(), 1,
-                        {.norm1_low = 1.5f, .norm1_high = 2.5f, .zero_k_cache = true});
-    if (HasFatalFailure()) return;
-  }
+  for (Attention form : kForms)
+    for (int tokens : {1, 5}) {
+      SCOPED_TRACE(name(form));
+      const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
+      const kernels::OwnedStream stream;
+      std::string why;
+      const auto plan = plan_or_reason(dims, stream.get(), why, form);
+      if (!plan) GTEST_SKIP() << why;
+      expect_matches_host(dims, *plan, stream.get(), 1,
+                          {.norm1_low = 1.5f, .norm1_high = 2.5f, .zero_k_cache = true});
+      if (HasFatalFailure()) return;
+    }
 }
 
 // The dynamic shared-memory opt-in belongs to the kernel, which every plan of one padded token

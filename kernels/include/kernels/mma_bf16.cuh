@@ -43,4 +43,14 @@ __device__ __forceinline__ void mma_bf16_m16n8k16(float (&d)[4], const uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// d (16 x 8, FP32) += a (16 x 8) * b (8 x 8), BF16 operands: a0 = (row g, cols 2t, 2t+1), a1 =
+// (row g+8, same cols); b0 = (k 2t, 2t+1; col g); d as m16n8k16's.
+__device__ __forceinline__ void mma_bf16_m16n8k8(float (&d)[4], uint32_t a0, uint32_t a1,
+                                                 uint32_t b0) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+      "{%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(b0));
+}
+
 }  // namespace kernels

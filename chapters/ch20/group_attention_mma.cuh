@@ -2,13 +2,15 @@
 // the operands loaded from global memory straight into fragment registers (ch20's megakernel rung
 // `megakernel_attention_mma`, its attention phase).
 //
-// Why: at batch 1 rung 7's attention phase (kernels/decode_attention.cuh's attend_split, a CTA per
-// query head and chunk) runs at about a third of the read rate. Its warp stall samples by source
-// line (Nsight Compute, H200) put only about a quarter of the phase's samples on waits for K and V;
-// the rest is issue: every query head's CTA widens, multiplies and reduces the same K and V rows
-// again (the 4 heads of a KV head read each row 4 times), some 240 instructions a warp for 8 keys
-// of one head. Here a CTA serves the whole group from one read, and the tensor cores do the
-// products: a warp's 16 keys cost 16 MMAs for S, 16 for P V and 32 byte permutes, for all heads.
+// Why: rung 7's attention phase (kernels/decode_attention.cuh's attend_split, a CTA per query
+// head and chunk) widens, multiplies and reduces every K and V row once for each of the group's 4
+// query heads, about 300 instructions a warp for 8 keys of one head (Nsight Compute's count at
+// batch 1, H200), and its warp stall samples by source line put only about a quarter of that
+// phase's samples on waits for K and V. Here a CTA serves the whole group from one read, and the
+// tensor cores do the products: a warp's 16 keys cost 16 MMAs for S, 16 for P V and 32 byte
+// permutes, for all the heads. It pays from batch 2 up, where the phase is work; at batch 1 the
+// phase takes the same time either way, a chain of dependent round trips rather than issue (ch20's
+// README, "Rung 7c", has both).
 //
 // Shared memory is not used for K and V: the megakernel's weight streams need the L1 room (ch20's
 // README: staging W_o in shared memory slowed every other phase), so each lane loads exactly the

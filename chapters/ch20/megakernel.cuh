@@ -254,67 +254,28 @@ __device__ __forceinline__ void merge_pair(const Step& p, int64_t bh) {
   out[1] = __floats2bfloat162_rn(o[2] / l, o[3] / l);
 }
 
+// KV pair `pair` (token x kv_heads + KV head): its group's first query head, token x q_heads + KV
+// head x group.
+__device__ __forceinline__ int64_t first_head(const Step& p, int64_t pair) {
+  return pair / p.kv_heads * p.q_heads + pair % p.kv_heads * p.group;
+}
+
 // Counts the block's finished chunk of KV pair `pair` in (call after a __syncthreads that follows
 // the chunk's partials, from every thread): true, on every thread, for the chunk that completes
 // the pair (one counter a group: its first query head's). As completes_pair, with the block's
-// barrier carrying thread 0's acquire to the warps that merge.
+// barrier carrying thread 0's acquire to the warps that then merge the group's heads, one each
+// (merge_pair). (A merge of the group by the whole block, every split's loads at once, measured no
+// faster on an H200: README, "Rung 7c".)
 __device__ __forceinline__ bool completes_group(const Step& p, int64_t pair) {
   __shared__ bool last;
   if (threadIdx.x == 0) {
-    uint32_t* count = p.merge_counts + pair / p.kv_heads * p.q_heads + pair % p.kv_heads * p.group;
+    uint32_t* count = p.merge_counts + first_head(p, pair);
     const uint32_t before = kernels::fetch_add_acq_rel<kernels::Scope::gpu>(count, 1);
     if (before == uint32_t(p.splits - 1)) *count = 0;
     last = before == uint32_t(p.splits - 1);
   }
   __syncthreads();
   return last;
-}
-
-// KV pair `pair`'s query heads merged with the new key by the whole block (group form), once every
-// chunk's partials are visible to it (completes_group). merge_pair folds one head's splits in
-// sequence, each a dependent load; the group form's 4x more splits (32 at batch 1) made that the
-// phase's tail. Here each head's weights come first (warp h: every split's max, the new key's
-// score, one max and one sum over them), then every thread sums its outputs' splits, whose loads
-// are independent and go out together.
-__device__ __forceinline__ void merge_group(const Step& p, int64_t pair, float* smem) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, splits = p.splits;
-  const int64_t bh0 = pair / p.kv_heads * p.q_heads + pair % p.kv_heads * p.group;
-  const int64_t kv_row = pair * kHeadDim;       // k_new and v_new: [token][kv_heads][128]
-  float* weight = smem;                         // [head][split]: 2^(m_s - M) / L
-  float* new_weight = smem + p.group * splits;  // [head]: 2^(score - M) / L
-  if (warp < p.group) {
-    const int64_t bh = bh0 + warp;
-    const int d = lane * 4;
-    float q_k = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      q_k += __bfloat162float(p.q[bh * kHeadDim + d + i]) *
-             __bfloat162float(p.io.k_new[kv_row + d + i]);
-    const float score =
-        kernels::warp_reduce(q_k, kernels::Sum{}) * (kernels::kLog2e * rsqrtf(float(kHeadDim)));
-    float top = score;
-    for (int sp = lane; sp < splits; sp += 32) top = fmaxf(top, p.part_ml[2 * (bh * splits + sp)]);
-    top = kernels::warp_reduce(top, kernels::Max{});
-    float sum = 0;
-    for (int sp = lane; sp < splits; sp += 32)
-      sum += kernels::exp2_ftz(p.part_ml[2 * (bh * splits + sp)] - top) *
-             p.part_ml[2 * (bh * splits + sp) + 1];
-    const float inv =
-        1.0f / (kernels::warp_reduce(sum, kernels::Sum{}) + kernels::exp2_ftz(score - top));
-    for (int sp = lane; sp < splits; sp += 32)
-      weight[warp * splits + sp] = kernels::exp2_ftz(p.part_ml[2 * (bh * splits + sp)] - top) * inv;
-    if (lane == 0) new_weight[warp] = kernels::exp2_ftz(score - top) * inv;
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < p.group * kHeadDim; i += kThreads) {
-    const int head = i / kHeadDim, d = i % kHeadDim;
-    const float* part = p.part_o + (bh0 + head) * splits * kHeadDim + d;
-    float out = new_weight[head] * __bfloat162float(p.io.v_new[kv_row + d]);
-#pragma unroll 16
-    for (int sp = 0; sp < splits; ++sp) out += weight[head * splits + sp] * part[sp * kHeadDim];
-    p.attn[(bh0 + head) * kHeadDim + d] = __float2bfloat16(out);
-  }
-  __syncthreads();  // the weights read, before the block's next item writes shared memory
 }
 
 // At 1 and 2 tokens rung 6's GEMVs need under 128 registers, so 2 blocks fit an SM; at 4 and 8 one.
@@ -357,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
       const int64_t pair = item / p.splits;
       group_mma::attend(args, pair, int(item % p.splits), reinterpret_cast<float*>(smem));
       __syncthreads();  // every thread's share of the partials, before thread 0 counts them in
-      if (completes_group(p, pair)) merge_group(p, pair, reinterpret_cast<float*>(smem));
+      if (completes_group(p, pair) && warp < p.group) merge_pair(p, first_head(p, pair) + warp);
     }
   } else {
     const decode::Args args{p.q, nullptr, p.part_ml, p.part_o, 1, 0, p.chunk, p.splits};
@@ -498,8 +459,6 @@ class DecoderMegakernel {
     p.splits = int((p.past + p.chunk - 1) / p.chunk);  // rounding the chunk up may leave fewer
     if (p.splits < 2)
       throw std::invalid_argument("megakernel: the cache is too short for two splits");
-    if (group_mma && size_t(dims.group) * (p.splits + 1) * sizeof(float) > smem_)
-      throw std::invalid_argument("megakernel: the group merge's weights exceed shared memory");
     part_ml_ = bench::DeviceBuffer<float>(pairs * p.splits * 2);
     part_o_ = bench::DeviceBuffer<float>(pairs * p.splits * kHeadDim);
     p.q = q_.data(), p.attn = attn_.data(), p.h = h_.data(), p.act = act_.data();

@@ -75,20 +75,17 @@ int list_command(const ListOptions& options, std::ostream& out, std::ostream& er
     std::string error;
     const auto binary = chapter_binary(build_dir, chapter);
     const auto points = point_args(options.points.axes, options.points.sweep);
-    const auto cases = list_cases(binary, &error, points);
+    // Each case with the rung it runs, from one process: a case named by its role shows it,
+    // "ch15/moe_dispatch/optimized (cluster_permute)".
+    const auto cases = listed_variants(binary, &error, points);
     if (!error.empty()) {
       err << "bench list: " << error << "\n";
       status = kExitFailed;
       continue;
     }
-    // A case named by its role shows the rung it runs: "ch15/moe_dispatch/optimized
-    // (cluster_permute)".
-    const auto own = own_variant_names(binary, points);
     out << fmt::format("{} ({} cases)\n", chapter, cases.size());
-    for (const auto& name : cases) {
-      const std::string rung = rung_of(own, name);
+    for (const auto& [name, rung] : cases)
       out << "  " << name << (rung != variant_of(name) ? " (" + rung + ")" : "") << "\n";
-    }
   }
   return status;
 }

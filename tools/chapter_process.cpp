@@ -212,20 +212,31 @@ std::vector<std::string> list_cases(const fs::path& binary, std::string* error,
   return out;
 }
 
-std::map<std::string, std::string> own_variant_names(const fs::path& binary,
-                                                     const std::vector<std::string>& extra_args) {
+std::vector<std::pair<std::string, std::string>> listed_variants(
+    const fs::path& binary, std::string* error, const std::vector<std::string>& extra_args) {
   std::vector<std::string> argv = {binary.string(), "--bench_list_variants"};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   const ProcessResult p = run_process(argv, true);
-  std::map<std::string, std::string> own;
-  if (!p.ok()) return own;
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!p.ok()) {
+    if (error)
+      *error =
+          binary.string() + " --bench_list_variants: " + p.describe() + ": " + tail_lines(p.err, 3);
+    return out;
+  }
   std::istringstream in(p.out);
   for (std::string line; std::getline(in, line);) {  // "<case> <role> <own name>"
     std::istringstream fields(line);
     std::string name, role, impl;
-    if (fields >> name >> role >> impl) own[name] = impl;
+    if (fields >> name >> role >> impl) out.emplace_back(name, impl);
   }
-  return own;
+  return out;
+}
+
+std::map<std::string, std::string> own_variant_names(const fs::path& binary,
+                                                     const std::vector<std::string>& extra_args) {
+  const auto listed = listed_variants(binary, nullptr, extra_args);
+  return {listed.begin(), listed.end()};
 }
 
 std::string rung_of(const std::map<std::string, std::string>& own, const std::string& name) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "results.hpp"
@@ -60,6 +61,11 @@ std::vector<std::string> list_cases(const std::filesystem::path& binary, std::st
 // say; the same `extra_args` as list_cases.
 std::map<std::string, std::string> own_variant_names(
     const std::filesystem::path& binary, const std::vector<std::string>& extra_args = {});
+// The same listing in the binary's order, (case, own name) a case, with `error` set when the binary
+// cannot list: one process gives `bench list` both the cases and their rungs.
+std::vector<std::pair<std::string, std::string>> listed_variants(
+    const std::filesystem::path& binary, std::string* error,
+    const std::vector<std::string>& extra_args = {});
 // The rung case `name` runs: its own name in `own` (own_variant_names), else the variant its name
 // carries (a step's or vendor's case, or a binary that could not say).
 std::string rung_of(const std::map<std::string, std::string>& own, const std::string& name);

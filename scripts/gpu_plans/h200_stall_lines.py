@@ -6,7 +6,9 @@
 #     tiles than its share, so the loss is in time per tile or per block);
 #   - issue 44: ch20's megakernel at batch 1 (77.1% of the read ceiling, target 80%; its attention
 #     phase reads the cache at a third of the HBM rate, README "Where a launch's time goes").
-# One GPU; about 3 minutes after the build. The reports come back under $OUT/jobs/profiles.
+# One GPU; about 3 minutes after the build (47 s on a warm H200, 2026-11-29). The reports come back
+# under $OUT/jobs/profiles, each with its `--print-source cuda,sass` export (*.cudasass.csv), which
+# scripts/source_stalls.py reads off the GPU machine (ch16's and ch20's READMEs were read from them).
 #
 #   python3 scripts/gpu_jobs.py scripts/gpu_plans/h200_stall_lines.py --budget 400 --out /tmp/jobs --pack $OUT/jobs.tar.gz
 BUILD = "cmake --preset default > /dev/null && cmake --build --preset default --target ch16 ch20 bench"
@@ -17,7 +19,9 @@ def lines(tag, case, min_s=60):
     report = f"{REPORTS}/{tag}"
     return shell(tag, f"mkdir -p {REPORTS} && ./bench profile {case} -o {report} -- --import-source yes "
                       f"&& python3 scripts/ncu_pipes.py {report}.ncu-rep "
-                      f"&& python3 scripts/sass_stalls.py {report}.ncu-rep --top 20", min_s)
+                      f"&& python3 scripts/sass_stalls.py {report}.ncu-rep --top 20 "
+                      f"&& ncu --import {report}.ncu-rep --page source --print-source cuda,sass "
+                      f"--csv > {report}.cudasass.csv", min_s)
 
 
 jobs = [lines("d64_causal", "ch16/flash_attention/optimized/b:4/s:4096/d:64/causal:1"),

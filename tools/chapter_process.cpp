@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -193,18 +194,27 @@ std::vector<std::string> built_chapters(const fs::path& build_dir) {
   return out;
 }
 
-std::vector<std::string> list_cases(const fs::path& binary, std::string* error,
-                                    const std::vector<std::string>& extra_args) {
-  std::vector<std::string> argv = {binary.string(), "--benchmark_list_tests=true"};
+// What a chapter binary prints for one of its listing flags (no GPU needed), or nullopt with
+// `error` (if given) naming the binary, the flag and how the process ended.
+static std::optional<std::string> listing(const fs::path& binary, const std::string& flag,
+                                          const std::string& flag_value, std::string* error,
+                                          const std::vector<std::string>& extra_args) {
+  std::vector<std::string> argv = {binary.string(), flag + flag_value};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   const ProcessResult p = run_process(argv, true);
+  if (p.ok()) return p.out;
+  if (error)
+    *error = binary.string() + " " + flag + ": " + p.describe() + ": " + tail_lines(p.err, 3);
+  return std::nullopt;
+}
+
+std::vector<std::string> list_cases(const fs::path& binary, std::string* error,
+                                    const std::vector<std::string>& extra_args) {
   std::vector<std::string> out;
-  if (!p.ok()) {
-    if (error) *error = binary.string() + " --benchmark_list_tests: " + p.describe() + ": " + tail_lines(p.err, 3);
-    return out;
-  }
+  const auto text = listing(binary, "--benchmark_list_tests", "=true", error, extra_args);
+  if (!text) return out;
   std::set<std::string> seen;
-  std::istringstream in(p.out);
+  std::istringstream in(*text);
   for (std::string line; std::getline(in, line);) {
     const std::string name = strip_gb_suffixes(line);
     if (!name.empty() && seen.insert(name).second) out.push_back(name);
@@ -214,17 +224,10 @@ std::vector<std::string> list_cases(const fs::path& binary, std::string* error,
 
 std::vector<std::pair<std::string, std::string>> listed_variants(
     const fs::path& binary, std::string* error, const std::vector<std::string>& extra_args) {
-  std::vector<std::string> argv = {binary.string(), "--bench_list_variants"};
-  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  const ProcessResult p = run_process(argv, true);
   std::vector<std::pair<std::string, std::string>> out;
-  if (!p.ok()) {
-    if (error)
-      *error =
-          binary.string() + " --bench_list_variants: " + p.describe() + ": " + tail_lines(p.err, 3);
-    return out;
-  }
-  std::istringstream in(p.out);
+  const auto text = listing(binary, "--bench_list_variants", "", error, extra_args);
+  if (!text) return out;
+  std::istringstream in(*text);
   for (std::string line; std::getline(in, line);) {  // "<case> <role> <own name>"
     std::istringstream fields(line);
     std::string name, role, impl;

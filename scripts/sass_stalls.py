@@ -160,6 +160,16 @@ def self_test():
     return 0
 
 
+def source_export(path, print_source):
+    """The text of an `ncu --import R --page source --print-source PRINT_SOURCE --csv` export: the
+    file itself where PATH is one (.csv), else ncu's output for report PATH (the GPU machine)."""
+    if path.endswith(".csv"):
+        return open(path, encoding="utf-8").read()
+    return subprocess.run(["ncu", "--import", path, "--page", "source", "--print-source",
+                           print_source, "--csv"], check=True, capture_output=True,
+                          text=True).stdout
+
+
 def main(argv):
     if argv == ["--self-test"]:
         return self_test()
@@ -171,13 +181,7 @@ def main(argv):
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    path = argv[0]
-    if path.endswith(".csv"):
-        text = open(path, encoding="utf-8").read()
-    else:
-        text = subprocess.run(["ncu", "--import", path, "--page", "source", "--print-source", "sass",
-                               "--csv"], check=True, capture_output=True, text=True).stdout
-    print("\n".join(report(text, top)))
+    print("\n".join(report(source_export(argv[0], "sass"), top)))
     return 0
 
 

@@ -23,12 +23,12 @@ In the export an inlined instruction is listed under every source line of its in
 counted once here. Its samples land where a warp waits, so a segment of a barrier also holds the
 warps that finished their part of the phase before it and wait for their block.
 """
+import argparse
 import csv
 import io
-import subprocess
 import sys
 
-from sass_stalls import SAMPLES, number  # the same export's columns, by SASS line
+from sass_stalls import SAMPLES, number, source_export  # the same export, by SASS line
 
 INSTRUCTIONS = "Instructions Executed"
 
@@ -148,33 +148,23 @@ def self_test():
     return 0
 
 
+def place(text):
+    """FILE:LINE as (file, line)."""
+    name, _, line = text.rpartition(":")
+    return name, int(line)
+
+
 def main(argv):
     if argv == ["--self-test"]:
         return self_test()
-    top, cuts, cuts_after, paths = 8, set(), set(), []
-    i = 0
-    while i < len(argv):
-        if argv[i] in ("--top", "--cut", "--cut-after") and i + 1 < len(argv):
-            if argv[i] == "--top":
-                top = int(argv[i + 1])
-            else:
-                name, _, line = argv[i + 1].rpartition(":")
-                (cuts if argv[i] == "--cut" else cuts_after).add((name, int(line)))
-            i += 2
-        else:
-            paths.append(argv[i])
-            i += 1
-    if len(paths) != 1:
-        print(__doc__, file=sys.stderr)
-        return 2
-    path = paths[0]
-    if path.endswith(".csv"):
-        text = open(path, encoding="utf-8").read()
-    else:
-        text = subprocess.run(["ncu", "--import", path, "--page", "source", "--print-source",
-                               "cuda,sass", "--csv"], check=True, capture_output=True,
-                              text=True).stdout
-    print("\n".join(report(text, cuts, top, cuts_after)))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("report", help="REPORT.ncu-rep, or a --print-source cuda,sass CSV export")
+    parser.add_argument("--cut", type=place, action="append", default=[], metavar="FILE:LINE")
+    parser.add_argument("--cut-after", type=place, action="append", default=[], metavar="FILE:LINE")
+    parser.add_argument("--top", type=int, default=8)
+    args = parser.parse_args(argv)
+    text = source_export(args.report, "cuda,sass")
+    print("\n".join(report(text, set(args.cut), args.top, set(args.cut_after))))
     return 0
 
 

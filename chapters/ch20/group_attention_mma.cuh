@@ -43,6 +43,7 @@
 
 #include <cstdint>
 #include <kernels/bf16_pack.cuh>
+#include <kernels/decode_attention.cuh>
 #include <kernels/mma_bf16.cuh>
 #include <kernels/online_softmax.cuh>
 #include <kernels/vector_access.cuh>
@@ -54,6 +55,7 @@ namespace ch20::group_mma {
 constexpr int kMaxGroup = 8;                      // query heads a KV head: the N of P V's MMA
 constexpr int kWarpKeys = 16;                     // keys a warp takes a step: two 8-key tiles
 constexpr int kCtaStepKeys = kWarps * kWarpKeys;  // 128
+static_assert(kWarps == kernels::decode::kWarps, "the warps' merge is decode's (merge_warps)");
 constexpr int kVectorsPerRow = kHeadDim / kernels::kBf16PerVector;  // 16
 
 struct Args {
@@ -71,13 +73,20 @@ inline constexpr size_t smem_bytes(int group) {
   return size_t(kWarps) * group * (kHeadDim + 2) * sizeof(float);
 }
 
+// KV pair `pair` (token x kv_heads + KV head): its group's first query head, token x q_heads + KV
+// head x group.
+__device__ __forceinline__ int64_t first_query_head(int64_t pair, int q_heads, int kv_heads,
+                                                    int64_t group) {
+  return pair / kv_heads * q_heads + pair % kv_heads * group;
+}
+
 // Pair `pair` (token x kv_heads + KV head), keys [split x chunk, + chunk): the partials of its
 // group's query heads, slot (bh x splits + split) for bh = token x q_heads + kv x group + head.
 // Every thread of the CTA calls it; it synchronizes the CTA once, and the caller must synchronize
 // before smem is written again.
 __device__ __forceinline__ void attend(const Args& a, int64_t pair, int split, float* smem) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t token = pair / a.kv_heads, bh0 = token * a.q_heads + pair % a.kv_heads * a.group;
+  const int64_t bh0 = first_query_head(pair, a.q_heads, a.kv_heads, a.group);
   const int64_t begin = int64_t{split} * a.chunk, end = min(begin + a.chunk, a.n_k);
   const auto* k_rows = reinterpret_cast<const uint4*>(a.k) + pair * a.n_k * kVectorsPerRow;
   const auto* v_rows = reinterpret_cast<const uint4*>(a.v) + pair * a.n_k * kVectorsPerRow;
@@ -182,19 +191,12 @@ __device__ __forceinline__ void attend(const Args& a, int64_t pair, int split, f
             make_float2(o[mt][e], o[mt][2 + e]);
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < a.group * kHeadDim; i += kThreads) {
-    const int head = i / kHeadDim, d = i % kHeadDim;
-    float mm = ml_s[2 * head], ll = ml_s[2 * head + 1], oo[1] = {o_s[head * kHeadDim + d]};
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) {
-      const int at = w * a.group + head;
-      const float ow[1] = {o_s[at * kHeadDim + d]};
-      kernels::merge_softmax_parts(mm, ll, oo, ml_s[2 * at], ml_s[2 * at + 1], ow);
-    }
-    const int64_t slot = (bh0 + head) * a.splits + split;
-    a.part_o[slot * kHeadDim + d] = oo[0];
-    if (d == 0) a.part_ml[2 * slot] = mm, a.part_ml[2 * slot + 1] = ll;
-  }
+  kernels::decode::merge_warps(o_s, ml_s, a.group,
+                               [&](int head, int d, float mm, float ll, float oo) {
+                                 const int64_t slot = (bh0 + head) * a.splits + split;
+                                 a.part_o[slot * kHeadDim + d] = oo;
+                                 if (d == 0) a.part_ml[2 * slot] = mm, a.part_ml[2 * slot + 1] = ll;
+                               });
 }
 
 }  // namespace ch20::group_mma

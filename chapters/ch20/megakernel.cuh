@@ -208,19 +208,25 @@ __device__ __forceinline__ void prefetch_o_rest(const Step& p) {
     kernels::prefetch_l2(p.io.w_o + l2_ahead::line_offset(p.hidden, i));
 }
 
+// Counts one finished chunk into `count` (from one thread, acquire and release): true for the chunk
+// that completes all `splits`, whose thread then sees every chunk's partials and resets the count
+// for the next launch (no other chunk is left to count in).
+__device__ __forceinline__ bool count_in(uint32_t* count, int splits) {
+  const bool last =
+      kernels::fetch_add_acq_rel<kernels::Scope::gpu>(count, 1) == uint32_t(splits - 1);
+  if (last) *count = 0;
+  return last;
+}
+
 // Counts the block's finished chunk of pair bh in (call after a __syncthreads that follows the
 // chunk's partial, from every lane of one warp). True, on every lane, for the chunk that completes
-// the pair: its partials, everyone's, are then visible to the warp, which merges them. That lane
-// also resets the counter for the next launch: no other chunk of the pair is left to count in.
+// the pair: its partials, everyone's, are then visible to the warp, which merges them.
 __device__ __forceinline__ bool completes_pair(const Step& p, int64_t bh) {
-  uint32_t before = 0;
-  if (threadIdx.x % 32 == 0) {
-    before = kernels::fetch_add_acq_rel<kernels::Scope::gpu>(p.merge_counts + bh, 1);
-    if (before == uint32_t(p.splits - 1)) p.merge_counts[bh] = 0;
-  }
-  before = __shfl_sync(0xffffffffu, before, 0);
+  bool last = false;
+  if (threadIdx.x % 32 == 0) last = count_in(p.merge_counts + bh, p.splits);
+  last = __shfl_sync(0xffffffffu, last, 0);
   __syncwarp();  // lane 0's acquire, before the other lanes read the partials
-  return before == uint32_t(p.splits - 1);
+  return last;
 }
 
 // Pair bh's chunks merged with the new key, by one warp (lane: dimensions 4 lane .. 4 lane + 3);
@@ -254,10 +260,9 @@ __device__ __forceinline__ void merge_pair(const Step& p, int64_t bh) {
   out[1] = __floats2bfloat162_rn(o[2] / l, o[3] / l);
 }
 
-// KV pair `pair` (token x kv_heads + KV head): its group's first query head, token x q_heads + KV
-// head x group.
+// KV pair `pair`'s first query head (the group form's counter and merge).
 __device__ __forceinline__ int64_t first_head(const Step& p, int64_t pair) {
-  return pair / p.kv_heads * p.q_heads + pair % p.kv_heads * p.group;
+  return group_mma::first_query_head(pair, p.q_heads, p.kv_heads, p.group);
 }
 
 // Counts the block's finished chunk of KV pair `pair` in (call after a __syncthreads that follows
@@ -268,12 +273,7 @@ __device__ __forceinline__ int64_t first_head(const Step& p, int64_t pair) {
 // faster on an H200: README, "Rung 7c".)
 __device__ __forceinline__ bool completes_group(const Step& p, int64_t pair) {
   __shared__ bool last;
-  if (threadIdx.x == 0) {
-    uint32_t* count = p.merge_counts + first_head(p, pair);
-    const uint32_t before = kernels::fetch_add_acq_rel<kernels::Scope::gpu>(count, 1);
-    if (before == uint32_t(p.splits - 1)) *count = 0;
-    last = before == uint32_t(p.splits - 1);
-  }
+  if (threadIdx.x == 0) last = count_in(p.merge_counts + first_head(p, pair), p.splits);
   __syncthreads();
   return last;
 }

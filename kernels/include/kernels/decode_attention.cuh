@@ -171,6 +171,25 @@ struct PagedKv {
   }
 };
 
+// The CTA's warps' softmax states merged, row by row (every thread calls it, after the block
+// synchronized behind their writes): o_s [kWarps][rows][kHeadDim] and ml_s [kWarps][rows][2] (m,
+// l) in shared memory; each (row, dimension)'s merged state goes to store(row, d, m, l, o).
+template <class Store>
+__device__ __forceinline__ void merge_warps(const float* o_s, const float* ml_s, int rows,
+                                            Store&& store) {
+  for (int i = threadIdx.x; i < rows * kHeadDim; i += kThreads) {
+    const int row = i / kHeadDim, d = i % kHeadDim;
+    float mm = ml_s[2 * row], ll = ml_s[2 * row + 1], oo[1] = {o_s[row * kHeadDim + d]};
+#pragma unroll
+    for (int w = 1; w < kWarps; ++w) {
+      const int at = w * rows + row;
+      const float ow[1] = {o_s[at * kHeadDim + d]};
+      merge_softmax_parts(mm, ll, oo, ml_s[2 * at], ml_s[2 * at + 1], ow);
+    }
+    store(row, d, mm, ll, oo[0]);
+  }
+}
+
 // The end of a CTA's pass, when every lane holds (m, l, o) of each query over its half-warp's keys
 // (o: its 8 dimensions). Merge the two half-warps, then the warps through shared memory; with
 // one split write o / l, else the partial (m, l, o) for merge_splits. With scaled (E4M3) rows, o
@@ -198,24 +217,19 @@ __device__ __forceinline__ void finish_pass(const Args& a, const Kv& kv, int64_t
     }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < kQueries * kHeadDim; i += kThreads) {
-    const int qi = i / kHeadDim, d = i % kHeadDim;
-    float mm = ml_s[0][qi][0], ll = ml_s[0][qi][1], oo[1] = {o_s[0][qi][d]};
-#pragma unroll
-    for (int w = 1; w < kWarps; ++w) {
-      const float ow[1] = {o_s[w][qi][d]};
-      merge_softmax_parts(mm, ll, oo, ml_s[w][qi][0], ml_s[w][qi][1], ow);
-    }
-    const int64_t row = bh * a.n_q + a.q_first + qi;  // output row; partial slot below
-    if constexpr (kScaled) oo[0] *= kv.scales(bh).y;  // V's dequant scale (o is linear in V)
-    if (a.splits == 1) {
-      a.out[row * kHeadDim + d] = __float2bfloat16(oo[0] / ll);
-    } else {
-      const int64_t slot = (bh * kQueries + qi) * a.splits + split;
-      a.part_o[slot * kHeadDim + d] = oo[0];
-      if (d == 0) a.part_ml[2 * slot] = mm, a.part_ml[2 * slot + 1] = ll;
-    }
-  }
+  merge_warps(&o_s[0][0][0], &ml_s[0][0][0], kQueries,
+              [&](int qi, int d, float mm, float ll, float oo) {
+                const int64_t row = bh * a.n_q + a.q_first + qi;  // output row; partial slot below
+                if constexpr (kScaled)
+                  oo *= kv.scales(bh).y;  // V's dequant scale (o is linear in V)
+                if (a.splits == 1) {
+                  a.out[row * kHeadDim + d] = __float2bfloat16(oo / ll);
+                } else {
+                  const int64_t slot = (bh * kQueries + qi) * a.splits + split;
+                  a.part_o[slot * kHeadDim + d] = oo;
+                  if (d == 0) a.part_ml[2 * slot] = mm, a.part_ml[2 * slot + 1] = ll;
+                }
+              });
 }
 
 // A CTA's shared memory: q, prescaled, and finish_pass's merge slots.

@@ -168,8 +168,11 @@ __device__ __forceinline__ void load_first(const bf16* weight, int64_t k, int64_
 }
 
 // How the attention phase runs (the header comment): a block per (query head, chunk) on the FMA
-// pipes (rung 7), or per (KV head, chunk) on tensor cores (rung 7c).
-enum class Attention { per_head, group_mma };
+// pipes (rung 7), or per (KV head, chunk) on tensor cores (rung 7c), the completing block's warps
+// merging the group a head each (merge_pair) or the whole block at once (rung 7d,
+// merge_group_at_once).
+enum class Attention { per_head, group_mma, group_mma_merge_at_once };
+constexpr bool per_kv_head(Attention a) { return a != Attention::per_head; }
 
 // The attention's items. Per head: item = (kv pair x splits + split) x group + g, query head kv
 // pair x group + g; the group's query heads read the same chunk of K and V: consecutive items,
@@ -178,14 +181,14 @@ enum class Attention { per_head, group_mma };
 template <Attention kAttention>
 __device__ __forceinline__ int64_t attention_items(const Step& p) {
   const int64_t per_group = int64_t{p.tokens} * p.kv_heads * p.splits;
-  return kAttention == Attention::group_mma ? per_group : per_group * p.group;
+  return per_kv_head(kAttention) ? per_group : per_group * p.group;
 }
 
 // The first kPrefetchKeys K and V rows of an item's chunk into L2, by the block (per head, for the
 // first head of the group only: its siblings read the same rows).
 template <Attention kAttention>
 __device__ __forceinline__ void prefetch_chunk(const Step& p, int64_t item) {
-  const int64_t per_chunk = kAttention == Attention::group_mma ? 1 : p.group;
+  const int64_t per_chunk = per_kv_head(kAttention) ? 1 : p.group;
   if (item >= attention_items<kAttention>(p) || item % per_chunk != 0) return;
   const int64_t kv_split = item / per_chunk, begin = kv_split % p.splits * p.chunk;
   const int64_t keys = min(min(p.chunk, p.past - begin), int64_t{kPrefetchKeys});
@@ -278,6 +281,64 @@ __device__ __forceinline__ bool completes_group(const Step& p, int64_t pair) {
   return last;
 }
 
+// Pair `pair`'s group merged by the whole completing block (call where completes_group said so,
+// from every thread), each warp half a query head's dimensions, two a lane, with every load the
+// merge needs issued at once: the lane's split's (m, l), the first 32 splits' partial o, q and the
+// new key and value. merge_pair walks the splits one after another, each step waiting on its own
+// loads from L2 (rung 7c's phase stamps: 3.5 us of an 11 us phase at batch 1); this waits on one
+// round trip, then merges in registers (each split's weight a shuffle from its lane).
+__device__ __forceinline__ void merge_group_at_once(const Step& p, int64_t pair) {
+  constexpr int kAtOnce = 32;  // the splits whose o is loaded up front (beyond: one at a time)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, splits = p.splits;
+  const int64_t kv_row = pair * kHeadDim;  // k_new and v_new: [token][kv_heads][128]
+  for (int job = warp; job < 2 * p.group; job += kWarps) {
+    const int64_t bh = first_head(p, pair) + job / 2;
+    const int d = job % 2 * (kHeadDim / 2) + 2 * lane;  // the lane's two output dimensions
+    const float* part_o = p.part_o + bh * splits * kHeadDim + d;
+    const auto* part_ml = reinterpret_cast<const float2*>(p.part_ml) + bh * splits;  // (m, l)
+    float2 o[kAtOnce];
+#pragma unroll
+    for (int j = 0; j < kAtOnce; ++j)
+      o[j] = j < splits ? *reinterpret_cast<const float2*>(part_o + int64_t{j} * kHeadDim)
+                        : make_float2(0.f, 0.f);
+    const float2 ml = lane < splits ? part_ml[lane] : make_float2(kernels::kEmptyMax, 0.f);
+    const auto* q = reinterpret_cast<const __nv_bfloat162*>(p.q + bh * kHeadDim + 4 * lane);
+    const auto* k = reinterpret_cast<const __nv_bfloat162*>(p.io.k_new + kv_row + 4 * lane);
+    const float2 v =
+        __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.io.v_new + kv_row + d));
+    float q_k = 0;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const float2 qf = __bfloat1622float2(q[i]), kf = __bfloat1622float2(k[i]);
+      q_k += qf.x * kf.x + qf.y * kf.y;
+    }
+    const float score =
+        kernels::warp_reduce(q_k, kernels::Sum{}) * (kernels::kLog2e * rsqrtf(float(kHeadDim)));
+    // The largest score, then the weights 2^(m_s - top) and their sum, a lane a split.
+    float top = fmaxf(score, ml.x);
+    for (int s = lane + 32; s < splits; s += 32) top = fmaxf(top, part_ml[s].x);
+    top = kernels::warp_reduce(top, kernels::Max{});
+    const float weight = kernels::exp2_ftz(ml.x - top), new_weight = kernels::exp2_ftz(score - top);
+    float sum = weight * ml.y;
+    for (int s = lane + 32; s < splits; s += 32)
+      sum += kernels::exp2_ftz(part_ml[s].x - top) * part_ml[s].y;
+    sum = kernels::warp_reduce(sum, kernels::Sum{}) + new_weight;
+    float2 acc = make_float2(new_weight * v.x, new_weight * v.y);
+#pragma unroll
+    for (int j = 0; j < kAtOnce; ++j) {  // past `splits`, o is zero
+      const float w = __shfl_sync(0xffffffffu, weight, j);
+      acc.x += w * o[j].x, acc.y += w * o[j].y;
+    }
+    for (int s = kAtOnce; s < splits; ++s) {
+      const float w = kernels::exp2_ftz(part_ml[s].x - top);
+      const float2 os = *reinterpret_cast<const float2*>(part_o + int64_t{s} * kHeadDim);
+      acc.x += w * os.x, acc.y += w * os.y;
+    }
+    *reinterpret_cast<__nv_bfloat162*>(p.attn + bh * kHeadDim + d) =
+        __floats2bfloat162_rn(acc.x / sum, acc.y / sum);
+  }
+}
+
 // At 1 and 2 tokens rung 6's GEMVs need under 128 registers, so 2 blocks fit an SM; at 4 and 8 one.
 template <int kTokens, Attention kAttention>
 __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
@@ -310,7 +371,7 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
 
   // 2. attention over the cache, into the partials; the last chunk of a head to finish merges the
   // head's partials and the new key.
-  if constexpr (kAttention == Attention::group_mma) {
+  if constexpr (per_kv_head(kAttention)) {
     const group_mma::Args args{p.q,     p.io.k_cache, p.io.v_cache, p.part_ml, p.part_o,  p.past,
                                p.chunk, p.splits,     int(p.group), p.q_heads, p.kv_heads};
     for (int64_t item = blockIdx.x; item < attention_items<kAttention>(p); item += gridDim.x) {
@@ -318,7 +379,11 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
       const int64_t pair = item / p.splits;
       group_mma::attend(args, pair, int(item % p.splits), reinterpret_cast<float*>(smem));
       __syncthreads();  // every thread's share of the partials, before thread 0 counts them in
-      if (completes_group(p, pair) && warp < p.group) merge_pair(p, first_head(p, pair) + warp);
+      if (!completes_group(p, pair)) continue;
+      if constexpr (kAttention == Attention::group_mma_merge_at_once)
+        merge_group_at_once(p, pair);
+      else if (warp < p.group)
+        merge_pair(p, first_head(p, pair) + warp);
     }
   } else {
     const decode::Args args{p.q, nullptr, p.part_ml, p.part_o, 1, 0, p.chunk, p.splits};
@@ -416,13 +481,15 @@ class DecoderMegakernel {
       throw std::invalid_argument("megakernel: the MLP width a multiple of 8, whole GQA groups");
     if (!kernels::device_attribute(cudaDevAttrCooperativeLaunch))
       throw bench::Unsupported("megakernel: this GPU has no cooperative launch");
-    const bool group_mma = attention == Attention::group_mma;
+    const bool group_mma = per_kv_head(attention);
     if (group_mma && dims.group > group_mma::kMaxGroup)
       throw bench::Unsupported("megakernel, group attention: " + std::to_string(dims.group) +
                                " query heads a KV head; the MMA's N holds " +
                                std::to_string(group_mma::kMaxGroup));
-    kernel_ = group_mma ? kernel_of<Attention::group_mma>(p.tokens)
-                        : kernel_of<Attention::per_head>(p.tokens);
+    kernel_ = attention == Attention::group_mma_merge_at_once
+                  ? kernel_of<Attention::group_mma_merge_at_once>(p.tokens)
+              : group_mma ? kernel_of<Attention::group_mma>(p.tokens)
+                          : kernel_of<Attention::per_head>(p.tokens);
     // Shared memory: the widest prologue (down's: tokens x ffn) or the attention's.
     smem_ =
         std::max(size_t(gemv::padded_tokens(p.tokens)) * std::max(p.hidden, p.ffn) * sizeof(bf16),

@@ -63,9 +63,13 @@
 //      group's query heads from one read of each K and V row, on mma.sync with the fragments
 //      loaded from global memory (ch20/group_attention_mma.cuh): rung 7's phase spent most of its
 //      time issuing the 4 heads' FMAs, not waiting for the cache. Rung 8 reports it as 7.25.
+//   7d. step "megakernel_merge_at_once": rung 7c with the group's heads merged by the whole
+//      completing block, every split's partial loaded at once (ch20/megakernel.cuh's
+//      merge_group_at_once): rung 7c's merge walks the splits one round trip to L2 after another.
+//      Rung 8 reports it as 7.3.
 //   8. optimized "autotuned": no single rung of 5-7 is fastest at every batch (the README's
 //      table), so this rung builds each of them that supports the batch (rung 5's graph, rung
-//      6's where it is not rung 5's, rung 6b's, 5b's, 5c's, 6c's and 6d's, rungs 7 and 7c up to
+//      6's where it is not rung 5's, rung 6b's, 5b's, 5c's, 6c's and 6d's, rungs 7, 7c and 7d up to
 //      8 tokens)
 //      at setup, times them on the workload's own inputs and keeps the fastest
 //      (ch20/fastest_plan.cuh): autotuning, as cuBLASLt's candidates are picked. A timed call is
@@ -824,6 +828,12 @@ struct MegakernelAttentionMma : Megakernel {
       : Megakernel(w, s, mega::L2Ahead::none, mega::Attention::group_mma) {}
 };
 
+// ---- rung 7d: rung 7c with the group merged by the whole block, every split's loads at once ----
+struct MegakernelMergeAtOnce : Megakernel {
+  MegakernelMergeAtOnce(const DecoderLayer& w, cudaStream_t s)
+      : Megakernel(w, s, mega::L2Ahead::none, mega::Attention::group_mma_merge_at_once) {}
+};
+
 // ---- rung 8: the fastest of rungs 5-7, 5b, 5c, 6c and 6d at this batch, picked at setup --------
 // Every plan that supports the batch is built and timed on the step's own inputs
 // (ch20/fastest_plan.cuh: best of 5 rounds of 10 back-to-back calls each, the candidates taking
@@ -844,6 +854,7 @@ struct Autotuned {
     plan.consider<Graphed<MmaProjectionsKvMma>>("streaming_mma_attention_mma", 6.875, w, s);
     plan.consider<Megakernel>("megakernel", 7, w, s);
     plan.consider<MegakernelAttentionMma>("megakernel_attention_mma", 7.25, w, s);
+    plan.consider<MegakernelMergeAtOnce>("megakernel_merge_at_once", 7.3, w, s);
     plan.keep_fastest(s, /*time_them=*/w.fills > 0);
   }
   void operator()(const DecoderLayer&, cudaStream_t s) const { plan(s); }
@@ -883,6 +894,8 @@ BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
                                  {.min_compute_capability = 90})
     .stateful<MegakernelAttentionMma>(bench::Role::step, "megakernel_attention_mma",
                                       {.min_compute_capability = 90})
+    .stateful<MegakernelMergeAtOnce>(bench::Role::step, "megakernel_merge_at_once",
+                                     {.min_compute_capability = 90})
     .stateful<Autotuned>(bench::Role::optimized, "autotuned", {.min_compute_capability = 90})
     .reference(reference)
     .device_reference(device_reference)

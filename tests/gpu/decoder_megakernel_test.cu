@@ -122,8 +122,13 @@ void expect_matches_host(const ch20::LayerDims& dims, const ch20::mega::DecoderM
 // The plan, or the reason this GPU cannot hold it (the caller skips with it): a GPU or partition
 // that cannot keep the persistent grid resident is not a failure.
 using ch20::mega::Attention;
-constexpr Attention kForms[] = {Attention::per_head, Attention::group_mma};
-const char* name(Attention a) { return a == Attention::group_mma ? "group_mma" : "per_head"; }
+constexpr Attention kForms[] = {Attention::per_head, Attention::group_mma,
+                                Attention::group_mma_merge_at_once};
+const char* name(Attention a) {
+  return a == Attention::group_mma                 ? "group_mma"
+         : a == Attention::group_mma_merge_at_once ? "group_mma_merge_at_once"
+                                                   : "per_head";
+}
 
 std::optional<ch20::mega::DecoderMegakernel> plan_or_reason(
     const ch20::LayerDims& dims, cudaStream_t stream, std::string& why,
@@ -170,6 +175,21 @@ TEST(DecoderMegakernel, MergesManySplitsWithAShortLastChunk) {
   }
 }
 
+// Rung 7d's merge loads the first 32 splits' partials at once and folds any past them one by one:
+// over 5000 keys at 1 token a group's 2 KV heads get about 39 splits (chunks of 128 keys) on a
+// grid of 2 blocks an SM of 132, so both paths run.
+TEST(DecoderMegakernel, MergesAtOncePastThirtyTwoSplits) {
+  const ch20::LayerDims dims = ch20::LayerDims::of(1, 8, 2, 4400, 5000);
+  const kernels::OwnedStream stream;
+  std::string why;
+  const auto plan = plan_or_reason(dims, stream.get(), why, Attention::group_mma_merge_at_once);
+  if (!plan) GTEST_SKIP() << why;
+  if (plan->splits() <= 32)
+    GTEST_SKIP() << "grid " << plan->grid() << ": " << plan->splits()
+                 << " splits, no split past the merge's first 32";
+  expect_matches_host(dims, *plan, stream.get(), 2);
+}
+
 // Each head is merged by the block whose chunk completes its counter, which resets it for the next
 // launch. At 1 token over 2000 keys 7 blocks count in per head; at 8 tokens with 16 / 4 heads
 // there are 256 attention items (2 splits) for a grid of one block an SM, so most blocks run two,
@@ -182,8 +202,8 @@ TEST(DecoderMegakernel, MergeCountersAreLeftAtZeroAcrossLaunches) {
   for (Attention form : kForms)
     for (const ch20::LayerDims& dims :
          {ch20::LayerDims::of(1, 8, 2, 4400, 2000),
-          form == Attention::group_mma ? ch20::LayerDims::of(8, 32, 16, 1104, 700)
-                                       : ch20::LayerDims::of(8, 16, 4, 4400, 700)}) {
+          ch20::mega::per_kv_head(form) ? ch20::LayerDims::of(8, 32, 16, 1104, 700)
+                                        : ch20::LayerDims::of(8, 16, 4, 4400, 700)}) {
       SCOPED_TRACE(name(form));
       const kernels::OwnedStream stream;
       std::string why;
@@ -192,7 +212,7 @@ TEST(DecoderMegakernel, MergeCountersAreLeftAtZeroAcrossLaunches) {
       if (dims.batch == 1) {
         EXPECT_GE(plan->splits(), 4) << "grid " << plan->grid();
       } else {
-        const int64_t heads = form == Attention::group_mma ? dims.kv_heads : dims.q_heads;
+        const int64_t heads = ch20::mega::per_kv_head(form) ? dims.kv_heads : dims.q_heads;
         EXPECT_GT(dims.batch * heads * plan->splits(), int64_t{plan->grid()})
             << "every block runs one attention item at most: no merge between two items";
       }

@@ -257,7 +257,10 @@ class Materialised {
 // for (kernels/flash_attention_mma.cuh: 64-key tiles, first_key and masked; the wgmma kernel:
 // 128-key tiles, key_tile and masks, only the last tile holding masked scores).
 // A block holds kQueryRows queries; causal, the tiles past its first query hold masked scores.
-template <bool kCausal, int kTileKeys, int kQueryRows = kernels::kFlashQueryRows>
+// kPerConsumer (the 192-row kernel's `wgmma_pingpong_192_consumer_mask`): it also says which tiles
+// hold masked scores for one consumer's 64 rows, whose diagonal is one tile of the block's two.
+template <bool kCausal, int kTileKeys, int kQueryRows = kernels::kFlashQueryRows,
+          bool kPerConsumer = false>
 struct DenseOrCausalWalk {
   int64_t seq;
   int qb;
@@ -270,6 +273,11 @@ struct DenseOrCausalWalk {
   __device__ int key_tile(int t) const { return t; }
   __device__ bool masks(int t) const {
     return t == tiles() - 1 || (kCausal && (t + 1) * kTileKeys > qb * kQueryRows + 1);
+  }
+  // The same for the rows from first_row (a consumer's 64 of the block's): tile t holds a key
+  // past one of them, or is the last tile (keys past seq).
+  __device__ bool masks(int t, int first_row) const requires kPerConsumer {
+    return t == tiles() - 1 || (kCausal && (t + 1) * kTileKeys > first_row + 1);
   }
   __host__ __device__ int tiles_for(int64_t last_row) const {
     return kCausal ? std::min(tiles(), int(last_row / kTileKeys) + 1) : tiles();
@@ -334,10 +342,10 @@ class Fa2MmaSync {
 
 namespace fw = kernels::flash_wgmma;
 
-template <bool kCausal, int kConsumers>
-using WgmmaWalk = DenseOrCausalWalk<kCausal, fw::kKeys, fw::Team<kConsumers>::kRows>;
+template <bool kCausal, int kConsumers, bool kPerConsumer = false>
+using WgmmaWalk = DenseOrCausalWalk<kCausal, fw::kKeys, fw::Team<kConsumers>::kRows, kPerConsumer>;
 
-template <int kD, bool kCausal, fw::Schedule kSchedule, int kConsumers>
+template <int kD, bool kCausal, fw::Schedule kSchedule, int kConsumers, bool kPerConsumer = false>
 __global__ void __launch_bounds__(fw::Team<kConsumers>::kThreads, 1)
     wgmma_ws(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
              const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ out, int64_t seq,
@@ -345,7 +353,8 @@ __global__ void __launch_bounds__(fw::Team<kConsumers>::kThreads, 1)
 #if BENCH_SM90A_DEVICE
   const auto [head, qb] = order.at(int(blockIdx.x));
   fw::block<kD, kConsumers, kSchedule>(map_q, map_k, map_v, out + head * seq * kD, seq,
-                                       int(head * seq), qb, WgmmaWalk<kCausal, kConsumers>{seq, qb});
+                                       int(head * seq), qb,
+                                       WgmmaWalk<kCausal, kConsumers, kPerConsumer>{seq, qb});
 #endif
 }
 
@@ -422,7 +431,8 @@ double wgmma_computed_ratio(const W& w, int blocks) {
 
 // kConsumers = 2: 128-query blocks; 3: 192-query blocks (a third consumer warpgroup).
 // kPersistent: the persistent kernel (non-causal, two consumers, a schedule with turns).
-template <class W, fw::Schedule kSchedule, int kConsumers = 2, bool kPersistent = false>
+template <class W, fw::Schedule kSchedule, int kConsumers = 2, bool kPersistent = false,
+          bool kPerConsumer = false>
 class WgmmaWs {
   static_assert(!kPersistent || (!W::causal && kConsumers == 2 &&
                                  kSchedule != fw::Schedule::serial),
@@ -447,9 +457,9 @@ class WgmmaWs {
       // verification size: so it and `bench sanitize` run the hand-over from block to block).
       grid_ = std::min(kernels::sm_count(), (order_.ctas() + 1) / 2);
     } else {
-      BENCH_CUDA_CHECK(cudaFuncSetAttribute(wgmma_ws<kD, W::causal, kSchedule, kConsumers>,
-                                            cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            int(kSmemBytes)));
+      BENCH_CUDA_CHECK(
+          cudaFuncSetAttribute(wgmma_ws<kD, W::causal, kSchedule, kConsumers, kPerConsumer>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)));
       grid_ = order_.ctas();
     }
     computed_ratio_ = wgmma_computed_ratio<kConsumers>(w, order_.blocks);
@@ -460,7 +470,7 @@ class WgmmaWs {
           <<<grid_, fw::Team<kConsumers>::kThreads, kSmemBytes, stream>>>(
               map_q_, map_k_, map_v_, w.out.data(), w.seq, order_);
     else
-      wgmma_ws<kD, W::causal, kSchedule, kConsumers>
+      wgmma_ws<kD, W::causal, kSchedule, kConsumers, kPerConsumer>
           <<<grid_, fw::Team<kConsumers>::kThreads, kSmemBytes, stream>>>(
               map_q_, map_k_, map_v_, w.out.data(), w.seq, order_);
     BENCH_CHECK_LAUNCH();
@@ -608,6 +618,8 @@ template <class W>
 using Persistent = WgmmaWs<W, fw::Schedule::pingpong, 2, true>;
 template <class W>
 using Pingpong192 = WgmmaWs<W, fw::Schedule::pingpong, 3>;
+template <class W>
+using Pingpong192ConsumerMask = WgmmaWs<W, fw::Schedule::pingpong, 3, false, true>;
 // The overlap schedule on the launch each shape's ping-pong rung uses: persistent at non-causal
 // d128 (over wgmma_persistent), the plain grid elsewhere (over wgmma_pingpong).
 template <class W>
@@ -642,6 +654,7 @@ void device_reference(const AnyAttention& a, cudaStream_t stream) {
 bool causal_d128(const bench::Point& p) { return p.axis("d") == 128 && p.axis("causal") == 1; }
 bool plain_d128(const bench::Point& p) { return p.axis("d") == 128 && p.axis("causal") == 0; }
 bool d64(const bench::Point& p) { return p.axis("d") == 64; }
+bool d64_causal(const bench::Point& p) { return p.axis("d") == 64 && p.axis("causal") == 1; }
 
 BENCH_EXAMPLE(ch16, flash_attention, AnyAttention)
     .int_axis("b", {1, 2, 4})
@@ -662,6 +675,12 @@ BENCH_EXAMPLE(ch16, flash_attention, AnyAttention)
     .stateful<Dispatched<Pingpong192, A64, A64Causal>>(bench::Role::optimized, "wgmma_pingpong_192",
                                                        {.arch_specific = 90})
     .variant_where(d64)
+    // Issue 46's d64 causal: each consumer masks only its own diagonal tile (README: "d64 causal
+    // beside non-causal").
+    .stateful<Dispatched<Pingpong192ConsumerMask, A64Causal>>(bench::Role::step,
+                                                              "wgmma_pingpong_192_consumer_mask",
+                                                              {.arch_specific = 90})
+    .variant_where(d64_causal)
     // A step: the rung wgmma_chained_diagonal builds on (README: "The ladder").
     .stateful<Dispatched<Chained, A128Causal>>(bench::Role::step, "wgmma_chained",
                                                {.arch_specific = 90})

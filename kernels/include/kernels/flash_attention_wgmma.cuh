@@ -211,10 +211,19 @@ __device__ __forceinline__ void last_pv(float (&o)[kD / 2], const uint32_t (&pa)
 // Tile t's masked scores set to -inf, where the walk says the tile may hold any (the causal
 // diagonal, keys past seq): the other tiles skip the 64 compares. sc[4i + e] is row
 // row0 + 8 (e / 2), key key_tile(t) * 128 + 8 i + 2 (lane % 4) + e % 2.
+// A walk that can say it for one consumer's 64 rows (masks(t, first row)) is asked so: in a
+// 192-row block the block's diagonal spans two tiles, but each consumer's only one.
+template <class Walk>
+__device__ __forceinline__ bool consumer_masks(const Walk& walk, int t, int row0) {
+  if constexpr (requires { walk.masks(t, 0); })
+    return walk.masks(t, row0 - row0 % kConsumerRows);
+  else
+    return walk.masks(t);
+}
 template <class Walk>
 __device__ __forceinline__ void mask_tile(float (&sc)[64], const Walk& walk, int t, int64_t seq,
                                           int row0) {
-  if (walk.masks(t)) {
+  if (consumer_masks(walk, t, row0)) {
     // 32-bit positions (a head's seq < 2^31): 64-bit ones cost the 192-row kernel a spill.
     const int key0 = walk.key_tile(t) * kKeys + 2 * (threadIdx.x % 4);
 #pragma unroll

@@ -45,7 +45,11 @@
 //      (FlashAttention-3's shape at head dim 64). At d64 a tile's exponentials take the SFU
 //      about as long as its two GEMMs take the tensor cores, so two warpgroups taking turns leave
 //      gaps in both; a third keeps one GEMM queued while the other two do softmax. 160 registers
-//      a consumer (the 64 K pool shared four ways) hold d64's accumulators, not d128's.
+//      a consumer (the 64 K pool shared four ways) hold d64's accumulators, not d128's. Causal,
+//      each consumer masks only the tile that holds its own diagonal: a 192-row block's diagonal
+//      spans two 128-key tiles, a consumer's 64 rows one (step "wgmma_pingpong_192_block_mask"
+//      masks both in every consumer, as the two-consumer kernels' blocks do: README, "d64 causal
+//      beside non-causal").
 //   6. optimized non-causal at d128, "wgmma_persistent": the ping-pong kernel
 //      persistent, one CTA an SM walking the launch order at a fixed stride, the next block's Q
 //      and first K and V loaded while the consumers finish P V and store O (fw::persistent).
@@ -257,8 +261,8 @@ class Materialised {
 // for (kernels/flash_attention_mma.cuh: 64-key tiles, first_key and masked; the wgmma kernel:
 // 128-key tiles, key_tile and masks, only the last tile holding masked scores).
 // A block holds kQueryRows queries; causal, the tiles past its first query hold masked scores.
-// kPerConsumer (the 192-row kernel's `wgmma_pingpong_192_consumer_mask`): it also says which tiles
-// hold masked scores for one consumer's 64 rows, whose diagonal is one tile of the block's two.
+// kPerConsumer (the 192-row kernel, `wgmma_pingpong_192`): it also says which tiles hold masked
+// scores for one consumer's 64 rows, whose diagonal is one tile of the block's two.
 template <bool kCausal, int kTileKeys, int kQueryRows = kernels::kFlashQueryRows,
           bool kPerConsumer = false>
 struct DenseOrCausalWalk {
@@ -617,9 +621,9 @@ using Pingpong = WgmmaWs<W, fw::Schedule::pingpong>;
 template <class W>
 using Persistent = WgmmaWs<W, fw::Schedule::pingpong, 2, true>;
 template <class W>
-using Pingpong192 = WgmmaWs<W, fw::Schedule::pingpong, 3>;
+using Pingpong192 = WgmmaWs<W, fw::Schedule::pingpong, 3, false, true>;
 template <class W>
-using Pingpong192ConsumerMask = WgmmaWs<W, fw::Schedule::pingpong, 3, false, true>;
+using Pingpong192BlockMask = WgmmaWs<W, fw::Schedule::pingpong, 3>;
 // The overlap schedule on the launch each shape's ping-pong rung uses: persistent at non-causal
 // d128 (over wgmma_persistent), the plain grid elsewhere (over wgmma_pingpong).
 template <class W>
@@ -675,11 +679,11 @@ BENCH_EXAMPLE(ch16, flash_attention, AnyAttention)
     .stateful<Dispatched<Pingpong192, A64, A64Causal>>(bench::Role::optimized, "wgmma_pingpong_192",
                                                        {.arch_specific = 90})
     .variant_where(d64)
-    // Issue 46's d64 causal: each consumer masks only its own diagonal tile (README: "d64 causal
-    // beside non-causal").
-    .stateful<Dispatched<Pingpong192ConsumerMask, A64Causal>>(bench::Role::step,
-                                                              "wgmma_pingpong_192_consumer_mask",
-                                                              {.arch_specific = 90})
+    // A step: rung 5 with every consumer masking the block's two diagonal tiles (README: "d64
+    // causal beside non-causal").
+    .stateful<Dispatched<Pingpong192BlockMask, A64Causal>>(bench::Role::step,
+                                                           "wgmma_pingpong_192_block_mask",
+                                                           {.arch_specific = 90})
     .variant_where(d64_causal)
     // A step: the rung wgmma_chained_diagonal builds on (README: "The ladder").
     .stateful<Dispatched<Chained, A128Causal>>(bench::Role::step, "wgmma_chained",

@@ -176,10 +176,10 @@ TEST(DecoderMegakernel, MergesManySplitsWithAShortLastChunk) {
 }
 
 // Rung 7d's merge loads the first 32 splits' partials at once and folds any past them one by one:
-// over 5000 keys at 1 token a group's 2 KV heads get about 39 splits (chunks of 128 keys) on a
-// grid of 2 blocks an SM of 132, so both paths run.
+// over 5120 keys at 1 token a group's 2 KV heads get 40 splits (chunks of 128 keys) on a grid of
+// 2 blocks an SM of 132, so both paths run. (5000 keys round to chunks of 256 keys: 20 splits.)
 TEST(DecoderMegakernel, MergesAtOncePastThirtyTwoSplits) {
-  const ch20::LayerDims dims = ch20::LayerDims::of(1, 8, 2, 4400, 5000);
+  const ch20::LayerDims dims = ch20::LayerDims::of(1, 8, 2, 4400, 5120);
   const kernels::OwnedStream stream;
   std::string why;
   const auto plan = plan_or_reason(dims, stream.get(), why, Attention::group_mma_merge_at_once);

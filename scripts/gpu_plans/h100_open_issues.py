@@ -4,9 +4,11 @@
 #     re-recorded with `fused_permute`, its rerun, the `_grouped_mm` peer, the sanitizers on the
 #     optimized rung;
 #   - ch16 flash_attention (issue 46): every default point re-recorded (the causal d128 entries
-#     still record `wgmma_pingpong`, not `wgmma_chained_diagonal` with its balanced plan), its
-#     rerun, the SDPA peer;
-#   - ch20 transformer_decode (issue 44): every batch re-recorded, its rerun, the layer's peer.
+#     still record `wgmma_pingpong`, not `wgmma_chained_diagonal` with its balanced plan; d64 has
+#     had per-consumer masks since 16f96f7), its rerun, the SDPA peer, racecheck and synccheck on
+#     the d64 kernels;
+#   - ch20 transformer_decode (issue 44): every batch re-recorded (rungs 7c and 7d have never run
+#     on an H100), its rerun, the layer's peer, the four sanitizers on rungs 7c and 7d.
 # Each update is followed by its rerun against what it wrote. On a one-GPU machine the three
 # queues run in turn (about 15 minutes after the build, going by the H200's timings: send the
 # plan again on the warm machine for what a call's deadline dropped); with more GPUs they run
@@ -27,10 +29,16 @@ moe = [compare("upd_ch15_moe", MOE + " --update-expectations --repetitions 3", 2
                                "--tool racecheck,memcheck,synccheck,initcheck --timeout 120", 60)]
 flash = [compare("upd_ch16_flash", FLASH + " --update-expectations", 260, expectations="ch16"),
          compare("rr_ch16_flash", FLASH, 260, expectations="ch16"),
-         peer("peer_sdpa", "python3 scripts/peers/torch_inference.py --only sdpa", 70)]
+         peer("peer_sdpa", "python3 scripts/peers/torch_inference.py --only sdpa", 70),
+         shell("san_ch16_d64", f"./bench sanitize {FLASH} --axis b=4 --axis s=4096 --axis d=64 "
+                               "--variant wgmma_pingpong_192,wgmma_pingpong_192_block_mask "
+                               "--tool racecheck,synccheck --timeout 240", 60)]
 decode = [compare("upd_ch20_decode", DECODE + " --update-expectations", 150, expectations="ch20"),
           compare("rr_ch20_decode", DECODE, 150, expectations="ch20"),
-          peer("peer_decoder", "python3 scripts/peers/torch_decoder_layer.py", 90)]
+          peer("peer_decoder", "python3 scripts/peers/torch_decoder_layer.py", 90),
+          shell("san_ch20_mega", "./bench sanitize --chapter ch20 --example transformer_decode "
+                                 "--variant megakernel_attention_mma,megakernel_merge_at_once "
+                                 "--tool racecheck,memcheck,synccheck,initcheck --timeout 200", 60)]
 
 if gpus >= 3:
     queues = {"0": flash, "1": decode, "2": moe}

@@ -36,8 +36,9 @@
 // The group form (ch20's rung 7c, `Attention::group_mma`): the attention phase's items are (KV
 // head, chunk) instead of (query head, chunk), and each runs ch20/group_attention_mma.cuh: the
 // group's query heads from one read of each K and V row, the products on tensor cores; the block
-// that completes a KV head's chunks merges its query heads, a warp each. The other phases are
-// rung 7's.
+// that completes a KV head's chunks merges its query heads, a warp each. Rung 7d
+// (`Attention::group_mma_merge_at_once`) merges them with the whole block instead, every load the
+// merge needs issued before any is waited on (merge_group_at_once). The other phases are rung 7's.
 //
 // The grid barrier is kernels/grid_barrier.cuh's: one 64-bit arrival counter in global memory that
 // only grows, a release add to arrive and an acquire spin to wait. It is correct only if every
@@ -285,8 +286,9 @@ __device__ __forceinline__ bool completes_group(const Step& p, int64_t pair) {
 // from every thread), each warp half a query head's dimensions, two a lane, with every load the
 // merge needs issued at once: the lane's split's (m, l), the first 32 splits' partial o, q and the
 // new key and value. merge_pair walks the splits one after another, each step waiting on its own
-// loads from L2 (rung 7c's phase stamps: 3.5 us of an 11 us phase at batch 1); this waits on one
-// round trip, then merges in registers (each split's weight a shuffle from its lane).
+// loads from L2 (at batch 1 the longest link of rung 7c's attention phase: README, "Rung 7c");
+// this waits on one round trip, then merges in registers (each split's weight a shuffle from its
+// lane).
 __device__ __forceinline__ void merge_group_at_once(const Step& p, int64_t pair) {
   constexpr int kAtOnce = 32;  // the splits whose o is loaded up front (beyond: one at a time)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, splits = p.splits;

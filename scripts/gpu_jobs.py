@@ -36,6 +36,10 @@ example's entry from the copy whose provenance date is newest (the merge is prin
 OUT/summary.txt lists every job with its GPU, exit status and seconds. --pack packs OUT into one
 .tar.gz and removes it (the device tool brings back only a few files of $OUT). NVLink multicast stays off
 (NCCL_NVLS_ENABLE=0 and its PyTorch and NVSHMEM switches) in every job.
+An update records the build's git SHA as its provenance: export BENCH_GIT_SHA with the commit of the
+tree that was sent, taken on the machine that sent it (the GPU machine's git may name another
+commit, main's rather than the branch's, as it did on 2026-11-29); the summary's first line says
+which SHA the jobs see.
 """
 import argparse
 import json
@@ -221,6 +225,7 @@ def main(argv):
         parser.error("a plan and --budget are needed")
     touch_changed_sources(os.path.dirname(os.path.dirname(args.bench)))
     runner = Runner(args.budget, args.out, args.state, args.bench)
+    runner.say(f"BENCH_GIT_SHA {os.environ.get('BENCH_GIT_SHA') or 'unset: the build names the commit'}")
     helpers = {"compare": runner.compare, "peer": runner.peer, "shell": runner.shell}
     runner.run_plan(plan_namespace(args.plan, helpers, gpu_count())["STAGES"])
     if args.pack:

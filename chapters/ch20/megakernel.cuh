@@ -233,24 +233,34 @@ __device__ __forceinline__ bool completes_pair(const Step& p, int64_t bh) {
   return last;
 }
 
-// Pair bh's chunks merged with the new key, by one warp (lane: dimensions 4 lane .. 4 lane + 3);
-// scores in log2 units, as the attention keeps them (kernels/online_softmax.cuh).
+// Query head bh's score against the new key (its KV head's row kv_row of k_new), on every lane of
+// the warp (lane: dimensions 4 lane .. 4 lane + 3 of the dot product), in log2 units, as the
+// attention keeps its scores (kernels/online_softmax.cuh).
+__device__ __forceinline__ float new_key_score(const Step& p, int64_t bh, int64_t kv_row) {
+  const int d = threadIdx.x % 32 * 4;
+  const auto* q = reinterpret_cast<const __nv_bfloat162*>(p.q + bh * kHeadDim + d);
+  const auto* k = reinterpret_cast<const __nv_bfloat162*>(p.io.k_new + kv_row + d);
+  float q_k = 0;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const float2 qf = __bfloat1622float2(q[i]), kf = __bfloat1622float2(k[i]);
+    q_k += qf.x * kf.x + qf.y * kf.y;
+  }
+  return kernels::warp_reduce(q_k, kernels::Sum{}) * (kernels::kLog2e * rsqrtf(float(kHeadDim)));
+}
+
+// Pair bh's chunks merged with the new key, by one warp (lane: dimensions 4 lane .. 4 lane + 3).
 __device__ __forceinline__ void merge_pair(const Step& p, int64_t bh) {
   const int d = threadIdx.x % 32 * 4;
   const int64_t kv_row = bh / p.group * kHeadDim;
-  const auto* q = reinterpret_cast<const __nv_bfloat162*>(p.q + bh * kHeadDim + d);
-  const auto* k = reinterpret_cast<const __nv_bfloat162*>(p.io.k_new + kv_row + d);
   const auto* v = reinterpret_cast<const __nv_bfloat162*>(p.io.v_new + kv_row + d);
-  float q_k = 0, o_new[4];
+  float o_new[4];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const float2 qf = __bfloat1622float2(q[i]), kf = __bfloat1622float2(k[i]),
-                 vf = __bfloat1622float2(v[i]);
-    q_k += qf.x * kf.x + qf.y * kf.y;
+    const float2 vf = __bfloat1622float2(v[i]);
     o_new[2 * i] = vf.x, o_new[2 * i + 1] = vf.y;
   }
-  const float score =
-      kernels::warp_reduce(q_k, kernels::Sum{}) * (kernels::kLog2e * rsqrtf(float(kHeadDim)));
+  const float score = new_key_score(p, bh, kv_row);
   float m = kernels::kEmptyMax, l = 0, o[4] = {0, 0, 0, 0};
   for (int split = 0; split < p.splits; ++split) {
     const int64_t slot = bh * p.splits + split;
@@ -304,18 +314,9 @@ __device__ __forceinline__ void merge_group_at_once(const Step& p, int64_t pair)
       o[j] = j < splits ? *reinterpret_cast<const float2*>(part_o + int64_t{j} * kHeadDim)
                         : make_float2(0.f, 0.f);
     const float2 ml = lane < splits ? part_ml[lane] : make_float2(kernels::kEmptyMax, 0.f);
-    const auto* q = reinterpret_cast<const __nv_bfloat162*>(p.q + bh * kHeadDim + 4 * lane);
-    const auto* k = reinterpret_cast<const __nv_bfloat162*>(p.io.k_new + kv_row + 4 * lane);
     const float2 v =
         __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.io.v_new + kv_row + d));
-    float q_k = 0;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const float2 qf = __bfloat1622float2(q[i]), kf = __bfloat1622float2(k[i]);
-      q_k += qf.x * kf.x + qf.y * kf.y;
-    }
-    const float score =
-        kernels::warp_reduce(q_k, kernels::Sum{}) * (kernels::kLog2e * rsqrtf(float(kHeadDim)));
+    const float score = new_key_score(p, bh, kv_row);
     // The largest score, then the weights 2^(m_s - top) and their sum, a lane a split.
     float top = fmaxf(score, ml.x);
     for (int s = lane + 32; s < splits; s += 32) top = fmaxf(top, part_ml[s].x);

@@ -100,19 +100,17 @@ struct QkvRopeAppend {
 };
 
 // out [t][j] = residual [t][j] + (in [t] · W [j]): the o projection (h = x + ...) and the down
-// projection (y = h + ...).
+// projection (y = h + ...), in groups of kRows rows (the megakernel's narrow groups: 2).
+template <int kRows = gemv::kRowsPerWarp>
 struct ResidualProjection {
   const bf16 *in, *residual;
   bf16* out;
   int64_t n;
-  __device__ int64_t row(int64_t group, int slot) const {
-    return group * gemv::kRowsPerWarp + slot;
-  }
+  __device__ int64_t row(int64_t group, int slot) const { return group * kRows + slot; }
   __device__ void fill_row(bf16* act_row, int token, int64_t k) const {
     fill_copy_row(in, act_row, token, k);
   }
-  __device__ void store(int64_t group, int slot, int token,
-                        const float (&sums)[gemv::kRowsPerWarp]) const {
+  __device__ void store(int64_t group, int slot, int token, const float (&sums)[kRows]) const {
     const int64_t j = token * n + row(group, slot);
     out[j] = __float2bfloat16(__bfloat162float(residual[j]) + gemv::pick(sums, slot));
   }

@@ -39,6 +39,8 @@
 // that completes a KV head's chunks merges its query heads, a warp each. Rung 7d
 // (`Attention::group_mma_merge_at_once`) merges them with the whole block instead, every load the
 // merge needs issued before any is waited on (merge_group_at_once). The other phases are rung 7's.
+// Rung 7e is rung 7d with the down projection in groups of 2 rows (NarrowSlab), so that nearly
+// every warp of the grid streams W_down.
 //
 // The grid barrier is kernels/grid_barrier.cuh's: one 64-bit arrival counter in global memory that
 // only grows, a release add to arrive and an acquire spin to wait. It is correct only if every
@@ -140,12 +142,17 @@ __device__ __forceinline__ void stamp(const Step& p, int slot) {
 
 // ---- the phases --------------------------------------------------------------------------------
 using Slab = uint4[gemv::kRowsPerWarp][gemv::kVectorsPerRow];
+// The down projection's slab in narrow groups (rung 7e): 2 rows a warp, 8 loads a row, the same
+// 256 bytes a lane. W_down's 4096 rows then make 2048 groups, so 2048 of the grid's 2112 warps
+// stream it (1024 in groups of 4), each in half as many dependent round trips.
+constexpr int kNarrowRows = 2;
+using NarrowSlab = uint4[kNarrowRows][gemv::kRowsPerWarp * gemv::kVectorsPerRow / kNarrowRows];
 
 // A projection: the prologue into shared memory, then the warps' groups; w holds the slab of group
 // `first` (issued before the barrier ahead resolved).
-template <int kTokens, class Op>
+template <int kTokens, class Op, class W>
 __device__ __forceinline__ void project(const bf16* weight, int64_t k, int64_t groups, const Op& op,
-                                        const Step& p, uint4* act, int64_t first, Slab& w) {
+                                        const Step& p, uint4* act, int64_t first, W& w) {
   gemv::fill_activations<kTokens>(op, act, p.tokens, k);
   __syncthreads();
   gemv::stream_groups<kTokens>(weight, k, groups, p.tokens, op, act, first,
@@ -155,17 +162,27 @@ __device__ __forceinline__ void project(const bf16* weight, int64_t k, int64_t g
 // The first slab of the warp's first group of the next projection, or zeros for a warp with no
 // group there: written on both paths, so the previous phase's slab is dead across the phases
 // between (a conditional load would keep it live through the attention: 188 registers).
-template <class Op>
+template <class Op, int kR, int kV>
 __device__ __forceinline__ void load_first(const bf16* weight, int64_t k, int64_t groups,
-                                           const Op& op, int64_t first, Slab& w) {
+                                           const Op& op, int64_t first, uint4 (&w)[kR][kV]) {
   if (first < groups) {
     gemv::load_slab(weight, k, op, first, 0, w);
     return;
   }
 #pragma unroll
-  for (int slot = 0; slot < gemv::kRowsPerWarp; ++slot)
+  for (int slot = 0; slot < kR; ++slot)
 #pragma unroll
-    for (int u = 0; u < gemv::kVectorsPerRow; ++u) w[slot][u] = make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < kV; ++u) w[slot][u] = make_uint4(0, 0, 0, 0);
+}
+
+// The registers the down projection streams in: the kernel's Slab, or in narrow groups a
+// NarrowSlab of its own.
+template <bool kNarrowDown>
+__device__ __forceinline__ auto& down_slab(Slab& w, NarrowSlab& narrow) {
+  if constexpr (kNarrowDown)
+    return narrow;
+  else
+    return w;
 }
 
 // How the attention phase runs (the header comment): a block per (query head, chunk) on the FMA
@@ -343,7 +360,7 @@ __device__ __forceinline__ void merge_group_at_once(const Step& p, int64_t pair)
 }
 
 // At 1 and 2 tokens rung 6's GEMVs need under 128 registers, so 2 blocks fit an SM; at 4 and 8 one.
-template <int kTokens, Attention kAttention>
+template <int kTokens, Attention kAttention, bool kNarrowDown = false>
 __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
     decoder_layer(Step p) {
   extern __shared__ uint4 smem[];  // the projections' activations, or the attention's SplitSmem
@@ -353,13 +370,17 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   const int64_t first = int64_t{warp} * gridDim.x + blockIdx.x;
   const QkvRopeAppend qkv{p.io.x,     p.io.norm1, p.q,        p.io.k_new,
                           p.io.v_new, p.q_heads,  p.kv_heads, p.past};
-  const ResidualProjection o{p.attn, p.io.x, p.h, p.hidden}, down{p.act, p.h, p.io.y, p.hidden};
+  constexpr int kDownRows = kNarrowDown ? kNarrowRows : gemv::kRowsPerWarp;
+  const ResidualProjection<> o{p.attn, p.io.x, p.h, p.hidden};
+  const ResidualProjection<kDownRows> down{p.act, p.h, p.io.y, p.hidden};
   const GateUpSwiglu gate_up{p.h, p.io.norm2, p.act, p.ffn};
   const int64_t qkv_groups = p.qkv_dim / gemv::kRowsPerWarp,
                 o_groups = p.hidden / gemv::kRowsPerWarp, gate_up_groups = p.ffn / 2,
-                down_groups = p.hidden / gemv::kRowsPerWarp;
+                down_groups = p.hidden / kDownRows;
   GridBarrier barrier(p.barrier);
   Slab w;
+  NarrowSlab narrow;  // rung 7e's down slab; unused otherwise
+  auto& w_down = down_slab<kNarrowDown>(w, narrow);
 
   // 1. qkv. Nothing to wait for: x and the weights are inputs.
   stamp(p, 0);
@@ -418,12 +439,12 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   project<kTokens>(p.io.w_gate_up, p.hidden, gate_up_groups, gate_up, p, smem, first, w);
   stamp(p, 7);
   barrier.arrive();
-  load_first(p.io.w_down, p.ffn, down_groups, down, first, w);
+  load_first(p.io.w_down, p.ffn, down_groups, down, first, w_down);
   barrier.wait();
   stamp(p, 8);
 
   // 5. down: y = h + act · W_downᵀ. The launch's end is the last barrier.
-  project<kTokens>(p.io.w_down, p.ffn, down_groups, down, p, smem, first, w);
+  project<kTokens>(p.io.w_down, p.ffn, down_groups, down, p, smem, first, w_down);
   stamp(p, 9);
 }
 
@@ -438,24 +459,25 @@ inline int64_t cache_bytes(const LayerDims& dims) {
 }
 
 // The kernel for `tokens` tokens (rounded up to 1, 2, 4 or 8).
-template <Attention kAttention>
+template <Attention kAttention, bool kNarrowDown = false>
 void (*kernel_of(int tokens))(Step) {
   switch (gemv::padded_tokens(tokens)) {
     case 1:
-      return decoder_layer<1, kAttention>;
+      return decoder_layer<1, kAttention, kNarrowDown>;
     case 2:
-      return decoder_layer<2, kAttention>;
+      return decoder_layer<2, kAttention, kNarrowDown>;
     case 4:
-      return decoder_layer<4, kAttention>;
+      return decoder_layer<4, kAttention, kNarrowDown>;
     default:
-      return decoder_layer<8, kAttention>;
+      return decoder_layer<8, kAttention, kNarrowDown>;
   }
 }
 
 class DecoderMegakernel {
  public:
+  // narrow_down (rung 7e): rung 7d's attention, the down projection in narrow groups.
   DecoderMegakernel(const LayerDims& dims, cudaStream_t s, L2Ahead ahead = L2Ahead::none,
-                    Attention attention = Attention::per_head)
+                    Attention attention = Attention::per_head, bool narrow_down = false)
       : q_(dims.batch * dims.hidden),
         attn_(q_.size()),
         h_(q_.size()),
@@ -489,7 +511,11 @@ class DecoderMegakernel {
       throw bench::Unsupported("megakernel, group attention: " + std::to_string(dims.group) +
                                " query heads a KV head; the MMA's N holds " +
                                std::to_string(group_mma::kMaxGroup));
-    kernel_ = attention == Attention::group_mma_merge_at_once
+    if (narrow_down && (attention != Attention::group_mma_merge_at_once ||
+                        dims.hidden % kNarrowRows != 0))
+      throw std::invalid_argument("megakernel: narrow down groups are rung 7d's, on even rows");
+    kernel_ = narrow_down ? kernel_of<Attention::group_mma_merge_at_once, true>(p.tokens)
+              : attention == Attention::group_mma_merge_at_once
                   ? kernel_of<Attention::group_mma_merge_at_once>(p.tokens)
               : group_mma ? kernel_of<Attention::group_mma>(p.tokens)
                           : kernel_of<Attention::per_head>(p.tokens);

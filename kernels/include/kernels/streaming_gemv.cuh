@@ -83,20 +83,21 @@ __device__ __forceinline__ float pick(const float (&a)[kN], int i) {
 
 // The pieces of the kernel below, as device functions, so that a persistent kernel running several
 // projections in one launch (ch20's megakernel) streams each the same way. A warp's weights are
-// the array w [kRowsPerWarp][kVectorsPerRow], 256 bytes a lane.
+// the array w [kRowsPerWarp][kVectorsPerRow], 256 bytes a lane; the pieces take any [kR][kV]
+// (the megakernel's narrow groups: [2][8], the same 256 bytes over twice as many warps), and the
+// Op's store then gets kR sums.
 
 // Loads the slab of a group's rows that starts at vector v0 into w (zeros past the row's end).
-template <class Op>
+template <class Op, int kR, int kV>
 __device__ __forceinline__ void load_slab(const bf16* weight, int64_t k, const Op& op,
-                                          int64_t group, int64_t v0,
-                                          uint4 (&w)[kRowsPerWarp][kVectorsPerRow]) {
+                                          int64_t group, int64_t v0, uint4 (&w)[kR][kV]) {
   const int lane = threadIdx.x % 32;
   const int64_t vectors = k / kBf16PerVector;
 #pragma unroll
-  for (int slot = 0; slot < kRowsPerWarp; ++slot) {
+  for (int slot = 0; slot < kR; ++slot) {
     const uint4* row = reinterpret_cast<const uint4*>(weight + op.row(group, slot) * k);
 #pragma unroll
-    for (int u = 0; u < kVectorsPerRow; ++u) {
+    for (int u = 0; u < kV; ++u) {
       const int64_t v = v0 + u * 32 + lane;
       w[slot][u] = v < vectors ? load_stream(row + v) : make_uint4(0, 0, 0, 0);
     }
@@ -115,30 +116,29 @@ __device__ __forceinline__ void fill_activations(const Op& op, uint4* act, int t
 
 // The product: the warp's groups first, first + stride, ... < groups; w must hold the slab at
 // vector 0 of group `first` (load_slab, issued as early as the caller can).
-template <int kTokens, class Op>
+template <int kTokens, class Op, int kR, int kV>
 __device__ __forceinline__ void stream_groups(const bf16* weight, int64_t k, int64_t groups,
                                               int tokens, const Op& op, const uint4* act,
-                                              int64_t first, int64_t stride,
-                                              uint4 (&w)[kRowsPerWarp][kVectorsPerRow]) {
+                                              int64_t first, int64_t stride, uint4 (&w)[kR][kV]) {
   const int lane = threadIdx.x % 32;
   const int64_t vectors = k / kBf16PerVector;
   for (int64_t group = first; group < groups; group += stride) {  // warp-uniform
-    float sum[kRowsPerWarp][kTokens] = {};
-    for (int64_t v0 = 0; v0 < vectors; v0 += 32 * kVectorsPerRow) {
+    float sum[kR][kTokens] = {};
+    for (int64_t v0 = 0; v0 < vectors; v0 += 32 * kV) {
       if (group != first || v0 != 0) load_slab(weight, k, op, group, v0, w);
 #pragma unroll
-      for (int u = 0; u < kVectorsPerRow; ++u) {
+      for (int u = 0; u < kV; ++u) {
         const int64_t v = v0 + u * 32 + lane;
         if (v >= vectors) break;
-        float wf[kRowsPerWarp][kBf16PerVector];
+        float wf[kR][kBf16PerVector];
 #pragma unroll
-        for (int slot = 0; slot < kRowsPerWarp; ++slot) unpack_bf16x8(w[slot][u], wf[slot]);
+        for (int slot = 0; slot < kR; ++slot) unpack_bf16x8(w[slot][u], wf[slot]);
 #pragma unroll
         for (int t = 0; t < kTokens; ++t) {
           float a[kBf16PerVector];
           unpack_bf16x8(act[t * vectors + v], a);
 #pragma unroll
-          for (int slot = 0; slot < kRowsPerWarp; ++slot)
+          for (int slot = 0; slot < kR; ++slot)
 #pragma unroll
             for (int e = 0; e < kBf16PerVector; ++e)
               sum[slot][t] = fmaf(wf[slot][e], a[e], sum[slot][t]);
@@ -146,15 +146,15 @@ __device__ __forceinline__ void stream_groups(const bf16* weight, int64_t k, int
       }
     }
 #pragma unroll
-    for (int slot = 0; slot < kRowsPerWarp; ++slot)
+    for (int slot = 0; slot < kR; ++slot)
 #pragma unroll
       for (int t = 0; t < kTokens; ++t) sum[slot][t] = warp_reduce(sum[slot][t], Sum{});
     // Lane (slot, token) stores, given the token's sums of every slot.
     const int slot = lane / kTokens, token = lane % kTokens;
-    if (slot < kRowsPerWarp && token < tokens) {
-      float mine[kRowsPerWarp];
+    if (slot < kR && token < tokens) {
+      float mine[kR];
 #pragma unroll
-      for (int s = 0; s < kRowsPerWarp; ++s) mine[s] = pick(sum[s], token);
+      for (int s = 0; s < kR; ++s) mine[s] = pick(sum[s], token);
       op.store(group, slot, token, mine);
     }
   }

@@ -511,8 +511,8 @@ class DecoderMegakernel {
       throw bench::Unsupported("megakernel, group attention: " + std::to_string(dims.group) +
                                " query heads a KV head; the MMA's N holds " +
                                std::to_string(group_mma::kMaxGroup));
-    if (narrow_down && (attention != Attention::group_mma_merge_at_once ||
-                        dims.hidden % kNarrowRows != 0))
+    if (narrow_down &&
+        (attention != Attention::group_mma_merge_at_once || dims.hidden % kNarrowRows != 0))
       throw std::invalid_argument("megakernel: narrow down groups are rung 7d's, on even rows");
     kernel_ = narrow_down ? kernel_of<Attention::group_mma_merge_at_once, true>(p.tokens)
               : attention == Attention::group_mma_merge_at_once

@@ -72,9 +72,8 @@
 //      none of W_down's 1024 groups. Rung 8 reports it as 7.4.
 //   8. optimized "autotuned": no single rung of 5-7 is fastest at every batch (the README's
 //      table), so this rung builds each of them that supports the batch (rung 5's graph, rung
-//      6's where it is not rung 5's, rung 6b's, 5b's, 5c's, 6c's and 6d's, rungs 7, 7c, 7d and 7e up to
-//      8 tokens)
-//      at setup, times them on the workload's own inputs and keeps the fastest
+//      6's where it is not rung 5's, rung 6b's, 5b's, 5c's, 6c's and 6d's, rungs 7, 7c, 7d and 7e
+//      up to 8 tokens) at setup, times them on the workload's own inputs and keeps the fastest
 //      (ch20/fastest_plan.cuh): autotuning, as cuBLASLt's candidates are picked. A timed call is
 //      one launch of the kept plan; the report's chosen_rung says which (6b as 6.5).
 //

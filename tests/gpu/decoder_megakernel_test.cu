@@ -132,10 +132,10 @@ const char* name(Attention a) {
 
 std::optional<ch20::mega::DecoderMegakernel> plan_or_reason(
     const ch20::LayerDims& dims, cudaStream_t stream, std::string& why,
-    Attention attention = Attention::per_head) {
+    Attention attention = Attention::per_head, bool narrow_down = false) {
   try {
-    return std::optional<ch20::mega::DecoderMegakernel>(std::in_place, dims, stream,
-                                                        ch20::mega::L2Ahead::none, attention);
+    return std::optional<ch20::mega::DecoderMegakernel>(
+        std::in_place, dims, stream, ch20::mega::L2Ahead::none, attention, narrow_down);
   } catch (const bench::Unsupported& e) {
     why = e.what();
     return std::nullopt;
@@ -157,6 +157,34 @@ TEST(DecoderMegakernel, MatchesTheHostLayerForEachTokenCount) {
       if (HasFatalFailure())
         return;  // a trapped barrier loses the context: the rest would only echo it
     }
+}
+
+// Rung 7e: rung 7d with the down projection in groups of 2 rows (the layer's 1024 rows: 512
+// groups, each warp's slab 2 rows x 8 loads), at every token count.
+TEST(DecoderMegakernel, TheNarrowDownPlanMatchesTheHostLayerForEachTokenCount) {
+  for (int tokens : {1, 2, 3, 5, 8}) {
+    const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
+    const kernels::OwnedStream stream;
+    std::string why;
+    const auto plan =
+        plan_or_reason(dims, stream.get(), why, Attention::group_mma_merge_at_once, true);
+    if (!plan) GTEST_SKIP() << why;
+    expect_matches_host(dims, *plan, stream.get(), 3);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The narrow down projection is rung 7d's only: asked of another attention form it is an error.
+TEST(DecoderMegakernel, NarrowDownWithAnotherAttentionIsAnError) {
+  const kernels::OwnedStream stream;
+  try {
+    ch20::mega::DecoderMegakernel(ch20::LayerDims::of(1, 8, 2, 4400, 700), stream.get(),
+                                  ch20::mega::L2Ahead::none, Attention::group_mma, true);
+    FAIL() << "a narrow down projection with rung 7c's attention was accepted";
+  } catch (const bench::Unsupported& e) {
+    GTEST_SKIP() << e.what();  // this GPU holds no megakernel at all
+  } catch (const std::invalid_argument&) {
+  }
 }
 
 // At 700 keys every plan above has 2 splits. A longer cache at 1 token gets 7 (chunks of 320 keys,

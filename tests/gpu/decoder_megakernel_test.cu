@@ -122,20 +122,28 @@ void expect_matches_host(const ch20::LayerDims& dims, const ch20::mega::DecoderM
 // The plan, or the reason this GPU cannot hold it (the caller skips with it): a GPU or partition
 // that cannot keep the persistent grid resident is not a failure.
 using ch20::mega::Attention;
-constexpr Attention kForms[] = {Attention::per_head, Attention::group_mma,
-                                Attention::group_mma_merge_at_once};
-const char* name(Attention a) {
-  return a == Attention::group_mma                 ? "group_mma"
-         : a == Attention::group_mma_merge_at_once ? "group_mma_merge_at_once"
-                                                   : "per_head";
+// A plan's form: its attention phase, and (rung 7e) the down projection in narrow groups.
+struct Form {
+  Attention attention = Attention::per_head;
+  bool narrow_down = false;
+};
+constexpr Form kForms[] = {{Attention::per_head},
+                           {Attention::group_mma},
+                           {Attention::group_mma_merge_at_once},
+                           {Attention::group_mma_merge_at_once, true}};
+const char* name(Form f) {
+  return f.narrow_down                         ? "group_mma_merge_at_once, narrow down"
+         : f.attention == Attention::group_mma ? "group_mma"
+         : f.attention == Attention::group_mma_merge_at_once ? "group_mma_merge_at_once"
+                                                             : "per_head";
 }
 
-std::optional<ch20::mega::DecoderMegakernel> plan_or_reason(
-    const ch20::LayerDims& dims, cudaStream_t stream, std::string& why,
-    Attention attention = Attention::per_head, bool narrow_down = false) {
+std::optional<ch20::mega::DecoderMegakernel> plan_or_reason(const ch20::LayerDims& dims,
+                                                            cudaStream_t stream, std::string& why,
+                                                            Form form = {}) {
   try {
     return std::optional<ch20::mega::DecoderMegakernel>(
-        std::in_place, dims, stream, ch20::mega::L2Ahead::none, attention, narrow_down);
+        std::in_place, dims, stream, ch20::mega::L2Ahead::none, form.attention, form.narrow_down);
   } catch (const bench::Unsupported& e) {
     why = e.what();
     return std::nullopt;
@@ -143,7 +151,7 @@ std::optional<ch20::mega::DecoderMegakernel> plan_or_reason(
 }
 
 TEST(DecoderMegakernel, MatchesTheHostLayerForEachTokenCount) {
-  for (Attention form : kForms)
+  for (const Form form : kForms)
     for (int tokens : {1, 2, 3, 5, 8}) {
       SCOPED_TRACE(name(form));
       const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
@@ -157,21 +165,6 @@ TEST(DecoderMegakernel, MatchesTheHostLayerForEachTokenCount) {
       if (HasFatalFailure())
         return;  // a trapped barrier loses the context: the rest would only echo it
     }
-}
-
-// Rung 7e: rung 7d with the down projection in groups of 2 rows (the layer's 1024 rows: 512
-// groups, each warp's slab 2 rows x 8 loads), at every token count.
-TEST(DecoderMegakernel, TheNarrowDownPlanMatchesTheHostLayerForEachTokenCount) {
-  for (int tokens : {1, 2, 3, 5, 8}) {
-    const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
-    const kernels::OwnedStream stream;
-    std::string why;
-    const auto plan =
-        plan_or_reason(dims, stream.get(), why, Attention::group_mma_merge_at_once, true);
-    if (!plan) GTEST_SKIP() << why;
-    expect_matches_host(dims, *plan, stream.get(), 3);
-    if (HasFatalFailure()) return;
-  }
 }
 
 // The narrow down projection is rung 7d's only: asked of another attention form it is an error.
@@ -191,7 +184,7 @@ TEST(DecoderMegakernel, NarrowDownWithAnotherAttentionIsAnError) {
 // the last one 80), as the timing size gets 8 at batch 1: the merge folds more than two partials,
 // and a short last chunk.
 TEST(DecoderMegakernel, MergesManySplitsWithAShortLastChunk) {
-  for (Attention form : kForms) {
+  for (const Form form : kForms) {
     SCOPED_TRACE(name(form));
     const ch20::LayerDims dims = ch20::LayerDims::of(1, 8, 2, 4400, 2000);
     const kernels::OwnedStream stream;
@@ -210,7 +203,7 @@ TEST(DecoderMegakernel, MergesAtOncePastThirtyTwoSplits) {
   const ch20::LayerDims dims = ch20::LayerDims::of(1, 8, 2, 4400, 5120);
   const kernels::OwnedStream stream;
   std::string why;
-  const auto plan = plan_or_reason(dims, stream.get(), why, Attention::group_mma_merge_at_once);
+  const auto plan = plan_or_reason(dims, stream.get(), why, {Attention::group_mma_merge_at_once});
   if (!plan) GTEST_SKIP() << why;
   if (plan->splits() <= 32)
     GTEST_SKIP() << "grid " << plan->grid() << ": " << plan->splits()
@@ -227,11 +220,11 @@ TEST(DecoderMegakernel, MergesAtOncePastThirtyTwoSplits) {
 // zero after. The group form's items are KV heads: at 8 tokens over 16 KV heads (groups of 2,
 // hidden 4096) there are 256 of them (2 splits), so its blocks too run two.
 TEST(DecoderMegakernel, MergeCountersAreLeftAtZeroAcrossLaunches) {
-  for (Attention form : kForms)
+  for (const Form form : kForms)
     for (const ch20::LayerDims& dims :
          {ch20::LayerDims::of(1, 8, 2, 4400, 2000),
-          ch20::mega::per_kv_head(form) ? ch20::LayerDims::of(8, 32, 16, 1104, 700)
-                                        : ch20::LayerDims::of(8, 16, 4, 4400, 700)}) {
+          ch20::mega::per_kv_head(form.attention) ? ch20::LayerDims::of(8, 32, 16, 1104, 700)
+                                                  : ch20::LayerDims::of(8, 16, 4, 4400, 700)}) {
       SCOPED_TRACE(name(form));
       const kernels::OwnedStream stream;
       std::string why;
@@ -240,7 +233,8 @@ TEST(DecoderMegakernel, MergeCountersAreLeftAtZeroAcrossLaunches) {
       if (dims.batch == 1) {
         EXPECT_GE(plan->splits(), 4) << "grid " << plan->grid();
       } else {
-        const int64_t heads = ch20::mega::per_kv_head(form) ? dims.kv_heads : dims.q_heads;
+        const int64_t heads =
+            ch20::mega::per_kv_head(form.attention) ? dims.kv_heads : dims.q_heads;
         EXPECT_GT(dims.batch * heads * plan->splits(), int64_t{plan->grid()})
             << "every block runs one attention item at most: no merge between two items";
       }
@@ -262,7 +256,7 @@ TEST(DecoderMegakernel, MergeCountersAreLeftAtZeroAcrossLaunches) {
 // 3.5e-1 away. Larger gains separate them more but amplify the roundings through the larger
 // scores: at ~3 the roundings alone reached 1.07e-2 at 1 token.
 TEST(DecoderMegakernel, TheNewKeyWeighsInTheMerge) {
-  for (Attention form : kForms)
+  for (const Form form : kForms)
     for (int tokens : {1, 5}) {
       SCOPED_TRACE(name(form));
       const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);

@@ -42,6 +42,21 @@
 // Rung 7e is rung 7d with the down projection in groups of 2 rows (NarrowSlab), so that nearly
 // every warp of the grid streams W_down.
 //
+// The chained launch (ch20's rung 7f, `Launch::chained`): steps run back to back, as a model's
+// layers do, and between two cooperative launches the GPU idles: the last blocks drain, the next
+// launch is processed, its blocks start and only then issue their first weights. Launched
+// programmatically instead (kernels/pdl.cuh), a step lets the next one launch once every block
+// has reached its down phase; the next step's blocks take SMs as this step's blocks exit, issue
+// their first W_qkv slab (a weight: nothing upstream writes it) and wait there
+// (griddepcontrol.wait) until this step has completed and its writes are visible. Everything else,
+// the grid barrier's first read included, comes after that wait. The driver does not overlap a
+// cooperative launch with the kernel ahead (measured: the two attributes together ran as the
+// cooperative launch alone), so this launch drops the cooperative attribute and with it the
+// launch's residency check: the grid is still what the occupancy calculator says fits, every block
+// is resident on a GPU this process has to itself, and a grid that is not (another process's
+// kernels holding SMs) traps at its first barrier instead of hanging. In an ordinary launch the
+// wait and the allow are no-ops, so the cooperative rungs run the same kernel.
+//
 // The grid barrier is kernels/grid_barrier.cuh's: one 64-bit arrival counter in global memory that
 // only grows, a release add to arrive and an acquire spin to wait. It is correct only if every
 // block is resident at once: the host sizes the grid from
@@ -79,6 +94,7 @@
 #include <kernels/grid_barrier.cuh>
 #include <kernels/occupancy.cuh>
 #include <kernels/online_softmax.cuh>
+#include <kernels/pdl.cuh>
 #include <kernels/vector_access.cuh>
 #include <stdexcept>
 #include <string>
@@ -377,14 +393,19 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   const int64_t qkv_groups = p.qkv_dim / gemv::kRowsPerWarp,
                 o_groups = p.hidden / gemv::kRowsPerWarp, gate_up_groups = p.ffn / 2,
                 down_groups = p.hidden / kDownRows;
-  GridBarrier barrier(p.barrier);
   Slab w;
   NarrowSlab narrow;  // rung 7e's down slab; unused otherwise
   auto& w_down = down_slab<kNarrowDown>(w, narrow);
 
-  // 1. qkv. Nothing to wait for: x and the weights are inputs.
-  stamp(p, 0);
+  // Chained (rung 7f), the first W_qkv slab goes out while the step ahead finishes; nothing that
+  // step writes (x is a layer's output in a model; the counters; the activations) is read before
+  // the wait. Launched the ordinary way, the wait returns at once.
   load_first(p.io.w_qkv, p.hidden, qkv_groups, qkv, first, w);
+  kernels::pdl::wait_for_prerequisite();
+  GridBarrier barrier(p.barrier);
+
+  // 1. qkv.
+  stamp(p, 0);
   project<kTokens>(p.io.w_qkv, p.hidden, qkv_groups, qkv, p, smem, first, w);
   stamp(p, 1);
   barrier.arrive();
@@ -441,6 +462,8 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
   barrier.arrive();
   load_first(p.io.w_down, p.ffn, down_groups, down, first, w_down);
   barrier.wait();
+  kernels::pdl::allow_dependents();  // chained: the next step may launch, its blocks taking SMs
+                                     // as this step's exit (it waits for this one to complete)
   stamp(p, 8);
 
   // 5. down: y = h + act · W_downᵀ. The launch's end is the last barrier.
@@ -452,6 +475,10 @@ __global__ void __launch_bounds__(kThreads, kTokens <= 2 ? kMaxBlocksPerSm : 1)
 // What the attention phase prefetches into L2 besides the cache: nothing (rung 7), or the rest of
 // W_o (rung 7b, the header's L2-ahead form).
 enum class L2Ahead { none, o_rest };
+
+// How a step is launched: cooperatively (rungs 7-7e), or programmatically after the step ahead
+// (rung 7f, the header's chained launch).
+enum class Launch { cooperative, chained };
 
 // The KV cache the attention phase reads, in bytes.
 inline int64_t cache_bytes(const LayerDims& dims) {
@@ -475,10 +502,13 @@ void (*kernel_of(int tokens))(Step) {
 
 class DecoderMegakernel {
  public:
-  // narrow_down (rung 7e): rung 7d's attention, the down projection in narrow groups.
+  // narrow_down (rung 7e): rung 7d's attention, the down projection in narrow groups; chained
+  // (rung 7f): launched programmatically after the step ahead (the header comment).
   DecoderMegakernel(const LayerDims& dims, cudaStream_t s, L2Ahead ahead = L2Ahead::none,
-                    Attention attention = Attention::per_head, bool narrow_down = false)
-      : q_(dims.batch * dims.hidden),
+                    Attention attention = Attention::per_head, bool narrow_down = false,
+                    Launch launch = Launch::cooperative)
+      : launch_(launch),
+        q_(dims.batch * dims.hidden),
         attn_(q_.size()),
         h_(q_.size()),
         act_(dims.batch * dims.ffn),
@@ -574,7 +604,10 @@ class DecoderMegakernel {
     Step step = step_;
     step.io = io;
     step.stamps = stamps;
-    BENCH_CUDA_CHECK(kernels::launch_cooperative(kernel_, grid_, kThreads, smem_, s, step));
+    if (launch_ == Launch::chained)
+      kernels::pdl::launch(kernel_, dim3(grid_), dim3(kThreads), smem_, s, step);
+    else
+      BENCH_CUDA_CHECK(kernels::launch_cooperative(kernel_, grid_, kThreads, smem_, s, step));
   }
 
   // Where a launch's time goes (untimed): `launches` stamped launches back to back, then for each
@@ -640,6 +673,7 @@ class DecoderMegakernel {
   const bench::DeviceBuffer<uint32_t>& merge_counts() const { return merge_counts_; }
 
  private:
+  Launch launch_;
   bench::DeviceBuffer<bf16> q_, attn_, h_, act_;
   bench::DeviceBuffer<float> part_ml_, part_o_;
   bench::DeviceBuffer<unsigned long long> barrier_;

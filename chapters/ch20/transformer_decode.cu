@@ -70,10 +70,14 @@
 //   7e. step "megakernel_narrow_down": rung 7d with the down projection in groups of 2 rows, 8
 //      loads a row (ch20/megakernel.cuh's NarrowSlab): in groups of 4 half the grid's warps have
 //      none of W_down's 1024 groups. Rung 8 reports it as 7.4.
+//   7f. step "megakernel_chained": rung 7e launched programmatically after the step ahead (the
+//      chained launch of ch20/megakernel.cuh): back to back, as a model's layers run, each step's
+//      first weights go out while the step ahead drains, instead of after a launch gap. Rung 8
+//      reports it as 7.5.
 //   8. optimized "autotuned": no single rung of 5-7 is fastest at every batch (the README's
 //      table), so this rung builds each of them that supports the batch (rung 5's graph, rung
-//      6's where it is not rung 5's, rung 6b's, 5b's, 5c's, 6c's and 6d's, rungs 7, 7c, 7d and 7e
-//      up to 8 tokens) at setup, times them on the workload's own inputs and keeps the fastest
+//      6's where it is not rung 5's, rung 6b's, 5b's, 5c's, 6c's and 6d's, rungs 7, 7c, 7d, 7e and
+//      7f up to 8 tokens) at setup, times them on the workload's own inputs and keeps the fastest
 //      (ch20/fastest_plan.cuh): autotuning, as cuBLASLt's candidates are picked. A timed call is
 //      one launch of the kept plan; the report's chosen_rung says which (6b as 6.5).
 //
@@ -794,8 +798,9 @@ struct Megakernel {
   mega::DecoderMegakernel kernel;
   const DecoderLayer& layer;
   Megakernel(const DecoderLayer& w, cudaStream_t s, mega::L2Ahead ahead = mega::L2Ahead::none,
-             mega::Attention attention = mega::Attention::per_head, bool narrow_down = false)
-      : kernel(w.dims(), s, ahead, attention, narrow_down), layer(w) {}
+             mega::Attention attention = mega::Attention::per_head, bool narrow_down = false,
+             mega::Launch launch = mega::Launch::cooperative)
+      : kernel(w.dims(), s, ahead, attention, narrow_down, launch), layer(w) {}
   static mega::Io io(const DecoderLayer& w) {
     return {w.x.data(),       w.norm1.data(),     w.norm2.data(),  w.w_qkv.data(),
             w.w_o.data(),     w.w_gate_up.data(), w.w_down.data(), w.k_cache.data(),
@@ -842,6 +847,13 @@ struct MegakernelNarrowDown : Megakernel {
       : Megakernel(w, s, mega::L2Ahead::none, mega::Attention::group_mma_merge_at_once, true) {}
 };
 
+// ---- rung 7f: rung 7e launched programmatically after the step ahead (megakernel.cuh) ---------
+struct MegakernelChained : Megakernel {
+  MegakernelChained(const DecoderLayer& w, cudaStream_t s)
+      : Megakernel(w, s, mega::L2Ahead::none, mega::Attention::group_mma_merge_at_once, true,
+                   mega::Launch::chained) {}
+};
+
 // ---- rung 8: the fastest of rungs 5-7, 5b, 5c, 6c and 6d at this batch, picked at setup --------
 // Every plan that supports the batch is built and timed on the step's own inputs
 // (ch20/fastest_plan.cuh: best of 5 rounds of 10 back-to-back calls each, the candidates taking
@@ -864,6 +876,7 @@ struct Autotuned {
     plan.consider<MegakernelAttentionMma>("megakernel_attention_mma", 7.25, w, s);
     plan.consider<MegakernelMergeAtOnce>("megakernel_merge_at_once", 7.3, w, s);
     plan.consider<MegakernelNarrowDown>("megakernel_narrow_down", 7.4, w, s);
+    plan.consider<MegakernelChained>("megakernel_chained", 7.5, w, s);
     plan.keep_fastest(s, /*time_them=*/w.fills > 0);
   }
   void operator()(const DecoderLayer&, cudaStream_t s) const { plan(s); }
@@ -907,6 +920,8 @@ BENCH_EXAMPLE(ch20, transformer_decode, DecoderLayer)
                                      {.min_compute_capability = 90})
     .stateful<MegakernelNarrowDown>(bench::Role::step, "megakernel_narrow_down",
                                     {.min_compute_capability = 90})
+    .stateful<MegakernelChained>(bench::Role::step, "megakernel_chained",
+                                 {.min_compute_capability = 90})
     .stateful<Autotuned>(bench::Role::optimized, "autotuned", {.min_compute_capability = 90})
     .reference(reference)
     .device_reference(device_reference)

@@ -18,7 +18,8 @@
 // L2. The tests of the layer's outputs and of the merge run both attention forms: rung 7's (a
 // block per query head and chunk) and rung 7c's (a block per KV head and chunk, on tensor cores,
 // ch20/group_attention_mma.cuh), whose splits differ (chunks of whole 128-key CTA steps: 3 at 700
-// keys, the last 188 keys, 8 at 2000).
+// keys, the last 188 keys, 8 at 2000), and rung 7e's narrow down projection, cooperative and
+// chained (rung 7f); two chained steps as two layers, the second reading the first's output.
 #include <gtest/gtest.h>
 
 #include <ch20/megakernel.cuh>
@@ -122,17 +123,22 @@ void expect_matches_host(const ch20::LayerDims& dims, const ch20::mega::DecoderM
 // The plan, or the reason this GPU cannot hold it (the caller skips with it): a GPU or partition
 // that cannot keep the persistent grid resident is not a failure.
 using ch20::mega::Attention;
-// A plan's form: its attention phase, and (rung 7e) the down projection in narrow groups.
+using ch20::mega::Launch;
+// A plan's form: its attention phase, (rung 7e) the down projection in narrow groups, and (rung
+// 7f) the launch.
 struct Form {
   Attention attention = Attention::per_head;
   bool narrow_down = false;
+  Launch launch = Launch::cooperative;
 };
 constexpr Form kForms[] = {{Attention::per_head},
                            {Attention::group_mma},
                            {Attention::group_mma_merge_at_once},
-                           {Attention::group_mma_merge_at_once, true}};
+                           {Attention::group_mma_merge_at_once, true},
+                           {Attention::group_mma_merge_at_once, true, Launch::chained}};
 const char* name(Form f) {
-  return f.narrow_down                         ? "group_mma_merge_at_once, narrow down"
+  return f.launch == Launch::chained           ? "group_mma_merge_at_once, narrow down, chained"
+         : f.narrow_down                       ? "group_mma_merge_at_once, narrow down"
          : f.attention == Attention::group_mma ? "group_mma"
          : f.attention == Attention::group_mma_merge_at_once ? "group_mma_merge_at_once"
                                                              : "per_head";
@@ -142,8 +148,9 @@ std::optional<ch20::mega::DecoderMegakernel> plan_or_reason(const ch20::LayerDim
                                                             cudaStream_t stream, std::string& why,
                                                             Form form = {}) {
   try {
-    return std::optional<ch20::mega::DecoderMegakernel>(
-        std::in_place, dims, stream, ch20::mega::L2Ahead::none, form.attention, form.narrow_down);
+    return std::optional<ch20::mega::DecoderMegakernel>(std::in_place, dims, stream,
+                                                        ch20::mega::L2Ahead::none, form.attention,
+                                                        form.narrow_down, form.launch);
   } catch (const bench::Unsupported& e) {
     why = e.what();
     return std::nullopt;
@@ -358,6 +365,84 @@ TEST(DecoderMegakernel, PhaseStampsCoverEveryPhaseInOrder) {
   }
   EXPECT_LT(spans, 1e5) << "a span of over 0.1 s is a wrapped difference, not a phase";
   expect_matches_host(dims, *plan, stream.get(), 1);
+}
+
+// Two chained steps (rung 7f) as two layers of a model: the second step's x is the first step's y,
+// and it is launched programmatically right behind it, so its blocks start, and issue their first
+// weights, while the first step's down phase still writes y. y1 and y2 start as NaN: a second step
+// that read its x (or anything else the first writes: the activations, the counters, the grid
+// barrier's count, all shared by the one plan) before its wait would show. Each step is compared
+// with the FP64 host layer, the second on the first's output as the kernel stored it (BF16). Three
+// runs of the pair; at 1 and 5 tokens.
+TEST(DecoderMegakernel, AChainedStepReadsTheStepAheadsOutputOnlyAfterItsWait) {
+  for (int tokens : {1, 5}) {
+    const ch20::LayerDims dims = ch20::LayerDims::of(tokens, 8, 2, 4400, 700);
+    const kernels::OwnedStream stream;
+    std::string why;
+    const auto plan = plan_or_reason(dims, stream.get(), why,
+                                     {Attention::group_mma_merge_at_once, true, Launch::chained});
+    if (!plan) GTEST_SKIP() << why;
+    const int64_t kv_rows = dims.batch * dims.kv_heads * dims.past * ch20::kHeadDim,
+                  kv_new = dims.batch * dims.kv_heads * ch20::kHeadDim;
+    const unsigned seed = unsigned(7 * tokens);
+    const std::vector<bf16> x = random_bf16(std::size_t(dims.batch * dims.hidden), -1.7f, 1.7f,
+                                            seed),
+                            norm1 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 1),
+                            norm2 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 2),
+                            w_qkv = weights(dims.qkv_dim, dims.hidden, seed + 3),
+                            w_o = weights(dims.hidden, dims.hidden, seed + 4),
+                            w_gate_up = weights(2 * dims.ffn, dims.hidden, seed + 5),
+                            w_down = weights(dims.hidden, dims.ffn, seed + 6),
+                            k_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 7),
+                            v_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 8);
+    // Layer 1 on x, then layer 2 on layer 1's y rounded to BF16, the same weights and cache.
+    std::vector<double> y1(x.size()), y2(x.size()), k1(static_cast<std::size_t>(kv_new)),
+        v1(k1.size()), k2(k1.size()), v2(k1.size());
+    ch20::reference::layer(dims, {x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache},
+                           {y1, k1, v1});
+    std::vector<bf16> x2(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) x2[i] = __float2bfloat16(float(y1[i]));
+    ch20::reference::layer(
+        dims, {x2, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache}, {y2, k2, v2});
+
+    const std::vector<bf16*> in = {upload(x),      upload(norm1),   upload(norm2),
+                                   upload(w_qkv),  upload(w_o),     upload(w_gate_up),
+                                   upload(w_down), upload(k_cache), upload(v_cache)};
+    const std::vector<bf16> nan_y(x.size(), __float2bfloat16(NAN)),
+        nan_kv(k1.size(), __float2bfloat16(NAN));
+    bf16 *y1_d = upload(nan_y), *y2_d = upload(nan_y), *k1_d = upload(nan_kv),
+         *v1_d = upload(nan_kv), *k2_d = upload(nan_kv), *v2_d = upload(nan_kv);
+    const ch20::mega::Io first{in[0], in[1], in[2], in[3], in[4], in[5],
+                               in[6], in[7], in[8], y1_d,  k1_d,  v1_d},
+        second{y1_d, in[1], in[2], in[3], in[4], in[5], in[6], in[7], in[8], y2_d, k2_d, v2_d};
+    for (int run = 0; run < 3; ++run) {
+      (*plan)(first, stream.get());
+      (*plan)(second, stream.get());
+      ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess) << tokens << " tokens";
+      EXPECT_LT(relative_l2(download(y1_d, y1.size()), y1), kTolerance) << tokens << " tokens";
+      EXPECT_LT(relative_l2(download(k1_d, k1.size()), k1), kTolerance) << tokens << " tokens";
+      EXPECT_LT(relative_l2(download(v1_d, v1.size()), v1), kTolerance) << tokens << " tokens";
+      EXPECT_LT(relative_l2(download(k2_d, k2.size()), k2), kTolerance) << tokens << " tokens";
+      EXPECT_LT(relative_l2(download(v2_d, v2.size()), v2), kTolerance) << tokens << " tokens";
+      EXPECT_LT(relative_l2(download(y2_d, y2.size()), y2), kTolerance)
+          << tokens << " tokens, run " << run;
+      for (bf16* out : {y1_d, y2_d})
+        ASSERT_EQ(
+            cudaMemcpy(out, nan_y.data(), nan_y.size() * sizeof(bf16), cudaMemcpyHostToDevice),
+            cudaSuccess);
+      for (bf16* out : {k1_d, v1_d, k2_d, v2_d})
+        ASSERT_EQ(
+            cudaMemcpy(out, nan_kv.data(), nan_kv.size() * sizeof(bf16), cudaMemcpyHostToDevice),
+            cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<uint32_t> counts =
+          download(plan->merge_counts().data(), std::size_t(plan->merge_counts().size()));
+      EXPECT_EQ(counts, std::vector<uint32_t>(counts.size(), 0u)) << tokens << " tokens";
+    }
+    for (bf16* p : in) cudaFree(p);
+    for (bf16* p : {y1_d, y2_d, k1_d, v1_d, k2_d, v2_d}) cudaFree(p);
+    if (HasFatalFailure()) return;
+  }
 }
 
 // Past 8 tokens the megakernel is not the tool (the FMAs set the time): the plan says so, as a

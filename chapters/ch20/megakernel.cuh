@@ -61,7 +61,8 @@
 // only grows, a release add to arrive and an acquire spin to wait. It is correct only if every
 // block is resident at once: the host sizes the grid from
 // cudaOccupancyMaxActiveBlocksPerMultiprocessor and launches it cooperatively (the launch fails,
-// rather than hangs, if the grid cannot be co-resident), and a GPU where no block fits is SKIPPED.
+// rather than hangs, if the grid cannot be co-resident; the chained launch above trades that check
+// away), and a GPU where no block fits is SKIPPED.
 // A barrier that waits longer than kernels::kGridBarrierTimeoutNs traps: a bug fails the run
 // instead of hanging it.
 //

@@ -63,33 +63,49 @@ struct Inputs {
   bool zero_k_cache = false;
 };
 
+// A layer's random inputs (from seed, drawn as `inputs` asks), on the host, in the order of
+// ch20::reference::HostLayer and of the device copies upload() makes.
+struct LayerInputs {
+  std::vector<bf16> x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache;
+  LayerInputs(const ch20::LayerDims& dims, unsigned seed, const Inputs& inputs) {
+    const auto kv_rows = std::size_t(dims.batch * dims.kv_heads * dims.past * ch20::kHeadDim);
+    x = random_bf16(std::size_t(dims.batch * dims.hidden), -1.7f, 1.7f, seed);
+    norm1 = random_bf16(std::size_t(dims.hidden), inputs.norm1_low, inputs.norm1_high, seed + 1);
+    norm2 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 2);
+    w_qkv = weights(dims.qkv_dim, dims.hidden, seed + 3);
+    w_o = weights(dims.hidden, dims.hidden, seed + 4);
+    w_gate_up = weights(2 * dims.ffn, dims.hidden, seed + 5);
+    w_down = weights(dims.hidden, dims.ffn, seed + 6);
+    k_cache = inputs.zero_k_cache ? std::vector<bf16>(kv_rows, __float2bfloat16(0.0f))
+                                  : random_bf16(kv_rows, -1.7f, 1.7f, seed + 7);
+    v_cache = random_bf16(kv_rows, -1.7f, 1.7f, seed + 8);
+  }
+  // The FP64 host layer on these inputs, x replaced by `x_in` (a layer's input from the one
+  // before it).
+  void reference(const ch20::LayerDims& dims, const std::vector<bf16>& x_in, std::vector<double>& y,
+                 std::vector<double>& k_new, std::vector<double>& v_new) const {
+    ch20::reference::layer(dims,
+                           {x_in, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache},
+                           {y, k_new, v_new});
+  }
+  // Device copies, in the order of ch20::mega::Io (free them with cudaFree).
+  std::vector<bf16*> upload_all() const {
+    return {upload(x),         upload(norm1),  upload(norm2),   upload(w_qkv),  upload(w_o),
+            upload(w_gate_up), upload(w_down), upload(k_cache), upload(v_cache)};
+  }
+};
+
 // Runs `plan` (made for dims) `runs` times on random inputs of dims and compares y, k_new and
 // v_new with the FP64 CPU layer after each run.
 void expect_matches_host(const ch20::LayerDims& dims, const ch20::mega::DecoderMegakernel& plan,
                          cudaStream_t stream, int runs, const Inputs& inputs = {}) {
-  const int64_t kv_rows = dims.batch * dims.kv_heads * dims.past * ch20::kHeadDim,
-                kv_new = dims.batch * dims.kv_heads * ch20::kHeadDim;
-  const unsigned seed = unsigned(100 * dims.batch + dims.ffn);
-  const std::vector<bf16> x = random_bf16(std::size_t(dims.batch * dims.hidden), -1.7f, 1.7f, seed),
-                          norm1 = random_bf16(std::size_t(dims.hidden), inputs.norm1_low,
-                                              inputs.norm1_high, seed + 1),
-                          norm2 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 2),
-                          w_qkv = weights(dims.qkv_dim, dims.hidden, seed + 3),
-                          w_o = weights(dims.hidden, dims.hidden, seed + 4),
-                          w_gate_up = weights(2 * dims.ffn, dims.hidden, seed + 5),
-                          w_down = weights(dims.hidden, dims.ffn, seed + 6),
-                          k_cache =
-                              inputs.zero_k_cache
-                                  ? std::vector<bf16>(std::size_t(kv_rows), __float2bfloat16(0.0f))
-                                  : random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 7),
-                          v_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 8);
+  const int64_t kv_new = dims.batch * dims.kv_heads * ch20::kHeadDim;
+  const LayerInputs layer(dims, unsigned(100 * dims.batch + dims.ffn), inputs);
+  const std::vector<bf16>& x = layer.x;
   std::vector<double> y(x.size()), k_ref(static_cast<std::size_t>(kv_new)), v_ref(k_ref.size());
-  ch20::reference::layer(dims, {x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache},
-                         {y, k_ref, v_ref});
+  layer.reference(dims, x, y, k_ref, v_ref);
 
-  const std::vector<bf16*> in = {upload(x),      upload(norm1),   upload(norm2),
-                                 upload(w_qkv),  upload(w_o),     upload(w_gate_up),
-                                 upload(w_down), upload(k_cache), upload(v_cache)};
+  const std::vector<bf16*> in = layer.upload_all();
   // The outputs start as NaN: an element no phase stores fails the comparison.
   const std::vector<bf16> poison_y(y.size(), __float2bfloat16(NAN)),
       poison_kv(k_ref.size(), __float2bfloat16(NAN));
@@ -382,32 +398,18 @@ TEST(DecoderMegakernel, AChainedStepReadsTheStepAheadsOutputOnlyAfterItsWait) {
     const auto plan = plan_or_reason(dims, stream.get(), why,
                                      {Attention::group_mma_merge_at_once, true, Launch::chained});
     if (!plan) GTEST_SKIP() << why;
-    const int64_t kv_rows = dims.batch * dims.kv_heads * dims.past * ch20::kHeadDim,
-                  kv_new = dims.batch * dims.kv_heads * ch20::kHeadDim;
-    const unsigned seed = unsigned(7 * tokens);
-    const std::vector<bf16> x = random_bf16(std::size_t(dims.batch * dims.hidden), -1.7f, 1.7f,
-                                            seed),
-                            norm1 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 1),
-                            norm2 = random_bf16(std::size_t(dims.hidden), 0.5f, 1.5f, seed + 2),
-                            w_qkv = weights(dims.qkv_dim, dims.hidden, seed + 3),
-                            w_o = weights(dims.hidden, dims.hidden, seed + 4),
-                            w_gate_up = weights(2 * dims.ffn, dims.hidden, seed + 5),
-                            w_down = weights(dims.hidden, dims.ffn, seed + 6),
-                            k_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 7),
-                            v_cache = random_bf16(std::size_t(kv_rows), -1.7f, 1.7f, seed + 8);
+    const int64_t kv_new = dims.batch * dims.kv_heads * ch20::kHeadDim;
+    const LayerInputs layer(dims, unsigned(7 * tokens), {});
+    const std::vector<bf16>& x = layer.x;
     // Layer 1 on x, then layer 2 on layer 1's y rounded to BF16, the same weights and cache.
     std::vector<double> y1(x.size()), y2(x.size()), k1(static_cast<std::size_t>(kv_new)),
         v1(k1.size()), k2(k1.size()), v2(k1.size());
-    ch20::reference::layer(dims, {x, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache},
-                           {y1, k1, v1});
+    layer.reference(dims, x, y1, k1, v1);
     std::vector<bf16> x2(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) x2[i] = __float2bfloat16(float(y1[i]));
-    ch20::reference::layer(
-        dims, {x2, norm1, norm2, w_qkv, w_o, w_gate_up, w_down, k_cache, v_cache}, {y2, k2, v2});
+    layer.reference(dims, x2, y2, k2, v2);
 
-    const std::vector<bf16*> in = {upload(x),      upload(norm1),   upload(norm2),
-                                   upload(w_qkv),  upload(w_o),     upload(w_gate_up),
-                                   upload(w_down), upload(k_cache), upload(v_cache)};
+    const std::vector<bf16*> in = layer.upload_all();
     const std::vector<bf16> nan_y(x.size(), __float2bfloat16(NAN)),
         nan_kv(k1.size(), __float2bfloat16(NAN));
     bf16 *y1_d = upload(nan_y), *y2_d = upload(nan_y), *k1_d = upload(nan_kv),
